@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Installs what shufflelab needs on a fresh Debian 12 machine; cheap to re-run (idempotent).
+#   - Debian packages: iperf3, iproute2, ethtool, Java 17 (only those missing)
+#   - .venv with the pinned Python dependencies (pyspark from PyPI) and shufflelab itself
+#   - the Rust extensions under crates/ that have a pyproject.toml (built by maturin via pip)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "shufflelab needs root (network namespaces, qdiscs, sysctls); run as root" >&2
+  exit 1
+fi
+
+missing=()
+for pair in iperf3:iperf3 ethtool:ethtool ip:iproute2 ss:iproute2 tc:iproute2 java:openjdk-17-jre-headless \
+            ping:iputils-ping modprobe:kmod; do
+  command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+PY=${PYTHON:-python3.11}
+command -v "$PY" >/dev/null 2>&1 || PY=python3
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv"
+  "$PY" -m venv .venv
+fi
+
+# Re-install only when the dependency declarations changed.
+stamp=.venv/.shufflelab-setup
+want=$(cat pyproject.toml crates/*/pyproject.toml crates/*/Cargo.toml crates/*/src/*.rs Cargo.toml 2>/dev/null \
+       | sha256sum | cut -c1-16)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  echo "setup: installing Python packages (pyspark builds its wheel once, ~1 min)"
+  .venv/bin/pip install -q --upgrade pip >/dev/null
+  .venv/bin/pip install -q -e ".[dev]"
+  for crate in crates/*/; do
+    if [ -f "$crate/pyproject.toml" ]; then
+      echo "setup: building $crate"
+      .venv/bin/pip install -q "$crate"
+    fi
+  done
+  echo "$want" > "$stamp"
+fi
+echo "setup: ready ($(.venv/bin/python -c 'import pyspark; print("pyspark", pyspark.__version__)'))"

@@ -1,0 +1,204 @@
+"""Applies a :class:`~shufflelab.topology.Network` to the kernel: namespaces, veths, bridges,
+addresses, routes (pyroute2) and shaping (``tc``: pyroute2 0.9 cannot create a bfifo child).
+
+Shaping and TCP settings can be changed on a live fabric (:meth:`Fabric.configure`), so runs of
+different scenarios reuse one fabric and one Spark cluster when only those values differ.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+from pyroute2 import NetNS
+
+from shufflelab.emulate.netns import Lease, run
+from shufflelab.spec import ExperimentSpec, Link, Tcp
+from shufflelab.topology import Network, Port, htb_burst_bytes, htb_quantum_bytes
+
+
+@dataclass(frozen=True)
+class PortCounters:
+    tx_bytes: int
+    tx_packets: int
+    drops: int
+    backlog_bytes: int
+    backlog_packets: int
+
+
+def shaping_commands(ns: str, dev: str, link: Link) -> list[list[str]]:
+    """The ``tc`` invocations that shape ``dev``'s egress: HTB rate with a FIFO child as the queue."""
+    rate_bit = int(link.rate_mbps * 1e6)
+    burst = htb_burst_bytes(link.rate_mbps)
+    quantum = htb_quantum_bytes(link.rate_mbps)
+    if link.queue_packets is not None:
+        leaf = ["pfifo", "limit", str(link.queue_packets)]
+    else:
+        leaf = ["bfifo", "limit", str(link.effective_queue_bytes())]
+    return [
+        ["tc", "-n", ns, "qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "10"],
+        [
+            "tc", "-n", ns, "class", "replace", "dev", dev, "parent", "1:", "classid", "1:10", "htb",
+            "rate", f"{rate_bit}bit", "ceil", f"{rate_bit}bit",
+            "burst", str(burst), "cburst", str(burst), "quantum", str(quantum),
+        ],
+        ["tc", "-n", ns, "qdisc", "replace", "dev", dev, "parent", "1:10", "handle", "10:", *leaf],
+    ]  # fmt: skip
+
+
+def tcp_sysctls(tcp: Tcp) -> dict[str, str]:
+    """Namespace sysctls for ``tcp`` (new sockets pick them up, so set before starting JVMs)."""
+    return {
+        "net.ipv4.tcp_congestion_control": tcp.congestion_control,
+        "net.ipv4.tcp_ecn": str(tcp.ecn),
+        "net.ipv4.tcp_slow_start_after_idle": "1" if tcp.slow_start_after_idle else "0",
+    }
+
+
+def sysctl(ns: str, values: dict[str, str]) -> None:
+    run(["sysctl", "-q", "-w", *(f"{k}={v}" for k, v in values.items())], ns=ns)
+
+
+_PROC_IPV4 = "/proc/sys/net/ipv4"
+
+
+def available_congestion_controls() -> list[str]:
+    with open(f"{_PROC_IPV4}/tcp_available_congestion_control") as fh:
+        return fh.read().split()
+
+
+def ensure_congestion_control_allowed(names: set[str]) -> None:
+    """A namespace may pick only CCs the init namespace allows; add ``names`` to that list.
+
+    This is the one host-wide setting shufflelab changes (it widens a list, never narrows it).
+    """
+    with open(f"{_PROC_IPV4}/tcp_allowed_congestion_control") as fh:
+        allowed = fh.read().split()
+    missing = [n for n in sorted(names) if n not in allowed]
+    if missing:
+        run(["sysctl", "-q", "-w", f"net.ipv4.tcp_allowed_congestion_control={' '.join(allowed + missing)}"])
+
+
+class Fabric:
+    """A live emulated network. Use as a context manager or call :meth:`up` / :meth:`down`."""
+
+    def __init__(self, lease: Lease, network: Network, offloads: bool = False) -> None:
+        self.lease = lease
+        self.network = network
+        self.offloads = offloads
+        self.ns = {name: lease.ns(name) for name in network.nodes}
+        self._up = False
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def up(self) -> None:
+        for name in self.network.nodes:
+            self.lease.create_namespace(name)
+        for node in self.network.nodes.values():
+            if node.forwarding:
+                sysctl(
+                    self.ns[node.name],
+                    {
+                        "net.ipv4.ip_forward": "1",
+                        "net.ipv4.conf.all.send_redirects": "0",
+                        "net.ipv4.conf.default.send_redirects": "0",
+                    },
+                )
+            elif node.kind == "host":
+                sysctl(
+                    self.ns[node.name],
+                    {"net.ipv4.conf.all.accept_redirects": "0", "net.ipv4.conf.default.accept_redirects": "0"},
+                )
+        handles = {name: NetNS(ns) for name, ns in self.ns.items()}
+        try:
+            for name, nl in handles.items():
+                lo = nl.link_lookup(ifname="lo")[0]
+                nl.link("set", index=lo, state="up")
+                if self.network.nodes[name].bridge:
+                    nl.link("add", ifname="br0", kind="bridge")
+                    nl.link("set", index=nl.link_lookup(ifname="br0")[0], state="up")
+            for wire in self.network.wires:
+                a, b = wire.a, wire.b
+                handles[a.node].link(
+                    "add", ifname=a.ifname, kind="veth", peer={"ifname": b.ifname, "net_ns_fd": self.ns[b.node]}
+                )
+                for port in (a, b):
+                    self._setup_port(handles[port.node], port)
+            for host, gw in self.network.gateways.items():
+                handles[host].route("add", dst="0.0.0.0/0", gateway=gw)
+        finally:
+            for nl in handles.values():
+                nl.close()
+        if not self.offloads:
+            for wire in self.network.wires:
+                for port in (wire.a, wire.b):
+                    run(
+                        ["ethtool", "-K", port.ifname, "tso", "off", "gso", "off", "gro", "off"],
+                        ns=self.ns[port.node],
+                        check=False,
+                    )
+        self._up = True
+
+    def _setup_port(self, nl: NetNS, port: Port) -> None:
+        idx = nl.link_lookup(ifname=port.ifname)[0]
+        node = self.network.nodes[port.node]
+        if node.bridge:
+            nl.link("set", index=idx, master=nl.link_lookup(ifname="br0")[0])
+        for addr in ([port.address] if port.address else []) + list(port.extra_addresses):
+            ip, plen = addr.split("/")
+            nl.addr("add", index=idx, address=ip, prefixlen=int(plen))
+        nl.link("set", index=idx, state="up")
+
+    def down(self) -> None:
+        self.lease.release()
+        self._up = False
+
+    def __enter__(self) -> Fabric:
+        try:
+            self.up()
+        except BaseException:
+            self.down()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.down()
+
+    # -- live configuration ------------------------------------------------------------------
+    def configure(self, spec: ExperimentSpec) -> None:
+        """Apply ``spec``'s shaping and per-host TCP settings to the live fabric (idempotent)."""
+        for port in self.network.bottlenecks:
+            ns = self.ns[port.node]
+            root, cls, leaf = shaping_commands(ns, port.ifname, spec.topology.bottleneck)
+            # an HTB root cannot be "changed"; create it once, then change its class and leaf live
+            if "htb 1: root" not in run(["tc", "-n", ns, "qdisc", "show", "dev", port.ifname]):
+                run(root)
+            run(cls)
+            run(leaf)
+        ensure_congestion_control_allowed(
+            {spec.tcp_for(h).congestion_control for h in self.network.host_addresses}
+        )
+        for host in self.network.host_addresses:
+            tcp = spec.tcp_for(host)
+            sysctl(self.ns[host], tcp_sysctls(tcp))
+            gw = self.network.gateways[host]
+            route = ["ip", "-n", self.ns[host], "route", "replace", "default", "via", gw]
+            if tcp.initcwnd:
+                route += ["initcwnd", str(tcp.initcwnd)]
+            if tcp.initrwnd:
+                route += ["initrwnd", str(tcp.initrwnd)]
+            run(route)
+
+    # -- observation -----------------------------------------------------------------------------
+    def counters(self, port: Port) -> PortCounters:
+        """Cumulative egress counters of ``port``'s root qdisc and interface."""
+        with contextlib.closing(NetNS(self.ns[port.node])) as nl:
+            idx = nl.link_lookup(ifname=port.ifname)[0]
+            q = next(q for q in nl.get_qdiscs(index=idx) if q.get("parent") == 0xFFFFFFFF)
+            st = q.get_attr("TCA_STATS") or {}
+            return PortCounters(
+                tx_bytes=int(st.get("bytes", 0)),
+                tx_packets=int(st.get("packets", 0)),
+                drops=int(st.get("drop", 0)),
+                backlog_bytes=int(st.get("backlog", 0)),
+                backlog_packets=int(st.get("qlen", 0)),
+            )

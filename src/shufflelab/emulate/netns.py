@@ -1,0 +1,248 @@
+"""The one place that creates and removes system resources: namespaces, processes, scratch dirs.
+
+Every namespace is named ``sl<lease>-<node>``; a lease file in ``/run/shufflelab`` records the
+owning process, so :func:`clean` removes exactly what shufflelab left behind (processes in those
+namespaces first, then the namespaces, whose deletion removes every veth inside them) and never
+touches a live run unless forced.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+LEASE_DIR = Path(os.environ.get("SHUFFLELAB_LEASE_DIR", "/run/shufflelab"))
+SCRATCH_ROOT = Path(os.environ.get("SHUFFLELAB_SCRATCH", "/var/tmp/shufflelab"))
+NS_PATTERN = re.compile(r"^sl([0-9a-f]{6})-([a-z0-9]+)$")
+
+
+class CommandError(RuntimeError):
+    """An external command failed; the message carries the command and its stderr."""
+
+
+def run(argv: Sequence[str], *, ns: str | None = None, check: bool = True, timeout: float = 60) -> str:
+    """Run ``argv`` (inside namespace ``ns`` if given) and return its stdout."""
+    full = ["ip", "netns", "exec", ns, *argv] if ns else list(argv)
+    try:
+        proc = subprocess.run(full, capture_output=True, text=True, timeout=timeout)
+    except FileNotFoundError:
+        raise CommandError(f"{full[0]!r} is not installed (run the setup: make setup)") from None
+    if check and proc.returncode != 0:
+        raise CommandError(f"`{' '.join(full)}` failed ({proc.returncode}): {proc.stderr.strip()}")
+    return proc.stdout
+
+
+def namespaces() -> list[str]:
+    """Names of all network namespaces (``ip netns list``)."""
+    out = run(["ip", "netns", "list"], check=False)
+    return [line.split()[0] for line in out.splitlines() if line.strip()]
+
+
+def pids_in(ns: str) -> list[int]:
+    out = run(["ip", "netns", "pids", ns], check=False)
+    return [int(p) for p in out.split() if p.isdigit()]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def kill_pids(pids: Sequence[int], grace_s: float = 3.0) -> None:
+    """SIGTERM, wait up to ``grace_s``, then SIGKILL whatever is left."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.05)
+    for pid in pids:
+        if _alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    # reap our own children so no zombies remain
+    for pid in pids:
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(pid, os.WNOHANG)
+
+
+def delete_namespace(ns: str) -> None:
+    """Kill every process in ``ns`` and delete it (its interfaces go with it)."""
+    for _ in range(3):
+        pids = pids_in(ns)
+        if not pids:
+            break
+        kill_pids(pids, grace_s=2.0)
+    run(["ip", "netns", "delete", ns], check=False)
+
+
+@dataclass
+class Lease:
+    """A run's claim on a name prefix; everything it creates carries ``prefix``."""
+
+    lease_id: str
+    scratch: Path
+    namespaces: list[str] = field(default_factory=list)
+
+    @property
+    def prefix(self) -> str:
+        return f"sl{self.lease_id}-"
+
+    def ns(self, node: str) -> str:
+        return f"{self.prefix}{node}"
+
+    @property
+    def path(self) -> Path:
+        return LEASE_DIR / f"{self.lease_id}.json"
+
+    def save(self) -> None:
+        LEASE_DIR.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(
+            json.dumps({"pid": os.getpid(), "scratch": str(self.scratch), "namespaces": self.namespaces})
+        )
+        tmp.replace(self.path)
+
+    def create_namespace(self, node: str) -> str:
+        name = self.ns(node)
+        self.namespaces.append(name)
+        self.save()  # record before creating: a crash in between still leaves a trace to clean
+        run(["ip", "netns", "add", name])
+        return name
+
+    def release(self) -> None:
+        """Remove every namespace and process of this lease, then the scratch dir and lease file."""
+        for name in set(namespaces()) & set(self.namespaces) | {
+            n for n in namespaces() if n.startswith(self.prefix)
+        }:
+            delete_namespace(name)
+        shutil.rmtree(self.scratch, ignore_errors=True)
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+
+
+@contextlib.contextmanager
+def lease() -> Iterator[Lease]:
+    """Claim a fresh prefix; on exit (normal, exception, or signal turned exception) release it."""
+    lease_id = secrets.token_hex(3)
+    scratch = SCRATCH_ROOT / lease_id
+    scratch.mkdir(parents=True, exist_ok=True)
+    lz = Lease(lease_id, scratch)
+    lz.save()
+    try:
+        yield lz
+    finally:
+        lz.release()
+
+
+@dataclass
+class CleanReport:
+    namespaces: list[str] = field(default_factory=list)
+    skipped_live: list[str] = field(default_factory=list)
+    scratch_dirs: list[str] = field(default_factory=list)
+
+
+def clean(force: bool = False) -> CleanReport:
+    """Remove what shufflelab runs left behind; leases whose owner still runs are kept unless ``force``."""
+    report = CleanReport()
+    live: set[str] = set()
+    if LEASE_DIR.exists():
+        for f in LEASE_DIR.glob("*.json"):
+            try:
+                info = json.loads(f.read_text())
+            except (OSError, ValueError):
+                info = {}
+            owner = int(info.get("pid", 0) or 0)
+            if owner and owner != os.getpid() and _alive(owner) and not force:
+                live.add(f.stem)
+                continue
+            scratch = info.get("scratch")
+            if scratch and Path(scratch).exists():
+                shutil.rmtree(scratch, ignore_errors=True)
+                report.scratch_dirs.append(scratch)
+            with contextlib.suppress(FileNotFoundError):
+                f.unlink()
+    for name in namespaces():
+        m = NS_PATTERN.match(name)
+        if not m:
+            continue
+        if m.group(1) in live:
+            report.skipped_live.append(name)
+            continue
+        delete_namespace(name)
+        report.namespaces.append(name)
+    if SCRATCH_ROOT.exists():
+        for d in SCRATCH_ROOT.iterdir():
+            if d.name not in live and d.is_dir():
+                shutil.rmtree(d, ignore_errors=True)
+                report.scratch_dirs.append(str(d))
+    return report
+
+
+class Process:
+    """A long-running process started inside a namespace, with its output in ``log``."""
+
+    def __init__(
+        self,
+        ns: str,
+        argv: Sequence[str],
+        log: Path,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> None:
+        self.ns = ns
+        self.argv = list(argv)
+        self.log = log
+        log.parent.mkdir(parents=True, exist_ok=True)
+        self._fh = open(log, "ab")  # noqa: SIM115 - lives as long as the process
+        full_env = dict(os.environ)
+        if env:
+            full_env.update(env)
+        self.popen = subprocess.Popen(
+            ["ip", "netns", "exec", ns, *self.argv],
+            stdout=self._fh,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=full_env,
+            cwd=cwd,
+            start_new_session=True,  # Ctrl-C reaches the runner, which stops children in order
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def poll(self) -> int | None:
+        return self.popen.poll()
+
+    def wait(self, timeout: float | None = None) -> int:
+        return self.popen.wait(timeout=timeout)
+
+    def stop(self, sig: int = signal.SIGTERM, grace_s: float = 5.0) -> int | None:
+        """Send ``sig``; SIGKILL after ``grace_s``; return the exit code."""
+        if self.popen.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.popen.pid, sig)
+            try:
+                self.popen.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.popen.pid, signal.SIGKILL)
+                self.popen.wait(timeout=5)
+        self._fh.close()
+        return self.popen.returncode

@@ -1,0 +1,439 @@
+"""The ``emulate`` backend: runs an experiment's scenarios as real Spark jobs on the fabric.
+
+Runs are grouped by what they need to share (network structure, Spark daemons); a group gets one
+fabric and one cluster, and each run re-applies its own shaping and TCP settings (sysctls act on
+new sockets, and every run is a new Spark application with new executors and connections).
+Repetitions are interleaved (rep 1 of every scenario, then rep 2, ...) so slow drifts of this
+shared machine spread over all scenarios instead of biasing one. Finished runs are skipped, so
+re-running a spec resumes it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from shufflelab import capabilities, eventlog, topology
+from shufflelab.emulate import netns
+from shufflelab.emulate.fabric import Fabric
+from shufflelab.emulate.spark import ClusterSpec, SparkCluster, spark_version
+from shufflelab.emulate.traffic import CrossTraffic, udp_payload_rate_bps
+from shufflelab.results import RunRecord, Store
+from shufflelab.spec import ExperimentSpec, Scenario, SpecError, expand
+
+_CC_NAMES = ("cubic", "reno", "bbr", "dctcp", "vegas", "westwood", "htcp")
+
+
+class Interrupted(KeyboardInterrupt):
+    """Raised on SIGTERM/SIGHUP so that every context manager tears down what it created."""
+
+
+@dataclass
+class Progress:
+    """Callbacks the CLI uses to draw progress; the defaults do nothing."""
+
+    on_start: Callable[[int, int], None] = lambda total, done: None
+    on_run: Callable[[str, int], None] = lambda label, rep: None
+    on_phase: Callable[[str], None] = lambda text: None
+    on_done: Callable[[str, str, float | None], None] = lambda label, status, job_s: None
+
+
+@dataclass
+class RunOutcome:
+    run_id: str
+    label: str
+    rep: int
+    status: str
+    job_time_s: float | None
+    cause: str | None = None
+
+
+@dataclass
+class ExperimentResult:
+    store_path: Path
+    outcomes: list[RunOutcome] = field(default_factory=list)
+    skipped: int = 0
+
+
+def environment(caps: capabilities.Capabilities) -> dict[str, Any]:
+    """What a run records about the host it ran on."""
+    commit = None
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True, text=True, cwd=Path(__file__).parent, timeout=5,
+        ).stdout.strip() or None  # fmt: skip
+    except OSError:
+        pass
+    return {
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "pyspark": spark_version(),
+        "shufflelab_commit": commit,
+        "cpus": os.cpu_count(),
+        "capabilities": caps.to_dict(),
+    }
+
+
+def _cc_in_ss(text: str) -> list[str]:
+    """Congestion-control names of established inter-host connections in ``ss -tin`` output."""
+    found = []
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if "10.77." not in line or i + 1 >= len(lines):
+            continue
+        tokens = lines[i + 1].split()
+        for tok in tokens:
+            if tok in _CC_NAMES:
+                found.append(tok)
+                break
+    return found
+
+
+def load_samples(path: Path, t0: float) -> pd.DataFrame:
+    if not path.exists() or path.stat().st_size == 0:
+        return pd.DataFrame()
+    df = pd.read_csv(path)
+    if df.empty:
+        return df
+    df["t_rel_s"] = df["t"] - t0
+    return df
+
+
+class EmulateRunner:
+    def __init__(
+        self,
+        spec: ExperimentSpec,
+        spec_path: str,
+        results_dir: Path,
+        progress: Progress | None = None,
+        caps: capabilities.Capabilities | None = None,
+    ) -> None:
+        self.spec = spec
+        self.spec_path = spec_path
+        self.scenarios = expand(spec, spec_path)
+        self.results_dir = results_dir
+        self.name = spec.experiment.name
+        self.store = Store(results_dir / f"{self.name}.duckdb")
+        self.artifacts = results_dir / self.name / "runs"
+        self.progress = progress or Progress()
+        self.caps = caps
+
+    # -- planning ----------------------------------------------------------------------------------
+    def plan(self) -> list[tuple[Scenario, int]]:
+        """Runs still to do, in execution order (grouped by fabric/cluster, reps interleaved)."""
+        done = self.store.completed()
+        groups: dict[Any, list[Scenario]] = {}
+        for sc in self.scenarios:
+            groups.setdefault(self._group_key(sc.spec), []).append(sc)
+        todo = []
+        for scs in groups.values():
+            for rep in range(1, self.spec.experiment.repetitions + 1):
+                for sc in scs:
+                    if (sc.scenario_id, rep) not in done:
+                        todo.append((sc, rep))
+        return todo
+
+    @staticmethod
+    def _group_key(spec: ExperimentSpec) -> Any:
+        net = topology.build(spec)
+        return (net.structure_key(), ClusterSpec.of(spec), spec.topology.offloads)
+
+    def preflight(self) -> None:
+        caps = self.caps or capabilities.probe()
+        self.caps = caps
+        problems: list[str] = []
+        for sc in self.scenarios:
+            for p in capabilities.check(sc.spec, caps, f"{self.spec_path} [{sc.label}]"):
+                if p not in problems:
+                    problems.append(p)
+        if problems:
+            raise SpecError("this host cannot run the experiment:\n  - " + "\n  - ".join(problems))
+
+    # -- execution ---------------------------------------------------------------------------------
+    def run(self) -> ExperimentResult:
+        self.preflight()
+        assert self.caps is not None
+        env = environment(self.caps)
+        self.store.init_experiment(
+            self.name, self.spec.experiment.description, self.spec.model_dump_json(), self.spec_path
+        )
+        self.store.add_scenarios(
+            [
+                {
+                    "scenario_id": s.scenario_id,
+                    "label": s.label,
+                    "values": s.values,
+                    "spec_json": s.spec.model_dump_json(),
+                    "backend": "emulate",
+                }
+                for s in self.scenarios
+            ]
+        )
+        todo = self.plan()
+        total = len(self.scenarios) * self.spec.experiment.repetitions
+        result = ExperimentResult(self.store.path, skipped=total - len(todo))
+        self.progress.on_start(total, result.skipped)
+        netns.clean()  # leftovers of crashed earlier runs (live runs are left alone)
+        i = 0
+        while i < len(todo):
+            key = self._group_key(todo[i][0].spec)
+            group = []
+            while i < len(todo) and self._group_key(todo[i][0].spec) == key:
+                group.append(todo[i])
+                i += 1
+            result.outcomes.extend(self._run_group(group, env))
+        return result
+
+    def _run_group(self, group: list[tuple[Scenario, int]], env: dict[str, Any]) -> list[RunOutcome]:
+        first = group[0][0].spec
+        net = topology.build(first)
+        outcomes = []
+        with netns.lease() as lease:
+            self.progress.on_phase("building fabric")
+            t0 = time.monotonic()
+            fabric = Fabric(lease, net, offloads=first.topology.offloads)
+            with fabric:
+                fabric.configure(first)
+                fabric_s = time.monotonic() - t0
+                cluster: SparkCluster | None = None
+                try:
+                    for sc, rep in group:
+                        setup_s = fabric_s
+                        fabric_s = 0.0
+                        if cluster is None or not cluster.alive() or not sc.spec.spark.reuse_cluster:
+                            if cluster is not None:
+                                cluster.stop()
+                            # daemons start under the scenario's TCP settings
+                            fabric.configure(sc.spec)
+                            self.progress.on_phase("starting Spark cluster")
+                            t1 = time.monotonic()
+                            cluster = SparkCluster(
+                                ClusterSpec.of(sc.spec),
+                                fabric.ns,
+                                net.host_addresses,
+                                lease.scratch / "spark",
+                                self.results_dir / self.name / "clusters" / lease.lease_id,
+                            )
+                            cluster.start()
+                            setup_s += time.monotonic() - t1
+                        outcome = self._run_one(sc, rep, fabric, cluster, env, setup_s)
+                        outcomes.append(outcome)
+                        self.progress.on_done(sc.label, outcome.status, outcome.job_time_s)
+                finally:
+                    if cluster is not None:
+                        self.progress.on_phase("stopping Spark cluster")
+                        cluster.stop()
+        return outcomes
+
+    def _run_one(
+        self,
+        sc: Scenario,
+        rep: int,
+        fabric: Fabric,
+        cluster: SparkCluster,
+        env: dict[str, Any],
+        setup_s: float,
+    ) -> RunOutcome:
+        spec = sc.spec
+        attempt = self.store.attempts(sc.scenario_id, rep) + 1
+        run_id = f"{sc.scenario_id}-r{rep}-a{attempt}"
+        run_dir = self.artifacts / run_id
+        shutil.rmtree(run_dir, ignore_errors=True)
+        run_dir.mkdir(parents=True)
+        (run_dir / "scenario.json").write_text(
+            json.dumps({"label": sc.label, "values": sc.values, "spec": spec.model_dump(mode="json")}, indent=1)
+        )
+        self.progress.on_run(sc.label, rep)
+        started = time.time()
+        t_mono = time.monotonic()
+        net = fabric.network
+        status, cause = "ok", None
+        app_id: str | None = None
+        driver_result: dict[str, Any] = {}
+        cc_seen: dict[str, int] = {}
+        traffic_rows: list[dict[str, Any]] = []
+        marks = cluster.log_marks()
+        sampler = None
+        traffic = None
+        before: dict[str, Any] = {}
+        try:
+            fabric.configure(spec)
+            before = {p.ifname: fabric.counters(p) for p in net.bottlenecks}
+            router_ns = fabric.ns[topology.ROUTER]
+            sampler_args = [sys.executable, "-m", "shufflelab.emulate.sampler",
+                            "--period-ms", str(spec.telemetry.queue_period_ms),
+                            "--max-s", str(spec.experiment.run_timeout_s + 120),
+                            "--out", str(run_dir / "queue_samples.csv")]  # fmt: skip
+            for p in net.bottlenecks:
+                sampler_args += ["--dev", p.ifname]
+            sampler = netns.Process(router_ns, sampler_args, run_dir / "sampler.log")
+            ct = spec.cross_traffic
+            if ct.udp_percent > 0 or ct.tcp_pairs > 0:
+                src, dst = spec.traffic_endpoints()
+                assert src is not None and dst is not None
+                self.progress.on_phase("starting cross traffic")
+                traffic = CrossTraffic(
+                    fabric.ns[src], fabric.ns[dst], net.host_addresses[dst], run_dir / "traffic",
+                    spec.experiment.run_timeout_s + 60,
+                )  # fmt: skip
+                traffic.start(udp_payload_rate_bps(spec.topology.bottleneck.rate_mbps, ct.udp_percent), ct.tcp_pairs)
+                time.sleep(ct.warmup_s)
+            event_dir = run_dir / "eventlog"
+            event_dir.mkdir()
+            params = dict(spec.workload.params)
+            request = {
+                "app_name": f"shufflelab:{self.name}:{sc.label}:rep{rep}",
+                "master": cluster.url,
+                "workload": spec.workload.name,
+                "params": params,
+                "conf": cluster.app_conf(spec, event_dir, int(params.get("partitions", 0)) or None),
+                "result": str(run_dir / "driver_result.json"),
+            }
+            (run_dir / "driver_request.json").write_text(json.dumps(request, indent=1))
+            self.progress.on_phase("running the job")
+            driver = cluster.driver(run_dir / "driver_request.json", run_dir / "driver.log")
+            deadline = time.monotonic() + spec.experiment.run_timeout_s
+            next_ss = time.monotonic() + 2.0
+            workers = ClusterSpec.of(spec).workers
+            while driver.poll() is None:
+                if time.monotonic() > deadline:
+                    driver.stop(grace_s=10)
+                    status, cause = "timeout", f"job exceeded run_timeout_s={spec.experiment.run_timeout_s:g}"
+                    break
+                if time.monotonic() >= next_ss:
+                    next_ss = time.monotonic() + 3.0
+                    for w in workers:
+                        out = netns.run(["ss", "-tin", "state", "established"], ns=fabric.ns[w], check=False)
+                        for name in _cc_in_ss(out):
+                            cc_seen[name] = cc_seen.get(name, 0) + 1
+                time.sleep(0.25)
+            driver.stop()
+            res_path = run_dir / "driver_result.json"
+            if res_path.exists():
+                driver_result = json.loads(res_path.read_text())
+                app_id = driver_result.get("app_id")
+            if status == "ok" and not driver_result.get("ok"):
+                status = "failed"
+                cause = driver_result.get("error") or f"driver exited without a result; see {run_dir / 'driver.log'}"
+        except KeyboardInterrupt:
+            status, cause = "interrupted", "runner interrupted"
+            raise
+        except Exception as exc:  # infrastructure failure: keep the run, with its cause
+            status, cause = "failed", f"{type(exc).__name__}: {exc}"
+        finally:
+            if traffic is not None:
+                traffic_rows = traffic.stop()
+            if sampler is not None:
+                sampler.stop()
+            after: dict[str, Any] = {}
+            try:
+                after = {p.ifname: fabric.counters(p) for p in net.bottlenecks}
+            except Exception:  # noqa: BLE001 - fabric may be half gone on interrupt
+                after = {}
+            try:
+                cluster.copy_logs_since(marks, run_dir / "logs", app_id)
+            except OSError:
+                pass
+            record = self._record(
+                sc, rep, attempt, run_id, run_dir, status, cause, started, t_mono, setup_s,
+                driver_result, app_id, cc_seen, traffic_rows, before, after, env,
+            )  # fmt: skip
+            self.store.write_run(record)
+        return RunOutcome(run_id, sc.label, rep, record.run["status"], record.run["job_time_s"], record.run["cause"])
+
+    def _record(
+        self,
+        sc: Scenario,
+        rep: int,
+        attempt: int,
+        run_id: str,
+        run_dir: Path,
+        status: str,
+        cause: str | None,
+        started: float,
+        t_mono: float,
+        setup_s: float,
+        driver_result: dict[str, Any],
+        app_id: str | None,
+        cc_seen: dict[str, int],
+        traffic_rows: list[dict[str, Any]],
+        before: dict[str, Any],
+        after: dict[str, Any],
+        env: dict[str, Any],
+    ) -> RunRecord:
+        spec = sc.spec
+        tables: dict[str, pd.DataFrame] = {}
+        log = None
+        if app_id and (run_dir / "eventlog" / app_id).exists():
+            log = eventlog.parse(run_dir / "eventlog" / app_id)
+            tables["tasks"] = pd.DataFrame(eventlog.records(log.tasks))
+            tables["stages"] = pd.DataFrame(eventlog.records(log.stages))
+            tables["jobs"] = pd.DataFrame(eventlog.records(log.jobs))
+            if status == "ok" and not log.all_jobs_succeeded():
+                status, cause = "failed", "a Spark job did not succeed (see the jobs table)"
+        elif status == "ok":
+            status, cause = "failed", "no event log was written"
+        samples = load_samples(run_dir / "queue_samples.csv", started)
+        tables["queue_samples"] = samples
+        tables["cross_traffic"] = pd.DataFrame(traffic_rows)
+        tx = sum(after[k].tx_bytes - before[k].tx_bytes for k in after if k in before) if before else None
+        drops = sum(after[k].drops - before[k].drops for k in after if k in before) if before else None
+        tasks = tables.get("tasks")
+        has_tasks = tasks is not None and not tasks.empty
+        session_s = None
+        if driver_result.get("session_ready_at") and driver_result.get("started_at"):
+            session_s = driver_result["session_ready_at"] - driver_result["started_at"]
+        job_ms = log.workload_span_ms() if log else None
+        cc_conf = ",".join(sorted({spec.tcp_for(h).congestion_control for h in spec.hosts_with("spark-worker")}))
+        run = {
+            "run_id": run_id,
+            "scenario_id": sc.scenario_id,
+            "rep": rep,
+            "attempt": attempt,
+            "status": status,
+            "cause": cause,
+            "backend": "emulate",
+            "started_at": started,
+            "finished_at": time.time(),
+            "wall_s": time.monotonic() - t_mono,
+            "setup_s": setup_s,
+            "session_s": session_s,
+            "app_id": app_id,
+            "job_time_s": job_ms / 1000.0 if job_ms is not None else None,
+            "n_jobs": len(log.jobs) if log else 0,
+            "n_tasks": len(log.tasks) if log else 0,
+            "executor_cpu_s": float(tasks["executor_cpu_ms"].sum()) / 1000 if has_tasks else None,
+            "executor_run_s": float(tasks["executor_run_ms"].sum()) / 1000 if has_tasks else None,
+            "fetch_wait_s": float(tasks["fetch_wait_ms"].sum()) / 1000 if has_tasks else None,
+            "remote_bytes_read": int(tasks["remote_bytes"].sum()) if has_tasks else None,
+            "local_bytes_read": int(tasks["local_bytes"].sum()) if has_tasks else None,
+            "shuffle_bytes_written": int(tasks["shuffle_write_bytes"].sum()) if has_tasks else None,
+            "bottleneck_tx_bytes": tx,
+            "bottleneck_drops": drops,
+            "bottleneck_max_backlog_bytes": int(samples["backlog_bytes"].max()) if not samples.empty else None,
+            "cc_configured": cc_conf,
+            "cc_observed": ",".join(f"{k}:{v}" for k, v in sorted(cc_seen.items())) or None,
+            "run_dir": str(run_dir),
+            "environment_json": json.dumps(env),
+        }
+        return RunRecord(run=run, tables=tables)
+
+
+def parse_cc_observed(value: str | None) -> dict[str, int]:
+    """``"cubic:12,reno:1"`` -> ``{"cubic": 12, "reno": 1}``."""
+    if not value:
+        return {}
+    return {k: int(v) for k, v in (item.split(":") for item in value.split(",")) if re.match(r"^\d+$", v)}

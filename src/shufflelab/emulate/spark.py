@@ -1,0 +1,199 @@
+"""A Spark standalone cluster inside the fabric: master and workers from the pip ``pyspark``.
+
+Each daemon runs in its host's namespace, bound to that host's address (``SPARK_LOCAL_IP``), with
+its own local dirs. Daemon logs live for the cluster's lifetime; :meth:`SparkCluster.log_marks` and
+:meth:`SparkCluster.copy_logs_since` cut each run's share of them into the run's folder.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from shufflelab.emulate.netns import Process
+from shufflelab.spec import ExperimentSpec
+
+MASTER_PORT = 7077
+FAST_JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
+def spark_home() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).resolve().parent
+
+
+def spark_version() -> str:
+    import pyspark
+
+    return str(pyspark.__version__)
+
+
+class ClusterError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """What a running cluster was started with; runs reuse it only if theirs is equal."""
+
+    master: str
+    workers: tuple[str, ...]
+    worker_cores: int
+    worker_memory: str
+    fast_jvm: bool
+
+    @staticmethod
+    def of(spec: ExperimentSpec) -> ClusterSpec:
+        return ClusterSpec(
+            master=spec.hosts_with("spark-master")[0],
+            workers=tuple(spec.hosts_with("spark-worker")),
+            worker_cores=spec.spark.worker_cores,
+            worker_memory=spec.spark.worker_memory,
+            fast_jvm=spec.spark.fast_jvm,
+        )
+
+
+class SparkCluster:
+    def __init__(
+        self,
+        cluster: ClusterSpec,
+        ns: dict[str, str],
+        addresses: dict[str, str],
+        scratch: Path,
+        log_dir: Path,
+    ) -> None:
+        self.spec = cluster
+        self.ns = ns
+        self.addresses = addresses
+        self.scratch = scratch
+        self.log_dir = log_dir
+        self.daemons: dict[str, Process] = {}
+
+    @property
+    def master_ip(self) -> str:
+        return self.addresses[self.spec.master]
+
+    @property
+    def url(self) -> str:
+        return f"spark://{self.master_ip}:{MASTER_PORT}"
+
+    def _env(self, host: str) -> dict[str, str]:
+        env = {
+            "SPARK_HOME": str(spark_home()),
+            "SPARK_LOCAL_IP": self.addresses[host],
+            "SPARK_LOCAL_DIRS": str(self.scratch / host / "local"),
+            "SPARK_WORKER_DIR": str(self.scratch / host / "work"),
+            "SPARK_DAEMON_MEMORY": "256m",
+            "SPARK_NO_DAEMONIZE": "1",
+            "PYSPARK_PYTHON": sys.executable,
+        }
+        if self.spec.fast_jvm:
+            env["SPARK_DAEMON_JAVA_OPTS"] = FAST_JVM_OPTS
+        for d in ("local", "work"):
+            (self.scratch / host / d).mkdir(parents=True, exist_ok=True)
+        return env
+
+    def start(self, timeout_s: float = 120) -> None:
+        cls = str(spark_home() / "bin" / "spark-class")
+        m = self.spec.master
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.daemons[m] = Process(
+            self.ns[m],
+            [cls, "org.apache.spark.deploy.master.Master", "--host", self.master_ip,
+             "--port", str(MASTER_PORT), "--webui-port", "8080"],
+            self.log_dir / f"master-{m}.log",
+            env=self._env(m),
+        )  # fmt: skip
+        self._wait_for(self.daemons[m], "Starting Spark master at", 1, timeout_s)
+        for w in self.spec.workers:
+            self.daemons[w] = Process(
+                self.ns[w],
+                [cls, "org.apache.spark.deploy.worker.Worker", "--host", self.addresses[w],
+                 "--cores", str(self.spec.worker_cores), "--memory", self.spec.worker_memory,
+                 "--work-dir", str(self.scratch / w / "work"), "--webui-port", "8081", self.url],
+                self.log_dir / f"worker-{w}.log",
+                env=self._env(w),
+            )  # fmt: skip
+        self._wait_for(self.daemons[m], "Registering worker", len(self.spec.workers), timeout_s)
+
+    def _wait_for(self, proc: Process, needle: str, count: int, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            text = proc.log.read_text(errors="replace") if proc.log.exists() else ""
+            if text.count(needle) >= count:
+                return
+            for name, d in self.daemons.items():
+                if d.poll() is not None:
+                    raise ClusterError(f"Spark daemon on {name} exited ({d.poll()}); see {d.log}")
+            if time.monotonic() > deadline:
+                raise ClusterError(f"timed out after {timeout_s:.0f} s waiting for {needle!r} in {proc.log}")
+            time.sleep(0.2)
+
+    def alive(self) -> bool:
+        return bool(self.daemons) and all(d.poll() is None for d in self.daemons.values())
+
+    def stop(self) -> None:
+        for name in list(self.daemons)[::-1]:  # workers first, then the master
+            self.daemons.pop(name).stop(grace_s=10)
+
+    # -- per-run log slices ----------------------------------------------------------------------
+    def log_marks(self) -> dict[str, int]:
+        return {n: (d.log.stat().st_size if d.log.exists() else 0) for n, d in self.daemons.items()}
+
+    def copy_logs_since(self, marks: dict[str, int], dest: Path, app_id: str | None) -> None:
+        """Copy each daemon log's part written since ``marks`` and the app's executor logs."""
+        dest.mkdir(parents=True, exist_ok=True)
+        for name, d in self.daemons.items():
+            with open(d.log, "rb") as fh:
+                fh.seek(marks.get(name, 0))
+                (dest / d.log.name).write_bytes(fh.read())
+        if app_id:
+            for w in self.spec.workers:
+                src = self.scratch / w / "work" / app_id
+                if src.exists():
+                    shutil.copytree(src, dest / f"executors-{w}", dirs_exist_ok=True)
+
+    # -- the driver ----------------------------------------------------------------------------------
+    def app_conf(self, spec: ExperimentSpec, event_dir: Path, partitions: int | None) -> dict[str, Any]:
+        """Spark conf of one application: event log, no shuffle compression (default), our hosts."""
+        s = spec.spark
+        total_cores = s.worker_cores * len(self.spec.workers)
+        conf: dict[str, Any] = {
+            "spark.driver.host": self.master_ip,
+            "spark.driver.bindAddress": self.master_ip,
+            "spark.driver.memory": s.driver_memory,
+            "spark.executor.memory": s.executor_memory,
+            "spark.executor.cores": str(s.worker_cores),
+            "spark.cores.max": str(total_cores),
+            "spark.eventLog.enabled": "true",
+            "spark.eventLog.dir": f"file://{event_dir}",
+            "spark.eventLog.compress": "false",
+            "spark.eventLog.rolling.enabled": "false",
+            "spark.shuffle.compress": str(s.shuffle_compress).lower(),
+            "spark.shuffle.spill.compress": str(s.shuffle_compress).lower(),
+            "spark.ui.enabled": "false",
+            "spark.sql.adaptive.enabled": "false",
+            "spark.scheduler.minRegisteredResourcesRatio": "1.0",
+            "spark.scheduler.maxRegisteredResourcesWaitingTime": "60s",
+            "spark.local.dir": str(self.scratch / self.spec.master / "local"),
+        }
+        if partitions:
+            conf["spark.sql.shuffle.partitions"] = str(partitions)
+            conf["spark.default.parallelism"] = str(partitions)
+        if self.spec.fast_jvm:
+            conf["spark.driver.extraJavaOptions"] = FAST_JVM_OPTS
+            conf["spark.executor.extraJavaOptions"] = FAST_JVM_OPTS
+        conf.update(s.conf)
+        return conf
+
+    def driver(self, request_path: Path, log: Path) -> Process:
+        m = self.spec.master
+        env = self._env(m)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        return Process(self.ns[m], [sys.executable, "-m", "shufflelab.workloads.driver", str(request_path)], log, env=env)

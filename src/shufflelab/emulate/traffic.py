@@ -1,0 +1,128 @@
+"""Cross traffic with iperf3: UDP at a share of the bottleneck rate and/or long-lived TCP flows.
+
+Started before the job and stopped after it; iperf3's JSON result of each client is kept. The
+UDP share is defined on the wire: ``udp_percent`` of the bottleneck rate counts Ethernet + IP +
+UDP headers (what HTB meters), so iperf3's payload rate is scaled by ``L / (L + 42)``.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from shufflelab.emulate.netns import Process, run
+
+UDP_PAYLOAD_BYTES = 1400
+_UDP_OVERHEAD_BYTES = 14 + 20 + 8  # Ethernet + IPv4 + UDP headers, as counted by the qdisc
+
+
+def udp_payload_rate_bps(rate_mbps: float, percent: float) -> int:
+    """iperf3 ``-b`` (payload bit/s) so that the wire rate is ``percent`` % of ``rate_mbps``."""
+    wire = rate_mbps * 1e6 * percent / 100.0
+    return int(wire * UDP_PAYLOAD_BYTES / (UDP_PAYLOAD_BYTES + _UDP_OVERHEAD_BYTES))
+
+
+@dataclass
+class Flowset:
+    kind: str  # "udp" | "tcp"
+    server: Process
+    client: Process
+    result_path: Path
+
+
+class CrossTraffic:
+    """iperf3 servers on the sink host and clients on the source host, for one run."""
+
+    def __init__(
+        self,
+        src_ns: str,
+        dst_ns: str,
+        dst_ip: str,
+        out_dir: Path,
+        max_duration_s: float,
+    ) -> None:
+        self.src_ns, self.dst_ns, self.dst_ip = src_ns, dst_ns, dst_ip
+        self.out_dir = out_dir
+        self.max_duration_s = max(1, int(max_duration_s))
+        self.flows: list[Flowset] = []
+
+    def _start(self, kind: str, port: int, client_args: list[str]) -> None:
+        server = Process(
+            self.dst_ns,
+            ["iperf3", "-s", "-1", "-B", self.dst_ip, "-p", str(port), "-J"],
+            self.out_dir / f"iperf3-{kind}-server.json",
+        )
+        deadline = time.monotonic() + 10
+        while not self._listening(port):  # the client must not race the server's bind
+            if server.poll() is not None:
+                raise RuntimeError(f"iperf3 server exited early, see {server.log}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"iperf3 server did not listen on {self.dst_ip}:{port} within 10 s")
+            time.sleep(0.05)
+        result = self.out_dir / f"iperf3-{kind}-client.json"
+        client = Process(
+            self.src_ns,
+            ["iperf3", "-c", self.dst_ip, "-p", str(port), "-J", "-t", str(self.max_duration_s), *client_args],
+            result,
+        )
+        self.flows.append(Flowset(kind, server, client, result))
+
+    def _listening(self, port: int) -> bool:
+        out = run(["ss", "-Hltn", f"sport = :{port}"], ns=self.dst_ns, check=False)
+        return bool(out.strip())
+
+    def start(self, udp_rate_bps: int, tcp_pairs: int) -> None:
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        if udp_rate_bps > 0:
+            self._start("udp", 5201, ["-u", "-b", str(udp_rate_bps), "-l", str(UDP_PAYLOAD_BYTES)])
+        if tcp_pairs > 0:
+            self._start("tcp", 5202, ["-P", str(tcp_pairs)])
+        for f in self.flows:
+            if f.client.poll() not in (None, 0):
+                raise RuntimeError(f"iperf3 {f.kind} client failed, see {f.result_path}")
+
+    def stop(self) -> list[dict[str, Any]]:
+        """Stop every client (SIGINT makes iperf3 print its JSON summary) and collect results."""
+        results = []
+        for f in self.flows:
+            f.client.stop(signal.SIGINT, grace_s=5)
+            f.server.stop(signal.SIGTERM, grace_s=3)
+            results.append(summarize(f.kind, f.result_path))
+        self.flows.clear()
+        return results
+
+
+def summarize(kind: str, path: Path) -> dict[str, Any]:
+    """The fields shufflelab stores from one iperf3 client JSON result (missing ones are None)."""
+    row: dict[str, Any] = {"kind": kind, "result_file": path.name}
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        row["error"] = "no JSON result"
+        return row
+    end = doc.get("end", {})
+    if kind == "udp":
+        s = end.get("sum", {})
+        row.update(
+            seconds=s.get("seconds"),
+            bytes=s.get("bytes"),
+            bits_per_second=s.get("bits_per_second"),
+            lost_packets=s.get("lost_packets"),
+            packets=s.get("packets"),
+            lost_percent=s.get("lost_percent"),
+        )
+    else:
+        s = end.get("sum_sent", {})
+        r = end.get("sum_received", {})
+        row.update(
+            seconds=s.get("seconds"),
+            bytes=s.get("bytes"),
+            bits_per_second=r.get("bits_per_second", s.get("bits_per_second")),
+            retransmits=s.get("retransmits"),
+        )
+    row["error"] = doc.get("error")
+    return row

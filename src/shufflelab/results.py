@@ -1,0 +1,163 @@
+"""The results store: one DuckDB file per experiment, one schema for every backend.
+
+Tables: ``experiments``, ``scenarios``, ``runs``, ``jobs``, ``stages``, ``tasks``,
+``queue_samples``, ``cross_traffic``. A run's rows are written in one transaction together with
+its ``runs`` row, so a run is either wholly in the store or absent (interrupting the runner loses
+at most the run in progress). Units follow :mod:`shufflelab.eventlog`: ``*_ms`` milliseconds,
+``*_at_ms`` epoch milliseconds, ``t`` epoch seconds, ``*_s`` seconds, ``*_bytes`` bytes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from shufflelab.eventlog import JobRow, StageRow, TaskRow
+
+_SQL_TYPES = {int: "BIGINT", float: "DOUBLE", str: "VARCHAR", bool: "BOOLEAN"}
+
+
+def _ddl_from(row_type: type) -> str:
+    cols = []
+    hints = {f.name: f.type for f in fields(row_type)}
+    for name, hint in hints.items():
+        t = str(hint)
+        base = "VARCHAR"
+        for py, sql in _SQL_TYPES.items():
+            if t.startswith(py.__name__):
+                base = sql
+                break
+        cols.append(f"{name} {base}")
+    return ", ".join(cols)
+
+
+SCHEMA = [
+    """CREATE TABLE IF NOT EXISTS experiments (
+        name VARCHAR PRIMARY KEY, description VARCHAR, spec_json VARCHAR, spec_path VARCHAR,
+        created_at TIMESTAMP DEFAULT current_timestamp)""",
+    """CREATE TABLE IF NOT EXISTS scenarios (
+        scenario_id VARCHAR PRIMARY KEY, label VARCHAR, values_json VARCHAR, spec_json VARCHAR,
+        backend VARCHAR)""",
+    """CREATE TABLE IF NOT EXISTS runs (
+        run_id VARCHAR PRIMARY KEY, scenario_id VARCHAR, rep INTEGER, attempt INTEGER,
+        status VARCHAR, cause VARCHAR, backend VARCHAR,
+        started_at DOUBLE, finished_at DOUBLE, wall_s DOUBLE, setup_s DOUBLE, session_s DOUBLE,
+        app_id VARCHAR, job_time_s DOUBLE, n_jobs INTEGER, n_tasks INTEGER,
+        executor_cpu_s DOUBLE, executor_run_s DOUBLE, fetch_wait_s DOUBLE,
+        remote_bytes_read BIGINT, local_bytes_read BIGINT, shuffle_bytes_written BIGINT,
+        bottleneck_tx_bytes BIGINT, bottleneck_drops BIGINT, bottleneck_max_backlog_bytes BIGINT,
+        cc_configured VARCHAR, cc_observed VARCHAR, run_dir VARCHAR, environment_json VARCHAR)""",
+    f"CREATE TABLE IF NOT EXISTS jobs (run_id VARCHAR, {_ddl_from(JobRow)})",
+    f"CREATE TABLE IF NOT EXISTS stages (run_id VARCHAR, {_ddl_from(StageRow)})",
+    f"CREATE TABLE IF NOT EXISTS tasks (run_id VARCHAR, {_ddl_from(TaskRow)})",
+    """CREATE TABLE IF NOT EXISTS queue_samples (
+        run_id VARCHAR, t DOUBLE, t_rel_s DOUBLE, dev VARCHAR, backlog_bytes BIGINT,
+        backlog_packets BIGINT, drops BIGINT, sent_bytes BIGINT, sent_packets BIGINT,
+        overlimits BIGINT, tx_bytes BIGINT, rx_bytes BIGINT)""",
+    """CREATE TABLE IF NOT EXISTS cross_traffic (
+        run_id VARCHAR, kind VARCHAR, result_file VARCHAR, seconds DOUBLE, bytes BIGINT,
+        bits_per_second DOUBLE, lost_packets BIGINT, packets BIGINT, lost_percent DOUBLE,
+        retransmits BIGINT, error VARCHAR)""",
+]
+
+RUN_TABLES = ("jobs", "stages", "tasks", "queue_samples", "cross_traffic")
+
+
+@dataclass
+class RunRecord:
+    """Everything one run contributes to the store."""
+
+    run: dict[str, Any]
+    tables: dict[str, pd.DataFrame]
+
+
+class Store:
+    """A DuckDB results file. Connections are short-lived so the file stays readable between runs."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    @contextlib.contextmanager
+    def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+        if read_only and not self.path.exists():
+            raise FileNotFoundError(f"{self.path}: no such results file")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        con = duckdb.connect(str(self.path), read_only=read_only)
+        try:
+            if not read_only:
+                for stmt in SCHEMA:
+                    con.execute(stmt)
+            yield con
+        finally:
+            con.close()
+
+    def init_experiment(self, name: str, description: str, spec_json: str, spec_path: str) -> None:
+        with self.connect() as con:
+            con.execute(
+                "INSERT OR REPLACE INTO experiments (name, description, spec_json, spec_path) VALUES (?,?,?,?)",
+                [name, description, spec_json, spec_path],
+            )
+
+    def add_scenarios(self, rows: Sequence[dict[str, Any]]) -> None:
+        with self.connect() as con:
+            for r in rows:
+                con.execute(
+                    "INSERT OR REPLACE INTO scenarios VALUES (?,?,?,?,?)",
+                    [r["scenario_id"], r["label"], json.dumps(r["values"]), r["spec_json"], r["backend"]],
+                )
+
+    def completed(self) -> set[tuple[str, int]]:
+        """(scenario_id, rep) pairs that already have a successful run."""
+        if not self.path.exists():
+            return set()
+        with self.connect() as con:
+            rows = con.execute("SELECT scenario_id, rep FROM runs WHERE status = 'ok'").fetchall()
+        return {(s, int(r)) for s, r in rows}
+
+    def attempts(self, scenario_id: str, rep: int) -> int:
+        if not self.path.exists():
+            return 0
+        with self.connect() as con:
+            row = con.execute(
+                "SELECT count(*) FROM runs WHERE scenario_id = ? AND rep = ?", [scenario_id, rep]
+            ).fetchone()
+        return int(row[0]) if row else 0
+
+    def write_run(self, record: RunRecord) -> None:
+        """Insert one run and all its rows atomically (replacing a previous copy of the same run)."""
+        run_id = record.run["run_id"]
+        with self.connect() as con:
+            con.execute("BEGIN TRANSACTION")
+            try:
+                con.execute("DELETE FROM runs WHERE run_id = ?", [run_id])
+                for t in RUN_TABLES:
+                    con.execute(f"DELETE FROM {t} WHERE run_id = ?", [run_id])
+                run_df = pd.DataFrame([record.run])
+                con.register("run_df", run_df)
+                con.execute("INSERT INTO runs BY NAME SELECT * FROM run_df")
+                con.unregister("run_df")
+                for table, df in record.tables.items():
+                    if table not in RUN_TABLES:
+                        raise ValueError(f"unknown table {table!r}")
+                    if df is None or df.empty:
+                        continue
+                    df = df.copy()
+                    df["run_id"] = run_id
+                    con.register("rows_df", df)
+                    con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM rows_df")
+                    con.unregister("rows_df")
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+
+    def query(self, sql: str, params: Sequence[Any] | None = None) -> pd.DataFrame:
+        with self.connect(read_only=True) as con:
+            return con.execute(sql, params or []).df()

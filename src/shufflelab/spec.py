@@ -1,0 +1,341 @@
+"""Experiment specifications: a typed, validated description of what to run, and its matrix.
+
+An experiment file (TOML) describes one *base* scenario and an optional ``[matrix]`` of values to
+vary; :func:`expand` turns it into concrete :class:`Scenario` objects. Everything here is pure:
+no clock, no subprocess, no system state. Units are part of every field name (``rate_mbps``,
+``queue_bytes``, ``delay_ms``, ``timeout_s``).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import itertools
+import json
+import re
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+CongestionControl = Literal["cubic", "reno", "bbr", "dctcp"]
+Role = Literal["spark-master", "spark-worker", "traffic-source", "traffic-sink"]
+
+_NAME = re.compile(r"^[a-z][a-z0-9]{0,7}$")
+_MEMORY = re.compile(r"^[0-9]+[kmgt]$")
+
+
+class SpecError(ValueError):
+    """A spec that cannot be used; the message names the file, the field and why."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Link(_Model):
+    """A shaped link direction: rate, queue and (where the host can) delay and discipline."""
+
+    rate_mbps: float = Field(gt=0, le=100_000, description="Shaped rate in Mbit/s (10^6 bit/s).")
+    queue_bytes: int | None = Field(
+        default=None, gt=0, description="Queue limit in bytes (bfifo). Default: 1 BDP at 1 ms, at least 64 KiB."
+    )
+    queue_packets: int | None = Field(default=None, gt=0, description="Queue limit in packets (pfifo).")
+    delay_ms: float = Field(default=0.0, ge=0, le=10_000, description="One-way propagation delay in ms.")
+    discipline: Literal["droptail", "red"] = "droptail"
+
+    @model_validator(mode="after")
+    def _one_queue_limit(self) -> Link:
+        if self.queue_bytes is not None and self.queue_packets is not None:
+            raise ValueError("give queue_bytes or queue_packets, not both")
+        return self
+
+    def effective_queue_bytes(self) -> int | None:
+        """Queue limit in bytes when the queue is byte-limited (the default)."""
+        if self.queue_packets is not None:
+            return None
+        if self.queue_bytes is not None:
+            return self.queue_bytes
+        return max(65_536, int(self.rate_mbps * 1e6 / 8 * 1e-3))
+
+
+class Tcp(_Model):
+    """Per-host TCP settings (applied as namespace sysctls and route attributes)."""
+
+    congestion_control: CongestionControl = "cubic"
+    ecn: Literal[0, 1, 2] = Field(default=2, description="net.ipv4.tcp_ecn (0 off, 1 request, 2 accept).")
+    slow_start_after_idle: bool = True
+    initcwnd: int | None = Field(default=None, ge=1, le=4096, description="Initial cwnd in MSS.")
+    initrwnd: int | None = Field(default=None, ge=1, le=4096, description="Initial receive window in MSS.")
+
+
+class TcpOverride(_Model):
+    """Per-host TCP overrides; unset fields inherit the experiment's ``[tcp]``."""
+
+    congestion_control: CongestionControl | None = None
+    ecn: Literal[0, 1, 2] | None = None
+    slow_start_after_idle: bool | None = None
+    initcwnd: int | None = Field(default=None, ge=1, le=4096)
+    initrwnd: int | None = Field(default=None, ge=1, le=4096)
+
+
+class Host(_Model):
+    roles: list[Role] = Field(default_factory=list)
+    tcp: TcpOverride = TcpOverride()
+
+
+class Topology(_Model):
+    kind: Literal["shared", "star"] = Field(
+        default="shared",
+        description=(
+            "shared: hosts sit on one access switch whose single uplink to the router carries every "
+            "host-to-host packet (one bottleneck queue, the router's downlink port); "
+            "star: every host has its own router port, each shaped."
+        ),
+    )
+    bottleneck: Link
+    offloads: bool = Field(
+        default=False, description="Keep GSO/TSO/GRO on; off (default) makes queues count real packets."
+    )
+
+
+class Spark(_Model):
+    worker_cores: int = Field(default=1, ge=1, le=64)
+    worker_memory: str = "1g"
+    executor_memory: str = "768m"
+    driver_memory: str = "1g"
+    shuffle_compress: bool = Field(default=False, description="Seed 000 disables it so every byte hits the wire.")
+    conf: dict[str, str] = Field(default_factory=dict, description="Extra Spark conf for the application.")
+    fast_jvm: bool = Field(
+        default=False, description="C1-only JIT and serial GC: quicker tiny runs (tests), not for measurements."
+    )
+    reuse_cluster: bool = Field(default=True, description="Keep master and workers up across runs that allow it.")
+
+    @field_validator("worker_memory", "executor_memory", "driver_memory")
+    @classmethod
+    def _memory(cls, v: str) -> str:
+        if not _MEMORY.match(v):
+            raise ValueError(f"{v!r} is not a Spark memory size like '512m' or '2g'")
+        return v
+
+    @field_validator("conf")
+    @classmethod
+    def _conf_keys(cls, v: dict[str, str]) -> dict[str, str]:
+        for key in v:
+            if not key.startswith("spark."):
+                raise ValueError(f"conf key {key!r} must start with 'spark.'")
+        return {k: str(val) for k, val in v.items()}
+
+
+class Workload(_Model):
+    name: Literal["sort-aggregate"] = "sort-aggregate"
+    params: dict[str, int | float | str | bool] = Field(default_factory=dict)
+
+
+class SortAggregateParams(_Model):
+    """Seed 000's application: synthetic rows, orderBy, then groupBy + count."""
+
+    rows: int = Field(ge=1, le=10_000_000_000)
+    partitions: int = Field(ge=1, le=100_000)
+    payload_bytes: int = Field(default=64, ge=0, le=100_000, description="Bytes of payload per row.")
+    groups: int = Field(default=1000, ge=1, description="Distinct values of the groupBy key.")
+    seed: int = 42
+
+
+class CrossTraffic(_Model):
+    udp_percent: float = Field(default=0, ge=0, le=200, description="UDP load as % of the bottleneck rate.")
+    tcp_pairs: int = Field(default=0, ge=0, le=64, description="Long-lived iperf3 TCP flows.")
+    source: str | None = Field(default=None, description="Host sending; default: the traffic-source host.")
+    sink: str | None = Field(default=None, description="Host receiving; default: the traffic-sink host.")
+    warmup_s: float = Field(default=1.0, ge=0, le=60, description="Seconds of traffic before the job starts.")
+
+
+class Telemetry(_Model):
+    queue_period_ms: float = Field(default=100, ge=10, le=10_000)
+
+
+class ExperimentMeta(_Model):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    description: str = ""
+    repetitions: int = Field(default=1, ge=1, le=1000)
+    run_timeout_s: float = Field(default=600, gt=0, le=86_400)
+    seed: int = 1
+
+
+class ExperimentSpec(_Model):
+    """One scenario's full description (the base of an experiment, or one matrix point)."""
+
+    experiment: ExperimentMeta
+    topology: Topology
+    hosts: dict[str, Host]
+    tcp: Tcp = Tcp()
+    spark: Spark = Spark()
+    workload: Workload
+    cross_traffic: CrossTraffic = CrossTraffic()
+    telemetry: Telemetry = Telemetry()
+    matrix: dict[str, list[Any]] = Field(default_factory=dict)
+
+    @field_validator("hosts")
+    @classmethod
+    def _host_names(cls, v: dict[str, Host]) -> dict[str, Host]:
+        for name in v:
+            if not _NAME.match(name):
+                raise ValueError(f"host name {name!r}: use 1-8 lowercase letters/digits, starting with a letter")
+        if len(v) > 60:
+            raise ValueError("at most 60 hosts")
+        return v
+
+    @model_validator(mode="after")
+    def _roles(self) -> ExperimentSpec:
+        masters = self.hosts_with("spark-master")
+        if len(masters) != 1:
+            raise ValueError(f"exactly one host needs role 'spark-master' (found {len(masters)})")
+        if not self.hosts_with("spark-worker"):
+            raise ValueError("at least one host needs role 'spark-worker'")
+        ct = self.cross_traffic
+        if ct.udp_percent > 0 or ct.tcp_pairs > 0:
+            src, dst = self.traffic_endpoints()
+            if src is None or dst is None:
+                raise ValueError(
+                    "cross traffic needs a source and a sink: give hosts the roles "
+                    "'traffic-source'/'traffic-sink' or set cross_traffic.source/sink"
+                )
+            if src == dst:
+                raise ValueError("cross_traffic source and sink must be different hosts")
+        for field in ("source", "sink"):
+            name = getattr(ct, field)
+            if name is not None and name not in self.hosts:
+                raise ValueError(f"cross_traffic.{field}: no host named {name!r}")
+        if self.workload.name == "sort-aggregate":
+            try:
+                SortAggregateParams.model_validate(self.workload.params)
+            except ValidationError as exc:
+                raise ValueError(
+                    "workload.params: " + "; ".join(_describe(e) for e in exc.errors())
+                ) from None
+        return self
+
+    def hosts_with(self, role: Role) -> list[str]:
+        """Names of the hosts that have ``role``, in spec order."""
+        return [n for n, h in self.hosts.items() if role in h.roles]
+
+    def traffic_endpoints(self) -> tuple[str | None, str | None]:
+        src = self.cross_traffic.source or next(iter(self.hosts_with("traffic-source")), None)
+        dst = self.cross_traffic.sink or next(iter(self.hosts_with("traffic-sink")), None)
+        return src, dst
+
+    def tcp_for(self, host: str) -> Tcp:
+        """The effective TCP settings of ``host`` (experiment defaults + host overrides)."""
+        override = self.hosts[host].tcp.model_dump(exclude_none=True)
+        return self.tcp.model_copy(update=override)
+
+    def workload_params(self) -> SortAggregateParams:
+        return SortAggregateParams.model_validate(self.workload.params)
+
+
+class Scenario(BaseModel):
+    """One point of an experiment's matrix: its values, a readable label and a content hash."""
+
+    model_config = ConfigDict(frozen=True)
+
+    spec: ExperimentSpec
+    values: dict[str, Any]
+    label: str
+    scenario_id: str
+
+
+def _describe(err: Any) -> str:
+    loc = ".".join(str(p) for p in err.get("loc", ()))
+    msg = str(err.get("msg", "invalid"))
+    return f"{loc}: {msg}" if loc else msg
+
+
+def _format(exc: ValidationError, where: str) -> str:
+    lines = [f"{where}: invalid experiment spec"]
+    for err in exc.errors():
+        lines.append(f"  - {_describe(err)}")
+    return "\n".join(lines)
+
+
+def parse(data: dict[str, Any], where: str = "<spec>") -> ExperimentSpec:
+    """Validate a spec dictionary; raise :class:`SpecError` naming ``where`` and the bad fields."""
+    try:
+        spec = ExperimentSpec.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(_format(exc, where)) from None
+    for path, values in spec.matrix.items():
+        if not values:
+            raise SpecError(f"{where}: matrix.{path}: give a non-empty list of values")
+        if path.split(".")[0] in ("matrix", "experiment"):
+            raise SpecError(f"{where}: matrix.{path}: this field cannot be varied")
+    expand(spec, where)  # every matrix point must validate, so errors surface at load time
+    return spec
+
+
+def load(path: str | Path) -> ExperimentSpec:
+    """Read and validate a TOML experiment file."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise SpecError(f"{p}: cannot read: {exc.strerror}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{p}: not valid TOML: {exc}") from None
+    return parse(data, str(p))
+
+
+def _set_path(data: dict[str, Any], path: str, value: Any) -> None:
+    node = data
+    parts = path.split(".")
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+    node[parts[-1]] = value
+
+
+def _short(path: str) -> str:
+    aliases = {
+        "congestion_control": "cc",
+        "udp_percent": "udp",
+        "partitions": "parts",
+        "rate_mbps": "rate",
+    }
+    last = path.rsplit(".", 1)[-1]
+    return aliases.get(last, last)
+
+
+def spec_hash(spec: ExperimentSpec) -> str:
+    """Stable 12-hex-digit content hash of a scenario spec (matrix and repetitions excluded)."""
+    data = spec.model_dump(mode="json", exclude={"matrix"})
+    data["experiment"].pop("repetitions", None)
+    blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def expand(spec: ExperimentSpec, where: str = "<spec>") -> list[Scenario]:
+    """The matrix's cartesian product as validated scenarios (one scenario if there is no matrix).
+
+    Order follows the matrix table's key order, last key varying fastest.
+    """
+    base = spec.model_dump(mode="json", exclude={"matrix"})
+    keys = list(spec.matrix)
+    scenarios: list[Scenario] = []
+    for combo in itertools.product(*(spec.matrix[k] for k in keys)):
+        data = copy.deepcopy(base)
+        values = dict(zip(keys, combo, strict=True))
+        for path, value in values.items():
+            _set_path(data, path, value)
+        label = ",".join(f"{_short(k)}={v}" for k, v in values.items()) or "base"
+        try:
+            concrete = ExperimentSpec.model_validate(data)
+        except ValidationError as exc:
+            raise SpecError(_format(exc, f"{where} (matrix point {label})")) from None
+        scenarios.append(
+            Scenario(spec=concrete, values=values, label=label, scenario_id=spec_hash(concrete))
+        )
+    ids = [s.scenario_id for s in scenarios]
+    if len(set(ids)) != len(ids):
+        raise SpecError(f"{where}: matrix produces duplicate scenarios")
+    return scenarios

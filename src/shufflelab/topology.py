@@ -1,0 +1,138 @@
+"""The emulated network as a pure graph: nodes, ports, links, addresses, routes and shaping.
+
+:func:`build` turns a spec into a :class:`Network`; the ``emulate`` backend applies it to the
+kernel. Nothing here touches the system. Names are predictable (Mininet style): hosts keep their
+spec names, the router is ``r``, the access switch is ``sw``; inside every namespace a host's
+interface is ``eth0`` and a router/switch port is named after the node on its other end.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+from typing import Literal
+
+from shufflelab.spec import ExperimentSpec, Link
+
+NodeKind = Literal["host", "router", "switch"]
+
+ROUTER = "r"
+SWITCH = "sw"
+SUBNET_BASE = ipaddress.ip_network("10.77.0.0/16")
+
+
+@dataclass(frozen=True)
+class Port:
+    """One end of a link: ``node``'s interface ``ifname`` with optional address and egress shaping."""
+
+    node: str
+    ifname: str
+    address: str | None = None  # "10.77.1.1/24"
+    extra_addresses: tuple[str, ...] = ()
+    shaping: Link | None = None  # egress shaping of this port
+    monitored: bool = False  # sample this port's queue
+
+
+@dataclass(frozen=True)
+class Wire:
+    a: Port
+    b: Port
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    kind: NodeKind
+    bridge: bool = False  # a switch: every port is enslaved to one Linux bridge "br0"
+    forwarding: bool = False  # a router: ip_forward on, redirects off
+
+
+@dataclass
+class Network:
+    nodes: dict[str, Node]
+    wires: list[Wire]
+    host_addresses: dict[str, str]  # host -> bare IPv4 address
+    gateways: dict[str, str]  # host -> default gateway address
+    bottlenecks: list[Port] = field(default_factory=list)
+
+    def ports_of(self, node: str) -> list[Port]:
+        out = []
+        for w in self.wires:
+            for p in (w.a, w.b):
+                if p.node == node:
+                    out.append(p)
+        return out
+
+    def structure_key(self) -> tuple[object, ...]:
+        """What must match for a live fabric to be reused (everything but shaping values)."""
+        wires = tuple(sorted((w.a.node, w.a.ifname, w.b.node, w.b.ifname) for w in self.wires))
+        return (tuple(sorted(self.nodes)), wires, tuple(sorted(self.host_addresses.items())))
+
+
+def _subnet(index: int) -> ipaddress.IPv4Network:
+    if not 1 <= index <= 250:
+        raise ValueError("host index out of range")
+    return ipaddress.IPv4Network(f"{SUBNET_BASE.network_address + (index << 8)}/24")
+
+
+def build(spec: ExperimentSpec) -> Network:
+    """The network of ``spec``: every host in its own /24 behind router ``r``.
+
+    ``shared``: hosts hang off switch ``sw`` whose single uplink reaches ``r``; hosts route to each
+    other via ``r`` (one-armed router), so every host-to-host packet leaves ``r`` through its
+    downlink port ``r:sw`` -- the one bottleneck queue, like a cluster's shared uplink.
+    ``star``: each host has its own port on ``r``; each ``r:<host>`` port is shaped.
+    """
+    hosts = list(spec.hosts)
+    link = spec.topology.bottleneck
+    nodes: dict[str, Node] = {h: Node(h, "host") for h in hosts}
+    nodes[ROUTER] = Node(ROUTER, "router", forwarding=True)
+    wires: list[Wire] = []
+    addresses: dict[str, str] = {}
+    gateways: dict[str, str] = {}
+    bottlenecks: list[Port] = []
+    router_addresses: list[str] = []
+    for i, h in enumerate(hosts, start=1):
+        net = _subnet(i)
+        addresses[h] = str(net.network_address + 1)
+        gateways[h] = str(net.network_address + 254)
+        router_addresses.append(f"{net.network_address + 254}/24")
+
+    if spec.topology.kind == "shared":
+        nodes[SWITCH] = Node(SWITCH, "switch", bridge=True)
+        for h in hosts:
+            wires.append(Wire(Port(h, "eth0", f"{addresses[h]}/24"), Port(SWITCH, h)))
+        down = Port(
+            ROUTER,
+            SWITCH,
+            address=router_addresses[0],
+            extra_addresses=tuple(router_addresses[1:]),
+            shaping=link,
+            monitored=True,
+        )
+        wires.append(Wire(down, Port(SWITCH, "uplink")))
+        bottlenecks.append(down)
+    else:
+        for i, h in enumerate(hosts):
+            port = Port(ROUTER, h, address=router_addresses[i], shaping=link, monitored=True)
+            wires.append(Wire(Port(h, "eth0", f"{addresses[h]}/24"), port))
+            bottlenecks.append(port)
+    return Network(nodes, wires, addresses, gateways, bottlenecks)
+
+
+def htb_quantum_bytes(rate_mbps: float, mtu: int = 1514) -> int:
+    """HTB DRR quantum in bytes: one millisecond of the rate, clamped to [MTU, 200 000].
+
+    Every shaped port has a single class, so the quantum only needs to be sane (HTB warns when
+    its default rate/r2q is huge at Gbit rates).
+    """
+    return max(mtu, min(200_000, int(rate_mbps * 1e6 / 8 / 1000)))
+
+
+def htb_burst_bytes(rate_mbps: float, mtu: int = 1514) -> int:
+    """HTB burst in bytes: one millisecond of the rate, at least two MTUs.
+
+    HTB's default burst is too small above a few hundred Mbit/s (timer granularity caps the
+    achieved rate); a 1 ms bucket keeps goodput at the configured rate without hiding queues.
+    """
+    return max(2 * mtu, int(rate_mbps * 1e6 / 8 / 1000))

@@ -1,0 +1,58 @@
+"""Spark driver entry point: ``python -m shufflelab.workloads.driver REQUEST.json``.
+
+Runs inside the master's namespace. The request names the workload, its parameters and the
+Spark conf; the result (application id, phase timings, counts or the error) is written as JSON
+to the request's ``result`` path, so the runner never parses the driver's log.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    req: dict[str, Any] = json.loads(Path(args[0]).read_text())
+    out = Path(req["result"])
+    result: dict[str, Any] = {"ok": False, "started_at": time.time()}
+    spark = None
+    try:
+        from pyspark.sql import SparkSession
+
+        builder = SparkSession.builder.appName(req["app_name"]).master(req["master"])
+        for k, v in req["conf"].items():
+            builder = builder.config(k, v)
+        spark = builder.getOrCreate()
+        result["app_id"] = spark.sparkContext.applicationId
+        result["session_ready_at"] = time.time()
+        if req["workload"] == "sort-aggregate":
+            from shufflelab.spec import SortAggregateParams
+            from shufflelab.workloads import sort_aggregate
+
+            result["output"] = sort_aggregate.run(spark, SortAggregateParams.model_validate(req["params"]))
+        else:
+            raise ValueError(f"unknown workload {req['workload']!r}")
+        result["ok"] = True
+    except BaseException as exc:  # noqa: BLE001 - everything is reported to the runner
+        result["error"] = f"{type(exc).__name__}: {exc}"
+        result["traceback"] = traceback.format_exc()
+    finally:
+        if spark is not None:
+            try:
+                spark.stop()
+            except Exception:  # noqa: BLE001
+                pass
+        result["finished_at"] = time.time()
+        tmp = out.with_suffix(".tmp")
+        tmp.write_text(json.dumps(result, indent=1))
+        tmp.replace(out)
+    return 0 if result["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
