@@ -84,7 +84,8 @@ def _probe_netns(caps: Capabilities) -> None:
             return
         caps.netns = True
         r = subprocess.run(
-            ["ip", "-n", ns, "link", "add", "p0", "type", "veth", "peer", "name", "p1"], capture_output=True
+            ["ip", "-n", ns, "link", "add", "p0", "type", "veth", "peer", "name", "p1"],
+            capture_output=True,
         )
         caps.veth = r.returncode == 0
         if not caps.veth:

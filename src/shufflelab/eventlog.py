@@ -200,7 +200,10 @@ def parse_lines(lines: Any) -> EventLog:
         elif kind == "SparkListenerStageCompleted":
             log.stages.append(_stage(ev.get("Stage Info", {})))
         elif kind == "SparkListenerJobStart":
-            job_start[int(ev["Job ID"])] = (int(ev.get("Submission Time", 0)), list(ev.get("Stage IDs", [])))
+            job_start[int(ev["Job ID"])] = (
+                int(ev.get("Submission Time", 0)),
+                list(ev.get("Stage IDs", [])),
+            )
         elif kind == "SparkListenerJobEnd":
             jid = int(ev["Job ID"])
             sub, stage_ids = job_start.pop(jid, (0, []))

@@ -110,7 +110,13 @@ class Store:
             for r in rows:
                 con.execute(
                     "INSERT OR REPLACE INTO scenarios VALUES (?,?,?,?,?)",
-                    [r["scenario_id"], r["label"], json.dumps(r["values"]), r["spec_json"], r["backend"]],
+                    [
+                        r["scenario_id"],
+                        r["label"],
+                        json.dumps(r["values"]),
+                        r["spec_json"],
+                        r["backend"],
+                    ],
                 )
 
     def completed(self) -> set[tuple[str, int]]:

@@ -39,7 +39,9 @@ class Link(_Model):
 
     rate_mbps: float = Field(gt=0, le=100_000, description="Shaped rate in Mbit/s (10^6 bit/s).")
     queue_bytes: int | None = Field(
-        default=None, gt=0, description="Queue limit in bytes (bfifo). Default: 1 BDP at 1 ms, at least 64 KiB."
+        default=None,
+        gt=0,
+        description="Queue limit in bytes (bfifo). Default: 1 BDP at 1 ms, at least 64 KiB.",
     )
     queue_packets: int | None = Field(default=None, gt=0, description="Queue limit in packets (pfifo).")
     delay_ms: float = Field(default=0.0, ge=0, le=10_000, description="One-way propagation delay in ms.")
@@ -96,7 +98,8 @@ class Topology(_Model):
     )
     bottleneck: Link
     offloads: bool = Field(
-        default=False, description="Keep GSO/TSO/GRO on; off (default) makes queues count real packets."
+        default=False,
+        description="Keep GSO/TSO/GRO on; off (default) makes queues count real packets.",
     )
 
 
@@ -108,7 +111,8 @@ class Spark(_Model):
     shuffle_compress: bool = Field(default=False, description="Seed 000 disables it so every byte hits the wire.")
     conf: dict[str, str] = Field(default_factory=dict, description="Extra Spark conf for the application.")
     fast_jvm: bool = Field(
-        default=False, description="C1-only JIT and serial GC: quicker tiny runs (tests), not for measurements."
+        default=False,
+        description="C1-only JIT and serial GC: quicker tiny runs (tests), not for measurements.",
     )
     reuse_cluster: bool = Field(default=True, description="Keep master and workers up across runs that allow it.")
 
@@ -211,9 +215,7 @@ class ExperimentSpec(_Model):
             try:
                 SortAggregateParams.model_validate(self.workload.params)
             except ValidationError as exc:
-                raise ValueError(
-                    "workload.params: " + "; ".join(_describe(e) for e in exc.errors())
-                ) from None
+                raise ValueError("workload.params: " + "; ".join(_describe(e) for e in exc.errors())) from None
         return self
 
     def hosts_with(self, role: Role) -> list[str]:
@@ -332,9 +334,7 @@ def expand(spec: ExperimentSpec, where: str = "<spec>") -> list[Scenario]:
             concrete = ExperimentSpec.model_validate(data)
         except ValidationError as exc:
             raise SpecError(_format(exc, f"{where} (matrix point {label})")) from None
-        scenarios.append(
-            Scenario(spec=concrete, values=values, label=label, scenario_id=spec_hash(concrete))
-        )
+        scenarios.append(Scenario(spec=concrete, values=values, label=label, scenario_id=spec_hash(concrete)))
     ids = [s.scenario_id for s in scenarios]
     if len(set(ids)) != len(ids):
         raise SpecError(f"{where}: matrix produces duplicate scenarios")

@@ -76,7 +76,14 @@ def ensure_congestion_control_allowed(names: set[str]) -> None:
         allowed = fh.read().split()
     missing = [n for n in sorted(names) if n not in allowed]
     if missing:
-        run(["sysctl", "-q", "-w", f"net.ipv4.tcp_allowed_congestion_control={' '.join(allowed + missing)}"])
+        run(
+            [
+                "sysctl",
+                "-q",
+                "-w",
+                f"net.ipv4.tcp_allowed_congestion_control={' '.join(allowed + missing)}",
+            ]
+        )
 
 
 class Fabric:
@@ -106,7 +113,10 @@ class Fabric:
             elif node.kind == "host":
                 sysctl(
                     self.ns[node.name],
-                    {"net.ipv4.conf.all.accept_redirects": "0", "net.ipv4.conf.default.accept_redirects": "0"},
+                    {
+                        "net.ipv4.conf.all.accept_redirects": "0",
+                        "net.ipv4.conf.default.accept_redirects": "0",
+                    },
                 )
         handles = {name: NetNS(ns) for name, ns in self.ns.items()}
         try:
@@ -119,7 +129,10 @@ class Fabric:
             for wire in self.network.wires:
                 a, b = wire.a, wire.b
                 handles[a.node].link(
-                    "add", ifname=a.ifname, kind="veth", peer={"ifname": b.ifname, "net_ns_fd": self.ns[b.node]}
+                    "add",
+                    ifname=a.ifname,
+                    kind="veth",
+                    peer={"ifname": b.ifname, "net_ns_fd": self.ns[b.node]},
                 )
                 for port in (a, b):
                     self._setup_port(handles[port.node], port)
@@ -169,14 +182,32 @@ class Fabric:
         for port in self.network.bottlenecks:
             ns = self.ns[port.node]
             root, cls, leaf = shaping_commands(ns, port.ifname, spec.topology.bottleneck)
-            # an HTB root cannot be "changed"; create it once, then change its class and leaf live
-            if "htb 1: root" not in run(["tc", "-n", ns, "qdisc", "show", "dev", port.ifname]):
+            # an HTB root cannot be "changed": create it once, then change its class and leaf
+            # live; a leaf of another kind (bfifo <-> pfifo) must be deleted before it is replaced
+            shown = run(["tc", "-n", ns, "qdisc", "show", "dev", port.ifname])
+            if "htb 1: root" not in shown:
                 run(root)
             run(cls)
+            kind = leaf[leaf.index("10:") + 1]
+            for other in ("bfifo", "pfifo"):
+                if other != kind and f"{other} 10:" in shown:
+                    run(
+                        [
+                            "tc",
+                            "-n",
+                            ns,
+                            "qdisc",
+                            "del",
+                            "dev",
+                            port.ifname,
+                            "parent",
+                            "1:10",
+                            "handle",
+                            "10:",
+                        ]
+                    )
             run(leaf)
-        ensure_congestion_control_allowed(
-            {spec.tcp_for(h).congestion_control for h in self.network.host_addresses}
-        )
+        ensure_congestion_control_allowed({spec.tcp_for(h).congestion_control for h in self.network.host_addresses})
         for host in self.network.host_addresses:
             tcp = spec.tcp_for(host)
             sysctl(self.ns[host], tcp_sysctls(tcp))

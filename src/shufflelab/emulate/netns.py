@@ -98,6 +98,7 @@ class Lease:
     lease_id: str
     scratch: Path
     namespaces: list[str] = field(default_factory=list)
+    owner_pid: int = field(default_factory=os.getpid)
 
     @property
     def prefix(self) -> str:
@@ -113,9 +114,7 @@ class Lease:
     def save(self) -> None:
         LEASE_DIR.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(
-            json.dumps({"pid": os.getpid(), "scratch": str(self.scratch), "namespaces": self.namespaces})
-        )
+        tmp.write_text(json.dumps({"pid": os.getpid(), "scratch": str(self.scratch), "namespaces": self.namespaces}))
         tmp.replace(self.path)
 
     def create_namespace(self, node: str) -> str:
@@ -126,10 +125,14 @@ class Lease:
         return name
 
     def release(self) -> None:
-        """Remove every namespace and process of this lease, then the scratch dir and lease file."""
-        for name in set(namespaces()) & set(self.namespaces) | {
-            n for n in namespaces() if n.startswith(self.prefix)
-        }:
+        """Remove every namespace and process of this lease, then the scratch dir and lease file.
+
+        Only the process that took the lease does this: a forked child unwinding a copy of the
+        owner's stack must not tear down the owner's fabric.
+        """
+        if os.getpid() != self.owner_pid:
+            return
+        for name in set(namespaces()) & set(self.namespaces) | {n for n in namespaces() if n.startswith(self.prefix)}:
             delete_namespace(name)
         shutil.rmtree(self.scratch, ignore_errors=True)
         with contextlib.suppress(FileNotFoundError):

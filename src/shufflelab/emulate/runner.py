@@ -10,6 +10,7 @@ re-running a spec resumes it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -70,13 +71,11 @@ class ExperimentResult:
 def environment(caps: capabilities.Capabilities) -> dict[str, Any]:
     """What a run records about the host it ran on."""
     commit = None
-    try:
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
         commit = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"],
             capture_output=True, text=True, cwd=Path(__file__).parent, timeout=5,
         ).stdout.strip() or None  # fmt: skip
-    except OSError:
-        pass
     return {
         "kernel": platform.release(),
         "python": platform.python_version(),
@@ -124,10 +123,10 @@ class EmulateRunner:
         self.spec = spec
         self.spec_path = spec_path
         self.scenarios = expand(spec, spec_path)
-        self.results_dir = results_dir
+        self.results_dir = results_dir.resolve()
         self.name = spec.experiment.name
-        self.store = Store(results_dir / f"{self.name}.duckdb")
-        self.artifacts = results_dir / self.name / "runs"
+        self.store = Store(self.results_dir / f"{self.name}.duckdb")
+        self.artifacts = self.results_dir / self.name / "runs"
         self.progress = progress or Progress()
         self.caps = caps
 
@@ -254,7 +253,10 @@ class EmulateRunner:
         shutil.rmtree(run_dir, ignore_errors=True)
         run_dir.mkdir(parents=True)
         (run_dir / "scenario.json").write_text(
-            json.dumps({"label": sc.label, "values": sc.values, "spec": spec.model_dump(mode="json")}, indent=1)
+            json.dumps(
+                {"label": sc.label, "values": sc.values, "spec": spec.model_dump(mode="json")},
+                indent=1,
+            )
         )
         self.progress.on_run(sc.label, rep)
         started = time.time()
@@ -289,7 +291,10 @@ class EmulateRunner:
                     fabric.ns[src], fabric.ns[dst], net.host_addresses[dst], run_dir / "traffic",
                     spec.experiment.run_timeout_s + 60,
                 )  # fmt: skip
-                traffic.start(udp_payload_rate_bps(spec.topology.bottleneck.rate_mbps, ct.udp_percent), ct.tcp_pairs)
+                traffic.start(
+                    udp_payload_rate_bps(spec.topology.bottleneck.rate_mbps, ct.udp_percent),
+                    ct.tcp_pairs,
+                )
                 time.sleep(ct.warmup_s)
             event_dir = run_dir / "eventlog"
             event_dir.mkdir()
@@ -311,7 +316,10 @@ class EmulateRunner:
             while driver.poll() is None:
                 if time.monotonic() > deadline:
                     driver.stop(grace_s=10)
-                    status, cause = "timeout", f"job exceeded run_timeout_s={spec.experiment.run_timeout_s:g}"
+                    status, cause = (
+                        "timeout",
+                        f"job exceeded run_timeout_s={spec.experiment.run_timeout_s:g}",
+                    )
                     break
                 if time.monotonic() >= next_ss:
                     next_ss = time.monotonic() + 3.0
@@ -327,7 +335,9 @@ class EmulateRunner:
                 app_id = driver_result.get("app_id")
             if status == "ok" and not driver_result.get("ok"):
                 status = "failed"
-                cause = driver_result.get("error") or f"driver exited without a result; see {run_dir / 'driver.log'}"
+                cause = (driver_result.get("error") or "").split("\n")[0][
+                    :500
+                ] or f"driver exited without a result; see {run_dir / 'driver.log'}"
         except KeyboardInterrupt:
             status, cause = "interrupted", "runner interrupted"
             raise
@@ -343,16 +353,21 @@ class EmulateRunner:
                 after = {p.ifname: fabric.counters(p) for p in net.bottlenecks}
             except Exception:  # noqa: BLE001 - fabric may be half gone on interrupt
                 after = {}
-            try:
+            with contextlib.suppress(OSError):
                 cluster.copy_logs_since(marks, run_dir / "logs", app_id)
-            except OSError:
-                pass
             record = self._record(
                 sc, rep, attempt, run_id, run_dir, status, cause, started, t_mono, setup_s,
                 driver_result, app_id, cc_seen, traffic_rows, before, after, env,
             )  # fmt: skip
             self.store.write_run(record)
-        return RunOutcome(run_id, sc.label, rep, record.run["status"], record.run["job_time_s"], record.run["cause"])
+        return RunOutcome(
+            run_id,
+            sc.label,
+            rep,
+            record.run["status"],
+            record.run["job_time_s"],
+            record.run["cause"],
+        )
 
     def _record(
         self,

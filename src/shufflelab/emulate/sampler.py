@@ -17,9 +17,7 @@ import sys
 import time
 from typing import Any
 
-HEADER = (
-    "t,dev,backlog_bytes,backlog_packets,drops,sent_bytes,sent_packets,overlimits,tx_bytes,rx_bytes"
-)
+HEADER = "t,dev,backlog_bytes,backlog_packets,drops,sent_bytes,sent_packets,overlimits,tx_bytes,rx_bytes"
 
 
 def _root_stats(msgs: Any) -> dict[str, int]:

@@ -178,6 +178,7 @@ class SparkCluster:
             "spark.shuffle.compress": str(s.shuffle_compress).lower(),
             "spark.shuffle.spill.compress": str(s.shuffle_compress).lower(),
             "spark.ui.enabled": "false",
+            "spark.ui.showConsoleProgress": "false",
             "spark.sql.adaptive.enabled": "false",
             "spark.scheduler.minRegisteredResourcesRatio": "1.0",
             "spark.scheduler.maxRegisteredResourcesWaitingTime": "60s",
@@ -196,4 +197,9 @@ class SparkCluster:
         m = self.spec.master
         env = self._env(m)
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-        return Process(self.ns[m], [sys.executable, "-m", "shufflelab.workloads.driver", str(request_path)], log, env=env)
+        return Process(
+            self.ns[m],
+            [sys.executable, "-m", "shufflelab.workloads.driver", str(request_path)],
+            log,
+            env=env,
+        )

@@ -66,7 +66,17 @@ class CrossTraffic:
         result = self.out_dir / f"iperf3-{kind}-client.json"
         client = Process(
             self.src_ns,
-            ["iperf3", "-c", self.dst_ip, "-p", str(port), "-J", "-t", str(self.max_duration_s), *client_args],
+            [
+                "iperf3",
+                "-c",
+                self.dst_ip,
+                "-p",
+                str(port),
+                "-J",
+                "-t",
+                str(self.max_duration_s),
+                *client_args,
+            ],
             result,
         )
         self.flows.append(Flowset(kind, server, client, result))
@@ -124,5 +134,7 @@ def summarize(kind: str, path: Path) -> dict[str, Any]:
             bits_per_second=r.get("bits_per_second", s.get("bits_per_second")),
             retransmits=s.get("retransmits"),
         )
-    row["error"] = doc.get("error")
+    error = doc.get("error")
+    # SIGINT is how shufflelab ends a client at the end of a run: not a failure
+    row["error"] = None if error is None or str(error).startswith("interrupt") else error
     return row

@@ -7,6 +7,7 @@ to the request's ``result`` path, so the runner never parses the driver's log.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -43,10 +44,8 @@ def main(argv: list[str] | None = None) -> int:
         result["traceback"] = traceback.format_exc()
     finally:
         if spark is not None:
-            try:
+            with contextlib.suppress(Exception):
                 spark.stop()
-            except Exception:  # noqa: BLE001
-                pass
         result["finished_at"] = time.time()
         tmp = out.with_suffix(".tmp")
         tmp.write_text(json.dumps(result, indent=1))

@@ -1,0 +1,225 @@
+"""The ``shufflelab`` command: run | report | doctor | clean | demo (and ``sim`` when present)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from shufflelab.spec import SpecError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="shufflelab: real Spark on an emulated data-center network -- run, diagnose, report.",
+)
+console = Console()
+err = Console(stderr=True)
+
+DEFAULT_RESULTS = Path("results")
+
+
+_MAIN_PID = os.getpid()
+
+
+def _raise_interrupt(signum: int, frame: object) -> NoReturn:
+    if os.getpid() != _MAIN_PID:
+        # a forked helper (pyroute2's netns workers are forks of this process) must never run
+        # the runner's teardown: just end it
+        os._exit(128 + signum)
+    from shufflelab.emulate.runner import Interrupted
+
+    raise Interrupted(f"signal {signum}")
+
+
+def _install_signal_handlers() -> None:
+    # SIGTERM/SIGHUP become exceptions, so every context manager tears down what it built.
+    global _MAIN_PID
+    _MAIN_PID = os.getpid()
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:  # respect nohup
+        signal.signal(signal.SIGHUP, _raise_interrupt)
+
+
+def _fail(message: str, code: int = 2) -> NoReturn:
+    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    raise typer.Exit(code)
+
+
+@app.command()
+def run(
+    spec_path: Annotated[Path, typer.Argument(help="Experiment TOML file.")],
+    results: Annotated[Path, typer.Option(help="Folder for the DuckDB file and run artifacts.")] = DEFAULT_RESULTS,
+    report: Annotated[bool, typer.Option(help="Write the report when the runs are done.")] = True,
+) -> None:
+    """Run every missing run of an experiment (finished runs are kept: re-running resumes)."""
+    from shufflelab import spec as specmod
+    from shufflelab.emulate import runner as runmod
+
+    try:
+        spec = specmod.load(spec_path)
+    except SpecError as exc:
+        _fail(str(exc))
+    _install_signal_handlers()
+    columns = (
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[phase]}"),
+    )
+    with Progress(*columns, console=console, transient=False) as bar:
+        task = bar.add_task(spec.experiment.name, total=1, phase="preflight")
+
+        def on_start(total: int, done: int) -> None:
+            bar.update(task, total=total, completed=done)
+            if done:
+                console.print(f"resuming: {done} of {total} runs already in the results")
+
+        def on_done(label: str, status: str, job_s: float | None) -> None:
+            colour = "green" if status == "ok" else "red"
+            shown = f"{job_s:.1f} s" if job_s is not None else "-"
+            console.print(f"  [{colour}]{status:<11}[/] {label:<40} job {shown}")
+            bar.advance(task)
+
+        progress = runmod.Progress(
+            on_start=on_start,
+            on_run=lambda label, rep: bar.update(task, phase=f"{label} rep {rep}"),
+            on_phase=lambda text: bar.update(task, phase=text),
+            on_done=on_done,
+        )
+        try:
+            r = runmod.EmulateRunner(spec, str(spec_path), results, progress).run()
+        except SpecError as exc:
+            _fail(str(exc))
+        except KeyboardInterrupt:
+            err.print("[yellow]interrupted[/]: finished runs are stored; run the same command to resume")
+            raise typer.Exit(130) from None
+    failed = [o for o in r.outcomes if o.status != "ok"]
+    console.print(f"results: {r.store_path} ({len(r.outcomes)} runs now, {r.skipped} kept, {len(failed)} not ok)")
+    for o in failed:
+        console.print(f"  [red]{o.status}[/] {o.label} rep {o.rep}: {o.cause}")
+    if report:
+        _write_report(r.store_path, None)
+
+
+def _write_report(db: Path, out: Path | None) -> None:
+    from shufflelab import report as reportmod
+
+    paths = reportmod.write(db, out)
+    console.print(f"report: {paths.html}\n        {paths.markdown}")
+
+
+@app.command()
+def report(
+    db: Annotated[Path, typer.Argument(help="Results file (.duckdb).")],
+    out: Annotated[Path | None, typer.Option(help="Output folder (default: next to the results).")] = None,
+) -> None:
+    """Write the HTML + Markdown report (tables and figures) of an experiment's results."""
+    if not db.exists():
+        _fail(f"{db}: no such results file")
+    _write_report(db, out)
+
+
+@app.command()
+def doctor() -> None:
+    """Show what this host can and cannot emulate, and how shufflelab works around it."""
+    from shufflelab import capabilities
+
+    caps = capabilities.probe()
+    t = Table(title="shufflelab doctor", show_lines=False)
+    t.add_column("check")
+    t.add_column("status")
+    t.add_column("notes")
+
+    def row(name: str, ok: bool, note: str = "") -> None:
+        t.add_row(name, "[green]ok[/]" if ok else "[red]missing[/]", note)
+
+    row("root", caps.root, "needed for namespaces, qdiscs, sysctls")
+    row("network namespaces + veth", caps.netns and caps.veth)
+    for kind in capabilities.QDISC_KINDS:
+        note = {
+            "htb": "rate shaping",
+            "bfifo": "queue limit in bytes",
+            "pfifo": "queue limit in packets",
+            "netem": "delay: refused until the userspace switch lands",
+            "red": "RED/ECN marking: refused until the userspace switch lands",
+            "tbf": "not needed (HTB shapes)",
+            "fq_codel": "not needed",
+            "prio": "not needed",
+        }[kind]
+        row(f"qdisc {kind}", kind in caps.qdiscs, note)
+    for cc in ("cubic", "reno", "bbr", "dctcp"):
+        note = "emulated DCTCP will come from the userspace switch" if cc == "dctcp" else ""
+        row(f"congestion control {cc}", cc in caps.congestion_controls, note)
+    for tool, version in caps.tools.items():
+        row(f"tool {tool}", version is not None, version or "make setup installs it")
+    row("/dev/net/tun", caps.tun, "for the userspace switch")
+    row("cgroup cpu controller", caps.cgroup_cpu, "weak storage nodes (NDP)")
+    try:
+        from shufflelab.emulate.spark import spark_version
+
+        row("pyspark", True, spark_version())
+    except ImportError:
+        row("pyspark", False, "make setup installs it")
+    console.print(t)
+    console.print(
+        "This host shapes rate and queue size with HTB + bfifo/pfifo; it cannot add delay, RED/ECN or\n"
+        "DCTCP in the kernel. Specs asking for them are refused with the reason until the userspace\n"
+        "switch provides them."
+    )
+
+
+@app.command()
+def clean(
+    force: Annotated[bool, typer.Option(help="Also remove resources of runs that are still alive.")] = False,
+) -> None:
+    """Remove every namespace, process and scratch folder shufflelab left behind."""
+    from shufflelab.emulate import netns
+
+    r = netns.clean(force=force)
+    console.print(f"removed {len(r.namespaces)} namespaces, {len(r.scratch_dirs)} scratch folders")
+    for n in r.namespaces:
+        console.print(f"  namespace {n}")
+    if r.skipped_live:
+        console.print(f"kept {len(r.skipped_live)} namespaces of live runs (use --force): {' '.join(r.skipped_live)}")
+
+
+@app.command()
+def demo(
+    results: Annotated[Path, typer.Option(help="Folder for results and the report.")] = DEFAULT_RESULTS,
+) -> None:
+    """Run experiments/quickstart.toml (real Spark, shaped bottleneck, with/without UDP) and report."""
+    spec = Path(__file__).resolve().parents[2] / "experiments" / "quickstart.toml"
+    if not spec.exists():
+        spec = Path("experiments/quickstart.toml")
+    t0 = time.monotonic()
+    run(spec, results=results, report=True)
+    console.print(f"demo finished in {time.monotonic() - t0:.0f} s")
+
+
+try:  # the simulator backend mounts its own sub-commands
+    from shufflelab.sim.cli import app as _sim_app
+
+    app.add_typer(_sim_app, name="sim", help="The cluster-scale simulator backend.")
+except ImportError:
+    pass
+
+
+def main() -> None:
+    try:
+        app()
+    except BrokenPipeError:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+"""Seed 003's Net-Aware pushdown planner (SparkNDP): which leading operators of a query to run
+on the storage cluster, given the queues, drain rates and network state.
+
+Pure and clock-free, shared by the simulator (which checks that its Rust twin,
+``crates/simcore/src/netaware.rs``, decides the same) and a future real NDP system. Units are in
+the names: ``*_gb`` gigabytes (10^9 bytes), ``*_gbps`` gigabits per second, ``*_s`` seconds,
+partitions are counts and drain rates are partitions per second.
+
+The model, for an operator working on P partitions:
+
+* compute time at a cluster ``Tc(Q, X) = (Q + P) / X``, Q the partitions queued there, X its
+  drain rate;
+* transfer time ``Tn(D) = 8·D / (B / S)`` if ``S < S_max``, else ``8·(D_S + D) / (B / S_max)``,
+  D in GB, B in Gbit/s, S the concurrent transfers (this one included), D_S the backlog that must
+  drain before a transfer slot frees;
+* push the operator if ``Tc(Q_compute, X_compute) + Tn(D_in) > Tc(Q_storage, X_storage) +
+  Tn(D_out)``;
+* push the longest prefix of operators that all benefit (once an operator stays on the compute
+  cluster, every later one does too).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class OperatorEstimate:
+    """One operator as the planner sees it: its size and each cluster's queue and drain rate."""
+
+    name: str
+    partitions: float
+    input_gb: float
+    output_gb: float
+    compute_queued_partitions: float
+    compute_drain_partitions_per_s: float
+    storage_queued_partitions: float
+    storage_drain_partitions_per_s: float
+    pushable: bool = True
+
+
+@dataclass(frozen=True)
+class NetworkEstimate:
+    """The network between the clusters: bandwidth, transfers sharing it, the limit S_max and the
+    backlog D_S (GB) ahead of a transfer that has to wait for a slot."""
+
+    bandwidth_gbps: float
+    concurrent_transfers: float
+    max_concurrent_transfers: float
+    backlog_gb: float = 0.0
+
+
+def compute_time_s(queued_partitions: float, drain_rate_partitions_per_s: float, partitions: float) -> float:
+    """``Tc(Q, X) = (Q + P) / X`` seconds; 0 when the operator costs no CPU (X infinite)."""
+    if math.isinf(drain_rate_partitions_per_s):
+        return 0.0
+    return (queued_partitions + partitions) / drain_rate_partitions_per_s
+
+
+def transfer_time_s(data_gb: float, net: NetworkEstimate) -> float:
+    """``Tn(D)``: ``8·D / (B / S)`` if ``S < S_max``, else ``8·(D_S + D) / (B / S_max)`` seconds."""
+    s = net.concurrent_transfers
+    if s < net.max_concurrent_transfers:
+        return 8.0 * data_gb / (net.bandwidth_gbps / s)
+    return 8.0 * (net.backlog_gb + data_gb) / (net.bandwidth_gbps / net.max_concurrent_transfers)
+
+
+def benefits(op: OperatorEstimate, net: NetworkEstimate) -> bool:
+    """True when ``Tc(Q_c, X_c) + Tn(D_in) > Tc(Q_s, X_s) + Tn(D_out)``: pushing is faster."""
+    at_compute = compute_time_s(
+        op.compute_queued_partitions, op.compute_drain_partitions_per_s, op.partitions
+    ) + transfer_time_s(op.input_gb, net)
+    at_storage = compute_time_s(
+        op.storage_queued_partitions, op.storage_drain_partitions_per_s, op.partitions
+    ) + transfer_time_s(op.output_gb, net)
+    return at_compute > at_storage
+
+
+def plan(operators: Sequence[OperatorEstimate], net: NetworkEstimate) -> int:
+    """How many leading operators to push down: the longest prefix of pushable operators that
+    each benefit from pushdown."""
+    k = 0
+    for op in operators:
+        if not (op.pushable and benefits(op, net)):
+            break
+        k += 1
+    return k
+
+
+def decisions(operators: Sequence[OperatorEstimate], net: NetworkEstimate) -> list[bool]:
+    """The per-operator verdicts (before the prefix rule), for reports and explanations."""
+    return [op.pushable and benefits(op, net) for op in operators]

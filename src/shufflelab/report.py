@@ -1,0 +1,440 @@
+"""Experiment reports: tables and figures from a results store, as HTML and Markdown.
+
+The job-time table follows seed 000's Table 1 when the matrix varies congestion control (rows:
+the other varied values, columns: congestion control). Every report states how the experiment
+is scaled relative to the seed and what this host could not emulate.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from shufflelab.results import Store  # noqa: E402
+from shufflelab.stats import compare, summarize  # noqa: E402
+
+CC_KEY = "tcp.congestion_control"
+UDP_KEY = "cross_traffic.udp_percent"
+
+
+@dataclass
+class ReportPaths:
+    html: Path
+    markdown: Path
+    figures: list[Path]
+
+
+@dataclass
+class Data:
+    name: str
+    description: str
+    spec: dict[str, Any]
+    runs: pd.DataFrame  # one row per run, with the scenario's matrix values as columns
+    keys: list[str]  # varied matrix keys
+    environment: dict[str, Any]
+
+
+def load(db: Path) -> Data:
+    store = Store(db)
+    exp = store.query("SELECT * FROM experiments LIMIT 1")
+    if exp.empty:
+        raise ValueError(f"{db}: no experiment recorded")
+    spec = json.loads(exp.loc[0, "spec_json"])
+    runs = store.query(
+        "SELECT r.*, s.label, s.values_json FROM runs r JOIN scenarios s USING (scenario_id) ORDER BY r.started_at"
+    )
+    keys = list(spec.get("matrix", {}))
+    for k in keys:
+        runs[k] = [json.loads(v).get(k) for v in runs["values_json"]]
+    env: dict[str, Any] = {}
+    if not runs.empty and runs["environment_json"].notna().any():
+        env = json.loads(runs["environment_json"].dropna().iloc[-1])
+    return Data(str(exp.loc[0, "name"]), str(exp.loc[0, "description"] or ""), spec, runs, keys, env)
+
+
+def _fmt(x: float, digits: int = 1) -> str:
+    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
+
+
+def scenario_table(d: Data) -> pd.DataFrame:
+    """Per scenario: n, mean ± σ and 95 % CI of job time, CPU time, shuffle bytes, bottleneck bytes."""
+    ok = d.runs[d.runs["status"] == "ok"]
+    rows = []
+    for label, g in d.runs.groupby("label", sort=False):
+        good = ok[ok["label"] == label]
+        s = summarize(good["job_time_s"].tolist())
+        cpu = summarize(good["executor_cpu_s"].tolist())
+        row: dict[str, Any] = {k: g.iloc[0][k] for k in d.keys}
+        row.update(
+            scenario=label,
+            n=s.n,
+            not_ok=int((g["status"] != "ok").sum()),
+            job_mean_s=s.mean,
+            job_sd_s=s.sd,
+            job_ci_low_s=s.ci_low,
+            job_ci_high_s=s.ci_high,
+            cpu_mean_s=cpu.mean,
+            cpu_sd_s=cpu.sd,
+            remote_mb=good["remote_bytes_read"].mean() / 1e6 if s.n else float("nan"),
+            bottleneck_mb=good["bottleneck_tx_bytes"].mean() / 1e6 if s.n else float("nan"),
+            max_backlog_kb=good["bottleneck_max_backlog_bytes"].mean() / 1e3 if s.n else float("nan"),
+        )
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def seed000_table(d: Data, table: pd.DataFrame) -> pd.DataFrame | None:
+    """Job time (s, mean ± σ) with rows = other matrix values, columns = congestion control."""
+    if CC_KEY not in d.keys or table.empty:
+        return None
+    row_keys = [k for k in d.keys if k != CC_KEY]
+    pairs = zip(table["job_mean_s"], table["job_sd_s"], strict=True)
+    cell = table.assign(cell=[f"{_fmt(m)} ± {_fmt(s)}" for m, s in pairs])
+    if not row_keys:
+        return cell.set_index(CC_KEY)[["cell"]].T
+    pivot = cell.pivot_table(index=row_keys, columns=CC_KEY, values="cell", aggfunc="first", sort=False)
+    pivot.columns.name = None
+    return pivot
+
+
+def slowdown_table(d: Data) -> pd.DataFrame | None:
+    """Each scenario vs the same scenario without UDP: ratio of mean job times, bootstrap 95 % CI, Welch p."""
+    if UDP_KEY not in d.keys:
+        return None
+    ok = d.runs[d.runs["status"] == "ok"]
+    others = [k for k in d.keys if k != UDP_KEY]
+    rows = []
+    for _, g in ok.groupby(others, sort=False) if others else [((), ok)]:
+        base = g[g[UDP_KEY] == 0]["job_time_s"].tolist()
+        if not base:
+            continue
+        for udp, h in g.groupby(UDP_KEY):
+            if udp == 0:
+                continue
+            c = compare(base, h["job_time_s"].tolist())
+            cpu = compare(g[g[UDP_KEY] == 0]["executor_cpu_s"].tolist(), h["executor_cpu_s"].tolist(), seed=1)
+            row = {k: h.iloc[0][k] for k in others}
+            row.update(
+                udp_percent=udp,
+                job_ratio=c.ratio,
+                ci_low=c.ratio_ci_low,
+                ci_high=c.ratio_ci_high,
+                p_welch=c.p_value,
+                cpu_ratio=cpu.ratio,
+                cpu_ci_low=cpu.ratio_ci_low,
+                cpu_ci_high=cpu.ratio_ci_high,
+                n=f"{c.n_baseline}/{c.n_treatment}",
+            )
+            rows.append(row)
+    return pd.DataFrame(rows) if rows else None
+
+
+# -- figures ---------------------------------------------------------------------------------------
+def fig_job_times(d: Data, table: pd.DataFrame, path: Path) -> Path:
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    hue = CC_KEY if CC_KEY in d.keys else None
+    xkey = UDP_KEY if UDP_KEY in d.keys else None
+    if hue and xkey:
+        xs = sorted(table[xkey].unique())
+        hues = list(dict.fromkeys(table[hue]))
+        width = 0.8 / max(1, len(hues))
+        for i, h in enumerate(hues):
+            sub = table[table[hue] == h].set_index(xkey)
+            means = [sub["job_mean_s"].get(x, float("nan")) for x in xs]
+            errs = [(sub["job_ci_high_s"].get(x, float("nan")) - sub["job_mean_s"].get(x, float("nan"))) for x in xs]
+            pos = [j + (i - (len(hues) - 1) / 2) * width for j in range(len(xs))]
+            ax.bar(
+                pos,
+                means,
+                width,
+                yerr=[0 if math.isnan(e) else e for e in errs],
+                capsize=3,
+                label=str(h),
+            )
+        ax.set_xticks(range(len(xs)))
+        ax.set_xticklabels([f"{x:g} %" for x in xs])
+        ax.set_xlabel("UDP cross traffic (% of bottleneck rate)")
+        ax.legend(title="congestion control")
+    else:
+        labels = table["scenario"].tolist()
+        errs = (table["job_ci_high_s"] - table["job_mean_s"]).fillna(0).tolist()
+        ax.bar(range(len(labels)), table["job_mean_s"], yerr=errs, capsize=3, color="#4c72b0")
+        ax.set_xticks(range(len(labels)))
+        ax.set_xticklabels(labels, rotation=20, ha="right")
+    ax.set_ylabel("job time (s), mean and 95 % CI")
+    ax.set_title("Spark job time")
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _chosen_runs(d: Data) -> pd.DataFrame:
+    """The first successful run of the scenario with the most cross traffic, and of its baseline."""
+    ok = d.runs[d.runs["status"] == "ok"]
+    if ok.empty:
+        return ok
+    if UDP_KEY in d.keys:
+        hi = ok[ok[UDP_KEY] == ok[UDP_KEY].max()].head(1)
+        lo = ok[ok[UDP_KEY] == ok[UDP_KEY].min()]
+        if CC_KEY in d.keys and not hi.empty:
+            lo = lo[lo[CC_KEY] == hi.iloc[0][CC_KEY]]
+        return pd.concat([lo.head(1), hi])
+    return ok.head(1)
+
+
+def fig_backlog(d: Data, db: Path, path: Path) -> tuple[Path, list[str]] | None:
+    chosen = _chosen_runs(d)
+    if chosen.empty:
+        return None
+    store = Store(db)
+    fig, axes = plt.subplots(2, 1, figsize=(9, 5.2), sharex=True)
+    labels = []
+    for _, run in chosen.iterrows():
+        q = store.query(
+            "SELECT t, backlog_bytes, backlog_packets FROM queue_samples WHERE run_id = ? ORDER BY t",
+            [run["run_id"]],
+        )
+        jobs = store.query("SELECT min(submitted_at_ms) AS s FROM jobs WHERE run_id = ?", [run["run_id"]])
+        if q.empty:
+            continue
+        t0 = jobs.loc[0, "s"] / 1000.0 if not jobs.empty and pd.notna(jobs.loc[0, "s"]) else q["t"].iloc[0]
+        label = f"{run['label']} (rep {run['rep']})"
+        labels.append(label)
+        axes[0].plot(q["t"] - t0, q["backlog_bytes"] / 1e3, lw=0.8, label=label)
+        axes[1].plot(q["t"] - t0, q["backlog_packets"], lw=0.8, label=label)
+    axes[0].set_ylabel("backlog (kB)")
+    axes[1].set_ylabel("backlog (packets)")
+    axes[1].set_xlabel("time since the first Spark job started (s)")
+    axes[0].set_title("Bottleneck queue backlog (sampled every 100 ms)")
+    axes[0].legend(fontsize=8)
+    for ax in axes:
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path, labels
+
+
+def fig_bytes(d: Data, path: Path) -> Path | None:
+    ok = d.runs[(d.runs["status"] == "ok") & d.runs["bottleneck_tx_bytes"].notna()]
+    if ok.empty:
+        return None
+    fig, ax = plt.subplots(figsize=(8, 4))
+    x = range(len(ok))
+    ax.bar(
+        [i - 0.2 for i in x],
+        ok["remote_bytes_read"] / 1e6,
+        0.4,
+        label="remote shuffle bytes read (event log)",
+    )
+    ax.bar(
+        [i + 0.2 for i in x],
+        ok["bottleneck_tx_bytes"] / 1e6,
+        0.4,
+        label="bytes sent by the bottleneck (qdisc)",
+    )
+    ax.set_yscale("log")
+    ax.set_xticks(list(x))
+    ax.set_xticklabels(
+        [f"{lbl} #{r}" for lbl, r in zip(ok["label"], ok["rep"], strict=True)],
+        rotation=70,
+        ha="right",
+        fontsize=7,
+    )
+    ax.set_ylabel("MB (log scale)")
+    ax.set_title("Bytes through the bottleneck vs shuffle bytes fetched remotely, per run")
+    ax.legend(fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def fig_cpu_vs_job(d: Data, table: pd.DataFrame, path: Path) -> Path | None:
+    if table.empty:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.errorbar(
+        table["job_mean_s"], table["cpu_mean_s"], xerr=table["job_sd_s"].fillna(0), yerr=table["cpu_sd_s"].fillna(0),
+        fmt="o", capsize=3,
+    )  # fmt: skip
+    for _, r in table.iterrows():
+        ax.annotate(str(r["scenario"]), (r["job_mean_s"], r["cpu_mean_s"]), fontsize=7, xytext=(3, 3),
+                    textcoords="offset points")  # fmt: skip
+    ax.set_xlabel("job time (s)")
+    ax.set_ylabel("executor CPU time, all tasks (s)")
+    ax.set_title("CPU time vs job time (flat CPU with rising job time = waiting on the network)")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+# -- text ----------------------------------------------------------------------------------------------
+def scale_note(d: Data) -> list[str]:
+    s = d.spec
+    hosts = s.get("hosts", {})
+    workers = [h for h, v in hosts.items() if "spark-worker" in v.get("roles", [])]
+    link = s["topology"]["bottleneck"]
+    params = s["workload"].get("params", {})
+    lines = [
+        f"Scaled to one host ({d.environment.get('cpus', '?')} CPUs): {len(workers)} workers x "
+        f"{s['spark'].get('worker_cores', 1)} core(s), topology '{s['topology'].get('kind', 'shared')}' with a "
+        f"{link['rate_mbps']:g} Mbit/s bottleneck, workload {s['workload']['name']} "
+        + ", ".join(f"{k}={v}" for k, v in params.items())
+        + ".",
+        "Seed 000 used 1 master + 4 workers (1 core each), a 1 Gbit/s link with 10 ms added delay, "
+        "400-1000 partitions and 500-600 M rows, and DCTCP as the third congestion control.",
+    ]
+    caps = d.environment.get("capabilities", {})
+    missing_q = [q for q in ("netem", "red") if q not in caps.get("qdiscs", [])]
+    missing_cc = [c for c in ("dctcp",) if c not in caps.get("congestion_controls", [])]
+    if missing_q or missing_cc:
+        lines.append(
+            "This host could not emulate: "
+            + ", ".join([f"{q} qdisc" for q in missing_q] + [f"{c} congestion control" for c in missing_cc])
+            + " -- so no added delay, no RED/ECN and BBR instead of DCTCP (the userspace switch will add them)."
+        )
+    lines.append(
+        f"Environment: kernel {d.environment.get('kernel', '?')}, pyspark {d.environment.get('pyspark', '?')}, "
+        f"shufflelab {d.environment.get('shufflelab_commit') or '?'}. All figures are measured on the emulated "
+        "fabric, none simulated."
+    )
+    return lines
+
+
+def _md_table(df: pd.DataFrame, index: bool = False) -> str:
+    df2 = df.reset_index() if index else df
+    cols = [str(c) for c in df2.columns]
+    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for _, r in df2.iterrows():
+        cells = []
+        for v in r.tolist():
+            cells.append(_fmt(v, 3) if isinstance(v, float) else str(v))
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def _html_table(df: pd.DataFrame, index: bool = False) -> str:
+    return (df.reset_index() if index else df).to_html(
+        index=False, float_format=lambda v: _fmt(v, 3), border=0, classes="t", na_rep="–"
+    )
+
+
+def write(db: Path, out: Path | None = None) -> ReportPaths:
+    """Write ``report.html``, ``report.md`` and ``figures/*.png`` for the experiment in ``db``."""
+    d = load(db)
+    out = out or db.parent / f"{d.name}-report"
+    figdir = out / "figures"
+    figdir.mkdir(parents=True, exist_ok=True)
+    table = scenario_table(d)
+    t000 = seed000_table(d, table)
+    slow = slowdown_table(d)
+    figures: list[tuple[str, Path]] = []
+    if not table.empty:
+        figures.append(
+            (
+                "Job time per scenario (mean, 95 % CI).",
+                fig_job_times(d, table, figdir / "job_times.png"),
+            )
+        )
+    bl = fig_backlog(d, db, figdir / "backlog.png")
+    if bl:
+        figures.append((f"Bottleneck backlog over time: {', '.join(bl[1])}.", bl[0]))
+    fb = fig_bytes(d, figdir / "bytes.png")
+    if fb:
+        figures.append(("Bytes through the bottleneck vs remote shuffle bytes, per run.", fb))
+    fc = fig_cpu_vs_job(d, table, figdir / "cpu_vs_job.png")
+    if fc:
+        figures.append(("Executor CPU time vs job time per scenario (mean ± σ).", fc))
+
+    n_ok = int((d.runs["status"] == "ok").sum())
+    failed = d.runs[d.runs["status"] != "ok"][["label", "rep", "status", "cause"]]
+    ok = d.runs[d.runs["status"] == "ok"]
+    crossing = (ok["bottleneck_tx_bytes"] >= ok["remote_bytes_read"]).sum() if not ok.empty else 0
+    facts = [
+        f"{len(d.runs)} runs recorded, {n_ok} ok, {len(failed)} not ok.",
+        f"Shuffle bytes crossed the bottleneck in {crossing} of {n_ok} successful runs "
+        "(bottleneck bytes sent >= remote shuffle bytes read).",
+    ]
+    scale = scale_note(d)
+    summary_cols = [*d.keys, "n", "not_ok", "job_mean_s", "job_sd_s", "job_ci_low_s", "job_ci_high_s",
+                    "cpu_mean_s", "remote_mb", "bottleneck_mb", "max_backlog_kb"]  # fmt: skip
+    summary = table[[c for c in summary_cols if c in table.columns]] if not table.empty else table
+
+    md = [f"# {d.name}", "", d.description, "", "## Scale and limits", ""]
+    md += [f"- {line}" for line in scale] + ["", "## Facts", ""] + [f"- {f}" for f in facts]
+    if t000 is not None:
+        md += [
+            "",
+            "## Job time (s, mean ± σ) -- rows: cross traffic, columns: congestion control",
+            "",
+        ]
+        md += [_md_table(t000, index=True)]
+    if slow is not None:
+        md += [
+            "",
+            "## Slowdown from cross traffic (ratio of mean job times, bootstrap 95 % CI, Welch p)",
+            "",
+        ]
+        md += [_md_table(slow)]
+    md += ["", "## Per scenario", "", _md_table(summary)]
+    if not failed.empty:
+        md += ["", "## Runs that did not finish", "", _md_table(failed)]
+    md += ["", "## Figures", ""]
+    for caption, p in figures:
+        md += [f"![{caption}](figures/{p.name})", "", f"*{caption}*", ""]
+    md_path = out / "report.md"
+    md_path.write_text("\n".join(md) + "\n")
+
+    def img(p: Path) -> str:
+        return "data:image/png;base64," + base64.b64encode(p.read_bytes()).decode()
+
+    h = [
+        "<!doctype html><html><head><meta charset='utf-8'>",
+        f"<title>shufflelab: {html.escape(d.name)}</title><style>",
+        "body{font-family:system-ui,sans-serif;max-width:1000px;margin:2em auto;color:#222;padding:0 1em}",
+        "table.t{border-collapse:collapse;font-size:13px;margin:1em 0}",
+        "table.t td,table.t th{border-bottom:1px solid #ddd;padding:4px 8px;text-align:right}",
+        "table.t th{background:#f3f3f3}figure{margin:1.5em 0}img{max-width:100%}",
+        "figcaption{font-size:13px;color:#555}.note{background:#fff8e1;padding:.6em 1em;border-radius:4px}",
+        "</style></head><body>",
+        f"<h1>{html.escape(d.name)}</h1><p>{html.escape(d.description)}</p>",
+        "<h2>Scale and limits</h2><div class='note'><ul>",
+        *[f"<li>{html.escape(line)}</li>" for line in scale],
+        "</ul></div><h2>Facts</h2><ul>",
+        *[f"<li>{html.escape(f)}</li>" for f in facts],
+        "</ul>",
+    ]
+    if t000 is not None:
+        h += ["<h2>Job time (s, mean ± σ)</h2><p>rows: cross traffic; columns: congestion control</p>"]
+        h += [_html_table(t000, index=True)]
+    if slow is not None:
+        h += ["<h2>Slowdown from cross traffic</h2><p>ratio of mean job times vs 0 % UDP with bootstrap 95 % CI;"
+              " Welch p; the same for executor CPU time</p>", _html_table(slow)]  # fmt: skip
+    h += ["<h2>Per scenario</h2>", _html_table(summary)]
+    if not failed.empty:
+        h += ["<h2>Runs that did not finish</h2>", _html_table(failed)]
+    h += ["<h2>Figures</h2>"]
+    for caption, p in figures:
+        h += [f"<figure><img src='{img(p)}' alt='{html.escape(caption)}'><figcaption>{html.escape(caption)}"
+              "</figcaption></figure>"]  # fmt: skip
+    h += ["</body></html>"]
+    html_path = out / "report.html"
+    html_path.write_text("\n".join(h))
+    return ReportPaths(html_path, md_path, [p for _, p in figures])

@@ -1,0 +1,123 @@
+"""Root integration: the fabric on the real kernel (no Spark)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
+import pytest
+
+from shufflelab import spec as S
+from shufflelab import topology as T
+from shufflelab.emulate import netns
+from shufflelab.emulate.fabric import Fabric
+
+pytestmark = pytest.mark.root
+
+
+def _ours() -> list[str]:
+    return [n for n in netns.namespaces() if netns.NS_PATTERN.match(n)]
+
+
+def test_fabric_routes_through_the_shaped_router(spec_dict: dict[str, Any]) -> None:
+    sp = S.parse(spec_dict)
+    net = T.build(sp)
+    before = set(_ours())
+    with netns.lease() as lz, Fabric(lz, net) as fab:
+        fab.configure(sp)
+        out = netns.run(["ping", "-c", "1", "-W", "2", net.host_addresses["w2"]], ns=fab.ns["w1"])
+        assert "ttl=63" in out  # one routed hop: through r, not straight across the switch
+        tc = netns.run(["tc", "qdisc", "show", "dev", "sw"], ns=fab.ns["r"])
+        assert "htb 1: root" in tc and "bfifo 10:" in tc and "limit 100000b" in tc.replace("Kb", "000b")
+        cc = netns.run(["sysctl", "-n", "net.ipv4.tcp_congestion_control"], ns=fab.ns["w1"]).strip()
+        assert cc == "cubic"
+        c = fab.counters(net.bottlenecks[0])
+        assert c.tx_packets >= 2  # the echo request and reply both left through the bottleneck
+        created = set(_ours()) - before
+        assert len(created) == len(net.nodes)
+    assert set(_ours()) == before
+
+
+def test_live_reconfiguration(spec_dict: dict[str, Any]) -> None:
+    sp = S.parse(spec_dict)
+    net = T.build(sp)
+    with netns.lease() as lz, Fabric(lz, net) as fab:
+        fab.configure(sp)
+        spec_dict["topology"]["bottleneck"] = {"rate_mbps": 7, "queue_packets": 20}
+        spec_dict["tcp"] = {"congestion_control": "reno", "initcwnd": 20, "initrwnd": 30}
+        sp2 = S.parse(spec_dict)
+        fab.configure(sp2)
+        cls = netns.run(["tc", "class", "show", "dev", "sw"], ns=fab.ns["r"])
+        assert "rate 7Mbit" in cls
+        assert "pfifo 10:" in netns.run(["tc", "qdisc", "show", "dev", "sw"], ns=fab.ns["r"])
+        assert netns.run(["sysctl", "-n", "net.ipv4.tcp_congestion_control"], ns=fab.ns["w2"]).strip() == "reno"
+        route = netns.run(["ip", "route", "show", "default"], ns=fab.ns["w2"])
+        assert "initcwnd 20" in route and "initrwnd 30" in route
+
+
+def test_link_fidelity_tcp_goodput(spec_dict: dict[str, Any]) -> None:
+    """Fidelity tier: TCP goodput through a 20 Mbit/s bottleneck is close to the configured rate."""
+    spec_dict["topology"]["bottleneck"] = {"rate_mbps": 20}
+    sp = S.parse(spec_dict)
+    net = T.build(sp)
+    with netns.lease() as lz, Fabric(lz, net) as fab:
+        fab.configure(sp)
+        server = netns.Process(
+            fab.ns["w2"],
+            ["iperf3", "-s", "-1", "-B", net.host_addresses["w2"]],
+            lz.scratch / "s.log",
+        )
+        time.sleep(0.5)
+        out = netns.run(
+            ["iperf3", "-c", net.host_addresses["w2"], "-t", "4", "-O", "1", "-J"],
+            ns=fab.ns["w1"],
+            timeout=30,
+        )
+        server.stop()
+        bps = json.loads(out)["end"]["sum_received"]["bits_per_second"]
+        assert 0.85 * 20e6 < bps < 1.02 * 20e6
+
+
+def test_exception_inside_fabric_removes_everything(spec_dict: dict[str, Any]) -> None:
+    net = T.build(S.parse(spec_dict))
+    before = set(_ours())
+    with pytest.raises(RuntimeError, match="boom"), netns.lease() as lz, Fabric(lz, net) as fab:
+        netns.Process(fab.ns["w1"], ["sleep", "300"], lz.scratch / "sleep.log")
+        raise RuntimeError("boom")
+    assert set(_ours()) == before
+    assert not subprocess.run(["pgrep", "-f", "sleep 300"], capture_output=True).stdout
+
+
+def test_clean_after_sigkill(spec_dict: dict[str, Any], tmp_path: Any) -> None:
+    """A runner killed with SIGKILL leaves namespaces and processes; ``clean`` removes them."""
+    script = tmp_path / "victim.py"
+    script.write_text(
+        "import json, sys, time\n"
+        "from shufflelab import spec as S, topology as T\n"
+        "from shufflelab.emulate import netns\n"
+        "from shufflelab.emulate.fabric import Fabric\n"
+        f"sp = S.parse(json.loads({json.dumps(json.dumps(spec_dict))}))\n"
+        "with netns.lease() as lz, Fabric(lz, T.build(sp)) as fab:\n"
+        "    netns.Process(fab.ns['w1'], ['sleep', '301'], lz.scratch / 'x.log')\n"
+        "    print('ready', flush=True)\n"
+        "    time.sleep(120)\n"
+    )
+    before = set(_ours())
+    p = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+    left = set(_ours()) - before
+    assert left
+    # the live runner's resources are protected from a plain clean
+    report = netns.clean()
+    assert set(report.skipped_live) >= left
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    assert set(_ours()) - before == left  # SIGKILL cannot clean up
+    netns.clean()
+    assert set(_ours()) == before
+    assert not subprocess.run(["pgrep", "-f", "sleep 301"], capture_output=True).stdout

@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from shufflelab.results import RunRecord, Store
+
+
+def _record(run_id: str, scenario: str, rep: int, status: str = "ok", n_tasks: int = 3) -> RunRecord:
+    tasks = pd.DataFrame({"stage_id": [0] * n_tasks, "task_id": list(range(n_tasks)), "remote_bytes": [10] * n_tasks})
+    return RunRecord(
+        run={
+            "run_id": run_id,
+            "scenario_id": scenario,
+            "rep": rep,
+            "attempt": 1,
+            "status": status,
+            "job_time_s": 1.5,
+        },
+        tables={
+            "tasks": tasks,
+            "queue_samples": pd.DataFrame({"t": [1.0, 1.1], "backlog_bytes": [0, 1500]}),
+        },
+    )
+
+
+def test_write_and_resume_bookkeeping(tmp_path: Path) -> None:
+    st = Store(tmp_path / "x.duckdb")
+    assert st.completed() == set()
+    st.write_run(_record("a-r1", "a", 1))
+    st.write_run(_record("a-r2", "a", 2, status="failed"))
+    assert st.completed() == {("a", 1)}
+    assert st.attempts("a", 2) == 1
+    df = st.query("SELECT run_id, count(*) AS n FROM tasks GROUP BY run_id ORDER BY run_id")
+    assert df.to_dict("records") == [{"run_id": "a-r1", "n": 3}, {"run_id": "a-r2", "n": 3}]
+
+
+def test_rewriting_a_run_replaces_its_rows(tmp_path: Path) -> None:
+    st = Store(tmp_path / "x.duckdb")
+    st.write_run(_record("a-r1", "a", 1, n_tasks=3))
+    st.write_run(_record("a-r1", "a", 1, n_tasks=5))
+    assert st.query("SELECT count(*) AS n FROM tasks")["n"][0] == 5
+    assert st.query("SELECT count(*) AS n FROM runs")["n"][0] == 1
+
+
+def test_a_failing_write_leaves_nothing(tmp_path: Path) -> None:
+    st = Store(tmp_path / "x.duckdb")
+    bad = _record("b-r1", "b", 1)
+    bad.tables["tasks"]["no_such_column"] = 1
+    with pytest.raises(Exception):  # noqa: B017 - any DuckDB binder error
+        st.write_run(bad)
+    assert st.query("SELECT count(*) AS n FROM runs")["n"][0] == 0
+    assert st.query("SELECT count(*) AS n FROM queue_samples")["n"][0] == 0
+
+
+def test_read_only_open_of_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="no such results file"):
+        Store(tmp_path / "none.duckdb").query("SELECT 1")
