@@ -1,0 +1,60 @@
+//! shufflelab's cluster-scale simulator core.
+//!
+//! A pure discrete-event model in virtual time (no clock, no I/O): jobs made of a chain of
+//! operators, split into tasks; a storage and a compute cluster whose cores are FIFO pools; a
+//! network of links shared by max-min fairness (or, to cross-check, by round-robin chunks). The
+//! Python binding (feature `python`) takes and returns JSON documents described in [`model`].
+
+pub mod engine;
+pub mod model;
+pub mod netaware;
+pub mod network;
+
+pub use engine::run;
+
+/// Run a JSON configuration ([`model::Config`]) and return the JSON result ([`model::RunResult`]).
+pub fn run_json(config_json: &str) -> Result<String, String> {
+    let cfg: model::Config =
+        serde_json::from_str(config_json).map_err(|e| format!("configuration: {e}"))?;
+    let result = run(&cfg)?;
+    serde_json::to_string(&result).map_err(|e| e.to_string())
+}
+
+/// Net-Aware prefix for a JSON document `{"operators": [...], "network": {...}}`.
+pub fn plan_json(input_json: &str) -> Result<u32, String> {
+    #[derive(serde::Deserialize)]
+    struct Input {
+        operators: Vec<model::OperatorEstimate>,
+        network: model::NetworkEstimate,
+    }
+    let input: Input =
+        serde_json::from_str(input_json).map_err(|e| format!("planner input: {e}"))?;
+    Ok(netaware::plan(&input.operators, &input.network))
+}
+
+#[cfg(feature = "python")]
+mod python {
+    use pyo3::exceptions::PyValueError;
+    use pyo3::prelude::*;
+
+    /// Run a simulation: JSON configuration in, JSON result out. Releases the GIL.
+    #[pyfunction]
+    fn run(py: Python<'_>, config_json: String) -> PyResult<String> {
+        py.allow_threads(move || super::run_json(&config_json))
+            .map_err(PyValueError::new_err)
+    }
+
+    /// The Net-Aware planner's choice (number of pushed operators) for a JSON input.
+    #[pyfunction]
+    fn net_aware_plan(input_json: &str) -> PyResult<u32> {
+        super::plan_json(input_json).map_err(PyValueError::new_err)
+    }
+
+    #[pymodule]
+    fn shufflelab_simcore(m: &Bound<'_, PyModule>) -> PyResult<()> {
+        m.add_function(wrap_pyfunction!(run, m)?)?;
+        m.add_function(wrap_pyfunction!(net_aware_plan, m)?)?;
+        m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+        Ok(())
+    }
+}

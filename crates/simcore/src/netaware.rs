@@ -1,0 +1,95 @@
+//! Seed 003's Net-Aware pushdown model (SparkNDP), the same formulas as
+//! `shufflelab.netaware` in Python; the test suite checks that both agree.
+//!
+//! * `Tc(Q, X) = (Q + P) / X` seconds: Q queued partitions, X drain rate (partitions/s), P the
+//!   operator's partitions.
+//! * `Tn(D) = 8·D / (B / S)` if `S < S_max`, else `8·(D_S + D) / (B / S_max)` seconds: D in GB,
+//!   B in Gbit/s, S concurrent transfers, D_S the backlog (GB) to drain before a slot frees.
+//! * Push operator i when `Tc(Q_c, X_c) + Tn(D_in) > Tc(Q_s, X_s) + Tn(D_out)`; push the longest
+//!   prefix of operators that all benefit.
+
+use crate::model::{NetworkEstimate, OperatorEstimate};
+
+/// Seconds to drain `queued` partitions plus `partitions` at `drain_per_s` partitions/s.
+pub fn compute_time_s(queued: f64, drain_per_s: f64, partitions: f64) -> f64 {
+    if drain_per_s.is_infinite() {
+        return 0.0;
+    }
+    (queued + partitions) / drain_per_s
+}
+
+/// Seconds to move `data_gb` through the network described by `net`.
+pub fn transfer_time_s(data_gb: f64, net: &NetworkEstimate) -> f64 {
+    let s = net.concurrent_transfers;
+    if s < net.max_concurrent_transfers {
+        8.0 * data_gb / (net.bandwidth_gbps / s)
+    } else {
+        8.0 * (net.backlog_gb + data_gb) / (net.bandwidth_gbps / net.max_concurrent_transfers)
+    }
+}
+
+/// Whether pushing this operator to storage is predicted to be faster.
+pub fn benefits(op: &OperatorEstimate, net: &NetworkEstimate) -> bool {
+    let at_compute = compute_time_s(
+        op.compute_queued_partitions,
+        op.compute_drain_partitions_per_s,
+        op.partitions,
+    ) + transfer_time_s(op.input_gb, net);
+    let at_storage = compute_time_s(
+        op.storage_queued_partitions,
+        op.storage_drain_partitions_per_s,
+        op.partitions,
+    ) + transfer_time_s(op.output_gb, net);
+    at_compute > at_storage
+}
+
+/// The number of leading operators to push down.
+pub fn plan(ops: &[OperatorEstimate], net: &NetworkEstimate) -> u32 {
+    ops.iter()
+        .take_while(|op| op.pushable && benefits(op, net))
+        .count() as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn net(s: f64) -> NetworkEstimate {
+        NetworkEstimate {
+            bandwidth_gbps: 4.0,
+            concurrent_transfers: s,
+            max_concurrent_transfers: 4.0,
+            backlog_gb: 10.0,
+        }
+    }
+
+    fn op(storage_drain: f64, input_gb: f64, output_gb: f64) -> OperatorEstimate {
+        OperatorEstimate {
+            name: "op".into(),
+            partitions: 100.0,
+            input_gb,
+            output_gb,
+            compute_queued_partitions: 0.0,
+            compute_drain_partitions_per_s: 10.0,
+            storage_queued_partitions: 0.0,
+            storage_drain_partitions_per_s: storage_drain,
+            pushable: true,
+        }
+    }
+
+    #[test]
+    fn transfer_time_shares_then_waits() {
+        // 8 Gbit over 4 Gbit/s shared by 2: 4 s.
+        assert!((transfer_time_s(1.0, &net(2.0)) - 4.0).abs() < 1e-12);
+        // At S_max: (10 + 1) GB * 8 / (4 / 4) = 88 s.
+        assert!((transfer_time_s(1.0, &net(4.0)) - 88.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn prefix_stops_at_first_loser() {
+        let good = op(10.0, 100.0, 1.0);
+        let bad = op(0.1, 1.0, 1.0);
+        assert_eq!(plan(&[good.clone(), bad, good.clone()], &net(1.0)), 1);
+        assert_eq!(plan(&[good.clone(), good], &net(1.0)), 2);
+    }
+}
