@@ -224,10 +224,18 @@ pub struct OperatorEstimate {
     pub input_gb: f64,
     pub output_gb: f64,
     pub compute_queued_partitions: f64,
+    /// Infinite (JSON null) when the operator costs no CPU.
+    #[serde(deserialize_with = "infinite_if_null")]
     pub compute_drain_partitions_per_s: f64,
     pub storage_queued_partitions: f64,
+    #[serde(deserialize_with = "infinite_if_null")]
     pub storage_drain_partitions_per_s: f64,
     pub pushable: bool,
+}
+
+/// JSON has no infinity: serde_json writes it as null, and null reads back as infinity.
+fn infinite_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::INFINITY))
 }
 
 /// The network part of the Net-Aware model's inputs.

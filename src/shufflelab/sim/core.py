@@ -21,8 +21,7 @@ def _module() -> Any:
         import shufflelab_simcore
     except ImportError as err:
         raise CoreMissingError(
-            "the simulator core is not built: run scripts/setup.sh "
-            "(or .venv/bin/pip install crates/simcore)"
+            "the simulator core is not built: run scripts/setup.sh (or .venv/bin/pip install crates/simcore)"
         ) from err
     return shufflelab_simcore
 
@@ -41,23 +40,21 @@ def rust_plan(operators: list[OperatorEstimate], net: NetworkEstimate) -> int:
     """The Rust twin of :func:`shufflelab.netaware.plan` (for agreement tests)."""
     doc = {
         "operators": [
-            {k: (_finite(v) if isinstance(v, float) else v) for k, v in vars(op).items()}
-            for op in operators
+            {k: (_finite(v) if isinstance(v, float) else v) for k, v in vars(op).items()} for op in operators
         ],
         "network": {k: _finite(v) for k, v in vars(net).items()},
     }
     return int(_module().net_aware_plan(json.dumps(doc)))
 
 
-def _finite(x: float) -> float:
-    # JSON has no infinity; the core reads 1e308 as "no CPU cost" just as the model does.
-    return 1e308 if x == float("inf") else x
+def _finite(x: float) -> float | None:
+    # JSON has no infinity; the core reads null back as infinity ("no CPU cost").
+    return None if x == float("inf") else x
 
 
 def planner_inputs(record: dict[str, Any]) -> tuple[list[OperatorEstimate], NetworkEstimate]:
     """The planner inputs a Net-Aware run recorded for one job, as :mod:`netaware` values."""
     ops = [
-        OperatorEstimate(**{k: (float("inf") if v is None else v) for k, v in o.items()})
-        for o in record["operators"]
+        OperatorEstimate(**{k: (float("inf") if v is None else v) for k, v in o.items()}) for o in record["operators"]
     ]
     return ops, NetworkEstimate(**record["network"])

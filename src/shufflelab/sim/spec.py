@@ -96,9 +96,7 @@ class Workload(_Model):
     interarrival_s: float = Field(default=50, ge=0, description="Time between job arrivals, s.")
     input_gib: float = Field(gt=0, description="Input size of one job, GiB.")
     task_input_mib: float = Field(gt=0, description="Input of one task (partition), MiB.")
-    cpu_jitter: float = Field(
-        default=0.0, ge=0, lt=1, description="Task CPU cost × uniform[1 - j, 1 + j], seeded."
-    )
+    cpu_jitter: float = Field(default=0.0, ge=0, lt=1, description="Task CPU cost × uniform[1 - j, 1 + j], seeded.")
     operators: list[Operator] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -229,9 +227,7 @@ def expand(spec: SimSpec, where: str = "<spec>") -> list[Scenario]:
             raise SimSpecError(_format_error(f"{where} [{values}]", err)) from None
         values = dict(zip(keys, combo, strict=True))
         label = ", ".join(f"{k.split('.')[-1]}={v}" for k, v in values.items()) or "base"
-        sid = f"{spec.experiment.name}/" + (
-            "_".join(f"{k.split('.')[-1]}={v}" for k, v in values.items()) or "base"
-        )
+        sid = f"{spec.experiment.name}/" + ("_".join(f"{k.split('.')[-1]}={v}" for k, v in values.items()) or "base")
         out.append(Scenario(scenario_id=sid, label=label, values=values, spec=point))
     return out
 
@@ -292,9 +288,7 @@ def core_config(
         "network": {
             "mode": mode or n.mode,
             "inter_cluster_bytes_per_s": n.inter_cluster_gbps * 1e9 / 8,
-            "storage_nic_bytes_per_s": None
-            if n.storage_nic_gbps is None
-            else n.storage_nic_gbps * 1e9 / 8,
+            "storage_nic_bytes_per_s": None if n.storage_nic_gbps is None else n.storage_nic_gbps * 1e9 / 8,
             "header_bytes_per_flow": n.header_bytes_per_flow,
             "header_bytes_per_packet": n.header_bytes_per_packet,
             "mss_bytes": n.mss_bytes,
