@@ -89,6 +89,51 @@ def plan(operators: Sequence[OperatorEstimate], net: NetworkEstimate) -> int:
     return k
 
 
+def _queue_wait_s(operators: Sequence[OperatorEstimate], storage: bool) -> float:
+    # Q / X is the queued work over the cluster's capacity: the same for every operator that
+    # costs CPU, so the first such operator gives it.
+    for op in operators:
+        q, x = (
+            (op.storage_queued_partitions, op.storage_drain_partitions_per_s)
+            if storage
+            else (op.compute_queued_partitions, op.compute_drain_partitions_per_s)
+        )
+        if not math.isinf(x):
+            return q / x
+    return 0.0
+
+
+def plan_chain(operators: Sequence[OperatorEstimate], net: NetworkEstimate) -> int:
+    """An extension of the model, not in the paper: price each prefix i as a whole,
+    ``T(i) = [i>0]·(Q_s/X_s + Σ_{o<i} P/X_s,o) + Tn(D crossing) + [i<n]·(Q_c/X_c + Σ_{o≥i}
+    P/X_c,o)``, and push the cheapest (fewest operators on ties). Unlike :func:`plan` it can push
+    an operator that expands the data (decompression) when a later one shrinks it enough."""
+    if not operators:
+        return 0
+    n = 0
+    for op in operators:
+        if not op.pushable:
+            break
+        n += 1
+    wait_s, wait_c = _queue_wait_s(operators, True), _queue_wait_s(operators, False)
+    best_t, best_i = math.inf, 0
+    for i in range(n + 1):
+        t = 0.0
+        if i > 0:
+            t += wait_s + sum(
+                compute_time_s(0.0, o.storage_drain_partitions_per_s, o.partitions) for o in operators[:i]
+            )
+        crossing_gb = operators[i].input_gb if i < len(operators) else operators[i - 1].output_gb
+        t += transfer_time_s(crossing_gb, net)
+        if i < len(operators):
+            t += wait_c + sum(
+                compute_time_s(0.0, o.compute_drain_partitions_per_s, o.partitions) for o in operators[i:]
+            )
+        if t < best_t:
+            best_t, best_i = t, i
+    return best_i
+
+
 def decisions(operators: Sequence[OperatorEstimate], net: NetworkEstimate) -> list[bool]:
     """The per-operator verdicts (before the prefix rule), for reports and explanations."""
     return [op.pushable and benefits(op, net) for op in operators]

@@ -331,8 +331,10 @@ def _md_table(df: pd.DataFrame, index: bool = False) -> str:
 
 
 def _html_table(df: pd.DataFrame, index: bool = False) -> str:
-    return (df.reset_index() if index else df).to_html(
-        index=False, float_format=lambda v: _fmt(v, 3), border=0, classes="t", na_rep="–"
+    return str(
+        (df.reset_index() if index else df).to_html(
+            index=False, float_format=lambda v: _fmt(v, 3), border=0, classes="t", na_rep="–"
+        )
     )
 
 

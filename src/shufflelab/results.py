@@ -54,9 +54,14 @@ SCHEMA = [
         remote_bytes_read BIGINT, local_bytes_read BIGINT, shuffle_bytes_written BIGINT,
         bottleneck_tx_bytes BIGINT, bottleneck_drops BIGINT, bottleneck_max_backlog_bytes BIGINT,
         cc_configured VARCHAR, cc_observed VARCHAR, run_dir VARCHAR, environment_json VARCHAR)""",
-    f"CREATE TABLE IF NOT EXISTS jobs (run_id VARCHAR, {_ddl_from(JobRow)})",
-    f"CREATE TABLE IF NOT EXISTS stages (run_id VARCHAR, {_ddl_from(StageRow)})",
-    f"CREATE TABLE IF NOT EXISTS tasks (run_id VARCHAR, {_ddl_from(TaskRow)})",
+    f"CREATE TABLE IF NOT EXISTS jobs (run_id VARCHAR, app_index INTEGER DEFAULT 0, {_ddl_from(JobRow)})",
+    f"CREATE TABLE IF NOT EXISTS stages (run_id VARCHAR, app_index INTEGER DEFAULT 0, {_ddl_from(StageRow)})",
+    f"CREATE TABLE IF NOT EXISTS tasks (run_id VARCHAR, app_index INTEGER DEFAULT 0, {_ddl_from(TaskRow)})",
+    """CREATE TABLE IF NOT EXISTS apps (
+        run_id VARCHAR, app_index INTEGER, app_id VARCHAR, status VARCHAR, cause VARCHAR,
+        cores INTEGER, job_time_s DOUBLE, session_s DOUBLE, first_job_at_ms BIGINT, last_job_end_at_ms BIGINT,
+        n_tasks INTEGER, executor_cpu_s DOUBLE, executor_run_s DOUBLE, fetch_wait_s DOUBLE,
+        remote_bytes_read BIGINT, shuffle_bytes_written BIGINT)""",
     """CREATE TABLE IF NOT EXISTS queue_samples (
         run_id VARCHAR, t DOUBLE, t_rel_s DOUBLE, dev VARCHAR, backlog_bytes BIGINT,
         backlog_packets BIGINT, drops BIGINT, sent_bytes BIGINT, sent_packets BIGINT,
@@ -67,7 +72,16 @@ SCHEMA = [
         retransmits BIGINT, error VARCHAR)""",
 ]
 
-RUN_TABLES = ("jobs", "stages", "tasks", "queue_samples", "cross_traffic")
+RUN_TABLES = ("apps", "jobs", "stages", "tasks", "queue_samples", "cross_traffic")
+
+# Columns added after the first release; applied to older files when they are opened for writing.
+MIGRATIONS = [
+    "ALTER TABLE jobs ADD COLUMN IF NOT EXISTS app_index INTEGER DEFAULT 0",
+    "ALTER TABLE stages ADD COLUMN IF NOT EXISTS app_index INTEGER DEFAULT 0",
+    "ALTER TABLE tasks ADD COLUMN IF NOT EXISTS app_index INTEGER DEFAULT 0",
+    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS n_apps INTEGER DEFAULT 1",
+    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS total_cores INTEGER",
+]
 
 
 @dataclass
@@ -92,7 +106,7 @@ class Store:
         con = duckdb.connect(str(self.path), read_only=read_only)
         try:
             if not read_only:
-                for stmt in SCHEMA:
+                for stmt in SCHEMA + MIGRATIONS:
                     con.execute(stmt)
             yield con
         finally:

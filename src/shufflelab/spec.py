@@ -132,9 +132,18 @@ class Spark(_Model):
         return {k: str(val) for k, val in v.items()}
 
 
+WorkloadName = Literal["sort-aggregate", "groupby-test", "small-records"]
+
+
 class Workload(_Model):
-    name: Literal["sort-aggregate"] = "sort-aggregate"
+    name: WorkloadName = "sort-aggregate"
     params: dict[str, int | float | str | bool] = Field(default_factory=dict)
+    apps: int = Field(
+        default=1,
+        ge=1,
+        le=8,
+        description="Identical applications run at the same time, the cluster's cores split evenly between them.",
+    )
 
 
 class SortAggregateParams(_Model):
@@ -145,6 +154,37 @@ class SortAggregateParams(_Model):
     payload_bytes: int = Field(default=64, ge=0, le=100_000, description="Bytes of payload per row.")
     groups: int = Field(default=1000, ge=1, description="Distinct values of the groupBy key.")
     seed: int = 42
+
+
+class GroupByTestParams(_Model):
+    """Spark's GroupByTest example: random (int, bytes) pairs, cached, counted, groupByKey, counted."""
+
+    mappers: int = Field(default=2, ge=1, le=100_000, description="numMappers (map partitions).")
+    kv_pairs: int = Field(default=1000, ge=1, description="numKVPairs per mapper.")
+    value_bytes: int = Field(default=1000, ge=1, le=1_000_000, description="valSize: bytes per value.")
+    reducers: int = Field(default=2, ge=1, le=100_000, description="numReducers.")
+    seed: int = 42
+
+    @property
+    def partitions(self) -> int:
+        return self.reducers
+
+
+class SmallRecordsParams(_Model):
+    """Seed 001's network-heavy app: many small records and many small shuffle blocks."""
+
+    records: int = Field(ge=1, le=10_000_000_000)
+    partitions: int = Field(default=64, ge=1, le=100_000, description="Map and reduce partitions.")
+    keys: int = Field(default=100_000, ge=1, description="Distinct keys.")
+    rounds: int = Field(default=2, ge=1, le=10, description="Shuffles in a row (groupBy, then repartition...).")
+    seed: int = 42
+
+
+WORKLOAD_PARAMS: dict[str, type[_Model]] = {
+    "sort-aggregate": SortAggregateParams,
+    "groupby-test": GroupByTestParams,
+    "small-records": SmallRecordsParams,
+}
 
 
 class CrossTraffic(_Model):
@@ -211,11 +251,15 @@ class ExperimentSpec(_Model):
             name = getattr(ct, field)
             if name is not None and name not in self.hosts:
                 raise ValueError(f"cross_traffic.{field}: no host named {name!r}")
-        if self.workload.name == "sort-aggregate":
-            try:
-                SortAggregateParams.model_validate(self.workload.params)
-            except ValidationError as exc:
-                raise ValueError("workload.params: " + "; ".join(_describe(e) for e in exc.errors())) from None
+        try:
+            WORKLOAD_PARAMS[self.workload.name].model_validate(self.workload.params)
+        except ValidationError as exc:
+            raise ValueError(
+                f"workload.params ({self.workload.name}): " + "; ".join(_describe(e) for e in exc.errors())
+            ) from None
+        cores = self.spark.worker_cores * len(self.hosts_with("spark-worker"))
+        if cores < self.workload.apps:
+            raise ValueError(f"workload.apps = {self.workload.apps} needs at least as many worker cores ({cores})")
         return self
 
     def hosts_with(self, role: Role) -> list[str]:
@@ -232,8 +276,9 @@ class ExperimentSpec(_Model):
         override = self.hosts[host].tcp.model_dump(exclude_none=True)
         return self.tcp.model_copy(update=override)
 
-    def workload_params(self) -> SortAggregateParams:
-        return SortAggregateParams.model_validate(self.workload.params)
+    def workload_params(self) -> Any:
+        """The workload's validated parameter model (see ``WORKLOAD_PARAMS``)."""
+        return WORKLOAD_PARAMS[self.workload.name].model_validate(self.workload.params)
 
 
 class Scenario(BaseModel):

@@ -52,7 +52,7 @@ def test_host_tcp_override(spec_dict: dict[str, Any]) -> None:
             "exactly one host needs role 'spark-master'",
         ),
         (lambda d: d["hosts"].update({"Bad_Name": {"roles": []}}), "host name 'Bad_Name'"),
-        (lambda d: d["workload"]["params"].update(rows=0), "workload.params: rows"),
+        (lambda d: d["workload"]["params"].update(rows=0), "workload.params (sort-aggregate): rows"),
         (lambda d: d["workload"]["params"].update(colour="red"), "colour"),
         (lambda d: d.update(spark={"executor_memory": "lots"}), "spark.executor_memory"),
         (

@@ -263,8 +263,9 @@ class EmulateRunner:
         t_mono = time.monotonic()
         net = fabric.network
         status, cause = "ok", None
-        app_id: str | None = None
-        driver_result: dict[str, Any] = {}
+        app_ids: list[str] = []
+        driver_results: list[dict[str, Any]] = []
+        total_cores = spec.spark.worker_cores * len(spec.hosts_with("spark-worker"))
         cc_seen: dict[str, int] = {}
         traffic_rows: list[dict[str, Any]] = []
         marks = cluster.log_marks()
@@ -298,28 +299,32 @@ class EmulateRunner:
                 time.sleep(ct.warmup_s)
             event_dir = run_dir / "eventlog"
             event_dir.mkdir()
-            params = dict(spec.workload.params)
-            request = {
-                "app_name": f"shufflelab:{self.name}:{sc.label}:rep{rep}",
-                "master": cluster.url,
-                "workload": spec.workload.name,
-                "params": params,
-                "conf": cluster.app_conf(spec, event_dir, int(params.get("partitions", 0)) or None),
-                "result": str(run_dir / "driver_result.json"),
-            }
-            (run_dir / "driver_request.json").write_text(json.dumps(request, indent=1))
-            self.progress.on_phase("running the job")
-            driver = cluster.driver(run_dir / "driver_request.json", run_dir / "driver.log")
+            n_apps = spec.workload.apps
+            cores_each = total_cores // n_apps
+            partitions = getattr(spec.workload_params(), "partitions", None)
+            drivers = []
+            for k in range(n_apps):
+                request = {
+                    "app_name": f"shufflelab:{self.name}:{sc.label}:rep{rep}:app{k}",
+                    "master": cluster.url,
+                    "workload": spec.workload.name,
+                    "params": dict(spec.workload.params),
+                    "conf": cluster.app_conf(spec, event_dir, partitions, cores_max=cores_each),
+                    "result": str(run_dir / f"driver_result_{k}.json"),
+                }
+                req_path = run_dir / f"driver_request_{k}.json"
+                req_path.write_text(json.dumps(request, indent=1))
+                drivers.append(cluster.driver(req_path, run_dir / f"driver_{k}.log"))
+            self.progress.on_phase("running the job" if n_apps == 1 else f"running {n_apps} applications")
             deadline = time.monotonic() + spec.experiment.run_timeout_s
             next_ss = time.monotonic() + 2.0
             workers = ClusterSpec.of(spec).workers
-            while driver.poll() is None:
+            while any(d.poll() is None for d in drivers):
                 if time.monotonic() > deadline:
-                    driver.stop(grace_s=10)
-                    status, cause = (
-                        "timeout",
-                        f"job exceeded run_timeout_s={spec.experiment.run_timeout_s:g}",
-                    )
+                    for d in drivers:
+                        d.stop(grace_s=10)
+                    status = "timeout"
+                    cause = f"job exceeded run_timeout_s={spec.experiment.run_timeout_s:g}"
                     break
                 if time.monotonic() >= next_ss:
                     next_ss = time.monotonic() + 3.0
@@ -328,16 +333,17 @@ class EmulateRunner:
                         for name in _cc_in_ss(out):
                             cc_seen[name] = cc_seen.get(name, 0) + 1
                 time.sleep(0.25)
-            driver.stop()
-            res_path = run_dir / "driver_result.json"
-            if res_path.exists():
-                driver_result = json.loads(res_path.read_text())
-                app_id = driver_result.get("app_id")
-            if status == "ok" and not driver_result.get("ok"):
-                status = "failed"
-                cause = (driver_result.get("error") or "").split("\n")[0][
-                    :500
-                ] or f"driver exited without a result; see {run_dir / 'driver.log'}"
+            for k, d in enumerate(drivers):
+                d.stop()
+                res_path = run_dir / f"driver_result_{k}.json"
+                res = json.loads(res_path.read_text()) if res_path.exists() else {}
+                driver_results.append(res)
+                if res.get("app_id"):
+                    app_ids.append(res["app_id"])
+                if status == "ok" and not res.get("ok"):
+                    status = "failed"
+                    first_line = (res.get("error") or "").split("\n")[0][:500]
+                    cause = first_line or f"driver {k} exited without a result; see {run_dir / f'driver_{k}.log'}"
         except KeyboardInterrupt:
             status, cause = "interrupted", "runner interrupted"
             raise
@@ -354,10 +360,10 @@ class EmulateRunner:
             except Exception:  # noqa: BLE001 - fabric may be half gone on interrupt
                 after = {}
             with contextlib.suppress(OSError):
-                cluster.copy_logs_since(marks, run_dir / "logs", app_id)
+                cluster.copy_logs_since(marks, run_dir / "logs", app_ids)
             record = self._record(
                 sc, rep, attempt, run_id, run_dir, status, cause, started, t_mono, setup_s,
-                driver_result, app_id, cc_seen, traffic_rows, before, after, env,
+                driver_results, cc_seen, traffic_rows, before, after, env, total_cores,
             )  # fmt: skip
             self.store.write_run(record)
         return RunOutcome(
@@ -381,37 +387,70 @@ class EmulateRunner:
         started: float,
         t_mono: float,
         setup_s: float,
-        driver_result: dict[str, Any],
-        app_id: str | None,
+        driver_results: list[dict[str, Any]],
         cc_seen: dict[str, int],
         traffic_rows: list[dict[str, Any]],
         before: dict[str, Any],
         after: dict[str, Any],
         env: dict[str, Any],
+        total_cores: int,
     ) -> RunRecord:
         spec = sc.spec
-        tables: dict[str, pd.DataFrame] = {}
-        log = None
-        if app_id and (run_dir / "eventlog" / app_id).exists():
-            log = eventlog.parse(run_dir / "eventlog" / app_id)
-            tables["tasks"] = pd.DataFrame(eventlog.records(log.tasks))
-            tables["stages"] = pd.DataFrame(eventlog.records(log.stages))
-            tables["jobs"] = pd.DataFrame(eventlog.records(log.jobs))
-            if status == "ok" and not log.all_jobs_succeeded():
-                status, cause = "failed", "a Spark job did not succeed (see the jobs table)"
-        elif status == "ok":
-            status, cause = "failed", "no event log was written"
+        n_apps = spec.workload.apps
+        per_app: dict[str, list[pd.DataFrame]] = {"tasks": [], "stages": [], "jobs": []}
+        app_rows = []
+        for k in range(n_apps):
+            res = driver_results[k] if k < len(driver_results) else {}
+            app_id = res.get("app_id")
+            row: dict[str, Any] = {"app_index": k, "app_id": app_id, "cores": total_cores // n_apps}
+            session = None
+            if res.get("session_ready_at") and res.get("started_at"):
+                session = res["session_ready_at"] - res["started_at"]
+            row["session_s"] = session
+            path = run_dir / "eventlog" / app_id if app_id else None
+            if path is None or not path.exists():
+                row.update(status="failed", cause=res.get("error") or "no event log was written")
+                app_rows.append(row)
+                continue
+            log = eventlog.parse(path)
+            for name, rows in (("tasks", log.tasks), ("stages", log.stages), ("jobs", log.jobs)):
+                df = pd.DataFrame(eventlog.records(rows))
+                df["app_index"] = k
+                per_app[name].append(df)
+            span = log.workload_span_ms()
+            ok = res.get("ok", False) and log.all_jobs_succeeded()
+            tk = pd.DataFrame(eventlog.records(log.tasks))
+            row.update(
+                status="ok" if ok else "failed",
+                cause=None if ok else (res.get("error") or "a Spark job did not succeed").split("\n")[0][:500],
+                job_time_s=span / 1000.0 if span is not None else None,
+                first_job_at_ms=min((j.submitted_at_ms for j in log.jobs), default=None),
+                last_job_end_at_ms=max((j.completed_at_ms or 0 for j in log.jobs), default=None),
+                n_tasks=len(log.tasks),
+                executor_cpu_s=float(tk["executor_cpu_ms"].sum()) / 1000 if not tk.empty else 0.0,
+                executor_run_s=float(tk["executor_run_ms"].sum()) / 1000 if not tk.empty else 0.0,
+                fetch_wait_s=float(tk["fetch_wait_ms"].sum()) / 1000 if not tk.empty else 0.0,
+                remote_bytes_read=int(tk["remote_bytes"].sum()) if not tk.empty else 0,
+                shuffle_bytes_written=int(tk["shuffle_write_bytes"].sum()) if not tk.empty else 0,
+            )
+            app_rows.append(row)
+        if status == "ok":
+            bad = [r for r in app_rows if r.get("status") != "ok"]
+            if bad:
+                status, cause = "failed", f"app {bad[0]['app_index']}: {bad[0].get('cause')}"
+        tables: dict[str, pd.DataFrame] = {
+            name: pd.concat(dfs, ignore_index=True) for name, dfs in per_app.items() if dfs
+        }
+        tables["apps"] = pd.DataFrame(app_rows)
         samples = load_samples(run_dir / "queue_samples.csv", started)
         tables["queue_samples"] = samples
         tables["cross_traffic"] = pd.DataFrame(traffic_rows)
         tx = sum(after[k].tx_bytes - before[k].tx_bytes for k in after if k in before) if before else None
         drops = sum(after[k].drops - before[k].drops for k in after if k in before) if before else None
-        tasks = tables.get("tasks")
-        has_tasks = tasks is not None and not tasks.empty
-        session_s = None
-        if driver_result.get("session_ready_at") and driver_result.get("started_at"):
-            session_s = driver_result["session_ready_at"] - driver_result["started_at"]
-        job_ms = log.workload_span_ms() if log else None
+        tasks = tables.get("tasks", pd.DataFrame())
+        has_tasks = not tasks.empty
+        times = [r["job_time_s"] for r in app_rows if r.get("job_time_s") is not None]
+        sessions = [r["session_s"] for r in app_rows if r.get("session_s") is not None]
         cc_conf = ",".join(sorted({spec.tcp_for(h).congestion_control for h in spec.hosts_with("spark-worker")}))
         run = {
             "run_id": run_id,
@@ -425,11 +464,14 @@ class EmulateRunner:
             "finished_at": time.time(),
             "wall_s": time.monotonic() - t_mono,
             "setup_s": setup_s,
-            "session_s": session_s,
-            "app_id": app_id,
-            "job_time_s": job_ms / 1000.0 if job_ms is not None else None,
-            "n_jobs": len(log.jobs) if log else 0,
-            "n_tasks": len(log.tasks) if log else 0,
+            "session_s": max(sessions) if sessions else None,
+            "app_id": ",".join(str(r["app_id"]) for r in app_rows if r.get("app_id")) or None,
+            # with several simultaneous applications: the mean of their job times
+            "job_time_s": sum(times) / len(times) if times and len(times) == n_apps else None,
+            "n_apps": n_apps,
+            "total_cores": total_cores,
+            "n_jobs": len(tables["jobs"]) if "jobs" in tables else 0,
+            "n_tasks": len(tasks),
             "executor_cpu_s": float(tasks["executor_cpu_ms"].sum()) / 1000 if has_tasks else None,
             "executor_run_s": float(tasks["executor_run_ms"].sum()) / 1000 if has_tasks else None,
             "fetch_wait_s": float(tasks["fetch_wait_ms"].sum()) / 1000 if has_tasks else None,

@@ -146,24 +146,29 @@ class SparkCluster:
     def log_marks(self) -> dict[str, int]:
         return {n: (d.log.stat().st_size if d.log.exists() else 0) for n, d in self.daemons.items()}
 
-    def copy_logs_since(self, marks: dict[str, int], dest: Path, app_id: str | None) -> None:
-        """Copy each daemon log's part written since ``marks`` and the app's executor logs."""
+    def copy_logs_since(self, marks: dict[str, int], dest: Path, app_ids: list[str]) -> None:
+        """Copy each daemon log's part written since ``marks`` and the apps' executor logs."""
         dest.mkdir(parents=True, exist_ok=True)
         for name, d in self.daemons.items():
             with open(d.log, "rb") as fh:
                 fh.seek(marks.get(name, 0))
                 (dest / d.log.name).write_bytes(fh.read())
-        if app_id:
+        for app_id in app_ids:
             for w in self.spec.workers:
                 src = self.scratch / w / "work" / app_id
                 if src.exists():
-                    shutil.copytree(src, dest / f"executors-{w}", dirs_exist_ok=True)
+                    shutil.copytree(src, dest / app_id / f"executors-{w}", dirs_exist_ok=True)
 
     # -- the driver ----------------------------------------------------------------------------------
-    def app_conf(self, spec: ExperimentSpec, event_dir: Path, partitions: int | None) -> dict[str, Any]:
-        """Spark conf of one application: event log, no shuffle compression (default), our hosts."""
+    def app_conf(
+        self, spec: ExperimentSpec, event_dir: Path, partitions: int | None, cores_max: int | None = None
+    ) -> dict[str, Any]:
+        """Spark conf of one application: event log, no shuffle compression (default), our hosts.
+
+        ``cores_max`` caps the application's cores (simultaneous applications split the cluster).
+        """
         s = spec.spark
-        total_cores = s.worker_cores * len(self.spec.workers)
+        total_cores = cores_max or s.worker_cores * len(self.spec.workers)
         conf: dict[str, Any] = {
             "spark.driver.host": self.master_ip,
             "spark.driver.bindAddress": self.master_ip,

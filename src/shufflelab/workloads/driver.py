@@ -31,13 +31,11 @@ def main(argv: list[str] | None = None) -> int:
         spark = builder.getOrCreate()
         result["app_id"] = spark.sparkContext.applicationId
         result["session_ready_at"] = time.time()
-        if req["workload"] == "sort-aggregate":
-            from shufflelab.spec import SortAggregateParams
-            from shufflelab.workloads import sort_aggregate
+        from shufflelab.spec import WORKLOAD_PARAMS
+        from shufflelab.workloads import REGISTRY
 
-            result["output"] = sort_aggregate.run(spark, SortAggregateParams.model_validate(req["params"]))
-        else:
-            raise ValueError(f"unknown workload {req['workload']!r}")
+        params = WORKLOAD_PARAMS[req["workload"]].model_validate(req["params"])
+        result["output"] = REGISTRY[req["workload"]](spark, params)
         result["ok"] = True
     except BaseException as exc:  # noqa: BLE001 - everything is reported to the runner
         result["error"] = f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,182 @@
+"""Starvation detector: is a job starving for the network, compared with its baseline?
+
+Seed 001's signature of starvation: the job takes much longer with cross traffic while the CPU
+time it uses is unchanged -- the executors sit idle waiting for shuffle data. The detector tests
+exactly that over repeated runs (pure functions over the results tables):
+
+- job time ratio (scenario / baseline) with a bootstrap 95 % CI and Welch's test;
+- total executor CPU time ratio and per-task CPU time ratio, each with a CI;
+- share of executor core-time spent idle (1 - CPU / (job time x cores)) and waiting on fetches;
+- Spearman correlation, within the scenario's runs, of the bottleneck backlog with task progress
+  (task completions per second): negative when progress stalls while the queue is full.
+
+Verdict: **starved** when the job is significantly slower (p < alpha and the ratio's CI above 1),
+CPU time is unchanged (its ratio's CI inside 1 +/- ``cpu_tolerance``) and the idle share grew;
+**not starved** when the job is not significantly slower and its mean ratio is below
+1 + ``cpu_tolerance``; **inconclusive** otherwise (too few runs, or slower with CPU time changed:
+CPU contention rather than the network), always with the reasons and effect sizes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+from shufflelab.stats import Comparison, compare
+
+
+@dataclass
+class Diagnosis:
+    scenario: str
+    baseline: str
+    verdict: str  # "starved" | "not starved" | "inconclusive"
+    reasons: list[str]
+    job: Comparison
+    cpu: Comparison
+    task_cpu: Comparison
+    idle_share_baseline: float
+    idle_share_scenario: float
+    fetch_wait_share_baseline: float
+    fetch_wait_share_scenario: float
+    backlog_progress_rho: float
+    backlog_progress_p: float
+    n_baseline: int
+    n_scenario: int
+    extra: dict[str, float] = field(default_factory=dict)
+
+    def row(self) -> dict[str, object]:
+        return {
+            "scenario": self.scenario,
+            "baseline": self.baseline,
+            "verdict": self.verdict,
+            "n": f"{self.n_baseline}/{self.n_scenario}",
+            "job_ratio": self.job.ratio,
+            "job_ci": f"[{self.job.ratio_ci_low:.2f}, {self.job.ratio_ci_high:.2f}]",
+            "job_p": self.job.p_value,
+            "cpu_ratio": self.cpu.ratio,
+            "cpu_ci": f"[{self.cpu.ratio_ci_low:.2f}, {self.cpu.ratio_ci_high:.2f}]",
+            "task_cpu_ratio": self.task_cpu.ratio,
+            "idle_share": f"{self.idle_share_baseline:.0%} -> {self.idle_share_scenario:.0%}",
+            "fetch_wait_share": f"{self.fetch_wait_share_baseline:.0%} -> {self.fetch_wait_share_scenario:.0%}",
+            "backlog_progress_rho": self.backlog_progress_rho,
+        }
+
+
+def _shares(runs: pd.DataFrame) -> tuple[list[float], list[float]]:
+    idle, wait = [], []
+    for _, r in runs.iterrows():
+        capacity = float(r["job_time_s"]) * float(r["total_cores"])
+        if capacity <= 0 or math.isnan(capacity):
+            continue
+        idle.append(max(0.0, 1.0 - float(r["executor_cpu_s"]) / capacity))
+        wait.append(float(r["fetch_wait_s"]) / capacity)
+    return idle, wait
+
+
+def task_cpu_per_run(tasks: pd.DataFrame) -> list[float]:
+    """Mean executor CPU time per task (ms), one value per run (the unit of replication)."""
+    if tasks.empty:
+        return []
+    return [float(x) for x in tasks.groupby("run_id")["executor_cpu_ms"].mean()]
+
+
+def backlog_progress(tasks: pd.DataFrame, samples: pd.DataFrame, bin_s: float = 1.0) -> tuple[float, float]:
+    """Spearman rho (and p) of mean backlog vs task completions per ``bin_s`` bin, pooled over runs."""
+    xs: list[float] = []
+    ys: list[float] = []
+    if tasks.empty or samples.empty:
+        return float("nan"), float("nan")
+    for run_id, t in tasks.groupby("run_id"):
+        q = samples[samples["run_id"] == run_id]
+        if q.empty:
+            continue
+        start = t["launch_at_ms"].min() / 1000.0
+        end = t["finish_at_ms"].max() / 1000.0
+        edges = np.arange(start, end + bin_s, bin_s)
+        if len(edges) < 3:
+            continue
+        done, _ = np.histogram(t["finish_at_ms"] / 1000.0, bins=edges)
+        per_dev = q.groupby("t")["backlog_bytes"].sum()  # several shaped ports: total backlog
+        idx = np.digitize(per_dev.index.to_numpy(), edges) - 1
+        for b in range(len(edges) - 1):
+            vals = per_dev.to_numpy()[idx == b]
+            if vals.size:
+                xs.append(float(vals.mean()))
+                ys.append(float(done[b]))
+    if len(xs) < 5 or np.std(xs) == 0 or np.std(ys) == 0:
+        return float("nan"), float("nan")
+    res = sps.spearmanr(xs, ys)
+    return float(res.statistic), float(res.pvalue)
+
+
+def diagnose(
+    scenario: str,
+    baseline: str,
+    base_runs: pd.DataFrame,
+    scen_runs: pd.DataFrame,
+    base_tasks: pd.DataFrame,
+    scen_tasks: pd.DataFrame,
+    scen_samples: pd.DataFrame | None = None,
+    *,
+    min_reps: int = 3,
+    alpha: float = 0.05,
+    cpu_tolerance: float = 0.10,
+) -> Diagnosis:
+    """Compare ``scenario``'s successful runs with ``baseline``'s (see the module doc for the rules)."""
+    job = compare(base_runs["job_time_s"].tolist(), scen_runs["job_time_s"].tolist(), seed=11)
+    cpu = compare(base_runs["executor_cpu_s"].tolist(), scen_runs["executor_cpu_s"].tolist(), seed=12)
+    task_cpu = compare(task_cpu_per_run(base_tasks), task_cpu_per_run(scen_tasks), seed=13)
+    idle_b, wait_b = _shares(base_runs)
+    idle_s, wait_s = _shares(scen_runs)
+    mean = lambda v: float(np.mean(v)) if v else float("nan")  # noqa: E731
+    rho, rho_p = backlog_progress(scen_tasks, scen_samples if scen_samples is not None else pd.DataFrame())
+    n_b, n_s = len(base_runs), len(scen_runs)
+    reasons: list[str] = []
+    slower = job.p_value < alpha and job.ratio_ci_low > 1.0
+    cpu_same = (1 - cpu_tolerance) <= cpu.ratio_ci_low and cpu.ratio_ci_high <= (1 + cpu_tolerance)
+    idle_up = mean(idle_s) > mean(idle_b)
+    pct = job.percent_change
+    if min(n_b, n_s) < min_reps:
+        verdict = "inconclusive"
+        reasons.append(f"too few successful runs ({n_b} baseline, {n_s} scenario; need >= {min_reps})")
+    elif slower and cpu_same and idle_up:
+        verdict = "starved"
+        reasons.append(
+            f"job time {pct:+.0f} % (ratio {job.ratio:.2f}, 95 % CI {job.ratio_ci_low:.2f}-{job.ratio_ci_high:.2f}, "
+            f"Welch p = {job.p_value:.2g})"
+        )
+        reasons.append(
+            f"CPU time unchanged: ratio {cpu.ratio:.2f} (CI {cpu.ratio_ci_low:.2f}-{cpu.ratio_ci_high:.2f}, "
+            f"inside +/-{cpu_tolerance:.0%})"
+        )
+        reasons.append(f"idle executor core-time {mean(idle_b):.0%} -> {mean(idle_s):.0%}")
+    elif not slower and job.ratio < 1 + cpu_tolerance:
+        verdict = "not starved"
+        reasons.append(
+            f"job time not significantly longer: ratio {job.ratio:.2f} "
+            f"(CI {job.ratio_ci_low:.2f}-{job.ratio_ci_high:.2f}, p = {job.p_value:.2g})"
+        )
+    else:
+        verdict = "inconclusive"
+        if slower and not cpu_same:
+            reasons.append(
+                f"job slower ({pct:+.0f} %) but CPU time changed too (ratio {cpu.ratio:.2f}, "
+                f"CI {cpu.ratio_ci_low:.2f}-{cpu.ratio_ci_high:.2f}): CPU contention, not only the network"
+            )
+        elif slower:
+            reasons.append(f"job slower ({pct:+.0f} %) but executors were not idler")
+        else:
+            reasons.append(
+                f"job time ratio {job.ratio:.2f} not significant (p = {job.p_value:.2g}, "
+                f"CI {job.ratio_ci_low:.2f}-{job.ratio_ci_high:.2f}): more repetitions needed"
+            )
+    if not math.isnan(rho):
+        reasons.append(f"backlog vs task completions per second: Spearman rho = {rho:.2f} (p = {rho_p:.2g})")
+    return Diagnosis(
+        scenario, baseline, verdict, reasons, job, cpu, task_cpu,
+        mean(idle_b), mean(idle_s), mean(wait_b), mean(wait_s), rho, rho_p, n_b, n_s,
+    )  # fmt: skip
