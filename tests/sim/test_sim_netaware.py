@@ -15,6 +15,7 @@ from shufflelab.netaware import (
     compute_time_s,
     decisions,
     plan,
+    plan_chain,
     transfer_time_s,
 )
 
@@ -94,3 +95,20 @@ def test_python_and_rust_planners_agree(ops: list[OperatorEstimate], net: Networ
     from shufflelab.sim.core import rust_plan
 
     assert rust_plan(ops, net) == plan(ops, net)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(operators, max_size=6), networks)
+def test_python_and_rust_chain_planners_agree(ops: list[OperatorEstimate], net: NetworkEstimate) -> None:
+    pytest.importorskip("shufflelab_simcore", reason="simulator core not built: scripts/setup.sh")
+    from shufflelab.sim.core import rust_plan
+
+    assert rust_plan(ops, net, chain=True) == plan_chain(ops, net)
+
+
+def test_chain_pushes_an_expanding_operator_when_the_next_one_pays_for_it() -> None:
+    net = NetworkEstimate(bandwidth_gbps=4, concurrent_transfers=1, max_concurrent_transfers=17)
+    decompress = op(input_gb=30, output_gb=150, storage_drain_partitions_per_s=100, compute_drain_partitions_per_s=100)
+    filt = op(input_gb=150, output_gb=2.5, storage_drain_partitions_per_s=100, compute_drain_partitions_per_s=100)
+    assert plan([decompress, filt], net) == 0  # the paper's rule stops at decompression
+    assert plan_chain([decompress, filt], net) == 2

@@ -279,9 +279,13 @@ impl Sim {
         } else {
             match self.cfg.policy {
                 Policy::Fixed => job_cfg.pushed_ops.unwrap_or(0),
-                Policy::NetAware => {
+                Policy::NetAware | Policy::NetAwareChain => {
                     let rec = self.estimate(&job_cfg);
-                    let k = netaware::plan(&rec.operators, &rec.network);
+                    let k = if self.cfg.policy == Policy::NetAware {
+                        netaware::plan(&rec.operators, &rec.network)
+                    } else {
+                        netaware::plan_chain(&rec.operators, &rec.network)
+                    };
                     planner = Some(rec);
                     k
                 }

@@ -20,8 +20,9 @@ pub fn run_json(config_json: &str) -> Result<String, String> {
     serde_json::to_string(&result).map_err(|e| e.to_string())
 }
 
-/// Net-Aware prefix for a JSON document `{"operators": [...], "network": {...}}`.
-pub fn plan_json(input_json: &str) -> Result<u32, String> {
+/// Net-Aware prefix for a JSON document `{"operators": [...], "network": {...}}`; `chain`
+/// selects [`netaware::plan_chain`].
+pub fn plan_json(input_json: &str, chain: bool) -> Result<u32, String> {
     #[derive(serde::Deserialize)]
     struct Input {
         operators: Vec<model::OperatorEstimate>,
@@ -29,7 +30,11 @@ pub fn plan_json(input_json: &str) -> Result<u32, String> {
     }
     let input: Input =
         serde_json::from_str(input_json).map_err(|e| format!("planner input: {e}"))?;
-    Ok(netaware::plan(&input.operators, &input.network))
+    Ok(if chain {
+        netaware::plan_chain(&input.operators, &input.network)
+    } else {
+        netaware::plan(&input.operators, &input.network)
+    })
 }
 
 #[cfg(feature = "python")]
@@ -46,8 +51,9 @@ mod python {
 
     /// The Net-Aware planner's choice (number of pushed operators) for a JSON input.
     #[pyfunction]
-    fn net_aware_plan(input_json: &str) -> PyResult<u32> {
-        super::plan_json(input_json).map_err(PyValueError::new_err)
+    #[pyo3(signature = (input_json, chain = false))]
+    fn net_aware_plan(input_json: &str, chain: bool) -> PyResult<u32> {
+        super::plan_json(input_json, chain).map_err(PyValueError::new_err)
     }
 
     #[pymodule]

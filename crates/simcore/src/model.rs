@@ -139,6 +139,8 @@ pub enum Policy {
     Fixed,
     /// Seed 003's Net-Aware model, evaluated on the simulated state at each job's arrival.
     NetAware,
+    /// [`crate::netaware::plan_chain`]: every prefix priced as a whole (an extension).
+    NetAwareChain,
     /// For each job in arrival order, simulate every prefix (earlier jobs fixed, later ones
     /// absent) and keep the one with the least total completion time so far.
     Oracle,

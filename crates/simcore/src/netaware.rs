@@ -50,6 +50,67 @@ pub fn plan(ops: &[OperatorEstimate], net: &NetworkEstimate) -> u32 {
         .count() as u32
 }
 
+/// Seconds a cluster needs for its queue: Q / X of the first operator that costs CPU (Q / X is
+/// the queued work over the cluster's capacity, the same for every operator).
+fn queue_wait_s(ops: &[OperatorEstimate], storage: bool) -> f64 {
+    ops.iter()
+        .map(|o| {
+            if storage {
+                (
+                    o.storage_queued_partitions,
+                    o.storage_drain_partitions_per_s,
+                )
+            } else {
+                (
+                    o.compute_queued_partitions,
+                    o.compute_drain_partitions_per_s,
+                )
+            }
+        })
+        .find(|(_, x)| x.is_finite())
+        .map_or(0.0, |(q, x)| q / x)
+}
+
+/// An extension of the model, not in the paper: price every prefix as a whole,
+/// `T(i) = [i > 0]·(Q_s/X_s + Σ_{o<i} P/X_s,o) + Tn(D_in of o_i) + [i < n]·(Q_c/X_c + Σ_{o≥i} P/X_c,o)`,
+/// and push the cheapest (fewest operators on ties). Unlike [`plan`], it can push an operator
+/// that expands the data (decompression) when a later one shrinks it enough.
+pub fn plan_chain(ops: &[OperatorEstimate], net: &NetworkEstimate) -> u32 {
+    if ops.is_empty() {
+        return 0;
+    }
+    let n = ops.iter().take_while(|o| o.pushable).count();
+    let (wait_s, wait_c) = (queue_wait_s(ops, true), queue_wait_s(ops, false));
+    let mut best = (f64::INFINITY, 0u32);
+    for i in 0..=n {
+        let mut t = 0.0;
+        if i > 0 {
+            t += wait_s
+                + ops[..i]
+                    .iter()
+                    .map(|o| compute_time_s(0.0, o.storage_drain_partitions_per_s, o.partitions))
+                    .sum::<f64>();
+        }
+        let crossing_gb = if i < ops.len() {
+            ops[i].input_gb
+        } else {
+            ops[i - 1].output_gb
+        };
+        t += transfer_time_s(crossing_gb, net);
+        if i < ops.len() {
+            t += wait_c
+                + ops[i..]
+                    .iter()
+                    .map(|o| compute_time_s(0.0, o.compute_drain_partitions_per_s, o.partitions))
+                    .sum::<f64>();
+        }
+        if t < best.0 {
+            best = (t, i as u32);
+        }
+    }
+    best.1
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

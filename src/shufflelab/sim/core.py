@@ -36,15 +36,15 @@ def simulate(config: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def rust_plan(operators: list[OperatorEstimate], net: NetworkEstimate) -> int:
-    """The Rust twin of :func:`shufflelab.netaware.plan` (for agreement tests)."""
+def rust_plan(operators: list[OperatorEstimate], net: NetworkEstimate, chain: bool = False) -> int:
+    """The Rust twin of :func:`shufflelab.netaware.plan` (``chain``: of ``plan_chain``)."""
     doc = {
         "operators": [
             {k: (_finite(v) if isinstance(v, float) else v) for k, v in vars(op).items()} for op in operators
         ],
         "network": {k: _finite(v) for k, v in vars(net).items()},
     }
-    return int(_module().net_aware_plan(json.dumps(doc)))
+    return int(_module().net_aware_plan(json.dumps(doc), chain))
 
 
 def _finite(x: float) -> float | None:

@@ -20,16 +20,25 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 GIB = 2**30
 MIB = 2**20
 
-POLICIES = ("no-pushdown", "filter", "filter+project", "full", "net-aware", "oracle")
+POLICIES = (
+    "no-pushdown",
+    "filter",
+    "filter+project",
+    "full",
+    "net-aware",
+    "net-aware-chain",
+    "oracle",
+)
 POLICY_LABELS = {
     "no-pushdown": "No-Pushdown",
     "filter": "Filter",
     "filter+project": "Filter+Project",
     "full": "λFlow",
     "net-aware": "Net-Aware",
+    "net-aware-chain": "Net-Aware (chain)",
     "oracle": "Oracle",
 }
-Policy = Literal["no-pushdown", "filter", "filter+project", "full", "net-aware", "oracle"]
+Policy = Literal["no-pushdown", "filter", "filter+project", "full", "net-aware", "net-aware-chain", "oracle"]
 
 
 class SimSpecError(ValueError):
@@ -261,7 +270,11 @@ def core_config(
     """The Rust core's JSON configuration for one run (see crates/simcore/src/model.rs)."""
     c, s, n, w = spec.cluster.compute, spec.cluster.storage, spec.network, spec.workload
     fixed = pushed_ops_for(policy, w)
-    kind = {"net-aware": "net_aware", "oracle": "oracle"}.get(policy, "fixed")
+    kind = {
+        "net-aware": "net_aware",
+        "net-aware-chain": "net_aware_chain",
+        "oracle": "oracle",
+    }.get(policy, "fixed")
     ops = [o.model_dump() for o in w.operators]
     jobs = [
         {
