@@ -59,6 +59,9 @@ def run(
     spec_path: Annotated[Path, typer.Argument(help="Experiment TOML file.")],
     results: Annotated[Path, typer.Option(help="Folder for the DuckDB file and run artifacts.")] = DEFAULT_RESULTS,
     report: Annotated[bool, typer.Option(help="Write the report when the runs are done.")] = True,
+    reps: Annotated[
+        int | None, typer.Option(min=1, help="Override experiment.repetitions (more can be added later).")
+    ] = None,
 ) -> None:
     """Run every missing run of an experiment (finished runs are kept: re-running resumes)."""
     from shufflelab import spec as specmod
@@ -68,6 +71,8 @@ def run(
         spec = specmod.load(spec_path)
     except SpecError as exc:
         _fail(str(exc))
+    if reps is not None:
+        spec = spec.model_copy(update={"experiment": spec.experiment.model_copy(update={"repetitions": reps})})
     _install_signal_handlers()
     columns = (
         TextColumn("[bold]{task.description}"),
@@ -127,6 +132,38 @@ def report(
     if not db.exists():
         _fail(f"{db}: no such results file")
     _write_report(db, out)
+
+
+@app.command()
+def diagnose(
+    db: Annotated[Path, typer.Argument(help="Results file (.duckdb).")],
+    scenario: Annotated[
+        str | None, typer.Option(help="Scenario label (default: every one with cross traffic).")
+    ] = None,
+    baseline: Annotated[
+        str | None, typer.Option(help="Baseline label (default: the same scenario without traffic).")
+    ] = None,
+    min_reps: Annotated[int, typer.Option(help="Fewer successful runs than this on either side: inconclusive.")] = 3,
+) -> None:
+    """Is the job starving for the network? Compare scenarios with their no-traffic baselines."""
+    from shufflelab import diagnose as dg
+
+    if not db.exists():
+        _fail(f"{db}: no such results file")
+    try:
+        found = dg.diagnose_store(db, scenario, baseline, min_reps=min_reps)
+    except ValueError as exc:
+        _fail(str(exc))
+    if not found:
+        _fail("no scenario with cross traffic has a baseline without it in this experiment")
+    colours = {"starved": "red", "not starved": "green", "inconclusive": "yellow"}
+    for d in found:
+        console.print(
+            f"[bold]{d.scenario}[/] vs [bold]{d.baseline}[/]: [{colours[d.verdict]}]{d.verdict}[/]"
+            f"  (n = {d.n_baseline}/{d.n_scenario})"
+        )
+        for reason in d.reasons:
+            console.print(f"    - {reason}")
 
 
 @app.command()
@@ -202,7 +239,7 @@ def demo(
     if not spec.exists():
         spec = Path("experiments/quickstart.toml")
     t0 = time.monotonic()
-    run(spec, results=results, report=True)
+    run(spec, results=results, report=True, reps=None)
     console.print(f"demo finished in {time.monotonic() - t0:.0f} s")
 
 

@@ -180,3 +180,85 @@ def diagnose(
         scenario, baseline, verdict, reasons, job, cpu, task_cpu,
         mean(idle_b), mean(idle_s), mean(wait_b), mean(wait_s), rho, rho_p, n_b, n_s,
     )  # fmt: skip
+
+
+# -- over a results file --------------------------------------------------------------------------
+def _traffic(spec: dict[str, object]) -> bool:
+    ct = spec.get("cross_traffic") or {}
+    assert isinstance(ct, dict)
+    return float(ct.get("udp_percent", 0) or 0) > 0 or int(ct.get("tcp_pairs", 0) or 0) > 0
+
+
+def _without_traffic(spec: dict[str, object]) -> str:
+    import json
+
+    d = {k: v for k, v in spec.items() if k not in ("cross_traffic", "experiment", "matrix", "cases")}
+    return json.dumps(d, sort_keys=True)
+
+
+def baseline_pairs(scenarios: pd.DataFrame) -> list[tuple[str, str]]:
+    """(scenario label, baseline label): each scenario with cross traffic and the scenario that is
+    identical except that it has none."""
+    import json
+
+    specs = {row["label"]: json.loads(row["spec_json"]) for _, row in scenarios.iterrows()}
+    quiet = {_without_traffic(s): label for label, s in specs.items() if not _traffic(s)}
+    pairs = []
+    for label, s in specs.items():
+        if _traffic(s) and _without_traffic(s) in quiet:
+            pairs.append((label, quiet[_without_traffic(s)]))
+    return pairs
+
+
+def diagnose_store(
+    db: object, scenario: str | None = None, baseline: str | None = None, **kw: object
+) -> list[Diagnosis]:
+    """Diagnose every (scenario, baseline) pair in a results file, or the one named."""
+    from shufflelab.results import Store
+
+    store = Store(db)  # type: ignore[arg-type]
+    scenarios = store.query("SELECT label, spec_json FROM scenarios")
+    if scenario is not None:
+        if scenario not in set(scenarios["label"]):
+            raise ValueError(f"no scenario labelled {scenario!r}; have: {', '.join(scenarios['label'])}")
+        pairs = [(scenario, baseline)] if baseline else [p for p in baseline_pairs(scenarios) if p[0] == scenario]
+        if not pairs or pairs[0][1] is None:
+            raise ValueError(f"scenario {scenario!r} has no baseline without cross traffic; name one with --baseline")
+    else:
+        pairs = baseline_pairs(scenarios)
+    runs = store.query("SELECT r.*, s.label FROM runs r JOIN scenarios s USING (scenario_id) WHERE r.status = 'ok'")
+    if "total_cores" not in runs.columns or runs["total_cores"].isna().any():
+        import json
+
+        cores = {}
+        for _, row in scenarios.iterrows():
+            sp = json.loads(row["spec_json"])
+            n = sum(1 for h in sp["hosts"].values() if "spark-worker" in h.get("roles", []))
+            cores[row["label"]] = n * int(sp["spark"].get("worker_cores", 1))
+        runs["total_cores"] = [cores.get(lbl) for lbl in runs["label"]]
+    out = []
+    for s_label, b_label in pairs:
+        assert b_label is not None
+        sr = runs[runs["label"] == s_label]
+        br = runs[runs["label"] == b_label]
+        ids_s = list(sr["run_id"])
+        ids_b = list(br["run_id"])
+        st = _tasks_of(store, ids_s)
+        bt = _tasks_of(store, ids_b)
+        qs = store.query(
+            f"SELECT run_id, t, backlog_bytes FROM queue_samples WHERE run_id IN ({_placeholders(ids_s)})", ids_s
+        ) if ids_s else pd.DataFrame()  # fmt: skip
+        out.append(diagnose(s_label, b_label, br, sr, bt, st, qs, **kw))  # type: ignore[arg-type]
+    return out
+
+
+def _placeholders(ids: list[str]) -> str:
+    return ",".join("?" for _ in ids) or "NULL"
+
+
+def _tasks_of(store: object, run_ids: list[str]) -> pd.DataFrame:
+    if not run_ids:
+        return pd.DataFrame(columns=["run_id", "executor_cpu_ms", "launch_at_ms", "finish_at_ms"])
+    return store.query(  # type: ignore[attr-defined,no-any-return]
+        f"SELECT * FROM tasks WHERE run_id IN ({_placeholders(run_ids)})", run_ids
+    )

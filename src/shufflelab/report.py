@@ -285,6 +285,58 @@ def fig_cpu_vs_job(d: Data, table: pd.DataFrame, path: Path) -> Path | None:
     return path
 
 
+def fig_fct(db: Path, pairs: list[tuple[str, str]], path: Path) -> Path | None:
+    """Box plots of shuffle-read FCT per data-volume bucket, each scenario next to its baseline."""
+    from shufflelab import fct
+
+    store = Store(db)
+    labels = list(dict.fromkeys([b for _, b in pairs] + [s for s, _ in pairs]))
+    frames = []
+    for label in labels:
+        t = store.query(
+            "SELECT t.* FROM tasks t JOIN runs r USING (run_id) JOIN scenarios s USING (scenario_id) "
+            "WHERE r.status = 'ok' AND s.label = ?",
+            [label],
+        )
+        if t.empty:
+            continue
+        fl = fct.flows(t)
+        fl = fl[(fl["kind"] == "read") & (fl["fct_ms"] > 0)]
+        fl["scenario"] = label
+        frames.append(fl)
+    if not frames:
+        return None
+    data = pd.concat(frames)
+    buckets = [b for b in fct.BUCKET_LABELS if b in set(data["bucket"])]
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    width = 0.8 / max(1, len(labels))
+    for i, label in enumerate(labels):
+        series = [data[(data["scenario"] == label) & (data["bucket"] == b)]["fct_ms"].tolist() for b in buckets]
+        pos = [j + (i - (len(labels) - 1) / 2) * width for j in range(len(buckets))]
+        keep = [(p, s) for p, s in zip(pos, series, strict=True) if s]
+        if not keep:
+            continue
+        bp = ax.boxplot([s for _, s in keep], positions=[p for p, _ in keep], widths=width * 0.9, patch_artist=True,
+                        showfliers=True, flierprops={"markersize": 2})  # fmt: skip
+        colour = plt.get_cmap("tab10")(i)
+        for patch in bp["boxes"]:
+            patch.set_facecolor(colour)
+            patch.set_alpha(0.6)
+        ax.plot([], [], color=colour, lw=6, alpha=0.6, label=label)
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(buckets)))
+    ax.set_xticklabels(buckets)
+    ax.set_xlabel("remote shuffle data read by the task")
+    ax.set_ylabel("read FCT per task (ms, log scale)")
+    ax.set_title("Shuffle-read flow completion time per task, by data volume")
+    ax.legend(fontsize=7)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 # -- text ----------------------------------------------------------------------------------------------
 def scale_note(d: Data) -> list[str]:
     s = d.spec
@@ -361,6 +413,14 @@ def write(db: Path, out: Path | None = None) -> ReportPaths:
     fb = fig_bytes(d, figdir / "bytes.png")
     if fb:
         figures.append(("Bytes through the bottleneck vs remote shuffle bytes, per run.", fb))
+    from shufflelab import diagnose as dg
+
+    pairs = dg.baseline_pairs(Store(db).query("SELECT label, spec_json FROM scenarios"))
+    diagnoses = dg.diagnose_store(db) if pairs else []
+    diag_table = pd.DataFrame([x.row() for x in diagnoses]) if diagnoses else None
+    ff = fig_fct(db, pairs, figdir / "fct.png") if pairs else None
+    if ff:
+        figures.append(("Shuffle-read FCT per task by data volume (log scale), scenarios and baselines.", ff))
     fc = fig_cpu_vs_job(d, table, figdir / "cpu_vs_job.png")
     if fc:
         figures.append(("Executor CPU time vs job time per scenario (mean ± σ).", fc))
@@ -395,6 +455,10 @@ def write(db: Path, out: Path | None = None) -> ReportPaths:
             "",
         ]
         md += [_md_table(slow)]
+    if diag_table is not None:
+        md += ["", "## Starvation diagnosis (`shufflelab diagnose`)", "", _md_table(diag_table), ""]
+        for x in diagnoses:
+            md += [f"- **{x.scenario}** vs {x.baseline}: **{x.verdict}** -- " + "; ".join(x.reasons)]
     md += ["", "## Per scenario", "", _md_table(summary)]
     if not failed.empty:
         md += ["", "## Runs that did not finish", "", _md_table(failed)]
@@ -429,6 +493,11 @@ def write(db: Path, out: Path | None = None) -> ReportPaths:
     if slow is not None:
         h += ["<h2>Slowdown from cross traffic</h2><p>ratio of mean job times vs 0 % UDP with bootstrap 95 % CI;"
               " Welch p; the same for executor CPU time</p>", _html_table(slow)]  # fmt: skip
+    if diag_table is not None:
+        h += ["<h2>Starvation diagnosis</h2>", _html_table(diag_table), "<ul>"]
+        h += [f"<li><b>{html.escape(x.scenario)}</b> vs {html.escape(x.baseline)}: <b>{x.verdict}</b> &mdash; "
+              f"{html.escape('; '.join(x.reasons))}</li>" for x in diagnoses]  # fmt: skip
+        h += ["</ul>"]
     h += ["<h2>Per scenario</h2>", _html_table(summary)]
     if not failed.empty:
         h += ["<h2>Runs that did not finish</h2>", _html_table(failed)]

@@ -219,6 +219,10 @@ class ExperimentSpec(_Model):
     cross_traffic: CrossTraffic = CrossTraffic()
     telemetry: Telemetry = Telemetry()
     matrix: dict[str, list[Any]] = Field(default_factory=dict)
+    cases: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Named sets of overrides (dotted paths), crossed with the matrix: [cases.control] ...",
+    )
 
     @field_validator("hosts")
     @classmethod
@@ -316,6 +320,10 @@ def parse(data: dict[str, Any], where: str = "<spec>") -> ExperimentSpec:
             raise SpecError(f"{where}: matrix.{path}: give a non-empty list of values")
         if path.split(".")[0] in ("matrix", "experiment"):
             raise SpecError(f"{where}: matrix.{path}: this field cannot be varied")
+    for case, overrides in spec.cases.items():
+        for path in overrides:
+            if path.split(".")[0] in ("matrix", "experiment", "cases"):
+                raise SpecError(f"{where}: cases.{case}.{path}: this field cannot be varied")
     expand(spec, where)  # every matrix point must validate, so errors surface at load time
     return spec
 
@@ -342,6 +350,12 @@ def _set_path(data: dict[str, Any], path: str, value: Any) -> None:
     node[parts[-1]] = value
 
 
+def _show(value: Any) -> str:
+    if isinstance(value, dict) and "name" in value:
+        return str(value["name"])
+    return str(value)
+
+
 def _short(path: str) -> str:
     aliases = {
         "congestion_control": "cc",
@@ -355,31 +369,40 @@ def _short(path: str) -> str:
 
 def spec_hash(spec: ExperimentSpec) -> str:
     """Stable 12-hex-digit content hash of a scenario spec (matrix and repetitions excluded)."""
-    data = spec.model_dump(mode="json", exclude={"matrix"})
+    data = spec.model_dump(mode="json", exclude={"matrix", "cases"})
     data["experiment"].pop("repetitions", None)
     blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
 def expand(spec: ExperimentSpec, where: str = "<spec>") -> list[Scenario]:
-    """The matrix's cartesian product as validated scenarios (one scenario if there is no matrix).
+    """The matrix's cartesian product (x the named cases) as validated scenarios.
 
-    Order follows the matrix table's key order, last key varying fastest.
+    Order follows the matrix table's key order, last key varying fastest; cases vary fastest of
+    all, so a case and its siblings run next to each other. One scenario if there is neither.
     """
-    base = spec.model_dump(mode="json", exclude={"matrix"})
+    base = spec.model_dump(mode="json", exclude={"matrix", "cases"})
     keys = list(spec.matrix)
+    cases: list[tuple[str | None, dict[str, Any]]] = list(spec.cases.items()) or [(None, {})]
     scenarios: list[Scenario] = []
     for combo in itertools.product(*(spec.matrix[k] for k in keys)):
-        data = copy.deepcopy(base)
-        values = dict(zip(keys, combo, strict=True))
-        for path, value in values.items():
-            _set_path(data, path, value)
-        label = ",".join(f"{_short(k)}={v}" for k, v in values.items()) or "base"
-        try:
-            concrete = ExperimentSpec.model_validate(data)
-        except ValidationError as exc:
-            raise SpecError(_format(exc, f"{where} (matrix point {label})")) from None
-        scenarios.append(Scenario(spec=concrete, values=values, label=label, scenario_id=spec_hash(concrete)))
+        for case, overrides in cases:
+            data = copy.deepcopy(base)
+            values: dict[str, Any] = dict(zip(keys, combo, strict=True))
+            for path, value in values.items():
+                _set_path(data, path, value)
+            for path, value in overrides.items():
+                _set_path(data, path, value)
+            parts = [f"{_short(k)}={_show(v)}" for k, v in values.items()]
+            if case is not None:
+                values["case"] = case
+                parts.append(f"case={case}")
+            label = ",".join(parts) or "base"
+            try:
+                concrete = ExperimentSpec.model_validate(data)
+            except ValidationError as exc:
+                raise SpecError(_format(exc, f"{where} (matrix point {label})")) from None
+            scenarios.append(Scenario(spec=concrete, values=values, label=label, scenario_id=spec_hash(concrete)))
     ids = [s.scenario_id for s in scenarios]
     if len(set(ids)) != len(ids):
         raise SpecError(f"{where}: matrix produces duplicate scenarios")

@@ -149,3 +149,46 @@ def test_default_queue_is_at_least_64k() -> None:
     assert S.Link(rate_mbps=10).effective_queue_bytes() == 65_536
     assert S.Link(rate_mbps=10_000).effective_queue_bytes() == 1_250_000
     assert S.Link(rate_mbps=10, queue_packets=50).effective_queue_bytes() is None
+
+
+def test_named_cases_cross_the_matrix(spec_dict: dict[str, Any]) -> None:
+    spec_dict["hosts"]["w3"] = {"roles": ["spark-worker"]}
+    spec_dict["matrix"] = {"workload.apps": [1, 2]}
+    spec_dict["cases"] = {
+        "none": {},
+        "shared": {"cross_traffic.udp_percent": 95, "cross_traffic.sink": "w1"},
+        "control": {"cross_traffic.udp_percent": 95},
+    }
+    scs = S.expand(S.parse(spec_dict))
+    assert [s.label for s in scs] == [
+        "apps=1,case=none", "apps=1,case=shared", "apps=1,case=control",
+        "apps=2,case=none", "apps=2,case=shared", "apps=2,case=control",
+    ]  # fmt: skip
+    shared = scs[1].spec
+    assert shared.cross_traffic.udp_percent == 95 and shared.traffic_endpoints() == ("tgen", "w1")
+    assert scs[2].spec.traffic_endpoints() == ("tgen", "tsink")
+    assert scs[4].values == {"workload.apps": 2, "case": "shared"}
+
+
+def test_bad_case_names_the_case(spec_dict: dict[str, Any]) -> None:
+    spec_dict["cases"] = {"oops": {"cross_traffic.udp_prcent": 5}}
+    with pytest.raises(S.SpecError, match="case=oops"):
+        S.parse(spec_dict, "c.toml")
+
+
+def test_matrix_over_whole_workloads(spec_dict: dict[str, Any]) -> None:
+    spec_dict["matrix"] = {
+        "workload": [
+            {"name": "small-records", "params": {"records": 1000, "partitions": 8}},
+            {"name": "groupby-test", "params": {"mappers": 2, "kv_pairs": 100, "reducers": 2}},
+        ]
+    }
+    scs = S.expand(S.parse(spec_dict))
+    assert [s.label for s in scs] == ["workload=small-records", "workload=groupby-test"]
+    assert scs[1].spec.workload_params().partitions == 2
+
+
+def test_too_many_apps_for_the_cores(spec_dict: dict[str, Any]) -> None:
+    spec_dict["workload"]["apps"] = 3
+    with pytest.raises(S.SpecError, match="needs at least as many worker cores"):
+        S.parse(spec_dict)

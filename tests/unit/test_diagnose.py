@@ -1,0 +1,111 @@
+"""The starvation detector on synthetic task tables: starved, CPU-bound, unchanged, too few runs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from shufflelab import diagnose as dg
+
+
+def _runs(job_times: list[float], cpu: list[float], cores: int = 4, wait_share: float = 0.1) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "run_id": [f"r{i}" for i in range(len(job_times))],
+            "job_time_s": job_times,
+            "executor_cpu_s": cpu,
+            "fetch_wait_s": [t * cores * wait_share for t in job_times],
+            "total_cores": cores,
+        }
+    )
+
+
+def _tasks(runs: pd.DataFrame, per_task_cpu_ms: float, n: int = 20) -> pd.DataFrame:
+    rows = []
+    for _, r in runs.iterrows():
+        start = 1_000_000
+        for i in range(n):
+            rows.append(
+                {
+                    "run_id": r["run_id"],
+                    "executor_cpu_ms": per_task_cpu_ms,
+                    "launch_at_ms": start + i * 100,
+                    "finish_at_ms": start + int(r["job_time_s"] * 1000 * (i + 1) / n),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+rng = np.random.default_rng(7)
+
+
+def _noisy(mean: float, n: int = 10, sd: float = 0.04) -> list[float]:
+    return [float(x) for x in mean * (1 + rng.normal(0, sd, n))]
+
+
+def test_starved_job() -> None:
+    base = _runs(_noisy(300), _noisy(400, sd=0.01))
+    scen = _runs(_noisy(620), _noisy(400, sd=0.01), wait_share=0.5)
+    d = dg.diagnose("udp", "none", base, scen, _tasks(base, 100), _tasks(scen, 101))
+    assert d.verdict == "starved", d.reasons
+    assert 1.9 < d.job.ratio < 2.2 and d.job.ratio_ci_low > 1.5
+    assert 0.97 < d.cpu.ratio < 1.03
+    assert d.idle_share_scenario > d.idle_share_baseline
+    assert d.fetch_wait_share_scenario > d.fetch_wait_share_baseline
+    assert "job time +" in d.reasons[0]
+
+
+def test_cpu_contention_is_not_starvation() -> None:
+    base = _runs(_noisy(300), _noisy(400, sd=0.01))
+    scen = _runs(_noisy(450), _noisy(560, sd=0.01))  # slower *and* 40 % more CPU
+    d = dg.diagnose("cpuhog", "none", base, scen, _tasks(base, 100), _tasks(scen, 140))
+    assert d.verdict == "inconclusive"
+    assert "CPU contention" in d.reasons[0]
+
+
+def test_unchanged_job_is_not_starved() -> None:
+    base = _runs(_noisy(300), _noisy(400))
+    scen = _runs(_noisy(302), _noisy(401))
+    d = dg.diagnose("control", "none", base, scen, _tasks(base, 100), _tasks(scen, 100))
+    assert d.verdict == "not starved", d.reasons
+
+
+def test_too_few_runs_is_inconclusive() -> None:
+    base = _runs([300.0, 310.0], [400.0, 401.0])
+    scen = _runs([600.0, 640.0], [400.0, 402.0])
+    d = dg.diagnose("udp", "none", base, scen, _tasks(base, 100), _tasks(scen, 100), min_reps=3)
+    assert d.verdict == "inconclusive" and "too few" in d.reasons[0]
+
+
+def test_backlog_progress_correlation_is_negative_when_progress_stalls() -> None:
+    # tasks finish only while the queue is empty
+    finish = [1000 + 100 * i for i in range(10)] + [20000 + 100 * i for i in range(10)]
+    tasks = pd.DataFrame({"run_id": "r0", "launch_at_ms": 1000, "finish_at_ms": finish, "executor_cpu_ms": 1.0})
+    t = np.arange(1.0, 30.0, 0.1)
+    backlog = np.where((t > 3) & (t < 19.5), 200_000, 0)
+    samples = pd.DataFrame({"run_id": "r0", "t": t, "backlog_bytes": backlog})
+    rho, p = dg.backlog_progress(tasks, samples)
+    assert rho < -0.4 and p < 0.05
+
+
+def test_baseline_pairs_match_on_everything_but_traffic() -> None:
+    import json
+
+    def spec(udp: float, sink: str, rows: int) -> str:
+        return json.dumps(
+            {"cross_traffic": {"udp_percent": udp, "sink": sink}, "workload": {"params": {"rows": rows}}, "hosts": {}}
+        )
+
+    scenarios = pd.DataFrame(
+        {
+            "label": ["none-1", "shared-1", "control-1", "none-2", "shared-2"],
+            "spec_json": [
+                spec(0, "w1", 1), spec(95, "w1", 1), spec(95, "tsink", 1), spec(0, "w1", 2), spec(95, "w1", 2),
+            ],
+        }
+    )  # fmt: skip
+    # a baseline differs only in cross traffic: "none-1" is the baseline of both traffic cases of size 1
+    pairs = dg.baseline_pairs(scenarios)
+    assert ("shared-1", "none-1") in pairs and ("shared-2", "none-2") in pairs
+    assert ("control-1", "none-1") in pairs
+    assert len(pairs) == 3
