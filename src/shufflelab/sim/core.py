@@ -54,7 +54,8 @@ def _finite(x: float) -> float | None:
 
 def planner_inputs(record: dict[str, Any]) -> tuple[list[OperatorEstimate], NetworkEstimate]:
     """The planner inputs a Net-Aware run recorded for one job, as :mod:`netaware` values."""
-    ops = [
-        OperatorEstimate(**{k: (float("inf") if v is None else v) for k, v in o.items()}) for o in record["operators"]
-    ]
+    ops = []
+    for o in record["operators"]:
+        fields: dict[str, Any] = {k: (float("inf") if v is None else v) for k, v in o.items()}
+        ops.append(OperatorEstimate(**fields))
     return ops, NetworkEstimate(**record["network"])

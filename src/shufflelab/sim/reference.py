@@ -19,7 +19,7 @@ _DUE_S = 1e-9
 
 def _wire_bytes(net: dict[str, Any], payload: float) -> float:
     packets = max(1.0, math.ceil(payload / net["mss_bytes"]))
-    return payload + net["header_bytes_per_flow"] + packets * net["header_bytes_per_packet"]
+    return float(payload + net["header_bytes_per_flow"] + packets * net["header_bytes_per_packet"])
 
 
 class _Job:

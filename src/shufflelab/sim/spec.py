@@ -39,6 +39,7 @@ POLICY_LABELS = {
     "oracle": "Oracle",
 }
 Policy = Literal["no-pushdown", "filter", "filter+project", "full", "net-aware", "net-aware-chain", "oracle"]
+_ALL_POLICIES: tuple[Policy, ...] = POLICIES  # type: ignore[assignment]
 
 
 class SimSpecError(ValueError):
@@ -120,7 +121,7 @@ class Experiment(_Model):
     name: str = Field(pattern=r"^sim-[a-z0-9-]+$", description="Experiment name (sim-...).")
     description: str = ""
     figure: str = Field(default="", description="What this reproduces (e.g. 'seed 003 Fig 5').")
-    policies: list[Policy] = Field(default_factory=lambda: list(POLICIES), min_length=1)
+    policies: list[Policy] = Field(default_factory=lambda: list(_ALL_POLICIES), min_length=1)
     seeds: int = Field(default=1, ge=1, le=10_000, description="Repetitions with seeds 0..n-1.")
     x: str | None = Field(default=None, description="Matrix key for the figure's x axis.")
 
@@ -232,8 +233,8 @@ def expand(spec: SimSpec, where: str = "<spec>") -> list[Scenario]:
         try:
             point = SimSpec.model_validate(doc)
         except ValidationError as err:
-            values = ", ".join(f"{k}={v}" for k, v in zip(keys, combo, strict=True))
-            raise SimSpecError(_format_error(f"{where} [{values}]", err)) from None
+            shown = ", ".join(f"{k}={v}" for k, v in zip(keys, combo, strict=True))
+            raise SimSpecError(_format_error(f"{where} [{shown}]", err)) from None
         values = dict(zip(keys, combo, strict=True))
         label = ", ".join(f"{k.split('.')[-1]}={v}" for k, v in values.items()) or "base"
         sid = f"{spec.experiment.name}/" + ("_".join(f"{k.split('.')[-1]}={v}" for k, v in values.items()) or "base")
