@@ -31,7 +31,7 @@ fi
 
 # Re-install only when the dependency declarations changed.
 stamp=.venv/.shufflelab-setup
-want=$(cat pyproject.toml crates/*/pyproject.toml crates/*/Cargo.toml crates/*/src/*.rs Cargo.toml 2>/dev/null \
+want=$({ cat pyproject.toml Cargo.toml crates/*/pyproject.toml crates/*/Cargo.toml crates/*/src/*.rs 2>/dev/null || true; } \
        | sha256sum | cut -c1-16)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "setup: installing Python packages (pyspark builds its wheel once, ~1 min)"

@@ -49,16 +49,21 @@ class Diagnosis:
     extra: dict[str, float] = field(default_factory=dict)
 
     def row(self) -> dict[str, object]:
+        def ci(c: Comparison) -> str:
+            if math.isnan(c.ratio_ci_low):
+                return "–"
+            return f"[{c.ratio_ci_low:.2f}, {c.ratio_ci_high:.2f}]"
+
         return {
             "scenario": self.scenario,
             "baseline": self.baseline,
             "verdict": self.verdict,
             "n": f"{self.n_baseline}/{self.n_scenario}",
             "job_ratio": self.job.ratio,
-            "job_ci": f"[{self.job.ratio_ci_low:.2f}, {self.job.ratio_ci_high:.2f}]",
+            "job_ci": ci(self.job),
             "job_p": self.job.p_value,
             "cpu_ratio": self.cpu.ratio,
-            "cpu_ci": f"[{self.cpu.ratio_ci_low:.2f}, {self.cpu.ratio_ci_high:.2f}]",
+            "cpu_ci": ci(self.cpu),
             "task_cpu_ratio": self.task_cpu.ratio,
             "idle_share": f"{self.idle_share_baseline:.0%} -> {self.idle_share_scenario:.0%}",
             "fetch_wait_share": f"{self.fetch_wait_share_baseline:.0%} -> {self.fetch_wait_share_scenario:.0%}",

@@ -475,7 +475,7 @@ def write(db: Path, out: Path | None = None) -> ReportPaths:
         "<!doctype html><html><head><meta charset='utf-8'>",
         f"<title>shufflelab: {html.escape(d.name)}</title><style>",
         "body{font-family:system-ui,sans-serif;max-width:1000px;margin:2em auto;color:#222;padding:0 1em}",
-        "table.t{border-collapse:collapse;font-size:13px;margin:1em 0}",
+        "table.t{border-collapse:collapse;font-size:13px;margin:1em 0;display:block;overflow-x:auto}",
         "table.t td,table.t th{border-bottom:1px solid #ddd;padding:4px 8px;text-align:right}",
         "table.t th{background:#f3f3f3}figure{margin:1.5em 0}img{max-width:100%}",
         "figcaption{font-size:13px;color:#555}.note{background:#fff8e1;padding:.6em 1em;border-radius:4px}",
