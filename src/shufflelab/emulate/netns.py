@@ -132,7 +132,8 @@ class Lease:
         """
         if os.getpid() != self.owner_pid:
             return
-        for name in set(namespaces()) & set(self.namespaces) | {n for n in namespaces() if n.startswith(self.prefix)}:
+        present = namespaces()
+        for name in [n for n in present if n in self.namespaces or n.startswith(self.prefix)]:
             delete_namespace(name)
         shutil.rmtree(self.scratch, ignore_errors=True)
         with contextlib.suppress(FileNotFoundError):
