@@ -1,0 +1,19 @@
+//! The switch's logic as a pure library: no I/O, no clock. Every call that depends on time takes
+//! `now_ns` (nanoseconds on any monotonic clock the caller chooses), so the userspace switch
+//! drives it with real time and a simulator can drive it with virtual time (smoltcp /
+//! quinn-proto style).
+//!
+//! Layers:
+//! - [`checksum`]: Internet checksum and its incremental update (RFC 1624).
+//! - [`wire`]: raw-bytes views of Ethernet, IPv4 and TCP headers (`*Packet`) separate from the
+//!   validated values read out of them ([`wire::TcpRepr`]).
+//! - [`queue`]: one egress port: token-bucket rate, fixed propagation delay, byte/packet limit,
+//!   droptail or RED with ECN marking.
+//! - [`flow`]: per-flow TCP state for DCTCP-in-the-switch (AC/DC style) and congestion-control
+//!   virtualization (VCC) for legacy hosts.
+
+pub mod checksum;
+pub mod flow;
+pub mod queue;
+pub mod rng;
+pub mod wire;
