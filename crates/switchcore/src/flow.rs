@@ -231,7 +231,8 @@ impl FlowTable {
         let ack = r.flags & flags::ACK != 0;
         if !self.conns.contains_key(&key) {
             // only a connection opening is tracked, and only if one side wants management
-            if !(syn && !ack) || (src_mode == Mode::Off && dst_mode == Mode::Off) {
+            let opening = syn && !ack;
+            if !opening || (src_mode == Mode::Off && dst_mode == Mode::Off) {
                 return none;
             }
             self.make_room(now_ns);

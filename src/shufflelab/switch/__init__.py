@@ -1,0 +1,30 @@
+"""Control of shufflelab's userspace switch (``crates/switch``): configuration, start, stop,
+telemetry. The switch replaces the kernel's forwarding and shaping in a router namespace for
+what this kernel lacks: delay, RED/ECN, DCTCP in the switch and congestion-control
+virtualization (VCC)."""
+
+from shufflelab.switch.controller import (
+    TELEMETRY_HEADER,
+    Red,
+    Switch,
+    SwitchConfig,
+    SwitchError,
+    SwitchHost,
+    SwitchPort,
+    binary_path,
+    interface_mac,
+    read_telemetry,
+)
+
+__all__ = [
+    "TELEMETRY_HEADER",
+    "Red",
+    "Switch",
+    "SwitchConfig",
+    "SwitchError",
+    "SwitchHost",
+    "SwitchPort",
+    "binary_path",
+    "interface_mac",
+    "read_telemetry",
+]

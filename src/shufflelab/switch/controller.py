@@ -1,0 +1,217 @@
+"""Start and stop ``shufflelab-switch`` in a router namespace of a lease, and read its telemetry.
+
+The config is plain data (:class:`SwitchConfig`, units in the field names) written as JSON to the
+lease's scratch folder; the process is a :class:`shufflelab.emulate.netns.Process`, so a lease's
+teardown (and ``shufflelab clean``) stops it like any other process of the run. Before starting,
+the router namespace's own forwarding is turned off (the switch forwards; the kernel keeps
+answering ARP and ICMP for the router's addresses) and offloads are turned off on the ports.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from shufflelab.emulate.netns import Lease, Process, run
+
+TELEMETRY_HEADER = (
+    "t,dev,backlog_bytes,backlog_packets,drops,sent_bytes,sent_packets,overlimits,tx_bytes,rx_bytes,marks"
+)
+BINARY_NAME = "shufflelab-switch"
+_REPO = Path(__file__).resolve().parents[3]
+
+Mode = Literal["off", "dctcp", "vcc"]
+
+
+class SwitchError(RuntimeError):
+    """The switch could not start, or died; the message carries its log's tail."""
+
+
+@dataclass(frozen=True)
+class Red:
+    """RED on a port: byte thresholds (as seed 001), marking ECT packets when ``ecn``."""
+
+    min_bytes: int
+    max_bytes: int
+    max_p: float = 0.1
+    ewma_weight: float | None = None  # None: instantaneous queue (DCTCP-style step at min=max)
+    ecn: bool = True
+
+
+@dataclass(frozen=True)
+class SwitchPort:
+    """One switch port's egress: rate (0 = unlimited), delay, queue limit and discipline."""
+
+    ifname: str
+    rate_mbps: float = 0.0
+    delay_ms: float = 0.0
+    queue_bytes: int | None = None
+    queue_packets: int | None = None
+    red: Red | None = None
+    burst_bytes: int | None = None  # default: 1 ms of the rate, at least two frames
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "ifname": self.ifname,
+            "rate_bps": int(self.rate_mbps * 1e6),
+            "delay_us": self.delay_ms * 1000.0,
+            "discipline": "red" if self.red else "droptail",
+        }
+        if self.queue_bytes is not None:
+            out["queue_bytes"] = self.queue_bytes
+        if self.queue_packets is not None:
+            out["queue_packets"] = self.queue_packets
+        if self.burst_bytes is not None:
+            out["burst_bytes"] = self.burst_bytes
+        if self.red:
+            out["red"] = {
+                "min_bytes": self.red.min_bytes,
+                "max_bytes": self.red.max_bytes,
+                "max_p": self.red.max_p,
+                "ewma_weight": self.red.ewma_weight,
+                "ecn": self.red.ecn,
+            }
+        return out
+
+
+@dataclass(frozen=True)
+class SwitchHost:
+    """A host behind the switch: its address, MAC, port, and what the switch does with its TCP."""
+
+    ip: str
+    mac: str
+    port: str
+    mode: Mode = "off"
+
+
+@dataclass
+class SwitchConfig:
+    ports: list[SwitchPort]
+    hosts: list[SwitchHost]
+    telemetry_period_ms: float = 100.0
+    busy_poll_us: int = 50
+    cpu: int | None = None
+    max_flows: int = 4096
+    flow_idle_timeout_s: float = 60.0
+    g: float = 1.0 / 16.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self, telemetry_path: Path | None) -> dict[str, Any]:
+        return {
+            "ports": [p.to_json() for p in self.ports],
+            "hosts": [{"ip": h.ip, "mac": h.mac, "port": h.port, "mode": h.mode} for h in self.hosts],
+            "telemetry": {
+                "path": str(telemetry_path) if telemetry_path else None,
+                "period_ms": self.telemetry_period_ms,
+            },
+            "flows": {"g": self.g, "max_flows": self.max_flows, "idle_timeout_s": self.flow_idle_timeout_s},
+            "busy_poll_us": self.busy_poll_us,
+            "cpu": self.cpu,
+            **self.extra,
+        }
+
+
+def binary_path() -> Path | None:
+    """The switch binary: ``$SHUFFLELAB_SWITCH``, the workspace's release build, or ``PATH``."""
+    env = os.environ.get("SHUFFLELAB_SWITCH")
+    candidates = [Path(env)] if env else []
+    candidates.append(_REPO / "target" / "release" / BINARY_NAME)
+    which = shutil.which(BINARY_NAME)
+    if which:
+        candidates.append(Path(which))
+    for c in candidates:
+        if c.is_file() and os.access(c, os.X_OK):
+            return c
+    return None
+
+
+def interface_mac(ns: str, ifname: str) -> str:
+    """MAC address of ``ifname`` in namespace ``ns``."""
+    info = json.loads(run(["ip", "-j", "link", "show", "dev", ifname], ns=ns))
+    return str(info[0]["address"])
+
+
+def read_telemetry(path: Path) -> list[dict[str, float | str]]:
+    """Rows of a switch telemetry CSV; numbers as float, ``dev`` as str."""
+    rows: list[dict[str, float | str]] = []
+    with open(path, newline="") as fh:
+        for rec in csv.DictReader(fh):
+            rows.append({k: (v if k == "dev" else float(v)) for k, v in rec.items()})
+    return rows
+
+
+class Switch:
+    """``shufflelab-switch`` running in namespace ``lease.ns(node)``; a context manager."""
+
+    def __init__(self, lease: Lease, node: str, config: SwitchConfig, binary: Path | None = None) -> None:
+        self.lease = lease
+        self.node = node
+        self.ns = lease.ns(node)
+        self.config = config
+        self.binary = binary or binary_path()
+        self.config_path = lease.scratch / f"switch-{node}.json"
+        self.telemetry_path = lease.scratch / f"switch-{node}-queues.csv"
+        self.log = lease.scratch / f"switch-{node}.log"
+        self.process: Process | None = None
+        self.summary: dict[str, Any] | None = None
+
+    def start(self, timeout_s: float = 10.0, offloads: bool = False) -> None:
+        if self.binary is None:
+            raise SwitchError(f"{BINARY_NAME} is not built (run the setup: make setup)")
+        run(
+            [
+                "sysctl",
+                "-q",
+                "-w",
+                "net.ipv4.ip_forward=0",
+                "net.ipv4.conf.all.send_redirects=0",
+                "net.ipv4.conf.default.send_redirects=0",
+            ],
+            ns=self.ns,
+        )
+        if not offloads:
+            for p in self.config.ports:
+                run(["ethtool", "-K", p.ifname, "tso", "off", "gso", "off", "gro", "off"], ns=self.ns, check=False)
+        self.config_path.write_text(json.dumps(self.config.to_json(self.telemetry_path), indent=2))
+        self.process = Process(self.ns, [str(self.binary), str(self.config_path)], self.log)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.log.exists() and "ready" in self.log.read_text(errors="replace"):
+                return
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.02)
+        tail = self.log.read_text(errors="replace")[-2000:] if self.log.exists() else ""
+        self.process.stop()
+        self.process = None
+        raise SwitchError(f"{BINARY_NAME} did not start in {self.ns}: {tail.strip()}")
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self) -> dict[str, Any] | None:
+        """SIGTERM the switch and return its final summary (per-port and flow counters)."""
+        if self.process is None:
+            return self.summary
+        self.process.stop()
+        self.process = None
+        for line in self.log.read_text(errors="replace").splitlines():
+            if line.startswith("summary "):
+                self.summary = json.loads(line[len("summary ") :])
+        return self.summary
+
+    def telemetry(self) -> list[dict[str, float | str]]:
+        return read_telemetry(self.telemetry_path) if self.telemetry_path.exists() else []
+
+    def __enter__(self) -> Switch:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
