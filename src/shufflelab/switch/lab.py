@@ -79,3 +79,41 @@ def build_star(lease: Lease, n_hosts: int = 2) -> Star:
         star.addresses[h] = f"10.77.{i}.1"
         star.macs[h] = interface_mac(ns, "eth0")
     return star
+
+
+def iperf3(star: Star, src: str, dst: str, seconds: float, args: list[str] | None = None) -> dict[str, object]:
+    """One bounded iperf3 test from ``src`` to ``dst`` (server started for this test only);
+    returns iperf3's JSON result."""
+    import json
+    import secrets
+    import time
+
+    from shufflelab.emulate.netns import Process
+
+    port = str(20000 + secrets.randbelow(20000))
+    log = star.lease.scratch / f"iperf3-{dst}-{port}.log"
+    server = Process(star.ns(dst), ["iperf3", "-s", "-1", "-p", port], log)
+    try:
+        out = ""
+        for _ in range(50):  # the server needs a moment to listen
+            time.sleep(0.05)
+            if "listening" in log.read_text(errors="replace").lower():
+                break
+        out = run(
+            ["iperf3", "-c", star.addresses[dst], "-p", port, "-t", str(seconds), "-J", *(args or [])],
+            ns=star.ns(src),
+            timeout=seconds + 30,
+            check=False,
+        )
+        result: dict[str, object] = json.loads(out) if out.strip() else {}
+        return result
+    finally:
+        server.stop(grace_s=2)
+
+
+def received_mbps(result: dict[str, object]) -> float:
+    """Receiver-side goodput of an iperf3 TCP result in Mbit/s (0 if the test failed)."""
+    end = result.get("end")
+    if not isinstance(end, dict) or "sum_received" not in end:
+        return 0.0
+    return float(end["sum_received"]["bits_per_second"]) / 1e6
