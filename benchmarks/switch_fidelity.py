@@ -214,7 +214,8 @@ def markdown(res: dict[str, Any], command: str) -> str:
         "",
         "## RED onset (10 Mbit/s port, UDP ECT(0) at 20 Mbit/s, min/max 30/90 kB, max_p 0.1, instantaneous)",
         "",
-        f"First mark at a backlog of {red['first_mark_backlog_bytes']} B (configured min {red['min_bytes']} B). "
+        f"First mark seen at a backlog of {red['first_mark_backlog_bytes'] or 0:.0f} B (configured min "
+        f"{red['min_bytes']} B; 1 ms samples, so this is the backlog at the first sample after a mark). "
         f"Telemetry at 1 ms: {red['samples']} samples, period p50 {red['sample_period_p50_ms']:.3f} ms, "
         f"p99 {red['sample_period_p99_ms']:.3f} ms. The kernel path has no RED (no red qdisc).",
         "",
