@@ -48,7 +48,7 @@ fi
 # The userspace switch binary (crates/switch -> target/release/shufflelab-switch); cargo's own
 # change detection makes this a no-op when nothing changed. Without cargo its tests are skipped.
 if command -v cargo >/dev/null 2>&1; then
-  CARGO_BUILD_JOBS=${CARGO_BUILD_JOBS:-1} cargo build -q --release -p shufflelab-switch
+  cargo build -q --release -p shufflelab-switch
 else
   echo "setup: cargo not found; the userspace switch is not built (its root tests will skip)" >&2
 fi

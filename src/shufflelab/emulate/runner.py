@@ -29,7 +29,7 @@ import pandas as pd
 from shufflelab import capabilities, eventlog, topology
 from shufflelab.emulate import netns
 from shufflelab.emulate.fabric import Fabric
-from shufflelab.emulate.spark import ClusterSpec, SparkCluster, spark_version
+from shufflelab.emulate.spark import DAEMON_PORTS, ClusterSpec, SparkCluster, spark_version
 from shufflelab.emulate.traffic import CrossTraffic, udp_payload_rate_bps
 from shufflelab.results import RunRecord, Store
 from shufflelab.spec import ExperimentSpec, Scenario, SpecError, expand
@@ -86,12 +86,20 @@ def environment(caps: capabilities.Capabilities) -> dict[str, Any]:
     }
 
 
-def _cc_in_ss(text: str) -> list[str]:
-    """Congestion-control names of established inter-host connections in ``ss -tin`` output."""
+def _cc_in_ss(text: str, skip_ports: tuple[int, ...] = DAEMON_PORTS) -> list[str]:
+    """Congestion-control names of established inter-host connections in ``ss -tin`` output.
+
+    Connections to or from the Spark daemons' ports are skipped: they were opened (or accepted
+    by a listener created) when the cluster started, possibly under another scenario's setting,
+    and carry only control traffic. Executors' connections are new in every run.
+    """
     found = []
     lines = text.splitlines()
     for i, line in enumerate(lines):
         if "10.77." not in line or i + 1 >= len(lines):
+            continue
+        ports = {p.rsplit(":", 1)[-1] for p in line.split() if ":" in p}
+        if any(str(port) in ports for port in skip_ports):
             continue
         tokens = lines[i + 1].split()
         for tok in tokens:

@@ -19,6 +19,8 @@ from shufflelab.emulate.netns import Process
 from shufflelab.spec import ExperimentSpec
 
 MASTER_PORT = 7077
+WORKER_PORT = 7078  # fixed so that daemon (control-plane) connections can be told apart
+DAEMON_PORTS = (MASTER_PORT, WORKER_PORT)
 FAST_JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
@@ -115,6 +117,7 @@ class SparkCluster:
             self.daemons[w] = Process(
                 self.ns[w],
                 [cls, "org.apache.spark.deploy.worker.Worker", "--host", self.addresses[w],
+                 "--port", str(WORKER_PORT),
                  "--cores", str(self.spec.worker_cores), "--memory", self.spec.worker_memory,
                  "--work-dir", str(self.scratch / w / "work"), "--webui-port", "8081", self.url],
                 self.log_dir / f"worker-{w}.log",
