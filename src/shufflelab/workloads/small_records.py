@@ -1,9 +1,10 @@
 """Seed 001's network-heavy application: many small records, many small shuffle blocks.
 
-``records`` rows of two longs spread over ``partitions`` partitions go through ``rounds`` shuffles
-(an aggregation by key, then re-partitions by a derived key): every map task writes a small block
-for every reduce task, so the shuffle is many small fetches -- the pattern that suffers most from
-queueing delay.
+``records`` rows of two longs spread over ``partitions`` partitions go through ``rounds``
+shuffles: first a full repartition by key (every record crosses the network unless its target
+partition is local: no map-side combine), then an aggregation by key, then repartitions by a
+derived key. Every map task writes a small block for every reduce task, so the shuffle is many
+small fetches -- the pattern that suffers most from queueing delay.
 """
 
 from __future__ import annotations
@@ -28,10 +29,15 @@ def run(spark: Any, p: SmallRecordsParams) -> dict[str, Any]:
     n = rows.count()
     phases["generate_s"] = time.time() - t0
     current = rows
-    total = 0
+    total = n
     for r in range(p.rounds):
         t = time.time()
         if r == 0:
+            current = current.repartition(p.partitions, "key")
+            moved = current.count()
+            if moved != n:
+                raise RuntimeError(f"repartition kept {moved} of {n} records")
+        elif r == 1:
             current = current.groupBy("key").agg(F.count("*").alias("n"), F.sum("value").alias("value"))
             total = int(current.agg(F.sum("n")).collect()[0][0])
         else:
