@@ -70,9 +70,16 @@ def _ours() -> set[str]:
     return {n for n in netns.namespaces() if netns.NS_PATTERN.match(n)}
 
 
+# what a lab run starts (a local-mode SparkSession of another test is not one of them)
+_LAB_PROCESSES = (
+    "deploy.master.Master|deploy.worker.Worker|CoarseGrainedExecutorBackend|iperf3 |"
+    "shufflelab.emulate.sampler|shufflelab.workloads.driver"
+)
+
+
 def _spark_or_iperf_processes() -> str:
     return subprocess.run(
-        ["pgrep", "-af", "org.apache.spark.deploy|iperf3 |shufflelab.emulate.sampler"],
+        ["pgrep", "-af", _LAB_PROCESSES],
         capture_output=True,
         text=True,
     ).stdout

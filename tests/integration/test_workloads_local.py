@@ -31,6 +31,12 @@ def spark() -> Iterator[Any]:
     )
     yield s
     s.stop()
+    from pyspark import SparkContext
+
+    if SparkContext._gateway is not None:  # end the local JVM now, not at interpreter exit
+        SparkContext._gateway.shutdown()
+        SparkContext._gateway = None
+        SparkContext._jvm = None
 
 
 def test_sort_aggregate(spark: Any) -> None:
