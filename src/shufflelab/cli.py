@@ -62,6 +62,10 @@ def run(
     reps: Annotated[
         int | None, typer.Option(min=1, help="Override experiment.repetitions (more can be added later).")
     ] = None,
+    select: Annotated[
+        list[str] | None,
+        typer.Option(help="Run only scenarios whose label has this part, e.g. apps=1 (repeatable: all must match)."),
+    ] = None,
 ) -> None:
     """Run every missing run of an experiment (finished runs are kept: re-running resumes)."""
     from shufflelab import spec as specmod
@@ -102,7 +106,7 @@ def run(
             on_done=on_done,
         )
         try:
-            r = runmod.EmulateRunner(spec, str(spec_path), results, progress).run()
+            r = runmod.EmulateRunner(spec, str(spec_path), results, progress, select=select).run()
         except SpecError as exc:
             _fail(str(exc))
         except KeyboardInterrupt:
@@ -239,7 +243,7 @@ def demo(
     if not spec.exists():
         spec = Path("experiments/quickstart.toml")
     t0 = time.monotonic()
-    run(spec, results=results, report=True, reps=None)
+    run(spec, results=results, report=True, reps=None, select=None)
     console.print(f"demo finished in {time.monotonic() - t0:.0f} s")
 
 

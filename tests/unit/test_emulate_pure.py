@@ -61,3 +61,23 @@ def test_cc_names_from_ss_output() -> None:
     assert _cc_in_ss(text + executor) == ["reno"]  # loopback is not an inter-host connection
     assert parse_cc_observed("cubic:3,reno:1") == {"cubic": 3, "reno": 1}
     assert parse_cc_observed(None) == {}
+
+
+def test_select_filters_scenarios_by_label_parts(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from pathlib import Path
+
+    import pytest
+
+    from shufflelab import spec as S
+    from shufflelab.emulate.runner import EmulateRunner
+
+    root = Path(__file__).resolve().parents[2]
+    sp = S.load(root / "experiments" / "starvation.toml")
+    r = EmulateRunner(sp, "starvation.toml", tmp_path, select=["workload=groupby-test", "case=control"])
+    assert [s.label for s in r.scenarios] == [
+        "workload=groupby-test,apps=1,case=control",
+        "workload=groupby-test,apps=2,case=control",
+    ]
+    assert len(r.plan()) == 2 * sp.experiment.repetitions
+    with pytest.raises(S.SpecError, match="no scenario matches"):
+        EmulateRunner(sp, "starvation.toml", tmp_path, select=["apps=3"])

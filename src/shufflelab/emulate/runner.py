@@ -127,10 +127,15 @@ class EmulateRunner:
         results_dir: Path,
         progress: Progress | None = None,
         caps: capabilities.Capabilities | None = None,
+        select: list[str] | None = None,
     ) -> None:
         self.spec = spec
         self.spec_path = spec_path
-        self.scenarios = expand(spec, spec_path)
+        self.scenarios = [
+            sc for sc in expand(spec, spec_path) if all(part in sc.label.split(",") for part in (select or []))
+        ]
+        if not self.scenarios:
+            raise SpecError(f"{spec_path}: no scenario matches --select {' '.join(select or [])}")
         self.results_dir = results_dir.resolve()
         self.name = spec.experiment.name
         self.store = Store(self.results_dir / f"{self.name}.duckdb")
