@@ -40,11 +40,20 @@ def _raise_interrupt(signum: int, frame: object) -> NoReturn:
     raise Interrupted(f"signal {signum}")
 
 
+def _raise_keyboard_interrupt(signum: int, frame: object) -> NoReturn:
+    if os.getpid() != _MAIN_PID:  # see _raise_interrupt
+        os._exit(128 + signum)
+    raise KeyboardInterrupt
+
+
 def _install_signal_handlers() -> None:
     # SIGTERM/SIGHUP become exceptions, so every context manager tears down what it built.
     global _MAIN_PID
     _MAIN_PID = os.getpid()
     signal.signal(signal.SIGTERM, _raise_interrupt)
+    # A shell starting us in the background may have set SIGINT to "ignore", which Python then
+    # keeps; a run must always be stoppable with SIGINT (and tear down), so take it back.
+    signal.signal(signal.SIGINT, _raise_keyboard_interrupt)
     if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:  # respect nohup
         signal.signal(signal.SIGHUP, _raise_interrupt)
 
