@@ -17,6 +17,7 @@ import shutil
 import signal
 import subprocess
 import time
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -132,6 +133,11 @@ class Lease:
         """
         if os.getpid() != self.owner_pid:
             return
+        # processes we started: stop them by process group first, which also catches one that is
+        # still on its way into its namespace (``ip netns pids`` cannot see it yet)
+        for proc in list(_LIVE):
+            if proc.ns.startswith(self.prefix):
+                proc.stop(grace_s=2.0)
         present = namespaces()
         for name in [n for n in present if n in self.namespaces or n.startswith(self.prefix)]:
             delete_namespace(name)
@@ -198,6 +204,9 @@ def clean(force: bool = False) -> CleanReport:
     return report
 
 
+_LIVE: weakref.WeakSet[Process] = weakref.WeakSet()
+
+
 class Process:
     """A long-running process started inside a namespace, with its output in ``log``."""
 
@@ -226,6 +235,7 @@ class Process:
             cwd=cwd,
             start_new_session=True,  # Ctrl-C reaches the runner, which stops children in order
         )
+        _LIVE.add(self)
 
     @property
     def pid(self) -> int:
@@ -248,5 +258,7 @@ class Process:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(self.popen.pid, signal.SIGKILL)
                 self.popen.wait(timeout=5)
-        self._fh.close()
+        if not self._fh.closed:
+            self._fh.close()
+        _LIVE.discard(self)
         return self.popen.returncode
