@@ -140,6 +140,12 @@ def slowdown_table(d: Data) -> pd.DataFrame | None:
     return pd.DataFrame(rows) if rows else None
 
 
+def _finish(fig: plt.Figure, path: Path) -> None:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 # -- figures ---------------------------------------------------------------------------------------
 def fig_job_times(d: Data, table: pd.DataFrame, path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(8, 4.2))
@@ -175,9 +181,7 @@ def fig_job_times(d: Data, table: pd.DataFrame, path: Path) -> Path:
     ax.set_ylabel("job time (s), mean and 95 % CI")
     ax.set_title("Spark job time")
     ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _finish(fig, path)
     return path
 
 
@@ -222,9 +226,7 @@ def fig_backlog(d: Data, db: Path, path: Path) -> tuple[Path, list[str]] | None:
     axes[0].legend(fontsize=8)
     for ax in axes:
         ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _finish(fig, path)
     return path, labels
 
 
@@ -258,9 +260,7 @@ def fig_bytes(d: Data, path: Path) -> Path | None:
     ax.set_title("Bytes through the bottleneck vs shuffle bytes fetched remotely, per run")
     ax.legend(fontsize=8)
     ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _finish(fig, path)
     return path
 
 
@@ -279,9 +279,7 @@ def fig_cpu_vs_job(d: Data, table: pd.DataFrame, path: Path) -> Path | None:
     ax.set_ylabel("executor CPU time, all tasks (s)")
     ax.set_title("CPU time vs job time (flat CPU with rising job time = waiting on the network)")
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _finish(fig, path)
     return path
 
 
@@ -331,9 +329,7 @@ def fig_fct(db: Path, pairs: list[tuple[str, str]], path: Path) -> Path | None:
     ax.set_title("Shuffle-read flow completion time per task, by data volume")
     ax.legend(fontsize=7)
     ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _finish(fig, path)
     return path
 
 
