@@ -334,6 +334,15 @@ def fig_fct(db: Path, pairs: list[tuple[str, str]], path: Path) -> Path | None:
 
 
 # -- text ----------------------------------------------------------------------------------------------
+SEED_SCALE = {
+    "sort-aggregate": "Seed 000 used 1 master + 4 workers (1 core each), a 1 Gbit/s link with 10 ms added delay, "
+    "400-1000 partitions and 500-600 M rows, and DCTCP as the third congestion control.",
+    "small-records": "Seed 001 used 7 VMs (master + 4 executors of 1 core / 2 GB, a traffic VM, a central router "
+    "with RED under a 10 Gbit/s HTB class), 2 ms delay, DCTCP + ECN, 100 M records and 10 runs per scenario.",
+}
+SEED_SCALE["groupby-test"] = SEED_SCALE["small-records"].replace("100 M records", "Spark's GroupByTest")
+
+
 def scale_note(d: Data) -> list[str]:
     s = d.spec
     hosts = s.get("hosts", {})
@@ -346,9 +355,10 @@ def scale_note(d: Data) -> list[str]:
         f"{link['rate_mbps']:g} Mbit/s bottleneck, workload {s['workload']['name']} "
         + ", ".join(f"{k}={v}" for k, v in params.items())
         + ".",
-        "Seed 000 used 1 master + 4 workers (1 core each), a 1 Gbit/s link with 10 ms added delay, "
-        "400-1000 partitions and 500-600 M rows, and DCTCP as the third congestion control.",
     ]
+    seed = SEED_SCALE.get(str(s["workload"]["name"]))
+    if seed:
+        lines.append(seed)
     caps = d.environment.get("capabilities", {})
     missing_q = [q for q in ("netem", "red") if q not in caps.get("qdiscs", [])]
     missing_cc = [c for c in ("dctcp",) if c not in caps.get("congestion_controls", [])]
