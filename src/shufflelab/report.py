@@ -349,6 +349,13 @@ def scale_note(d: Data) -> list[str]:
     workers = [h for h, v in hosts.items() if "spark-worker" in v.get("roles", [])]
     link = s["topology"]["bottleneck"]
     params = s["workload"].get("params", {})
+    varied = {
+        json.dumps(json.loads(v)["workload"], sort_keys=True)
+        for v in d.runs.get("values_json", [])
+        if "workload" in json.loads(v)
+    }
+    if varied:  # the matrix replaces the whole workload: show what actually ran
+        params = {"varied": "; ".join(sorted(varied))}
     lines = [
         f"Scaled to one host ({d.environment.get('cpus', '?')} CPUs): {len(workers)} workers x "
         f"{s['spark'].get('worker_cores', 1)} core(s), topology '{s['topology'].get('kind', 'shared')}' with a "
@@ -366,7 +373,7 @@ def scale_note(d: Data) -> list[str]:
         lines.append(
             "This host could not emulate: "
             + ", ".join([f"{q} qdisc" for q in missing_q] + [f"{c} congestion control" for c in missing_cc])
-            + " -- so no added delay, no RED/ECN and BBR instead of DCTCP (the userspace switch will add them)."
+            + " -- so no added delay, no RED/ECN marking and no DCTCP (a userspace switch is being built for them)."
         )
     lines.append(
         f"Environment: kernel {d.environment.get('kernel', '?')}, pyspark {d.environment.get('pyspark', '?')}, "

@@ -390,9 +390,9 @@ def expand(spec: ExperimentSpec, where: str = "<spec>") -> list[Scenario]:
             data = copy.deepcopy(base)
             values: dict[str, Any] = dict(zip(keys, combo, strict=True))
             for path, value in values.items():
-                _set_path(data, path, value)
+                _set_path(data, path, copy.deepcopy(value))  # never alias the matrix's own values
             for path, value in overrides.items():
-                _set_path(data, path, value)
+                _set_path(data, path, copy.deepcopy(value))  # never alias the matrix's own values
             parts = [f"{_short(k)}={_show(v)}" for k, v in values.items()]
             if case is not None:
                 values["case"] = case

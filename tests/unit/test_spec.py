@@ -192,3 +192,12 @@ def test_too_many_apps_for_the_cores(spec_dict: dict[str, Any]) -> None:
     spec_dict["workload"]["apps"] = 3
     with pytest.raises(S.SpecError, match="needs at least as many worker cores"):
         S.parse(spec_dict)
+
+
+def test_expansion_never_mutates_matrix_values(spec_dict: dict[str, Any]) -> None:
+    spec_dict["hosts"]["w3"] = {"roles": ["spark-worker"]}
+    wl = {"name": "small-records", "params": {"records": 1000, "partitions": 8}}
+    spec_dict["matrix"] = {"workload": [wl], "workload.apps": [1, 2]}
+    scs = S.expand(S.parse(spec_dict))
+    assert [s.spec.workload.apps for s in scs] == [1, 2]
+    assert scs[0].values["workload"] == wl and "apps" not in scs[0].values["workload"]
