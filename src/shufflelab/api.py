@@ -9,7 +9,6 @@ r.sql("SELECT ...")      # anything else
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,14 +25,7 @@ class Results:
         return self.store.query(query, params)
 
     def runs(self) -> pd.DataFrame:
-        df = self.sql(
-            "SELECT r.*, s.label, s.values_json FROM runs r JOIN scenarios s USING (scenario_id) ORDER BY started_at"
-        )
-        keys: list[str] = []
-        for v in df.get("values_json", []):
-            keys += [k for k in json.loads(v) if k not in keys]
-        for k in keys:
-            df[k] = [json.loads(v).get(k) for v in df["values_json"]]
+        df, _ = self.store.runs_with_values()
         return df.drop(columns=["values_json", "environment_json"], errors="ignore")
 
     def _per_run(self, table: str, status: str | None) -> pd.DataFrame:

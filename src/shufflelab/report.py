@@ -51,12 +51,7 @@ def load(db: Path) -> Data:
     if exp.empty:
         raise ValueError(f"{db}: no experiment recorded")
     spec = json.loads(exp.loc[0, "spec_json"])
-    runs = store.query(
-        "SELECT r.*, s.label, s.values_json FROM runs r JOIN scenarios s USING (scenario_id) ORDER BY r.started_at"
-    )
-    keys = list(spec.get("matrix", {}))
-    for k in keys:
-        runs[k] = [json.loads(v).get(k) for v in runs["values_json"]]
+    runs, keys = store.runs_with_values()
     env: dict[str, Any] = {}
     if not runs.empty and runs["environment_json"].notna().any():
         env = json.loads(runs["environment_json"].dropna().iloc[-1])
@@ -75,7 +70,11 @@ def scenario_table(d: Data) -> pd.DataFrame:
         good = ok[ok["label"] == label]
         s = summarize(good["job_time_s"].tolist())
         cpu = summarize(good["executor_cpu_s"].tolist())
-        row: dict[str, Any] = {k: g.iloc[0][k] for k in d.keys}
+        # a whole-table matrix value (e.g. a workload) is shown by its name
+        row: dict[str, Any] = {
+            k: (v.get("name", json.dumps(v)) if isinstance(v, dict) else v)
+            for k, v in ((k, g.iloc[0][k]) for k in d.keys)
+        }
         row.update(
             scenario=label,
             n=s.n,

@@ -178,6 +178,19 @@ class Store:
                 con.execute("ROLLBACK")
                 raise
 
+    def runs_with_values(self) -> tuple[pd.DataFrame, list[str]]:
+        """Runs joined with their scenario's label, one column per varied value (matrix keys and
+        ``case``), in start order; also the list of those value columns."""
+        df = self.query(
+            "SELECT r.*, s.label, s.values_json FROM runs r JOIN scenarios s USING (scenario_id) ORDER BY r.started_at"
+        )
+        keys: list[str] = []
+        for v in df.get("values_json", []):
+            keys += [k for k in json.loads(v) if k not in keys]
+        for k in keys:
+            df[k] = [json.loads(v).get(k) for v in df["values_json"]]
+        return df, keys
+
     def query(self, sql: str, params: Sequence[Any] | None = None) -> pd.DataFrame:
         with self.connect(read_only=True) as con:
             return con.execute(sql, params or []).df()

@@ -58,3 +58,23 @@ def test_a_failing_write_leaves_nothing(tmp_path: Path) -> None:
 def test_read_only_open_of_missing_file(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="no such results file"):
         Store(tmp_path / "none.duckdb").query("SELECT 1")
+
+
+def test_runs_with_values_expands_matrix_values_and_cases(tmp_path: Path) -> None:
+    st = Store(tmp_path / "x.duckdb")
+    st.add_scenarios(
+        [
+            {"scenario_id": "a", "label": "cc=reno,case=none", "values": {"tcp.congestion_control": "reno",
+             "case": "none"}, "spec_json": "{}", "backend": "emulate"},
+            {"scenario_id": "b", "label": "cc=bbr,case=shared", "values": {"tcp.congestion_control": "bbr",
+             "case": "shared"}, "spec_json": "{}", "backend": "emulate"},
+        ]
+    )  # fmt: skip
+    st.write_run(_record("b-r1", "b", 1))
+    st.write_run(_record("a-r1", "a", 1))
+    df, keys = st.runs_with_values()
+    assert keys == ["tcp.congestion_control", "case"]
+    assert sorted(zip(df["label"], df["case"], strict=True)) == [
+        ("cc=bbr,case=shared", "shared"),
+        ("cc=reno,case=none", "none"),
+    ]
