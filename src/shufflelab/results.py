@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -72,6 +73,8 @@ SCHEMA = [
         retransmits BIGINT, error VARCHAR)""",
 ]
 
+LOCK_WAIT_S = 120.0
+
 RUN_TABLES = ("apps", "jobs", "stages", "tasks", "queue_samples", "cross_traffic")
 
 # Columns added after the first release; applied to older files when they are opened for writing.
@@ -103,7 +106,7 @@ class Store:
         if read_only and not self.path.exists():
             raise FileNotFoundError(f"{self.path}: no such results file")
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        con = duckdb.connect(str(self.path), read_only=read_only)
+        con = self._open(read_only)
         try:
             if not read_only:
                 for stmt in SCHEMA + MIGRATIONS:
@@ -111,6 +114,20 @@ class Store:
             yield con
         finally:
             con.close()
+
+    def _open(self, read_only: bool) -> duckdb.DuckDBPyConnection:
+        """Open the file, waiting (up to ``LOCK_WAIT_S``) while another process holds its lock:
+        a report or query opened during a run must delay the runner's write, not crash it."""
+        deadline = time.monotonic() + LOCK_WAIT_S
+        delay = 0.05
+        while True:
+            try:
+                return duckdb.connect(str(self.path), read_only=read_only)
+            except duckdb.IOException as exc:
+                if "lock" not in str(exc).lower() or time.monotonic() > deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(1.0, delay * 2)
 
     def init_experiment(self, name: str, description: str, spec_json: str, spec_path: str) -> None:
         with self.connect() as con:

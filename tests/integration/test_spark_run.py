@@ -118,9 +118,13 @@ def test_end_to_end_run_and_report(tmp_path: Path) -> None:
     assert not _spark_or_iperf_processes()
 
 
-def _wait_for(pred: Any, timeout: float, what: str) -> None:
+def _wait_for(pred: Any, timeout: float, what: str, proc: subprocess.Popen[str] | None = None) -> None:
+    """Poll ``pred``; fail at ``timeout`` or, with its output, as soon as ``proc`` has exited."""
     deadline = time.monotonic() + timeout
     while not pred():
+        if proc is not None and proc.poll() is not None:
+            out, _ = proc.communicate()
+            raise AssertionError(f"the runner exited ({proc.returncode}) before {what}:\n{out}")
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.5)
@@ -144,7 +148,7 @@ def test_interrupt_resume_kill_and_clean(tmp_path: Path) -> None:
 
     # 1. SIGINT after the first run is stored: the runner tears down and exits
     p = _cli("run", str(spec), "--results", str(results), "--no-report", start_new_session=True)
-    _wait_for(lambda: _ok_runs(db) >= 1, 600, "the first run")
+    _wait_for(lambda: _ok_runs(db) >= 1, 600, "the first run", p)
     os.kill(p.pid, signal.SIGINT)
     out, _ = p.communicate(timeout=120)
     assert p.returncode == 130, out
@@ -164,9 +168,10 @@ def test_interrupt_resume_kill_and_clean(tmp_path: Path) -> None:
     spec.write_text(TINY.format(name="killed"))
     p = _cli("run", str(spec), "--results", str(results), "--no-report", start_new_session=True)
     _wait_for(
-        lambda: "org.apache.spark.deploy.worker" in _spark_or_iperf_processes(),
+        lambda: "deploy.worker.Worker" in _spark_or_iperf_processes(),
         300,
         "Spark workers",
+        p,
     )
     os.killpg(p.pid, signal.SIGKILL)
     p.wait()

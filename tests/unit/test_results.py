@@ -78,3 +78,20 @@ def test_runs_with_values_expands_matrix_values_and_cases(tmp_path: Path) -> Non
         ("cc=bbr,case=shared", "shared"),
         ("cc=reno,case=none", "none"),
     ]
+
+
+def test_a_writer_waits_for_another_process_holding_the_file(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    st = Store(tmp_path / "x.duckdb")
+    st.write_run(_record("a-r1", "a", 1))
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); print('held', flush=True);"
+         " time.sleep(1.5); c.close()", str(st.path)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    st.write_run(_record("a-r2", "a", 2))  # would raise a lock error without waiting
+    holder.wait()
+    assert st.completed() == {("a", 1), ("a", 2)}
