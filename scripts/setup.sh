@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what shufflelab needs on a fresh Debian 12 machine; cheap to re-run (idempotent).
-#   - Debian packages: iperf3, iproute2, ethtool, Java 17 (only those missing)
+#   - Debian packages: iperf3, iproute2, ethtool, Java 17 JDK (only those missing)
+#   - shufflelab's Spark listener jar (javac against pyspark's jars)
 #   - .venv with the pinned Python dependencies (pyspark from PyPI) and shufflelab itself
 #   - the Rust extensions under crates/ that have a pyproject.toml (built by maturin via pip)
 set -euo pipefail
@@ -13,6 +14,7 @@ fi
 
 missing=()
 for pair in iperf3:iperf3 ethtool:ethtool ip:iproute2 ss:iproute2 tc:iproute2 java:openjdk-17-jre-headless \
+            javac:openjdk-17-jdk-headless \
             ping:iputils-ping modprobe:kmod; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")
 done
@@ -52,4 +54,8 @@ if command -v cargo >/dev/null 2>&1; then
 else
   echo "setup: cargo not found; the userspace switch is not built (its root tests will skip)" >&2
 fi
+# shufflelab's Spark task listener, compiled against the installed pyspark's jars (cached by hash).
+.venv/bin/python -m shufflelab.listener >/dev/null
+# The JVM class-data archive Spark's JVMs start from (recorded once, ~1 min; cached by hash).
+.venv/bin/python -m shufflelab.emulate.cds >/dev/null
 echo "setup: ready ($(.venv/bin/python -c 'import pyspark; print("pyspark", pyspark.__version__)'))"

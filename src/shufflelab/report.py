@@ -198,17 +198,33 @@ def _chosen_runs(d: Data) -> pd.DataFrame:
     return ok.head(1)
 
 
-def fig_backlog(d: Data, db: Path, path: Path) -> tuple[Path, list[str]] | None:
+def fig_backlog(
+    d: Data, db: Path, path: Path, pairs: list[tuple[str, str]] | None = None
+) -> tuple[Path, list[str]] | None:
+    """Backlog in bytes and packets over time, the scenario with cross traffic and its baseline.
+
+    With several shaped router ports (topology ``star``) the backlog is summed over them per
+    sample: the router's total egress queue, which is what the seed's router reported."""
     chosen = _chosen_runs(d)
+    ok = d.runs[d.runs["status"] == "ok"]
+    for scen, base in pairs or []:
+        a, b = ok[ok["label"] == scen].head(1), ok[ok["label"] == base].head(1)
+        if not a.empty and not b.empty:
+            chosen = pd.concat([b, a])
+            break
     if chosen.empty:
         return None
     store = Store(db)
+    period_ms = float(d.spec.get("telemetry", {}).get("queue_period_ms", 100))
     fig, axes = plt.subplots(2, 1, figsize=(9, 5.2), sharex=True)
     labels = []
     for _, run in chosen.iterrows():
         q = store.query(
-            "SELECT t, backlog_bytes, backlog_packets FROM queue_samples WHERE run_id = ? ORDER BY t",
-            [run["run_id"]],
+            # one sampling round reads every port within a few ms: bin by the period, sum the ports
+            "SELECT min(t) AS t, sum(backlog_bytes) AS backlog_bytes, sum(backlog_packets) AS backlog_packets "
+            "FROM (SELECT t, dev, backlog_bytes, backlog_packets, CAST(floor(t * 1000 / ?) AS BIGINT) AS k "
+            "FROM queue_samples WHERE run_id = ?) GROUP BY k ORDER BY k",
+            [period_ms, run["run_id"]],
         )
         jobs = store.query("SELECT min(submitted_at_ms) AS s FROM jobs WHERE run_id = ?", [run["run_id"]])
         if q.empty:
@@ -221,7 +237,7 @@ def fig_backlog(d: Data, db: Path, path: Path) -> tuple[Path, list[str]] | None:
     axes[0].set_ylabel("backlog (kB)")
     axes[1].set_ylabel("backlog (packets)")
     axes[1].set_xlabel("time since the first Spark job started (s)")
-    axes[0].set_title("Bottleneck queue backlog (sampled every 100 ms)")
+    axes[0].set_title(f"Router egress backlog, all shaped ports (sampled every {period_ms:g} ms)")
     axes[0].legend(fontsize=8)
     for ax in axes:
         ax.grid(alpha=0.3)
@@ -332,6 +348,51 @@ def fig_fct(db: Path, pairs: list[tuple[str, str]], path: Path) -> Path | None:
     return path
 
 
+def fig_fetch_progress(db: Path, pairs: list[tuple[str, str]], path: Path) -> Path | None:
+    """From the task listener's heartbeat lines: the distribution of a waiting task's fetch rate
+    per heartbeat interval (intervals in which the task spent time blocked on fetches), each
+    scenario next to its baseline. Starved tasks sit at the left: blocked, yet receiving little."""
+    from shufflelab import listener
+
+    store = Store(db)
+    labels = list(dict.fromkeys([b for _, b in pairs] + [s for s, _ in pairs]))
+    try:
+        prog = store.query(
+            "SELECT s.label, p.run_id, p.app_index, p.t_ms, p.task, p.stage, p.executor, p.remote_bytes, "
+            "p.fetch_wait_ms, p.remote_reqs_ms FROM task_progress p JOIN runs r USING (run_id) "
+            "JOIN scenarios s USING (scenario_id) WHERE r.status = 'ok'"
+        )
+    except Exception:  # noqa: BLE001 - results files from before the listener have no such table
+        return None
+    if prog.empty:
+        return None
+    fig, ax = plt.subplots(figsize=(9, 4.2))
+    drawn = 0
+    for i, label in enumerate(labels):
+        p = prog[prog["label"] == label]
+        if p.empty:
+            continue
+        rates = pd.concat([listener.fetch_rates(g) for _, g in p.groupby(["run_id", "app_index"])], ignore_index=True)
+        waiting = rates[(rates["wait_ms"] > 0) & (rates["bytes"] >= 0)]
+        if waiting.empty:
+            continue
+        x = (waiting["rate_Bps"].clip(lower=1e3) / 1e6).sort_values().to_numpy()
+        y = [(k + 1) / len(x) for k in range(len(x))]
+        ax.step(x, y, where="post", color=plt.get_cmap("tab10")(i), label=f"{label} ({len(x)} intervals)")
+        drawn += 1
+    if not drawn:
+        plt.close(fig)
+        return None
+    ax.set_xscale("log")
+    ax.set_xlabel("remote fetch rate in an interval with fetch wait (MB/s, log; < 1 kB/s drawn at 1 kB/s)")
+    ax.set_ylabel("fraction of intervals")
+    ax.set_title("Fetch progress of waiting tasks (task listener, one sample per executor heartbeat)")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    _finish(fig, path)
+    return path
+
+
 # -- text ----------------------------------------------------------------------------------------------
 SEED_SCALE = {
     "sort-aggregate": "Seed 000 used 1 master + 4 workers (1 core each), a 1 Gbit/s link with 10 ms added delay, "
@@ -419,20 +480,23 @@ def write(db: Path, out: Path | None = None) -> ReportPaths:
                 fig_job_times(d, table, figdir / "job_times.png"),
             )
         )
-    bl = fig_backlog(d, db, figdir / "backlog.png")
+    from shufflelab import diagnose as dg
+
+    pairs = dg.baseline_pairs(Store(db).query("SELECT label, spec_json FROM scenarios"))
+    bl = fig_backlog(d, db, figdir / "backlog.png", pairs)
     if bl:
         figures.append((f"Bottleneck backlog over time: {', '.join(bl[1])}.", bl[0]))
     fb = fig_bytes(d, figdir / "bytes.png")
     if fb:
         figures.append(("Bytes through the bottleneck vs remote shuffle bytes, per run.", fb))
-    from shufflelab import diagnose as dg
-
-    pairs = dg.baseline_pairs(Store(db).query("SELECT label, spec_json FROM scenarios"))
     diagnoses = dg.diagnose_store(db) if pairs else []
     diag_table = pd.DataFrame([x.row() for x in diagnoses]) if diagnoses else None
     ff = fig_fct(db, pairs, figdir / "fct.png") if pairs else None
     if ff:
         figures.append(("Shuffle-read FCT per task by data volume (log scale), scenarios and baselines.", ff))
+    fp = fig_fetch_progress(db, pairs, figdir / "fetch_progress.png") if pairs else None
+    if fp:
+        figures.append(("Fetch rate of tasks blocked on fetches, per heartbeat interval (task listener).", fp))
     fc = fig_cpu_vs_job(d, table, figdir / "cpu_vs_job.png")
     if fc:
         figures.append(("Executor CPU time vs job time per scenario (mean ± σ).", fc))
@@ -448,7 +512,7 @@ def write(db: Path, out: Path | None = None) -> ReportPaths:
     ]
     scale = scale_note(d)
     summary_cols = [*d.keys, "n", "not_ok", "job_mean_s", "job_sd_s", "job_ci_low_s", "job_ci_high_s",
-                    "cpu_mean_s", "remote_mb", "bottleneck_mb", "max_backlog_kb"]  # fmt: skip
+                    "cpu_mean_s", "cpu_sd_s", "remote_mb", "bottleneck_mb", "max_backlog_kb"]  # fmt: skip
     summary = table[[c for c in summary_cols if c in table.columns]] if not table.empty else table
 
     md = [f"# {d.name}", "", d.description, "", "## Scale and limits", ""]

@@ -71,11 +71,14 @@ SCHEMA = [
         run_id VARCHAR, kind VARCHAR, result_file VARCHAR, seconds DOUBLE, bytes BIGINT,
         bits_per_second DOUBLE, lost_packets BIGINT, packets BIGINT, lost_percent DOUBLE,
         retransmits BIGINT, error VARCHAR)""",
+    """CREATE TABLE IF NOT EXISTS task_progress (
+        run_id VARCHAR, app_index INTEGER, t_ms BIGINT, task BIGINT, stage INTEGER, executor VARCHAR,
+        remote_bytes BIGINT, fetch_wait_ms BIGINT, remote_reqs_ms BIGINT)""",
 ]
 
 LOCK_WAIT_S = 120.0
 
-RUN_TABLES = ("apps", "jobs", "stages", "tasks", "queue_samples", "cross_traffic")
+RUN_TABLES = ("apps", "jobs", "stages", "tasks", "queue_samples", "cross_traffic", "task_progress")
 
 # Columns added after the first release; applied to older files when they are opened for writing.
 MIGRATIONS = [
@@ -84,6 +87,7 @@ MIGRATIONS = [
     "ALTER TABLE tasks ADD COLUMN IF NOT EXISTS app_index INTEGER DEFAULT 0",
     "ALTER TABLE runs ADD COLUMN IF NOT EXISTS n_apps INTEGER DEFAULT 1",
     "ALTER TABLE runs ADD COLUMN IF NOT EXISTS total_cores INTEGER",
+    "ALTER TABLE apps ADD COLUMN IF NOT EXISTS listener_tasks INTEGER",
 ]
 
 

@@ -115,6 +115,17 @@ class Spark(_Model):
         description="C1-only JIT and serial GC: quicker tiny runs (tests), not for measurements.",
     )
     reuse_cluster: bool = Field(default=True, description="Keep master and workers up across runs that allow it.")
+    listener: bool = Field(
+        default=True,
+        description="Attach shufflelab's task listener (per-task fetch progress from every heartbeat).",
+    )
+    cds: bool = Field(
+        default=True,
+        description="Start driver and executor JVMs from a class-data-sharing archive (faster start-up only).",
+    )
+    heartbeat_s: float = Field(
+        default=1.0, gt=0, le=60, description="Executor heartbeat period: how often the listener sees fetch progress."
+    )
 
     @field_validator("worker_memory", "executor_memory", "driver_memory")
     @classmethod
@@ -221,7 +232,10 @@ class ExperimentSpec(_Model):
     matrix: dict[str, list[Any]] = Field(default_factory=dict)
     cases: dict[str, dict[str, Any]] = Field(
         default_factory=dict,
-        description="Named sets of overrides (dotted paths), crossed with the matrix: [cases.control] ...",
+        description=(
+            "Named sets of overrides (dotted paths), crossed with the matrix: [cases.control] ...; "
+            "a case's 'only' table limits it to matrix points whose fields have those values."
+        ),
     )
 
     @field_validator("hosts")
@@ -322,6 +336,10 @@ def parse(data: dict[str, Any], where: str = "<spec>") -> ExperimentSpec:
             raise SpecError(f"{where}: matrix.{path}: this field cannot be varied")
     for case, overrides in spec.cases.items():
         for path in overrides:
+            if path == ONLY:
+                if not isinstance(overrides[path], dict) or not overrides[path]:
+                    raise SpecError(f"{where}: cases.{case}.only: give a table of field paths and values")
+                continue
             if path.split(".")[0] in ("matrix", "experiment", "cases"):
                 raise SpecError(f"{where}: cases.{case}.{path}: this field cannot be varied")
     expand(spec, where)  # every matrix point must validate, so errors surface at load time
@@ -348,6 +366,32 @@ def _set_path(data: dict[str, Any], path: str, value: Any) -> None:
     for part in parts[:-1]:
         node = node.setdefault(part, {})
     node[parts[-1]] = value
+
+
+ONLY = "only"  # a case's key limiting it to some matrix points; not a spec field
+
+
+def _get_path(data: dict[str, Any], path: str) -> Any:
+    node: Any = data
+    for part in path.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return _MISSING
+        node = node[part]
+    return node
+
+
+_MISSING = object()
+
+
+def _case_applies(data: dict[str, Any], only: dict[str, Any] | None) -> bool:
+    """Does a case with this ``only`` table apply to the matrix point ``data``? A value may be a list
+    of allowed values."""
+    for path, want in (only or {}).items():
+        have = _get_path(data, path)
+        allowed = want if isinstance(want, list) else [want]
+        if have is _MISSING or have not in allowed:
+            return False
+    return True
 
 
 def _show(value: Any) -> str:
@@ -391,8 +435,11 @@ def expand(spec: ExperimentSpec, where: str = "<spec>") -> list[Scenario]:
             values: dict[str, Any] = dict(zip(keys, combo, strict=True))
             for path, value in values.items():
                 _set_path(data, path, copy.deepcopy(value))  # never alias the matrix's own values
+            if not _case_applies(data, overrides.get(ONLY)):
+                continue
             for path, value in overrides.items():
-                _set_path(data, path, copy.deepcopy(value))  # never alias the matrix's own values
+                if path != ONLY:
+                    _set_path(data, path, copy.deepcopy(value))  # never alias the matrix's own values
             parts = [f"{_short(k)}={_show(v)}" for k, v in values.items()]
             if case is not None:
                 values["case"] = case
@@ -403,6 +450,8 @@ def expand(spec: ExperimentSpec, where: str = "<spec>") -> list[Scenario]:
             except ValidationError as exc:
                 raise SpecError(_format(exc, f"{where} (matrix point {label})")) from None
             scenarios.append(Scenario(spec=concrete, values=values, label=label, scenario_id=spec_hash(concrete)))
+    if not scenarios:
+        raise SpecError(f"{where}: no scenario left: every case's 'only' table excludes every matrix point")
     ids = [s.scenario_id for s in scenarios]
     if len(set(ids)) != len(ids):
         raise SpecError(f"{where}: matrix produces duplicate scenarios")

@@ -110,6 +110,11 @@ def test_end_to_end_run_and_report(tmp_path: Path) -> None:
     assert len(q) == 2 and (q["n"] > 10).all()
     tasks = store.query("SELECT count(*) AS n FROM tasks")["n"][0]
     assert tasks == runs["n_tasks"].sum()
+    # the task listener saw every task the event log has, and heartbeats showed fetch progress
+    apps = store.query("SELECT run_id, n_tasks, listener_tasks FROM apps")
+    assert (apps["listener_tasks"] == apps["n_tasks"]).all(), apps.to_string()
+    prog = store.query("SELECT count(*) AS n FROM task_progress")["n"][0]
+    assert prog > 0
     report = tmp_path / "results" / "tiny-report"
     assert (report / "report.html").exists() and (report / "figures" / "backlog.png").exists()
     md = (report / "report.md").read_text()

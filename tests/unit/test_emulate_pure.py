@@ -73,10 +73,10 @@ def test_select_filters_scenarios_by_label_parts(tmp_path) -> None:  # type: ign
 
     root = Path(__file__).resolve().parents[2]
     sp = S.load(root / "experiments" / "starvation.toml")
-    r = EmulateRunner(sp, "starvation.toml", tmp_path, select=["workload=groupby-test", "case=control"])
+    r = EmulateRunner(sp, "starvation.toml", tmp_path, select=["workload=groupby-test", "case=shared"])
     assert [s.label for s in r.scenarios] == [
-        "workload=groupby-test,apps=1,case=control",
-        "workload=groupby-test,apps=2,case=control",
+        "workload=groupby-test,apps=1,case=shared",
+        "workload=groupby-test,apps=2,case=shared",
     ]
     assert len(r.plan()) == 2 * sp.experiment.repetitions
     with pytest.raises(S.SpecError, match="no scenario matches"):

@@ -170,6 +170,33 @@ def test_named_cases_cross_the_matrix(spec_dict: dict[str, Any]) -> None:
     assert scs[4].values == {"workload.apps": 2, "case": "shared"}
 
 
+def test_case_only_limits_it_to_some_matrix_points(spec_dict: dict[str, Any]) -> None:
+    spec_dict["hosts"]["w3"] = {"roles": ["spark-worker"]}
+    spec_dict["matrix"] = {
+        "workload": [
+            {"name": "small-records", "params": {"records": 1000, "partitions": 8}},
+            {"name": "groupby-test", "params": {"mappers": 2, "kv_pairs": 100, "reducers": 2}},
+        ],
+        "workload.apps": [1, 2],
+    }
+    spec_dict["cases"] = {
+        "none": {},
+        "control": {"only": {"workload.name": "small-records", "workload.apps": [1]}, "cross_traffic.udp_percent": 95},
+    }
+    labels = [s.label for s in S.expand(S.parse(spec_dict))]
+    assert labels == [
+        "workload=small-records,apps=1,case=none", "workload=small-records,apps=1,case=control",
+        "workload=small-records,apps=2,case=none",
+        "workload=groupby-test,apps=1,case=none", "workload=groupby-test,apps=2,case=none",
+    ]  # fmt: skip
+    spec_dict["cases"] = {"x": {"only": {"workload.name": "sort-aggregate"}}}
+    with pytest.raises(S.SpecError, match="no scenario left"):
+        S.parse(spec_dict, "c.toml")
+    spec_dict["cases"] = {"x": {"only": 3}}
+    with pytest.raises(S.SpecError, match="cases.x.only"):
+        S.parse(spec_dict, "c.toml")
+
+
 def test_bad_case_names_the_case(spec_dict: dict[str, Any]) -> None:
     spec_dict["cases"] = {"oops": {"cross_traffic.udp_prcent": 5}}
     with pytest.raises(S.SpecError, match="case=oops"):

@@ -26,8 +26,8 @@ from typing import Any
 
 import pandas as pd
 
-from shufflelab import capabilities, eventlog, topology
-from shufflelab.emulate import netns
+from shufflelab import capabilities, eventlog, listener, topology
+from shufflelab.emulate import cds, netns
 from shufflelab.emulate.fabric import Fabric
 from shufflelab.emulate.spark import DAEMON_PORTS, ClusterSpec, SparkCluster, spark_version
 from shufflelab.emulate.traffic import CrossTraffic, udp_payload_rate_bps
@@ -171,6 +171,17 @@ class EmulateRunner:
             for p in capabilities.check(sc.spec, caps, f"{self.spec_path} [{sc.label}]"):
                 if p not in problems:
                     problems.append(p)
+        if any(sc.spec.spark.listener for sc in self.scenarios):
+            try:
+                listener.ensure_jar()
+            except listener.ListenerBuildError as exc:
+                problems.append(f"spark.listener = true but the listener cannot be built: {exc}")
+        if not problems and any(sc.spec.spark.cds for sc in self.scenarios) and not cds.archive_path().exists():
+            self.progress.on_phase("recording the JVM class-data archive (once, about a minute)")
+            try:
+                cds.ensure_archive()
+            except (cds.CdsError, listener.ListenerBuildError) as exc:
+                problems.append(f"spark.cds = true but the class-data archive cannot be recorded: {exc}")
         if problems:
             raise SpecError("this host cannot run the experiment:\n  - " + "\n  - ".join(problems))
 
@@ -322,7 +333,13 @@ class EmulateRunner:
                     "master": cluster.url,
                     "workload": spec.workload.name,
                     "params": dict(spec.workload.params),
-                    "conf": cluster.app_conf(spec, event_dir, partitions, cores_max=cores_each),
+                    "conf": cluster.app_conf(
+                        spec,
+                        event_dir,
+                        partitions,
+                        cores_max=cores_each,
+                        listener_out=run_dir / "listener" / f"app{k}.jsonl",
+                    ),  # fmt: skip
                     "result": str(run_dir / f"driver_result_{k}.json"),
                 }
                 req_path = run_dir / f"driver_request_{k}.json"
@@ -410,7 +427,7 @@ class EmulateRunner:
     ) -> RunRecord:
         spec = sc.spec
         n_apps = spec.workload.apps
-        per_app: dict[str, list[pd.DataFrame]] = {"tasks": [], "stages": [], "jobs": []}
+        per_app: dict[str, list[pd.DataFrame]] = {"tasks": [], "stages": [], "jobs": [], "task_progress": []}
         app_rows = []
         for k in range(n_apps):
             res = driver_results[k] if k < len(driver_results) else {}
@@ -426,6 +443,14 @@ class EmulateRunner:
                 app_rows.append(row)
                 continue
             log = eventlog.parse(path)
+            lpath = run_dir / "listener" / f"app{k}.jsonl"
+            if lpath.exists():
+                llog = listener.parse(lpath)
+                row["listener_tasks"] = len(llog.ends)
+                if not llog.progress.empty:
+                    prog = llog.progress.copy()
+                    prog["app_index"] = k
+                    per_app["task_progress"].append(prog)
             for name, rows in (("tasks", log.tasks), ("stages", log.stages), ("jobs", log.jobs)):
                 df = pd.DataFrame(eventlog.records(rows))
                 df["app_index"] = k

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from shufflelab import listener
+from shufflelab.emulate import cds
 from shufflelab.emulate.netns import Process
 from shufflelab.spec import ExperimentSpec
 
@@ -164,11 +166,17 @@ class SparkCluster:
 
     # -- the driver ----------------------------------------------------------------------------------
     def app_conf(
-        self, spec: ExperimentSpec, event_dir: Path, partitions: int | None, cores_max: int | None = None
+        self,
+        spec: ExperimentSpec,
+        event_dir: Path,
+        partitions: int | None,
+        cores_max: int | None = None,
+        listener_out: Path | None = None,
     ) -> dict[str, Any]:
         """Spark conf of one application: event log, no shuffle compression (default), our hosts.
 
-        ``cores_max`` caps the application's cores (simultaneous applications split the cluster).
+        ``cores_max`` caps the application's cores (simultaneous applications split the cluster);
+        ``listener_out`` attaches shufflelab's task listener writing there (when ``spark.listener``).
         """
         s = spec.spark
         total_cores = cores_max or s.worker_cores * len(self.spec.workers)
@@ -195,9 +203,15 @@ class SparkCluster:
         if partitions:
             conf["spark.sql.shuffle.partitions"] = str(partitions)
             conf["spark.default.parallelism"] = str(partitions)
-        if self.spec.fast_jvm:
-            conf["spark.driver.extraJavaOptions"] = FAST_JVM_OPTS
-            conf["spark.executor.extraJavaOptions"] = FAST_JVM_OPTS
+        jvm_opts = [FAST_JVM_OPTS] if self.spec.fast_jvm else []
+        if s.cds and cds.java_options():
+            jvm_opts.append(cds.java_options())
+            conf.update(cds.class_path_conf())
+        if jvm_opts:
+            conf["spark.driver.extraJavaOptions"] = " ".join(jvm_opts)
+            conf["spark.executor.extraJavaOptions"] = " ".join(jvm_opts)
+        if listener_out is not None and s.listener:
+            conf.update(listener.spark_conf(listener.ensure_jar(), listener_out, s.heartbeat_s))
         conf.update(s.conf)
         return conf
 

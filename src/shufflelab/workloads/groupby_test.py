@@ -33,10 +33,15 @@ def run(spark: Any, p: GroupByTestParams) -> dict[str, Any]:
     phases["generate_s"] = time.time() - t0
     t1 = time.time()
     grouped = pairs.repartition(p.reducers, "key").groupBy("key").agg(F.collect_list("value").alias("values"))
-    n_keys = grouped.count()
+    # Count keys and grouped values: a bare count() would let the optimizer prune the values out of
+    # the shuffle, leaving only keys on the wire.
+    row = grouped.agg(F.count("*").alias("keys"), F.sum(F.size("values")).alias("values")).collect()[0]
+    n_keys, n_grouped = int(row["keys"]), int(row["values"] or 0)
     phases["group_s"] = time.time() - t1
     pairs.unpersist()
     phases["total_s"] = time.time() - t0
     if n_pairs != p.mappers * p.kv_pairs:
         raise RuntimeError(f"generated {n_pairs} pairs, expected {p.mappers * p.kv_pairs}")
+    if n_grouped != n_pairs:
+        raise RuntimeError(f"grouped {n_grouped} values, generated {n_pairs}")
     return {"pairs": n_pairs, "keys": n_keys, "phases": phases}

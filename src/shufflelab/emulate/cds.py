@@ -1,0 +1,120 @@
+"""A JVM class-data-sharing (AppCDS) archive for Spark drivers and executors.
+
+Starting a Spark application on this 2-core host is dominated by class loading: the driver and
+four executor JVMs each load and verify thousands of Spark, Scala and Netty classes at once.
+A dynamic CDS archive (JDK 13+: ``-XX:ArchiveClassesAtExit`` once, then
+``-XX:SharedArchiveFile``) maps those classes pre-parsed from one file shared by every JVM.
+It changes start-up only: the classes, the JIT and the steady state are the same.
+
+The archive is recorded by a short local-mode training application that runs every shufflelab
+workload on tiny data, with the same class path the cluster's JVMs get (shufflelab's listener jar
+first, then pyspark's ``conf`` and ``jars/*``). A JVM whose class path or JDK differs from the
+archive's simply ignores it (``-Xshare:auto``) and starts as before -- never wrong, only slower.
+The archive is keyed by JDK, Spark version and listener jar, cached in ``~/.cache/shufflelab``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from shufflelab import listener
+
+
+class CdsError(RuntimeError):
+    pass
+
+
+def _java_version() -> str:
+    r = subprocess.run(["java", "-version"], capture_output=True, text=True)
+    return (r.stderr or r.stdout).strip()
+
+
+def archive_path() -> Path:
+    from shufflelab.emulate.spark import spark_version
+
+    jar = listener.jar_path()
+    key = hashlib.sha256(f"{_java_version()}|{spark_version()}|{jar.name}".encode()).hexdigest()[:12]
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "shufflelab"
+    return cache / f"spark-cds-{key}.jsa"
+
+
+def java_options() -> str:
+    """JVM options that use the archive if it exists (empty string otherwise)."""
+    p = archive_path()
+    return f"-XX:SharedArchiveFile={p} -Xshare:auto" if p.exists() else ""
+
+
+def class_path_conf() -> dict[str, str]:
+    """Put the listener jar first on driver and executor class paths, as in the archive."""
+    jar = str(listener.ensure_jar())
+    return {"spark.driver.extraClassPath": jar, "spark.executor.extraClassPath": jar}
+
+
+_TRAIN = r"""
+import json, sys
+from pyspark.sql import SparkSession
+from shufflelab.spec import WORKLOAD_PARAMS
+from shufflelab.workloads import REGISTRY
+conf = json.loads(sys.argv[1])
+b = SparkSession.builder.master("local[2]").appName("shufflelab-cds-training")
+for k, v in conf.items():
+    b = b.config(k, v)
+spark = b.getOrCreate()
+tiny = {
+    "sort-aggregate": {"rows": 20000, "partitions": 4},
+    "groupby-test": {"mappers": 2, "kv_pairs": 500, "value_bytes": 100, "reducers": 2},
+    "small-records": {"records": 20000, "partitions": 4, "keys": 100, "rounds": 2},
+}
+for name, params in tiny.items():
+    REGISTRY[name](spark, WORKLOAD_PARAMS[name].model_validate(params))
+spark.stop()
+"""
+
+
+def ensure_archive(timeout_s: float = 600.0) -> Path:
+    """Record the archive if it is missing (about a minute); return its path."""
+    path = archive_path()
+    if path.exists():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    jar = listener.ensure_jar()
+    # the temporary folder sits next to the archive so the final rename is atomic
+    with tempfile.TemporaryDirectory(prefix="cds-", dir=path.parent) as tmp:
+        partial = Path(tmp) / path.name
+        conf = {
+            "spark.ui.enabled": "false",
+            "spark.ui.showConsoleProgress": "false",
+            "spark.local.dir": tmp,
+            "spark.driver.extraClassPath": str(jar),
+            "spark.driver.extraJavaOptions": f"-XX:ArchiveClassesAtExit={partial} -Xlog:cds=off -Xlog:cds+dynamic=off",
+            "spark.extraListeners": listener.CLASS_NAME,
+            listener.PATH_CONF: str(Path(tmp) / "listener.jsonl"),
+        }
+        r = subprocess.run(
+            [sys.executable, "-c", _TRAIN, json.dumps(conf)],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            cwd=tmp,
+        )
+        if r.returncode != 0 or not partial.exists():
+            raise CdsError(f"recording the class-data archive failed (exit {r.returncode}):\n{r.stderr[-2000:]}")
+        os.replace(partial, path)  # whole archive or none: a crash never leaves a torn one
+    return path
+
+
+def main() -> None:  # ``python -m shufflelab.emulate.cds`` records the archive (make setup calls it)
+    try:
+        print(ensure_archive())
+    except (CdsError, listener.ListenerBuildError, subprocess.TimeoutExpired) as exc:
+        raise SystemExit(f"shufflelab cds: {exc}") from None
+
+
+if __name__ == "__main__":
+    main()
