@@ -1,0 +1,199 @@
+"""The per-host transfer agent: ``python -m shufflelab.mapreduce.agent PLAN.json NODE OUT.json``.
+
+One agent runs in every host's namespace. It serves the outputs of the maps placed on its host
+(a fetch for a map that has not finished yet waits until the map's traced end) and runs the
+reducers placed on its host: from the slow-start instant on, each reducer fetches its partition
+of every finished map, at most ``parallel_copies`` fetches at a time, one TCP connection per
+fetch, then sleeps its reduce time. Every fetch is recorded (request sent, first byte, last byte)
+so flow completion times come from the hosts themselves. All agents share the plan's start
+instant ``t0`` (epoch seconds), so map completion times are known to every reducer without a
+coordinator on the wire -- like Hadoop's map-completion events, minus their polling delay.
+
+The agent exits when its reducers are done and every fetch of its maps has been served (or at the
+plan's deadline), writing its result as JSON atomically.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import struct
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from shufflelab.mapreduce.trace import Trace
+
+REQUEST = struct.Struct("!II")  # map index, reduce index
+LENGTH = struct.Struct("!Q")
+CHUNK = 256 * 1024
+_ZEROS = memoryview(bytes(CHUNK))
+
+
+class Agent:
+    def __init__(self, plan: dict[str, Any], node: str) -> None:
+        self.plan = plan
+        self.node = node
+        self.trace = Trace.model_validate(plan["trace"])
+        self.t0 = float(plan["t0"])
+        self.deadline = self.t0 + float(plan.get("timeout_s", 600))
+        self.addr = {n: (a[0], int(a[1])) for n, a in plan["nodes"].items()}
+        if node not in self.addr:
+            raise ValueError(f"node {node!r} is not in the plan's nodes: {', '.join(self.addr)}")
+        self.map_node: list[str] = plan["map_node"]
+        self.reduce_node: list[str] = plan["reduce_node"]
+        self.my_maps = [i for i, n in enumerate(self.map_node) if n == node]
+        self.my_reduces = [j for j, n in enumerate(self.reduce_node) if n == node]
+        self.to_serve = len(self.my_maps) * len(self.trace.reduces)
+        self.served = 0
+        self.served_bytes = 0
+        self.fetches: list[dict[str, Any]] = []
+        self.reducers: list[dict[str, Any]] = []
+        self.errors: list[str] = []
+        self.all_served = asyncio.Event()
+
+    # -- serving map outputs -------------------------------------------------------------------
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            m, r = REQUEST.unpack(await reader.readexactly(REQUEST.size))
+            if m >= len(self.map_node) or self.map_node[m] != self.node or r >= len(self.trace.reduces):
+                self.errors.append(f"bad request map {m} reduce {r}")
+                return
+            await _sleep_until(self.t0 + self.trace.map_end_s(m))
+            n = self.trace.maps[m].output_bytes[r]
+            writer.write(LENGTH.pack(n))
+            left = n
+            while left > 0:
+                k = min(left, CHUNK)
+                writer.write(_ZEROS[:k])
+                left -= k
+                await writer.drain()
+            await writer.drain()
+            self.served += 1
+            self.served_bytes += n
+            if self.served >= self.to_serve:
+                self.all_served.set()
+        except (ConnectionError, asyncio.IncompleteReadError) as exc:
+            self.errors.append(f"serving: {type(exc).__name__}: {exc}")
+        finally:
+            writer.close()
+
+    # -- reducers ------------------------------------------------------------------------------
+    async def _fetch(self, m: int, r: int, sem: asyncio.Semaphore) -> None:
+        async with sem:
+            src = self.map_node[m]
+            host, port = self.addr[src]
+            rec: dict[str, Any] = {"map": m, "reduce": r, "src": src, "dst": self.node, "bytes": 0}
+            rec["t_request"] = time.time()
+            for attempt in range(50):
+                try:
+                    reader, writer = await asyncio.open_connection(host, port)
+                    break
+                except ConnectionRefusedError:  # the peer's agent is still starting
+                    if time.time() > self.deadline or attempt == 49:
+                        raise
+                    await asyncio.sleep(0.1)
+            try:
+                rec["t_connected"] = time.time()
+                writer.write(REQUEST.pack(m, r))
+                await writer.drain()
+                (n,) = LENGTH.unpack(await reader.readexactly(LENGTH.size))
+                rec["t_first_byte"] = time.time()
+                got = 0
+                while got < n:
+                    data = await reader.read(min(1 << 20, n - got))
+                    if not data:
+                        raise ConnectionError(f"map {m} -> reduce {r}: connection closed after {got} of {n} bytes")
+                    got += len(data)
+                rec["bytes"] = got
+                rec["t_end"] = time.time()
+            finally:
+                writer.close()
+            self.fetches.append(rec)
+
+    async def _reducer(self, r: int) -> None:
+        tr = self.trace
+        start = self.t0 + tr.slowstart_s()
+        await _sleep_until(start)
+        row: dict[str, Any] = {"reduce": r, "node": self.node, "t_start": time.time()}
+        sem = asyncio.Semaphore(tr.parallel_copies)
+        order = sorted(range(len(tr.maps)), key=tr.map_end_s)
+        tasks = []
+        for m in order:
+            await _sleep_until(self.t0 + tr.map_end_s(m))  # map-completion event
+            tasks.append(asyncio.create_task(self._fetch(m, r, sem)))
+        for t in asyncio.as_completed(tasks):
+            await t
+        row["t_shuffle_end"] = time.time()
+        await asyncio.sleep(tr.reduces[r].duration_s)
+        row["t_end"] = time.time()
+        self.reducers.append(row)
+
+    async def run(self) -> dict[str, Any]:
+        host, port = self.addr[self.node]
+        server = await asyncio.start_server(self._serve, host, port, reuse_address=True)
+        if self.to_serve == 0:
+            self.all_served.set()
+        ok = True
+        try:
+            remaining = max(0.1, self.deadline - time.time())
+            await asyncio.wait_for(
+                asyncio.gather(*(self._reducer(r) for r in self.my_reduces), self.all_served.wait()),
+                timeout=remaining,
+            )
+        except TimeoutError:
+            ok = False
+            self.errors.append(f"deadline: served {self.served}/{self.to_serve}, reducers done {len(self.reducers)}")
+        except Exception as exc:  # noqa: BLE001 - reported in the result, the runner decides
+            ok = False
+            self.errors.append(f"{type(exc).__name__}: {exc}")
+        finally:
+            server.close()
+        return {
+            "node": self.node,
+            "ok": ok and not self.errors,
+            "t0": self.t0,
+            "maps": self.my_maps,
+            "served": self.served,
+            "served_bytes": self.served_bytes,
+            "fetches": self.fetches,
+            "reducers": self.reducers,
+            "errors": self.errors[:20],
+        }
+
+
+async def _sleep_until(t: float) -> None:
+    d = t - time.time()
+    if d > 0:
+        await asyncio.sleep(d)
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 3:
+        print("usage: python -m shufflelab.mapreduce.agent PLAN.json NODE OUT.json", file=sys.stderr)
+        return 2
+    plan = json.loads(Path(args[0]).read_text())
+    out = Path(args[2])
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    agent = Agent(plan, args[1])
+    try:
+        result = asyncio.run(agent.run())
+    except KeyboardInterrupt:
+        result = {"node": args[1], "ok": False, "errors": ["stopped"], "fetches": agent.fetches,
+                  "reducers": agent.reducers, "t0": agent.t0, "served": agent.served}  # fmt: skip
+    write_json(out, result)
+    return 0 if result["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,136 @@
+"""Placing a trace's tasks on hosts, planning one replay, and turning agents' results into a job.
+
+``plan(trace, nodes)`` assigns maps and reduces to hosts round-robin (maps from the first host,
+reduces from the last, so with as many reduces as hosts each host runs one; ``placement =
+"split"`` puts maps on the first half of the hosts and reduces on the second half, so that on a
+two-switch topology every fetch crosses the inter-switch link as in seed 002's cross-rack
+shuffle). ``collect`` reads the agents' JSON into a :class:`JobResult`: job completion time
+(last reducer end - t0), shuffle time, and one row per fetch with its flow completion time.
+``run_local`` runs a whole replay on the loopback interface (one agent process per node, each on
+its own port) -- what the unit tests and a dry run use; the runner does the same in namespaces.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import pandas as pd
+
+from shufflelab.mapreduce.trace import Trace
+
+AGENT_PORT = 7600
+Placement = Literal["round-robin", "split"]
+
+
+def plan(
+    trace: Trace,
+    nodes: dict[str, tuple[str, int]],
+    *,
+    t0: float,
+    placement: Placement = "round-robin",
+    timeout_s: float = 600.0,
+) -> dict[str, Any]:
+    names = list(nodes)
+    if not names:
+        raise ValueError("a replay needs at least one node")
+    if placement == "split":
+        if len(names) < 2:
+            raise ValueError("placement 'split' needs at least two nodes")
+        half = len(names) // 2
+        mappers, reducers = names[:half], names[half:]
+    else:
+        mappers, reducers = names, list(reversed(names))
+    return {
+        "t0": t0,
+        "timeout_s": timeout_s,
+        "nodes": {n: [a[0], a[1]] for n, a in nodes.items()},
+        "map_node": [mappers[i % len(mappers)] for i in range(len(trace.maps))],
+        "reduce_node": [reducers[j % len(reducers)] for j in range(len(trace.reduces))],
+        "trace": trace.model_dump(mode="json"),
+    }
+
+
+@dataclass
+class JobResult:
+    ok: bool
+    job_time_s: float | None
+    shuffle_end_s: float | None
+    fetches: pd.DataFrame
+    reducers: pd.DataFrame
+    errors: list[str]
+
+    def summary(self) -> dict[str, Any]:
+        f = self.fetches
+        fct = f["fct_s"] if not f.empty else pd.Series(dtype=float)
+        return {
+            "ok": self.ok,
+            "job_time_s": self.job_time_s,
+            "shuffle_end_s": self.shuffle_end_s,
+            "fetches": len(f),
+            "shuffle_bytes": int(f["bytes"].sum()) if not f.empty else 0,
+            "fct_p50_s": float(fct.median()) if len(fct) else None,
+            "fct_p99_s": float(fct.quantile(0.99)) if len(fct) else None,
+            "errors": self.errors[:5],
+        }
+
+
+def collect(plan_: dict[str, Any], results: list[dict[str, Any]]) -> JobResult:
+    """One job from every agent's result (a missing agent result makes the job not ok)."""
+    trace = Trace.model_validate(plan_["trace"])
+    t0 = float(plan_["t0"])
+    fetch_rows = [f for r in results for f in r.get("fetches", [])]
+    red_rows = [x for r in results for x in r.get("reducers", [])]
+    errors = [f"{r.get('node')}: {e}" for r in results for e in r.get("errors", [])]
+    fetches = pd.DataFrame(fetch_rows)
+    if not fetches.empty:
+        fetches["fct_s"] = fetches["t_end"] - fetches["t_request"]
+        fetches["start_s"] = fetches["t_request"] - t0
+    reducers = pd.DataFrame(red_rows)
+    expected = len(trace.maps) * len(trace.reduces)
+    ok = (
+        len(results) == len(set(plan_["nodes"]))
+        and all(r.get("ok") for r in results)
+        and len(fetches) == expected
+        and len(reducers) == len(trace.reduces)
+    )
+    if len(fetches) != expected:
+        errors.append(f"{len(fetches)} of {expected} fetches completed")
+    job = float(reducers["t_end"].max() - t0) if not reducers.empty and ok else None
+    shuffle = float(reducers["t_shuffle_end"].max() - t0) if not reducers.empty and ok else None
+    return JobResult(ok, job, shuffle, fetches, reducers, errors)
+
+
+def run_local(trace: Trace, n_nodes: int, workdir: Path, base_port: int = 17600, timeout_s: float = 120.0) -> JobResult:
+    """Replay on 127.0.0.1, one agent process per node on ports base_port + i."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    nodes = {f"n{i}": ("127.0.0.1", base_port + i) for i in range(n_nodes)}
+    p = plan(trace, nodes, t0=time.time() + 1.5, timeout_s=timeout_s)
+    plan_path = workdir / "plan.json"
+    plan_path.write_text(json.dumps(p))
+    procs = {
+        n: subprocess.Popen(
+            [sys.executable, "-m", "shufflelab.mapreduce.agent", str(plan_path), n, str(workdir / f"{n}.json")],
+            stdout=subprocess.DEVNULL,
+            stderr=open(workdir / f"{n}.log", "w"),  # noqa: SIM115 - closed with the process
+        )
+        for n in nodes
+    }
+    results = []
+    try:
+        for n, proc in procs.items():
+            proc.wait(timeout=timeout_s + 10)
+            out = workdir / f"{n}.json"
+            if out.exists():
+                results.append(json.loads(out.read_text()))
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return collect(p, results)

@@ -1,0 +1,84 @@
+"""MapReduce shuffle replay: traces, placement, and a real replay over loopback TCP."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from shufflelab.mapreduce import replay, trace
+
+
+def test_trace_validation_names_the_bad_map() -> None:
+    with pytest.raises(ValidationError, match=r"maps\[1\].output_bytes has 1 entries, expected 2"):
+        trace.Trace(
+            maps=[trace.MapTask(duration_s=1, output_bytes=[1, 2]), trace.MapTask(duration_s=1, output_bytes=[1])],
+            reduces=[trace.ReduceTask(), trace.ReduceTask()],
+        )
+
+
+def test_synthetic_is_seeded_and_shaped() -> None:
+    a = trace.synthetic(6, 4, 2.0, seed=7, waves=2)
+    b = trace.synthetic(6, 4, 2.0, seed=7, waves=2)
+    assert a == b and a != trace.synthetic(6, 4, 2.0, seed=8, waves=2)
+    assert len(a.maps) == 6 and all(len(m.output_bytes) == 4 for m in a.maps)
+    assert 0.5 * 48e6 < a.shuffle_bytes < 1.5 * 48e6
+    first_wave_end = max(m.start_s + m.duration_s for m in a.maps[:3])
+    assert all(m.start_s == pytest.approx(first_wave_end) for m in a.maps[3:])
+    c = trace.synthetic(2, 2, 1.0, dist="constant", map_s=1.0, map_spread=0)
+    assert all(b == 1_000_000 for m in c.maps for b in m.output_bytes)
+
+
+def test_hadoop_sort_conserves_bytes() -> None:
+    t = trace.hadoop_sort(mappers=8, reducers=4, input_mb_per_map=10)
+    for m in t.maps:
+        assert sum(m.output_bytes) == pytest.approx(10e6, rel=1e-6)
+        assert max(m.output_bytes) / min(m.output_bytes) < 1.11
+
+
+def test_slowstart_instant() -> None:
+    maps = [trace.MapTask(duration_s=d, output_bytes=[1]) for d in (4.0, 1.0, 2.0, 3.0)]
+    t = trace.Trace(maps=maps, reduces=[trace.ReduceTask()], slowstart=0.5)
+    assert t.slowstart_s() == 2.0  # two of four maps are done at t = 2
+    assert t.model_copy(update={"slowstart": 1.0}).slowstart_s() == 4.0
+    assert t.model_copy(update={"slowstart": 0.0}).slowstart_s() == 0.0
+
+
+def test_save_load_round_trip(tmp_path: Path) -> None:
+    t = trace.hadoop_sort(mappers=2, reducers=2, input_mb_per_map=1)
+    assert trace.load(trace.save(t, tmp_path / "t.json")) == t
+    (tmp_path / "bad.json").write_text("{")
+    with pytest.raises(ValueError, match="cannot read trace"):
+        trace.load(tmp_path / "bad.json")
+
+
+def test_split_placement_puts_every_fetch_across_halves() -> None:
+    t = trace.synthetic(4, 4, 0.1)
+    nodes = {f"h{i}": (f"10.0.0.{i}", 1) for i in range(4)}
+    p = replay.plan(t, nodes, t0=0.0, placement="split")
+    assert set(p["map_node"]) == {"h0", "h1"} and set(p["reduce_node"]) == {"h2", "h3"}
+    rr = replay.plan(t, nodes, t0=0.0)
+    assert rr["map_node"] == ["h0", "h1", "h2", "h3"] and rr["reduce_node"] == ["h3", "h2", "h1", "h0"]
+
+
+def test_replay_over_loopback_moves_every_byte(tmp_path: Path) -> None:
+    t = trace.synthetic(4, 3, 0.2, map_s=0.2, reduce_s=0.1, parallel_copies=2, seed=3)
+    r = replay.run_local(t, 3, tmp_path, base_port=17650)
+    assert r.ok, r.errors
+    assert len(r.fetches) == 12 and int(r.fetches["bytes"].sum()) == t.shuffle_bytes
+    assert (r.fetches["fct_s"] >= 0).all()
+    # no fetch of a map's output can finish before the map did
+    ends = {i: t.map_end_s(i) for i in range(len(t.maps))}
+    assert all(row.t_end - r.fetches["t_request"].min() >= 0 for row in r.fetches.itertuples())
+    assert all(row.start_s >= ends[row.map] - 0.05 for row in r.fetches.itertuples())
+    assert r.job_time_s is not None and r.job_time_s >= max(ends.values()) + 0.1
+    s = r.summary()
+    assert s["fetches"] == 12 and s["shuffle_bytes"] == t.shuffle_bytes
+
+
+def test_a_missing_agent_makes_the_job_not_ok() -> None:
+    t = trace.synthetic(2, 2, 0.1)
+    p = replay.plan(t, {"a": ("127.0.0.1", 1), "b": ("127.0.0.1", 2)}, t0=0.0)
+    r = replay.collect(p, [{"node": "a", "ok": True, "fetches": [], "reducers": []}])
+    assert not r.ok and r.job_time_s is None and any("0 of 4 fetches" in e for e in r.errors)
