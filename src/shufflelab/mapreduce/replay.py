@@ -134,3 +134,64 @@ def run_local(trace: Trace, n_nodes: int, workdir: Path, base_port: int = 17600,
                 proc.kill()
                 proc.wait()
     return collect(p, results)
+
+
+class FabricJob:
+    """One replay inside a fabric: an agent per node, each in its host's namespace.
+
+    ``namespaces`` and ``addresses`` map node names to the host's namespace and address; the
+    agents start now and the job starts ``lead_s`` later (every agent must be listening first).
+    """
+
+    def __init__(
+        self,
+        trace: Trace,
+        namespaces: dict[str, str],
+        addresses: dict[str, str],
+        run_dir: Path,
+        *,
+        placement: Placement = "round-robin",
+        timeout_s: float = 600.0,
+        lead_s: float = 2.0,
+        port: int = AGENT_PORT,
+    ) -> None:
+        self.run_dir = run_dir / "mapreduce"
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.namespaces = namespaces
+        nodes = {n: (addresses[n], port) for n in namespaces}
+        self.plan = plan(trace, nodes, t0=time.time() + lead_s, placement=placement, timeout_s=timeout_s)
+        self.plan_path = self.run_dir / "plan.json"
+        self.plan_path.write_text(json.dumps(self.plan))
+        self.procs: dict[str, Any] = {}
+
+    def start(self) -> None:
+        from shufflelab.emulate.netns import Process
+
+        for n, ns in self.namespaces.items():
+            self.procs[n] = Process(
+                ns,
+                [
+                    sys.executable,
+                    "-m",
+                    "shufflelab.mapreduce.agent",
+                    str(self.plan_path),
+                    n,
+                    str(self.run_dir / f"{n}.json"),
+                ],  # fmt: skip
+                self.run_dir / f"{n}.log",
+            )
+
+    def running(self) -> bool:
+        return any(p.poll() is None for p in self.procs.values())
+
+    def stop(self) -> None:
+        for p in self.procs.values():
+            p.stop()
+
+    def result(self) -> JobResult:
+        results = []
+        for n in self.namespaces:
+            out = self.run_dir / f"{n}.json"
+            if out.exists():
+                results.append(json.loads(out.read_text()))
+        return collect(self.plan, results)
