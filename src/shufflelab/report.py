@@ -348,6 +348,43 @@ def fig_fct(db: Path, pairs: list[tuple[str, str]], path: Path) -> Path | None:
     return path
 
 
+def shuffle_table(d: Data, db: Path) -> pd.DataFrame | None:
+    """Per scenario: the shuffle path's share of executor time and the network efficiency (mean over runs)."""
+    from shufflelab import shuffle
+
+    ok = d.runs[d.runs["status"] == "ok"]
+    if ok.empty:
+        return None
+    tasks = Store(db).query(
+        "SELECT t.run_id, t.app_index, t.stage_id, t.stage_attempt, t.host, t.launch_at_ms, t.finish_at_ms, "
+        "t.executor_run_ms, t.fetch_wait_ms, t.shuffle_write_ms, t.remote_bytes FROM tasks t "
+        "JOIN runs r USING (run_id) WHERE r.status = 'ok'"
+    )
+    if tasks.empty:
+        return None
+    specs = {row["label"]: json.loads(row["spec_json"]) for _, row in Store(db).query(
+        "SELECT label, spec_json FROM scenarios").iterrows()}  # fmt: skip
+    runs = ok[["run_id", "label"]].copy()
+    runs["rate_mbps"] = [specs[lbl]["topology"]["bottleneck"]["rate_mbps"] for lbl in runs["label"]]
+    runs["kind"] = [specs[lbl]["topology"].get("kind", "shared") for lbl in runs["label"]]
+    per = shuffle.per_run(tasks, runs).merge(runs[["run_id", "label"]], on="run_id")
+    if per.empty:
+        return None
+    g = per.groupby("label", sort=False)
+    out = pd.DataFrame(
+        {
+            "n": g.size(),
+            "read_share": g["read_share"].mean(),
+            "write_share": g["write_share"].mean(),
+            "shuffle_share": g["share"].mean(),
+            "ideal_shuffle_s": g["ideal_shuffle_s"].mean(),
+            "observed_shuffle_s": g["observed_shuffle_s"].mean(),
+            "network_efficiency": g["network_efficiency"].mean(),
+        }
+    ).reset_index(names="scenario")
+    return out
+
+
 def fig_fetch_progress(db: Path, pairs: list[tuple[str, str]], path: Path) -> Path | None:
     """From the task listener's heartbeat lines: the distribution of a waiting task's fetch rate
     per heartbeat interval (intervals in which the task spent time blocked on fetches), each
@@ -394,6 +431,12 @@ def fig_fetch_progress(db: Path, pairs: list[tuple[str, str]], path: Path) -> Pa
 
 
 # -- text ----------------------------------------------------------------------------------------------
+SHUFFLE_NOTE = (
+    "read/write share = fetch wait / shuffle write time over executor run time; network efficiency = "
+    "the busiest bottleneck's shuffle bytes at its configured rate / the wall time of the stages that "
+    "fetched remote data (1 = as fast as the link allows; see shufflelab/shuffle.py)."
+)
+
 SEED_SCALE = {
     "sort-aggregate": "Seed 000 used 1 master + 4 workers (1 core each), a 1 Gbit/s link with 10 ms added delay, "
     "400-1000 partitions and 500-600 M rows, and DCTCP as the third congestion control.",
@@ -501,6 +544,7 @@ def write(db: Path, out: Path | None = None) -> ReportPaths:
     if fc:
         figures.append(("Executor CPU time vs job time per scenario (mean ± σ).", fc))
 
+    shuf = shuffle_table(d, db)
     n_ok = int((d.runs["status"] == "ok").sum())
     failed = d.runs[d.runs["status"] != "ok"][["label", "rep", "status", "cause"]]
     ok = d.runs[d.runs["status"] == "ok"]
@@ -536,6 +580,8 @@ def write(db: Path, out: Path | None = None) -> ReportPaths:
         for x in diagnoses:
             md += [f"- **{x.scenario}** vs {x.baseline}: **{x.verdict}** -- " + "; ".join(x.reasons)]
     md += ["", "## Per scenario", "", _md_table(summary)]
+    if shuf is not None:
+        md += ["", "## Shuffle path share (mean over runs)", "", SHUFFLE_NOTE, "", _md_table(shuf)]
     if not failed.empty:
         md += ["", "## Runs that did not finish", "", _md_table(failed)]
     md += ["", "## Figures", ""]
@@ -575,6 +621,8 @@ def write(db: Path, out: Path | None = None) -> ReportPaths:
               f"{html.escape('; '.join(x.reasons))}</li>" for x in diagnoses]  # fmt: skip
         h += ["</ul>"]
     h += ["<h2>Per scenario</h2>", _html_table(summary)]
+    if shuf is not None:
+        h += ["<h2>Shuffle path share</h2>", f"<p>{html.escape(SHUFFLE_NOTE)}</p>", _html_table(shuf)]
     if not failed.empty:
         h += ["<h2>Runs that did not finish</h2>", _html_table(failed)]
     h += ["<h2>Figures</h2>"]
