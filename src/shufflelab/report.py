@@ -431,6 +431,12 @@ def fig_fetch_progress(db: Path, pairs: list[tuple[str, str]], path: Path) -> Pa
 
 
 # -- text ----------------------------------------------------------------------------------------------
+WHATIF_NOTE = (
+    "Each run with cross traffic is replayed by shufflelab.whatif with its fetch waits shortened by the "
+    "bandwidth the UDP took (speedup = rate / (rate - UDP rate)); the prediction is compared with the "
+    "measured runs of the same scenario without cross traffic (a real intervention). error = predicted "
+    "mean / measured mean - 1."
+)
 SHUFFLE_NOTE = (
     "read/write share = fetch wait / shuffle write time over executor run time; network efficiency = "
     "the busiest bottleneck's shuffle bytes at its configured rate / the wall time of the stages that "
@@ -545,6 +551,16 @@ def write(db: Path, out: Path | None = None) -> ReportPaths:
         figures.append(("Executor CPU time vs job time per scenario (mean ± σ).", fc))
 
     shuf = shuffle_table(d, db)
+    from shufflelab import whatif
+
+    try:
+        wi = whatif.validate(db, pairs) if pairs else None
+    except Exception as exc:  # noqa: BLE001 - a model failure must not cost the report
+        wi, wi_error = None, f"{type(exc).__name__}: {exc}"
+    else:
+        wi_error = None
+    if wi is not None and wi.empty:
+        wi = None
     n_ok = int((d.runs["status"] == "ok").sum())
     failed = d.runs[d.runs["status"] != "ok"][["label", "rep", "status", "cause"]]
     ok = d.runs[d.runs["status"] == "ok"]
@@ -582,6 +598,11 @@ def write(db: Path, out: Path | None = None) -> ReportPaths:
     md += ["", "## Per scenario", "", _md_table(summary)]
     if shuf is not None:
         md += ["", "## Shuffle path share (mean over runs)", "", SHUFFLE_NOTE, "", _md_table(shuf)]
+    if wi is not None:
+        md += ["", "## What-if check: predicted vs measured job time without the cross traffic", "", WHATIF_NOTE, "",
+               _md_table(wi)]  # fmt: skip
+    elif wi_error:
+        md += ["", f"(what-if check skipped: {wi_error})"]
     if not failed.empty:
         md += ["", "## Runs that did not finish", "", _md_table(failed)]
     md += ["", "## Figures", ""]
@@ -623,6 +644,9 @@ def write(db: Path, out: Path | None = None) -> ReportPaths:
     h += ["<h2>Per scenario</h2>", _html_table(summary)]
     if shuf is not None:
         h += ["<h2>Shuffle path share</h2>", f"<p>{html.escape(SHUFFLE_NOTE)}</p>", _html_table(shuf)]
+    if wi is not None:
+        h += ["<h2>What-if check: predicted vs measured without the cross traffic</h2>",
+              f"<p>{html.escape(WHATIF_NOTE)}</p>", _html_table(wi)]  # fmt: skip
     if not failed.empty:
         h += ["<h2>Runs that did not finish</h2>", _html_table(failed)]
     h += ["<h2>Figures</h2>"]

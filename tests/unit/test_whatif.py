@@ -1,0 +1,76 @@
+"""The what-if replay on hand-made stage DAGs."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from shufflelab import whatif
+
+
+def _t(stage: int, ex: str, launch: int, dur: int, wait: int = 0, remote: int = 0, tid: int = 0) -> dict:
+    return {"stage_id": stage, "stage_attempt": 0, "task_id": tid, "executor_id": ex, "host": f"h{ex}",
+            "launch_at_ms": launch, "finish_at_ms": launch + dur, "duration_ms": dur,
+            "fetch_wait_ms": wait, "remote_bytes": remote}  # fmt: skip
+
+
+def _dag(tasks: list[dict], stages: list[tuple[int, int, int]], job_end: int) -> tuple[pd.DataFrame, ...]:
+    t = pd.DataFrame([{**x, "task_id": i} for i, x in enumerate(tasks)])
+    s = pd.DataFrame([{"stage_id": i, "stage_attempt": 0, "submitted_at_ms": a, "completed_at_ms": b}
+                      for i, a, b in stages])  # fmt: skip
+    j = pd.DataFrame([{"submitted_at_ms": 0, "completed_at_ms": job_end}])
+    return t, s, j
+
+
+def _two_stages() -> tuple[pd.DataFrame, ...]:
+    # stage 0: two map tasks per executor (1 s each); stage 1: one reduce task per executor,
+    # 3 s long of which 2 s waiting on fetches; 100 ms gaps between stages and at the end
+    tasks = [
+        _t(0, "a", 0, 1000), _t(0, "b", 0, 1000), _t(0, "a", 1000, 1000), _t(0, "b", 1000, 1000),
+        _t(1, "a", 2100, 3000, wait=2000, remote=10**9), _t(1, "b", 2100, 3000, wait=2000, remote=10**9),
+    ]  # fmt: skip
+    return _dag(tasks, [(0, 0, 2000), (1, 2100, 5100)], 5200)
+
+
+def test_no_speedup_reproduces_the_recording() -> None:
+    p = whatif.predict(*_two_stages(), speedup=1.0)
+    assert p.observed_s == pytest.approx(5.2)
+    assert p.predicted_s == pytest.approx(5.2)
+    assert p.ratio == pytest.approx(1.0)
+
+
+def test_faster_network_shrinks_only_fetch_wait_and_shifts_later_stages() -> None:
+    p = whatif.predict(*_two_stages(), speedup=2.0)
+    assert p.predicted_s == pytest.approx(5.2 - 1.0)  # 2 s of wait -> 1 s
+    inf = whatif.predict(*_two_stages(), speedup=1e9)
+    assert inf.predicted_s == pytest.approx(5.2 - 2.0)
+    st = inf.stages.set_index("stage_id")
+    assert st.loc[0, "predicted_end_s"] == pytest.approx(2.0)  # map stage untouched
+    assert st.loc[1, "predicted_end_s"] == pytest.approx(3.1)
+
+
+def test_per_host_speedup_and_the_slowest_executor_bounds_the_stage() -> None:
+    p = whatif.predict(*_two_stages(), speedup={"ha": 1e9})  # only executor a's fetches get faster
+    assert p.predicted_s == pytest.approx(5.2)  # b still waits 2 s: the stage ends when b ends
+
+
+def test_cpu_saving_per_gb() -> None:
+    p = whatif.predict(*_two_stages(), speedup=1.0, cpu_saving_per_gb_s=0.5)  # 1 GB read per reduce task
+    assert p.predicted_s == pytest.approx(5.2 - 0.5)
+
+
+def test_delay_scheduling_gaps_are_not_replayed() -> None:
+    # executor b idles 3 s (locality wait) before taking its task; a faster world does not wait
+    tasks = [_t(0, "a", 0, 1000), _t(0, "a", 1000, 1000), _t(0, "b", 0, 10), _t(0, "b", 3010, 1000)]
+    p = whatif.predict(*_dag(tasks, [(0, 0, 4010)], 4010), speedup=1.0)
+    assert p.predicted_s == pytest.approx(2.0, abs=0.02)
+
+
+def test_udp_speedup_per_topology() -> None:
+    base = {"topology": {"kind": "shared"}, "hosts": {"w1": {"roles": ["spark-worker"]},
+            "tsink": {"roles": ["traffic-sink"]}}, "cross_traffic": {"udp_percent": 75}}  # fmt: skip
+    assert whatif.udp_speedup(base) == pytest.approx(4.0)
+    star = {**base, "topology": {"kind": "star"}}
+    assert whatif.udp_speedup(star) == 1.0  # towards tsink: shares no queue with the job
+    assert whatif.udp_speedup({**star, "cross_traffic": {"udp_percent": 95, "sink": "w1"}}) == pytest.approx(20.0)
+    assert whatif.udp_speedup({**base, "cross_traffic": {"udp_percent": 0}}) == 1.0
