@@ -1,0 +1,137 @@
+"""Fabric self-test: does every shaped link deliver its configured rate and round-trip time?
+
+Before the runs of a configuration, each bottleneck port is measured once: a short iperf3 TCP
+transfer through it (goodput over the configured rate, with the TCP/IP/Ethernet payload share
+``1448/1514`` taken out so that a perfect link reads 1.0) and a few pings across it (RTT vs the
+configured delays). A port outside the tolerances is reported; with ``telemetry.selftest =
+"refuse"`` the runs of that configuration are not started (each is recorded as failed with the
+reason), with ``"warn"`` they run and the report says so. Why: a link that silently delivers 60 %
+of its rate (a CPU-starved switch, a mistyped qdisc left behind, offloads turned back on) turns
+every conclusion about the network into noise.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from shufflelab.emulate import netns
+from shufflelab.topology import Network, Port
+
+PAYLOAD_SHARE = 1448 / 1514
+IPERF_PORT = 5299
+
+
+@dataclass
+class LinkCheck:
+    port: str  # "r:w1"
+    src: str
+    dst: str
+    rate_mbps: float
+    goodput_mbps: float | None
+    rate_ratio: float | None  # goodput / (rate x payload share); 1.0 = the configured rate
+    rtt_ms: float | None
+    expected_rtt_ms: float
+    ok: bool
+    problem: str | None
+
+    def row(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _endpoints(net: Network, port: Port) -> tuple[str, str] | None:
+    """(source, destination) hosts whose traffic crosses ``port`` on its way to the destination."""
+    hosts = list(net.host_addresses)
+    if len(hosts) < 2:
+        return None
+    if port.ifname in net.host_addresses:  # star: the port leads to that host
+        dst = port.ifname
+        src = next(h for h in hosts if h != dst)
+        return src, dst
+    return hosts[0], hosts[1]  # shared: every inter-host packet crosses the one bottleneck
+
+
+def _ping_ms(ns: str, dst_ip: str) -> float | None:
+    out = netns.run(["ping", "-n", "-q", "-c", "4", "-i", "0.2", "-W", "2", dst_ip], ns=ns, check=False, timeout=15)
+    m = re.search(r"= [\d.]+/([\d.]+)/", out)
+    return float(m.group(1)) if m else None
+
+
+def _goodput_mbps(fabric_ns: dict[str, str], src: str, dst: str, dst_ip: str, seconds: float, log_dir: Any) -> float:
+    server = netns.Process(fabric_ns[dst], ["iperf3", "-s", "-1", "-B", dst_ip, "-p", str(IPERF_PORT)],
+                           log_dir / f"selftest-{dst}-server.log")  # fmt: skip
+    try:
+        deadline = time.monotonic() + 5
+        while True:
+            out = netns.run(["ss", "-ltn", f"sport = :{IPERF_PORT}"], ns=fabric_ns[dst], check=False)
+            if str(IPERF_PORT) in out or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        out = netns.run(
+            ["iperf3", "-c", dst_ip, "-p", str(IPERF_PORT), "-t", f"{seconds:g}", "-O", "0.5", "-J"],
+            ns=fabric_ns[src],
+            check=False,
+            timeout=seconds + 20,
+        )
+        data = json.loads(out) if out.strip().startswith("{") else {}
+        bps = data.get("end", {}).get("sum_received", {}).get("bits_per_second")
+        if bps is None:
+            raise RuntimeError(data.get("error", "iperf3 gave no result"))
+        return float(bps) / 1e6
+    finally:
+        server.stop(grace_s=1)
+
+
+def check(
+    fabric_ns: dict[str, str],
+    net: Network,
+    log_dir: Any,
+    seconds: float = 1.5,
+    min_ratio: float = 0.85,
+    max_ratio: float = 1.08,
+    rtt_slack_ms: float = 3.0,
+) -> list[LinkCheck]:
+    """Measure every bottleneck port of a configured fabric (idle: no Spark job, no cross traffic)."""
+    out = []
+    log_dir.mkdir(parents=True, exist_ok=True)
+    for port in net.bottlenecks:
+        ends = _endpoints(net, port)
+        if ends is None or port.shaping is None:
+            continue
+        src, dst = ends
+        link = port.shaping
+        dst_ip = net.host_addresses[dst]
+        expected_rtt = 2 * float(getattr(link, "delay_ms", 0.0) or 0.0)
+        problem = None
+        goodput = ratio = rtt = None
+        try:
+            rtt = _ping_ms(fabric_ns[src], dst_ip)
+            goodput = _goodput_mbps(fabric_ns, src, dst, dst_ip, seconds, log_dir)
+            ratio = goodput / (link.rate_mbps * PAYLOAD_SHARE)
+        except (RuntimeError, netns.CommandError, ValueError) as exc:
+            problem = f"measurement failed: {exc}"
+        if problem is None and ratio is not None and not (min_ratio <= ratio <= max_ratio):
+            problem = (f"delivered {ratio:.2f} of its configured {link.rate_mbps:g} Mbit/s "
+                       f"(goodput {goodput:.1f} Mbit/s; allowed {min_ratio:g}-{max_ratio:g})")  # fmt: skip
+        if problem is None and rtt is None:
+            problem = "no ping reply across the link"
+        if problem is None and rtt is not None and rtt > expected_rtt + rtt_slack_ms:
+            problem = f"RTT {rtt:.2f} ms, expected {expected_rtt:.2f} ms (+{rtt_slack_ms:g} ms slack)"
+        out.append(
+            LinkCheck(
+                f"{port.node}:{port.ifname}",
+                src,
+                dst,
+                link.rate_mbps,
+                goodput,
+                ratio,
+                rtt,
+                expected_rtt,
+                problem is None,
+                problem,
+            )  # fmt: skip
+        )
+    return out
