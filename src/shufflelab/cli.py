@@ -180,6 +180,42 @@ def diagnose(
 
 
 @app.command()
+def tune(
+    tune_path: Annotated[Path, typer.Argument(help="Experiment TOML with a [tune] table.")],
+    results: Annotated[Path, typer.Option(help="Folder for the DuckDB file and run artifacts.")] = DEFAULT_RESULTS,
+    out: Annotated[Path | None, typer.Option(help="Where tune.md/tune.json go (default results/<name>-tune).")] = None,
+) -> None:
+    """Search shuffle and network knobs on the emulated fabric (every trial is stored runs)."""
+    from shufflelab import tune as tunemod
+
+    try:
+        base, cfg = tunemod.load(tune_path)
+    except SpecError as exc:
+        _fail(str(exc))
+    _install_signal_handlers()
+    evaluate, confirm_runs = tunemod.emulate_evaluator(base, results)
+
+    def on_trial(row: dict) -> None:
+        v = f"{row['value']:.2f} s" if row["value"] is not None else "[red]failed[/]"
+        console.print(f"  trial {row['trial']}: {v}  {row['params'] or '(default configuration)'}")
+
+    try:
+        res = tunemod.search(base, cfg, evaluate, on_trial)
+        if res.best_params:
+            console.print(f"confirming default vs best ({cfg.confirm_reps} runs each, interleaved)")
+            d, b = confirm_runs(res.best_params, cfg.confirm_reps)
+            if len(d) >= 2 and len(b) >= 2:
+                res.confirm = tunemod.confirm(d, b)
+    except SpecError as exc:
+        _fail(str(exc))
+    except KeyboardInterrupt:
+        err.print("[yellow]interrupted[/]: finished runs are stored; the same command reuses them")
+        raise typer.Exit(130) from None
+    path = tunemod.write(res, out or results / f"{base['experiment']['name']}-tune", cfg)
+    console.print(f"tuning result: {path}")
+
+
+@app.command()
 def whatif(
     db: Annotated[Path, typer.Argument(help="Results file (.duckdb).")],
     speedup: Annotated[

@@ -1,0 +1,127 @@
+"""The tuner's logic with a synthetic objective (real trials are emulated runs; see experiments/)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shufflelab import spec as S
+from shufflelab import tune
+
+KNOBS = """
+[tune]
+trials = 14
+reps = 2
+patience = 20
+seed = 3
+[tune.knobs]
+"tcp.initcwnd" = { low = 10, high = 400, log = true, int = true }
+"spark.conf.spark.reducer.maxSizeInFlight" = { choices = ["12m", "48m", "96m"] }
+"tcp.congestion_control" = { choices = ["cubic", "reno"] }
+"""
+
+
+def _file(tmp_path: Path, spec_dict: dict[str, Any], extra: str = KNOBS) -> Path:
+    import json
+
+    lines = []
+    for table, body in spec_dict.items():  # the conftest spec as TOML via JSON inline tables
+        if table == "hosts":
+            for h, v in body.items():
+                lines.append(f"[hosts.{h}]\nroles = {json.dumps(v['roles'])}")
+        else:
+            lines.append(f"[{table}]")
+            for k, v in body.items():
+                lines.append(f"{k} = {_toml(v)}")
+    p = tmp_path / "t.toml"
+    p.write_text("\n".join(lines) + "\n" + extra)
+    return p
+
+
+def _toml(v: Any) -> str:
+    import json
+
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{k} = {_toml(x)}" for k, x in v.items()) + " }"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return json.dumps(v)
+
+
+def _objective(data: dict[str, Any]) -> float:
+    """Job time: best at initcwnd ~ 100 with 48m in flight and reno (a made-up landscape)."""
+    import math
+
+    sp = S.parse(data)
+    w = math.log((sp.tcp.initcwnd or 10) / 100) ** 2 * 5
+    w += {"12m": 4, "48m": 0, "96m": 1}[sp.spark.conf.get("spark.reducer.maxSizeInFlight", "48m")]
+    w += 0 if sp.tcp.congestion_control == "reno" else 0.5
+    return 20 + w
+
+
+def test_load_validates_knobs_against_the_spec(tmp_path: Path, spec_dict: dict[str, Any]) -> None:
+    base, cfg = tune.load(_file(tmp_path, spec_dict))
+    assert cfg.trials == 14 and set(cfg.knobs) == {"tcp.initcwnd", "spark.conf.spark.reducer.maxSizeInFlight",
+                                                   "tcp.congestion_control"}  # fmt: skip
+    bad = KNOBS.replace('["cubic", "reno"]', '["cubic", "dctcpx"]')
+    with pytest.raises(S.SpecError, match=r"tune.knobs.tcp.congestion_control = 'dctcpx'"):
+        tune.load(_file(tmp_path, spec_dict, bad))
+    with pytest.raises(S.SpecError, match="tune.knobs.tcp.initcwnd: Value error, low"):
+        tune.load(_file(tmp_path, spec_dict, KNOBS.replace("low = 10, high = 400", "low = 400, high = 10")))
+    with pytest.raises(S.SpecError, match="no \\[tune\\] table"):
+        tune.load(_file(tmp_path, spec_dict, ""))
+
+
+def test_apply_and_overrides(spec_dict: dict[str, Any]) -> None:
+    params = {"tcp.initcwnd": 50, "spark.conf.spark.reducer.maxSizeInFlight": "96m"}
+    d = tune.apply(spec_dict, params)
+    sp = S.parse(d)
+    assert sp.tcp.initcwnd == 50 and sp.spark.conf["spark.reducer.maxSizeInFlight"] == "96m"
+    assert "conf" not in spec_dict.get("spark", {})  # the base is not mutated
+    ov = tune.overrides(spec_dict, params)
+    assert ov == {"tcp.initcwnd": 50, "spark.conf": {"spark.reducer.maxSizeInFlight": "96m"}}
+    case = copy.deepcopy(spec_dict)
+    case["cases"] = {"best": ov, "default": {}}
+    labels = {s.label: s.spec for s in S.expand(S.parse(case))}
+    assert labels["case=best"].spark.conf["spark.reducer.maxSizeInFlight"] == "96m"
+
+
+def test_search_finds_a_better_configuration_and_ranks_knobs(tmp_path: Path, spec_dict: dict[str, Any]) -> None:
+    base, cfg = tune.load(_file(tmp_path, spec_dict))
+    calls: list[tuple[str, int]] = []
+
+    def evaluate(case: str, data: dict[str, Any], reps: int) -> list[float]:
+        calls.append((case, reps))
+        return [_objective(data)] * reps
+
+    res = tune.search(base, cfg, evaluate)
+    assert calls[0] == ("default", 2) and len(calls) == 1 + cfg.trials
+    default_value = res.trials[0]["value"]
+    assert res.best_value is not None and res.best_value < default_value
+    assert set(res.importance) <= set(cfg.knobs) and res.importance
+    md = tune.write(res, tmp_path / "out", cfg)
+    assert "Best (search)" in md.read_text() and (tmp_path / "out" / "history.png").exists()
+
+
+def test_search_stops_early_without_improvement(tmp_path: Path, spec_dict: dict[str, Any]) -> None:
+    base, cfg = tune.load(_file(tmp_path, spec_dict))
+    cfg = cfg.model_copy(update={"patience": 3})
+    res = tune.search(base, cfg, lambda case, data, reps: [10.0] * reps)  # nothing ever beats the default
+    assert res.stopped_early and len(res.trials) == 1 + 3
+
+
+def test_failed_trials_are_recorded(tmp_path: Path, spec_dict: dict[str, Any]) -> None:
+    base, cfg = tune.load(_file(tmp_path, spec_dict))
+    cfg = cfg.model_copy(update={"trials": 3, "patience": 10})
+    res = tune.search(base, cfg, lambda case, data, reps: [] if case != "default" else [5.0])
+    assert [t["value"] for t in res.trials] == [5.0, None, None, None] and res.best_value is None
+
+
+def test_confirm_gain_with_ci() -> None:
+    c = tune.confirm([10.0, 10.5, 9.8, 10.2, 10.1], [8.0, 8.3, 7.9, 8.1, 8.2])
+    assert c["significant"] and 15 < c["gain_percent"] < 25 and c["ratio_ci"][1] < 1
+    same = tune.confirm([10.0, 10.5, 9.8], [10.1, 9.9, 10.4])
+    assert not same["significant"]
