@@ -119,6 +119,14 @@ def test_end_to_end_run_and_report(tmp_path: Path) -> None:
     assert (report / "report.html").exists() and (report / "figures" / "backlog.png").exists()
     md = (report / "report.md").read_text()
     assert "Slowdown from cross traffic" in md and "could not emulate" in md
+    assert "Shuffle path share" in md and "What-if check" in md
+    # the starvation detector on a tiny run: one repetition per side can only be inconclusive
+    d = subprocess.run(
+        [sys.executable, "-m", "shufflelab.cli", "diagnose", str(tmp_path / "results" / "tiny.duckdb")],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "250"},
+    )  # fmt: skip
+    assert d.returncode == 0, d.stdout + d.stderr
+    assert "inconclusive" in d.stdout and "n = 1/1" in d.stdout, d.stdout
     assert _ours() == before
     assert not _spark_or_iperf_processes()
 
