@@ -2,7 +2,9 @@
 
 The probe really tries things -- it adds each qdisc kind to a veth in a throw-away namespace --
 because a kernel's module list says little about what loads. ``check`` turns a spec's wishes into
-clear refusals that say what is missing and what would provide it.
+clear refusals that say what is missing and what would provide it. Delay, RED/ECN, DCTCP and VCC
+come from the userspace switch (``shufflelab-switch``) when it is built; :func:`emulation` says,
+for a run's record, how a spec's network was realized.
 """
 
 from __future__ import annotations
@@ -15,10 +17,16 @@ import subprocess
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from shufflelab.spec import ExperimentSpec
+from shufflelab.spec import DCTCP_BASE, ExperimentSpec
+from shufflelab.switch.controller import BINARY_NAME, binary_path
 
 QDISC_KINDS = ("htb", "pfifo", "bfifo", "netem", "red", "tbf", "fq_codel", "prio")
 SWITCH_FEATURES = "the userspace switch (delay, RED/ECN, DCTCP, congestion-control virtualization)"
+DCTCP_MEANS = f"DCTCP in the userspace switch over {DCTCP_BASE}"
+SWITCH_MISSING = (
+    f"{BINARY_NAME} is not built here (make setup builds target/release/{BINARY_NAME}; "
+    "or point SHUFFLELAB_SWITCH at the binary)"
+)
 
 
 @dataclass
@@ -33,6 +41,7 @@ class Capabilities:
     tun: bool = False
     cgroup_cpu: bool = False
     userspace_switch: bool = False
+    switch_binary: str | None = None
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -71,6 +80,9 @@ def probe() -> Capabilities:
         with open("/proc/sys/net/ipv4/tcp_available_congestion_control") as fh:
             caps.congestion_controls = fh.read().split()
     caps.tun = os.path.exists("/dev/net/tun")
+    switch = binary_path()
+    caps.userspace_switch = switch is not None
+    caps.switch_binary = str(switch) if switch else None
     caps.cgroup_cpu = os.path.isdir("/sys/fs/cgroup/cpu") or os.path.exists("/sys/fs/cgroup/cpu.max")
     if caps.root and caps.tools["ip"]:
         _probe_netns(caps)
@@ -107,30 +119,49 @@ def check(spec: ExperimentSpec, caps: Capabilities, where: str = "") -> list[str
         problems.append(f"{pre}the emulate backend needs root (network namespaces, qdiscs, sysctls)")
     if not caps.netns or not caps.veth:
         problems.append(f"{pre}this host cannot create network namespaces with veth pairs")
-    for needed in ("htb", "bfifo" if spec.topology.bottleneck.queue_packets is None else "pfifo"):
-        if caps.qdiscs and needed not in caps.qdiscs:
-            problems.append(f"{pre}the kernel lacks the {needed!r} qdisc needed for shaping")
     link = spec.topology.bottleneck
-    if link.delay_ms > 0:
-        problems.append(
-            f"{pre}topology.bottleneck.delay_ms = {link.delay_ms:g}: adding delay needs the netem qdisc "
-            f"(this kernel has: {', '.join(caps.qdiscs) or 'none probed'}) or {SWITCH_FEATURES}, "
-            "which is not available yet; set delay_ms = 0"
-        )
-    if link.discipline == "red":
-        problems.append(
-            f"{pre}topology.bottleneck.discipline = 'red': RED/ECN marking needs the red qdisc "
-            f"(missing here) or {SWITCH_FEATURES}, which is not available yet; use 'droptail'"
-        )
+    if spec.datapath() == "kernel":
+        for needed in ("htb", "bfifo" if link.queue_packets is None else "pfifo"):
+            if caps.qdiscs and needed not in caps.qdiscs:
+                problems.append(f"{pre}the kernel lacks the {needed!r} qdisc needed for shaping")
+    elif not caps.userspace_switch:
+        have = ", ".join(caps.qdiscs) or "none probed"
+        if link.delay_ms > 0:
+            problems.append(
+                f"{pre}topology.bottleneck.delay_ms = {link.delay_ms:g}: adding delay needs the netem qdisc "
+                f"(this kernel has: {have}) or {SWITCH_FEATURES}, but {SWITCH_MISSING}; or set delay_ms = 0"
+            )
+        if link.discipline == "red":
+            problems.append(
+                f"{pre}topology.bottleneck.discipline = 'red': RED/ECN marking needs the red qdisc (missing "
+                f"here) or {SWITCH_FEATURES}, but {SWITCH_MISSING}; or use 'droptail'"
+            )
+        for what, hosts in spec.hosts_by_switch_mode().items():
+            field_value = "tcp.congestion_control = 'dctcp'" if what == "dctcp" else "tcp.vcc = true"
+            problems.append(
+                f"{pre}{field_value} (hosts {', '.join(hosts)}): "
+                + (
+                    f"this kernel offers {', '.join(caps.congestion_controls) or 'no dctcp'}; DCTCP is enforced "
+                    if what == "dctcp"
+                    else "congestion-control virtualization is done "
+                )
+                + f"by the userspace switch, but {SWITCH_MISSING}"
+            )
+        if link.datapath == "switch":
+            problems.append(f"{pre}topology.bottleneck.datapath = 'switch': {SWITCH_MISSING}")
+        if spec.telemetry.queue_period_ms < 10:
+            problems.append(
+                f"{pre}telemetry.queue_period_ms = {spec.telemetry.queue_period_ms:g}: sampling below 10 ms "
+                f"needs the userspace switch's telemetry, but {SWITCH_MISSING}"
+            )
     by_cc: dict[str, list[str]] = {}
     for host in spec.hosts:
-        by_cc.setdefault(spec.tcp_for(host).congestion_control, []).append(host)
+        by_cc.setdefault(spec.tcp_for(host).kernel_congestion_control(), []).append(host)
     for cc, hosts in by_cc.items():
         if caps.congestion_controls and cc not in caps.congestion_controls:
             problems.append(
                 f"{pre}tcp.congestion_control = {cc!r} (hosts {', '.join(hosts)}): the kernel offers "
                 f"{', '.join(caps.congestion_controls)}"
-                + (f"; emulated DCTCP will come from {SWITCH_FEATURES}" if cc == "dctcp" else "")
             )
     ct = spec.cross_traffic
     if (ct.udp_percent > 0 or ct.tcp_pairs > 0) and not caps.tools.get("iperf3"):
@@ -138,3 +169,39 @@ def check(spec: ExperimentSpec, caps: Capabilities, where: str = "") -> list[str
     if not caps.tools.get("java"):
         problems.append(f"{pre}Spark needs Java 17 (java not found)")
     return problems
+
+
+def emulation(spec: ExperimentSpec) -> dict[str, Any]:
+    """How ``spec``'s network is realized on this host, for a run's environment record. Pure.
+
+    ``datapath`` is ``kernel`` (HTB + FIFO qdiscs) or ``switch``; with the switch,
+    ``emulated_by_switch`` lists, in words, what the userspace switch provides, and
+    ``congestion_control`` says what a ``dctcp`` host really runs."""
+    link = spec.topology.bottleneck
+    queue = f"{link.queue_packets} packets" if link.queue_packets else f"{link.effective_queue_bytes()} bytes"
+    if spec.datapath() == "kernel":
+        return {
+            "datapath": "kernel",
+            "shaping": f"HTB {link.rate_mbps:g} Mbit/s + {'pfifo' if link.queue_packets else 'bfifo'} of {queue}",
+        }
+    notes = [f"emulated by the userspace switch ({BINARY_NAME}): {link.rate_mbps:g} Mbit/s, queue of {queue}"]
+    if link.delay_ms > 0:
+        notes.append(f"{link.delay_ms:g} ms one-way delay on every router port, after the queue")
+    if link.discipline == "red" and link.red is not None:
+        r = link.red
+        notes.append(
+            f"RED{'/ECN' if r.ecn else ''}: limit {queue}, min {r.min_bytes} bytes, max {r.max_bytes} bytes, "
+            f"max_p {r.max_p:g}, " + (f"EWMA weight {r.ewma_weight:g}" if r.ewma_weight else "instantaneous queue")
+        )
+    else:
+        notes.append("drop-tail queue")
+    modes = spec.hosts_by_switch_mode()
+    out: dict[str, Any] = {"datapath": "switch", "emulated_by_switch": notes}
+    if "dctcp" in modes:
+        notes.append(f"dctcp = {DCTCP_MEANS} (tcp_ecn = 1) on hosts {', '.join(modes['dctcp'])}")
+        out["congestion_control"] = {"dctcp": DCTCP_MEANS}
+    if "vcc" in modes:
+        notes.append(
+            "vcc: legacy hosts (tcp_ecn = 0) whose flows the switch virtualizes into DCTCP: " + ", ".join(modes["vcc"])
+        )
+    return out

@@ -278,24 +278,35 @@ def doctor() -> None:
 
     row("root", caps.root, "needed for namespaces, qdiscs, sysctls")
     row("network namespaces + veth", caps.netns and caps.veth)
+    sw = caps.userspace_switch
+    row(
+        "userspace switch",
+        sw,
+        f"{caps.switch_binary}: delay, RED/ECN, DCTCP in the switch, VCC"
+        if sw
+        else "make setup builds it (cargo); without it delay, RED, dctcp and vcc are refused",
+    )
     for kind in capabilities.QDISC_KINDS:
         note = {
-            "htb": "rate shaping",
-            "bfifo": "queue limit in bytes",
-            "pfifo": "queue limit in packets",
-            "netem": "delay: refused until the userspace switch lands",
-            "red": "RED/ECN marking: refused until the userspace switch lands",
+            "htb": "rate shaping (kernel datapath)",
+            "bfifo": "queue limit in bytes (kernel datapath)",
+            "pfifo": "queue limit in packets (kernel datapath)",
+            "netem": "not needed: the userspace switch adds delay" if sw else "delay: needs the userspace switch",
+            "red": "not needed: the userspace switch does RED/ECN" if sw else "RED/ECN: needs the userspace switch",
             "tbf": "not needed (HTB shapes)",
             "fq_codel": "not needed",
             "prio": "not needed",
         }[kind]
         row(f"qdisc {kind}", kind in caps.qdiscs, note)
     for cc in ("cubic", "reno", "bbr", "dctcp"):
-        note = "emulated DCTCP will come from the userspace switch" if cc == "dctcp" else ""
-        row(f"congestion control {cc}", cc in caps.congestion_controls, note)
+        in_kernel = cc in caps.congestion_controls
+        note = ""
+        if cc == "dctcp":
+            note = f"specs' dctcp = {capabilities.DCTCP_MEANS}" if sw else "needs the userspace switch (over cubic)"
+        row(f"congestion control {cc}", in_kernel or (cc == "dctcp" and sw), note)
     for tool, version in caps.tools.items():
         row(f"tool {tool}", version is not None, version or "make setup installs it")
-    row("/dev/net/tun", caps.tun, "for the userspace switch")
+    row("/dev/net/tun", caps.tun, "not needed (the switch uses packet sockets)")
     row("cgroup cpu controller", caps.cgroup_cpu, "weak storage nodes (NDP)")
     try:
         from shufflelab.emulate.spark import spark_version
@@ -304,11 +315,18 @@ def doctor() -> None:
     except ImportError:
         row("pyspark", False, "make setup installs it")
     console.print(t)
-    console.print(
-        "This host shapes rate and queue size with HTB + bfifo/pfifo; it cannot add delay, RED/ECN or\n"
-        "DCTCP in the kernel. Specs asking for them are refused with the reason until the userspace\n"
-        "switch provides them."
-    )
+    if sw:
+        console.print(
+            "The kernel datapath shapes rate and queue size with HTB + bfifo/pfifo. Specs that ask for delay,\n"
+            "RED/ECN, dctcp or vcc run on the userspace switch instead (topology.bottleneck.datapath = 'auto'),\n"
+            f"where dctcp = {capabilities.DCTCP_MEANS} (this kernel has no dctcp module)."
+        )
+    else:
+        console.print(
+            "This host shapes rate and queue size with HTB + bfifo/pfifo; it cannot add delay, RED/ECN or\n"
+            "DCTCP in the kernel, and the userspace switch that provides them is not built: specs asking for\n"
+            "them are refused with the reason."
+        )
 
 
 @app.command()

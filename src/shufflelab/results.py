@@ -54,7 +54,8 @@ SCHEMA = [
         executor_cpu_s DOUBLE, executor_run_s DOUBLE, fetch_wait_s DOUBLE,
         remote_bytes_read BIGINT, local_bytes_read BIGINT, shuffle_bytes_written BIGINT,
         bottleneck_tx_bytes BIGINT, bottleneck_drops BIGINT, bottleneck_max_backlog_bytes BIGINT,
-        cc_configured VARCHAR, cc_observed VARCHAR, run_dir VARCHAR, environment_json VARCHAR)""",
+        cc_configured VARCHAR, cc_observed VARCHAR, run_dir VARCHAR, environment_json VARCHAR,
+        bottleneck_marks BIGINT)""",
     f"CREATE TABLE IF NOT EXISTS jobs (run_id VARCHAR, app_index INTEGER DEFAULT 0, {_ddl_from(JobRow)})",
     f"CREATE TABLE IF NOT EXISTS stages (run_id VARCHAR, app_index INTEGER DEFAULT 0, {_ddl_from(StageRow)})",
     f"CREATE TABLE IF NOT EXISTS tasks (run_id VARCHAR, app_index INTEGER DEFAULT 0, {_ddl_from(TaskRow)})",
@@ -66,7 +67,7 @@ SCHEMA = [
     """CREATE TABLE IF NOT EXISTS queue_samples (
         run_id VARCHAR, t DOUBLE, t_rel_s DOUBLE, dev VARCHAR, backlog_bytes BIGINT,
         backlog_packets BIGINT, drops BIGINT, sent_bytes BIGINT, sent_packets BIGINT,
-        overlimits BIGINT, tx_bytes BIGINT, rx_bytes BIGINT)""",
+        overlimits BIGINT, tx_bytes BIGINT, rx_bytes BIGINT, marks BIGINT)""",
     """CREATE TABLE IF NOT EXISTS cross_traffic (
         run_id VARCHAR, kind VARCHAR, result_file VARCHAR, seconds DOUBLE, bytes BIGINT,
         bits_per_second DOUBLE, lost_packets BIGINT, packets BIGINT, lost_percent DOUBLE,
@@ -88,6 +89,9 @@ MIGRATIONS = [
     "ALTER TABLE runs ADD COLUMN IF NOT EXISTS n_apps INTEGER DEFAULT 1",
     "ALTER TABLE runs ADD COLUMN IF NOT EXISTS total_cores INTEGER",
     "ALTER TABLE apps ADD COLUMN IF NOT EXISTS listener_tasks INTEGER",
+    # ECN marks: the userspace switch's telemetry has them, the kernel sampler's does not (NULL)
+    "ALTER TABLE queue_samples ADD COLUMN IF NOT EXISTS marks BIGINT",
+    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS bottleneck_marks BIGINT",
 ]
 
 

@@ -21,6 +21,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 CongestionControl = Literal["cubic", "reno", "bbr", "dctcp"]
 Role = Literal["spark-master", "spark-worker", "traffic-source", "traffic-sink"]
+Datapath = Literal["auto", "kernel", "switch"]
+SwitchMode = Literal["off", "dctcp", "vcc"]
+
+DCTCP_BASE = "cubic"
+"""What a ``dctcp`` host's kernel runs: this kernel has no dctcp module, so DCTCP is enforced by the
+userspace switch (window rewriting) over the host's own cubic with ``tcp_ecn = 1``."""
 
 _NAME = re.compile(r"^[a-z][a-z0-9]{0,7}$")
 _MEMORY = re.compile(r"^[0-9]+[kmgt]$")
@@ -34,8 +40,34 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class Red(_Model):
+    """RED/ECN on a port with byte thresholds, as seed 001's ``red limit L min A max B``: the limit is
+    the link's ``queue_bytes``; above ``max_bytes`` every packet is marked (ECT) or dropped."""
+
+    min_bytes: int = Field(gt=0, description="Marking starts above this (average) backlog, in bytes.")
+    max_bytes: int = Field(gt=0, description="Marking probability reaches max_p here; above it every packet.")
+    max_p: float = Field(default=0.1, gt=0, le=1, description="Marking probability at max_bytes.")
+    ewma_weight: float | None = Field(
+        default=None,
+        gt=0,
+        le=1,
+        description="Weight of the average backlog per packet; none = the instantaneous backlog (DCTCP's step).",
+    )
+    ecn: bool = Field(default=True, description="Mark ECT packets with CE instead of dropping them.")
+
+    @model_validator(mode="after")
+    def _thresholds(self) -> Red:
+        if self.min_bytes > self.max_bytes:
+            raise ValueError(f"min_bytes ({self.min_bytes}) must not exceed max_bytes ({self.max_bytes})")
+        return self
+
+
 class Link(_Model):
-    """A shaped link direction: rate, queue and (where the host can) delay and discipline."""
+    """A shaped link direction: rate, queue, propagation delay and queue discipline.
+
+    The kernel datapath (HTB + FIFO) shapes rate and queue size only; delay, RED/ECN and (per host)
+    DCTCP/VCC come from the userspace switch, which ``datapath = "auto"`` picks when asked for them.
+    """
 
     rate_mbps: float = Field(gt=0, le=100_000, description="Shaped rate in Mbit/s (10^6 bit/s).")
     queue_bytes: int | None = Field(
@@ -44,13 +76,35 @@ class Link(_Model):
         description="Queue limit in bytes (bfifo). Default: 1 BDP at 1 ms, at least 64 KiB.",
     )
     queue_packets: int | None = Field(default=None, gt=0, description="Queue limit in packets (pfifo).")
-    delay_ms: float = Field(default=0.0, ge=0, le=10_000, description="One-way propagation delay in ms.")
-    discipline: Literal["droptail", "red"] = "droptail"
+    delay_ms: float = Field(
+        default=0.0, ge=0, le=10_000, description="One-way propagation delay in ms (userspace switch)."
+    )
+    discipline: Literal["droptail", "red"] = Field(default="droptail", description="'red' needs the red table.")
+    red: Red | None = Field(default=None, description="RED/ECN thresholds; used when discipline = 'red'.")
+    datapath: Datapath = Field(
+        default="auto",
+        description=(
+            "kernel: HTB + FIFO qdiscs, the router forwards; switch: the userspace switch forwards and "
+            "queues; auto: the switch when delay, RED, dctcp or vcc is asked for, else the kernel."
+        ),
+    )
 
     @model_validator(mode="after")
     def _one_queue_limit(self) -> Link:
         if self.queue_bytes is not None and self.queue_packets is not None:
             raise ValueError("give queue_bytes or queue_packets, not both")
+        if self.discipline == "red":
+            if self.red is None:
+                raise ValueError(
+                    "discipline = 'red' needs a red table: red = {min_bytes = ..., max_bytes = ...} "
+                    "(seed 001: queue_bytes = 2_500_000, min_bytes = 500_000, max_bytes = 1_000_000)"
+                )
+            limit = self.effective_queue_bytes()
+            if limit is not None and self.red.max_bytes > limit:
+                raise ValueError(
+                    f"red.max_bytes ({self.red.max_bytes}) exceeds the queue limit queue_bytes ({limit}); "
+                    "RED's thresholds must lie inside the queue"
+                )
         return self
 
     def effective_queue_bytes(self) -> int | None:
@@ -70,6 +124,41 @@ class Tcp(_Model):
     slow_start_after_idle: bool = True
     initcwnd: int | None = Field(default=None, ge=1, le=4096, description="Initial cwnd in MSS.")
     initrwnd: int | None = Field(default=None, ge=1, le=4096, description="Initial receive window in MSS.")
+    vcc: bool = Field(
+        default=False,
+        description=(
+            "A legacy host (tcp_ecn = 0) whose TCP flows the userspace switch virtualizes into DCTCP (seed 002's VCC)."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _dctcp_and_vcc(self) -> Tcp:
+        if self.vcc and self.congestion_control == "dctcp":
+            raise ValueError(
+                "vcc = true is for legacy hosts; a host with congestion_control = 'dctcp' is already "
+                "managed by the switch (choose one)"
+            )
+        if self.vcc and self.ecn == 1:
+            raise ValueError("vcc = true makes the host a legacy stack (tcp_ecn = 0); ecn = 1 contradicts it")
+        if self.congestion_control == "dctcp" and self.ecn == 0:
+            raise ValueError("congestion_control = 'dctcp' negotiates ECN (tcp_ecn = 1); ecn = 0 contradicts it")
+        return self
+
+    def switch_mode(self) -> SwitchMode:
+        """What the userspace switch does with this host's flows."""
+        if self.congestion_control == "dctcp":
+            return "dctcp"
+        return "vcc" if self.vcc else "off"
+
+    def kernel_congestion_control(self) -> str:
+        """The congestion control the host's kernel runs (``dctcp`` = the switch's DCTCP over cubic)."""
+        return DCTCP_BASE if self.congestion_control == "dctcp" else self.congestion_control
+
+    def kernel_ecn(self) -> int:
+        """The host's ``net.ipv4.tcp_ecn``: 1 under DCTCP, 0 for a VCC legacy host, else ``ecn``."""
+        if self.congestion_control == "dctcp":
+            return 1
+        return 0 if self.vcc else self.ecn
 
 
 class TcpOverride(_Model):
@@ -80,6 +169,7 @@ class TcpOverride(_Model):
     slow_start_after_idle: bool | None = None
     initcwnd: int | None = Field(default=None, ge=1, le=4096)
     initrwnd: int | None = Field(default=None, ge=1, le=4096)
+    vcc: bool | None = None
 
 
 class Host(_Model):
@@ -207,7 +297,9 @@ class CrossTraffic(_Model):
 
 
 class Telemetry(_Model):
-    queue_period_ms: float = Field(default=100, ge=10, le=10_000)
+    queue_period_ms: float = Field(
+        default=100, ge=1, le=10_000, description="Queue sampling period; below 10 ms only with the userspace switch."
+    )
 
 
 class ExperimentMeta(_Model):
@@ -278,7 +370,65 @@ class ExperimentSpec(_Model):
         cores = self.spark.worker_cores * len(self.hosts_with("spark-worker"))
         if cores < self.workload.apps:
             raise ValueError(f"workload.apps = {self.workload.apps} needs at least as many worker cores ({cores})")
+        for host in self.hosts:
+            try:
+                self.tcp_for(host)
+            except ValidationError as exc:
+                reasons = (_describe(e).removeprefix("Value error, ") for e in exc.errors())
+                raise ValueError(f"hosts.{host}.tcp: " + "; ".join(reasons)) from None
+        self._datapath_fits()
         return self
+
+    def _datapath_fits(self) -> None:
+        link = self.topology.bottleneck
+        wants = self.switch_features()
+        if link.datapath == "kernel" and wants:
+            raise ValueError(
+                "topology.bottleneck.datapath = 'kernel', but "
+                + "; ".join(wants)
+                + " only the userspace switch provides (use datapath = 'auto' or 'switch')"
+            )
+        if self.datapath() == "switch" and self.topology.offloads:
+            raise ValueError(
+                "topology.offloads = true cannot be used with the userspace switch (it forwards real "
+                "frames, not 64 KB GSO segments); set offloads = false"
+            )
+        if self.telemetry.queue_period_ms < 10 and self.datapath() == "kernel":
+            raise ValueError(
+                f"telemetry.queue_period_ms = {self.telemetry.queue_period_ms:g}: below 10 ms needs the "
+                "userspace switch's telemetry (topology.bottleneck.datapath = 'switch')"
+            )
+
+    def switch_features(self) -> list[str]:
+        """What this spec asks for that only the userspace switch provides, naming the fields."""
+        link = self.topology.bottleneck
+        out = []
+        if link.delay_ms > 0:
+            out.append(f"topology.bottleneck.delay_ms = {link.delay_ms:g}")
+        if link.discipline == "red":
+            out.append("topology.bottleneck.discipline = 'red'")
+        by_mode = self.hosts_by_switch_mode()
+        if "dctcp" in by_mode:
+            out.append(f"tcp.congestion_control = 'dctcp' (hosts {', '.join(by_mode['dctcp'])})")
+        if "vcc" in by_mode:
+            out.append(f"tcp.vcc = true (hosts {', '.join(by_mode['vcc'])})")
+        return out
+
+    def hosts_by_switch_mode(self) -> dict[str, list[str]]:
+        """Hosts whose flows the switch manages, by mode (``dctcp``, ``vcc``), in spec order."""
+        out: dict[str, list[str]] = {}
+        for host in self.hosts:
+            mode = self.tcp_for(host).switch_mode()
+            if mode != "off":
+                out.setdefault(mode, []).append(host)
+        return out
+
+    def datapath(self) -> Literal["kernel", "switch"]:
+        """The resolved datapath: ``auto`` is the switch when something needs it, else the kernel."""
+        dp = self.topology.bottleneck.datapath
+        if dp == "auto":
+            return "switch" if self.switch_features() else "kernel"
+        return "switch" if dp == "switch" else "kernel"
 
     def hosts_with(self, role: Role) -> list[str]:
         """Names of the hosts that have ``role``, in spec order."""
@@ -290,9 +440,11 @@ class ExperimentSpec(_Model):
         return src, dst
 
     def tcp_for(self, host: str) -> Tcp:
-        """The effective TCP settings of ``host`` (experiment defaults + host overrides)."""
+        """The effective TCP settings of ``host`` (experiment defaults + host overrides), validated."""
         override = self.hosts[host].tcp.model_dump(exclude_none=True)
-        return self.tcp.model_copy(update=override)
+        if not override:
+            return self.tcp
+        return Tcp.model_validate({**self.tcp.model_dump(), **override})
 
     def workload_params(self) -> Any:
         """The workload's validated parameter model (see ``WORKLOAD_PARAMS``)."""
@@ -411,10 +563,28 @@ def _short(path: str) -> str:
     return aliases.get(last, last)
 
 
+# Fields added after experiments were recorded: left out of the hash while at their default, so a
+# scenario keeps its id (and its finished runs) when the spec language grows.
+_HASH_NEUTRAL_DEFAULTS: dict[tuple[str, ...], Any] = {
+    ("topology", "bottleneck", "red"): None,
+    ("topology", "bottleneck", "datapath"): "auto",
+    ("tcp", "vcc"): False,
+}
+_HOST_HASH_NEUTRAL_DEFAULTS: dict[str, Any] = {"vcc": None}
+
+
 def spec_hash(spec: ExperimentSpec) -> str:
     """Stable 12-hex-digit content hash of a scenario spec (matrix and repetitions excluded)."""
     data = spec.model_dump(mode="json", exclude={"matrix", "cases"})
     data["experiment"].pop("repetitions", None)
+    for path, default in _HASH_NEUTRAL_DEFAULTS.items():
+        parent = _get_path(data, ".".join(path[:-1]))
+        if isinstance(parent, dict) and parent.get(path[-1], _MISSING) == default:
+            del parent[path[-1]]
+    for host in data.get("hosts", {}).values():
+        for key, default in _HOST_HASH_NEUTRAL_DEFAULTS.items():
+            if host.get("tcp", {}).get(key, _MISSING) == default:
+                del host["tcp"][key]
     blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 

@@ -15,6 +15,7 @@ from typing import Literal
 from shufflelab.spec import ExperimentSpec, Link
 
 NodeKind = Literal["host", "router", "switch"]
+Datapath = Literal["kernel", "switch"]
 
 ROUTER = "r"
 SWITCH = "sw"
@@ -44,7 +45,7 @@ class Node:
     name: str
     kind: NodeKind
     bridge: bool = False  # a switch: every port is enslaved to one Linux bridge "br0"
-    forwarding: bool = False  # a router: ip_forward on, redirects off
+    forwarding: bool = False  # a router whose kernel forwards (ip_forward on); redirects are off on routers
 
 
 @dataclass
@@ -54,6 +55,24 @@ class Network:
     host_addresses: dict[str, str]  # host -> bare IPv4 address
     gateways: dict[str, str]  # host -> default gateway address
     bottlenecks: list[Port] = field(default_factory=list)
+    # kernel: the router forwards, its ports are shaped with HTB + FIFO; switch: the userspace switch
+    # forwards and queues on the router's ports (the router's kernel keeps ARP/ICMP for its addresses)
+    datapath: Datapath = "kernel"
+
+    def router_port_of(self, host: str) -> Port:
+        """The router port behind which ``host`` sits: its own port (star) or the access switch's
+        uplink (shared, one-armed)."""
+        for w in self.wires:
+            for near, far in ((w.a, w.b), (w.b, w.a)):
+                if self.nodes[near.node].kind != "router":
+                    continue
+                if far.node == host:
+                    return near
+                if self.nodes[far.node].kind == "switch" and any(
+                    {x.node for x in (v.a, v.b)} == {far.node, host} for v in self.wires
+                ):
+                    return near
+        raise KeyError(f"no router port leads to host {host!r}")
 
     def ports_of(self, node: str) -> list[Port]:
         out = []
@@ -64,7 +83,8 @@ class Network:
         return out
 
     def structure_key(self) -> tuple[object, ...]:
-        """What must match for a live fabric to be reused (everything but shaping values)."""
+        """What must match for a live fabric to be reused: everything but shaping values and the
+        datapath (``Fabric.configure`` moves a live fabric between the kernel and the switch)."""
         wires = tuple(sorted((w.a.node, w.a.ifname, w.b.node, w.b.ifname) for w in self.wires))
         return (tuple(sorted(self.nodes)), wires, tuple(sorted(self.host_addresses.items())))
 
@@ -82,11 +102,14 @@ def build(spec: ExperimentSpec) -> Network:
     other via ``r`` (one-armed router), so every host-to-host packet leaves ``r`` through its
     downlink port ``r:sw`` -- the one bottleneck queue, like a cluster's shared uplink.
     ``star``: each host has its own port on ``r``; each ``r:<host>`` port is shaped.
+    With the userspace switch (``spec.datapath() == "switch"``) the same ports are the switch's ports
+    and the router's kernel does not forward.
     """
     hosts = list(spec.hosts)
     link = spec.topology.bottleneck
+    datapath = spec.datapath()
     nodes: dict[str, Node] = {h: Node(h, "host") for h in hosts}
-    nodes[ROUTER] = Node(ROUTER, "router", forwarding=True)
+    nodes[ROUTER] = Node(ROUTER, "router", forwarding=datapath == "kernel")
     wires: list[Wire] = []
     addresses: dict[str, str] = {}
     gateways: dict[str, str] = {}
@@ -117,7 +140,7 @@ def build(spec: ExperimentSpec) -> Network:
             port = Port(ROUTER, h, address=router_addresses[i], shaping=link, monitored=True)
             wires.append(Wire(Port(h, "eth0", f"{addresses[h]}/24"), port))
             bottlenecks.append(port)
-    return Network(nodes, wires, addresses, gateways, bottlenecks)
+    return Network(nodes, wires, addresses, gateways, bottlenecks, datapath)
 
 
 def htb_quantum_bytes(rate_mbps: float, mtu: int = 1514) -> int:

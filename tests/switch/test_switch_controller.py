@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from shufflelab.switch import Red, SwitchConfig, SwitchHost, SwitchPort, read_telemetry
+from shufflelab.switch import Red, SwitchConfig, SwitchHost, SwitchPort, last_rows, read_telemetry
 from shufflelab.switch.controller import TELEMETRY_HEADER
 
 
@@ -53,3 +53,27 @@ def test_read_telemetry(tmp_path: Path) -> None:
             "marks": 3.0,
         }
     ]
+
+
+def _row(t: float, dev: str, sent: int, marks: int) -> str:
+    return f"{t:.6f},{dev},0,0,0,{sent},{sent // 1000},0,{sent},0,{marks}\n"
+
+
+def test_last_rows_reads_the_tail_and_skips_a_row_being_written(tmp_path: Path) -> None:
+    p = tmp_path / "q.csv"
+    lines = [TELEMETRY_HEADER + "\n"]
+    for k in range(3000):  # longer than the first tail read
+        lines += [_row(k / 10, "h1", 1000 * k, k), _row(k / 10, "h2", 2000 * k, 0)]
+    p.write_text("".join(lines) + "300.1,h1,5,1,0,9")  # the switch is mid-way through a row
+    rows = last_rows(p, ["h1", "h2"], tail_bytes=256)
+    assert rows["h1"]["sent_bytes"] == 2_999_000 and rows["h1"]["marks"] == 2999
+    assert rows["h2"]["sent_bytes"] == 5_998_000
+    only_h1 = tmp_path / "one.csv"
+    only_h1.write_text(
+        TELEMETRY_HEADER + "\n" + _row(0, "h1", 5000, 1) + "".join(_row(k, "h2", k, 0) for k in range(500))
+    )
+    assert last_rows(only_h1, ["h1", "h2"], tail_bytes=100)["h1"]["sent_bytes"] == 5000
+    empty = tmp_path / "empty.csv"
+    empty.write_text(TELEMETRY_HEADER + "\n")
+    assert last_rows(empty, ["h1"]) == {}
+    assert last_rows(tmp_path / "missing.csv", ["h1"]) == {}

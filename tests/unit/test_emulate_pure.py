@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import gzip
 import json
+from pathlib import Path
+from typing import Any
 
 from conftest import FIXTURES
+from shufflelab import spec as S
+from shufflelab import topology as T
 from shufflelab.emulate import fabric, traffic
 from shufflelab.emulate.runner import _cc_in_ss, parse_cc_observed
 from shufflelab.spec import Link, Tcp
+from shufflelab.switch import Red, SwitchHost, SwitchPort
 
 
 def test_shaping_commands_bfifo_and_pfifo() -> None:
@@ -27,6 +32,89 @@ def test_tcp_sysctls() -> None:
         "net.ipv4.tcp_ecn": "1",
         "net.ipv4.tcp_slow_start_after_idle": "0",
     }
+
+
+def test_tcp_sysctls_for_dctcp_and_vcc() -> None:
+    dctcp = fabric.tcp_sysctls(Tcp(congestion_control="dctcp"))
+    assert dctcp["net.ipv4.tcp_congestion_control"] == "cubic" and dctcp["net.ipv4.tcp_ecn"] == "1"
+    vcc = fabric.tcp_sysctls(Tcp(congestion_control="reno", vcc=True))
+    assert vcc["net.ipv4.tcp_congestion_control"] == "reno" and vcc["net.ipv4.tcp_ecn"] == "0"
+
+
+def _macs(hosts: dict[str, Any]) -> dict[str, str]:
+    return {h: f"02:00:00:00:00:{i:02x}" for i, h in enumerate(hosts, start=1)}
+
+
+def test_switch_config_star_with_seed_001_settings(spec_dict: dict[str, Any]) -> None:
+    spec_dict["topology"] = {
+        "kind": "star",
+        "bottleneck": {
+            "rate_mbps": 20, "queue_bytes": 5000, "delay_ms": 2, "discipline": "red",
+            "red": {"min_bytes": 1000, "max_bytes": 2000, "max_p": 0.02, "ewma_weight": 0.5},
+        },
+    }  # fmt: skip
+    spec_dict["tcp"] = {"congestion_control": "dctcp"}
+    spec_dict["hosts"]["tsink"]["tcp"] = {"congestion_control": "cubic", "vcc": True}
+    spec_dict["telemetry"] = {"queue_period_ms": 5}
+    sp = S.parse(spec_dict)
+    net = T.build(sp)
+    cfg = fabric.switch_config(net, sp, _macs(sp.hosts))
+    red = Red(1000, 2000, max_p=0.02, ewma_weight=0.5, ecn=True)
+    assert cfg.ports == [SwitchPort(h, rate_mbps=20, delay_ms=2, queue_bytes=5000, red=red) for h in sp.hosts]
+    assert cfg.hosts[0] == SwitchHost("10.77.1.1", "02:00:00:00:00:01", "master", "dctcp")
+    assert [h.mode for h in cfg.hosts] == ["dctcp"] * 4 + ["vcc"]
+    assert [h.port for h in cfg.hosts] == list(sp.hosts)
+    assert cfg.telemetry_period_ms == 5
+
+
+def test_switch_config_shared_is_one_armed(spec_dict: dict[str, Any]) -> None:
+    spec_dict["topology"]["bottleneck"].update(delay_ms=1.5, queue_bytes=None, queue_packets=100)
+    sp = S.parse(spec_dict)
+    cfg = fabric.switch_config(T.build(sp), sp, _macs(sp.hosts))
+    assert cfg.ports == [SwitchPort("sw", rate_mbps=50, delay_ms=1.5, queue_packets=100)]
+    assert {h.port for h in cfg.hosts} == {"sw"} and {h.mode for h in cfg.hosts} == {"off"}
+    assert [h.ip for h in cfg.hosts] == [f"10.77.{i}.1" for i in range(1, 6)]
+
+
+def test_has_root_qdisc() -> None:
+    assert not fabric.has_root_qdisc("qdisc noqueue 0: root refcnt 2 \n")
+    assert not fabric.has_root_qdisc("")
+    assert fabric.has_root_qdisc(
+        "qdisc htb 1: root refcnt 2 r2q 10 default 0x10 direct_packets_stat 0\n"
+        "qdisc bfifo 10: parent 1:10 limit 100000b\n"
+    )
+
+
+class _FakeLease:
+    scratch = Path("/nonexistent")
+
+    def ns(self, node: str) -> str:
+        return f"slfake-{node}"
+
+
+class _FakeSwitch:
+    node = "r"
+
+    def __init__(self, rows: dict[str, dict[str, float | str]]) -> None:
+        self.rows = rows
+
+    def last_telemetry(self) -> dict[str, dict[str, float | str]]:
+        return self.rows
+
+
+def test_counters_of_switch_ports_come_from_its_telemetry(spec_dict: dict[str, Any]) -> None:
+    spec_dict["topology"]["bottleneck"]["delay_ms"] = 2
+    net = T.build(S.parse(spec_dict))
+    fab = fabric.Fabric(_FakeLease(), net)  # type: ignore[arg-type]
+    row: dict[str, float | str] = {
+        "t": 1.0, "dev": "sw", "backlog_bytes": 3000.0, "backlog_packets": 2.0, "drops": 4.0, "sent_bytes": 9000.0,
+        "sent_packets": 6.0, "overlimits": 0.0, "tx_bytes": 8000.0, "rx_bytes": 7000.0, "marks": 5.0,
+    }  # fmt: skip
+    fab.switch = _FakeSwitch({"sw": row})  # type: ignore[assignment]
+    port = net.bottlenecks[0]
+    assert fab.counters(port) == fabric.PortCounters(9000, 6, 4, 3000, 2, marks=5)
+    fab.switch = _FakeSwitch({})  # type: ignore[assignment]
+    assert fab.counters(port) == fabric.PortCounters(0, 0, 0, 0, 0, marks=0)
 
 
 def test_udp_rate_counts_headers_on_the_wire() -> None:

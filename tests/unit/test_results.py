@@ -95,3 +95,30 @@ def test_a_writer_waits_for_another_process_holding_the_file(tmp_path: Path) -> 
     st.write_run(_record("a-r2", "a", 2))  # would raise a lock error without waiting
     holder.wait()
     assert st.completed() == {("a", 1), ("a", 2)}
+
+
+def test_queue_samples_marks_column_is_nullable_and_old_files_gain_it(tmp_path: Path) -> None:
+    import duckdb
+
+    old = tmp_path / "old.duckdb"
+    con = duckdb.connect(str(old))  # a file written before the marks column existed
+    con.execute(
+        "CREATE TABLE queue_samples (run_id VARCHAR, t DOUBLE, t_rel_s DOUBLE, dev VARCHAR, backlog_bytes BIGINT, "
+        "backlog_packets BIGINT, drops BIGINT, sent_bytes BIGINT, sent_packets BIGINT, overlimits BIGINT, "
+        "tx_bytes BIGINT, rx_bytes BIGINT)"
+    )
+    con.execute("INSERT INTO queue_samples (run_id, t, backlog_bytes) VALUES ('old', 1.0, 10)")
+    con.close()
+    for path in (old, tmp_path / "new.duckdb"):
+        st = Store(path)
+        st.write_run(_record("kernel-r1", "k", 1))  # the kernel sampler's columns: no marks
+        switch = _record("switch-r1", "s", 1)
+        switch.tables["queue_samples"] = pd.DataFrame({"t": [1.0, 1.1], "backlog_bytes": [0, 1500], "marks": [0, 7]})
+        switch.run["bottleneck_marks"] = 7
+        st.write_run(switch)
+        df = st.query("SELECT run_id, marks FROM queue_samples WHERE run_id <> 'old' ORDER BY run_id, t")
+        assert df["run_id"].tolist() == ["kernel-r1", "kernel-r1", "switch-r1", "switch-r1"]
+        assert df["marks"].isna().tolist() == [True, True, False, False]
+        assert df["marks"].tolist()[2:] == [0, 7]
+        runs = st.query("SELECT run_id, bottleneck_marks FROM runs ORDER BY run_id")
+        assert runs["bottleneck_marks"].isna().tolist() == [True, False]

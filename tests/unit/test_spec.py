@@ -234,3 +234,129 @@ def test_expansion_never_mutates_matrix_values(spec_dict: dict[str, Any]) -> Non
     scs = S.expand(S.parse(spec_dict))
     assert [s.spec.workload.apps for s in scs] == [1, 2]
     assert scs[0].values["workload"] == wl and "apps" not in scs[0].values["workload"]
+
+
+SEED_001_LINK: dict[str, Any] = {
+    "rate_mbps": 50,
+    "queue_bytes": 2_500_000,
+    "delay_ms": 2,
+    "discipline": "red",
+    "red": {"min_bytes": 500_000, "max_bytes": 1_000_000},
+}
+
+
+def test_kernel_datapath_by_default_switch_when_asked_for(spec_dict: dict[str, Any]) -> None:
+    assert S.parse(spec_dict).datapath() == "kernel"
+    spec_dict["topology"]["bottleneck"] = SEED_001_LINK
+    sp = S.parse(spec_dict)
+    assert sp.datapath() == "switch"
+    red = sp.topology.bottleneck.red
+    assert red is not None and (red.min_bytes, red.max_bytes, red.max_p, red.ewma_weight, red.ecn) == (
+        500_000, 1_000_000, 0.1, None, True,
+    )  # fmt: skip
+    spec_dict["topology"]["bottleneck"] = {"rate_mbps": 50, "delay_ms": 2}
+    assert S.parse(spec_dict).datapath() == "switch"
+    spec_dict["topology"]["bottleneck"] = {"rate_mbps": 50}
+    spec_dict["hosts"]["w1"]["tcp"] = {"congestion_control": "dctcp"}
+    assert S.parse(spec_dict).datapath() == "switch"
+    spec_dict["hosts"]["w1"]["tcp"] = {"vcc": True}
+    assert S.parse(spec_dict).datapath() == "switch"
+    spec_dict["hosts"]["w1"]["tcp"] = {}
+    spec_dict["topology"]["bottleneck"]["datapath"] = "switch"
+    assert S.parse(spec_dict).datapath() == "switch"
+
+
+def test_dctcp_runs_cubic_with_ecn_under_the_switch_and_vcc_is_a_legacy_host(spec_dict: dict[str, Any]) -> None:
+    spec_dict["tcp"] = {"congestion_control": "dctcp"}
+    spec_dict["hosts"]["tsink"]["tcp"] = {"congestion_control": "reno", "vcc": True}
+    sp = S.parse(spec_dict)
+    w1, tsink = sp.tcp_for("w1"), sp.tcp_for("tsink")
+    assert (w1.switch_mode(), w1.kernel_congestion_control(), w1.kernel_ecn()) == ("dctcp", "cubic", 1)
+    assert (tsink.switch_mode(), tsink.kernel_congestion_control(), tsink.kernel_ecn()) == ("vcc", "reno", 0)
+    assert sp.switch_features() == [
+        "tcp.congestion_control = 'dctcp' (hosts master, w1, w2, tgen)",
+        "tcp.vcc = true (hosts tsink)",
+    ]
+    plain = S.parse({**spec_dict, "tcp": {}, "hosts": {**spec_dict["hosts"], "tsink": {"roles": ["traffic-sink"]}}})
+    assert plain.tcp_for("w1").switch_mode() == "off" and plain.tcp_for("w1").kernel_ecn() == 2
+
+
+@pytest.mark.parametrize(
+    ("mutate", "needle"),
+    [
+        (lambda d: d["topology"]["bottleneck"].update(discipline="red"), "discipline = 'red' needs a red table"),
+        (
+            lambda d: d["topology"]["bottleneck"].update(SEED_001_LINK, queue_bytes=800_000),
+            "topology.bottleneck: Value error, red.max_bytes (1000000) exceeds the queue limit queue_bytes (800000)",
+        ),
+        (
+            lambda d: d["topology"]["bottleneck"].update(
+                SEED_001_LINK, red={"min_bytes": 900_000, "max_bytes": 800_000}
+            ),
+            "topology.bottleneck.red: Value error, min_bytes (900000) must not exceed max_bytes (800000)",
+        ),
+        (
+            lambda d: d["topology"]["bottleneck"].update(
+                SEED_001_LINK, red={"min_bytes": 1, "max_bytes": 2, "max_p": 2}
+            ),
+            "topology.bottleneck.red.max_p",
+        ),
+        (lambda d: d["topology"]["bottleneck"].update(datapath="ovs"), "topology.bottleneck.datapath"),
+        (
+            lambda d: d["topology"]["bottleneck"].update(datapath="kernel", delay_ms=2),
+            "topology.bottleneck.datapath = 'kernel', but topology.bottleneck.delay_ms = 2 only the userspace switch",
+        ),
+        (
+            lambda d: (d["topology"]["bottleneck"].update(datapath="kernel"), d.update(tcp={"vcc": True})),
+            "tcp.vcc = true (hosts master, w1, w2, tgen, tsink) only the userspace switch provides",
+        ),
+        (
+            lambda d: d["topology"].update(offloads=True, bottleneck={"rate_mbps": 10, "delay_ms": 1}),
+            "topology.offloads = true cannot be used with the userspace switch",
+        ),
+        (lambda d: d.update(telemetry={"queue_period_ms": 5}), "telemetry.queue_period_ms = 5: below 10 ms"),
+        (lambda d: d.update(telemetry={"queue_period_ms": 0.5}), "telemetry.queue_period_ms"),
+        (lambda d: d.update(tcp={"congestion_control": "dctcp", "vcc": True}), "tcp: Value error, vcc = true is for"),
+        (lambda d: d.update(tcp={"vcc": True, "ecn": 1}), "ecn = 1 contradicts it"),
+        (lambda d: d.update(tcp={"congestion_control": "dctcp", "ecn": 0}), "ecn = 0 contradicts it"),
+        (
+            lambda d: d["hosts"]["w2"].update(tcp={"vcc": True, "congestion_control": "dctcp"}),
+            "hosts.w2.tcp: vcc = true is for legacy hosts",
+        ),
+        (
+            lambda d: (d.update(tcp={"congestion_control": "dctcp"}), d["hosts"]["w2"].update(tcp={"ecn": 0})),
+            "hosts.w2.tcp: congestion_control = 'dctcp' negotiates ECN",
+        ),
+    ],
+)
+def test_bad_switch_settings_name_the_field(spec_dict: dict[str, Any], mutate: Any, needle: str) -> None:
+    mutate(spec_dict)
+    with pytest.raises(S.SpecError) as exc:
+        S.parse(spec_dict, "sw.toml")
+    assert "sw.toml" in str(exc.value)
+    assert needle in str(exc.value)
+
+
+def test_queue_period_below_10ms_with_the_switch(spec_dict: dict[str, Any]) -> None:
+    spec_dict["topology"]["bottleneck"]["datapath"] = "switch"
+    spec_dict["telemetry"] = {"queue_period_ms": 1}
+    assert S.parse(spec_dict).telemetry.queue_period_ms == 1
+
+
+def test_new_fields_at_their_defaults_keep_scenario_ids(spec_dict: dict[str, Any]) -> None:
+    # ids recorded before the switch fields existed: finished runs must keep matching their scenarios
+    assert S.spec_hash(S.parse(spec_dict)) == "ab6ae53ed0ab"
+    root = Path(__file__).resolve().parents[2] / "experiments"
+    assert [s.scenario_id for s in S.expand(S.load(root / "starvation.toml"))][:3] == [
+        "92957db24d27", "e5cac06922e4", "eae73d37fa9d",
+    ]  # fmt: skip
+    spec_dict["topology"]["bottleneck"]["datapath"] = "auto"
+    spec_dict["tcp"] = {"vcc": False}
+    spec_dict["hosts"]["w1"]["tcp"] = {"initcwnd": 10}
+    with_defaults = S.parse(spec_dict)
+    spec_dict["hosts"]["w1"]["tcp"] = {"initcwnd": 10, "vcc": False}
+    assert S.spec_hash(with_defaults) != S.spec_hash(S.parse(spec_dict))  # an explicit host value counts
+    spec_dict["hosts"]["w1"]["tcp"] = {}
+    assert S.spec_hash(S.parse(spec_dict)) == "ab6ae53ed0ab"
+    spec_dict["topology"]["bottleneck"]["datapath"] = "switch"
+    assert S.spec_hash(S.parse(spec_dict)) != "ab6ae53ed0ab"

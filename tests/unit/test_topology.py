@@ -41,3 +41,23 @@ def test_htb_parameters() -> None:
     assert T.htb_quantum_bytes(100_000) == 200_000
     assert T.htb_burst_bytes(10) == 3028
     assert T.htb_burst_bytes(5000) == 625_000
+
+
+def test_router_port_of_each_host(spec_dict: dict[str, Any]) -> None:
+    net = T.build(S.parse(spec_dict))  # shared: every host behind the access switch's uplink
+    assert {h: net.router_port_of(h).ifname for h in spec_dict["hosts"]} == {h: "sw" for h in spec_dict["hosts"]}
+    spec_dict["topology"]["kind"] = "star"
+    star = T.build(S.parse(spec_dict))
+    assert {h: star.router_port_of(h).ifname for h in spec_dict["hosts"]} == {h: h for h in spec_dict["hosts"]}
+    assert all(star.router_port_of(h).node == "r" for h in spec_dict["hosts"])
+
+
+def test_switch_datapath_router_does_not_forward(spec_dict: dict[str, Any]) -> None:
+    spec_dict["topology"]["bottleneck"]["delay_ms"] = 2
+    net = T.build(S.parse(spec_dict))
+    assert net.datapath == "switch" and not net.nodes["r"].forwarding
+    spec_dict["topology"]["bottleneck"]["delay_ms"] = 0
+    kernel = T.build(S.parse(spec_dict))
+    assert kernel.datapath == "kernel" and kernel.nodes["r"].forwarding
+    # one fabric serves both: Fabric.configure moves it between the datapaths
+    assert kernel.structure_key() == net.structure_key()

@@ -1,8 +1,13 @@
 """Applies a :class:`~shufflelab.topology.Network` to the kernel: namespaces, veths, bridges,
 addresses, routes (pyroute2) and shaping (``tc``: pyroute2 0.9 cannot create a bfifo child).
 
-Shaping and TCP settings can be changed on a live fabric (:meth:`Fabric.configure`), so runs of
-different scenarios reuse one fabric and one Spark cluster when only those values differ.
+Two datapaths shape the router's ports. ``kernel``: the router forwards and each port has HTB +
+a FIFO. ``switch``: the userspace switch (:mod:`shufflelab.switch`) forwards and queues on those
+ports (rate, delay, droptail or RED/ECN, DCTCP/VCC per host), the router's kernel does not forward
+(``ip_forward = 0``; it still answers ARP and ICMP for the gateway addresses) and the ports have no
+qdisc. Shaping, the datapath and TCP settings can be changed on a live fabric
+(:meth:`Fabric.configure`), so runs of different scenarios reuse one fabric and one Spark cluster
+when only those values differ.
 """
 
 from __future__ import annotations
@@ -14,16 +19,22 @@ from pyroute2 import NetNS
 
 from shufflelab.emulate.netns import Lease, run
 from shufflelab.spec import ExperimentSpec, Link, Tcp
-from shufflelab.topology import Network, Port, htb_burst_bytes, htb_quantum_bytes
+from shufflelab.switch.controller import Red as SwitchRed
+from shufflelab.switch.controller import Switch, SwitchConfig, SwitchHost, SwitchPort, interface_mac
+from shufflelab.topology import ROUTER, Network, Port, htb_burst_bytes, htb_quantum_bytes
 
 
 @dataclass(frozen=True)
 class PortCounters:
+    """Cumulative egress counters of a shaped port: what left its queue, drops, current backlog,
+    and (switch only; ``None`` on the kernel path) ECN marks."""
+
     tx_bytes: int
     tx_packets: int
     drops: int
     backlog_bytes: int
     backlog_packets: int
+    marks: int | None = None
 
 
 def shaping_commands(ns: str, dev: str, link: Link) -> list[list[str]]:
@@ -47,12 +58,58 @@ def shaping_commands(ns: str, dev: str, link: Link) -> list[list[str]]:
 
 
 def tcp_sysctls(tcp: Tcp) -> dict[str, str]:
-    """Namespace sysctls for ``tcp`` (new sockets pick them up, so set before starting JVMs)."""
+    """Namespace sysctls for ``tcp`` (new sockets pick them up, so set before starting JVMs).
+
+    ``dctcp`` is DCTCP enforced by the userspace switch: the host runs cubic with ``tcp_ecn = 1``;
+    a ``vcc`` host is a legacy stack with ``tcp_ecn = 0``."""
     return {
-        "net.ipv4.tcp_congestion_control": tcp.congestion_control,
-        "net.ipv4.tcp_ecn": str(tcp.ecn),
+        "net.ipv4.tcp_congestion_control": tcp.kernel_congestion_control(),
+        "net.ipv4.tcp_ecn": str(tcp.kernel_ecn()),
         "net.ipv4.tcp_slow_start_after_idle": "1" if tcp.slow_start_after_idle else "0",
     }
+
+
+def switch_config(network: Network, spec: ExperimentSpec, macs: dict[str, str]) -> SwitchConfig:
+    """The userspace switch's configuration realizing ``spec`` on ``network``'s router ports.
+
+    Every shaped router port gets the spec's link (rate, delay, queue limit, RED); every host is
+    routed to the router port behind which it sits (its own port on a star, the access switch's
+    uplink on the shared topology) with its TCP mode (``dctcp``, ``vcc`` or off). ``macs`` maps
+    hosts to their ``eth0`` MAC addresses. Pure."""
+    link = spec.topology.bottleneck
+    red = None
+    if link.discipline == "red" and link.red is not None:
+        r = link.red
+        red = SwitchRed(r.min_bytes, r.max_bytes, max_p=r.max_p, ewma_weight=r.ewma_weight, ecn=r.ecn)
+    shaped = {(p.node, p.ifname) for p in network.bottlenecks}
+    ports = []
+    for p in network.ports_of(ROUTER):
+        if (p.node, p.ifname) in shaped:
+            ports.append(
+                SwitchPort(
+                    p.ifname,
+                    rate_mbps=link.rate_mbps,
+                    delay_ms=link.delay_ms,
+                    queue_bytes=link.effective_queue_bytes(),
+                    queue_packets=link.queue_packets,
+                    red=red,
+                )
+            )
+        else:
+            ports.append(SwitchPort(p.ifname))
+    hosts = [
+        SwitchHost(ip, macs[h], network.router_port_of(h).ifname, spec.tcp_for(h).switch_mode())
+        for h, ip in network.host_addresses.items()
+    ]
+    return SwitchConfig(ports=ports, hosts=hosts, telemetry_period_ms=spec.telemetry.queue_period_ms)
+
+
+def has_root_qdisc(tc_show: str) -> bool:
+    """Does ``tc qdisc show dev X`` output show a root qdisc other than the default ``noqueue``?"""
+    return any(
+        line.startswith("qdisc ") and " root " in f"{line} " and not line.startswith("qdisc noqueue")
+        for line in tc_show.splitlines()
+    )
 
 
 def sysctl(ns: str, values: dict[str, str]) -> None:
@@ -94,6 +151,8 @@ class Fabric:
         self.network = network
         self.offloads = offloads
         self.ns = {name: lease.ns(name) for name in network.nodes}
+        self.switch: Switch | None = None  # the userspace switch, while the datapath is the switch
+        self._macs: dict[str, str] = {}
         self._up = False
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -101,11 +160,12 @@ class Fabric:
         for name in self.network.nodes:
             self.lease.create_namespace(name)
         for node in self.network.nodes.values():
-            if node.forwarding:
+            if node.kind == "router":
                 sysctl(
                     self.ns[node.name],
                     {
-                        "net.ipv4.ip_forward": "1",
+                        # with the userspace switch the router's kernel must not forward a second copy
+                        "net.ipv4.ip_forward": "1" if node.forwarding else "0",
                         "net.ipv4.conf.all.send_redirects": "0",
                         "net.ipv4.conf.default.send_redirects": "0",
                     },
@@ -162,6 +222,10 @@ class Fabric:
         nl.link("set", index=idx, state="up")
 
     def down(self) -> None:
+        if self.switch is not None:
+            with contextlib.suppress(Exception):  # its summary goes to its log; the lease kills it anyway
+                self.switch.stop()
+            self.switch = None
         self.lease.release()
         self._up = False
 
@@ -177,8 +241,59 @@ class Fabric:
         self.down()
 
     # -- live configuration ------------------------------------------------------------------
-    def configure(self, spec: ExperimentSpec) -> None:
-        """Apply ``spec``'s shaping and per-host TCP settings to the live fabric (idempotent)."""
+    def configure(self, spec: ExperimentSpec, restart_switch: bool = False) -> None:
+        """Apply ``spec``'s datapath, shaping and per-host TCP settings to the live fabric (idempotent).
+
+        On the switch datapath the switch is (re)started when its configuration changed, when it is
+        not running, or when ``restart_switch`` asks for it (fresh telemetry and zeroed counters,
+        e.g. for a new run; a restart takes well under a second)."""
+        if spec.datapath() == "switch":
+            self._configure_switch(spec, restart_switch)
+        else:
+            self._stop_switch()
+            self._configure_kernel(spec)
+        kernel_ccs = {spec.tcp_for(h).kernel_congestion_control() for h in self.network.host_addresses}
+        ensure_congestion_control_allowed(kernel_ccs)
+        for host in self.network.host_addresses:
+            tcp = spec.tcp_for(host)
+            sysctl(self.ns[host], tcp_sysctls(tcp))
+            gw = self.network.gateways[host]
+            route = ["ip", "-n", self.ns[host], "route", "replace", "default", "via", gw]
+            if tcp.initcwnd:
+                route += ["initcwnd", str(tcp.initcwnd)]
+            if tcp.initrwnd:
+                route += ["initrwnd", str(tcp.initrwnd)]
+            run(route)
+
+    def _configure_switch(self, spec: ExperimentSpec, restart: bool) -> None:
+        ns = self.ns[ROUTER]
+        for port in self.network.ports_of(ROUTER):  # the switch queues: no qdisc under it
+            if has_root_qdisc(run(["tc", "-n", ns, "qdisc", "show", "dev", port.ifname])):
+                run(["tc", "-n", ns, "qdisc", "del", "dev", port.ifname, "root"])
+        if not self._macs:
+            self._macs = {h: interface_mac(self.ns[h], "eth0") for h in self.network.host_addresses}
+        cfg = switch_config(self.network, spec, self._macs)
+        if self.switch is not None and self.switch.alive() and not restart and self.switch.config == cfg:
+            return
+        if self.switch is not None:
+            self.switch.stop()
+        self.switch = Switch(self.lease, ROUTER, cfg)
+        self.switch.start(offloads=self.offloads)  # turns the router's ip_forward off
+
+    def _stop_switch(self) -> None:
+        if self.switch is None:
+            return
+        self.switch.stop()
+        self.switch = None
+        sysctl(self.ns[ROUTER], {"net.ipv4.ip_forward": "1"})
+
+    def switch_failure(self) -> str | None:
+        """Why the userspace switch is gone while the fabric needs it (``None``: all is well)."""
+        if self.switch is None or self.switch.alive():
+            return None
+        return f"the userspace switch exited: {self.switch.log_tail(500) or 'no output'}"
+
+    def _configure_kernel(self, spec: ExperimentSpec) -> None:
         for port in self.network.bottlenecks:
             ns = self.ns[port.node]
             root, cls, leaf = shaping_commands(ns, port.ifname, spec.topology.bottleneck)
@@ -207,21 +322,23 @@ class Fabric:
                         ]
                     )
             run(leaf)
-        ensure_congestion_control_allowed({spec.tcp_for(h).congestion_control for h in self.network.host_addresses})
-        for host in self.network.host_addresses:
-            tcp = spec.tcp_for(host)
-            sysctl(self.ns[host], tcp_sysctls(tcp))
-            gw = self.network.gateways[host]
-            route = ["ip", "-n", self.ns[host], "route", "replace", "default", "via", gw]
-            if tcp.initcwnd:
-                route += ["initcwnd", str(tcp.initcwnd)]
-            if tcp.initrwnd:
-                route += ["initrwnd", str(tcp.initrwnd)]
-            run(route)
 
     # -- observation -----------------------------------------------------------------------------
     def counters(self, port: Port) -> PortCounters:
-        """Cumulative egress counters of ``port``'s root qdisc and interface."""
+        """Cumulative egress counters of ``port``: its root qdisc's on the kernel path; on the switch
+        datapath the switch's latest telemetry row (counted since the switch's last start)."""
+        if self.switch is not None and port.node == self.switch.node:
+            row = self.switch.last_telemetry().get(port.ifname)
+            if row is None:  # just started: nothing sampled yet
+                return PortCounters(0, 0, 0, 0, 0, marks=0)
+            return PortCounters(
+                tx_bytes=int(row["sent_bytes"]),
+                tx_packets=int(row["sent_packets"]),
+                drops=int(row["drops"]),
+                backlog_bytes=int(row["backlog_bytes"]),
+                backlog_packets=int(row["backlog_packets"]),
+                marks=int(row["marks"]),
+            )
         with contextlib.closing(NetNS(self.ns[port.node])) as nl:
             idx = nl.link_lookup(ifname=port.ifname)[0]
             q = next(q for q in nl.get_qdiscs(index=idx) if q.get("parent") == 0xFFFFFFFF)

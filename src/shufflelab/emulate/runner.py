@@ -297,16 +297,18 @@ class EmulateRunner:
         traffic = None
         before: dict[str, Any] = {}
         try:
-            fabric.configure(spec)
+            # the userspace switch (if this spec needs it) restarts: its telemetry and counters are this run's
+            fabric.configure(spec, restart_switch=True)
             before = {p.ifname: fabric.counters(p) for p in net.bottlenecks}
-            router_ns = fabric.ns[topology.ROUTER]
-            sampler_args = [sys.executable, "-m", "shufflelab.emulate.sampler",
-                            "--period-ms", str(spec.telemetry.queue_period_ms),
-                            "--max-s", str(spec.experiment.run_timeout_s + 120),
-                            "--out", str(run_dir / "queue_samples.csv")]  # fmt: skip
-            for p in net.bottlenecks:
-                sampler_args += ["--dev", p.ifname]
-            sampler = netns.Process(router_ns, sampler_args, run_dir / "sampler.log")
+            if fabric.switch is None:  # kernel datapath: sample the qdiscs (the switch samples itself)
+                router_ns = fabric.ns[topology.ROUTER]
+                sampler_args = [sys.executable, "-m", "shufflelab.emulate.sampler",
+                                "--period-ms", str(spec.telemetry.queue_period_ms),
+                                "--max-s", str(spec.experiment.run_timeout_s + 120),
+                                "--out", str(run_dir / "queue_samples.csv")]  # fmt: skip
+                for p in net.bottlenecks:
+                    sampler_args += ["--dev", p.ifname]
+                sampler = netns.Process(router_ns, sampler_args, run_dir / "sampler.log")
             ct = spec.cross_traffic
             if ct.udp_percent > 0 or ct.tcp_pairs > 0:
                 src, dst = spec.traffic_endpoints()
@@ -356,6 +358,12 @@ class EmulateRunner:
                     status = "timeout"
                     cause = f"job exceeded run_timeout_s={spec.experiment.run_timeout_s:g}"
                     break
+                failure = fabric.switch_failure()
+                if failure is not None:  # nothing crosses the router any more: do not wait for the timeout
+                    for d in drivers:
+                        d.stop(grace_s=5)
+                    status, cause = "failed", failure[:500]
+                    break
                 if time.monotonic() >= next_ss:
                     next_ss = time.monotonic() + 3.0
                     for w in workers:
@@ -389,6 +397,11 @@ class EmulateRunner:
                 after = {p.ifname: fabric.counters(p) for p in net.bottlenecks}
             except Exception:  # noqa: BLE001 - fabric may be half gone on interrupt
                 after = {}
+            if fabric.switch is not None:  # its telemetry (the kernel sampler's columns + marks) and config
+                with contextlib.suppress(OSError):
+                    fabric.switch.save_telemetry(run_dir / "queue_samples.csv")
+                    shutil.copyfile(fabric.switch.config_path, run_dir / "switch.json")
+                    shutil.copyfile(fabric.switch.log, run_dir / "switch.log")
             with contextlib.suppress(OSError):
                 cluster.copy_logs_since(marks, run_dir / "logs", app_ids)
             record = self._record(
@@ -485,6 +498,8 @@ class EmulateRunner:
         tables["cross_traffic"] = pd.DataFrame(traffic_rows)
         tx = sum(after[k].tx_bytes - before[k].tx_bytes for k in after if k in before) if before else None
         drops = sum(after[k].drops - before[k].drops for k in after if k in before) if before else None
+        with_marks = [k for k in after if k in before and after[k].marks is not None and before[k].marks is not None]
+        ecn_marks = sum(after[k].marks - before[k].marks for k in with_marks) if with_marks else None
         tasks = tables.get("tasks", pd.DataFrame())
         has_tasks = not tasks.empty
         times = [r["job_time_s"] for r in app_rows if r.get("job_time_s") is not None]
@@ -518,11 +533,12 @@ class EmulateRunner:
             "shuffle_bytes_written": int(tasks["shuffle_write_bytes"].sum()) if has_tasks else None,
             "bottleneck_tx_bytes": tx,
             "bottleneck_drops": drops,
+            "bottleneck_marks": ecn_marks,
             "bottleneck_max_backlog_bytes": int(samples["backlog_bytes"].max()) if not samples.empty else None,
             "cc_configured": cc_conf,
             "cc_observed": ",".join(f"{k}:{v}" for k, v in sorted(cc_seen.items())) or None,
             "run_dir": str(run_dir),
-            "environment_json": json.dumps(env),
+            "environment_json": json.dumps({**env, "emulation": capabilities.emulation(spec)}),
         }
         return RunRecord(run=run, tables=tables)
 

@@ -13,6 +13,7 @@ from shufflelab.switch.controller import (
     SwitchPort,
     binary_path,
     interface_mac,
+    last_rows,
     read_telemetry,
 )
 
@@ -26,5 +27,6 @@ __all__ = [
     "SwitchPort",
     "binary_path",
     "interface_mac",
+    "last_rows",
     "read_telemetry",
 ]

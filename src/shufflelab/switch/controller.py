@@ -146,8 +146,43 @@ def read_telemetry(path: Path) -> list[dict[str, float | str]]:
     return rows
 
 
+def last_rows(path: Path, devs: list[str], tail_bytes: int = 65_536) -> dict[str, dict[str, float | str]]:
+    """The last complete telemetry row of each of ``devs`` (fewer if the file has none for a dev).
+
+    Reads only the file's tail while it holds a row of every dev, so it stays cheap on a CSV that
+    grows for the length of a run; a row being written (no newline yet) is ignored."""
+    if not path.exists():
+        return {}
+    size = path.stat().st_size
+    found: dict[str, dict[str, float | str]] = {}
+    while True:
+        start = max(0, size - tail_bytes)
+        with open(path, "rb") as fh:
+            fh.seek(start)
+            text = fh.read(size - start).decode(errors="replace")
+        lines = text.split("\n")[:-1]  # the last piece has no newline: incomplete or empty
+        if start > 0:
+            lines = lines[1:]  # may start mid-line
+        names = TELEMETRY_HEADER.split(",")
+        for line in reversed(lines):
+            cells = line.split(",")
+            if len(cells) != len(names) or cells[0] == "t" or cells[1] in found or cells[1] not in devs:
+                continue
+            found[cells[1]] = {k: (v if k == "dev" else float(v)) for k, v in zip(names, cells, strict=True)}
+            if len(found) == len(devs):
+                break
+        if len(found) == len(devs) or start == 0:
+            return found
+        found.clear()
+        tail_bytes *= 8
+
+
 class Switch:
-    """``shufflelab-switch`` running in namespace ``lease.ns(node)``; a context manager."""
+    """``shufflelab-switch`` running in namespace ``lease.ns(node)``; a context manager.
+
+    Its config, log and telemetry CSV live in the lease's scratch folder. Starting again after
+    :meth:`stop` (or a new ``Switch`` for the same node) reconfigures it: the CSV starts afresh and
+    the counters start at zero; the log is appended to."""
 
     def __init__(self, lease: Lease, node: str, config: SwitchConfig, binary: Path | None = None) -> None:
         self.lease = lease
@@ -179,18 +214,29 @@ class Switch:
             for p in self.config.ports:
                 run(["ethtool", "-K", p.ifname, "tso", "off", "gso", "off", "gro", "off"], ns=self.ns, check=False)
         self.config_path.write_text(json.dumps(self.config.to_json(self.telemetry_path), indent=2))
+        offset = self.log.stat().st_size if self.log.exists() else 0  # the log is appended to across restarts
+        self.summary = None
         self.process = Process(self.ns, [str(self.binary), str(self.config_path)], self.log)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if self.log.exists() and "ready" in self.log.read_text(errors="replace"):
+            if "ready" in self._log_since(offset):
                 return
             if self.process.poll() is not None:
                 break
             time.sleep(0.02)
-        tail = self.log.read_text(errors="replace")[-2000:] if self.log.exists() else ""
         self.process.stop()
         self.process = None
-        raise SwitchError(f"{BINARY_NAME} did not start in {self.ns}: {tail.strip()}")
+        raise SwitchError(f"{BINARY_NAME} did not start in {self.ns}: {self._log_since(offset)[-2000:].strip()}")
+
+    def _log_since(self, offset: int) -> str:
+        if not self.log.exists():
+            return ""
+        with open(self.log, "rb") as fh:
+            fh.seek(offset)
+            return fh.read().decode(errors="replace")
+
+    def log_tail(self, chars: int = 2000) -> str:
+        return self._log_since(0)[-chars:].strip()
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
@@ -208,6 +254,15 @@ class Switch:
 
     def telemetry(self) -> list[dict[str, float | str]]:
         return read_telemetry(self.telemetry_path) if self.telemetry_path.exists() else []
+
+    def save_telemetry(self, dest: Path) -> None:
+        """Copy the telemetry CSV so far to ``dest`` (complete rows only; the switch keeps writing)."""
+        text = self.telemetry_path.read_text(errors="replace") if self.telemetry_path.exists() else ""
+        dest.write_text(text[: text.rfind("\n") + 1] if text else TELEMETRY_HEADER + "\n")
+
+    def last_telemetry(self) -> dict[str, dict[str, float | str]]:
+        """The latest telemetry row of every port (cumulative counters since this start)."""
+        return last_rows(self.telemetry_path, [p.ifname for p in self.config.ports])
 
     def __enter__(self) -> Switch:
         self.start()
