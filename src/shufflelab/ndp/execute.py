@@ -1,0 +1,141 @@
+"""Run a validated pushdown plan with DuckDB, and combine partial aggregates.
+
+The plan becomes one parameterised query: identifiers are schema-checked names (quoted), every
+value is a bound parameter, so nothing from the request is ever spliced into SQL text. The source
+is an Arrow table or a Parquet file; the result is an Arrow table (``to_ipc`` streams it).
+Partial aggregates: ``sum``/``count``/``min``/``max`` as themselves, ``avg`` as two columns
+``<alias>__sum`` and ``<alias>__count``; :func:`combine` merges the partials of several blocks into
+the final answer (avg = Σ sum / Σ count).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from shufflelab.ndp.plan import Plan
+
+
+def _q(name: str) -> str:
+    return f'"{name}"'  # names are validated: [a-z_][a-z0-9_]*
+
+
+def _where(plan: Plan, schema: dict[str, str]) -> tuple[str, list[Any]]:
+    parts: list[str] = []
+    params: list[Any] = []
+
+    def val(v: Any, col: str) -> str:
+        params.append(v)
+        return "CAST(? AS DATE)" if schema.get(col) == "date" else "?"
+
+    for p in plan.filters:
+        c = _q(p.column)
+        if p.op in ("=", "!=", "<", "<=", ">", ">="):
+            parts.append(f"{c} {'<>' if p.op == '!=' else p.op} {val(p.value, p.column)}")
+        elif p.op == "between":
+            lo, hi = p.values or [None, None]
+            parts.append(f"{c} BETWEEN {val(lo, p.column)} AND {val(hi, p.column)}")
+        elif p.op == "in":
+            parts.append(f"{c} IN ({', '.join(val(v, p.column) for v in p.values or [])})")
+        elif p.op == "is_null":
+            parts.append(f"{c} IS NULL")
+        elif p.op == "not_null":
+            parts.append(f"{c} IS NOT NULL")
+        elif p.op == "starts_with":
+            parts.append(f"starts_with({c}, {val(p.value, p.column)})")
+    return (" WHERE " + " AND ".join(parts)) if parts else "", params
+
+
+def _select(plan: Plan, schema: dict[str, str]) -> str:
+    if plan.aggregates:
+        cols = [_q(g) for g in plan.group_by]
+        for a in plan.aggregates:
+            arg = _q(a.column) if a.column else "*"
+            if a.fn == "avg":
+                cols += [f"sum({arg}) AS {_q(a.alias + '__sum')}", f"count({arg}) AS {_q(a.alias + '__count')}"]
+            else:
+                cols.append(f"{a.fn}({arg}) AS {_q(a.alias)}")
+        return ", ".join(cols)
+    if plan.project is not None:
+        return ", ".join(_q(c) for c in plan.project) if plan.project else "*"
+    return ", ".join(_q(c) for c in schema)
+
+
+def sql(plan: Plan, schema: dict[str, str], source: str = "src") -> tuple[str, list[Any]]:
+    """The parameterised query for ``plan`` over the relation ``source``."""
+    where, params = _where(plan, schema)
+    q = f"SELECT {_select(plan, schema)} FROM {source}{where}"
+    if plan.group_by:
+        q += " GROUP BY " + ", ".join(_q(g) for g in plan.group_by)
+    return q, params
+
+
+def run(plan: Plan, schema: dict[str, str], data: pa.Table | str | Path, threads: int = 1) -> pa.Table:
+    """Execute ``plan`` (already validated against ``schema``) over an Arrow table or a Parquet file."""
+    con = duckdb.connect(config={"threads": threads})
+    try:
+        if isinstance(data, pa.Table):
+            con.register("src", data)
+            source = "src"
+        else:  # a table function over the file: the path is bound as a parameter, never spliced
+            source = "read_parquet(?)"
+        q, params = sql(plan, schema, source)
+        if source != "src":
+            params = [str(data), *params]
+        return con.execute(q, params).to_arrow_table()
+    finally:
+        con.close()
+
+
+def combine(plan: Plan, partials: list[pa.Table]) -> pa.Table:
+    """Merge per-block partial aggregates into the final result (avg from its sum and count)."""
+    if not plan.aggregates:
+        raise ValueError("only aggregate plans have partials to combine")
+    con = duckdb.connect(config={"threads": 1})
+    try:
+        con.register("p", pa.concat_tables(partials) if partials else _empty_partial(plan))
+        cols = [_q(g) for g in plan.group_by]
+        for a in plan.aggregates:
+            if a.fn == "avg":
+                s, n = _q(a.alias + "__sum"), _q(a.alias + "__count")
+                cols.append(f"sum({s}) / nullif(sum({n}), 0) AS {_q(a.alias)}")
+            elif a.fn == "count":
+                cols.append(f"coalesce(sum({_q(a.alias)}), 0) AS {_q(a.alias)}")
+            else:
+                outer = {"sum": "sum", "min": "min", "max": "max"}[a.fn]
+                cols.append(f"{outer}({_q(a.alias)}) AS {_q(a.alias)}")
+        q = f"SELECT {', '.join(cols)} FROM p"
+        if plan.group_by:
+            q += (
+                " GROUP BY "
+                + ", ".join(_q(g) for g in plan.group_by)
+                + " ORDER BY "
+                + ", ".join(_q(g) for g in plan.group_by)
+            )
+        return con.execute(q).to_arrow_table()
+    finally:
+        con.close()
+
+
+def _empty_partial(plan: Plan) -> pa.Table:
+    fields = [pa.field(g, pa.string()) for g in plan.group_by]
+    for a in plan.aggregates:
+        if a.fn == "avg":
+            fields += [pa.field(a.alias + "__sum", pa.float64()), pa.field(a.alias + "__count", pa.int64())]
+        else:
+            fields.append(pa.field(a.alias, pa.float64()))
+    return pa.schema(fields).empty_table()
+
+
+def to_ipc(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as w:
+        w.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def from_ipc(data: bytes) -> pa.Table:
+    return pa.ipc.open_stream(data).read_all()

@@ -1,0 +1,206 @@
+"""The pushdown plan: what a storage node may run next to the data, as a small typed document.
+
+A plan is JSON, never SQL: a conjunction of predicates (``filters``), the columns to return
+(``project``), and optional partial aggregates (``aggregates`` grouped by ``group_by``). The
+storage side validates it against the data's schema before doing anything:
+
+* version must be known; unknown fields are rejected;
+* operators come from a whitelist; every column must exist in the schema; a value must have the
+  column's type (numbers for numeric columns, ISO dates for dates, strings for strings);
+* size limits: the document, the number of predicates, columns, IN-list items and string lengths.
+
+A bad plan raises :class:`PlanError` with the field path and the reason (the proxy turns it into
+a 4xx). ``avg`` is executed as a partial ``sum`` and ``count`` so that partials from several
+blocks combine exactly (:func:`shufflelab.ndp.execute.combine`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+MAX_PLAN_BYTES = 64 * 1024
+MAX_PREDICATES = 64
+MAX_COLUMNS = 256
+MAX_IN_ITEMS = 1000
+MAX_STRING = 1024
+NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789_")
+
+ColumnType = Literal["int", "float", "decimal", "string", "date"]
+Op = Literal["=", "!=", "<", "<=", ">", ">=", "between", "in", "is_null", "not_null", "starts_with"]
+AggFn = Literal["sum", "count", "min", "max", "avg"]
+Scalar = int | float | str
+
+
+class PlanError(ValueError):
+    """A plan that must not run: ``field`` is the path of the offending part."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _name(v: str) -> str:
+    if not v or len(v) > 64 or not set(v) <= NAME_CHARS or v[0].isdigit():
+        raise ValueError(f"{v[:70]!r} is not a column name (lowercase letters, digits, _; at most 64)")
+    return v
+
+
+class Predicate(_Model):
+    column: str
+    op: Op
+    value: Scalar | None = None
+    values: list[Scalar] | None = Field(default=None, max_length=MAX_IN_ITEMS)
+
+    _col = field_validator("column")(classmethod(lambda cls, v: _name(v)))
+
+    @model_validator(mode="after")
+    def _arity(self) -> Predicate:
+        if self.op in ("is_null", "not_null"):
+            if self.value is not None or self.values is not None:
+                raise ValueError(f"{self.op} takes no value")
+        elif self.op == "between":
+            if self.values is None or len(self.values) != 2 or self.value is not None:
+                raise ValueError("between takes values = [low, high]")
+        elif self.op == "in":
+            if not self.values or self.value is not None:
+                raise ValueError("in takes a non-empty values list")
+        elif self.value is None or self.values is not None:
+            raise ValueError(f"{self.op} takes one value")
+        for v in [self.value, *(self.values or [])]:
+            if isinstance(v, str) and len(v) > MAX_STRING:
+                raise ValueError(f"string longer than {MAX_STRING} characters")
+            if isinstance(v, bool):
+                raise ValueError("booleans are not values here")
+            if isinstance(v, float) and v != v:
+                raise ValueError("NaN is not a value")
+        if self.op == "starts_with" and not isinstance(self.value, str):
+            raise ValueError("starts_with takes a string")
+        return self
+
+
+class Aggregate(_Model):
+    fn: AggFn
+    column: str | None = None  # None only for count(*)
+    alias: str
+
+    _alias = field_validator("alias")(classmethod(lambda cls, v: _name(v)))
+
+    @field_validator("column")
+    @classmethod
+    def _column(cls, v: str | None) -> str | None:
+        return None if v is None else _name(v)
+
+    @model_validator(mode="after")
+    def _star(self) -> Aggregate:
+        if self.column is None and self.fn != "count":
+            raise ValueError(f"{self.fn} needs a column (only count may omit it)")
+        return self
+
+
+class Plan(_Model):
+    version: Literal[1] = 1
+    filters: list[Predicate] = Field(default_factory=list, max_length=MAX_PREDICATES)
+    project: list[str] | None = Field(default=None, max_length=MAX_COLUMNS)
+    group_by: list[str] = Field(default_factory=list, max_length=MAX_COLUMNS)
+    aggregates: list[Aggregate] = Field(default_factory=list, max_length=MAX_COLUMNS)
+
+    @field_validator("project", "group_by")
+    @classmethod
+    def _names(cls, v: list[str] | None) -> list[str] | None:
+        if v is None:
+            return v
+        for c in v:
+            _name(c)
+        if len(set(v)) != len(v):
+            raise ValueError("columns repeat")
+        return v
+
+    @model_validator(mode="after")
+    def _shape(self) -> Plan:
+        if self.group_by and not self.aggregates:
+            raise ValueError("group_by needs aggregates")
+        if self.aggregates and self.project is not None:
+            raise ValueError("give project or aggregates, not both (aggregates project their own columns)")
+        aliases = [a.alias for a in self.aggregates]
+        if len(set(aliases)) != len(aliases) or set(aliases) & set(self.group_by):
+            raise ValueError("aggregate aliases must be unique and differ from group_by columns")
+        return self
+
+    # -- the operator prefix this plan pushes (seed 003's vocabulary) ------------------------------
+    def operators(self) -> list[str]:
+        ops = []
+        if self.filters:
+            ops.append("filter")
+        if self.project is not None or self.aggregates:
+            ops.append("project")
+        if self.aggregates:
+            ops.append("aggregate")
+        return ops
+
+
+def parse(text: str | bytes) -> Plan:
+    """Parse and structurally validate a plan document (no schema yet)."""
+    raw = text.encode() if isinstance(text, str) else text
+    if len(raw) > MAX_PLAN_BYTES:
+        raise PlanError("plan", f"{len(raw)} bytes, at most {MAX_PLAN_BYTES}")
+    try:
+        data = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise PlanError("plan", f"not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise PlanError("plan", "must be a JSON object")
+    try:
+        return Plan.model_validate(data)
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        where = ".".join(str(x) for x in e["loc"]) or "plan"
+        raise PlanError(where, e["msg"]) from None
+
+
+_NUMERIC = {"int", "float", "decimal"}
+
+
+def _check_value(path: str, ctype: str, v: Scalar) -> None:
+    if ctype in _NUMERIC:
+        if not isinstance(v, int | float) or isinstance(v, bool):
+            raise PlanError(path, f"a {ctype} column needs a number, got {type(v).__name__}")
+    elif ctype == "date":
+        if not isinstance(v, str):
+            raise PlanError(path, "a date column needs an ISO date string")
+        try:
+            dt.date.fromisoformat(v)
+        except ValueError:
+            raise PlanError(path, f"{v[:40]!r} is not an ISO date (YYYY-MM-DD)") from None
+    elif not isinstance(v, str):
+        raise PlanError(path, f"a string column needs a string, got {type(v).__name__}")
+
+
+def validate(plan: Plan, schema: dict[str, str]) -> Plan:
+    """Check ``plan`` against the data's ``schema`` (column -> int|float|decimal|string|date)."""
+    for i, p in enumerate(plan.filters):
+        if p.column not in schema:
+            raise PlanError(f"filters.{i}.column", f"no column {p.column!r}")
+        ctype = schema[p.column]
+        if p.op == "starts_with" and ctype != "string":
+            raise PlanError(f"filters.{i}.op", "starts_with needs a string column")
+        for j, v in enumerate([p.value] if p.value is not None else (p.values or [])):
+            _check_value(f"filters.{i}.value" if p.value is not None else f"filters.{i}.values.{j}", ctype, v)
+    for name, cols in (("project", plan.project or []), ("group_by", plan.group_by)):
+        for i, c in enumerate(cols):
+            if c not in schema:
+                raise PlanError(f"{name}.{i}", f"no column {c!r}")
+    for i, a in enumerate(plan.aggregates):
+        if a.column is not None and a.column not in schema:
+            raise PlanError(f"aggregates.{i}.column", f"no column {a.column!r}")
+        if a.fn in ("sum", "avg") and a.column is not None and schema[a.column] not in _NUMERIC:
+            raise PlanError(f"aggregates.{i}.fn", f"{a.fn} needs a numeric column, {a.column!r} is {schema[a.column]}")
+    return plan
