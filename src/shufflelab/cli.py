@@ -357,6 +357,32 @@ def demo(
     console.print(f"demo finished in {time.monotonic() - t0:.0f} s")
 
 
+@app.command()
+def calibrate(
+    results: Annotated[Path, typer.Argument(help="Results file (.duckdb) of an emulated experiment.")],
+    spec: Annotated[Path | None, typer.Option(help="Experiment spec (default: the scenarios in RESULTS).")] = None,
+    out: Annotated[Path | None, typer.Option(help="Folder for calibration.md/.csv.")] = None,
+    fit_run: Annotated[str | None, typer.Option(help="Run to fit from (default: median run without UDP).")] = None,
+    cores: Annotated[float | None, typer.Option(help="Host cores (default: as recorded by the runs).")] = None,
+    cross_cpu: Annotated[float | None, typer.Option(help="CPU cores per Gbit/s of UDP (default: iperf3's).")] = None,
+) -> None:
+    """Simulate every scenario of an emulated experiment (sim backend) and report sim-vs-real job time."""
+    from shufflelab.sim.calibrate import CalibrationError, command
+
+    try:
+        cal, md = command(results, spec, out, fit_run, cores, cross_cpu)
+    except (CalibrationError, FileNotFoundError) as e:
+        err.print(f"[red]error[/]: {e}")
+        raise typer.Exit(2) from None
+    t = cal.table
+    for _, r in t.iterrows():
+        console.print(
+            f"{r['scenario']:<28} real {r['real_mean_s']:7.1f} s (n={r['n']})  sim {r['sim_s']:7.1f} s  "
+            f"error {r['rel_error'] * 100:+6.1f} %"
+        )
+    console.print(f"median absolute error {cal.median_abs_error * 100:.1f} % over {len(t)} scenarios -> {md}")
+
+
 try:  # the simulator backend mounts its own sub-commands
     from shufflelab.sim.cli import app as _sim_app
 

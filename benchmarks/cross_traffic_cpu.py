@@ -1,0 +1,135 @@
+"""Benchmark: host CPU taken by UDP cross traffic on the emulated fabric (no Spark running).
+
+    sudo .venv/bin/python benchmarks/cross_traffic_cpu.py [--seconds 20] [--repeat 2] [--out FILE.json]
+
+The calibration model (``shufflelab calibrate``, docs/design-sim.md) needs the CPU cores that
+cross traffic takes from the executors on this host. iperf3 reports only its own processes'
+CPU; the forwarding after the bottleneck queue (HTB dequeue, the router, the bridge, the sink's
+veth) runs in softirq context, charged to whatever process is interrupted, so iperf3's figure is
+a lower bound. This script builds the seed-000 fabric (topology ``shared``, 100 Mbit/s, the
+cc-under-udp hosts), sends iperf3 UDP exactly as the runner does (same payload size and
+wire-rate scaling) at 0/50/90/100 % of the bottleneck, and measures the whole host's busy CPU
+from ``/proc/stat`` (all cores: user + nice + system + irq + softirq + steal). The idle fabric
+(0 %) is subtracted; the result is cores per Gbit/s of UDP on the wire.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from shufflelab import spec as S
+from shufflelab import topology as T
+from shufflelab.emulate import netns
+from shufflelab.emulate.fabric import Fabric
+from shufflelab.emulate.traffic import UDP_PAYLOAD_BYTES, udp_payload_rate_bps
+
+RATE_MBPS = 100
+
+
+def _spec() -> S.ExperimentSpec:
+    return S.parse(
+        {
+            "experiment": {"name": "bench-cross-cpu"},
+            "topology": {"kind": "shared", "bottleneck": {"rate_mbps": RATE_MBPS, "queue_bytes": 250_000}},
+            "hosts": {
+                "master": {"roles": ["spark-master"]},
+                "w1": {"roles": ["spark-worker"]},
+                "w2": {"roles": ["spark-worker"]},
+                "w3": {"roles": ["spark-worker"]},
+                "tgen": {"roles": ["traffic-source"]},
+                "tsink": {"roles": ["traffic-sink"]},
+            },
+            "workload": {"name": "sort-aggregate", "params": {"rows": 1000, "partitions": 3}},
+        }
+    )
+
+
+def _cpu_times() -> tuple[float, float]:
+    """(busy, total) jiffies over all cores from /proc/stat."""
+    fields = [float(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    user, nice, system, idle, iowait, irq, softirq, steal = (fields + [0.0] * 8)[:8]
+    busy = user + nice + system + irq + softirq + steal
+    return busy, busy + idle + iowait
+
+
+def _busy_cores(seconds: float) -> float:
+    import os
+
+    hz = os.sysconf("SC_CLK_TCK")
+    b0, _ = _cpu_times()
+    t0 = time.monotonic()
+    time.sleep(seconds)
+    b1, _ = _cpu_times()
+    return (b1 - b0) / hz / (time.monotonic() - t0)
+
+
+def measure(seconds: float, percents: list[float], settle_s: float = 2.0) -> list[dict[str, Any]]:
+    sp = _spec()
+    net = T.build(sp)
+    rows = []
+    with netns.lease() as lz, Fabric(lz, net) as fab:
+        fab.configure(sp)
+        dst = net.host_addresses["tsink"]
+        for pct in percents:
+            procs = []
+            if pct > 0:
+                srv = netns.Process(fab.ns["tsink"], ["iperf3", "-s", "-1", "-B", dst], lz.scratch / f"s{pct}.log")
+                time.sleep(0.5)
+                bps = udp_payload_rate_bps(RATE_MBPS, pct)
+                cli = netns.Process(
+                    fab.ns["tgen"],
+                    ["iperf3", "-c", dst, "-u", "-b", str(bps), "-l", str(UDP_PAYLOAD_BYTES), "-t", "600", "-J"],
+                    lz.scratch / f"c{pct}.json",
+                )
+                procs = [cli, srv]
+                time.sleep(settle_s)
+            busy = _busy_cores(seconds)
+            for proc in procs:
+                proc.stop(signal.SIGINT, grace_s=5)
+            rows.append({"udp_percent": pct, "wire_gbps": RATE_MBPS * pct / 100 / 1000, "busy_cores": busy})
+            print(rows[-1], flush=True)
+            time.sleep(1.0)
+    idles = [r["busy_cores"] for r in rows if r["udp_percent"] == 0]
+    idle = sum(idles) / len(idles)
+    for r in rows:
+        r["cross_cores"] = r["busy_cores"] - idle
+        r["cores_per_gbps"] = r["cross_cores"] / r["wire_gbps"] if r["wire_gbps"] > 0 else None
+    return rows
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seconds", type=float, default=20.0)
+    ap.add_argument("--repeat", type=int, default=2, help="rounds over the UDP levels (idle measured each round)")
+    ap.add_argument("--out", type=Path, default=Path("docs/results/calibration/cross-traffic-cpu.json"))
+    a = ap.parse_args()
+    rounds = [measure(a.seconds, [0, 50, 90, 100, 0]) for _ in range(a.repeat)]
+    per_level: dict[float, list[float]] = {}
+    for rows in rounds:
+        for r in rows:
+            if r["cores_per_gbps"] is not None:
+                per_level.setdefault(r["udp_percent"], []).append(r["cores_per_gbps"])
+    import statistics
+
+    summary = {str(k): statistics.median(v) for k, v in sorted(per_level.items())}
+    allv = [x for v in per_level.values() for x in v]
+    result = {
+        "command": " ".join(["benchmarks/cross_traffic_cpu.py", *sys.argv[1:]]),
+        "rounds": rounds,
+        "cores_per_gbps_by_level": summary,
+        "cores_per_gbps_median": statistics.median(allv) if allv else None,
+    }
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps(result, indent=1))
+    print(json.dumps({k: result[k] for k in ("cores_per_gbps_by_level", "cores_per_gbps_median")}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
