@@ -325,6 +325,10 @@ def test_calibrate_reports_error_per_scenario_and_the_median(tmp_path: Path) -> 
     assert t.loc["udp=0", "sim_s"] == pytest.approx(1.9, rel=0.02)
     assert t.loc["udp=100", "sim_s"] > t.loc["udp=0", "sim_s"]  # the fetches crawl under full UDP
     assert c.median_abs_error == pytest.approx(cal.median_abs_error(list(t["rel_error"])))
+    # the breakdown adds up: shuffle stage + other stages + driver gaps = job time, both sides
+    for side, total in (("sim", "sim_s"), ("real", "real_mean_s")):
+        parts = t[f"{side}_shuffle_stage_s"] + t[f"{side}_other_stages_s"] + t[f"{side}_driver_gaps_s"]
+        assert list(parts) == pytest.approx(list(t[total]))
     md, csv = cal.write(c, tmp_path / "out", "shufflelab calibrate r.duckdb", str(path))
     text = md.read_text()
     assert "not measured" in text and "Median absolute error over 2 scenarios" in text

@@ -406,7 +406,10 @@ def calibrate(
             data["stages"][data["stages"]["run_id"] == rid],
             data["jobs"][data["jobs"]["run_id"] == rid],
             host_cores,
-            platform={**platform_for(specs[fit_sid], host_cores, cross_cpu_cores_per_gbps), **(platform_overrides or {})},
+            platform={
+                **platform_for(specs[fit_sid], host_cores, cross_cpu_cores_per_gbps),
+                **(platform_overrides or {}),
+            },
         )
     if fit_run is not None and fit_run not in set(fitted.values()):
         raise CalibrationError(f"--fit-run {fit_run}: no such successful run in {results}")
@@ -425,6 +428,11 @@ def calibrate(
         real = g["job_time_s"].astype(float)
         err = relative_error(res["job_time_s"], float(real.mean()))
         ct = specs[sid].get("cross_traffic", {}) or {}
+        # Where the time goes: the shuffle stage (most fetched bytes) vs the other stages vs the
+        # driver's gaps, real (mean over runs of first launch -> last finish) and simulated.
+        shuffle_id = max(w["stages"], key=lambda st: sum(sum(t["fetch_bytes"]) for t in st["tasks"]))["stage_id"]
+        spans = _real_stage_spans(data["tasks"], list(g["run_id"]))
+        sim_spans = {int(r["stage_id"]): r["end_s"] - r["start_s"] for r in res["stages"]}
         rows.append(
             {
                 "scenario": labels.get(sid, sid),
@@ -441,6 +449,12 @@ def calibrate(
                 "within_real_range": bool(real.min() <= res["job_time_s"] <= real.max()),
                 "fitted_from": fitted[key],
                 "is_fit_scenario": bool(fitted[key] in set(g["run_id"])),
+                "real_shuffle_stage_s": spans.get(shuffle_id, float("nan")),
+                "sim_shuffle_stage_s": sim_spans.get(shuffle_id, float("nan")),
+                "real_other_stages_s": sum(v for k, v in spans.items() if k != shuffle_id),
+                "sim_other_stages_s": sum(v for k, v in sim_spans.items() if k != shuffle_id),
+                "real_driver_gaps_s": float(real.mean()) - sum(spans.values()),
+                "sim_driver_gaps_s": float(res["job_time_s"]) - sum(sim_spans.values()),
             }
         )
     if not rows:
@@ -455,6 +469,16 @@ def calibrate(
         host_cores=float(host_cores),
         engine=engine,
     )
+
+
+def _real_stage_spans(tasks: pd.DataFrame, run_ids: list[str]) -> dict[int, float]:
+    """Mean over the runs of each stage's span (first task launch -> last task finish), s."""
+    t = tasks[tasks["run_id"].isin(run_ids)]
+    if t.empty:
+        return {}
+    g = t.groupby(["run_id", "stage_id"]).agg(a=("launch_at_ms", "min"), b=("finish_at_ms", "max"))
+    spans = ((g["b"] - g["a"]) / 1000.0).groupby("stage_id").mean()
+    return {int(k): float(v) for k, v in spans.items()}
 
 
 def _has_cross_traffic(spec: dict[str, Any]) -> bool:
@@ -491,7 +515,21 @@ def to_markdown(cal: Calibration, command: str, results: str) -> str:
         f"(mean {t['rel_error'].abs().mean() * 100:.1f} %, worst {t['rel_error'].abs().max() * 100:.1f} %).",
         "",
     ]
-    return "\n".join(head + lines) + "\n"
+    split = [
+        "",
+        "Where the time goes (s; real = mean over the runs; stage span = first task launch → last task "
+        "finish; gaps = the rest of the job time, driver work between stages):",
+        "",
+        "| scenario | shuffle stage real / sim | other stages real / sim | driver gaps real / sim |",
+        "|---|---|---|---|",
+    ]
+    for _, r in t.iterrows():
+        split.append(
+            f"| {r['scenario']} | {r['real_shuffle_stage_s']:.1f} / {r['sim_shuffle_stage_s']:.1f} "
+            f"| {r['real_other_stages_s']:.1f} / {r['sim_other_stages_s']:.1f} "
+            f"| {r['real_driver_gaps_s']:.1f} / {r['sim_driver_gaps_s']:.1f} |"
+        )
+    return "\n".join(head + lines + split) + "\n"
 
 
 def write(cal: Calibration, out: str | Path, command: str, results: str) -> tuple[Path, Path]:

@@ -1,0 +1,152 @@
+// ns-3 micro-scenario for benchmarks/sim_vs_ns3.py (issue 5's acceptance list):
+// N TCP flows of B bytes each through one RED/ECN bottleneck, optionally next to constant-rate UDP.
+//
+//   senders s0..sN-1, udp source u  --10G-->  router a  --bottleneck (RED, ECN)-->  router b  --10G-->  sinks
+//
+// Prints one JSON object on stdout: per-flow completion times (s, from the flows' common start),
+// the UDP rate delivered, and the simulator's own wall time.
+#include <chrono>
+#include <cstdio>
+#include <vector>
+
+#include "ns3/applications-module.h"
+#include "ns3/core-module.h"
+#include "ns3/internet-module.h"
+#include "ns3/network-module.h"
+#include "ns3/point-to-point-module.h"
+#include "ns3/traffic-control-module.h"
+
+using namespace ns3;
+
+static std::vector<double> g_fct;
+static std::vector<uint64_t> g_rx;
+static uint64_t g_bytes = 0;
+static double g_start = 1.0;
+
+static void OnRx(uint32_t flow, Ptr<const Packet> p, const Address &) {
+  g_rx[flow] += p->GetSize();
+  if (g_fct[flow] < 0 && g_rx[flow] >= g_bytes) {
+    g_fct[flow] = Simulator::Now().GetSeconds() - g_start;
+  }
+}
+
+int main(int argc, char *argv[]) {
+  uint32_t flows = 4;
+  double megabytes = 100;
+  double rateGbps = 1.0;
+  double udpShare = 0.0;
+  double delayUs = 50;  // one-way per link
+  std::string cc = "ns3::TcpCubic";
+  CommandLine cmd;
+  cmd.AddValue("flows", "TCP flows", flows);
+  cmd.AddValue("megabytes", "MB (10^6) per flow", megabytes);
+  cmd.AddValue("rateGbps", "bottleneck rate", rateGbps);
+  cmd.AddValue("udpShare", "UDP rate as a share of the bottleneck (0..1)", udpShare);
+  cmd.AddValue("delayUs", "one-way delay of every link, microseconds", delayUs);
+  cmd.AddValue("cc", "TCP congestion control TypeId", cc);
+  cmd.Parse(argc, argv);
+  g_bytes = static_cast<uint64_t>(megabytes * 1e6);
+  g_fct.assign(flows, -1.0);
+  g_rx.assign(flows, 0);
+
+  Config::SetDefault("ns3::TcpL4Protocol::SocketType", TypeIdValue(TypeId::LookupByName(cc)));
+  Config::SetDefault("ns3::TcpSocket::SegmentSize", UintegerValue(1448));
+  Config::SetDefault("ns3::TcpSocket::SndBufSize", UintegerValue(8 << 20));
+  Config::SetDefault("ns3::TcpSocket::RcvBufSize", UintegerValue(8 << 20));
+  Config::SetDefault("ns3::TcpSocketBase::UseEcn", StringValue("On"));
+
+  NodeContainer senders, sinks, routers, udp;
+  senders.Create(flows);
+  sinks.Create(flows + 1);  // the last one receives the UDP
+  routers.Create(2);
+  udp.Create(1);
+  InternetStackHelper stack;
+  stack.InstallAll();
+
+  std::string rate = std::to_string(rateGbps * 1000) + "Mbps";
+  std::string delay = std::to_string(delayUs) + "us";
+  PointToPointHelper access;
+  access.SetDeviceAttribute("DataRate", StringValue("10Gbps"));
+  access.SetChannelAttribute("Delay", StringValue(delay));
+  PointToPointHelper bottleneck;
+  bottleneck.SetDeviceAttribute("DataRate", StringValue(rate));
+  bottleneck.SetChannelAttribute("Delay", StringValue(delay));
+  bottleneck.SetQueue("ns3::DropTailQueue", "MaxSize", StringValue("1p"));
+
+  Ipv4AddressHelper ip;
+  TrafficControlHelper red;
+  red.SetRootQueueDisc("ns3::RedQueueDisc", "UseEcn", BooleanValue(true), "LinkBandwidth",
+                       StringValue(rate), "LinkDelay", StringValue(delay), "MinTh", DoubleValue(60),
+                       "MaxTh", DoubleValue(180), "MaxSize", StringValue("600p"));
+  TrafficControlHelper fifo;  // access links: plain and never the bottleneck
+  fifo.SetRootQueueDisc("ns3::FifoQueueDisc", "MaxSize", StringValue("10000p"));
+
+  int subnet = 1;
+  auto link = [&](PointToPointHelper &h, Ptr<Node> x, Ptr<Node> y, TrafficControlHelper &tc) {
+    NetDeviceContainer d = h.Install(x, y);
+    tc.Install(d);
+    std::string base = "10." + std::to_string(subnet / 250) + "." + std::to_string(subnet % 250) + ".0";
+    subnet++;
+    ip.SetBase(base.c_str(), "255.255.255.0");
+    return ip.Assign(d);
+  };
+  for (uint32_t i = 0; i < flows; i++) link(access, senders.Get(i), routers.Get(0), fifo);
+  link(access, udp.Get(0), routers.Get(0), fifo);
+  link(bottleneck, routers.Get(0), routers.Get(1), red);
+  std::vector<Ipv4Address> sinkAddr;
+  for (uint32_t i = 0; i < flows + 1; i++) {
+    Ipv4InterfaceContainer c = link(access, routers.Get(1), sinks.Get(i), fifo);
+    sinkAddr.push_back(c.GetAddress(1));
+  }
+  Ipv4GlobalRoutingHelper::PopulateRoutingTables();
+
+  for (uint32_t i = 0; i < flows; i++) {
+    uint16_t port = 5000 + i;
+    PacketSinkHelper sink("ns3::TcpSocketFactory", InetSocketAddress(Ipv4Address::GetAny(), port));
+    ApplicationContainer s = sink.Install(sinks.Get(i));
+    s.Start(Seconds(0));
+    s.Get(0)->TraceConnectWithoutContext("Rx", MakeBoundCallback(&OnRx, i));
+    BulkSendHelper bulk("ns3::TcpSocketFactory", InetSocketAddress(sinkAddr[i], port));
+    bulk.SetAttribute("MaxBytes", UintegerValue(g_bytes));
+    bulk.SetAttribute("SendSize", UintegerValue(1448 * 16));
+    ApplicationContainer b = bulk.Install(senders.Get(i));
+    b.Start(Seconds(g_start));
+  }
+  ApplicationContainer udpSink;
+  if (udpShare > 0) {
+    // 1472 B of payload: 1500 B IP packets (+2 B PPP) on the wire
+    double bps = udpShare * rateGbps * 1e9 * 1472.0 / 1502.0;
+    OnOffHelper onoff("ns3::UdpSocketFactory", InetSocketAddress(sinkAddr[flows], 9));
+    onoff.SetConstantRate(DataRate(static_cast<uint64_t>(bps)), 1472);
+    ApplicationContainer u = onoff.Install(udp.Get(0));
+    u.Start(Seconds(0.5));
+    PacketSinkHelper us("ns3::UdpSocketFactory", InetSocketAddress(Ipv4Address::GetAny(), 9));
+    udpSink = us.Install(sinks.Get(flows));
+    udpSink.Start(Seconds(0));
+  }
+
+  // Stop once every flow is done (checked every 10 ms of virtual time), at the latest after 600 s.
+  std::function<void()> check = [&]() {
+    for (double f : g_fct)
+      if (f < 0) {
+        Simulator::Schedule(MilliSeconds(10), check);
+        return;
+      }
+    Simulator::Stop();
+  };
+  Simulator::Schedule(Seconds(g_start), check);
+  Simulator::Stop(Seconds(600));
+  auto t0 = std::chrono::steady_clock::now();
+  Simulator::Run();
+  double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  double end = Simulator::Now().GetSeconds();
+  double udpRx = 0;
+  if (udpShare > 0) {
+    udpRx = DynamicCast<PacketSink>(udpSink.Get(0))->GetTotalRx() * 8.0 / (end - 0.5);
+  }
+  std::printf("{\"fct_s\": [");
+  for (uint32_t i = 0; i < flows; i++) std::printf("%s%.6f", i ? ", " : "", g_fct[i]);
+  std::printf("], \"udp_rx_bps\": %.1f, \"virtual_end_s\": %.6f, \"wall_s\": %.6f}\n", udpRx, end, wall);
+  Simulator::Destroy();
+  return 0;
+}
