@@ -10,6 +10,15 @@ exactly that over repeated runs (pure functions over the results tables):
 - Spearman correlation, within the scenario's runs, of the bottleneck backlog with task progress
   (task completions per second): negative when progress stalls while the queue is full.
 
+Which CPU time: the executors' *user* CPU time from the OS (``runs.executor_user_s``, the
+worker daemons' reaped-children time) when every compared run has it, else the event log's
+``executorCpuTime``. On a kernel without IRQ time accounting (this host's:
+``CONFIG_IRQ_TIME_ACCOUNTING`` is off) the thread CPU time that Spark reports also contains the
+packet-forwarding work that interrupts charge to whichever thread was running -- with cross
+traffic, the executors pay for forwarding it, which reads as "CPU time grew" although the
+executors did no more work. User time excludes that (interrupt ticks count as system time); the
+event-log ratio is still reported next to it.
+
 Verdict: **starved** when the job is significantly slower (p < alpha and the ratio's CI above 1),
 CPU time is unchanged (its ratio's CI inside 1 +/- ``cpu_tolerance``) and the idle share grew;
 **not starved** when the job is not significantly slower and its mean ratio is below
@@ -47,6 +56,8 @@ class Diagnosis:
     n_baseline: int
     n_scenario: int
     extra: dict[str, float] = field(default_factory=dict)
+    thread_cpu: Comparison | None = None
+    cpu_measure: str = "thread"
 
     def row(self) -> dict[str, object]:
         def ci(c: Comparison) -> str:
@@ -62,8 +73,10 @@ class Diagnosis:
             "job_ratio": self.job.ratio,
             "job_ci": ci(self.job),
             "job_p": self.job.p_value,
+            "cpu_measure": self.cpu_measure,
             "cpu_ratio": self.cpu.ratio,
             "cpu_ci": ci(self.cpu),
+            "eventlog_cpu_ratio": self.thread_cpu.ratio if self.thread_cpu else self.cpu.ratio,
             "task_cpu_ratio": self.task_cpu.ratio,
             "idle_share": f"{self.idle_share_baseline:.0%} -> {self.idle_share_scenario:.0%}",
             "fetch_wait_share": f"{self.fetch_wait_share_baseline:.0%} -> {self.fetch_wait_share_scenario:.0%}",
@@ -130,10 +143,25 @@ def diagnose(
     min_reps: int = 3,
     alpha: float = 0.05,
     cpu_tolerance: float = 0.10,
+    cpu_measure: str = "auto",
 ) -> Diagnosis:
     """Compare ``scenario``'s successful runs with ``baseline``'s (see the module doc for the rules)."""
     job = compare(base_runs["job_time_s"].tolist(), scen_runs["job_time_s"].tolist(), seed=11)
-    cpu = compare(base_runs["executor_cpu_s"].tolist(), scen_runs["executor_cpu_s"].tolist(), seed=12)
+    thread_cpu = compare(base_runs["executor_cpu_s"].tolist(), scen_runs["executor_cpu_s"].tolist(), seed=12)
+    use_user = cpu_measure == "user" or (
+        cpu_measure == "auto"
+        and "executor_user_s" in base_runs.columns
+        and "executor_user_s" in scen_runs.columns
+        and base_runs["executor_user_s"].notna().all()
+        and scen_runs["executor_user_s"].notna().all()
+        and len(base_runs) > 0
+        and len(scen_runs) > 0
+    )
+    if use_user:
+        cpu = compare(base_runs["executor_user_s"].tolist(), scen_runs["executor_user_s"].tolist(), seed=12)
+        cpu_name = "executor user CPU time (OS)"
+    else:
+        cpu, cpu_name = thread_cpu, "executor CPU time (event log)"
     task_cpu = compare(task_cpu_per_run(base_tasks), task_cpu_per_run(scen_tasks), seed=13)
     idle_b, wait_b = _shares(base_runs)
     idle_s, wait_s = _shares(scen_runs)
@@ -155,7 +183,7 @@ def diagnose(
             f"Welch p = {job.p_value:.2g})"
         )
         reasons.append(
-            f"CPU time unchanged: ratio {cpu.ratio:.2f} (CI {cpu.ratio_ci_low:.2f}-{cpu.ratio_ci_high:.2f}, "
+            f"{cpu_name} unchanged: ratio {cpu.ratio:.2f} (CI {cpu.ratio_ci_low:.2f}-{cpu.ratio_ci_high:.2f}, "
             f"inside +/-{cpu_tolerance:.0%})"
         )
         reasons.append(f"idle executor core-time {mean(idle_b):.0%} -> {mean(idle_s):.0%}")
@@ -169,7 +197,7 @@ def diagnose(
         verdict = "inconclusive"
         if slower and not cpu_same:
             reasons.append(
-                f"job slower ({pct:+.0f} %) but CPU time changed too (ratio {cpu.ratio:.2f}, "
+                f"job slower ({pct:+.0f} %) but {cpu_name} changed too (ratio {cpu.ratio:.2f}, "
                 f"CI {cpu.ratio_ci_low:.2f}-{cpu.ratio_ci_high:.2f}): CPU contention, not only the network"
             )
         elif slower:
@@ -179,11 +207,17 @@ def diagnose(
                 f"job time ratio {job.ratio:.2f} not significant (p = {job.p_value:.2g}, "
                 f"CI {job.ratio_ci_low:.2f}-{job.ratio_ci_high:.2f}): more repetitions needed"
             )
+    if use_user and not math.isnan(thread_cpu.ratio):
+        reasons.append(
+            f"event-log executor CPU time ratio {thread_cpu.ratio:.2f} (CI {thread_cpu.ratio_ci_low:.2f}-"
+            f"{thread_cpu.ratio_ci_high:.2f}; includes interrupt work charged to the executors)"
+        )
     if not math.isnan(rho):
         reasons.append(f"backlog vs task completions per second: Spearman rho = {rho:.2f} (p = {rho_p:.2g})")
     return Diagnosis(
         scenario, baseline, verdict, reasons, job, cpu, task_cpu,
         mean(idle_b), mean(idle_s), mean(wait_b), mean(wait_s), rho, rho_p, n_b, n_s,
+        thread_cpu=thread_cpu, cpu_measure="user" if use_user else "thread",
     )  # fmt: skip
 
 

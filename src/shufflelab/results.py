@@ -89,6 +89,8 @@ MIGRATIONS = [
     "ALTER TABLE runs ADD COLUMN IF NOT EXISTS n_apps INTEGER DEFAULT 1",
     "ALTER TABLE runs ADD COLUMN IF NOT EXISTS total_cores INTEGER",
     "ALTER TABLE apps ADD COLUMN IF NOT EXISTS listener_tasks INTEGER",
+    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS executor_user_s DOUBLE",
+    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS executor_sys_s DOUBLE",
     # ECN marks: the userspace switch's telemetry has them, the kernel sampler's does not (NULL)
     "ALTER TABLE queue_samples ADD COLUMN IF NOT EXISTS marks BIGINT",
     "ALTER TABLE runs ADD COLUMN IF NOT EXISTS bottleneck_marks BIGINT",

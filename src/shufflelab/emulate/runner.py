@@ -289,6 +289,7 @@ class EmulateRunner:
         status, cause = "ok", None
         app_ids: list[str] = []
         driver_results: list[dict[str, Any]] = []
+        self._executor_os_cpu: tuple[float, float] | None = None
         total_cores = spec.spark.worker_cores * len(spec.hosts_with("spark-worker"))
         cc_seen: dict[str, int] = {}
         traffic_rows: list[dict[str, Any]] = []
@@ -328,6 +329,7 @@ class EmulateRunner:
             n_apps = spec.workload.apps
             cores_each = total_cores // n_apps
             partitions = getattr(spec.workload_params(), "partitions", None)
+            ticks_before = cluster.executor_cpu_ticks()
             drivers = []
             for k in range(n_apps):
                 request = {
@@ -382,6 +384,13 @@ class EmulateRunner:
                     status = "failed"
                     first_line = (res.get("error") or "").split("\n")[0][:500]
                     cause = first_line or f"driver {k} exited without a result; see {run_dir / f'driver_{k}.log'}"
+            ticks_after = cluster.executor_cpu_ticks()
+            if ticks_before is not None and ticks_after is not None:
+                hz = os.sysconf("SC_CLK_TCK")
+                self._executor_os_cpu = (
+                    (ticks_after[0] - ticks_before[0]) / hz,
+                    (ticks_after[1] - ticks_before[1]) / hz,
+                )
         except KeyboardInterrupt:
             status, cause = "interrupted", "runner interrupted"
             raise
@@ -523,6 +532,10 @@ class EmulateRunner:
             "job_time_s": sum(times) / len(times) if times and len(times) == n_apps else None,
             "n_apps": n_apps,
             "total_cores": total_cores,
+            # executor JVMs' user and system CPU from the OS (reaped by the worker daemons): unlike the
+            # event log's executorCpuTime it separates interrupt work charged as system time
+            "executor_user_s": self._executor_os_cpu[0] if self._executor_os_cpu else None,
+            "executor_sys_s": self._executor_os_cpu[1] if self._executor_os_cpu else None,
             "n_jobs": len(tables["jobs"]) if "jobs" in tables else 0,
             "n_tasks": len(tasks),
             "executor_cpu_s": float(tasks["executor_cpu_ms"].sum()) / 1000 if has_tasks else None,

@@ -32,6 +32,38 @@ def spark_home() -> Path:
     return Path(pyspark.__file__).resolve().parent
 
 
+def _children(pid: int) -> list[int]:
+    """Live (not zombie) child processes of ``pid`` (each thread keeps its own children list)."""
+    import glob
+
+    out = []
+    for path in glob.glob(f"/proc/{pid}/task/*/children"):
+        try:
+            with open(path) as f:
+                kids = [int(x) for x in f.read().split()]
+        except OSError:
+            continue
+        for k in kids:
+            try:
+                with open(f"/proc/{k}/stat") as f:
+                    state = f.read().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if state != "Z":
+                out.append(k)
+    return out
+
+
+def _child_times(pid: int) -> tuple[int, int] | None:
+    """(cutime, cstime) of ``pid`` in clock ticks: CPU time of its reaped children."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return int(fields[13]), int(fields[14])  # fields 16 and 17 of proc(5), counted from "state"
+
+
 def spark_version() -> str:
     import pyspark
 
@@ -126,6 +158,25 @@ class SparkCluster:
                 env=self._env(w),
             )  # fmt: skip
         self._wait_for(self.daemons[m], "Registering worker", len(self.spec.workers), timeout_s)
+
+    def worker_pids(self) -> list[int]:
+        return [self.daemons[w].pid for w in self.spec.workers if w in self.daemons]
+
+    def executor_cpu_ticks(self, wait_s: float = 20.0) -> tuple[int, int] | None:
+        """Executors' user and system CPU so far, in clock ticks: each worker daemon reaps its
+        executor processes, so its ``cutime``/``cstime`` grow by every finished executor's time.
+        Waits (up to ``wait_s``) until no executor is alive, so a run's executors are all counted."""
+        deadline = time.monotonic() + wait_s
+        pids = self.worker_pids()
+        while any(_children(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        user = system = 0
+        for pid in pids:
+            t = _child_times(pid)
+            if t is None:
+                return None
+            user, system = user + t[0], system + t[1]
+        return user, system
 
     def _wait_for(self, proc: Process, needle: str, count: int, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
