@@ -10,14 +10,16 @@ exactly that over repeated runs (pure functions over the results tables):
 - Spearman correlation, within the scenario's runs, of the bottleneck backlog with task progress
   (task completions per second): negative when progress stalls while the queue is full.
 
-Which CPU time: the executors' *user* CPU time from the OS (``runs.executor_user_s``, the
-worker daemons' reaped-children time) when every compared run has it, else the event log's
+Which CPU time: the task threads' *user-mode* CPU time (``runs.task_user_cpu_s``, measured in
+the executors by shufflelab's plugin) when every compared run has it, else the event log's
 ``executorCpuTime``. On a kernel without IRQ time accounting (this host's:
 ``CONFIG_IRQ_TIME_ACCOUNTING`` is off) the thread CPU time that Spark reports also contains the
 packet-forwarding work that interrupts charge to whichever thread was running -- with cross
 traffic, the executors pay for forwarding it, which reads as "CPU time grew" although the
-executors did no more work. User time excludes that (interrupt ticks count as system time); the
-event-log ratio is still reported next to it.
+tasks did no more work. User time excludes that (interrupt ticks count as system time); the
+event-log ratio is still reported next to it. (The executor processes' OS user time,
+``runs.executor_user_s``, is recorded too but not used: JIT and idle JVM threads make it grow
+with the job's duration.)
 
 Verdict: **starved** when the job is significantly slower (p < alpha and the ratio's CI above 1),
 CPU time is unchanged (its ratio's CI inside 1 +/- ``cpu_tolerance``) and the idle share grew;
@@ -148,18 +150,19 @@ def diagnose(
     """Compare ``scenario``'s successful runs with ``baseline``'s (see the module doc for the rules)."""
     job = compare(base_runs["job_time_s"].tolist(), scen_runs["job_time_s"].tolist(), seed=11)
     thread_cpu = compare(base_runs["executor_cpu_s"].tolist(), scen_runs["executor_cpu_s"].tolist(), seed=12)
+    col = "task_user_cpu_s"
     use_user = cpu_measure == "user" or (
         cpu_measure == "auto"
-        and "executor_user_s" in base_runs.columns
-        and "executor_user_s" in scen_runs.columns
-        and base_runs["executor_user_s"].notna().all()
-        and scen_runs["executor_user_s"].notna().all()
+        and col in base_runs.columns
+        and col in scen_runs.columns
         and len(base_runs) > 0
         and len(scen_runs) > 0
+        and base_runs[col].notna().all()
+        and scen_runs[col].notna().all()
     )
     if use_user:
-        cpu = compare(base_runs["executor_user_s"].tolist(), scen_runs["executor_user_s"].tolist(), seed=12)
-        cpu_name = "executor user CPU time (OS)"
+        cpu = compare(base_runs[col].tolist(), scen_runs[col].tolist(), seed=12)
+        cpu_name = "task user CPU time"
     else:
         cpu, cpu_name = thread_cpu, "executor CPU time (event log)"
     task_cpu = compare(task_cpu_per_run(base_tasks), task_cpu_per_run(scen_tasks), seed=13)

@@ -29,8 +29,12 @@ from typing import Any
 
 import pandas as pd
 
-SOURCE = Path(__file__).parent / "java" / "TaskFlowListener.java"
+JAVA_DIR = Path(__file__).parent / "java"
+SOURCE = JAVA_DIR / "TaskFlowListener.java"
+SOURCES = sorted(JAVA_DIR.glob("*.java"))  # the listener and the executor plugin share one jar
 CLASS_NAME = "shufflelab.TaskFlowListener"
+PLUGIN_CLASS = "shufflelab.TaskCpuPlugin"
+PLUGIN_FILE = "shufflelab-task-cpu.jsonl"  # written by each executor in its working directory
 PATH_CONF = "spark.shufflelab.listener.path"
 
 END_COLUMNS = [
@@ -56,7 +60,7 @@ def jar_path() -> Path:
     """Where the jar for this source and this Spark lives (it may not exist yet)."""
     from shufflelab.emulate.spark import spark_version
 
-    key = hashlib.sha256(SOURCE.read_bytes() + spark_version().encode()).hexdigest()[:12]
+    key = hashlib.sha256(b"".join(p.read_bytes() for p in SOURCES) + spark_version().encode()).hexdigest()[:12]
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "shufflelab"
     return cache / f"shufflelab-listener-{key}.jar"
 
@@ -72,7 +76,7 @@ def ensure_jar() -> Path:
     jar.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="shufflelab-listener-") as tmp:
         classes = Path(tmp) / "classes"
-        cmd = [javac, "-nowarn", "-d", str(classes), "-cp", f"{_spark_jars()}/*", str(SOURCE)]
+        cmd = [javac, "-nowarn", "-d", str(classes), "-cp", f"{_spark_jars()}/*", *map(str, SOURCES)]
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
             raise ListenerBuildError(f"javac failed for {SOURCE}:\n{r.stderr[-2000:]}")
@@ -91,7 +95,9 @@ def spark_conf(jar: Path, out: Path, heartbeat_s: float = 1.0) -> dict[str, str]
     """
     return {
         "spark.extraListeners": CLASS_NAME,
+        "spark.plugins": PLUGIN_CLASS,
         "spark.driver.extraClassPath": str(jar),
+        "spark.executor.extraClassPath": str(jar),
         PATH_CONF: str(out),
         "spark.executor.heartbeatInterval": f"{int(heartbeat_s * 1000)}ms",
     }
@@ -126,6 +132,22 @@ def parse(path: Path) -> ListenerLog:
             elif kind == "progress":
                 progress.append({c: rec.get(c) for c in PROGRESS_COLUMNS})
     return ListenerLog(pd.DataFrame(ends, columns=END_COLUMNS), pd.DataFrame(progress, columns=PROGRESS_COLUMNS), bad)
+
+
+def task_cpu(files: list[Path]) -> pd.DataFrame:
+    """The executor plugin's per-task lines (task, stage, user_ns, cpu_ns, ok) from every executor;
+    torn lines are skipped."""
+    rows = []
+    for f in files:
+        with open(f, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if isinstance(rec, dict) and "task" in rec:
+                    rows.append({k: rec.get(k) for k in ("task", "stage", "user_ns", "cpu_ns", "ok")})
+    return pd.DataFrame(rows, columns=["task", "stage", "user_ns", "cpu_ns", "ok"])
 
 
 def fetch_rates(progress: pd.DataFrame) -> pd.DataFrame:

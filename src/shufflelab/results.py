@@ -91,6 +91,11 @@ MIGRATIONS = [
     "ALTER TABLE apps ADD COLUMN IF NOT EXISTS listener_tasks INTEGER",
     "ALTER TABLE runs ADD COLUMN IF NOT EXISTS executor_user_s DOUBLE",
     "ALTER TABLE runs ADD COLUMN IF NOT EXISTS executor_sys_s DOUBLE",
+    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS task_user_cpu_s DOUBLE",
+    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS task_thread_cpu_s DOUBLE",
+    "ALTER TABLE apps ADD COLUMN IF NOT EXISTS plugin_tasks INTEGER",
+    "ALTER TABLE apps ADD COLUMN IF NOT EXISTS task_user_cpu_s DOUBLE",
+    "ALTER TABLE apps ADD COLUMN IF NOT EXISTS task_thread_cpu_s DOUBLE",
     # ECN marks: the userspace switch's telemetry has them, the kernel sampler's does not (NULL)
     "ALTER TABLE queue_samples ADD COLUMN IF NOT EXISTS marks BIGINT",
     "ALTER TABLE runs ADD COLUMN IF NOT EXISTS bottleneck_marks BIGINT",

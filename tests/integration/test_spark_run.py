@@ -115,6 +115,12 @@ def test_end_to_end_run_and_report(tmp_path: Path) -> None:
     assert (apps["listener_tasks"] == apps["n_tasks"]).all(), apps.to_string()
     prog = store.query("SELECT count(*) AS n FROM task_progress")["n"][0]
     assert prog > 0
+    # the executor plugin measured every task's user-mode CPU (never more than the thread's total)
+    cpu = store.query("SELECT n_tasks, plugin_tasks, task_user_cpu_s, task_thread_cpu_s FROM apps")
+    assert (cpu["plugin_tasks"] == cpu["n_tasks"]).all(), cpu.to_string()
+    assert (cpu["task_user_cpu_s"] > 0).all() and (cpu["task_user_cpu_s"] <= cpu["task_thread_cpu_s"] * 1.05).all()
+    osc = store.query("SELECT executor_user_s, executor_sys_s FROM runs")
+    assert (osc["executor_user_s"] > 0).all() and (osc["executor_sys_s"] >= 0).all()
     report = tmp_path / "results" / "tiny-report"
     assert (report / "report.html").exists() and (report / "figures" / "backlog.png").exists()
     md = (report / "report.md").read_text()

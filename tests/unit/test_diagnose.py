@@ -72,19 +72,19 @@ def test_unchanged_job_is_not_starved() -> None:
 
 def test_os_user_cpu_separates_interrupt_work() -> None:
     """Cross traffic's forwarding is charged to the executors' thread CPU time on this kernel (+20 %);
-    their user CPU time from the OS is flat: the detector judges with user time and says so."""
+    the task threads' user CPU time is flat: the detector judges with user time and says so."""
     base = _runs(_noisy(300), _noisy(400, sd=0.01))
     scen = _runs(_noisy(620), _noisy(480, sd=0.01), wait_share=0.5)
-    base["executor_user_s"] = _noisy(360, sd=0.01)
-    scen["executor_user_s"] = _noisy(360, sd=0.01)
+    base["task_user_cpu_s"] = _noisy(360, sd=0.01)
+    scen["task_user_cpu_s"] = _noisy(360, sd=0.01)
     d = dg.diagnose("udp", "none", base, scen, _tasks(base, 100), _tasks(scen, 120))
     assert d.verdict == "starved", d.reasons
     assert d.cpu_measure == "user" and 0.97 < d.cpu.ratio < 1.03
     assert d.thread_cpu is not None and 1.15 < d.thread_cpu.ratio < 1.25
-    assert any("user CPU time (OS) unchanged" in r for r in d.reasons)
+    assert any("task user CPU time unchanged" in r for r in d.reasons)
     assert any("includes interrupt work" in r for r in d.reasons)
     # without the OS measurement (older results) the same data is judged on thread CPU time
-    d2 = dg.diagnose("udp", "none", base.drop(columns=["executor_user_s"]), scen.drop(columns=["executor_user_s"]),
+    d2 = dg.diagnose("udp", "none", base.drop(columns=["task_user_cpu_s"]), scen.drop(columns=["task_user_cpu_s"]),
                      _tasks(base, 100), _tasks(scen, 120))  # fmt: skip
     assert d2.cpu_measure == "thread" and d2.verdict == "inconclusive"
 

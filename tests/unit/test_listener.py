@@ -83,3 +83,13 @@ def test_spark_conf_names_the_class_and_path(tmp_path: Path) -> None:
     assert conf[listener.PATH_CONF] == str(tmp_path / "out.jsonl")
     assert conf["spark.executor.heartbeatInterval"] == "500ms"
     assert conf["spark.driver.extraClassPath"].endswith("l.jar")
+
+
+def test_task_cpu_lines_from_several_executors(tmp_path: Path) -> None:
+    a = tmp_path / "a.jsonl"
+    b = tmp_path / "b.jsonl"
+    a.write_text('{"task":1,"stage":0,"user_ns":8000000,"cpu_ns":9000000,"ok":true}\n{"task":2,"st')
+    b.write_text('{"task":3,"stage":1,"user_ns":1000000,"cpu_ns":1500000,"ok":false}\n')
+    tc = listener.task_cpu([a, b])
+    assert list(tc["task"]) == [1, 3] and tc["user_ns"].sum() == 9_000_000 and tc["cpu_ns"].sum() == 10_500_000
+    assert listener.task_cpu([]).empty

@@ -68,6 +68,12 @@ class ExperimentResult:
     skipped: int = 0
 
 
+def _sum_or_none(rows: list[dict[str, Any]], key: str) -> float | None:
+    """Sum of ``key`` over the applications, or None unless every application has it."""
+    vals = [r.get(key) for r in rows]
+    return float(sum(vals)) if vals and all(v is not None for v in vals) else None  # type: ignore[arg-type]
+
+
 def environment(caps: capabilities.Capabilities) -> dict[str, Any]:
     """What a run records about the host it ran on."""
     commit = None
@@ -473,6 +479,12 @@ class EmulateRunner:
                     prog = llog.progress.copy()
                     prog["app_index"] = k
                     per_app["task_progress"].append(prog)
+            plugin_files = sorted((run_dir / "logs" / app_id).glob(f"executors-*/*/{listener.PLUGIN_FILE}"))
+            if plugin_files:
+                tc = listener.task_cpu(plugin_files)
+                row["plugin_tasks"] = len(tc)
+                row["task_user_cpu_s"] = float(tc["user_ns"].sum()) / 1e9
+                row["task_thread_cpu_s"] = float(tc["cpu_ns"].sum()) / 1e9
             for name, rows in (("tasks", log.tasks), ("stages", log.stages), ("jobs", log.jobs)):
                 df = pd.DataFrame(eventlog.records(rows))
                 df["app_index"] = k
@@ -532,6 +544,10 @@ class EmulateRunner:
             "job_time_s": sum(times) / len(times) if times and len(times) == n_apps else None,
             "n_apps": n_apps,
             "total_cores": total_cores,
+            # the task threads' user-mode CPU (executor plugin): the event log's executorCpuTime without
+            # the interrupt work this kernel charges to whatever thread runs
+            "task_user_cpu_s": _sum_or_none(app_rows, "task_user_cpu_s"),
+            "task_thread_cpu_s": _sum_or_none(app_rows, "task_thread_cpu_s"),
             # executor JVMs' user and system CPU from the OS (reaped by the worker daemons): unlike the
             # event log's executorCpuTime it separates interrupt work charged as system time
             "executor_user_s": self._executor_os_cpu[0] if self._executor_os_cpu else None,
