@@ -72,6 +72,9 @@ SCHEMA = [
         run_id VARCHAR, kind VARCHAR, result_file VARCHAR, seconds DOUBLE, bytes BIGINT,
         bits_per_second DOUBLE, lost_packets BIGINT, packets BIGINT, lost_percent DOUBLE,
         retransmits BIGINT, error VARCHAR)""",
+    """CREATE TABLE IF NOT EXISTS mr_fetches (
+        run_id VARCHAR, map INTEGER, reduce INTEGER, src VARCHAR, dst VARCHAR, bytes BIGINT,
+        t_request DOUBLE, t_first_byte DOUBLE, t_end DOUBLE, fct_s DOUBLE, start_s DOUBLE)""",
     """CREATE TABLE IF NOT EXISTS task_progress (
         run_id VARCHAR, app_index INTEGER, t_ms BIGINT, task BIGINT, stage INTEGER, executor VARCHAR,
         remote_bytes BIGINT, fetch_wait_ms BIGINT, remote_reqs_ms BIGINT)""",
@@ -79,7 +82,7 @@ SCHEMA = [
 
 LOCK_WAIT_S = 120.0
 
-RUN_TABLES = ("apps", "jobs", "stages", "tasks", "queue_samples", "cross_traffic", "task_progress")
+RUN_TABLES = ("apps", "jobs", "stages", "tasks", "queue_samples", "cross_traffic", "task_progress", "mr_fetches")
 
 # Columns added after the first release; applied to older files when they are opened for writing.
 MIGRATIONS = [

@@ -20,7 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 CongestionControl = Literal["cubic", "reno", "bbr", "dctcp"]
-Role = Literal["spark-master", "spark-worker", "traffic-source", "traffic-sink"]
+Role = Literal["spark-master", "spark-worker", "traffic-source", "traffic-sink", "mapreduce"]
 Datapath = Literal["auto", "kernel", "switch"]
 SwitchMode = Literal["off", "dctcp", "vcc"]
 
@@ -233,7 +233,7 @@ class Spark(_Model):
         return {k: str(val) for k, val in v.items()}
 
 
-WorkloadName = Literal["sort-aggregate", "groupby-test", "small-records"]
+WorkloadName = Literal["sort-aggregate", "groupby-test", "small-records", "mapreduce"]
 
 
 class Workload(_Model):
@@ -281,10 +281,32 @@ class SmallRecordsParams(_Model):
     seed: int = 42
 
 
+class MapReduceParams(_Model):
+    """Seed 002's emulated MapReduce shuffle: a trace replayed by transfer agents on the hosts with
+    role ``mapreduce`` (no Spark). The trace is a JSON file, or generated from these parameters."""
+
+    trace: str | None = Field(default=None, description="A trace JSON file (shufflelab.mapreduce.trace).")
+    generator: Literal["hadoop-sort", "synthetic"] = "hadoop-sort"
+    mappers: int = Field(default=8, ge=1, le=10_000)
+    reducers: int = Field(default=8, ge=1, le=10_000)
+    input_mb_per_map: float = Field(default=8.0, gt=0, description="hadoop-sort: map input = output per map.")
+    partition_mb: float = Field(default=1.0, gt=0, description="synthetic: mean bytes per (map, reducer).")
+    dist: Literal["constant", "uniform", "lognormal"] = "lognormal"
+    spread: float = Field(default=0.5, ge=0, le=5)
+    map_s: float = Field(default=1.0, ge=0, description="synthetic: mean map duration.")
+    reduce_s: float = Field(default=0.0, ge=0, description="synthetic: reduce compute after the shuffle.")
+    parallel_copies: int = Field(default=5, ge=1, le=1000)
+    placement: Literal["round-robin", "split"] = Field(
+        default="split", description="split: maps on the first half of the hosts, reduces on the second."
+    )
+    seed: int = 1
+
+
 WORKLOAD_PARAMS: dict[str, type[_Model]] = {
     "sort-aggregate": SortAggregateParams,
     "groupby-test": GroupByTestParams,
     "small-records": SmallRecordsParams,
+    "mapreduce": MapReduceParams,
 }
 
 
@@ -342,11 +364,17 @@ class ExperimentSpec(_Model):
 
     @model_validator(mode="after")
     def _roles(self) -> ExperimentSpec:
-        masters = self.hosts_with("spark-master")
-        if len(masters) != 1:
-            raise ValueError(f"exactly one host needs role 'spark-master' (found {len(masters)})")
-        if not self.hosts_with("spark-worker"):
-            raise ValueError("at least one host needs role 'spark-worker'")
+        if self.workload.name == "mapreduce":
+            if len(self.hosts_with("mapreduce")) < 2:
+                raise ValueError("workload 'mapreduce' needs at least two hosts with role 'mapreduce'")
+            if self.workload.apps != 1:
+                raise ValueError("workload 'mapreduce' runs one job at a time (apps = 1)")
+        else:
+            masters = self.hosts_with("spark-master")
+            if len(masters) != 1:
+                raise ValueError(f"exactly one host needs role 'spark-master' (found {len(masters)})")
+            if not self.hosts_with("spark-worker"):
+                raise ValueError("at least one host needs role 'spark-worker'")
         ct = self.cross_traffic
         if ct.udp_percent > 0 or ct.tcp_pairs > 0:
             src, dst = self.traffic_endpoints()
@@ -368,7 +396,7 @@ class ExperimentSpec(_Model):
                 f"workload.params ({self.workload.name}): " + "; ".join(_describe(e) for e in exc.errors())
             ) from None
         cores = self.spark.worker_cores * len(self.hosts_with("spark-worker"))
-        if cores < self.workload.apps:
+        if self.workload.name != "mapreduce" and cores < self.workload.apps:
             raise ValueError(f"workload.apps = {self.workload.apps} needs at least as many worker cores ({cores})")
         for host in self.hosts:
             try:

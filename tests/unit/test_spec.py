@@ -360,3 +360,17 @@ def test_new_fields_at_their_defaults_keep_scenario_ids(spec_dict: dict[str, Any
     assert S.spec_hash(S.parse(spec_dict)) == "ab6ae53ed0ab"
     spec_dict["topology"]["bottleneck"]["datapath"] = "switch"
     assert S.spec_hash(S.parse(spec_dict)) != "ab6ae53ed0ab"
+
+
+def test_mapreduce_workload_needs_no_spark(spec_dict: dict[str, Any]) -> None:
+    spec_dict["hosts"] = {"m1": {"roles": ["mapreduce"]}, "m2": {"roles": ["mapreduce"]}}
+    spec_dict["workload"] = {"name": "mapreduce", "params": {"mappers": 2, "reducers": 2, "placement": "split"}}
+    sp = S.parse(spec_dict)
+    assert sp.workload_params().placement == "split" and sp.hosts_with("mapreduce") == ["m1", "m2"]
+    spec_dict["hosts"] = {"m1": {"roles": ["mapreduce"]}}
+    with pytest.raises(S.SpecError, match="at least two hosts with role 'mapreduce'"):
+        S.parse(spec_dict)
+    spec_dict["hosts"] = {"m1": {"roles": ["mapreduce"]}, "m2": {"roles": ["mapreduce"]}}
+    spec_dict["workload"]["params"]["generator"] = "terasort"
+    with pytest.raises(S.SpecError, match="generator"):
+        S.parse(spec_dict)

@@ -167,7 +167,8 @@ class EmulateRunner:
     @staticmethod
     def _group_key(spec: ExperimentSpec) -> Any:
         net = topology.build(spec)
-        return (net.structure_key(), ClusterSpec.of(spec), spec.topology.offloads)
+        cluster = None if spec.workload.name == "mapreduce" else ClusterSpec.of(spec)
+        return (net.structure_key(), cluster, spec.topology.offloads)
 
     def preflight(self) -> None:
         caps = self.caps or capabilities.probe()
@@ -242,6 +243,11 @@ class EmulateRunner:
                     for sc, rep in group:
                         setup_s = fabric_s
                         fabric_s = 0.0
+                        if sc.spec.workload.name == "mapreduce":  # no Spark: transfer agents replay a trace
+                            outcome = self._run_replay(sc, rep, fabric, env, setup_s)
+                            outcomes.append(outcome)
+                            self.progress.on_done(sc.label, outcome.status, outcome.job_time_s)
+                            continue
                         if cluster is None or not cluster.alive() or not sc.spec.spark.reuse_cluster:
                             if cluster is not None:
                                 cluster.stop()
@@ -432,6 +438,122 @@ class EmulateRunner:
             record.run["job_time_s"],
             record.run["cause"],
         )
+
+    def _run_replay(self, sc: Scenario, rep: int, fabric: Fabric, env: dict[str, Any], setup_s: float) -> RunOutcome:
+        """One MapReduce shuffle replay (seed 002): agents on the ``mapreduce`` hosts, the fabric's
+        telemetry and cross traffic as for a Spark run; fetches go to the ``mr_fetches`` table."""
+        from shufflelab.mapreduce import replay as mr
+        from shufflelab.mapreduce import trace as mrt
+
+        spec = sc.spec
+        p = spec.workload_params()
+        attempt = self.store.attempts(sc.scenario_id, rep) + 1
+        run_id = f"{sc.scenario_id}-r{rep}-a{attempt}"
+        run_dir = self.artifacts / run_id
+        shutil.rmtree(run_dir, ignore_errors=True)
+        run_dir.mkdir(parents=True)
+        (run_dir / "scenario.json").write_text(
+            json.dumps({"label": sc.label, "values": sc.values, "spec": spec.model_dump(mode="json")}, indent=1)
+        )
+        self.progress.on_run(sc.label, rep)
+        started, t_mono = time.time(), time.monotonic()
+        net = fabric.network
+        status, cause = "ok", None
+        sampler = traffic = job = None
+        traffic_rows: list[dict[str, Any]] = []
+        before: dict[str, Any] = {}
+        result = None
+        try:
+            fabric.configure(spec, restart_switch=True)
+            before = {x.ifname: fabric.counters(x) for x in net.bottlenecks}
+            if fabric.switch is None:
+                args = [sys.executable, "-m", "shufflelab.emulate.sampler",
+                        "--period-ms", str(spec.telemetry.queue_period_ms),
+                        "--max-s", str(spec.experiment.run_timeout_s + 120),
+                        "--out", str(run_dir / "queue_samples.csv")]  # fmt: skip
+                for x in net.bottlenecks:
+                    args += ["--dev", x.ifname]
+                sampler = netns.Process(fabric.ns[topology.ROUTER], args, run_dir / "sampler.log")
+            ct = spec.cross_traffic
+            if ct.udp_percent > 0 or ct.tcp_pairs > 0:
+                src, dst = spec.traffic_endpoints()
+                assert src is not None and dst is not None
+                self.progress.on_phase("starting cross traffic")
+                traffic = CrossTraffic(
+                    fabric.ns[src], fabric.ns[dst], net.host_addresses[dst], run_dir / "traffic",
+                    spec.experiment.run_timeout_s + 60,
+                )  # fmt: skip
+                traffic.start(udp_payload_rate_bps(spec.topology.bottleneck.rate_mbps, ct.udp_percent), ct.tcp_pairs)
+                time.sleep(ct.warmup_s)
+            if p.trace:
+                tr = mrt.load(p.trace)
+            elif p.generator == "hadoop-sort":
+                tr = mrt.hadoop_sort(p.mappers, p.reducers, p.input_mb_per_map, seed=p.seed)
+            else:
+                tr = mrt.synthetic(p.mappers, p.reducers, p.partition_mb, dist=p.dist, spread=p.spread,
+                                   map_s=p.map_s, reduce_s=p.reduce_s, seed=p.seed)  # fmt: skip
+            tr = tr.model_copy(update={"parallel_copies": p.parallel_copies})
+            nodes = spec.hosts_with("mapreduce")
+            job = mr.FabricJob(
+                tr, {n: fabric.ns[n] for n in nodes}, {n: net.host_addresses[n] for n in nodes}, run_dir,
+                placement=p.placement, timeout_s=spec.experiment.run_timeout_s,
+            )  # fmt: skip
+            self.progress.on_phase("replaying the shuffle")
+            job.start()
+            deadline = time.monotonic() + spec.experiment.run_timeout_s + 15
+            while job.running():
+                if time.monotonic() > deadline:
+                    job.stop()
+                    status, cause = "timeout", f"job exceeded run_timeout_s={spec.experiment.run_timeout_s:g}"
+                    break
+                time.sleep(0.2)
+            result = job.result()
+            if status == "ok" and not result.ok:
+                status, cause = "failed", "; ".join(result.errors[:3]) or "an agent failed"
+        except KeyboardInterrupt:
+            status, cause = "interrupted", "runner interrupted"
+            raise
+        except Exception as exc:  # infrastructure failure: keep the run, with its cause
+            status, cause = "failed", f"{type(exc).__name__}: {exc}"
+        finally:
+            if job is not None:
+                job.stop()
+            if traffic is not None:
+                traffic_rows = traffic.stop()
+            if sampler is not None:
+                sampler.stop()
+            after: dict[str, Any] = {}
+            with contextlib.suppress(Exception):
+                after = {x.ifname: fabric.counters(x) for x in net.bottlenecks}
+            if fabric.switch is not None:
+                with contextlib.suppress(OSError):
+                    fabric.switch.save_telemetry(run_dir / "queue_samples.csv")
+            samples = load_samples(run_dir / "queue_samples.csv", started)
+            fetches = result.fetches if result is not None else pd.DataFrame()
+            nodes_all = spec.hosts_with("mapreduce")
+            tx = sum(after[k].tx_bytes - before[k].tx_bytes for k in after if k in before) if before else None
+            drops = sum(after[k].drops - before[k].drops for k in after if k in before) if before else None
+            run = {
+                "run_id": run_id, "scenario_id": sc.scenario_id, "rep": rep, "attempt": attempt,
+                "status": status, "cause": cause, "backend": "emulate", "started_at": started,
+                "finished_at": time.time(), "wall_s": time.monotonic() - t_mono, "setup_s": setup_s,
+                "job_time_s": result.job_time_s if result is not None and status == "ok" else None,
+                "n_apps": 1, "n_tasks": len(tr.maps) + len(tr.reduces) if "tr" in locals() else None,
+                "remote_bytes_read": int(fetches["bytes"].sum()) if not fetches.empty else None,
+                "bottleneck_tx_bytes": tx, "bottleneck_drops": drops,
+                "bottleneck_max_backlog_bytes": int(samples["backlog_bytes"].max()) if not samples.empty else None,
+                "cc_configured": ",".join(sorted({spec.tcp_for(h).congestion_control for h in nodes_all})),
+                "run_dir": str(run_dir),
+                "environment_json": json.dumps({**env, "emulation": capabilities.emulation(spec)}),
+            }  # fmt: skip
+            keep = ["map", "reduce", "src", "dst", "bytes", "t_request", "t_first_byte", "t_end", "fct_s", "start_s"]
+            tables = {
+                "queue_samples": samples,
+                "cross_traffic": pd.DataFrame(traffic_rows),
+                "mr_fetches": fetches[[c for c in keep if c in fetches.columns]] if not fetches.empty else fetches,
+            }
+            self.store.write_run(RunRecord(run=run, tables=tables))
+        return RunOutcome(run_id, sc.label, rep, status, run["job_time_s"], cause)
 
     def _record(
         self,
