@@ -68,6 +68,64 @@ class ExperimentResult:
     skipped: int = 0
 
 
+@dataclass
+class _Live:
+    """What a run started around its job (filled step by step, so a failure stops what exists)."""
+
+    before: dict[str, Any] = field(default_factory=dict)
+    sampler: netns.Process | None = None
+    traffic: CrossTraffic | None = None
+
+
+def _start_telemetry_and_traffic(
+    spec: ExperimentSpec, fabric: Fabric, run_dir: Path, live: _Live, progress: Progress
+) -> None:
+    """Configure the fabric for this run, start the queue sampler (kernel datapath; the switch samples
+    itself) and the cross traffic, and record the bottleneck counters."""
+    net = fabric.network
+    # the userspace switch (if this spec needs it) restarts: its telemetry and counters are this run's
+    fabric.configure(spec, restart_switch=True)
+    live.before = {p.ifname: fabric.counters(p) for p in net.bottlenecks}
+    if fabric.switch is None:
+        args = [sys.executable, "-m", "shufflelab.emulate.sampler",
+                "--period-ms", str(spec.telemetry.queue_period_ms),
+                "--max-s", str(spec.experiment.run_timeout_s + 120),
+                "--out", str(run_dir / "queue_samples.csv")]  # fmt: skip
+        for p in net.bottlenecks:
+            args += ["--dev", p.ifname]
+        live.sampler = netns.Process(fabric.ns[topology.ROUTER], args, run_dir / "sampler.log")
+    ct = spec.cross_traffic
+    if ct.udp_percent > 0 or ct.tcp_pairs > 0:
+        src, dst = spec.traffic_endpoints()
+        assert src is not None and dst is not None
+        progress.on_phase("starting cross traffic")
+        live.traffic = CrossTraffic(
+            fabric.ns[src], fabric.ns[dst], net.host_addresses[dst], run_dir / "traffic",
+            spec.experiment.run_timeout_s + 60,
+        )  # fmt: skip
+        live.traffic.start(udp_payload_rate_bps(spec.topology.bottleneck.rate_mbps, ct.udp_percent), ct.tcp_pairs)
+        time.sleep(ct.warmup_s)
+
+
+def _stop_telemetry_and_traffic(fabric: Fabric, run_dir: Path, live: _Live) -> tuple[list[dict[str, Any]], dict]:
+    """Stop what :func:`_start_telemetry_and_traffic` started; return the traffic results and the
+    bottleneck counters after the run; save the switch's telemetry and config with the run."""
+    rows = live.traffic.stop() if live.traffic is not None else []
+    if live.sampler is not None:
+        live.sampler.stop()
+    after: dict[str, Any] = {}
+    try:
+        after = {p.ifname: fabric.counters(p) for p in fabric.network.bottlenecks}
+    except Exception:  # noqa: BLE001 - fabric may be half gone on interrupt
+        after = {}
+    if fabric.switch is not None:  # its telemetry (the kernel sampler's columns + marks) and config
+        with contextlib.suppress(OSError):
+            fabric.switch.save_telemetry(run_dir / "queue_samples.csv")
+            shutil.copyfile(fabric.switch.config_path, run_dir / "switch.json")
+            shutil.copyfile(fabric.switch.log, run_dir / "switch.log")
+    return rows, after
+
+
 def _sum_or_none(rows: list[dict[str, Any]], key: str) -> float | None:
     """Sum of ``key`` over the applications, or None unless every application has it."""
     vals = [r.get(key) for r in rows]
@@ -297,7 +355,6 @@ class EmulateRunner:
         self.progress.on_run(sc.label, rep)
         started = time.time()
         t_mono = time.monotonic()
-        net = fabric.network
         status, cause = "ok", None
         app_ids: list[str] = []
         driver_results: list[dict[str, Any]] = []
@@ -306,36 +363,10 @@ class EmulateRunner:
         cc_seen: dict[str, int] = {}
         traffic_rows: list[dict[str, Any]] = []
         marks = cluster.log_marks()
-        sampler = None
-        traffic = None
-        before: dict[str, Any] = {}
+        live = _Live()
+        after: dict[str, Any] = {}
         try:
-            # the userspace switch (if this spec needs it) restarts: its telemetry and counters are this run's
-            fabric.configure(spec, restart_switch=True)
-            before = {p.ifname: fabric.counters(p) for p in net.bottlenecks}
-            if fabric.switch is None:  # kernel datapath: sample the qdiscs (the switch samples itself)
-                router_ns = fabric.ns[topology.ROUTER]
-                sampler_args = [sys.executable, "-m", "shufflelab.emulate.sampler",
-                                "--period-ms", str(spec.telemetry.queue_period_ms),
-                                "--max-s", str(spec.experiment.run_timeout_s + 120),
-                                "--out", str(run_dir / "queue_samples.csv")]  # fmt: skip
-                for p in net.bottlenecks:
-                    sampler_args += ["--dev", p.ifname]
-                sampler = netns.Process(router_ns, sampler_args, run_dir / "sampler.log")
-            ct = spec.cross_traffic
-            if ct.udp_percent > 0 or ct.tcp_pairs > 0:
-                src, dst = spec.traffic_endpoints()
-                assert src is not None and dst is not None
-                self.progress.on_phase("starting cross traffic")
-                traffic = CrossTraffic(
-                    fabric.ns[src], fabric.ns[dst], net.host_addresses[dst], run_dir / "traffic",
-                    spec.experiment.run_timeout_s + 60,
-                )  # fmt: skip
-                traffic.start(
-                    udp_payload_rate_bps(spec.topology.bottleneck.rate_mbps, ct.udp_percent),
-                    ct.tcp_pairs,
-                )
-                time.sleep(ct.warmup_s)
+            _start_telemetry_and_traffic(spec, fabric, run_dir, live, self.progress)
             event_dir = run_dir / "eventlog"
             event_dir.mkdir()
             n_apps = spec.workload.apps
@@ -409,25 +440,12 @@ class EmulateRunner:
         except Exception as exc:  # infrastructure failure: keep the run, with its cause
             status, cause = "failed", f"{type(exc).__name__}: {exc}"
         finally:
-            if traffic is not None:
-                traffic_rows = traffic.stop()
-            if sampler is not None:
-                sampler.stop()
-            after: dict[str, Any] = {}
-            try:
-                after = {p.ifname: fabric.counters(p) for p in net.bottlenecks}
-            except Exception:  # noqa: BLE001 - fabric may be half gone on interrupt
-                after = {}
-            if fabric.switch is not None:  # its telemetry (the kernel sampler's columns + marks) and config
-                with contextlib.suppress(OSError):
-                    fabric.switch.save_telemetry(run_dir / "queue_samples.csv")
-                    shutil.copyfile(fabric.switch.config_path, run_dir / "switch.json")
-                    shutil.copyfile(fabric.switch.log, run_dir / "switch.log")
+            traffic_rows, after = _stop_telemetry_and_traffic(fabric, run_dir, live)
             with contextlib.suppress(OSError):
                 cluster.copy_logs_since(marks, run_dir / "logs", app_ids)
             record = self._record(
                 sc, rep, attempt, run_id, run_dir, status, cause, started, t_mono, setup_s,
-                driver_results, cc_seen, traffic_rows, before, after, env, total_cores,
+                driver_results, cc_seen, traffic_rows, live.before, after, env, total_cores,
             )  # fmt: skip
             self.store.write_run(record)
         return RunOutcome(
@@ -459,32 +477,13 @@ class EmulateRunner:
         started, t_mono = time.time(), time.monotonic()
         net = fabric.network
         status, cause = "ok", None
-        sampler = traffic = job = None
+        job = None
+        live = _Live()
         traffic_rows: list[dict[str, Any]] = []
-        before: dict[str, Any] = {}
+        after: dict[str, Any] = {}
         result = None
         try:
-            fabric.configure(spec, restart_switch=True)
-            before = {x.ifname: fabric.counters(x) for x in net.bottlenecks}
-            if fabric.switch is None:
-                args = [sys.executable, "-m", "shufflelab.emulate.sampler",
-                        "--period-ms", str(spec.telemetry.queue_period_ms),
-                        "--max-s", str(spec.experiment.run_timeout_s + 120),
-                        "--out", str(run_dir / "queue_samples.csv")]  # fmt: skip
-                for x in net.bottlenecks:
-                    args += ["--dev", x.ifname]
-                sampler = netns.Process(fabric.ns[topology.ROUTER], args, run_dir / "sampler.log")
-            ct = spec.cross_traffic
-            if ct.udp_percent > 0 or ct.tcp_pairs > 0:
-                src, dst = spec.traffic_endpoints()
-                assert src is not None and dst is not None
-                self.progress.on_phase("starting cross traffic")
-                traffic = CrossTraffic(
-                    fabric.ns[src], fabric.ns[dst], net.host_addresses[dst], run_dir / "traffic",
-                    spec.experiment.run_timeout_s + 60,
-                )  # fmt: skip
-                traffic.start(udp_payload_rate_bps(spec.topology.bottleneck.rate_mbps, ct.udp_percent), ct.tcp_pairs)
-                time.sleep(ct.warmup_s)
+            _start_telemetry_and_traffic(spec, fabric, run_dir, live, self.progress)
             if p.trace:
                 tr = mrt.load(p.trace)
             elif p.generator == "hadoop-sort":
@@ -506,6 +505,11 @@ class EmulateRunner:
                     job.stop()
                     status, cause = "timeout", f"job exceeded run_timeout_s={spec.experiment.run_timeout_s:g}"
                     break
+                failure = fabric.switch_failure()
+                if failure is not None:  # nothing crosses the router any more
+                    job.stop()
+                    status, cause = "failed", failure[:500]
+                    break
                 time.sleep(0.2)
             result = job.result()
             if status == "ok" and not result.ok:
@@ -518,19 +522,11 @@ class EmulateRunner:
         finally:
             if job is not None:
                 job.stop()
-            if traffic is not None:
-                traffic_rows = traffic.stop()
-            if sampler is not None:
-                sampler.stop()
-            after: dict[str, Any] = {}
-            with contextlib.suppress(Exception):
-                after = {x.ifname: fabric.counters(x) for x in net.bottlenecks}
-            if fabric.switch is not None:
-                with contextlib.suppress(OSError):
-                    fabric.switch.save_telemetry(run_dir / "queue_samples.csv")
+            traffic_rows, after = _stop_telemetry_and_traffic(fabric, run_dir, live)
             samples = load_samples(run_dir / "queue_samples.csv", started)
             fetches = result.fetches if result is not None else pd.DataFrame()
             nodes_all = spec.hosts_with("mapreduce")
+            before = live.before
             tx = sum(after[k].tx_bytes - before[k].tx_bytes for k in after if k in before) if before else None
             drops = sum(after[k].drops - before[k].drops for k in after if k in before) if before else None
             run = {
