@@ -140,11 +140,20 @@ def _write_report(db: Path, out: Path | None) -> None:
 def report(
     db: Annotated[Path, typer.Argument(help="Results file (.duckdb).")],
     out: Annotated[Path | None, typer.Option(help="Output folder (default: next to the results).")] = None,
+    tables: Annotated[
+        bool, typer.Option(help="Also export the results tables as Parquet to OUT/data (queue samples omitted).")
+    ] = False,
 ) -> None:
     """Write the HTML + Markdown report (tables and figures) of an experiment's results."""
     if not db.exists():
         _fail(f"{db}: no such results file")
     _write_report(db, out)
+    if tables:
+        from shufflelab.results import Store
+
+        dest = (out or db.with_name(db.stem + "-report")) / "data"
+        written = Store(db).export_parquet(dest, skip=("queue_samples", "task_progress"))
+        console.print(f"tables: {dest} ({', '.join(written)})")
 
 
 @app.command()

@@ -226,6 +226,19 @@ class Store:
             df[k] = [json.loads(v).get(k) for v in df["values_json"]]
         return df, keys
 
+    def export_parquet(self, dest: Path, skip: Sequence[str] = ()) -> list[str]:
+        """Every non-empty table as ``dest/<table>.parquet`` (for re-analysis without DuckDB files)."""
+        dest.mkdir(parents=True, exist_ok=True)
+        written = []
+        with self.connect(read_only=True) as con:
+            names = [r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()]
+            for name in sorted(names):
+                if name in skip or con.execute(f'SELECT count(*) FROM "{name}"').fetchone()[0] == 0:  # type: ignore[index]
+                    continue
+                con.execute(f"COPY \"{name}\" TO '{dest / (name + '.parquet')}' (FORMAT parquet)")
+                written.append(name)
+        return written
+
     def query(self, sql: str, params: Sequence[Any] | None = None) -> pd.DataFrame:
         with self.connect(read_only=True) as con:
             return con.execute(sql, params or []).df()

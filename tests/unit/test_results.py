@@ -122,3 +122,17 @@ def test_queue_samples_marks_column_is_nullable_and_old_files_gain_it(tmp_path: 
         assert df["marks"].tolist()[2:] == [0, 7]
         runs = st.query("SELECT run_id, bottleneck_marks FROM runs ORDER BY run_id")
         assert runs["bottleneck_marks"].isna().tolist() == [True, False]
+
+
+def test_export_parquet_skips_empty_and_named_tables(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import duckdb
+
+    from shufflelab.results import Store
+
+    st = Store(tmp_path / "x.duckdb")
+    with st.connect() as con:
+        con.execute("INSERT INTO runs (run_id, status) VALUES ('a', 'ok'), ('b', 'failed')")
+        con.execute("INSERT INTO queue_samples (run_id, t) VALUES ('a', 1.0)")
+    written = st.export_parquet(tmp_path / "data", skip=("queue_samples",))
+    assert written == ["runs"]
+    assert duckdb.sql(f"SELECT count(*) FROM '{tmp_path / 'data' / 'runs.parquet'}'").fetchone()[0] == 2
