@@ -42,6 +42,7 @@ class Capabilities:
     cgroup_cpu: bool = False
     userspace_switch: bool = False
     switch_binary: str | None = None
+    irq_time_accounting: bool | None = None  # None: the kernel's config is not readable
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -84,9 +85,29 @@ def probe() -> Capabilities:
     caps.userspace_switch = switch is not None
     caps.switch_binary = str(switch) if switch else None
     caps.cgroup_cpu = os.path.isdir("/sys/fs/cgroup/cpu") or os.path.exists("/sys/fs/cgroup/cpu.max")
+    caps.irq_time_accounting = _kernel_option("CONFIG_IRQ_TIME_ACCOUNTING")
     if caps.root and caps.tools["ip"]:
         _probe_netns(caps)
     return caps
+
+
+def _kernel_option(name: str) -> bool | None:
+    """Is ``name`` set in the running kernel's config (/proc/config.gz or /boot/config-*)? None if unknown.
+
+    CONFIG_IRQ_TIME_ACCOUNTING matters to shufflelab: without it, interrupt work (packet
+    forwarding) is charged to whichever thread runs, inflating executors' CPU time under traffic."""
+    import gzip
+
+    candidates: list[tuple[str, bool]] = [("/proc/config.gz", True), (f"/boot/config-{platform.release()}", False)]
+    for path, zipped in candidates:
+        try:
+            opener = gzip.open if zipped else open
+            with opener(path, "rt") as fh:  # type: ignore[operator]
+                text = fh.read()
+        except OSError:
+            continue
+        return f"{name}=y" in text
+    return None
 
 
 def _probe_netns(caps: Capabilities) -> None:

@@ -317,6 +317,15 @@ def doctor() -> None:
         row(f"tool {tool}", version is not None, version or "make setup installs it")
     row("/dev/net/tun", caps.tun, "not needed (the switch uses packet sockets)")
     row("cgroup cpu controller", caps.cgroup_cpu, "weak storage nodes (NDP)")
+    irq = caps.irq_time_accounting
+    row(
+        "IRQ time accounting",
+        bool(irq),
+        "interrupt work is not charged to threads"
+        if irq
+        else "off: packet forwarding is charged to whatever thread runs, so executor CPU time from the event "
+        "log grows with traffic; shufflelab also measures task user CPU (executor plugin) and judges on it",
+    )
     try:
         from shufflelab.emulate.spark import spark_version
 

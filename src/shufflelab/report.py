@@ -478,11 +478,23 @@ def scale_note(d: Data) -> list[str]:
     caps = d.environment.get("capabilities", {})
     missing_q = [q for q in ("netem", "red") if q not in caps.get("qdiscs", [])]
     missing_cc = [c for c in ("dctcp",) if c not in caps.get("congestion_controls", [])]
-    if missing_q or missing_cc:
+    emu = d.environment.get("emulation") or {}
+    if emu.get("datapath") == "switch":
         lines.append(
-            "This host could not emulate: "
+            "Network emulated by shufflelab's userspace switch: " + "; ".join(emu.get("emulated_by_switch", []))
+        )
+    elif missing_q or missing_cc:
+        lines.append(
+            "The kernel has no "
             + ", ".join([f"{q} qdisc" for q in missing_q] + [f"{c} congestion control" for c in missing_cc])
-            + " -- so no added delay, no RED/ECN marking and no DCTCP (a userspace switch is being built for them)."
+            + "; this experiment ran on the kernel datapath (HTB + FIFO), so it has no added delay, no RED/ECN "
+            "marking and no DCTCP. Specs that ask for them run on the userspace switch "
+            "(e.g. experiments/starvation-red.toml)."
+        )
+    if caps.get("irq_time_accounting") is False:
+        lines.append(
+            "Executor CPU time from the event log includes interrupt work (packet forwarding) charged to the "
+            "executors by this kernel (no IRQ time accounting); see docs/design.md, 'CPU time and interrupts'."
         )
     lines.append(
         f"Environment: kernel {d.environment.get('kernel', '?')}, pyspark {d.environment.get('pyspark', '?')}, "
