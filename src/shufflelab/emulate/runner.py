@@ -341,17 +341,7 @@ class EmulateRunner:
         setup_s: float,
     ) -> RunOutcome:
         spec = sc.spec
-        attempt = self.store.attempts(sc.scenario_id, rep) + 1
-        run_id = f"{sc.scenario_id}-r{rep}-a{attempt}"
-        run_dir = self.artifacts / run_id
-        shutil.rmtree(run_dir, ignore_errors=True)
-        run_dir.mkdir(parents=True)
-        (run_dir / "scenario.json").write_text(
-            json.dumps(
-                {"label": sc.label, "values": sc.values, "spec": spec.model_dump(mode="json")},
-                indent=1,
-            )
-        )
+        attempt, run_id, run_dir = self._new_run(sc, rep)
         self.progress.on_run(sc.label, rep)
         started = time.time()
         t_mono = time.monotonic()
@@ -457,6 +447,18 @@ class EmulateRunner:
             record.run["cause"],
         )
 
+    def _new_run(self, sc: Scenario, rep: int) -> tuple[int, str, Path]:
+        """The next attempt's number, id and fresh artifact folder (with the scenario it ran)."""
+        attempt = self.store.attempts(sc.scenario_id, rep) + 1
+        run_id = f"{sc.scenario_id}-r{rep}-a{attempt}"
+        run_dir = self.artifacts / run_id
+        shutil.rmtree(run_dir, ignore_errors=True)
+        run_dir.mkdir(parents=True)
+        (run_dir / "scenario.json").write_text(
+            json.dumps({"label": sc.label, "values": sc.values, "spec": sc.spec.model_dump(mode="json")}, indent=1)
+        )
+        return attempt, run_id, run_dir
+
     def _run_replay(self, sc: Scenario, rep: int, fabric: Fabric, env: dict[str, Any], setup_s: float) -> RunOutcome:
         """One MapReduce shuffle replay (seed 002): agents on the ``mapreduce`` hosts, the fabric's
         telemetry and cross traffic as for a Spark run; fetches go to the ``mr_fetches`` table."""
@@ -465,14 +467,7 @@ class EmulateRunner:
 
         spec = sc.spec
         p = spec.workload_params()
-        attempt = self.store.attempts(sc.scenario_id, rep) + 1
-        run_id = f"{sc.scenario_id}-r{rep}-a{attempt}"
-        run_dir = self.artifacts / run_id
-        shutil.rmtree(run_dir, ignore_errors=True)
-        run_dir.mkdir(parents=True)
-        (run_dir / "scenario.json").write_text(
-            json.dumps({"label": sc.label, "values": sc.values, "spec": spec.model_dump(mode="json")}, indent=1)
-        )
+        attempt, run_id, run_dir = self._new_run(sc, rep)
         self.progress.on_run(sc.label, rep)
         started, t_mono = time.time(), time.monotonic()
         net = fabric.network
