@@ -22,10 +22,14 @@ event-log ratio is still reported next to it. (The executor processes' OS user t
 with the job's duration.)
 
 Verdict: **starved** when the job is significantly slower (p < alpha and the ratio's CI above 1),
-CPU time is unchanged (its ratio's CI inside 1 +/- ``cpu_tolerance``) and the idle share grew;
+CPU time is unchanged (its ratio's CI inside 1 +/- ``cpu_tolerance``), the tasks' fetch wait grew
+significantly (the extra time is spent waiting for shuffle data) and the idle share grew;
 **not starved** when the job is not significantly slower and its mean ratio is below
-1 + ``cpu_tolerance``; **inconclusive** otherwise (too few runs, or slower with CPU time changed:
-CPU contention rather than the network), always with the reasons and effect sizes.
+1 + ``cpu_tolerance``, or when it is slower but its fetch wait did not grow (the executors lost the
+time to something else -- CPU taken by other processes, as in the control case, where idle
+executor time grows although nothing waits on the network); **inconclusive** otherwise (too few
+runs, or slower and waiting on fetches with CPU time changed too), always with the reasons and
+effect sizes.
 """
 
 from __future__ import annotations
@@ -60,6 +64,7 @@ class Diagnosis:
     extra: dict[str, float] = field(default_factory=dict)
     thread_cpu: Comparison | None = None
     cpu_measure: str = "thread"
+    fetch: Comparison | None = None
 
     def row(self) -> dict[str, object]:
         def ci(c: Comparison) -> str:
@@ -80,6 +85,8 @@ class Diagnosis:
             "cpu_ci": ci(self.cpu),
             "eventlog_cpu_ratio": self.thread_cpu.ratio if self.thread_cpu else self.cpu.ratio,
             "task_cpu_ratio": self.task_cpu.ratio,
+            "fetch_wait_ratio": self.fetch.ratio if self.fetch else float("nan"),
+            "fetch_wait_ci": ci(self.fetch) if self.fetch else "–",
             "idle_share": f"{self.idle_share_baseline:.0%} -> {self.idle_share_scenario:.0%}",
             "fetch_wait_share": f"{self.fetch_wait_share_baseline:.0%} -> {self.fetch_wait_share_scenario:.0%}",
             "backlog_progress_rho": self.backlog_progress_rho,
@@ -175,11 +182,21 @@ def diagnose(
     slower = job.p_value < alpha and job.ratio_ci_low > 1.0
     cpu_same = (1 - cpu_tolerance) <= cpu.ratio_ci_low and cpu.ratio_ci_high <= (1 + cpu_tolerance)
     idle_up = mean(idle_s) > mean(idle_b)
+    fetch = compare(base_runs["fetch_wait_s"].tolist(), scen_runs["fetch_wait_s"].tolist(), seed=14)
+    fetch_up = fetch.ratio_ci_low > 1.0  # bootstrap CI of the fetch-wait ratio above 1
     pct = job.percent_change
     if min(n_b, n_s) < min_reps:
         verdict = "inconclusive"
         reasons.append(f"too few successful runs ({n_b} baseline, {n_s} scenario; need >= {min_reps})")
-    elif slower and cpu_same and idle_up:
+    elif slower and not fetch_up:
+        # the executors lost time, but not waiting for shuffle data: CPU taken by others, not the network
+        verdict = "not starved"
+        reasons.append(
+            f"job slower ({pct:+.0f} %, CI {job.ratio_ci_low:.2f}-{job.ratio_ci_high:.2f}) but tasks did not wait "
+            f"longer for shuffle data (fetch wait ratio {fetch.ratio:.2f}, CI {fetch.ratio_ci_low:.2f}-"
+            f"{fetch.ratio_ci_high:.2f}): the time went elsewhere (CPU contention), not to the network"
+        )
+    elif slower and cpu_same and fetch_up and idle_up:
         verdict = "starved"
         reasons.append(
             f"job time {pct:+.0f} % (ratio {job.ratio:.2f}, 95 % CI {job.ratio_ci_low:.2f}-{job.ratio_ci_high:.2f}, "
@@ -190,6 +207,10 @@ def diagnose(
             f"inside +/-{cpu_tolerance:.0%})"
         )
         reasons.append(f"idle executor core-time {mean(idle_b):.0%} -> {mean(idle_s):.0%}")
+        reasons.append(
+            f"fetch wait ratio {fetch.ratio:.2f} (CI {fetch.ratio_ci_low:.2f}-{fetch.ratio_ci_high:.2f}): "
+            "the extra time is spent waiting for shuffle data"
+        )
     elif not slower and job.ratio < 1 + cpu_tolerance:
         verdict = "not starved"
         reasons.append(
@@ -204,7 +225,7 @@ def diagnose(
                 f"CI {cpu.ratio_ci_low:.2f}-{cpu.ratio_ci_high:.2f}): CPU contention, not only the network"
             )
         elif slower:
-            reasons.append(f"job slower ({pct:+.0f} %) but executors were not idler")
+            reasons.append(f"job slower ({pct:+.0f} %) and waiting longer on fetches, but executors were not idler")
         else:
             reasons.append(
                 f"job time ratio {job.ratio:.2f} not significant (p = {job.p_value:.2g}, "
@@ -220,7 +241,7 @@ def diagnose(
     return Diagnosis(
         scenario, baseline, verdict, reasons, job, cpu, task_cpu,
         mean(idle_b), mean(idle_s), mean(wait_b), mean(wait_s), rho, rho_p, n_b, n_s,
-        thread_cpu=thread_cpu, cpu_measure="user" if use_user else "thread",
+        thread_cpu=thread_cpu, cpu_measure="user" if use_user else "thread", fetch=fetch,
     )  # fmt: skip
 
 

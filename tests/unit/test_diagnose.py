@@ -128,3 +128,15 @@ def test_baseline_pairs_match_on_everything_but_traffic() -> None:
     assert ("shared-1", "none-1") in pairs and ("shared-2", "none-2") in pairs
     assert ("control-1", "none-1") in pairs
     assert len(pairs) == 3
+
+
+def test_cpu_theft_without_more_fetch_wait_is_not_network_starvation() -> None:
+    """The control case: other processes take CPU, the job is 9 % slower with the same work and the
+    same fetch wait; executors look idler (descheduled), yet nothing waits on the network."""
+    base = _runs(_noisy(300, sd=0.02), _noisy(400, sd=0.01))
+    scen = _runs(_noisy(327, sd=0.02), _noisy(400, sd=0.01))
+    scen["fetch_wait_s"] = base["fetch_wait_s"].to_numpy() * np.array(_noisy(1.0, sd=0.03))
+    d = dg.diagnose("control", "none", base, scen, _tasks(base, 100), _tasks(scen, 100))
+    assert d.verdict == "not starved", d.reasons
+    assert "did not wait longer for shuffle data" in d.reasons[0]
+    assert d.idle_share_scenario > d.idle_share_baseline and d.fetch is not None and d.fetch.ratio_ci_low < 1.0
