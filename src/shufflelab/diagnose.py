@@ -22,7 +22,8 @@ event-log ratio is still reported next to it. (The executor processes' OS user t
 with the job's duration.)
 
 Verdict: **starved** when the job is significantly slower (p < alpha and the ratio's CI above 1),
-CPU time is unchanged (its ratio's CI inside 1 +/- ``cpu_tolerance``), the tasks' fetch wait grew
+CPU time is unchanged (an equivalence test, TOST at alpha: the ratio's 90 % CI inside
+1 +/- ``cpu_tolerance``), the tasks' fetch wait grew
 significantly (the extra time is spent waiting for shuffle data) and the idle share grew;
 **not starved** when the job is not significantly slower and its mean ratio is below
 1 + ``cpu_tolerance``, or when it is slower but its fetch wait did not grow (the executors lost the
@@ -168,10 +169,10 @@ def diagnose(
         and scen_runs[col].notna().all()
     )
     if use_user:
+        cpu_col, cpu_name = col, "task user CPU time"
         cpu = compare(base_runs[col].tolist(), scen_runs[col].tolist(), seed=12)
-        cpu_name = "task user CPU time"
     else:
-        cpu, cpu_name = thread_cpu, "executor CPU time (event log)"
+        cpu_col, cpu, cpu_name = "executor_cpu_s", thread_cpu, "executor CPU time (event log)"
     task_cpu = compare(task_cpu_per_run(base_tasks), task_cpu_per_run(scen_tasks), seed=13)
     idle_b, wait_b = _shares(base_runs)
     idle_s, wait_s = _shares(scen_runs)
@@ -180,7 +181,11 @@ def diagnose(
     n_b, n_s = len(base_runs), len(scen_runs)
     reasons: list[str] = []
     slower = job.p_value < alpha and job.ratio_ci_low > 1.0
-    cpu_same = (1 - cpu_tolerance) <= cpu.ratio_ci_low and cpu.ratio_ci_high <= (1 + cpu_tolerance)
+    # "CPU unchanged" is an equivalence claim: two one-sided tests at alpha (TOST), i.e. the
+    # (1 - 2 alpha) = 90 % CI of the ratio inside 1 +/- tolerance
+    cpu_vals = (base_runs[cpu_col].tolist(), scen_runs[cpu_col].tolist())
+    cpu_eq = compare(*cpu_vals, confidence=1 - 2 * alpha, seed=12)
+    cpu_same = (1 - cpu_tolerance) <= cpu_eq.ratio_ci_low and cpu_eq.ratio_ci_high <= (1 + cpu_tolerance)
     idle_up = mean(idle_s) > mean(idle_b)
     fetch = compare(base_runs["fetch_wait_s"].tolist(), scen_runs["fetch_wait_s"].tolist(), seed=14)
     fetch_up = fetch.ratio_ci_low > 1.0  # bootstrap CI of the fetch-wait ratio above 1
@@ -203,8 +208,9 @@ def diagnose(
             f"Welch p = {job.p_value:.2g})"
         )
         reasons.append(
-            f"{cpu_name} unchanged: ratio {cpu.ratio:.2f} (CI {cpu.ratio_ci_low:.2f}-{cpu.ratio_ci_high:.2f}, "
-            f"inside +/-{cpu_tolerance:.0%})"
+            f"{cpu_name} unchanged: ratio {cpu.ratio:.2f}, 90 % CI {cpu_eq.ratio_ci_low:.2f}-"
+            f"{cpu_eq.ratio_ci_high:.2f} inside +/-{cpu_tolerance:.0%} (equivalence, TOST at {alpha:g}; "
+            f"95 % CI {cpu.ratio_ci_low:.2f}-{cpu.ratio_ci_high:.2f})"
         )
         reasons.append(f"idle executor core-time {mean(idle_b):.0%} -> {mean(idle_s):.0%}")
         reasons.append(
@@ -221,8 +227,9 @@ def diagnose(
         verdict = "inconclusive"
         if slower and not cpu_same:
             reasons.append(
-                f"job slower ({pct:+.0f} %) but {cpu_name} changed too (ratio {cpu.ratio:.2f}, "
-                f"CI {cpu.ratio_ci_low:.2f}-{cpu.ratio_ci_high:.2f}): CPU contention, not only the network"
+                f"job slower ({pct:+.0f} %) but {cpu_name} not shown unchanged (ratio {cpu.ratio:.2f}, "
+                f"90 % CI {cpu_eq.ratio_ci_low:.2f}-{cpu_eq.ratio_ci_high:.2f} not inside +/-{cpu_tolerance:.0%}): "
+                "CPU contention, not only the network"
             )
         elif slower:
             reasons.append(f"job slower ({pct:+.0f} %) and waiting longer on fetches, but executors were not idler")
