@@ -124,7 +124,7 @@ def test_end_to_end_run_and_report(tmp_path: Path) -> None:
     report = tmp_path / "results" / "tiny-report"
     assert (report / "report.html").exists() and (report / "figures" / "backlog.png").exists()
     md = (report / "report.md").read_text()
-    assert "Slowdown from cross traffic" in md and "could not emulate" in md
+    assert "Slowdown from cross traffic" in md and "ran on the kernel datapath" in md
     assert "Shuffle path share" in md and "What-if check" in md
     # the starvation detector on a tiny run: one repetition per side can only be inconclusive
     d = subprocess.run(

@@ -17,7 +17,6 @@ import shutil
 import signal
 import subprocess
 import time
-import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -204,7 +203,32 @@ def clean(force: bool = False) -> CleanReport:
     return report
 
 
-_LIVE: weakref.WeakSet[Process] = weakref.WeakSet()
+# strong references: a process object dropped by an interrupted frame must still be stopped at teardown
+_LIVE: set[Process] = set()
+
+
+def _kill_unregistered_children(cmdlines: tuple[list[str], ...]) -> None:
+    """Kill this process's children running one of ``cmdlines`` that no Process object owns."""
+    import glob
+
+    owned = {p.popen.pid for p in _LIVE if getattr(p, "popen", None) is not None}
+    for path in glob.glob(f"/proc/{os.getpid()}/task/*/children"):
+        try:
+            with open(path) as f:
+                kids = [int(x) for x in f.read().split()]
+        except OSError:
+            continue
+        for pid in kids:
+            if pid in owned:
+                continue
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    argv = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+            except OSError:
+                continue
+            if any(argv == c for c in cmdlines):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signal.SIGKILL)
 
 
 class Process:
@@ -226,16 +250,27 @@ class Process:
         full_env = dict(os.environ)
         if env:
             full_env.update(env)
-        self.popen = subprocess.Popen(
-            ["ip", "netns", "exec", ns, *self.argv],
-            stdout=self._fh,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=full_env,
-            cwd=cwd,
-            start_new_session=True,  # Ctrl-C reaches the runner, which stops children in order
-        )
-        _LIVE.add(self)
+        full = ["ip", "netns", "exec", ns, *self.argv]
+        try:
+            self.popen = subprocess.Popen(
+                full,
+                stdout=self._fh,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=full_env,
+                cwd=cwd,
+                start_new_session=True,  # Ctrl-C reaches the runner, which stops children in order
+            )
+            _LIVE.add(self)
+        except BaseException:
+            # interrupted between fork and registration: nobody would stop this child later
+            if getattr(self, "popen", None) is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.popen.pid, signal.SIGKILL)
+            else:
+                _kill_unregistered_children((full, self.argv))
+            self._fh.close()
+            raise
 
     @property
     def pid(self) -> int:
