@@ -4,11 +4,14 @@
 //! operators, split into tasks; a storage and a compute cluster whose cores are FIFO pools; a
 //! network of links shared by max-min fairness (or, to cross-check, by round-robin chunks). The
 //! Python binding (feature `python`) takes and returns JSON documents described in [`model`].
+//! [`sparkjob`] is the calibration model: a Spark application's stages on a few executors that
+//! share a host's cores and one bottleneck (`shufflelab calibrate`).
 
 pub mod engine;
 pub mod model;
 pub mod netaware;
 pub mod network;
+pub mod sparkjob;
 
 pub use engine::run;
 
@@ -49,6 +52,13 @@ mod python {
             .map_err(PyValueError::new_err)
     }
 
+    /// Simulate a Spark application (the calibration model): JSON in, JSON out. Releases the GIL.
+    #[pyfunction]
+    fn run_spark(py: Python<'_>, config_json: String) -> PyResult<String> {
+        py.allow_threads(move || super::sparkjob::run_spark_json(&config_json))
+            .map_err(PyValueError::new_err)
+    }
+
     /// The Net-Aware planner's choice (number of pushed operators) for a JSON input.
     #[pyfunction]
     #[pyo3(signature = (input_json, chain = false))]
@@ -59,6 +69,7 @@ mod python {
     #[pymodule]
     fn shufflelab_simcore(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.add_function(wrap_pyfunction!(run, m)?)?;
+        m.add_function(wrap_pyfunction!(run_spark, m)?)?;
         m.add_function(wrap_pyfunction!(net_aware_plan, m)?)?;
         m.add("__version__", env!("CARGO_PKG_VERSION"))?;
         Ok(())

@@ -10,14 +10,6 @@
 //! ahead of the data that has arrived. Cross traffic reduces the capacity TCP gets (loss-based:
 //! `C − U` with a minimum-window floor; BBR: `C·b/(U+b)`, `b = C − U/1.25`) and takes
 //! `background_cores` of CPU.
-//!
-//! STATUS: written, not yet compiled into the crate (the build host was busy with measurements
-//! when it was written). To wire it: add `pub mod sparkjob;` to `lib.rs` and, in its `python`
-//! module, a `#[pyfunction] fn run_spark(py, config_json: String) -> PyResult<String>` calling
-//! `super::sparkjob::run_spark_json` under `py.allow_threads`, registered with
-//! `m.add_function(wrap_pyfunction!(run_spark, m)?)`; then `cargo test` here and
-//! `tests/sim/test_sparkjob_core.py` (Rust vs the Python twin) must pass.
-//! `shufflelab calibrate` switches to it by itself once the installed core has `run_spark`.
 
 use serde::{Deserialize, Serialize};
 
@@ -214,7 +206,11 @@ impl Task {
             fetched: 0.0,
             work: spec.cpu_s,
             done: 0.0,
-            local: if fetch_total > 0.0 { spec.local_fraction } else { 1.0 },
+            local: if fetch_total > 0.0 {
+                spec.local_fraction
+            } else {
+                1.0
+            },
             start_s: f64::NAN,
             work_at_s: f64::NAN,
             blocked_s: 0.0,
@@ -252,7 +248,10 @@ fn validate(cfg: &SparkConfig) -> Result<(), String> {
                 return Err(format!("stage {}: negative task cost", s.stage_id));
             }
             if !(0.0..=1.0).contains(&t.local_fraction) {
-                return Err(format!("stage {}: local_fraction outside [0, 1]", s.stage_id));
+                return Err(format!(
+                    "stage {}: local_fraction outside [0, 1]",
+                    s.stage_id
+                ));
             }
         }
     }
@@ -323,7 +322,12 @@ impl State<'_> {
         if task.phase == Phase::Control && task.control_end <= now + EPS {
             task.phase = Phase::Work;
             task.work_at_s = now;
-            task.flows = self.specs[t].fetch_bytes.iter().copied().filter(|b| *b > 0.0).collect();
+            task.flows = self.specs[t]
+                .fetch_bytes
+                .iter()
+                .copied()
+                .filter(|b| *b > 0.0)
+                .collect();
             if task.flows.is_empty() {
                 task.fetched = task.fetch_total;
             }
@@ -378,7 +382,12 @@ pub fn run_spark(cfg: &SparkConfig) -> Result<SparkResult, String> {
                 started += 1;
                 stage_start = st.now;
                 st.specs = &s.tasks;
-                st.tasks = s.tasks.iter().enumerate().map(|(i, spec)| Task::new(i, spec)).collect();
+                st.tasks = s
+                    .tasks
+                    .iter()
+                    .enumerate()
+                    .map(|(i, spec)| Task::new(i, spec))
+                    .collect();
                 st.pending = (0..s.tasks.len()).collect();
                 left = s.tasks.len();
                 active = true;
@@ -439,7 +448,9 @@ pub fn run_spark(cfg: &SparkConfig) -> Result<SparkResult, String> {
             .running
             .iter()
             .copied()
-            .filter(|&t| st.tasks[t].phase == Phase::Work && st.tasks[t].done < st.tasks[t].work - EPS)
+            .filter(|&t| {
+                st.tasks[t].phase == Phase::Work && st.tasks[t].done < st.tasks[t].work - EPS
+            })
             .collect();
         let supply = |t: usize| -> f64 {
             let task = &st.tasks[t];
@@ -475,13 +486,22 @@ pub fn run_spark(cfg: &SparkConfig) -> Result<SparkResult, String> {
             (cpu_avail / computing.len() as f64).min(1.0)
         };
         // Time to the next event.
-        let mut dt = if active { f64::INFINITY } else { next_stage_at - st.now };
+        let mut dt = if active {
+            f64::INFINITY
+        } else {
+            next_stage_at - st.now
+        };
         for &t in &st.running {
             let task = &st.tasks[t];
             match task.phase {
                 Phase::Control => dt = dt.min(task.control_end - st.now),
                 Phase::Work if task.live_flows() > 0 => {
-                    let m = task.flows.iter().copied().filter(|b| *b > 0.0).fold(f64::INFINITY, f64::min);
+                    let m = task
+                        .flows
+                        .iter()
+                        .copied()
+                        .filter(|b| *b > 0.0)
+                        .fold(f64::INFINITY, f64::min);
                     dt = dt.min(m / flow_rate);
                 }
                 _ => {}
@@ -522,7 +542,10 @@ pub fn run_spark(cfg: &SparkConfig) -> Result<SparkResult, String> {
         for &t in &computing {
             let task = &mut st.tasks[t];
             let avail = task.available();
-            task.done = task.work.min(task.done + cpu_rate * dt).min(avail.max(task.done));
+            task.done = task
+                .work
+                .min(task.done + cpu_rate * dt)
+                .min(avail.max(task.done));
         }
         for &t in &blocked {
             let task = &mut st.tasks[t];
@@ -543,7 +566,8 @@ pub fn run_spark(cfg: &SparkConfig) -> Result<SparkResult, String> {
 
 /// JSON in, JSON out (the Python binding's `run_spark`).
 pub fn run_spark_json(config_json: &str) -> Result<String, String> {
-    let cfg: SparkConfig = serde_json::from_str(config_json).map_err(|e| format!("configuration: {e}"))?;
+    let cfg: SparkConfig =
+        serde_json::from_str(config_json).map_err(|e| format!("configuration: {e}"))?;
     let result = run_spark(&cfg)?;
     serde_json::to_string(&result).map_err(|e| e.to_string())
 }
@@ -584,7 +608,11 @@ mod tests {
     fn one_stage(p: Platform, tasks: Vec<TaskSpec>) -> f64 {
         let cfg = SparkConfig {
             platform: p,
-            stages: vec![StageSpec { stage_id: 0, gap_s: 0.0, tasks }],
+            stages: vec![StageSpec {
+                stage_id: 0,
+                gap_s: 0.0,
+                tasks,
+            }],
             tail_s: 0.0,
         };
         run_spark(&cfg).unwrap().job_time_s
@@ -597,13 +625,25 @@ mod tests {
     #[test]
     fn processor_sharing_of_two_cores() {
         assert!(close(one_stage(platform(), vec![task(1.0, &[], -1)]), 1.0));
-        assert!(close(one_stage(platform(), vec![task(1.0, &[], -1); 3]), 1.5));
-        assert!(close(one_stage(platform(), vec![task(1.0, &[], -1); 4]), 2.5));
+        assert!(close(
+            one_stage(platform(), vec![task(1.0, &[], -1); 3]),
+            1.5
+        ));
+        assert!(close(
+            one_stage(platform(), vec![task(1.0, &[], -1); 4]),
+            2.5
+        ));
     }
 
     #[test]
     fn flows_share_the_link_and_overlap_with_cpu() {
-        assert!(close(one_stage(platform(), vec![task(0.0, &[C, C], -1), task(0.0, &[C], -1)]), 3.0));
+        assert!(close(
+            one_stage(
+                platform(),
+                vec![task(0.0, &[C, C], -1), task(0.0, &[C], -1)]
+            ),
+            3.0
+        ));
         // 1 s of CPU over 1 s of fetch: the work follows the data, ends just after it
         let t = one_stage(platform(), vec![task(0.5, &[C], -1)]);
         assert!(close(t, 1.0));
@@ -613,7 +653,10 @@ mod tests {
     fn pinned_tasks_wait_for_their_executor() {
         let mut p = platform();
         p.host_cores = 3.0;
-        let t = one_stage(p, vec![task(1.0, &[], 0), task(0.1, &[], 1), task(0.1, &[], 0)]);
+        let t = one_stage(
+            p,
+            vec![task(1.0, &[], 0), task(0.1, &[], 1), task(0.1, &[], 0)],
+        );
         assert!(close(t, 1.1));
     }
 
@@ -624,7 +667,10 @@ mod tests {
         assert!(close(tcp_capacity_bytes_per_s(&p, 6), 0.1 * C));
         p.cross_bytes_per_s = C;
         let rtt = 2.0 * 250_000.0 / C;
-        assert!(close(tcp_capacity_bytes_per_s(&p, 6), 6.0 * 1.5 * 1514.0 / rtt));
+        assert!(close(
+            tcp_capacity_bytes_per_s(&p, 6),
+            6.0 * 1.5 * 1514.0 / rtt
+        ));
         p.tcp = TcpKind::Bbr;
         let b = C - C / 1.25;
         assert!(close(tcp_capacity_bytes_per_s(&p, 6), C * b / (C + b)));
@@ -634,7 +680,11 @@ mod tests {
     fn bad_configuration_is_refused() {
         let mut p = platform();
         p.slots = 0;
-        let cfg = SparkConfig { platform: p, stages: vec![], tail_s: 0.0 };
+        let cfg = SparkConfig {
+            platform: p,
+            stages: vec![],
+            tail_s: 0.0,
+        };
         assert!(run_spark(&cfg).is_err());
     }
 }

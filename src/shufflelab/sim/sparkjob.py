@@ -3,9 +3,9 @@
 This is the model behind ``shufflelab calibrate`` (issue 5, item 4): the same experiment spec the
 emulation backend runs, simulated from a workload fitted to one real run's event log. It is a
 fluid discrete-event model in virtual time, pure (no clock, no I/O) and deterministic. The
-document it reads and writes is plain JSON (units in the names), the format of the Rust port's
-``run_spark`` (``crates/simcore/src/sparkjob.rs``, not yet built into the core); this module is
-the engine in use, and the twin the tests will compare the port against.
+document it reads and writes is plain JSON (units in the names), the format of the Rust core's
+``run_spark`` (``crates/simcore/src/sparkjob.rs``); this module is its independent Python twin,
+the oracle the tests compare the core against, and the engine used where the core is not built.
 
 Model (a *job* here is the whole Spark application between its first job's submission and its
 last job's end, which is how the lab measures ``runs.job_time_s``):
