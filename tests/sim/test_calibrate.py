@@ -341,3 +341,19 @@ def test_calibrate_refuses_a_missing_file_or_no_baseline(tmp_path: Path) -> None
     path = _store(tmp_path, {"udp=50": [3.0]})
     with pytest.raises(cal.CalibrationError, match="without cross traffic"):
         cal.calibrate(path)
+
+
+def test_cli_calibrate_prints_and_writes_the_table(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from shufflelab.cli import app
+
+    path = _store(tmp_path, {"udp=0": [1.9], "udp=100": [3.0]})
+    out = tmp_path / "cal"
+    r = CliRunner().invoke(app, ["calibrate", str(path), "--out", str(out), "--cross-cpu", "0"])
+    assert r.exit_code == 0, r.output
+    assert "median absolute error" in r.output and "udp=100" in r.output
+    text = (out / "calibration.md").read_text()
+    assert f"shufflelab calibrate {path} --cross-cpu 0 --out {out}" in text
+    missing = CliRunner().invoke(app, ["calibrate", str(tmp_path / "none.duckdb")])
+    assert missing.exit_code == 2
