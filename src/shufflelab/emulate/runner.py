@@ -126,6 +126,17 @@ def _stop_telemetry_and_traffic(fabric: Fabric, run_dir: Path, live: _Live) -> t
     return rows, after
 
 
+def _bottleneck_deltas(before: dict[str, Any], after: dict[str, Any]) -> tuple[int | None, int | None]:
+    """Bytes sent and packets dropped by the bottleneck ports during a run (None without counters)."""
+    if not before:
+        return None, None
+    keys = [k for k in after if k in before]
+    return (
+        sum(after[k].tx_bytes - before[k].tx_bytes for k in keys),
+        sum(after[k].drops - before[k].drops for k in keys),
+    )
+
+
 def _sum_or_none(rows: list[dict[str, Any]], key: str) -> float | None:
     """Sum of ``key`` over the applications, or None unless every application has it."""
     vals = [r.get(key) for r in rows]
@@ -522,8 +533,7 @@ class EmulateRunner:
             fetches = result.fetches if result is not None else pd.DataFrame()
             nodes_all = spec.hosts_with("mapreduce")
             before = live.before
-            tx = sum(after[k].tx_bytes - before[k].tx_bytes for k in after if k in before) if before else None
-            drops = sum(after[k].drops - before[k].drops for k in after if k in before) if before else None
+            tx, drops = _bottleneck_deltas(before, after)
             run = {
                 "run_id": run_id, "scenario_id": sc.scenario_id, "rep": rep, "attempt": attempt,
                 "status": status, "cause": cause, "backend": "emulate", "started_at": started,
@@ -630,8 +640,7 @@ class EmulateRunner:
         samples = load_samples(run_dir / "queue_samples.csv", started)
         tables["queue_samples"] = samples
         tables["cross_traffic"] = pd.DataFrame(traffic_rows)
-        tx = sum(after[k].tx_bytes - before[k].tx_bytes for k in after if k in before) if before else None
-        drops = sum(after[k].drops - before[k].drops for k in after if k in before) if before else None
+        tx, drops = _bottleneck_deltas(before, after)
         with_marks = [k for k in after if k in before and after[k].marks is not None and before[k].marks is not None]
         ecn_marks = sum(after[k].marks - before[k].marks for k in with_marks) if with_marks else None
         tasks = tables.get("tasks", pd.DataFrame())
