@@ -175,15 +175,21 @@ class TcpOverride(_Model):
 class Host(_Model):
     roles: list[Role] = Field(default_factory=list)
     tcp: TcpOverride = TcpOverride()
+    rack: Literal[1, 2] | None = Field(
+        default=None, description="The host's side of a dumbbell topology (1 or 2); only for kind = 'dumbbell'."
+    )
 
 
 class Topology(_Model):
-    kind: Literal["shared", "star"] = Field(
+    kind: Literal["shared", "star", "dumbbell"] = Field(
         default="shared",
         description=(
             "shared: hosts sit on one access switch whose single uplink to the router carries every "
             "host-to-host packet (one bottleneck queue, the router's downlink port); "
-            "star: every host has its own router port, each shaped."
+            "star: every host has its own router port, each shaped; "
+            "dumbbell: two racks (hosts' rack = 1 or 2), each an access switch, joined through the "
+            "router: traffic between racks leaves through the far rack's shaped router port (one queue "
+            "per direction, like a full-duplex inter-switch link); traffic within a rack stays on its switch."
         ),
     )
     bottleneck: Link
@@ -358,6 +364,8 @@ class ExperimentSpec(_Model):
         for name in v:
             if not _NAME.match(name):
                 raise ValueError(f"host name {name!r}: use 1-8 lowercase letters/digits, starting with a letter")
+            if name in ("r", "sw", "sw1", "sw2"):
+                raise ValueError(f"host name {name!r} is taken by the fabric's router/switches (r, sw, sw1, sw2)")
         if len(v) > 60:
             raise ValueError("at most 60 hosts")
         return v
@@ -404,8 +412,23 @@ class ExperimentSpec(_Model):
             except ValidationError as exc:
                 reasons = (_describe(e).removeprefix("Value error, ") for e in exc.errors())
                 raise ValueError(f"hosts.{host}.tcp: " + "; ".join(reasons)) from None
+        self._racks_fit()
         self._datapath_fits()
         return self
+
+    def _racks_fit(self) -> None:
+        racks = {h: host.rack for h, host in self.hosts.items()}
+        if self.topology.kind != "dumbbell":
+            given = [h for h, r in racks.items() if r is not None]
+            if given:
+                raise ValueError(f"hosts.{given[0]}.rack: racks are for topology.kind = 'dumbbell'")
+            return
+        missing = [h for h, r in racks.items() if r is None]
+        if missing:
+            raise ValueError(f"hosts.{missing[0]}.rack: the dumbbell topology needs every host's rack (1 or 2)")
+        for side in (1, 2):
+            if side not in racks.values():
+                raise ValueError(f"topology.kind = 'dumbbell': no host has rack = {side}")
 
     def _datapath_fits(self) -> None:
         link = self.topology.bottleneck
@@ -503,6 +526,10 @@ def _format(exc: ValidationError, where: str) -> str:
     return "\n".join(lines)
 
 
+# experiment fields a matrix point or case may change (e.g. a shorter timeout for a case that starves)
+_VARIABLE_META = frozenset({"experiment.run_timeout_s"})
+
+
 def parse(data: dict[str, Any], where: str = "<spec>") -> ExperimentSpec:
     """Validate a spec dictionary; raise :class:`SpecError` naming ``where`` and the bad fields."""
     try:
@@ -512,7 +539,7 @@ def parse(data: dict[str, Any], where: str = "<spec>") -> ExperimentSpec:
     for path, values in spec.matrix.items():
         if not values:
             raise SpecError(f"{where}: matrix.{path}: give a non-empty list of values")
-        if path.split(".")[0] in ("matrix", "experiment"):
+        if path.split(".")[0] in ("matrix", "experiment") and path not in _VARIABLE_META:
             raise SpecError(f"{where}: matrix.{path}: this field cannot be varied")
     for case, overrides in spec.cases.items():
         for path in overrides:
@@ -520,7 +547,7 @@ def parse(data: dict[str, Any], where: str = "<spec>") -> ExperimentSpec:
                 if not isinstance(overrides[path], dict) or not overrides[path]:
                     raise SpecError(f"{where}: cases.{case}.only: give a table of field paths and values")
                 continue
-            if path.split(".")[0] in ("matrix", "experiment", "cases"):
+            if path.split(".")[0] in ("matrix", "experiment", "cases") and path not in _VARIABLE_META:
                 raise SpecError(f"{where}: cases.{case}.{path}: this field cannot be varied")
     expand(spec, where)  # every matrix point must validate, so errors surface at load time
     return spec
@@ -610,6 +637,8 @@ def spec_hash(spec: ExperimentSpec) -> str:
         if isinstance(parent, dict) and parent.get(path[-1], _MISSING) == default:
             del parent[path[-1]]
     for host in data.get("hosts", {}).values():
+        if host.get("rack", _MISSING) is None:  # added with the dumbbell topology
+            del host["rack"]
         for key, default in _HOST_HASH_NEUTRAL_DEFAULTS.items():
             if host.get("tcp", {}).get(key, _MISSING) == default:
                 del host["tcp"][key]

@@ -102,6 +102,9 @@ def build(spec: ExperimentSpec) -> Network:
     other via ``r`` (one-armed router), so every host-to-host packet leaves ``r`` through its
     downlink port ``r:sw`` -- the one bottleneck queue, like a cluster's shared uplink.
     ``star``: each host has its own port on ``r``; each ``r:<host>`` port is shaped.
+    ``dumbbell``: two access switches ``sw1``/``sw2`` (the hosts' racks), each with an uplink to ``r``;
+    traffic from one rack to the other leaves ``r`` through the far rack's port ``r:sw<k>``, so each
+    direction of the inter-rack link has its own shaped queue (data one way, its ACKs the other).
     With the userspace switch (``spec.datapath() == "switch"``) the same ports are the switch's ports
     and the router's kernel does not forward.
     """
@@ -135,6 +138,23 @@ def build(spec: ExperimentSpec) -> Network:
         )
         wires.append(Wire(down, Port(SWITCH, "uplink")))
         bottlenecks.append(down)
+    elif spec.topology.kind == "dumbbell":
+        for side in (1, 2):
+            sw = f"{SWITCH}{side}"
+            nodes[sw] = Node(sw, "switch", bridge=True)
+            members = [i for i, h in enumerate(hosts) if spec.hosts[h].rack == side]
+            for i in members:
+                wires.append(Wire(Port(hosts[i], "eth0", f"{addresses[hosts[i]]}/24"), Port(sw, hosts[i])))
+            down = Port(
+                ROUTER,
+                sw,
+                address=router_addresses[members[0]],
+                extra_addresses=tuple(router_addresses[i] for i in members[1:]),
+                shaping=link,
+                monitored=True,
+            )
+            wires.append(Wire(down, Port(sw, "uplink")))
+            bottlenecks.append(down)
     else:
         for i, h in enumerate(hosts):
             port = Port(ROUTER, h, address=router_addresses[i], shaping=link, monitored=True)

@@ -61,3 +61,39 @@ def test_switch_datapath_router_does_not_forward(spec_dict: dict[str, Any]) -> N
     assert kernel.datapath == "kernel" and kernel.nodes["r"].forwarding
     # one fabric serves both: Fabric.configure moves it between the datapaths
     assert kernel.structure_key() == net.structure_key()
+
+
+def test_dumbbell_has_one_queue_per_direction_between_racks(spec_dict: dict[str, Any]) -> None:
+    hosts = list(spec_dict["hosts"])
+    spec_dict["topology"]["kind"] = "dumbbell"
+    for i, h in enumerate(hosts):
+        spec_dict["hosts"][h]["rack"] = 1 if i < len(hosts) // 2 else 2
+    net = T.build(S.parse(spec_dict))
+    assert [(p.node, p.ifname) for p in net.bottlenecks] == [("r", "sw1"), ("r", "sw2")]
+    assert net.nodes["sw1"].bridge and net.nodes["sw2"].bridge and "sw" not in net.nodes
+    rack = {h: spec_dict["hosts"][h]["rack"] for h in hosts}
+    # a host's packets arrive through the router port of its own rack: each rack's port holds the
+    # gateways of exactly that rack's hosts
+    for h in hosts:
+        port = net.router_port_of(h)
+        assert port.ifname == f"sw{rack[h]}"
+        assert f"{net.gateways[h]}/24" in (port.address, *port.extra_addresses)
+    for side in (1, 2):  # every host is wired to its rack's switch only
+        members = {w.a.node for w in net.wires if w.b.node == f"sw{side}" and w.a.node in rack}
+        assert members == {h for h in hosts if rack[h] == side}
+
+
+def test_dumbbell_racks_are_checked(spec_dict: dict[str, Any]) -> None:
+    import pytest
+
+    hosts = list(spec_dict["hosts"])
+    spec_dict["topology"]["kind"] = "dumbbell"
+    with pytest.raises(ValueError, match=rf"hosts\.{hosts[0]}\.rack: the dumbbell topology needs"):
+        S.parse(spec_dict)
+    for h in hosts:
+        spec_dict["hosts"][h]["rack"] = 1
+    with pytest.raises(ValueError, match="no host has rack = 2"):
+        S.parse(spec_dict)
+    spec_dict["topology"]["kind"] = "star"
+    with pytest.raises(ValueError, match=rf"hosts\.{hosts[0]}\.rack: racks are for"):
+        S.parse(spec_dict)

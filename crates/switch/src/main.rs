@@ -185,20 +185,22 @@ fn run(path: &str) -> Result<(), String> {
                     &mut flows,
                     now,
                 ) {
-                    Some((out, managed)) => {
+                    Some((out, managed, protected)) => {
                         let ect = Ipv4Packet::new_checked(&buf[ETH_HEADER_LEN..])
                             .map(|p| p.ecn() != Ecn::NotEct)
                             .unwrap_or(false);
+                        // a managed connection's control packet: marked = passed unchanged
+                        let ect_like = ect || protected;
                         let len = buf.len() as u64;
                         let q = &mut queues[out];
-                        match q.admit(len, ect, now) {
+                        match q.admit(len, ect_like, now) {
                             Admit::Drop => pool.push(buf),
                             verdict => {
                                 let marked = verdict == Admit::Mark;
                                 if let Some(tag) = managed {
                                     // the switch is the congestion signal's consumer: count, hide
                                     flows.on_queued(tag, marked);
-                                } else if marked {
+                                } else if marked && ect {
                                     if let Ok(mut ip) =
                                         Ipv4Packet::new_checked(&mut buf[ETH_HEADER_LEN..])
                                     {
@@ -329,7 +331,7 @@ fn forward(
     port_macs: &[[u8; 6]],
     flows: &mut FlowTable,
     now: u64,
-) -> Option<(usize, Option<switchcore::flow::DataTag>)> {
+) -> Option<(usize, Option<switchcore::flow::DataTag>, bool)> {
     if wire::ethertype(frame)? != ETHERTYPE_IPV4 {
         return None;
     }
@@ -350,8 +352,11 @@ fn forward(
     eth[6..12].copy_from_slice(&port_macs[route.port]);
     let src_mode = routes.get(&src).map(|r| r.mode).unwrap_or(Mode::Off);
     let mut managed = None;
+    let mut protected = false;
     if switchcore::flow::is_tcp(ip) {
-        managed = flows.on_ingress(ip, src_mode, route.mode, now).managed_data;
+        let ing = flows.on_ingress(ip, src_mode, route.mode, now);
+        managed = ing.managed_data;
+        protected = ing.protected;
     }
-    Some((route.port, managed))
+    Some((route.port, managed, protected))
 }

@@ -121,6 +121,12 @@ pub struct Ingress {
     pub managed_data: Option<DataTag>,
     /// The packet was rewritten (flags, ECN or window); checksums were fixed.
     pub rewritten: bool,
+    /// A control packet (no payload: SYN, SYN-ACK, pure ACK, FIN) of a connection the switch
+    /// manages in either direction: the queue treats it as ECN-capable (a mark lets it pass
+    /// unchanged; only a full queue drops it), as generalized ECN (ECN++) does for control
+    /// packets, so a marking queue kept near its threshold by the switch's own DCTCP does not
+    /// drop the handshakes and ACKs of the connections it controls.
+    pub protected: bool,
 }
 
 /// Identifies a managed data packet between ingress and the queue decision.
@@ -222,6 +228,7 @@ impl FlowTable {
         let none = Ingress {
             managed_data: None,
             rewritten: false,
+            protected: false,
         };
         let Ok(r) = TcpRepr::parse(ip) else {
             return none;
@@ -297,6 +304,7 @@ impl FlowTable {
         }
 
         let (me, peer) = split(&mut conn.half, dir);
+        let protected = r.payload_len == 0 && (me.managed || peer.managed);
         // hide congestion echoes from a managed peer (the switch reacts for it)
         if peer.managed && !syn {
             new_flags &= !flags::ECE;
@@ -362,6 +370,7 @@ impl FlowTable {
         Ingress {
             managed_data,
             rewritten,
+            protected,
         }
     }
 
@@ -509,6 +518,109 @@ mod tests {
         let ing = t.on_ingress(&mut d, Mode::Vcc, Mode::Off, 1);
         assert!(ing.managed_data.is_some());
         assert_eq!(TcpRepr::parse(&d).unwrap().ecn, Ecn::Ect0);
+    }
+
+    #[test]
+    fn control_packets_of_managed_connections_are_protected() {
+        for (mode, syn_flags) in [
+            (Mode::Vcc, flags::SYN),
+            (Mode::Dctcp, flags::SYN | flags::ECE | flags::CWR),
+        ] {
+            let mut t = FlowTable::new(FlowConfig::default());
+            let mut syn = build_tcp(
+                S,
+                R,
+                (40000, 5201),
+                1000,
+                0,
+                syn_flags,
+                64240,
+                &SYN_OPTS,
+                0,
+                Ecn::NotEct,
+            );
+            assert!(
+                t.on_ingress(&mut syn, mode, Mode::Off, 0).protected,
+                "{mode:?} SYN"
+            );
+            let mut synack = build_tcp(
+                R,
+                S,
+                (5201, 40000),
+                5000,
+                1001,
+                flags::SYN | flags::ACK | flags::ECE,
+                65160,
+                &SYN_OPTS,
+                0,
+                Ecn::NotEct,
+            );
+            assert!(
+                t.on_ingress(&mut synack, Mode::Off, mode, 0).protected,
+                "{mode:?} SYN-ACK"
+            );
+            let mut ack = build_tcp(
+                R,
+                S,
+                (5201, 40000),
+                5001,
+                1001,
+                flags::ACK,
+                502,
+                &[],
+                0,
+                Ecn::NotEct,
+            );
+            assert!(
+                t.on_ingress(&mut ack, Mode::Off, mode, 1).protected,
+                "{mode:?} pure ACK"
+            );
+            let mut d = build_tcp(
+                S,
+                R,
+                (40000, 5201),
+                1001,
+                5001,
+                flags::ACK,
+                502,
+                &[],
+                1448,
+                Ecn::NotEct,
+            );
+            let ing = t.on_ingress(&mut d, mode, Mode::Off, 2);
+            assert!(
+                !ing.protected && ing.managed_data.is_some(),
+                "data is managed, not protected"
+            );
+        }
+        // connections the switch does not manage are not protected
+        let mut t = FlowTable::new(FlowConfig::default());
+        let mut syn = build_tcp(
+            S,
+            R,
+            (40000, 5201),
+            1000,
+            0,
+            flags::SYN | flags::ECE | flags::CWR,
+            64240,
+            &SYN_OPTS,
+            0,
+            Ecn::NotEct,
+        );
+        assert!(!t.on_ingress(&mut syn, Mode::Vcc, Mode::Off, 0).protected);
+        let mut syn = build_tcp(
+            S,
+            R,
+            (40001, 5201),
+            1000,
+            0,
+            flags::SYN,
+            64240,
+            &SYN_OPTS,
+            0,
+            Ecn::NotEct,
+        );
+        assert!(!t.on_ingress(&mut syn, Mode::Off, Mode::Off, 0).protected);
     }
 
     #[test]

@@ -520,6 +520,9 @@ class EmulateRunner:
             result = job.result()
             if status == "ok" and not result.ok:
                 status, cause = "failed", "; ".join(result.errors[:3]) or "an agent failed"
+                if any("deadline:" in e for e in result.errors):  # the agents gave up at run_timeout_s
+                    status = "timeout"
+                    cause = f"job exceeded run_timeout_s={spec.experiment.run_timeout_s:g}: {cause}"
         except KeyboardInterrupt:
             status, cause = "interrupted", "runner interrupted"
             raise

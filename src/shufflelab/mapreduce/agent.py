@@ -71,7 +71,11 @@ class Agent:
                 writer.write(_ZEROS[:k])
                 left -= k
                 await writer.drain()
-            await writer.drain()
+            # drain() only brings asyncio's buffer below its low-water mark: close and wait until the
+            # transport has handed every byte to the kernel before counting the partition as served
+            # (an agent that exits with bytes still in asyncio's buffer would truncate the fetch)
+            writer.close()
+            await writer.wait_closed()
             self.served += 1
             self.served_bytes += n
             if self.served >= self.to_serve:
@@ -125,8 +129,13 @@ class Agent:
         for m in order:
             await _sleep_until(self.t0 + tr.map_end_s(m))  # map-completion event
             tasks.append(asyncio.create_task(self._fetch(m, r, sem)))
-        for t in asyncio.as_completed(tasks):
-            await t
+        try:
+            for t in asyncio.as_completed(tasks):
+                await t
+        except BaseException:
+            for t in tasks:  # one failed fetch fails the reducer: stop its other copies too
+                t.cancel()
+            raise
         row["t_shuffle_end"] = time.time()
         await asyncio.sleep(tr.reduces[r].duration_s)
         row["t_end"] = time.time()
