@@ -25,6 +25,16 @@ Verdict: **starved** when the job is significantly slower (p < alpha and the rat
 CPU time is unchanged (an equivalence test, TOST at alpha: the ratio's 90 % CI inside
 1 +/- ``cpu_tolerance``), the tasks' fetch wait grew
 significantly (the extra time is spent waiting for shuffle data) and the idle share grew;
+A **load-matched control** can stand in for the baseline in the CPU test only: a scenario identical
+to the one diagnosed, with the same cross-traffic load, but whose traffic goes to a host off the
+job's path (its sink differs) and whose tasks' fetch wait did not grow. On one emulation host the
+cross traffic is forwarded and received by the same CPUs the executors run on, so it costs the
+job CPU time whether or not it shares the job's bottleneck (measured: task user CPU +3 % in the
+control); the control carries that cost and nothing else. When the CPU is not shown unchanged
+against the baseline, the detector tests scenario vs control (same TOST); if equivalent, the CPU
+change is the host's, not the job's, and the verdict may be "starved" -- the reasons then give
+both ratios and name the control.
+
 **not starved** when the job is not significantly slower and its mean ratio is below
 1 + ``cpu_tolerance``, or when it is slower but its fetch wait did not grow (the executors lost the
 time to something else -- CPU taken by other processes, as in the control case, where idle
@@ -66,6 +76,8 @@ class Diagnosis:
     thread_cpu: Comparison | None = None
     cpu_measure: str = "thread"
     fetch: Comparison | None = None
+    control: str | None = None  # the load-matched control the CPU was compared with, if it was
+    cpu_vs_control: Comparison | None = None
 
     def row(self) -> dict[str, object]:
         def ci(c: Comparison) -> str:
@@ -84,6 +96,11 @@ class Diagnosis:
             "cpu_measure": self.cpu_measure,
             "cpu_ratio": self.cpu.ratio,
             "cpu_ci": ci(self.cpu),
+            "cpu_vs_control": (
+                f"{self.cpu_vs_control.ratio:.2f} {ci(self.cpu_vs_control)} ({self.control})"
+                if self.cpu_vs_control is not None
+                else "–"
+            ),
             "eventlog_cpu_ratio": self.thread_cpu.ratio if self.thread_cpu else self.cpu.ratio,
             "task_cpu_ratio": self.task_cpu.ratio,
             "fetch_wait_ratio": self.fetch.ratio if self.fetch else float("nan"),
@@ -154,8 +171,11 @@ def diagnose(
     alpha: float = 0.05,
     cpu_tolerance: float = 0.10,
     cpu_measure: str = "auto",
+    control: str | None = None,
+    control_runs: pd.DataFrame | None = None,
 ) -> Diagnosis:
-    """Compare ``scenario``'s successful runs with ``baseline``'s (see the module doc for the rules)."""
+    """Compare ``scenario``'s successful runs with ``baseline``'s (see the module doc for the rules);
+    ``control``/``control_runs``: a load-matched control for the CPU test (module doc)."""
     job = compare(base_runs["job_time_s"].tolist(), scen_runs["job_time_s"].tolist(), seed=11)
     thread_cpu = compare(base_runs["executor_cpu_s"].tolist(), scen_runs["executor_cpu_s"].tolist(), seed=12)
     col = "task_user_cpu_s"
@@ -189,6 +209,21 @@ def diagnose(
     idle_up = mean(idle_s) > mean(idle_b)
     fetch = compare(base_runs["fetch_wait_s"].tolist(), scen_runs["fetch_wait_s"].tolist(), seed=14)
     fetch_up = fetch.ratio_ci_low > 1.0  # bootstrap CI of the fetch-wait ratio above 1
+    # the CPU against a load-matched control (same cross-traffic load, off the job's path), used only
+    # when the control's runs have the same CPU measure and its tasks did not wait longer on fetches
+    cpu_ctl: Comparison | None = None
+    cpu_ctl_same = False
+    ctl_fetch: Comparison | None = None
+    if control is not None and control_runs is not None and len(control_runs) >= min_reps and not cpu_same:
+        has = cpu_col in control_runs.columns and control_runs[cpu_col].notna().all()
+        if has:
+            ctl_fetch = compare(base_runs["fetch_wait_s"].tolist(), control_runs["fetch_wait_s"].tolist(), seed=15)
+            if not ctl_fetch.ratio_ci_low > 1.0:
+                ctl_vals = control_runs[cpu_col].tolist()
+                cpu_ctl = compare(ctl_vals, cpu_vals[1], confidence=1 - 2 * alpha, seed=16)
+                cpu_ctl_same = (1 - cpu_tolerance) <= cpu_ctl.ratio_ci_low and cpu_ctl.ratio_ci_high <= (
+                    1 + cpu_tolerance
+                )
     pct = job.percent_change
     if min(n_b, n_s) < min_reps:
         verdict = "inconclusive"
@@ -201,17 +236,28 @@ def diagnose(
             f"longer for shuffle data (fetch wait ratio {fetch.ratio:.2f}, CI {fetch.ratio_ci_low:.2f}-"
             f"{fetch.ratio_ci_high:.2f}): the time went elsewhere (CPU contention), not to the network"
         )
-    elif slower and cpu_same and fetch_up and idle_up:
+    elif slower and (cpu_same or cpu_ctl_same) and fetch_up and idle_up:
         verdict = "starved"
         reasons.append(
             f"job time {pct:+.0f} % (ratio {job.ratio:.2f}, 95 % CI {job.ratio_ci_low:.2f}-{job.ratio_ci_high:.2f}, "
             f"Welch p = {job.p_value:.2g})"
         )
-        reasons.append(
-            f"{cpu_name} unchanged: ratio {cpu.ratio:.2f}, 90 % CI {cpu_eq.ratio_ci_low:.2f}-"
-            f"{cpu_eq.ratio_ci_high:.2f} inside +/-{cpu_tolerance:.0%} (equivalence, TOST at {alpha:g}; "
-            f"95 % CI {cpu.ratio_ci_low:.2f}-{cpu.ratio_ci_high:.2f})"
-        )
+        if cpu_same:
+            reasons.append(
+                f"{cpu_name} unchanged: ratio {cpu.ratio:.2f}, 90 % CI {cpu_eq.ratio_ci_low:.2f}-"
+                f"{cpu_eq.ratio_ci_high:.2f} inside +/-{cpu_tolerance:.0%} (equivalence, TOST at {alpha:g}; "
+                f"95 % CI {cpu.ratio_ci_low:.2f}-{cpu.ratio_ci_high:.2f})"
+            )
+        else:
+            assert cpu_ctl is not None and ctl_fetch is not None
+            reasons.append(
+                f"{cpu_name} vs baseline {cpu.ratio:.2f} (90 % CI {cpu_eq.ratio_ci_low:.2f}-{cpu_eq.ratio_ci_high:.2f},"
+                f" not shown within +/-{cpu_tolerance:.0%}), but unchanged vs the load-matched control {control!r} "
+                f"(same cross traffic off the job's path; its fetch wait ratio {ctl_fetch.ratio:.2f}, CI "
+                f"{ctl_fetch.ratio_ci_low:.2f}-{ctl_fetch.ratio_ci_high:.2f}): ratio {cpu_ctl.ratio:.2f}, 90 % CI "
+                f"{cpu_ctl.ratio_ci_low:.2f}-{cpu_ctl.ratio_ci_high:.2f} inside +/-{cpu_tolerance:.0%} -- the CPU "
+                "change is the host's cost of carrying the traffic, not more work by the job"
+            )
         reasons.append(f"idle executor core-time {mean(idle_b):.0%} -> {mean(idle_s):.0%}")
         reasons.append(
             f"fetch wait ratio {fetch.ratio:.2f} (CI {fetch.ratio_ci_low:.2f}-{fetch.ratio_ci_high:.2f}): "
@@ -231,6 +277,16 @@ def diagnose(
                 f"90 % CI {cpu_eq.ratio_ci_low:.2f}-{cpu_eq.ratio_ci_high:.2f} not inside +/-{cpu_tolerance:.0%}): "
                 "CPU contention, not only the network"
             )
+            if cpu_ctl is not None:
+                reasons.append(
+                    f"vs the load-matched control {control!r}: ratio {cpu_ctl.ratio:.2f}, 90 % CI "
+                    f"{cpu_ctl.ratio_ci_low:.2f}-{cpu_ctl.ratio_ci_high:.2f} (not inside +/-{cpu_tolerance:.0%} either)"
+                )
+            elif ctl_fetch is not None:
+                reasons.append(
+                    f"control {control!r} not used for the CPU: its fetch wait grew too (ratio {ctl_fetch.ratio:.2f}, "
+                    f"CI {ctl_fetch.ratio_ci_low:.2f}-{ctl_fetch.ratio_ci_high:.2f})"
+                )
         elif slower:
             reasons.append(f"job slower ({pct:+.0f} %) and waiting longer on fetches, but executors were not idler")
         else:
@@ -249,6 +305,7 @@ def diagnose(
         scenario, baseline, verdict, reasons, job, cpu, task_cpu,
         mean(idle_b), mean(idle_s), mean(wait_b), mean(wait_s), rho, rho_p, n_b, n_s,
         thread_cpu=thread_cpu, cpu_measure="user" if use_user else "thread", fetch=fetch,
+        control=control if cpu_ctl is not None else None, cpu_vs_control=cpu_ctl,
     )  # fmt: skip
 
 
@@ -280,6 +337,42 @@ def baseline_pairs(scenarios: pd.DataFrame) -> list[tuple[str, str]]:
     return pairs
 
 
+def _endpoints_removed(spec: dict[str, object]) -> str:
+    import json
+
+    d = {k: v for k, v in spec.items() if k not in ("experiment", "matrix", "cases")}
+    ct = dict(d.get("cross_traffic") or {})  # type: ignore[call-overload]
+    ct.pop("source", None)
+    ct.pop("sink", None)
+    d["cross_traffic"] = ct
+    return json.dumps(d, sort_keys=True)
+
+
+def _endpoints(spec: dict[str, object]) -> tuple[object, object]:
+    ct = spec.get("cross_traffic") or {}
+    assert isinstance(ct, dict)
+    return ct.get("source"), ct.get("sink")
+
+
+def control_of(scenarios: pd.DataFrame) -> dict[str, str]:
+    """scenario label -> a load-matched control: a scenario with cross traffic that differs from it
+    only in the traffic's source/sink (the same load, elsewhere). Whether the control is off the
+    job's path is checked with the data (its fetch wait must not grow)."""
+    import json
+
+    specs = {row["label"]: json.loads(row["spec_json"]) for _, row in scenarios.iterrows()}
+    out = {}
+    for label, s in specs.items():
+        if not _traffic(s):
+            continue
+        for other, o in specs.items():
+            same_load = _endpoints_removed(o) == _endpoints_removed(s)
+            if other != label and _traffic(o) and _endpoints(o) != _endpoints(s) and same_load:
+                out[label] = other
+                break
+    return out
+
+
 def diagnose_store(
     db: object, scenario: str | None = None, baseline: str | None = None, **kw: object
 ) -> list[Diagnosis]:
@@ -306,6 +399,7 @@ def diagnose_store(
             n = sum(1 for h in sp["hosts"].values() if "spark-worker" in h.get("roles", []))
             cores[row["label"]] = n * int(sp["spark"].get("worker_cores", 1))
         runs["total_cores"] = [cores.get(lbl) for lbl in runs["label"]]
+    controls = control_of(scenarios)
     out = []
     for s_label, b_label in pairs:
         assert b_label is not None
@@ -318,7 +412,9 @@ def diagnose_store(
         qs = store.query(
             f"SELECT run_id, t, backlog_bytes FROM queue_samples WHERE run_id IN ({_placeholders(ids_s)})", ids_s
         ) if ids_s else pd.DataFrame()  # fmt: skip
-        out.append(diagnose(s_label, b_label, br, sr, bt, st, qs, **kw))  # type: ignore[arg-type]
+        ctl = controls.get(s_label)
+        cr = runs[runs["label"] == ctl] if ctl is not None else None
+        out.append(diagnose(s_label, b_label, br, sr, bt, st, qs, control=ctl, control_runs=cr, **kw))  # type: ignore[arg-type]
     return out
 
 

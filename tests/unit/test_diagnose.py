@@ -140,3 +140,46 @@ def test_cpu_theft_without_more_fetch_wait_is_not_network_starvation() -> None:
     assert d.verdict == "not starved", d.reasons
     assert "did not wait longer for shuffle data" in d.reasons[0]
     assert d.idle_share_scenario > d.idle_share_baseline and d.fetch is not None and d.fetch.ratio_ci_low < 1.0
+
+
+def test_load_matched_control_separates_the_hosts_cpu_cost() -> None:
+    """CPU +12 % vs the quiet baseline (the host forwards the traffic on the executors' CPUs) and
+    the same +12 % in a control whose traffic avoids the job's path: against the control the CPU is
+    unchanged, so the slower, fetch-waiting job is starved; the reasons name the control."""
+    base = _runs(_noisy(300), _noisy(400, sd=0.01))
+    scen = _runs(_noisy(620), _noisy(448, sd=0.01), wait_share=0.5)
+    ctl = _runs(_noisy(310), _noisy(448, sd=0.01))
+    plain = dg.diagnose("udp", "none", base, scen, _tasks(base, 100), _tasks(scen, 112))
+    assert plain.verdict == "inconclusive" and plain.cpu_vs_control is None
+    d = dg.diagnose("udp", "none", base, scen, _tasks(base, 100), _tasks(scen, 112), control="ctl", control_runs=ctl)
+    assert d.verdict == "starved", d.reasons
+    assert d.cpu_vs_control is not None and 0.97 < d.cpu_vs_control.ratio < 1.03
+    assert any("load-matched control 'ctl'" in r for r in d.reasons)
+    assert d.row()["cpu_vs_control"].endswith("(ctl)")
+    # a "control" whose tasks also waited longer on fetches is on the job's path: not used
+    on_path = _runs(_noisy(600), _noisy(448, sd=0.01), wait_share=0.5)
+    d2 = dg.diagnose("udp", "none", base, scen, _tasks(base, 100), _tasks(scen, 112), control="ctl",
+                     control_runs=on_path)  # fmt: skip
+    assert d2.verdict == "inconclusive" and any("fetch wait grew too" in r for r in d2.reasons)
+    # a control with a different CPU cost does not rescue the verdict
+    cheap = _runs(_noisy(310), _noisy(400, sd=0.01))
+    d3 = dg.diagnose("udp", "none", base, scen, _tasks(base, 100), _tasks(scen, 112), control="ctl",
+                     control_runs=cheap)  # fmt: skip
+    assert d3.verdict == "inconclusive" and any("not inside" in r and "'ctl'" in r for r in d3.reasons)
+
+
+def test_control_of_pairs_scenarios_with_the_same_load_elsewhere() -> None:
+    import json
+
+    def spec(udp: float, sink: str | None, rate: int = 20) -> str:
+        return json.dumps({"topology": {"rate": rate}, "cross_traffic": {"udp_percent": udp, "sink": sink},
+                           "experiment": {"name": "x"}})  # fmt: skip
+
+    sc = pd.DataFrame(
+        {
+            "label": ["none", "shared", "control", "other-rate"],
+            "spec_json": [spec(0, None), spec(95, "w1"), spec(95, None), spec(95, None, rate=10)],
+        }
+    )
+    got = dg.control_of(sc)
+    assert got["shared"] == "control" and "none" not in got and "other-rate" not in got
