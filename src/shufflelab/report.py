@@ -463,6 +463,29 @@ SEED_SCALE["mapreduce"] = (
 SEED_SCALE["groupby-test"] = SEED_SCALE["small-records"].replace("100 M records", "Spark's GroupByTest")
 
 
+def selftest_fact(d: Data) -> str | None:
+    """One line on the link self-tests recorded with the runs (None if no run had one)."""
+    checks: dict[tuple[str, str], dict[str, Any]] = {}
+    n_runs = 0
+    for env in d.runs.get("environment_json", pd.Series(dtype=object)).dropna():
+        rows = json.loads(env).get("selftest") or []
+        n_runs += bool(rows)
+        for r in rows:
+            checks[(str(r.get("port")), json.dumps(r.get("rate_mbps")))] = r
+    if not checks:
+        return None
+    bad = [r for r in checks.values() if not r.get("ok")]
+    ratios = [r["rate_ratio"] for r in checks.values() if r.get("rate_ratio") is not None]
+    span = f" (goodput / configured rate {min(ratios):.2f}-{max(ratios):.2f})" if ratios else ""
+    if not bad:
+        return f"Link self-test before the runs: every checked port within tolerance{span}; {n_runs} runs covered."
+    return (
+        f"Link self-test: {len(bad)} port configuration(s) deviated{span} -- "
+        + "; ".join(f"{r['port']} at {r['rate_mbps']:g} Mbit/s: {r['problem']}" for r in bad)
+        + " (telemetry.selftest = 'warn': the runs went on; read their network results with care)."
+    )
+
+
 def scale_note(d: Data) -> list[str]:
     s = d.spec
     hosts = s.get("hosts", {})
@@ -613,6 +636,9 @@ def write(db: Path, out: Path | None = None) -> ReportPaths:
         f"Shuffle bytes crossed the bottleneck in {crossing} of {n_ok} successful runs "
         "(bottleneck bytes sent >= remote shuffle bytes read).",
     ]
+    st = selftest_fact(d)
+    if st:
+        facts.append(st)
     scale = scale_note(d)
     summary_cols = [*d.keys, "n", "not_ok", "job_mean_s", "job_sd_s", "job_ci_low_s", "job_ci_high_s",
                     "cpu_mean_s", "cpu_sd_s", "remote_mb", "bottleneck_mb", "max_backlog_kb"]  # fmt: skip

@@ -328,6 +328,14 @@ class Telemetry(_Model):
     queue_period_ms: float = Field(
         default=100, ge=1, le=10_000, description="Queue sampling period; below 10 ms only with the userspace switch."
     )
+    selftest: Literal["off", "warn", "refuse"] = Field(
+        default="warn",
+        description=(
+            "Before the first run of each link configuration, measure every bottleneck port's goodput and "
+            "RTT against its configuration (iperf3 + ping on the idle fabric, a few seconds). warn: runs go "
+            "on, the report lists deviating links; refuse: the runs fail with the reason; off: skip."
+        ),
+    )
 
 
 class ExperimentMeta(_Model):
@@ -624,6 +632,7 @@ _HASH_NEUTRAL_DEFAULTS: dict[tuple[str, ...], Any] = {
     ("topology", "bottleneck", "red"): None,
     ("topology", "bottleneck", "datapath"): "auto",
     ("tcp", "vcc"): False,
+    ("telemetry", "selftest"): "warn",
 }
 _HOST_HASH_NEUTRAL_DEFAULTS: dict[str, Any] = {"vcc": None}
 

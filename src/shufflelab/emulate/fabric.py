@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
+from typing import Any
 
 from pyroute2 import NetNS
 
@@ -154,6 +155,8 @@ class Fabric:
         self.switch: Switch | None = None  # the userspace switch, while the datapath is the switch
         self._macs: dict[str, str] = {}
         self._up = False
+        # link self-tests done on this fabric, by link configuration (see emulate.selftest.for_run)
+        self.selftest_cache: dict[str, Any] = {}
 
     # -- lifecycle -------------------------------------------------------------------------
     def up(self) -> None:

@@ -27,7 +27,7 @@ from typing import Any
 import pandas as pd
 
 from shufflelab import capabilities, eventlog, listener, topology
-from shufflelab.emulate import cds, netns
+from shufflelab.emulate import cds, netns, selftest
 from shufflelab.emulate.fabric import Fabric
 from shufflelab.emulate.spark import DAEMON_PORTS, ClusterSpec, SparkCluster, spark_version
 from shufflelab.emulate.traffic import CrossTraffic, udp_payload_rate_bps
@@ -75,6 +75,7 @@ class _Live:
     before: dict[str, Any] = field(default_factory=dict)
     sampler: netns.Process | None = None
     traffic: CrossTraffic | None = None
+    selftest: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _start_telemetry_and_traffic(
@@ -85,6 +86,9 @@ def _start_telemetry_and_traffic(
     net = fabric.network
     # the userspace switch (if this spec needs it) restarts: its telemetry and counters are this run's
     fabric.configure(spec, restart_switch=True)
+    if spec.telemetry.selftest != "off":  # the idle fabric, before telemetry and traffic start
+        progress.on_phase("self-testing the links")
+        live.selftest = selftest.for_run(spec, fabric, run_dir, fabric.selftest_cache)
     live.before = {p.ifname: fabric.counters(p) for p in net.bottlenecks}
     if fabric.switch is None:
         args = [sys.executable, "-m", "shufflelab.emulate.sampler",
@@ -548,7 +552,9 @@ class EmulateRunner:
                 "bottleneck_max_backlog_bytes": int(samples["backlog_bytes"].max()) if not samples.empty else None,
                 "cc_configured": ",".join(sorted({spec.tcp_for(h).congestion_control for h in nodes_all})),
                 "run_dir": str(run_dir),
-                "environment_json": json.dumps({**env, "emulation": capabilities.emulation(spec)}),
+                "environment_json": json.dumps(
+                    {**env, "emulation": capabilities.emulation(spec), "selftest": _selftest_rows(run_dir)}
+                ),
             }  # fmt: skip
             keep = ["map", "reduce", "src", "dst", "bytes", "t_request", "t_first_byte", "t_end", "fct_s", "start_s"]
             tables = {
@@ -692,9 +698,19 @@ class EmulateRunner:
             "cc_configured": cc_conf,
             "cc_observed": ",".join(f"{k}:{v}" for k, v in sorted(cc_seen.items())) or None,
             "run_dir": str(run_dir),
-            "environment_json": json.dumps({**env, "emulation": capabilities.emulation(spec)}),
+            "environment_json": json.dumps(
+                {**env, "emulation": capabilities.emulation(spec), "selftest": _selftest_rows(run_dir)}
+            ),
         }
         return RunRecord(run=run, tables=tables)
+
+
+def _selftest_rows(run_dir: Path) -> list[dict[str, Any]]:
+    """The link self-test the run was preceded by (``selftest.json``; empty if none ran)."""
+    try:
+        return json.loads((run_dir / "selftest.json").read_text())
+    except (OSError, ValueError):
+        return []
 
 
 def parse_cc_observed(value: str | None) -> dict[str, int]:

@@ -43,15 +43,19 @@ class LinkCheck:
 
 
 def _endpoints(net: Network, port: Port) -> tuple[str, str] | None:
-    """(source, destination) hosts whose traffic crosses ``port`` on its way to the destination."""
+    """(source, destination) hosts whose traffic crosses ``port`` on its way to the destination:
+    the destination sits behind the port, the source preferably behind another router port (the
+    other rack of a dumbbell, another host of a star; any other host of the one-armed shared link)."""
     hosts = list(net.host_addresses)
     if len(hosts) < 2:
         return None
-    if port.ifname in net.host_addresses:  # star: the port leads to that host
-        dst = port.ifname
-        src = next(h for h in hosts if h != dst)
-        return src, dst
-    return hosts[0], hosts[1]  # shared: every inter-host packet crosses the one bottleneck
+    behind = [h for h in hosts if net.router_port_of(h) == port]
+    if not behind:
+        return None
+    dst = behind[0]
+    elsewhere = [h for h in hosts if h not in behind]
+    src = elsewhere[0] if elsewhere else next(h for h in hosts if h != dst)
+    return src, dst
 
 
 def _ping_ms(ns: str, dst_ip: str) -> float | None:
@@ -135,3 +139,27 @@ def check(
             )  # fmt: skip
         )
     return out
+
+
+class SelftestError(RuntimeError):
+    """A link deviates from its configuration and the spec says ``telemetry.selftest = "refuse"``."""
+
+
+def for_run(spec: Any, fabric: Any, run_dir: Any, cache: dict[str, list[LinkCheck]]) -> list[dict[str, Any]]:
+    """The self-test of ``spec``'s links on the live, idle ``fabric`` (once per link configuration:
+    ``cache`` maps it to its checks), written to ``run_dir/selftest.json``. Returns the rows; raises
+    :class:`SelftestError` when a link deviates and the spec refuses such runs."""
+    mode = spec.telemetry.selftest
+    if mode == "off":
+        return []
+    key = json.dumps([spec.datapath(), spec.topology.bottleneck.model_dump(mode="json")], sort_keys=True)
+    if key not in cache:
+        cache[key] = check(fabric.ns, fabric.network, run_dir / "selftest")
+    rows = [c.row() for c in cache[key]]
+    (run_dir / "selftest.json").write_text(json.dumps(rows, indent=1))
+    bad = [c for c in cache[key] if not c.ok]
+    if bad and mode == "refuse":
+        raise SelftestError(
+            "link self-test failed (telemetry.selftest = 'refuse'): " + "; ".join(f"{c.port}: {c.problem}" for c in bad)
+        )
+    return rows

@@ -1,0 +1,80 @@
+"""Link self-test wiring without a fabric: which hosts measure a port, once per link configuration,
+warn vs refuse, and the report's line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from shufflelab import report
+from shufflelab import spec as S
+from shufflelab import topology as T
+from shufflelab.emulate import selftest
+
+
+def _net(spec_dict: dict[str, Any], kind: str) -> T.Network:
+    spec_dict["topology"]["kind"] = kind
+    if kind == "dumbbell":
+        for i, h in enumerate(spec_dict["hosts"]):
+            spec_dict["hosts"][h]["rack"] = 1 if i % 2 == 0 else 2
+    return T.build(S.parse(spec_dict))
+
+
+@pytest.mark.parametrize("kind", ["shared", "star", "dumbbell"])
+def test_each_port_is_measured_by_traffic_that_crosses_it(spec_dict: dict[str, Any], kind: str) -> None:
+    net = _net(spec_dict, kind)
+    for port in net.bottlenecks:
+        ends = selftest._endpoints(net, port)
+        assert ends is not None
+        src, dst = ends
+        assert src != dst and net.router_port_of(dst) == port
+        if kind != "shared":  # the source sits behind another port: its packets leave through this one
+            assert net.router_port_of(src) != port
+
+
+def _check(ok: bool) -> selftest.LinkCheck:
+    return selftest.LinkCheck("r:sw", "a", "b", 20.0, 12.0 if not ok else 19.0, 0.63 if not ok else 0.99, 0.3, 0.0,
+                              ok, None if ok else "delivered 0.63 of its configured 20 Mbit/s")  # fmt: skip
+
+
+class _Fabric:
+    ns: dict[str, str] = {}
+    network = None
+
+
+def test_once_per_link_configuration_and_refuse(
+    spec_dict: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = []
+    monkeypatch.setattr(selftest, "check", lambda ns, net, d: calls.append(1) or [_check(ok=False)])
+    spec = S.parse(spec_dict)
+    cache: dict[str, list[selftest.LinkCheck]] = {}
+    rows = selftest.for_run(spec, _Fabric(), tmp_path, cache)  # default: warn
+    assert spec.telemetry.selftest == "warn" and rows[0]["ok"] is False
+    assert json.loads((tmp_path / "selftest.json").read_text()) == rows
+    selftest.for_run(spec, _Fabric(), tmp_path, cache)
+    assert len(calls) == 1  # same link configuration: measured once
+    spec_dict["telemetry"] = {"selftest": "refuse"}
+    with pytest.raises(selftest.SelftestError, match="r:sw: delivered 0.63"):
+        selftest.for_run(S.parse(spec_dict), _Fabric(), tmp_path, cache)
+    spec_dict["topology"]["bottleneck"]["rate_mbps"] = 10  # another configuration: measured again
+    spec_dict["telemetry"] = {"selftest": "warn"}
+    selftest.for_run(S.parse(spec_dict), _Fabric(), tmp_path, cache)
+    assert len(calls) == 2
+    spec_dict["telemetry"] = {"selftest": "off"}
+    assert selftest.for_run(S.parse(spec_dict), _Fabric(), tmp_path, {}) == [] and len(calls) == 2
+
+
+def test_report_line_names_the_deviating_port() -> None:
+    env = json.dumps({"selftest": [_check(ok=False).row()]})
+    good = json.dumps({"selftest": [_check(ok=True).row()]})
+    d = report.Data("x", "", {}, pd.DataFrame({"environment_json": [env, env, None]}), [], {})
+    line = report.selftest_fact(d)
+    assert line is not None and "r:sw at 20 Mbit/s: delivered 0.63" in line and "1 port configuration" in line
+    ok = report.selftest_fact(report.Data("x", "", {}, pd.DataFrame({"environment_json": [good]}), [], {}))
+    assert ok is not None and "within tolerance" in ok
+    assert report.selftest_fact(report.Data("x", "", {}, pd.DataFrame({"environment_json": ["{}"]}), [], {})) is None
