@@ -189,7 +189,8 @@ class Topology(_Model):
             "star: every host has its own router port, each shaped; "
             "dumbbell: two racks (hosts' rack = 1 or 2), each an access switch, joined through the "
             "router: traffic between racks leaves through the far rack's shaped router port (one queue "
-            "per direction, like a full-duplex inter-switch link); traffic within a rack stays on its switch."
+            "per direction, like a full-duplex inter-switch link); traffic within a rack is routed too and "
+            "leaves through its own rack's port."
         ),
     )
     bottleneck: Link

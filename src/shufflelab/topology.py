@@ -104,7 +104,8 @@ def build(spec: ExperimentSpec) -> Network:
     ``star``: each host has its own port on ``r``; each ``r:<host>`` port is shaped.
     ``dumbbell``: two access switches ``sw1``/``sw2`` (the hosts' racks), each with an uplink to ``r``;
     traffic from one rack to the other leaves ``r`` through the far rack's port ``r:sw<k>``, so each
-    direction of the inter-rack link has its own shaped queue (data one way, its ACKs the other).
+    direction of the inter-rack link has its own shaped queue (data one way, its ACKs the other);
+    traffic within a rack is routed as well and leaves through that rack's own port.
     With the userspace switch (``spec.datapath() == "switch"``) the same ports are the switch's ports
     and the router's kernel does not forward.
     """

@@ -121,3 +121,29 @@ def test_clean_after_sigkill(spec_dict: dict[str, Any], tmp_path: Any) -> None:
     netns.clean()
     assert set(_ours()) == before
     assert not subprocess.run(["pgrep", "-f", "sleep 301"], capture_output=True).stdout
+
+
+@pytest.mark.parametrize("datapath", ["kernel", "switch"])
+def test_dumbbell_sends_each_direction_through_its_own_port(spec_dict: dict[str, Any], datapath: str) -> None:
+    """Rack 1 -> rack 2 leaves the router through r:sw2 and the reply through r:sw1; traffic within a
+    rack is routed too (every host has its own subnet) and leaves through its own rack's port only."""
+    hosts = list(spec_dict["hosts"])
+    spec_dict["topology"]["kind"] = "dumbbell"
+    spec_dict["topology"]["bottleneck"]["datapath"] = datapath
+    for i, h in enumerate(hosts):
+        spec_dict["hosts"][h]["rack"] = 1 if i < len(hosts) // 2 else 2
+    sp = S.parse(spec_dict)
+    net = T.build(sp)
+    one = [h for h in hosts if spec_dict["hosts"][h]["rack"] == 1]
+    two = [h for h in hosts if spec_dict["hosts"][h]["rack"] == 2]
+    with netns.lease() as lz, Fabric(lz, net) as fab:
+        fab.configure(sp, restart_switch=True)
+        ports = {p.ifname: p for p in net.bottlenecks}
+        before = {k: fab.counters(p).tx_packets for k, p in ports.items()}
+        out = netns.run(["ping", "-c", "5", "-i", "0.2", "-W", "2", net.host_addresses[two[0]]], ns=fab.ns[one[0]])
+        assert " 0% packet loss" in out
+        mid = {k: fab.counters(p).tx_packets for k, p in ports.items()}
+        assert mid["sw2"] - before["sw2"] >= 5 and mid["sw1"] - before["sw1"] >= 5  # requests / replies
+        netns.run(["ping", "-c", "3", "-i", "0.2", "-W", "2", net.host_addresses[one[1]]], ns=fab.ns[one[0]])
+        after = {k: fab.counters(p).tx_packets for k, p in ports.items()}
+        assert after["sw1"] - mid["sw1"] >= 6 and after["sw2"] - mid["sw2"] <= 1  # within rack 1: r:sw1 only

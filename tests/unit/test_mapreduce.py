@@ -82,4 +82,3 @@ def test_a_missing_agent_makes_the_job_not_ok() -> None:
     p = replay.plan(t, {"a": ("127.0.0.1", 1), "b": ("127.0.0.1", 2)}, t0=0.0)
     r = replay.collect(p, [{"node": "a", "ok": True, "fetches": [], "reducers": []}])
     assert not r.ok and r.job_time_s is None and any("0 of 4 fetches" in e for e in r.errors)
-
