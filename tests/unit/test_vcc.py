@@ -39,7 +39,7 @@ def test_timeouts_enter_at_their_timeout_and_make_a_lower_bound() -> None:
     t = vcc.closure_table(obs).iloc[0]
     # (50 - 12) / (50 - 11)
     assert t["closure"] == pytest.approx(38 / 39)
-    assert t["closure_is_lower_bound"] and t["legacy_censored"]
+    assert t["closure_bound"] == "lower" and t["legacy_censored"]
     assert t["closure_ci_low"] <= t["closure"] <= t["closure_ci_high"]
 
 
@@ -48,7 +48,7 @@ def test_vcc_no_better_than_legacy_closes_nothing() -> None:
             for v in vals]  # fmt: skip
     df, specs = _runs(rows)
     t = vcc.closure_table(vcc.observations(vcc.prepare(df, specs))).iloc[0]
-    assert t["closure"] == pytest.approx(0.0) and not t["closure_is_lower_bound"]
+    assert t["closure"] == pytest.approx(0.0) and t["closure_bound"] == "exact"
     assert t["closure_ci_low"] < 0.2
 
 
