@@ -31,6 +31,7 @@ from typing import Any
 from shufflelab.emulate import netns
 from shufflelab.spec import Link
 from shufflelab.switch import Red, Switch, SwitchConfig, SwitchPort, binary_path
+from shufflelab.switch.controller import rps_mask_without, steer_rx, switch_cpu
 from shufflelab.switch.lab import Star, build_star, iperf3, received_mbps
 
 PAYLOAD_SHARE = 1448 / 1514
@@ -42,7 +43,10 @@ def _queue_bytes(rate_mbps: float) -> int:
     return max(100_000, int(rate_mbps * 1e6 / 8 * 0.005))  # 5 ms of the rate
 
 
-def _switch(star: Star, h2: SwitchPort, period_ms: float = 100, cpu: int | None = None) -> Switch:
+def _switch(star: Star, h2: SwitchPort, period_ms: float = 100) -> Switch:
+    """The switch as a fabric runs it: pinned to the last CPU, the hosts' receive work steered to
+    the others (``shufflelab.switch.controller.steer_rx``)."""
+    cpu = switch_cpu()
     cfg = SwitchConfig(
         ports=[SwitchPort("h1"), h2],
         hosts=star.switch_hosts(),
@@ -51,6 +55,8 @@ def _switch(star: Star, h2: SwitchPort, period_ms: float = 100, cpu: int | None 
     )
     sw = Switch(star.lease, "r", cfg)
     sw.start()
+    for h in star.hosts:
+        steer_rx(star.ns(h), "eth0", rps_mask_without(cpu) if cpu is not None else "0")
     return sw
 
 
@@ -143,7 +149,7 @@ def red_onset(star: Star, seconds: float) -> dict[str, Any]:
 
 
 def capacity(star: Star, seconds: float) -> dict[str, Any]:
-    sw = _switch(star, SwitchPort("h2", queue_bytes=1_000_000), cpu=1)
+    sw = _switch(star, SwitchPort("h2", queue_bytes=1_000_000))
     try:
         t0 = time.monotonic()
         user = received_mbps(iperf3(star, "h1", "h2", seconds))

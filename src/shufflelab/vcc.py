@@ -109,7 +109,7 @@ def closure_table(obs: pd.DataFrame, b: int = 4000, seed: int = 0, cases: tuple[
         bgap = boot[legacy] - boot[ecn]
         with np.errstate(divide="ignore", invalid="ignore"):
             bclos = np.where(bgap > 0, (boot[legacy] - boot[vcc]) / bgap, np.nan)
-        bclos = bclos[np.isfinite(bclos)]
+        bclos = bclos[np.isfinite(bclos)] if gap > 0 else np.array([])  # no gap: nothing to close
         censored = bool(g[g["case"] == legacy]["censored"].any())
         rows.append({
             "pairs": int(pairs),

@@ -77,3 +77,10 @@ def test_last_rows_reads_the_tail_and_skips_a_row_being_written(tmp_path: Path) 
     empty.write_text(TELEMETRY_HEADER + "\n")
     assert last_rows(empty, ["h1"]) == {}
     assert last_rows(tmp_path / "missing.csv", ["h1"]) == {}
+
+
+def test_switch_cpu_and_rps_mask() -> None:
+    from shufflelab.switch.controller import rps_mask_without, switch_cpu
+
+    assert switch_cpu(2) == 1 and switch_cpu(8) == 7 and switch_cpu(1) is None
+    assert rps_mask_without(1, 2) == "1" and rps_mask_without(7, 8) == "7f" and rps_mask_without(0, 4) == "e"

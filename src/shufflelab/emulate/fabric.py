@@ -21,7 +21,16 @@ from pyroute2 import NetNS
 from shufflelab.emulate.netns import Lease, run
 from shufflelab.spec import ExperimentSpec, Link, Tcp
 from shufflelab.switch.controller import Red as SwitchRed
-from shufflelab.switch.controller import Switch, SwitchConfig, SwitchHost, SwitchPort, interface_mac
+from shufflelab.switch.controller import (
+    Switch,
+    SwitchConfig,
+    SwitchHost,
+    SwitchPort,
+    interface_mac,
+    rps_mask_without,
+    steer_rx,
+    switch_cpu,
+)
 from shufflelab.topology import ROUTER, Network, Port, htb_burst_bytes, htb_quantum_bytes
 
 
@@ -102,7 +111,7 @@ def switch_config(network: Network, spec: ExperimentSpec, macs: dict[str, str]) 
         SwitchHost(ip, macs[h], network.router_port_of(h).ifname, spec.tcp_for(h).switch_mode())
         for h, ip in network.host_addresses.items()
     ]
-    return SwitchConfig(ports=ports, hosts=hosts, telemetry_period_ms=spec.telemetry.queue_period_ms)
+    return SwitchConfig(ports=ports, hosts=hosts, telemetry_period_ms=spec.telemetry.queue_period_ms, cpu=switch_cpu())
 
 
 def has_root_qdisc(tc_show: str) -> bool:
@@ -282,12 +291,21 @@ class Fabric:
             self.switch.stop()
         self.switch = Switch(self.lease, ROUTER, cfg)
         self.switch.start(offloads=self.offloads)  # turns the router's ip_forward off
+        if cfg.cpu is not None:  # the hosts' receive work off the switch's CPU (see steer_rx)
+            self._steer_router_peers(rps_mask_without(cfg.cpu))
+
+    def _steer_router_peers(self, mask: str) -> None:
+        for wire in self.network.wires:
+            for near, far in ((wire.a, wire.b), (wire.b, wire.a)):
+                if near.node == ROUTER:
+                    steer_rx(self.ns[far.node], far.ifname, mask)
 
     def _stop_switch(self) -> None:
         if self.switch is None:
             return
         self.switch.stop()
         self.switch = None
+        self._steer_router_peers("0")  # kernel forwarding: receive work where it arrives again
         sysctl(self.ns[ROUTER], {"net.ipv4.ip_forward": "1"})
 
     def switch_failure(self) -> str | None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from shufflelab.emulate.fabric import shaping_commands, sysctl
 from shufflelab.emulate.netns import Lease, run
 from shufflelab.spec import Link
-from shufflelab.switch.controller import Mode, SwitchHost, interface_mac
+from shufflelab.switch.controller import Mode, SwitchHost, interface_mac, steer_rx
 
 ROUTER = "r"
 
@@ -41,6 +41,8 @@ class Star:
     def kernel_path(self, link: Link | None) -> None:
         """Let the kernel route (ip_forward on) and shape every router port with HTB + FIFO."""
         sysctl(self.router_ns, {"net.ipv4.ip_forward": "1"})
+        for h in self.hosts:  # kernel forwarding: receive work where it arrives (no steering)
+            steer_rx(self.ns(h), "eth0", "0")
         for h in self.hosts:
             if link is None:
                 run(["tc", "-n", self.router_ns, "qdisc", "del", "dev", h, "root"], check=False)
