@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import re
 import statistics
@@ -174,9 +175,10 @@ def markdown(res: dict[str, Any], command: str) -> str:
     lines = [
         "# Userspace switch: fidelity and capacity",
         "",
-        f"Measured {res['when']} on `{res['host']}` (2 cores) **while the machine was loaded by other "
-        "work (real Spark experiments running concurrently)**, so capacities are lower bounds and "
-        "delay tails are pessimistic. Reproduce (root, after `make setup`):",
+        f"Measured {res['when']} on `{res['host']}` ({os.cpu_count()} cores). "
+        f"Conditions: {res.get('note') or 'not stated'}. "
+        "The switch runs as a fabric runs it: pinned to the last CPU, the hosts' receive work steered to the "
+        "others. Reproduce (root, after `make setup`):",
         "",
         f"    {command}",
         "",
@@ -253,11 +255,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=4.0, help="length of each iperf3 test")
     ap.add_argument("--pings", type=int, default=300, help="pings per delay setting")
     ap.add_argument("--write", type=Path, help="write the Markdown table here")
+    ap.add_argument("--note", default="", help="measurement conditions for the header (load, priority)")
     args = ap.parse_args(argv)
     if binary_path() is None:
         print("shufflelab-switch is not built (make setup)", file=sys.stderr)
         return 2
-    res: dict[str, Any] = {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "host": platform.node()}
+    res: dict[str, Any] = {
+        "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "host": platform.node(),
+        "note": args.note,
+    }
     with netns.lease() as lz:
         star = build_star(lz, 2)
         res["goodput"] = goodput(star, args.seconds)
@@ -265,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
         res["red"] = red_onset(star, min(args.seconds, 2.0))
         res["capacity"] = capacity(star, args.seconds)
     print(json.dumps(res, indent=1))
-    command = "nice -n 19 .venv/bin/python benchmarks/switch_fidelity.py --write docs/benchmarks-switch.md"
+    command = ".venv/bin/python benchmarks/switch_fidelity.py --write docs/benchmarks-switch.md --note '...'"
     md = markdown(res, command)
     print(md)
     if args.write:
