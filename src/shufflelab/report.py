@@ -521,9 +521,14 @@ def scale_note(d: Data) -> list[str]:
     missing_cc = [c for c in ("dctcp",) if c not in caps.get("congestion_controls", [])]
     emu = d.environment.get("emulation") or {}
     if emu.get("datapath") == "switch":
-        lines.append(
-            "Network emulated by shufflelab's userspace switch: " + "; ".join(emu.get("emulated_by_switch", []))
-        )
+        # the union over the runs: scenarios differ (e.g. which hosts run dctcp or vcc)
+        items: list[str] = []
+        for env in d.runs.get("environment_json", pd.Series(dtype=object)).dropna():
+            for item in (json.loads(env).get("emulation") or {}).get("emulated_by_switch", []):
+                if item not in items:
+                    items.append(item)
+        items = items or list(emu.get("emulated_by_switch", []))
+        lines.append("Network emulated by shufflelab's userspace switch (over all scenarios): " + "; ".join(items))
     elif missing_q or missing_cc:
         lines.append(
             "The kernel has no "
