@@ -169,3 +169,18 @@ def test_select_filters_scenarios_by_label_parts(tmp_path) -> None:  # type: ign
     assert len(r.plan()) == 2 * sp.experiment.repetitions
     with pytest.raises(S.SpecError, match="no scenario matches"):
         EmulateRunner(sp, "starvation.toml", tmp_path, select=["apps=3"])
+
+
+def test_switch_spin_makes_the_switch_spin_and_needs_the_switch(spec_dict: dict[str, Any]) -> None:
+    import pytest as _pytest
+
+    from shufflelab.switch.controller import SPIN_US
+
+    spec_dict["topology"]["bottleneck"]["delay_ms"] = 1
+    spec_dict["topology"]["switch_spin"] = True
+    sp = S.parse(spec_dict)
+    cfg = fabric.switch_config(T.build(sp), sp, _macs(sp.hosts))
+    assert cfg.busy_poll_us == SPIN_US
+    spec_dict["topology"]["bottleneck"]["delay_ms"] = 0
+    with _pytest.raises(S.SpecError, match="switch_spin = true is for the userspace switch"):
+        S.parse(spec_dict)

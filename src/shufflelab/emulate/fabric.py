@@ -20,8 +20,8 @@ from pyroute2 import NetNS
 
 from shufflelab.emulate.netns import Lease, run
 from shufflelab.spec import ExperimentSpec, Link, Tcp
-from shufflelab.switch.controller import Red as SwitchRed
 from shufflelab.switch.controller import (
+    SPIN_US,
     Switch,
     SwitchConfig,
     SwitchHost,
@@ -31,6 +31,7 @@ from shufflelab.switch.controller import (
     steer_rx,
     switch_cpu,
 )
+from shufflelab.switch.controller import Red as SwitchRed
 from shufflelab.topology import ROUTER, Network, Port, htb_burst_bytes, htb_quantum_bytes
 
 
@@ -111,7 +112,13 @@ def switch_config(network: Network, spec: ExperimentSpec, macs: dict[str, str]) 
         SwitchHost(ip, macs[h], network.router_port_of(h).ifname, spec.tcp_for(h).switch_mode())
         for h, ip in network.host_addresses.items()
     ]
-    return SwitchConfig(ports=ports, hosts=hosts, telemetry_period_ms=spec.telemetry.queue_period_ms, cpu=switch_cpu())
+    return SwitchConfig(
+        ports=ports,
+        hosts=hosts,
+        telemetry_period_ms=spec.telemetry.queue_period_ms,
+        cpu=switch_cpu(),
+        **({"busy_poll_us": SPIN_US} if spec.topology.switch_spin else {}),
+    )
 
 
 def has_root_qdisc(tc_show: str) -> bool:

@@ -177,6 +177,9 @@ def last_rows(path: Path, devs: list[str], tail_bytes: int = 65_536) -> dict[str
         tail_bytes *= 8
 
 
+SPIN_US = 10**9  # busy_poll_us that makes the switch spin forever (every wait is "short")
+
+
 def switch_cpu(ncpu: int | None = None) -> int | None:
     """The CPU the switch is pinned to on a fabric: the last one (``None`` on a one-CPU host)."""
     n = ncpu or os.cpu_count() or 1
