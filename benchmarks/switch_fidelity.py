@@ -72,6 +72,22 @@ def _rtts(star: Star, count: int) -> list[float]:
     return [float(x) for x in re.findall(r"time=([\d.]+) ms", out)]
 
 
+def _owds_ms(star: Star, count: int, log: Path) -> list[float]:
+    """One-way delays h1 -> h2 in ms (kernel receive timestamp minus the sender's stamp; one clock)."""
+    log.unlink(missing_ok=True)
+    rx = netns.Process(star.ns("h2"), [sys.executable, "-m", "shufflelab.switch.owd", "recv", "5399", str(count)], log)
+    try:
+        deadline = time.monotonic() + 10
+        while "ready" not in (log.read_text() if log.exists() else "") and time.monotonic() < deadline:
+            time.sleep(0.02)
+        netns.run([sys.executable, "-m", "shufflelab.switch.owd", "send", star.addresses["h2"], "5399", str(count),
+                   "0.005"], ns=star.ns("h1"), timeout=count * 0.01 + 30)  # fmt: skip
+        rx.wait(timeout=35)
+    finally:
+        rx.stop(grace_s=1)
+    return [int(x) / 1e6 for x in log.read_text().split()[1:] if x.lstrip("-").isdigit()]
+
+
 def _pct(xs: list[float], q: float) -> float:
     s = sorted(xs)
     return s[min(len(s) - 1, max(0, round(q * (len(s) - 1))))]
@@ -98,28 +114,34 @@ def goodput(star: Star, seconds: float) -> list[dict[str, Any]]:
 
 def delay(star: Star, count: int) -> list[dict[str, Any]]:
     """Per mode -- ``sleep`` (the default: spin only within busy_poll_us of an event, else sleep)
-    and ``spin`` (topology.switch_spin: never sleep) -- the RTT error against the configured delay."""
+    and ``spin`` (topology.switch_spin: never sleep) -- the one-way delay error against the
+    configured delay: kernel receive timestamp minus sender stamp (one clock), minus the median of
+    the same probe without delay. Also the ping RTT without delay, for reference."""
     rows = []
+    log = star.lease.scratch / "owd.log"
     for mode, busy in (("sleep", 50), ("spin", SPIN_US)):
         sw = _switch(star, SwitchPort("h2", rate_mbps=1000), busy_poll_us=busy)
         try:
             base_rtts = _rtts(star, count)
+            base_owds = _owds_ms(star, count, log)
         finally:
             sw.stop()
-        base = statistics.median(base_rtts)
+        base = statistics.median(base_owds)
         for d in DELAYS_MS:
             sw = _switch(star, SwitchPort("h2", rate_mbps=1000, delay_ms=d), busy_poll_us=busy)
             try:
-                rtts = _rtts(star, count)
+                owds = _owds_ms(star, count, log)
             finally:
                 sw.stop()
-            err_us = [(r - base - d) * 1000 for r in rtts]
+            err_us = [(r - base - d) * 1000 for r in owds]
             rows.append(
                 {
                     "mode": mode,
                     "delay_ms": d,
-                    "samples": len(rtts),
-                    "base_rtt_ms": base,
+                    "samples": len(owds),
+                    "base_owd_ms": base,
+                    "base_owd_p99_ms": _pct(base_owds, 0.99),
+                    "base_rtt_ms": statistics.median(base_rtts),
                     "base_rtt_p99_ms": _pct(base_rtts, 0.99),
                     "err_p50_us": _pct(err_us, 0.5),
                     "err_p99_us": _pct(err_us, 0.99),
@@ -206,11 +228,19 @@ def markdown(res: dict[str, Any], command: str) -> str:
         )
     lines += [
         "",
-        "## One-way delay error (ping RTT − no-delay median RTT − configured delay)",
+        "## One-way delay error (one-way delay − no-delay median one-way delay − configured delay)",
         "",
         "Modes: *sleep* (default: the switch spins only within 50 µs of its next event and sleeps in "
         "ppoll otherwise) and *spin* (`topology.switch_spin = true`: it never sleeps, one core busy). "
-        "No-delay RTT through the switch (median / p99): "
+        "One-way delay: UDP probes every 5 ms from h1 to h2, each stamped before sendto and timed by the "
+        "receiver's kernel (SO_TIMESTAMPNS), one clock for both (`shufflelab.switch.owd`). "
+        "No-delay one-way delay (median / p99): "
+        + ", ".join(
+            f"{r['mode']} {r['base_owd_ms'] * 1000:.0f} / {r['base_owd_p99_ms'] * 1000:.0f} µs"
+            for r in res["delay"]
+            if r["delay_ms"] == DELAYS_MS[0]
+        )
+        + "; ping RTT (median / p99): "
         + ", ".join(
             f"{r['mode']} {r['base_rtt_ms'] * 1000:.0f} / {r['base_rtt_p99_ms'] * 1000:.0f} µs"
             for r in res["delay"]
