@@ -82,3 +82,12 @@ def test_a_missing_agent_makes_the_job_not_ok() -> None:
     p = replay.plan(t, {"a": ("127.0.0.1", 1), "b": ("127.0.0.1", 2)}, t0=0.0)
     r = replay.collect(p, [{"node": "a", "ok": True, "fetches": [], "reducers": []}])
     assert not r.ok and r.job_time_s is None and any("0 of 4 fetches" in e for e in r.errors)
+
+
+def test_the_shipped_hadoop_sort_trace_is_the_generators() -> None:
+    """experiments/traces/ ships the trace vcc-mapreduce generates (8 maps x 12 MB, 4 reduces), so it
+    can be replayed, edited or compared by other tools without shufflelab's generator."""
+    root = Path(__file__).resolve().parents[2]
+    shipped = trace.load(root / "experiments" / "traces" / "hadoop-sort-8x4-12MB.json")
+    assert shipped == trace.hadoop_sort(mappers=8, reducers=4, input_mb_per_map=12.0)
+    assert shipped.shuffle_bytes == pytest.approx(96e6, rel=1e-6)
