@@ -75,7 +75,6 @@ class _Live:
     before: dict[str, Any] = field(default_factory=dict)
     sampler: netns.Process | None = None
     traffic: CrossTraffic | None = None
-    selftest: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _start_telemetry_and_traffic(
@@ -88,7 +87,7 @@ def _start_telemetry_and_traffic(
     fabric.configure(spec, restart_switch=True)
     if spec.telemetry.selftest != "off":  # the idle fabric, before telemetry and traffic start
         progress.on_phase("self-testing the links")
-        live.selftest = selftest.for_run(spec, fabric, run_dir, fabric.selftest_cache)
+        selftest.for_run(spec, fabric, run_dir, fabric.selftest_cache)  # -> run_dir/selftest.json
     live.before = {p.ifname: fabric.counters(p) for p in net.bottlenecks}
     if fabric.switch is None:
         args = [sys.executable, "-m", "shufflelab.emulate.sampler",
