@@ -115,7 +115,7 @@ def test_bad_configuration_is_refused() -> None:
     with pytest.raises(ValueError, match="slots"):
         sparkjob.simulate(job([[task(1.0)]], slots=0))
     with pytest.raises(ValueError, match="tcp"):
-        sparkjob.simulate(job([[task(1.0)]], tcp="dctcp"))
+        sparkjob.simulate(job([[task(1.0)]], tcp="vegas"))
 
 
 # --- fitting -----------------------------------------------------------------------------------

@@ -41,7 +41,7 @@ tasks = st.builds(
     st.integers(-1, 3),
 )
 platforms = st.builds(
-    lambda slots, cores, bg, u, tcp, cross: {
+    lambda slots, cores, bg, u, tcp, cross, red, rtt: {
         "slots": slots,
         "slots_per_executor": 1,
         "host_cores": cores,
@@ -52,13 +52,23 @@ platforms = st.builds(
         "queue_bytes": 250_000.0,
         "tcp": tcp,
         "mss_wire_bytes": 1514.0,
+        "red": red,
+        "base_rtt_s": rtt,
     },
     st.integers(1, 4),
     st.sampled_from([1.0, 2.0, 4.0]),
     st.floats(0, 0.5),
     st.sampled_from([0.0, 0.5, 0.9, 1.0]),
-    st.sampled_from(["loss", "bbr"]),
+    st.sampled_from(["loss", "bbr", "dctcp"]),
     st.integers(0, 2),
+    st.sampled_from(
+        [
+            None,
+            {"min_bytes": 30_000.0, "max_bytes": 30_000.0},
+            {"min_bytes": 20_000.0, "max_bytes": 80_000.0, "max_p": 0.1, "ewma_weight": 0.002},
+        ]
+    ),
+    st.sampled_from([0.0, 0.002]),
 )
 
 
@@ -95,3 +105,18 @@ def test_rust_refuses_a_bad_configuration() -> None:
     }
     with pytest.raises(ValueError, match="slots"):
         core.run_spark(json.dumps(config))
+
+
+def test_switch_logic_sets_the_queue_of_a_marking_bottleneck() -> None:
+    """The packet-level probe (the switch's queue and DCTCP windows on virtual packets): a droptail
+    FIFO stands near full under loss-based senders, a DCTCP-marking queue near its threshold."""
+    base = {"slots": 4, "host_cores": 2.0, "link_bytes_per_s": C, "queue_bytes": 250_000.0, "base_rtt_s": 0.001}
+    fifo = sparkjob.operating_point(sparkjob.probe({**base, "tcp": "loss"}, 4))
+    marking = sparkjob.operating_point(
+        sparkjob.probe({**base, "tcp": "dctcp", "red": {"min_bytes": 30_000.0, "max_bytes": 30_000.0}}, 4)
+    )
+    assert fifo["mean_backlog_bytes"] > 120_000
+    assert 10_000 < marking["mean_backlog_bytes"] < 60_000
+    assert marking["mark_share"] > 0 and marking["drop_share"] == 0
+    with pytest.raises(ValueError, match="queue_bytes"):
+        sparkjob.operating_point(sparkjob.probe({**base, "queue_bytes": 10.0, "tcp": "loss"}, 1))

@@ -5,8 +5,11 @@
 //! network of links shared by max-min fairness (or, to cross-check, by round-robin chunks). The
 //! Python binding (feature `python`) takes and returns JSON documents described in [`model`].
 //! [`sparkjob`] is the calibration model: a Spark application's stages on a few executors that
-//! share a host's cores and one bottleneck (`shufflelab calibrate`).
+//! share a host's cores and one bottleneck (`shufflelab calibrate`). [`bottleneck`] runs the
+//! userspace switch's queue and DCTCP window logic (crate `switchcore`) on virtual packets for the
+//! operating point of a RED/ECN bottleneck.
 
+pub mod bottleneck;
 pub mod engine;
 pub mod model;
 pub mod netaware;
@@ -66,11 +69,19 @@ mod python {
         super::plan_json(input_json, chain).map_err(PyValueError::new_err)
     }
 
+    /// Operating point of a packet-level bottleneck (switchcore's queue and windows): JSON in/out.
+    #[pyfunction]
+    fn bottleneck_operating_point(py: Python<'_>, probe_json: String) -> PyResult<String> {
+        py.allow_threads(move || super::bottleneck::operating_point_json(&probe_json))
+            .map_err(PyValueError::new_err)
+    }
+
     #[pymodule]
     fn shufflelab_simcore(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.add_function(wrap_pyfunction!(run, m)?)?;
         m.add_function(wrap_pyfunction!(run_spark, m)?)?;
         m.add_function(wrap_pyfunction!(net_aware_plan, m)?)?;
+        m.add_function(wrap_pyfunction!(bottleneck_operating_point, m)?)?;
         m.add("__version__", env!("CARGO_PKG_VERSION"))?;
         Ok(())
     }

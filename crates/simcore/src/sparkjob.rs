@@ -13,6 +13,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::bottleneck::{operating_point_cached, OperatingPoint, Probe, RedSpec, Sender};
+
 const EPS: f64 = 1e-9;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
@@ -22,6 +24,8 @@ pub enum TcpKind {
     Loss,
     /// BBR: paces at its delivery-rate estimate, ignores loss.
     Bbr,
+    /// DCTCP (in the host or in the switch): reacts to ECN marks by α/2.
+    Dctcp,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -51,6 +55,96 @@ pub struct Platform {
     /// Segments per queueing round trip a loss-based flow keeps at a permanently full queue.
     #[serde(default = "min_window")]
     pub min_window_segments: f64,
+    /// Round trip without queueing (propagation delay of the switch's ports), seconds.
+    #[serde(default)]
+    pub base_rtt_s: f64,
+    /// RED/ECN at the bottleneck (the userspace switch); absent: droptail FIFO.
+    #[serde(default)]
+    pub red: Option<RedSpec>,
+}
+
+impl Platform {
+    /// The bottleneck needs the packet-level model: a RED queue or DCTCP senders.
+    pub fn packet_bottleneck(&self) -> bool {
+        self.red.is_some() || self.tcp == TcpKind::Dctcp
+    }
+
+    /// The packet-level probe of this bottleneck with `flows` TCP flows.
+    pub fn probe(&self, flows: usize) -> Probe {
+        Probe {
+            link_bytes_per_s: self.link_bytes_per_s,
+            queue_bytes: self.queue_bytes,
+            red: self.red.clone(),
+            base_rtt_s: self.base_rtt_s,
+            flows: flows as u32,
+            sender: if self.tcp == TcpKind::Dctcp {
+                Sender::Dctcp
+            } else {
+                Sender::Loss
+            },
+            cross_bytes_per_s: self.cross_bytes_per_s,
+            mss_wire_bytes: self.mss_wire_bytes,
+            min_window_segments: 2.0,
+            warmup_packets: 4_000,
+            measure_packets: 16_000,
+            seed: 1,
+        }
+    }
+}
+
+/// The bottleneck as the Spark model sees it: the fluid formulas for a droptail FIFO, the
+/// packet-level operating point (switchcore's queue and windows, cached per flow count) for a
+/// RED/ECN queue or DCTCP.
+pub struct Bottleneck<'a> {
+    p: &'a Platform,
+    ops: std::collections::HashMap<usize, OperatingPoint>,
+}
+
+impl<'a> Bottleneck<'a> {
+    pub fn new(p: &'a Platform) -> Self {
+        Bottleneck {
+            p,
+            ops: std::collections::HashMap::new(),
+        }
+    }
+
+    fn op(&mut self, flows: usize) -> Result<OperatingPoint, String> {
+        if let Some(op) = self.ops.get(&flows) {
+            return Ok(*op);
+        }
+        let op = operating_point_cached(&self.p.probe(flows))?;
+        self.ops.insert(flows, op);
+        Ok(op)
+    }
+
+    /// Round trip of a control message with `flows` TCP flows active.
+    pub fn round_trip_s(&mut self, flows: usize) -> Result<f64, String> {
+        if !self.p.packet_bottleneck() {
+            return Ok(self.p.base_rtt_s + queue_round_trip_s(self.p, flows));
+        }
+        let op = self.op(flows)?;
+        Ok(self.p.base_rtt_s + 2.0 * op.mean_backlog_bytes / self.p.link_bytes_per_s)
+    }
+
+    /// Wire bytes/s the `flows` TCP flows get together.
+    pub fn tcp_capacity(&mut self, flows: usize) -> Result<f64, String> {
+        if !self.p.packet_bottleneck() {
+            return Ok(tcp_capacity_bytes_per_s(self.p, flows));
+        }
+        if flows == 0 {
+            return Ok(0.0);
+        }
+        // the same minimum-window floor as the fluid model: flows whose every window is cut
+        // still move min_window_segments per round trip (the probe has no retransmission timer)
+        let rtt = self.round_trip_s(flows)?;
+        let floor = if rtt > 0.0 {
+            flows as f64 * self.p.min_window_segments * self.p.mss_wire_bytes / rtt
+        } else {
+            0.0
+        };
+        let got = self.op(flows)?.tcp_bytes_per_s;
+        Ok(self.p.link_bytes_per_s.min(got.max(floor)))
+    }
 }
 
 fn one_u32() -> u32 {
@@ -164,7 +258,7 @@ pub fn tcp_capacity_bytes_per_s(p: &Platform, flows: usize) -> f64 {
                 0.0
             }
         }
-        TcpKind::Loss => c - u,
+        TcpKind::Loss | TcpKind::Dctcp => c - u,
     };
     c.min(share.max(floor))
 }
@@ -242,6 +336,14 @@ fn validate(cfg: &SparkConfig) -> Result<(), String> {
     if p.link_bytes_per_s.is_nan() || p.link_bytes_per_s <= 0.0 {
         return Err("platform.link_bytes_per_s: must be > 0".into());
     }
+    if !(p.base_rtt_s >= 0.0 && p.base_rtt_s.is_finite()) {
+        return Err("platform.base_rtt_s: must be >= 0".into());
+    }
+    if p.packet_bottleneck() {
+        p.probe(1)
+            .validate()
+            .map_err(|e| e.replacen("probe.", "platform.", 1))?;
+    }
     for s in &cfg.stages {
         for t in &s.tasks {
             if t.cpu_s < 0.0 || t.latency_s < 0.0 || t.fetch_bytes.iter().any(|b| *b < 0.0) {
@@ -259,7 +361,8 @@ fn validate(cfg: &SparkConfig) -> Result<(), String> {
 }
 
 struct State<'a> {
-    p: &'a Platform,
+    net: Bottleneck<'a>,
+    error: Option<String>,
     specs: &'a [TaskSpec],
     tasks: Vec<Task>,
     running: Vec<usize>,
@@ -305,7 +408,14 @@ impl State<'_> {
     fn start_task(&mut self, t: usize, slot: usize) {
         self.pending.retain(|&x| x != t);
         self.free_slots.retain(|&s| s != slot);
-        let rtt = queue_round_trip_s(self.p, self.n_flows() + self.cross_flows);
+        let flows = self.n_flows() + self.cross_flows;
+        let rtt = match self.net.round_trip_s(flows) {
+            Ok(r) => r,
+            Err(e) => {
+                self.error.get_or_insert(e);
+                0.0
+            }
+        };
         let spec = &self.specs[t];
         let task = &mut self.tasks[t];
         task.slot = slot;
@@ -360,7 +470,8 @@ pub fn run_spark(cfg: &SparkConfig) -> Result<SparkResult, String> {
     let mut next_stage_at = stages.first().map_or(0.0, |s| s.gap_s);
     let empty: Vec<TaskSpec> = Vec::new();
     let mut st = State {
-        p,
+        net: Bottleneck::new(p),
+        error: None,
         specs: &empty,
         tasks: Vec::new(),
         running: Vec::new(),
@@ -439,7 +550,7 @@ pub fn run_spark(cfg: &SparkConfig) -> Result<SparkResult, String> {
         let flows = st.n_flows();
         let all = flows + st.cross_flows;
         let flow_rate = if flows > 0 {
-            tcp_capacity_bytes_per_s(p, all) / all as f64
+            st.net.tcp_capacity(all)? / all as f64
         } else {
             0.0
         };
@@ -556,6 +667,9 @@ pub fn run_spark(cfg: &SparkConfig) -> Result<SparkResult, String> {
         st.now += dt;
     }
 
+    if let Some(e) = st.error {
+        return Err(e);
+    }
     Ok(SparkResult {
         job_time_s: st.now + cfg.tail_s,
         stages: stage_rows,
@@ -591,6 +705,8 @@ mod tests {
             tcp: TcpKind::Loss,
             mss_wire_bytes: 1514.0,
             min_window_segments: 1.5,
+            base_rtt_s: 0.0,
+            red: None,
         }
     }
 
@@ -686,5 +802,53 @@ mod tests {
             tail_s: 0.0,
         };
         assert!(run_spark(&cfg).is_err());
+    }
+
+    #[test]
+    fn red_ecn_bottleneck_uses_the_switch_logic() {
+        // Same job, same 250 kB buffer: droptail + cubic stands full, a DCTCP-marking queue
+        // (K = 30 kB, the switch's step marking) keeps control round trips short.
+        let tasks = || {
+            vec![
+                TaskSpec {
+                    control_round_trips: 20.0,
+                    ..task(0.05, &[2e6, 2e6], -1)
+                },
+                TaskSpec {
+                    control_round_trips: 20.0,
+                    ..task(0.05, &[2e6, 2e6], -1)
+                },
+                TaskSpec {
+                    control_round_trips: 20.0,
+                    ..task(0.05, &[2e6, 2e6], -1)
+                },
+            ]
+        };
+        let mut p = platform();
+        p.cross_bytes_per_s = 0.3 * C;
+        let droptail = one_stage(p.clone(), tasks());
+        p.tcp = TcpKind::Dctcp;
+        p.red = Some(RedSpec {
+            min_bytes: 30_000.0,
+            max_bytes: 30_000.0,
+            max_p: 1.0,
+            ewma_weight: None,
+            ecn: true,
+        });
+        let mut net = Bottleneck::new(&p);
+        let rtt = net.round_trip_s(6).unwrap();
+        assert!(rtt < 2.0 * 60_000.0 / C && rtt > 0.0, "rtt {rtt}");
+        let cap = net.tcp_capacity(6).unwrap();
+        assert!(cap > 0.7 * C - 1.0 && cap <= C, "cap {cap}");
+        let dctcp = one_stage(p.clone(), tasks());
+        assert!(dctcp < droptail, "dctcp {dctcp} droptail {droptail}");
+        p.red.as_mut().unwrap().max_bytes = 1e9;
+        let err = run_spark(&SparkConfig {
+            platform: p,
+            stages: vec![],
+            tail_s: 0.0,
+        })
+        .unwrap_err();
+        assert!(err.contains("platform.red"), "{err}");
     }
 }

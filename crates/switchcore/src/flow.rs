@@ -20,6 +20,7 @@
 
 use std::collections::HashMap;
 
+use crate::window::DctcpWindow;
 use crate::wire::{flags, Ecn, Ipv4Packet, TcpPacket, TcpRepr, PROTO_TCP};
 
 /// How the switch treats TCP flows sent by a host.
@@ -94,14 +95,8 @@ pub struct Half {
     snd_una: u32,
     snd_nxt: u32,
     window_end: u32,
-    /// Congestion window in bytes.
-    pub cwnd: u64,
-    ssthresh: u64,
-    cwnd_acc: u64,
-    /// DCTCP's α.
-    pub alpha: f64,
-    bytes_window: u64,
-    bytes_ce_window: u64,
+    /// Congestion window and α (the arithmetic shared with the simulator).
+    pub win: DctcpWindow,
     dupacks: u32,
     recover: u32,
     max_adv_bytes: u64,
@@ -271,9 +266,10 @@ impl FlowTable {
                 me.snd_una = r.seq.wrapping_add(1);
                 me.snd_nxt = me.snd_una;
                 me.window_end = me.snd_una;
-                me.cwnd = u64::from(cfg.init_cwnd_segments) * u64::from(me.mss);
-                me.ssthresh = u64::MAX;
-                me.alpha = cfg.alpha_init;
+                me.win = DctcpWindow::new(
+                    u64::from(cfg.init_cwnd_segments) * u64::from(me.mss),
+                    cfg.alpha_init,
+                );
                 if !ack {
                     // SYN: ECN asked for with ECE|CWR
                     me.syn_ecn = r.flags & (flags::ECE | flags::CWR) == (flags::ECE | flags::CWR);
@@ -328,7 +324,7 @@ impl FlowTable {
                 let adv = u64::from(r.window) << ws;
                 peer.max_adv_bytes = peer.max_adv_bytes.max(adv);
                 let unit = 1u64 << ws;
-                let target = peer.cwnd.div_ceil(unit).clamp(1, 0xffff) as u16;
+                let target = peer.win.cwnd.div_ceil(unit).clamp(1, 0xffff) as u16;
                 if target < r.window {
                     new_window = target;
                     self.stats.window_rewrites += 1;
@@ -377,10 +373,10 @@ impl FlowTable {
     /// Report the queue's decision for managed data: `marked` = the port would have set CE.
     pub fn on_queued(&mut self, tag: DataTag, marked: bool) {
         if let Some(c) = self.conns.get_mut(&tag.key) {
-            let h = &mut c.half[tag.dir];
-            h.bytes_window += u64::from(tag.payload_len);
+            c.half[tag.dir]
+                .win
+                .count(u64::from(tag.payload_len), marked);
             if marked {
-                h.bytes_ce_window += u64::from(tag.payload_len);
                 self.stats.ce_bytes += u64::from(tag.payload_len);
             }
         }
@@ -404,31 +400,13 @@ fn on_ack(h: &mut Half, r: &TcpRepr, cfg: &FlowConfig) {
         let acked = u64::from(r.ack.wrapping_sub(h.snd_una));
         h.snd_una = r.ack;
         h.dupacks = 0;
-        if h.cwnd < h.ssthresh {
-            h.cwnd += acked.min(2 * mss);
-        } else {
-            h.cwnd_acc += acked * mss;
-            if h.cwnd_acc >= h.cwnd {
-                h.cwnd += h.cwnd_acc / h.cwnd;
-                h.cwnd_acc %= h.cwnd;
-            }
-        }
+        h.win.on_new_ack(acked, mss);
         if h.max_adv_bytes > 0 {
             // an application- or receiver-limited flow must not bank an unbounded window
-            h.cwnd = h.cwnd.min(h.max_adv_bytes.max(min_cwnd));
+            h.win.cap(h.max_adv_bytes, min_cwnd);
         }
         if !seq_lt(r.ack, h.window_end) {
-            if h.bytes_window > 0 {
-                let f = h.bytes_ce_window as f64 / h.bytes_window as f64;
-                h.alpha = (1.0 - cfg.g) * h.alpha + cfg.g * f;
-            }
-            if h.bytes_ce_window > 0 {
-                let reduced = (h.cwnd as f64 * (1.0 - h.alpha / 2.0)) as u64;
-                h.cwnd = reduced.max(min_cwnd);
-                h.ssthresh = h.cwnd;
-            }
-            h.bytes_window = 0;
-            h.bytes_ce_window = 0;
+            h.win.end_window(cfg.g, min_cwnd);
             h.window_end = h.snd_nxt;
         }
     } else if r.ack == h.snd_una
@@ -438,8 +416,7 @@ fn on_ack(h: &mut Half, r: &TcpRepr, cfg: &FlowConfig) {
     {
         h.dupacks += 1;
         if h.dupacks == 3 && !seq_lt(h.snd_una, h.recover) {
-            h.cwnd = (h.cwnd / 2).max(min_cwnd);
-            h.ssthresh = h.cwnd;
+            h.win.on_loss(min_cwnd);
             h.recover = h.snd_nxt;
         }
     }
@@ -655,7 +632,7 @@ mod tests {
         let mut last_win = 0;
         for round in 0..20u32 {
             // one window of data, all marked from round 5 on
-            let cwnd = t.half((S, 40000), (R, 5201)).unwrap().cwnd as u32;
+            let cwnd = t.half((S, 40000), (R, 5201)).unwrap().win.cwnd as u32;
             let n = (cwnd / 1448).max(1);
             for _ in 0..n {
                 let mut d = build_tcp(
@@ -697,8 +674,8 @@ mod tests {
             last_win = r.window;
         }
         let h = t.half((S, 40000), (R, 5201)).unwrap();
-        assert!(h.alpha > 0.5, "alpha {}", h.alpha);
-        assert!(u64::from(last_win) << 7 <= h.cwnd + 128);
+        assert!(h.win.alpha > 0.5, "alpha {}", h.win.alpha);
+        assert!(u64::from(last_win) << 7 <= h.win.cwnd + 128);
         assert!(last_win < 3000);
     }
 

@@ -11,9 +11,12 @@
 //!   droptail or RED with ECN marking.
 //! - [`flow`]: per-flow TCP state for DCTCP-in-the-switch (AC/DC style) and congestion-control
 //!   virtualization (VCC) for legacy hosts.
+//! - [`window`]: DCTCP's window arithmetic (α, cut, slow start, additive increase), used by
+//!   [`flow`] on real headers and by the simulator's packet-level bottleneck on virtual packets.
 
 pub mod checksum;
 pub mod flow;
 pub mod queue;
 pub mod rng;
+pub mod window;
 pub mod wire;

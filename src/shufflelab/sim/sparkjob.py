@@ -47,6 +47,15 @@ last job's end, which is how the lab measures ``runs.job_time_s``):
 - **Queueing delay**: the bottleneck's FIFO stands full (``RTT_q = 2 × queue_bytes / C``) while
   UDP alone fills it (``U ≥ C``) or while shuffle flows are active and either the TCP is
   loss-based (it fills the buffer) or there is UDP (BBR + UDP overloads the link); otherwise 0.
+  Plus ``base_rtt_s`` (the propagation delay of the switch's ports) for every round trip.
+- **RED/ECN or DCTCP** (the userspace switch's ports, ``red`` / ``tcp = "dctcp"``): no fluid
+  formula says where such a queue settles, so a packet-level probe does (Rust
+  ``simcore::bottleneck``, run per flow count and cached): the switch's own queue (token bucket,
+  limit, RED marking/dropping, crate ``switchcore``) and its DCTCP window arithmetic on virtual
+  window-limited senders with an ACK clock of ``base_rtt_s`` next to constant-rate non-ECT cross
+  traffic. Its time-averaged backlog gives ``RTT_q = 2 × backlog / C`` and its TCP goodput the
+  capacity the flows share (RED drops part of the UDP where the shuffle's marks keep the queue,
+  so TCP may get more than ``C − U``).
 - **CPU of cross traffic**: ``background_cores`` (the caller sets it from the UDP rate and the
   host's measured cost of forwarding it).
 
@@ -71,8 +80,13 @@ def _validate(config: dict[str, Any]) -> None:
         raise ValueError("platform.host_cores: must be > 0")
     if p["link_bytes_per_s"] <= 0:
         raise ValueError("platform.link_bytes_per_s: must be > 0")
-    if p["tcp"] not in ("loss", "bbr"):
-        raise ValueError("platform.tcp: 'loss' (cubic, reno) or 'bbr'")
+    if p["tcp"] not in ("loss", "bbr", "dctcp"):
+        raise ValueError("platform.tcp: 'loss' (cubic, reno), 'bbr' or 'dctcp'")
+    if not p.get("base_rtt_s", 0.0) >= 0:
+        raise ValueError("platform.base_rtt_s: must be >= 0")
+    red = p.get("red")
+    if red is not None and not 0 <= red["min_bytes"] <= red["max_bytes"] <= p["queue_bytes"]:
+        raise ValueError("platform.red: need 0 <= min_bytes <= max_bytes <= queue_bytes")
     for s in config["stages"]:
         for t in s["tasks"]:
             if t["cpu_s"] < 0 or t["latency_s"] < 0 or any(b < 0 for b in t["fetch_bytes"]):
@@ -104,6 +118,70 @@ def tcp_capacity_bytes_per_s(platform: dict[str, Any], flows: int) -> float:
     else:
         share = c - u
     return float(min(c, max(share, floor)))
+
+
+def packet_bottleneck(platform: dict[str, Any]) -> bool:
+    """A RED/ECN queue or DCTCP senders: the operating point comes from the packet-level probe."""
+    return platform.get("red") is not None or platform["tcp"] == "dctcp"
+
+
+def probe(platform: dict[str, Any], flows: int) -> dict[str, Any]:
+    """The packet-level probe of the bottleneck with ``flows`` TCP flows (Rust ``Platform::probe``)."""
+    return {
+        "link_bytes_per_s": platform["link_bytes_per_s"],
+        "queue_bytes": platform["queue_bytes"],
+        "red": platform.get("red"),
+        "base_rtt_s": platform.get("base_rtt_s", 0.0),
+        "flows": flows,
+        "sender": "dctcp" if platform["tcp"] == "dctcp" else "loss",
+        "cross_bytes_per_s": platform.get("cross_bytes_per_s", 0.0),
+        "mss_wire_bytes": platform.get("mss_wire_bytes", 1514.0),
+        "min_window_segments": 2.0,
+        "warmup_packets": 4_000,
+        "measure_packets": 16_000,
+        "seed": 1,
+    }
+
+
+def operating_point(probe_config: dict[str, Any]) -> dict[str, Any]:
+    """Where a RED/ECN (or droptail) queue settles: the Rust core's packet-level model built on the
+    userspace switch's own queue and DCTCP window logic (crate ``switchcore``). There is no Python
+    copy of it: the twin shares it, as the switch and the simulator do."""
+    import json
+
+    import shufflelab_simcore as core
+
+    return json.loads(core.bottleneck_operating_point(json.dumps(probe_config)))
+
+
+class _Bottleneck:
+    """The bottleneck as the model sees it (Rust ``Bottleneck``): fluid formulas for a droptail FIFO,
+    the packet-level operating point (cached per flow count) for RED/ECN or DCTCP."""
+
+    def __init__(self, platform: dict[str, Any]) -> None:
+        self.p = platform
+        self.ops: dict[int, dict[str, Any]] = {}
+
+    def _op(self, flows: int) -> dict[str, Any]:
+        if flows not in self.ops:
+            self.ops[flows] = operating_point(probe(self.p, flows))
+        return self.ops[flows]
+
+    def round_trip_s(self, flows: int) -> float:
+        base = self.p.get("base_rtt_s", 0.0)
+        if not packet_bottleneck(self.p):
+            return base + queue_round_trip_s(self.p, flows)
+        return base + 2.0 * self._op(flows)["mean_backlog_bytes"] / self.p["link_bytes_per_s"]
+
+    def tcp_capacity(self, flows: int) -> float:
+        if not packet_bottleneck(self.p):
+            return tcp_capacity_bytes_per_s(self.p, flows)
+        if flows == 0:
+            return 0.0
+        rtt = self.round_trip_s(flows)
+        segments = self.p.get("min_window_segments", 1.5)
+        floor = flows * segments * self.p.get("mss_wire_bytes", 1514.0) / rtt if rtt > 0 else 0.0
+        return float(min(self.p["link_bytes_per_s"], max(self._op(flows)["tcp_bytes_per_s"], floor)))
 
 
 class _Task:
@@ -146,6 +224,7 @@ def simulate(config: dict[str, Any]) -> dict[str, Any]:
     stages = config["stages"]
     cpu_avail = max(p["host_cores"] - p.get("background_cores", 0.0), 1e-3 * p["host_cores"])
     cross_flows = int(p.get("cross_tcp_flows", 0))
+    net = _Bottleneck(p)
     per_executor = max(1, int(p.get("slots_per_executor", 1)))
     n_executors = max(1, p["slots"] // per_executor)
     now = 0.0
@@ -187,7 +266,7 @@ def simulate(config: dict[str, Any]) -> dict[str, Any]:
         t.slot = slot
         t.start_s = now
         t.phase = "control"
-        rtt = queue_round_trip_s(p, n_flows() + cross_flows)
+        rtt = net.round_trip_s(n_flows() + cross_flows)
         t.control_end = now + t.spec["latency_s"] + t.spec.get("control_round_trips", 0.0) * rtt
         running.append(t)
 
@@ -255,7 +334,7 @@ def simulate(config: dict[str, Any]) -> dict[str, Any]:
             break
         # Network rates at this instant: equal shares of what TCP gets of the bottleneck.
         flows = n_flows()
-        flow_rate = tcp_capacity_bytes_per_s(p, flows + cross_flows) / (flows + cross_flows) if flows else 0.0
+        flow_rate = net.tcp_capacity(flows + cross_flows) / (flows + cross_flows) if flows else 0.0
         # CPU: who computes (n) and who is blocked on its data.
         working = [t for t in running if t.phase == "work" and t.done < t.work - _EPS]
         supply = {}  # work per second arriving for each working task
