@@ -15,7 +15,7 @@ fi
 missing=()
 for pair in iperf3:iperf3 ethtool:ethtool ip:iproute2 ss:iproute2 tc:iproute2 java:openjdk-17-jre-headless \
             javac:openjdk-17-jdk-headless \
-            ping:iputils-ping modprobe:kmod; do
+            ping:iputils-ping modprobe:kmod ucx_info:ucx-utils mvn:maven; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")
 done
 if [ ${#missing[@]} -gt 0 ]; then
