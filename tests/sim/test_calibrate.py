@@ -269,6 +269,31 @@ def test_platform_from_spec() -> None:
         cal.platform_for(star, 2.0, 2.0)
 
 
+def test_platform_of_a_switch_spec_models_delay_red_and_dctcp() -> None:
+    sp = _spec(50, "dctcp")
+    sp["topology"]["bottleneck"].update(
+        {"delay_ms": 5, "discipline": "red", "red": {"min_bytes": 30_000, "max_bytes": 30_000, "max_p": 1.0}}
+    )
+    p = cal.platform_for(sp, 2.0, 2.0)
+    assert p["tcp"] == "dctcp" and p["base_rtt_s"] == pytest.approx(0.010)
+    assert p["red"]["min_bytes"] == 30_000 and p["red"]["ecn"] is True
+    legacy = _spec(0, "cubic")
+    legacy["tcp"]["vcc"] = True
+    assert cal.platform_for(legacy, 2.0, 2.0)["tcp"] == "dctcp", "VCC runs DCTCP for legacy hosts"
+    # same delay, droptail + cubic: the FIFO stands full and the UDP keeps its half; the marking
+    # queue stays near K and drops the (non-ECT) UDP above it
+    job = sparkjob_config(p)
+    fifo_spec = _spec(50, "cubic")
+    fifo_spec["topology"]["bottleneck"]["delay_ms"] = 5
+    fifo = sparkjob_config(cal.platform_for(fifo_spec, 2.0, 2.0))
+    assert cal.run_model(job)["job_time_s"] < cal.run_model(fifo)["job_time_s"]
+
+
+def sparkjob_config(platform: dict[str, Any]) -> dict[str, Any]:
+    tasks = [{"latency_s": 0.01, "cpu_s": 0.05, "fetch_bytes": [1e6, 1e6], "control_round_trips": 10.0}] * 3
+    return {"platform": platform, "stages": [{"stage_id": 0, "tasks": tasks}]}
+
+
 def _store(tmp_path: Path, job_times: dict[str, list[float]]) -> Path:
     """A results file with the synthetic run as every run's event log and the given job times."""
     path = tmp_path / "r.duckdb"

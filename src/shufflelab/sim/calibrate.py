@@ -2,9 +2,9 @@
 
 ``shufflelab calibrate RESULTS.duckdb`` takes an experiment the emulation backend ran, fits each
 workload from **one** real run's event log (the median-job-time run without cross traffic), maps
-every scenario's spec to the simulator's platform (cores, slots, bottleneck, queue, congestion
-control, cross traffic) and reports simulated vs measured job time per scenario, with the
-relative error and the median absolute error over the scenarios. The model is
+every scenario's spec to the simulator's platform (cores, slots, bottleneck, queue, delay, RED/ECN,
+congestion control incl. the switch's DCTCP/VCC, cross traffic) and reports simulated vs measured
+job time per scenario, with the relative error and the median absolute error over the scenarios. The model is
 :mod:`shufflelab.sim.sparkjob` (Rust core ``run_spark`` when built, the Python twin otherwise).
 
 Fitting, per task of the fitted run (tables ``tasks``, ``stages``, ``jobs``; ms → s):
@@ -190,8 +190,6 @@ def platform_for(spec: dict[str, Any], host_cores: float, cross_cpu_cores_per_gb
     if topo.get("kind", "shared") != "shared":
         raise CalibrationError(f"topology {topo.get('kind')!r}: only 'shared' (one bottleneck) is modelled")
     link = topo["bottleneck"]
-    if link.get("delay_ms", 0) or link.get("discipline", "droptail") != "droptail":
-        raise CalibrationError("bottleneck delay and RED are not modelled by the calibration model")
     cap = link["rate_mbps"] * 1e6 / 8
     if link.get("queue_packets"):
         queue = float(link["queue_packets"]) * MSS_WIRE_BYTES
@@ -214,6 +212,21 @@ def platform_for(spec: dict[str, Any], host_cores: float, cross_cpu_cores_per_gb
         )
         ccs.append(cc)
     cc = max(set(ccs), key=ccs.count)
+    vcc = any(bool((spec["hosts"][h].get("tcp") or {}).get("vcc", spec.get("tcp", {}).get("vcc"))) for h in workers)
+    red = None
+    if link.get("discipline", "droptail") == "red":
+        r = link.get("red") or {}
+        if not r:
+            raise CalibrationError("topology.bottleneck: discipline 'red' without a red table")
+        red = {
+            "min_bytes": float(r["min_bytes"]),
+            "max_bytes": float(r["max_bytes"]),
+            "max_p": float(r.get("max_p", 0.1)),
+            "ewma_weight": r.get("ewma_weight"),
+            "ecn": bool(r.get("ecn", True)),
+        }
+    # DCTCP in the switch (dctcp hosts) or VCC (legacy hosts the switch runs DCTCP for)
+    kind = "dctcp" if cc == "dctcp" or vcc else ("bbr" if cc == "bbr" else "loss")
     ct = spec.get("cross_traffic", {}) or {}
     udp_wire = cap * float(ct.get("udp_percent", 0)) / 100.0
     return {
@@ -225,8 +238,12 @@ def platform_for(spec: dict[str, Any], host_cores: float, cross_cpu_cores_per_gb
         "cross_bytes_per_s": udp_wire,
         "cross_tcp_flows": int(ct.get("tcp_pairs", 0)),
         "queue_bytes": queue,
-        "tcp": "bbr" if cc == "bbr" else "loss",
+        "tcp": kind,
         "mss_wire_bytes": float(MSS_WIRE_BYTES),
+        # one-armed shared topology: every packet passes the bottleneck port once, data and ACKs
+        # alike, so its one-way delay counts twice per round trip
+        "base_rtt_s": 2.0 * float(link.get("delay_ms", 0.0)) / 1000.0,
+        "red": red,
         "congestion_control": cc,
     }
 
