@@ -75,6 +75,9 @@ SCHEMA = [
     """CREATE TABLE IF NOT EXISTS mr_fetches (
         run_id VARCHAR, map INTEGER, reduce INTEGER, src VARCHAR, dst VARCHAR, bytes BIGINT,
         t_request DOUBLE, t_first_byte DOUBLE, t_end DOUBLE, fct_s DOUBLE, start_s DOUBLE)""",
+    """CREATE TABLE IF NOT EXISTS faults (
+        run_id VARCHAR, "index" INTEGER, kind VARCHAR, host VARCHAR, planned_at_s DOUBLE,
+        started_at DOUBLE, ended_at DOUBLE, detail VARCHAR, error VARCHAR)""",
     """CREATE TABLE IF NOT EXISTS task_progress (
         run_id VARCHAR, app_index INTEGER, t_ms BIGINT, task BIGINT, stage INTEGER, executor VARCHAR,
         remote_bytes BIGINT, fetch_wait_ms BIGINT, remote_reqs_ms BIGINT)""",
@@ -82,7 +85,9 @@ SCHEMA = [
 
 LOCK_WAIT_S = 120.0
 
-RUN_TABLES = ("apps", "jobs", "stages", "tasks", "queue_samples", "cross_traffic", "task_progress", "mr_fetches")
+RUN_TABLES = (
+    "apps", "jobs", "stages", "tasks", "queue_samples", "cross_traffic", "task_progress", "mr_fetches", "faults",
+)  # fmt: skip
 
 # Columns added after the first release; applied to older files when they are opened for writing.
 MIGRATIONS = [
@@ -102,6 +107,10 @@ MIGRATIONS = [
     # ECN marks: the userspace switch's telemetry has them, the kernel sampler's does not (NULL)
     "ALTER TABLE queue_samples ADD COLUMN IF NOT EXISTS marks BIGINT",
     "ALTER TABLE runs ADD COLUMN IF NOT EXISTS bottleneck_marks BIGINT",
+    # Spark's recovery (fault injection): failed task attempts, fetch failures, stage re-attempts
+    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS failed_tasks INTEGER",
+    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS fetch_failures INTEGER",
+    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS stage_reattempts INTEGER",
 ]
 
 

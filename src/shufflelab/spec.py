@@ -347,6 +347,32 @@ class Telemetry(_Model):
     )
 
 
+class Fault(_Model):
+    """A fault injected during a run (seed 004's fault escape), timed from the moment the first
+    application's SparkSession is up (its first job is submitted then).
+
+    - ``link-down``: ``host``'s link is down for ``duration_s`` (its interface, then routes restored);
+    - ``executor-kill``: the Spark executor on worker ``host`` is killed (SIGKILL); its worker starts
+      a new one and Spark recovers (fetch retries, stage re-attempts);
+    - ``udp-burst``: UDP at ``rate_mbps`` (default: the bottleneck rate) from the traffic source
+      (or ``host``) to the traffic sink for ``duration_s``.
+    """
+
+    kind: Literal["link-down", "executor-kill", "udp-burst"]
+    at_s: float = Field(ge=0, le=86_400, description="Seconds after the SparkSession is up (the first job starts).")
+    duration_s: float = Field(default=0.0, ge=0, le=3_600, description="link-down / udp-burst: how long.")
+    host: str | None = Field(default=None, description="The host concerned (see kind).")
+    rate_mbps: float | None = Field(default=None, gt=0, le=100_000, description="udp-burst: offered rate.")
+
+    @model_validator(mode="after")
+    def _needs(self) -> Fault:
+        if self.kind in ("link-down", "executor-kill") and not self.host:
+            raise ValueError(f"a {self.kind} fault needs a host")
+        if self.kind in ("link-down", "udp-burst") and self.duration_s <= 0:
+            raise ValueError(f"a {self.kind} fault needs duration_s > 0")
+        return self
+
+
 class ExperimentMeta(_Model):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     description: str = ""
@@ -366,6 +392,7 @@ class ExperimentSpec(_Model):
     workload: Workload
     cross_traffic: CrossTraffic = CrossTraffic()
     telemetry: Telemetry = Telemetry()
+    faults: list[Fault] = Field(default_factory=list, description="Faults injected during every run.")
     matrix: dict[str, list[Any]] = Field(default_factory=dict)
     cases: dict[str, dict[str, Any]] = Field(
         default_factory=dict,
@@ -420,6 +447,20 @@ class ExperimentSpec(_Model):
             raise ValueError(
                 f"workload.params ({self.workload.name}): " + "; ".join(_describe(e) for e in exc.errors())
             ) from None
+        if self.faults and self.workload.name == "mapreduce":
+            raise ValueError("faults: injected into Spark runs only (not the mapreduce replay)")
+        for i, f in enumerate(self.faults):
+            if f.host is not None and f.host not in self.hosts:
+                raise ValueError(f"faults[{i}].host: no host named {f.host!r}")
+            if f.kind == "executor-kill" and f.host not in self.hosts_with("spark-worker"):
+                raise ValueError(f"faults[{i}].host: {f.host!r} runs no Spark executor (role 'spark-worker')")
+            if f.kind == "udp-burst":
+                src = f.host or self.traffic_endpoints()[0]
+                dst = self.traffic_endpoints()[1]
+                if src is None or dst is None or src == dst:
+                    raise ValueError(
+                        f"faults[{i}]: a udp-burst needs a traffic-source (or host) and a different traffic-sink"
+                    )
         cores = self.spark.worker_cores * len(self.hosts_with("spark-worker"))
         if self.workload.name != "mapreduce" and cores < self.workload.apps:
             raise ValueError(f"workload.apps = {self.workload.apps} needs at least as many worker cores ({cores})")
@@ -647,6 +688,7 @@ _HASH_NEUTRAL_DEFAULTS: dict[tuple[str, ...], Any] = {
     ("tcp", "vcc"): False,
     ("telemetry", "selftest"): "warn",
     ("topology", "switch_spin"): False,
+    ("faults",): [],
 }
 _HOST_HASH_NEUTRAL_DEFAULTS: dict[str, Any] = {"vcc": None}
 
@@ -656,7 +698,7 @@ def spec_hash(spec: ExperimentSpec) -> str:
     data = spec.model_dump(mode="json", exclude={"matrix", "cases"})
     data["experiment"].pop("repetitions", None)
     for path, default in _HASH_NEUTRAL_DEFAULTS.items():
-        parent = _get_path(data, ".".join(path[:-1]))
+        parent = _get_path(data, ".".join(path[:-1])) if len(path) > 1 else data
         if isinstance(parent, dict) and parent.get(path[-1], _MISSING) == default:
             del parent[path[-1]]
     for host in data.get("hosts", {}).values():

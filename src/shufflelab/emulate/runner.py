@@ -11,6 +11,7 @@ re-running a spec resumes it.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import platform
@@ -27,7 +28,7 @@ from typing import Any
 import pandas as pd
 
 from shufflelab import capabilities, eventlog, listener, topology
-from shufflelab.emulate import cds, netns, selftest
+from shufflelab.emulate import cds, faults, netns, selftest
 from shufflelab.emulate.fabric import Fabric
 from shufflelab.emulate.spark import DAEMON_PORTS, ClusterSpec, SparkCluster, spark_version
 from shufflelab.emulate.traffic import CrossTraffic, udp_payload_rate_bps
@@ -369,6 +370,8 @@ class EmulateRunner:
         marks = cluster.log_marks()
         live = _Live()
         after: dict[str, Any] = {}
+        injector = faults.Injector(spec, fabric, cluster, run_dir)
+        fault_events: list[faults.FaultEvent] = []
         try:
             _start_telemetry_and_traffic(spec, fabric, run_dir, live, self.progress)
             event_dir = run_dir / "eventlog"
@@ -401,6 +404,7 @@ class EmulateRunner:
             next_ss = time.monotonic() + 2.0
             workers = ClusterSpec.of(spec).workers
             while any(d.poll() is None for d in drivers):
+                injector.tick()
                 if time.monotonic() > deadline:
                     for d in drivers:
                         d.stop(grace_s=10)
@@ -444,6 +448,7 @@ class EmulateRunner:
         except Exception as exc:  # infrastructure failure: keep the run, with its cause
             status, cause = "failed", f"{type(exc).__name__}: {exc}"
         finally:
+            fault_events = injector.close()  # a downed link comes back, a burst stops, whatever happened
             traffic_rows, after = _stop_telemetry_and_traffic(fabric, run_dir, live)
             with contextlib.suppress(OSError):
                 cluster.copy_logs_since(marks, run_dir / "logs", app_ids)
@@ -451,6 +456,8 @@ class EmulateRunner:
                 sc, rep, attempt, run_id, run_dir, status, cause, started, t_mono, setup_s,
                 driver_results, cc_seen, traffic_rows, live.before, after, env, total_cores,
             )  # fmt: skip
+            if fault_events:
+                record.tables["faults"] = pd.DataFrame([dataclasses.asdict(e) for e in fault_events])
             self.store.write_run(record)
         return RunOutcome(
             run_id,
@@ -653,6 +660,7 @@ class EmulateRunner:
         ecn_marks = sum(after[k].marks - before[k].marks for k in with_marks) if with_marks else None
         tasks = tables.get("tasks", pd.DataFrame())
         has_tasks = not tasks.empty
+        recovered = faults.recovery(tasks, tables.get("stages"))
         times = [r["job_time_s"] for r in app_rows if r.get("job_time_s") is not None]
         sessions = [r["session_s"] for r in app_rows if r.get("session_s") is not None]
         cc_conf = ",".join(sorted({spec.tcp_for(h).congestion_control for h in spec.hosts_with("spark-worker")}))
@@ -693,6 +701,9 @@ class EmulateRunner:
             "bottleneck_tx_bytes": tx,
             "bottleneck_drops": drops,
             "bottleneck_marks": ecn_marks,
+            "failed_tasks": recovered["failed_tasks"] if has_tasks else None,
+            "fetch_failures": recovered["fetch_failures"] if has_tasks else None,
+            "stage_reattempts": recovered["stage_reattempts"] if has_tasks else None,
             "bottleneck_max_backlog_bytes": int(samples["backlog_bytes"].max()) if not samples.empty else None,
             "cc_configured": cc_conf,
             "cc_observed": ",".join(f"{k}:{v}" for k, v in sorted(cc_seen.items())) or None,

@@ -31,6 +31,9 @@ def main(argv: list[str] | None = None) -> int:
         spark = builder.getOrCreate()
         result["app_id"] = spark.sparkContext.applicationId
         result["session_ready_at"] = time.time()
+        # the runner times injected faults from here (the workload submits its first job next)
+        with contextlib.suppress(OSError):
+            out.with_suffix(".ready").write_text(str(result["session_ready_at"]))
         from shufflelab.spec import WORKLOAD_PARAMS
         from shufflelab.workloads import REGISTRY
 

@@ -1,0 +1,85 @@
+"""Fault specs (validation, field-named errors, hash neutrality) and Spark's recovery read from a
+run's task and stage tables."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from shufflelab import spec as S
+from shufflelab.emulate.faults import recovery
+
+
+def _spec(faults: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    d: dict[str, Any] = {
+        "experiment": {"name": "f"},
+        "topology": {"kind": "shared", "bottleneck": {"rate_mbps": 20}},
+        "hosts": {
+            "m": {"roles": ["spark-master"]},
+            "w1": {"roles": ["spark-worker"]},
+            "w2": {"roles": ["spark-worker"]},
+            "tgen": {"roles": ["traffic-source"]},
+            "tsink": {"roles": ["traffic-sink"]},
+        },
+        "workload": {"name": "sort-aggregate", "params": {"rows": 10, "partitions": 2}},
+    }
+    if faults is not None:
+        d["faults"] = faults
+    return d
+
+
+def test_faults_parse_and_leave_other_scenarios_ids_alone() -> None:
+    plain = S.parse(_spec())
+    assert S.spec_hash(plain) == S.spec_hash(S.parse(_spec([])))
+    f = S.parse(
+        _spec(
+            [
+                {"kind": "executor-kill", "at_s": 2, "host": "w2"},
+                {"kind": "link-down", "at_s": 3, "host": "w1", "duration_s": 2},
+                {"kind": "udp-burst", "at_s": 1, "duration_s": 2, "rate_mbps": 30},
+            ]
+        )
+    )
+    assert [x.kind for x in f.faults] == ["executor-kill", "link-down", "udp-burst"]
+    assert S.spec_hash(f) != S.spec_hash(plain)
+
+
+@pytest.mark.parametrize(
+    ("fault", "message"),
+    [
+        ({"kind": "executor-kill", "at_s": 1, "host": "m"}, "faults[0].host: 'm' runs no Spark executor"),
+        ({"kind": "link-down", "at_s": 1, "host": "w1"}, "needs duration_s > 0"),
+        ({"kind": "link-down", "at_s": 1, "host": "nope", "duration_s": 1}, "faults[0].host: no host named 'nope'"),
+        ({"kind": "executor-kill", "at_s": -1, "host": "w1"}, "at_s"),
+        ({"kind": "unplug", "at_s": 1}, "kind"),
+    ],
+)
+def test_bad_faults_are_refused_by_name(fault: dict[str, Any], message: str) -> None:
+    with pytest.raises(S.SpecError, match="faults"):
+        S.parse(_spec([fault]))
+    with pytest.raises(S.SpecError) as err:
+        S.parse(_spec([fault]))
+    assert message in str(err.value)
+
+
+def test_a_burst_needs_a_sink() -> None:
+    d = _spec([{"kind": "udp-burst", "at_s": 1, "duration_s": 1}])
+    del d["hosts"]["tsink"]
+    with pytest.raises(S.SpecError, match="traffic-sink"):
+        S.parse(d)
+
+
+def test_recovery_counts_failed_attempts_fetch_failures_and_stage_reattempts() -> None:
+    tasks = pd.DataFrame(
+        {
+            "successful": [True, False, False, True, True],
+            "end_reason": ["Success", "ExecutorLostFailure", "FetchFailed", "Success", "Success"],
+        }
+    )
+    stages = pd.DataFrame({"stage_id": [0, 1, 1, 2], "stage_attempt": [0, 0, 1, 0]})
+    r = recovery(tasks, stages)
+    assert r["failed_tasks"] == 2 and r["fetch_failures"] == 1 and r["stage_reattempts"] == 1
+    assert r["reasons"] == {"ExecutorLostFailure": 1, "FetchFailed": 1}
+    assert recovery(pd.DataFrame(), None)["failed_tasks"] == 0
