@@ -392,6 +392,52 @@ def shuffle_table(d: Data, db: Path) -> pd.DataFrame | None:
     return out
 
 
+FAULTS_NOTE = (
+    "Faults injected during the runs (spec [[faults]], timed from the SparkSession being up) and what Spark "
+    "did about them, from the event logs: failed task attempts, fetch failures and stage re-attempts (means "
+    "over runs), job time vs the scenario without faults. 'lasted' is the fault's measured duration."
+)
+
+
+def faults_table(d: Data, db: Path) -> pd.DataFrame | None:
+    """Per scenario with injected faults: the faults, their measured duration, Spark's recovery and the
+    job time against the runs without faults (None if no run had faults)."""
+    store = Store(db)
+    try:
+        f = store.query("SELECT f.*, r.scenario_id FROM faults f JOIN runs r USING (run_id)")
+    except Exception:  # noqa: BLE001 - results files from before fault injection have no such table
+        return None
+    if f.empty:
+        return None
+    runs = d.runs.copy()
+    faulted = set(f["run_id"])
+    base = runs[(runs["status"] == "ok") & ~runs["run_id"].isin(faulted)]
+    base_mean = base["job_time_s"].mean() if not base.empty else float("nan")
+    rows = []
+    for label, g in runs[runs["run_id"].isin(faulted)].groupby("label", sort=False):
+        fr = f[f["run_id"].isin(g["run_id"])]
+        named = zip(fr["kind"], fr["host"], strict=True)
+        kinds = ", ".join(sorted({f"{k}({h})" if isinstance(h, str) else k for k, h in named}))
+        lasted = (fr["ended_at"] - fr["started_at"]).dropna()
+        ok = g[g["status"] == "ok"]
+        rows.append(
+            {
+                "scenario": label,
+                "faults": kinds,
+                "n": len(g),
+                "ok": len(ok),
+                "errors": int(fr["error"].notna().sum()),
+                "lasted_s": round(float(lasted.mean()), 2) if not lasted.empty else None,
+                "job_mean_s": round(float(ok["job_time_s"].mean()), 2) if not ok.empty else None,
+                "vs_no_fault": round(float(ok["job_time_s"].mean() / base_mean), 2) if not ok.empty else None,
+                "failed_tasks": round(float(g["failed_tasks"].mean()), 1) if "failed_tasks" in g else None,
+                "fetch_failures": round(float(g["fetch_failures"].mean()), 1) if "fetch_failures" in g else None,
+                "stage_reattempts": round(float(g["stage_reattempts"].mean()), 1) if "stage_reattempts" in g else None,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
 def fig_fetch_progress(db: Path, pairs: list[tuple[str, str]], path: Path) -> Path | None:
     """From the task listener's heartbeat lines: the distribution of a waiting task's fetch rate
     per heartbeat interval (intervals in which the task spent time blocked on fetches), each
@@ -630,6 +676,7 @@ def write(db: Path, out: Path | None = None) -> ReportPaths:
         if vb:
             figures.insert(1, ("Seed 002: bottleneck backlog over time per host kind at the most competing pairs.", vb))
     shuf = shuffle_table(d, db)
+    fault_tab = faults_table(d, db)
     from shufflelab import whatif
 
     try:
@@ -694,6 +741,8 @@ def write(db: Path, out: Path | None = None) -> ReportPaths:
                _md_table(wi)]  # fmt: skip
     elif wi_error:
         md += ["", f"(what-if check skipped: {wi_error})"]
+    if fault_tab is not None:
+        md += ["", "## Faults and Spark's recovery", "", FAULTS_NOTE, "", _md_table(fault_tab)]
     if not failed.empty:
         md += ["", "## Runs that did not finish", "", _md_table(failed)]
     md += ["", "## Figures", ""]
@@ -744,6 +793,8 @@ def write(db: Path, out: Path | None = None) -> ReportPaths:
     if wi is not None:
         h += ["<h2>What-if check: predicted vs measured without the cross traffic</h2>",
               f"<p>{html.escape(WHATIF_NOTE)}</p>", _html_table(wi)]  # fmt: skip
+    if fault_tab is not None:
+        h += ["<h2>Faults and Spark's recovery</h2>", f"<p>{html.escape(FAULTS_NOTE)}</p>", _html_table(fault_tab)]
     if not failed.empty:
         h += ["<h2>Runs that did not finish</h2>", _html_table(failed)]
     h += ["<h2>Figures</h2>"]

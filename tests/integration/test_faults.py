@@ -98,6 +98,13 @@ def test_faults_are_injected_recorded_and_cleaned_up(tmp_path: Path) -> None:
     assert len(saved) == 3
     # the killed executor's tasks (if any were running) failed and were re-run elsewhere
     assert run["n_tasks"] >= 6
+    rep = subprocess.run(
+        [sys.executable, "-m", "shufflelab.cli", "report", str(tmp_path / "results" / "faults.duckdb"),
+         "--out", str(tmp_path / "report")],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert rep.returncode == 0, rep.stdout + rep.stderr
+    assert "Faults and Spark's recovery" in (tmp_path / "report" / "report.md").read_text()
     assert _ours() == before
     left = subprocess.run(["pgrep", "-af", _LAB], capture_output=True, text=True).stdout
     assert not left, left
