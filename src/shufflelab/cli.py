@@ -190,7 +190,7 @@ def diagnose(
 
 @app.command()
 def tune(
-    tune_path: Annotated[Path, typer.Argument(help="Experiment TOML with a [tune] table.")],
+    tune_path: Annotated[Path, typer.Argument(help="Experiment TOML with a \\[tune] table.")],
     results: Annotated[Path, typer.Option(help="Folder for the DuckDB file and run artifacts.")] = DEFAULT_RESULTS,
     out: Annotated[Path | None, typer.Option(help="Where tune.md/tune.json go (default results/<name>-tune).")] = None,
 ) -> None:
