@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
 import time
 from pathlib import Path
@@ -27,9 +26,11 @@ from shufflelab import spec as S
 from shufflelab import topology as T
 from shufflelab.emulate import netns
 from shufflelab.emulate.fabric import Fabric
-from shufflelab.emulate.traffic import UDP_PAYLOAD_BYTES, udp_payload_rate_bps
+from shufflelab.emulate.traffic import UDP_PAYLOAD_BYTES, CrossTraffic, udp_payload_rate_bps
 
 RATE_MBPS = 100
+# wire bytes per UDP payload byte: Ethernet (14) + IP (20) + UDP (8) headers on each datagram
+UDP_WIRE_PER_PAYLOAD = (UDP_PAYLOAD_BYTES + 42) / UDP_PAYLOAD_BYTES
 
 
 def _spec() -> S.ExperimentSpec:
@@ -77,29 +78,30 @@ def measure(seconds: float, percents: list[float], settle_s: float = 2.0) -> lis
         fab.configure(sp)
         dst = net.host_addresses["tsink"]
         for pct in percents:
-            procs = []
+            traffic = None
             if pct > 0:
-                srv = netns.Process(fab.ns["tsink"], ["iperf3", "-s", "-1", "-B", dst], lz.scratch / f"s{pct}.log")
-                time.sleep(0.5)
-                bps = udp_payload_rate_bps(RATE_MBPS, pct)
-                cli = netns.Process(
-                    fab.ns["tgen"],
-                    ["iperf3", "-c", dst, "-u", "-b", str(bps), "-l", str(UDP_PAYLOAD_BYTES), "-t", "600", "-J"],
-                    lz.scratch / f"c{pct}.json",
-                )
-                procs = [cli, srv]
+                # the runner's own cross-traffic driver: server listening before the client starts,
+                # JSON result kept, so a level whose client did not send is seen, not averaged in
+                traffic = CrossTraffic(fab.ns["tgen"], fab.ns["tsink"], dst, lz.scratch / f"udp{pct}", 600)
+                traffic.start(udp_payload_rate_bps(RATE_MBPS, pct), 0)
                 time.sleep(settle_s)
             busy = _busy_cores(seconds)
-            for proc in procs:
-                proc.stop(signal.SIGINT, grace_s=5)
-            rows.append({"udp_percent": pct, "wire_gbps": RATE_MBPS * pct / 100 / 1000, "busy_cores": busy})
+            sent_gbps = 0.0
+            if traffic is not None:
+                res = traffic.stop()
+                bps = res[0].get("bits_per_second") if res else None
+                if not bps:
+                    raise RuntimeError(f"UDP at {pct} %: iperf3 reported nothing ({res})")
+                sent_gbps = bps / 1e9 * UDP_WIRE_PER_PAYLOAD
+            rows.append({"udp_percent": pct, "wire_gbps": RATE_MBPS * pct / 100 / 1000, "sent_wire_gbps": sent_gbps,
+                         "busy_cores": busy})  # fmt: skip
             print(rows[-1], flush=True)
             time.sleep(1.0)
     idles = [r["busy_cores"] for r in rows if r["udp_percent"] == 0]
     idle = sum(idles) / len(idles)
     for r in rows:
         r["cross_cores"] = r["busy_cores"] - idle
-        r["cores_per_gbps"] = r["cross_cores"] / r["wire_gbps"] if r["wire_gbps"] > 0 else None
+        r["cores_per_gbps"] = r["cross_cores"] / r["sent_wire_gbps"] if r["sent_wire_gbps"] > 0 else None
     return rows
 
 
