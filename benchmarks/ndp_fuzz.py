@@ -4,17 +4,32 @@ Inputs: random bytes, random JSON, and mutations of valid TPC-H plans (fields dr
 swapped for other types, strings lengthened, lists blown up, names with SQL in them). Every plan
 that validates must also compile to its parameterised query.
 
+``--target`` picks what is fuzzed:
+
+* ``plan`` (default): ``plan.parse`` + ``plan.validate`` on the documents themselves;
+* ``request``: the NDP proxy's request parsing (``proxy.parse_request``: body -> plan, schema,
+  row groups) on request bodies wrapping those documents, with mutated schemas, extra and repeated
+  keys, NaN, oversized bodies;
+* ``http``: the same bodies POSTed to a proxy running in-process (its aiohttp application, a fake
+  WebHDFS behind it holding one Parquet file): every answer must be 200, 400, 413 or 422 -- never
+  a 5xx -- and the proxy must still answer its status afterwards.
+
     .venv/bin/python benchmarks/ndp_fuzz.py --n 100000 --out docs/benchmarks-ndp-fuzz.json
+    .venv/bin/python benchmarks/ndp_fuzz.py --target http --n 2000
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import copy
+import io
 import json
 import random
 import sys
+import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -67,28 +82,149 @@ def one(rng: random.Random) -> bytes:
     return json.dumps(doc, allow_nan=True).encode()
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--n", type=int, default=100_000)
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--out", type=Path, default=None)
-    a = ap.parse_args()
-    rng = random.Random(a.seed)
+def one_request(rng: random.Random) -> bytes:
+    """A proxy request body: mostly {plan, schema[, row_groups]} around a fuzzed plan document."""
+    r = rng.random()
+    if r < 0.08:
+        return bytes(rng.randrange(256) for _ in range(rng.randint(0, 300)))
+    if r < 0.12:
+        return one(rng)  # a bare plan document, no wrapper
+    if r < 0.14:
+        return b'{"plan": {}, "schema": {"a": "int"}, "pad": "' + b"x" * rng.randint(60_000, 120_000) + b'"}'
+    raw = one(rng)
+    try:
+        plan: Any = json.loads(raw)
+    except (ValueError, RecursionError):
+        plan = rng.choice(NASTY)
+    schema: Any = dict(SCHEMA)
+    if rng.random() < 0.3:
+        schema = _mutate(rng, schema)
+    if rng.random() < 0.05:
+        schema = {f"c{i}": "int" for i in range(rng.choice([0, 300]))}
+    doc: dict[str, Any] = {"plan": plan, "schema": schema}
+    if rng.random() < 0.2:
+        doc["row_groups"] = rng.choice([[0], [0, 0], [-1], [2**40], [True], "0", [], [0] * 20_000, [1.5], None])
+    if rng.random() < 0.1:
+        doc[rng.choice(["offset", "length", "sql", "path"])] = rng.choice(NASTY)
+    if rng.random() < 0.1:
+        del doc[rng.choice(["plan", "schema"])]
+    text = json.dumps(doc, allow_nan=True)
+    if rng.random() < 0.05:  # the same key twice
+        text = text.replace('{"plan":', '{"plan": {}, "plan":', 1)
+    return text.encode()
+
+
+def _check_plan(doc: bytes) -> bool:
+    plan = P.validate(P.parse(doc), SCHEMA)
+    X.sql(plan, SCHEMA)
+    return True
+
+
+def _check_request(doc: bytes) -> bool:
+    from shufflelab.ndp import proxy as NP
+
+    req = NP.parse_request(doc)
+    X.sql(req.plan, req.schema)
+    return True
+
+
+def fuzz_in_process(n: int, rng: random.Random, gen: Callable[[random.Random], bytes],
+                    check: Callable[[bytes], bool]) -> dict[str, Any]:  # fmt: skip
     accepted = rejected = 0
     crashes: list[str] = []
-    t0 = time.monotonic()
-    for _ in range(a.n):
-        doc = one(rng)
+    for _ in range(n):
+        doc = gen(rng)
         try:
-            plan = P.validate(P.parse(doc), SCHEMA)
-            X.sql(plan, SCHEMA)
+            check(doc)
             accepted += 1
         except P.PlanError:
             rejected += 1
         except Exception as exc:  # noqa: BLE001 - the point: anything else is a defect
             crashes.append(f"{type(exc).__name__}: {exc} <- {doc[:200]!r}")
-    result = {"command": " ".join(["benchmarks/ndp_fuzz.py", *sys.argv[1:]]), "inputs": a.n, "accepted": accepted,
-              "rejected": rejected, "crashes": len(crashes), "first_crashes": crashes[:10],
+    return {"accepted": accepted, "rejected": rejected, "crashes": crashes}
+
+
+def fuzz_http(n: int, rng: random.Random) -> dict[str, Any]:
+    """POST fuzzed bodies to an in-process proxy in front of a fake WebHDFS with one Parquet file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from aiohttp import web
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from shufflelab.ndp import proxy as NP
+
+    m = 200
+    table = pa.table({
+        "l_orderkey": list(range(m)), "l_quantity": [float(i % 50) for i in range(m)],
+        "l_extendedprice": [1000.0 + i for i in range(m)], "l_discount": [(i % 10) / 100 for i in range(m)],
+        "l_returnflag": [("A", "N", "R")[i % 3] for i in range(m)],
+        "l_shipdate": pa.array([8766 + i for i in range(m)], pa.int32()).cast(pa.date32()),
+        "l_shipmode": [("AIR", "MAIL", "SHIP")[i % 3] for i in range(m)],
+    })  # fmt: skip
+    buf = io.BytesIO()
+    pq.write_table(table, buf, row_group_size=100)
+    data = buf.getvalue()
+    statuses: dict[int, int] = {}
+    crashes: list[str] = []
+
+    async def datanode(r: web.Request) -> web.Response:
+        return web.Response(body=data)
+
+    async def go() -> dict[str, Any]:
+        nn_app, dn_app = web.Application(), web.Application()
+        dn_app.router.add_get("/webhdfs/v1/data/x.parquet", datanode)
+        async with TestServer(dn_app) as dn:
+
+            async def namenode(r: web.Request) -> web.Response:
+                loc = f"http://127.0.0.1:{dn.port}/webhdfs/v1/data/x.parquet?op=OPEN&offset=0"
+                return web.Response(status=307, headers={"Location": loc})
+
+            nn_app.router.add_get("/webhdfs/v1/data/x.parquet", namenode)
+            with tempfile.TemporaryDirectory() as spool:
+                nn = TestServer(nn_app)
+                await nn.start_server()
+                dns = frozenset({f"127.0.0.1:{dn.port}"})
+                cfg = NP.ProxyConfig(webhdfs=f"http://127.0.0.1:{nn.port}", datanodes=dns, workers=2, max_queue=8,
+                                     spool=Path(spool))  # fmt: skip
+                async with TestClient(TestServer(NP.NdpProxy(cfg).app())) as client:
+                    for _ in range(n):
+                        body = one_request(rng)
+                        r = await client.post("/ndp/v1/data/x.parquet", data=body)
+                        await r.read()
+                        statuses[r.status] = statuses.get(r.status, 0) + 1
+                        if r.status not in (200, 400, 413, 422):
+                            crashes.append(f"HTTP {r.status}: {(await r.text())[:200]} <- {body[:200]!r}")
+                    st = await client.get("/ndp/v1/status")
+                    doc = await st.json()
+                    if st.status != 200 or doc["completed"] != statuses.get(200, 0):
+                        crashes.append(f"status after the run: {st.status} {doc}")
+                await nn.close()
+                if any(Path(spool).iterdir()):
+                    crashes.append(f"spool not empty: {sorted(Path(spool).rglob('*'))[:5]}")
+        return {"accepted": statuses.get(200, 0), "rejected": n - statuses.get(200, 0), "crashes": crashes,
+                "statuses": {str(k): v for k, v in sorted(statuses.items())}}  # fmt: skip
+
+    return asyncio.run(go())
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=100_000)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--target", choices=["plan", "request", "http"], default="plan")
+    ap.add_argument("--out", type=Path, default=None)
+    a = ap.parse_args()
+    rng = random.Random(a.seed)
+    t0 = time.monotonic()
+    if a.target == "plan":
+        res = fuzz_in_process(a.n, rng, one, _check_plan)
+    elif a.target == "request":
+        res = fuzz_in_process(a.n, rng, one_request, _check_request)
+    else:
+        res = fuzz_http(a.n, rng)
+    crashes = res.pop("crashes")
+    result = {"command": " ".join(["benchmarks/ndp_fuzz.py", *sys.argv[1:]]), "target": a.target, "inputs": a.n,
+              **res, "crashes": len(crashes), "first_crashes": crashes[:10],
               "seconds": round(time.monotonic() - t0, 1)}  # fmt: skip
     print(json.dumps(result, indent=1))
     if a.out:

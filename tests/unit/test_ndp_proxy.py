@@ -1,0 +1,475 @@
+"""The NDP proxy in-process: plain WebHDFS forwarding, pushdowns equal to DuckDB, refusals, load status.
+
+A small fake WebHDFS stands in for HDFS: a "NameNode" that redirects ``OPEN`` to a "DataNode"
+(another local server) holding Parquet files, and echoes every other request back."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import io
+import json
+import random
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+
+from shufflelab.ndp import client as C
+from shufflelab.ndp import execute as X
+from shufflelab.ndp import plan as P
+from shufflelab.ndp import proxy as NP
+
+SCHEMA = {
+    "l_orderkey": "int", "l_quantity": "float", "l_extendedprice": "float", "l_discount": "float",
+    "l_returnflag": "string", "l_shipdate": "date", "l_shipmode": "string",
+}  # fmt: skip
+
+
+def _lineitem(n: int = 3000, seed: int = 1) -> pa.Table:
+    rng = random.Random(seed)
+    d0 = dt.date(1994, 1, 1)
+    return pa.table(
+        {
+            "l_orderkey": [i // 4 for i in range(n)],
+            "l_quantity": [float(rng.randint(1, 50)) for _ in range(n)],
+            "l_extendedprice": [round(rng.uniform(900, 100_000), 2) for _ in range(n)],
+            "l_discount": [rng.choice([0.0, 0.02, 0.05, 0.06, 0.07, 0.1]) for _ in range(n)],
+            "l_returnflag": [rng.choice("ANR") for _ in range(n)],
+            "l_shipdate": [d0 + dt.timedelta(days=rng.randint(0, 730)) for _ in range(n)],
+            "l_shipmode": [rng.choice(["AIR", "MAIL", "SHIP", "TRUCK", "REG AIR"]) for _ in range(n)],
+            "l_comment": [f"c{i}" for i in range(n)],  # in the file, not declared: never reachable
+        }
+    )
+
+
+def _parquet(table: pa.Table, row_group: int = 1000) -> bytes:
+    buf = io.BytesIO()
+    pq.write_table(table, buf, row_group_size=row_group)
+    return buf.getvalue()
+
+
+LINEITEM = _lineitem()
+FILES = {"/data/lineitem.parquet": _parquet(LINEITEM), "/data/notparquet.bin": b"PAR1 but not really"}
+
+FILTER_PROJECT = {
+    "filters": [
+        {"column": "l_returnflag", "op": "=", "value": "R"},
+        {"column": "l_shipdate", "op": ">=", "value": "1994-06-01"},
+        {"column": "l_discount", "op": "between", "values": [0.05, 0.07]},
+    ],
+    "project": ["l_orderkey", "l_extendedprice", "l_shipmode"],
+}
+PARTIAL_AGG = {
+    "filters": [{"column": "l_shipmode", "op": "in", "values": ["AIR", "REG AIR", "MAIL"]}],
+    "group_by": ["l_returnflag"],
+    "aggregates": [
+        {"fn": "sum", "column": "l_extendedprice", "alias": "revenue"},
+        {"fn": "count", "alias": "n"},
+        {"fn": "avg", "column": "l_quantity", "alias": "avg_qty"},
+        {"fn": "max", "column": "l_discount", "alias": "max_disc"},
+    ],
+}
+
+
+# -- a fake WebHDFS --------------------------------------------------------------------------------
+@dataclass
+class Fake:
+    files: dict[str, bytes]
+    gate: asyncio.Event | None = None  # when set up, DataNode reads wait for it
+    seen: list[dict[str, Any]] = field(default_factory=list)
+    dn_port: int = 0
+
+    def namenode(self) -> web.Application:
+        app = web.Application(client_max_size=64 << 20)
+        app.router.add_route("*", "/webhdfs/v1{path:.*}", self._nn)
+        return app
+
+    def datanode(self) -> web.Application:
+        app = web.Application()
+        app.router.add_get("/webhdfs/v1{path:.*}", self._dn)
+        return app
+
+    async def _nn(self, r: web.Request) -> web.StreamResponse:
+        path = r.match_info["path"]
+        if r.query.get("op") == "OPEN":
+            self.seen.append({"method": r.method, "target": r.raw_path, "headers": dict(r.headers)})
+            if path not in self.files:
+                rex = {"exception": "FileNotFoundException", "message": f"File does not exist: {path}"}
+                return web.json_response({"RemoteException": rex}, status=404)
+            loc = f"http://127.0.0.1:{self.dn_port}/webhdfs/v1{path}?op=OPEN&namenoderpcaddress=127.0.0.1:9000&offset=0"
+            return web.Response(status=307, headers={"Location": loc})
+        body = await r.read()  # echo: what reached the upstream
+        self.seen.append({"method": r.method, "target": r.raw_path, "headers": dict(r.headers), "body": body})
+        resp = web.StreamResponse(status=201 if r.method == "PUT" else 200, reason="Echo")
+        resp.headers["X-Upstream"] = "nn"
+        resp.headers["Set-Cookie"] = "hadoop.auth=abc; Path=/"
+        resp.headers.add("Set-Cookie", "second=1")
+        resp.headers["Content-Type"] = "application/x-echo"
+        resp.content_length = len(body) + 4
+        await resp.prepare(r)
+        await resp.write(b"ECHO")
+        await resp.write(body)
+        return resp
+
+    async def _dn(self, r: web.Request) -> web.Response:
+        if self.gate is not None:
+            await self.gate.wait()
+        return web.Response(body=self.files[r.match_info["path"]], content_type="application/octet-stream")
+
+
+@contextlib.asynccontextmanager
+async def _stack(tmp: Path, *, gate: bool = False, **cfg: Any) -> AsyncIterator[tuple[TestClient, NP.NdpProxy, Fake]]:
+    fake = Fake(dict(FILES), asyncio.Event() if gate else None)
+    async with TestServer(fake.namenode()) as nn, TestServer(fake.datanode()) as dn:
+        fake.dn_port = dn.port
+        conf = {"workers": 2, "max_queue": 4, "datanodes": frozenset({f"127.0.0.1:{dn.port}"}), **cfg}
+        proxy = NP.NdpProxy(NP.ProxyConfig(webhdfs=f"http://127.0.0.1:{nn.port}", spool=tmp, **conf))
+        async with TestClient(TestServer(proxy.app())) as client:
+            yield client, proxy, fake
+        assert proxy.spool_dir is not None and not proxy.spool_dir.exists(), "spool left behind"
+
+
+def _body(plan: Any, schema: Any = None, **extra: Any) -> bytes:
+    return json.dumps({"plan": plan, "schema": SCHEMA if schema is None else schema, **extra}).encode()
+
+
+async def _pushdown(client: TestClient, body: bytes, path: str = "/data/lineitem.parquet") -> tuple[int, Any, Any]:
+    r = await client.post(f"/ndp/v1{path}", data=body, headers={"Content-Type": "application/json"})
+    data = await r.read()
+    if r.status == 200:
+        assert r.headers["Content-Type"] == NP.ARROW_STREAM
+        return r.status, X.from_ipc(data), C.PushdownStats.from_headers(r.headers)
+    return r.status, json.loads(data), r.headers
+
+
+async def _raw(client: TestClient, head: str, body: bytes = b"") -> tuple[list[str], bytes]:
+    """Send a request exactly as written (no client library in between): (header lines, body)."""
+    rd, wr = await asyncio.open_connection(client.host, client.port)
+    try:
+        wr.write((head + "Connection: close\r\n\r\n").encode() + body)
+        data = await rd.read()
+    finally:
+        wr.close()
+    top, _, body = data.partition(b"\r\n\r\n")
+    return top.decode().split("\r\n"), body
+
+
+def _run(coro: Any) -> Any:
+    return asyncio.run(asyncio.wait_for(coro, 60))
+
+
+def _direct(sql: str) -> pa.Table:
+    con = duckdb.connect()
+    con.register("lineitem", LINEITEM)
+    return con.execute(sql).to_arrow_table()
+
+
+def _sorted(t: pa.Table, keys: list[str]) -> list[dict[str, Any]]:
+    return t.sort_by([(k, "ascending") for k in keys]).to_pylist()
+
+
+# -- plain WebHDFS ----------------------------------------------------------------------------------
+def test_plain_requests_are_forwarded_untouched(tmp_path: Path) -> None:
+    async def go() -> None:
+        async with _stack(tmp_path) as (client, proxy, fake):
+            # byte for byte: the request target (percent-encoding included), headers, no added ones
+            target = "/webhdfs/v1/data/a%20b%2Bc?op=GETFILESTATUS&user.name=root&x=%2F%26"
+            extra = "X-Custom: 1\r\nAccept: text/x-odd\r\n"
+            head, body = await _raw(client, f"GET {target} HTTP/1.1\r\nHost: x\r\n{extra}")
+            assert head[0] == "HTTP/1.1 200 Echo"
+            assert "X-Upstream: nn" in head and "Set-Cookie: hadoop.auth=abc; Path=/" in head
+            assert "Set-Cookie: second=1" in head
+            assert "Content-Type: application/x-echo" in head and body == b"ECHO"
+            got = fake.seen[-1]
+            assert got["method"] == "GET" and got["target"] == target
+            assert got["headers"]["X-Custom"] == "1" and got["headers"]["Accept"] == "text/x-odd"
+            assert "User-Agent" not in got["headers"] and "Accept-Encoding" not in got["headers"]
+
+            # a body is streamed through unchanged, with its length or chunked
+            payload = random.Random(3).randbytes(3 * 1024 * 1024 + 17)
+            r = await client.put("/webhdfs/v1/data/up?op=CREATE", data=payload)
+            assert r.status == 201 and await r.read() == b"ECHO" + payload
+            assert fake.seen[-1]["body"] == payload and fake.seen[-1]["method"] == "PUT"
+
+            async def gen() -> AsyncIterator[bytes]:
+                for i in range(5):
+                    yield bytes([i]) * 70_000
+
+            r = await client.post("/webhdfs/v1/data/up?op=APPEND", data=gen())
+            assert r.status == 200 and fake.seen[-1]["body"] == b"".join(bytes([i]) * 70_000 for i in range(5))
+            await r.read()
+
+            # the NameNode's redirect comes back as it is; following it reads the DataNode directly
+            r = await client.get("/webhdfs/v1/data/lineitem.parquet?op=OPEN&user.name=root", allow_redirects=False)
+            assert r.status == 307
+            assert r.headers["Location"].startswith(f"http://127.0.0.1:{fake.dn_port}/webhdfs/v1/data/lineitem.parquet")
+            r = await client.get("/webhdfs/v1/data/lineitem.parquet?op=OPEN&user.name=root")
+            assert r.status == 200 and await r.read() == FILES["/data/lineitem.parquet"]
+
+            # never anything outside /webhdfs/v1 on the NameNode
+            n = len(fake.seen)
+            for bad in ("/webhdfs/v1/../../jmx", "/webhdfs/v1/%2e%2e/x", "/webhdfs/v1/a/./b"):
+                head, _ = await _raw(client, f"GET {bad} HTTP/1.1\r\nHost: x\r\n")
+                assert head[0].split()[1] == "400", bad
+            assert (await client.get("/jmx")).status == 404
+            assert (await client.get("/webhdfsX/v1/a")).status == 404
+            assert len(fake.seen) == n
+            assert proxy.counters["forwarded"] == 5
+
+    _run(go())
+
+
+def test_upstream_down_answers_502(tmp_path: Path) -> None:
+    async def go() -> None:
+        cfg = NP.ProxyConfig(webhdfs="http://127.0.0.1:9", datanodes=frozenset(), spool=tmp_path, workers=1)
+        async with TestClient(TestServer(NP.NdpProxy(cfg).app())) as client:
+            r = await client.get("/webhdfs/v1/x?op=GETFILESTATUS")
+            assert r.status == 502 and "could not be reached" in (await r.json())["error"]
+            r = await client.post("/ndp/v1/x.parquet", data=_body(FILTER_PROJECT))
+            assert r.status == 502 and (await r.json())["field"] == "path"
+
+    _run(go())
+
+
+# -- pushdowns ------------------------------------------------------------------------------------
+def test_pushdown_filter_project_equals_duckdb(tmp_path: Path) -> None:
+    async def go() -> None:
+        async with _stack(tmp_path) as (client, proxy, fake):
+            status, table, stats = await _pushdown(client, _body(FILTER_PROJECT))
+            assert status == 200, table
+            want = _direct(
+                "SELECT l_orderkey, l_extendedprice, l_shipmode FROM lineitem WHERE l_returnflag = 'R' "
+                "AND l_shipdate >= DATE '1994-06-01' AND l_discount BETWEEN 0.05 AND 0.07"
+            )
+            assert table.schema == want.schema and table.num_rows == want.num_rows > 0
+            assert _sorted(table, ["l_orderkey", "l_extendedprice"]) == _sorted(want, ["l_orderkey", "l_extendedprice"])
+            assert stats.rows == want.num_rows
+            assert stats.input_bytes == len(FILES["/data/lineitem.parquet"])
+            assert stats.output_bytes == len(X.to_ipc(table))
+            assert stats.exec_s > 0 and stats.datanode == f"127.0.0.1:{fake.dn_port}"
+            assert stats.operators == ("filter", "project")
+            # the only thing a pushdown asked HDFS for: a read
+            assert [(s["method"], "op=OPEN" in s["target"]) for s in fake.seen] == [("GET", True)]
+
+            # only some row groups
+            status, part, _ = await _pushdown(client, _body({"project": ["l_orderkey"]}, row_groups=[1]))
+            assert status == 200
+            assert part.column("l_orderkey").to_pylist() == LINEITEM.column("l_orderkey")[1000:2000].to_pylist()
+
+    _run(go())
+
+
+def test_pushdown_partial_aggregate_equals_duckdb(tmp_path: Path) -> None:
+    async def go() -> None:
+        async with _stack(tmp_path) as (client, _, _fake):
+            status, table, stats = await _pushdown(client, _body(PARTIAL_AGG))
+            assert status == 200, table
+            want = _direct(
+                "SELECT l_returnflag, sum(l_extendedprice) AS revenue, count(*) AS n, sum(l_quantity) AS avg_qty__sum, "
+                "count(l_quantity) AS avg_qty__count, max(l_discount) AS max_disc FROM lineitem "
+                "WHERE l_shipmode IN ('AIR', 'REG AIR', 'MAIL') GROUP BY l_returnflag"
+            )
+            assert table.column_names == want.column_names
+            assert _sorted(table, ["l_returnflag"]) == _sorted(want, ["l_returnflag"])
+            assert stats.operators == ("filter", "project", "aggregate") and stats.rows == 3
+
+            # partials of two row-group ranges combine to DuckDB's final answer
+            parts = []
+            for groups in ([0], [1, 2]):
+                s, t, _ = await _pushdown(client, _body(PARTIAL_AGG, row_groups=groups))
+                assert s == 200
+                parts.append(t)
+            final = X.combine(P.parse(json.dumps(PARTIAL_AGG)), parts)
+            want_final = _direct(
+                "SELECT l_returnflag, sum(l_extendedprice) AS revenue, count(*) AS n, avg(l_quantity) AS avg_qty, "
+                "max(l_discount) AS max_disc FROM lineitem WHERE l_shipmode IN ('AIR', 'REG AIR', 'MAIL') "
+                "GROUP BY l_returnflag ORDER BY l_returnflag"
+            )
+            for a, b in zip(final.to_pylist(), want_final.to_pylist(), strict=True):
+                assert a["l_returnflag"] == b["l_returnflag"] and a["n"] == b["n"]
+                for k in ("revenue", "avg_qty", "max_disc"):
+                    assert float(a[k]) == pytest.approx(float(b[k]), rel=1e-12)
+
+    _run(go())
+
+
+# -- refusals -------------------------------------------------------------------------------------
+BAD: list[tuple[bytes, int, str]] = [
+    (_body({"filters": [{"column": "l_tax", "op": "=", "value": 1}]}), 400, "plan.filters.0.column"),
+    (_body({"filters": [{"column": "x; DROP TABLE t", "op": "=", "value": 1}]}), 400, "plan.filters.0.column"),
+    (_body({"filters": [{"column": "l_quantity", "op": "=", "value": "1"}]}), 400, "plan.filters.0.value"),
+    (_body({"filters": [{"column": "l_quantity", "op": "like", "value": 1}]}), 400, "plan.filters.0.op"),
+    (_body({"project": ["l_orderkey"], "sql": "SELECT 1"}), 400, "plan.sql"),
+    (_body({"version": 2}), 400, "plan.version"),
+    (_body({"aggregates": [{"fn": "sum", "column": "l_shipmode", "alias": "s"}]}), 400, "plan.aggregates.0.fn"),
+    (_body({}, schema={"l_quantity": "varchar"}), 400, "schema.l_quantity"),
+    (_body({}, schema={"Bad Name": "int"}), 400, "schema.Bad Name"),
+    (_body({}, schema={}), 400, "schema"),
+    (_body({}, schema={**SCHEMA, "l_quantity": "int"}), 400, "schema.l_quantity"),  # the file has double
+    (_body({}, schema={**SCHEMA, "l_tax": "float"}), 400, "schema.l_tax"),  # not in the file
+    (_body({}, row_groups=[7]), 400, "row_groups.0"),  # the file has 3
+    (_body({}, row_groups=[True]), 400, "row_groups.0"),
+    (_body({}, offset=0), 400, "offset"),
+    (json.dumps({"schema": SCHEMA}).encode(), 400, "plan"),
+    (b'{"plan": {}, "plan": {}, "schema": {}}', 400, "body"),
+    (b'{"plan": {"filters": [{"column": "l_quantity", "op": "=", "value": NaN}]}, "schema": {}}', 400, "body"),
+    (b"\xff\xfe not json", 400, "body"),
+    (b"[" * 100_000, 413, "body"),
+    (b"[" * 50_000, 400, "body"),
+    (b"", 400, "body"),
+    (json.dumps([1, 2]).encode(), 400, "body"),
+]
+
+
+def test_bad_requests_are_refused_with_the_field(tmp_path: Path) -> None:
+    async def go() -> None:
+        async with _stack(tmp_path) as (client, proxy, fake):
+            for body, want_status, want_field in BAD:
+                status, doc, _ = await _pushdown(client, body)
+                assert (status, doc["field"]) == (want_status, want_field), (body[:120], doc)
+                assert doc["error"]
+            # a huge body announced by Content-Length is refused before it is read
+            big = b"x" * (NP.MAX_BODY_BYTES + 1)
+            status, doc, _ = await _pushdown(client, big)
+            assert status == 413 and doc["field"] == "body"
+            # paths, sent as written (a client library would normalise the dot segments away)
+            b = _body({})
+            for path in ("/data/../etc/passwd", "/data/%2E%2E/x", "/data//x", "/data/./x", "/a%00b", "/"):
+                req = f"POST /ndp/v1{path} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(b)}\r\n"
+                head, raw = await _raw(client, req, b)
+                assert head[0].split()[1] == "400" and json.loads(raw)["field"] == "path", (path, head[0], raw)
+            status, doc, _ = await _pushdown(client, _body({}), path="/data/missing.parquet")
+            assert status == 404 and doc["field"] == "path" and "missing.parquet" in doc["error"]
+            status, doc, _ = await _pushdown(client, _body({}), path="/data/notparquet.bin")
+            assert status == 422 and doc["field"] == "path" and "Parquet" in doc["error"]
+            # only the three refusals that need the file's own schema read it; the rest never reached HDFS
+            assert sum("lineitem" in s["target"] for s in fake.seen) == 3
+            st = await (await client.get("/ndp/v1/status")).json()
+            assert st["not_found"] == 1 and st["completed"] == 0 and st["invalid"] >= len(BAD) + 1
+            status, _, _ = await _pushdown(client, _body(FILTER_PROJECT))
+            assert status == 200
+
+    _run(go())
+
+
+def test_slow_body_times_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(NP, "BODY_TIMEOUT_S", 0.3)
+
+    async def go() -> None:
+        async with _stack(tmp_path) as (client, proxy, _):
+            rd, wr = await asyncio.open_connection(client.host, client.port)
+            wr.write(b"POST /ndp/v1/data/lineitem.parquet HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
+            status = (await asyncio.wait_for(rd.readline(), 10)).split()[1]
+            wr.close()
+            assert status == b"408" and proxy.counters["invalid"] == 1
+            assert (await client.get("/ndp/v1/status")).status == 200
+
+    _run(go())
+
+
+def test_read_is_followed_only_to_the_local_datanode(tmp_path: Path) -> None:
+    async def go() -> None:
+        async with _stack(tmp_path, datanodes=frozenset({"127.0.0.1:1"})) as (client, proxy, fake):
+            status, doc, _ = await _pushdown(client, _body(FILTER_PROJECT))
+            assert status == 502 and "not this host's DataNode" in doc["error"]
+            assert proxy.counters["failed"] == 1
+
+    _run(go())
+
+
+def test_file_larger_than_the_read_limit(tmp_path: Path) -> None:
+    async def go() -> None:
+        async with _stack(tmp_path, max_read_bytes=1000) as (client, proxy, _):
+            status, doc, _ = await _pushdown(client, _body(FILTER_PROJECT))
+            assert status == 413 and doc["field"] == "path"
+
+    _run(go())
+
+
+# -- load: status, queue, drain rate -----------------------------------------------------------------
+def test_status_counters_and_queue_full(tmp_path: Path) -> None:
+    async def go() -> None:
+        async with _stack(tmp_path, gate=True, workers=1, max_queue=1) as (client, proxy, fake):
+            assert fake.gate is not None
+
+            async def status() -> dict[str, Any]:
+                r = await client.get("/ndp/v1/status")
+                assert r.status == 200
+                return dict(await r.json())
+
+            s0 = await status()
+            assert s0["queued"] == 0 and s0["running"] == 0 and s0["workers"] == 1
+            assert s0["completed"] == 0 and s0["drain_per_s"] == 0.0 and s0["rejected"] == 0
+            first = asyncio.create_task(_pushdown(client, _body(FILTER_PROJECT)))
+            second = asyncio.create_task(_pushdown(client, _body(PARTIAL_AGG)))
+            for _ in range(200):
+                s = await status()
+                if s["running"] == 1 and s["queued"] == 1:
+                    break
+                await asyncio.sleep(0.01)
+            else:
+                raise AssertionError(f"never one running and one queued: {s}")
+            status3, doc, headers = await _pushdown(client, _body(FILTER_PROJECT))
+            assert status3 == 503 and "queue full" in doc["error"] and int(headers["Retry-After"]) >= 1
+            fake.gate.set()
+            r1, r2 = await first, await second
+            assert r1[0] == 200 and r2[0] == 200
+            assert r2[2].queue_s > 0  # it waited for the one worker
+            s = await status()
+            assert s["queued"] == 0 and s["running"] == 0 and s["rejected"] == 1 and s["completed"] == 2
+            assert s["drain_per_s"] > 0 and s["service_s"] > 0
+            assert s["bytes_read"] == 2 * len(FILES["/data/lineitem.parquet"]) and s["bytes_out"] > 0
+
+    _run(go())
+
+
+def test_drain_meter_counts_busy_time_only() -> None:
+    now = [0.0]
+    m = NP.DrainMeter(alpha=0.5, clock=lambda: now[0])
+    assert m.rate == 0.0
+    m.start()
+    now[0] = 2.0
+    m.finish(2.0)
+    assert m.rate == pytest.approx(0.5) and m.service_s == 2.0
+    now[0] = 100.0  # idle: does not count
+    m.start()
+    m.start()
+    now[0] = 101.0
+    m.finish(1.0)
+    now[0] = 101.5
+    m.finish(1.5)
+    # busy gaps 1.0 and 0.5 after the first 2.0: EWMA 0.5*1 + 0.5*2 = 1.5, then 0.5*0.5 + 0.5*1.5 = 1.0
+    assert m.interval_s == pytest.approx(1.0) and m.rate == pytest.approx(1.0)
+    m.start()
+    now[0] = 200.0
+    m.finish(None)  # a failure frees the slot but is no completion
+    assert m.rate == pytest.approx(1.0) and m.active == 0
+
+
+def test_parse_request_and_config_errors() -> None:
+    req = NP.parse_request(_body(PARTIAL_AGG, row_groups=[0, 2]))
+    assert req.schema == SCHEMA and req.row_groups == (0, 2) and req.plan.group_by == ["l_returnflag"]
+    with pytest.raises(NP.BodyTooLarge):
+        NP.parse_request(b" " * (NP.MAX_BODY_BYTES + 1))
+    for bad in (b"{", b"null", b'{"plan": [], "schema": {}}', b'{"plan": {}, "schema": {"a": 1}}'):
+        with pytest.raises(P.PlanError):
+            NP.parse_request(bad)
+    with pytest.raises(ValueError, match="webhdfs"):
+        NP.ProxyConfig(webhdfs="https://x:1", datanodes=frozenset())
+    with pytest.raises(ValueError, match="workers"):
+        NP.ProxyConfig(webhdfs="http://x:1", datanodes=frozenset(), workers=0)
+    with pytest.raises(ValueError, match="datanode"):
+        NP.ProxyConfig(webhdfs="http://x:1", datanodes=frozenset({"nohost"}))
+    assert NP.usable_cpus() >= 1
+    plan = P.parse(json.dumps(FILTER_PROJECT))
+    again = NP.parse_request(C.request_body(plan, SCHEMA, [1]))
+    assert again.plan == plan and again.schema == SCHEMA and again.row_groups == (1,)
