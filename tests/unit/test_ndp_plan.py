@@ -93,6 +93,57 @@ def test_partials_of_blocks_combine_to_the_whole() -> None:
         assert g["dmin"] == w[3] and g["last"] == w[4] and g["n"] == w[5]
 
 
+def _deep(n: int) -> dict:
+    e: dict = {"col": "l_quantity"}
+    for _ in range(n - 1):
+        e = {"op": "+", "args": [e, {"lit": 1}]}
+    return e
+
+
+def test_arithmetic_aggregates_equal_duckdb_and_combine() -> None:
+    t = _lineitem(3000, seed=3)
+    revenue = {
+        "op": "*",
+        "args": [{"col": "l_extendedprice"}, {"op": "-", "args": [{"lit": 1}, {"col": "l_discount"}]}],
+    }
+    plan = P.validate(P.Plan.model_validate({
+        "filters": [{"column": "l_shipdate", "op": "<=", "value": "1995-06-30"}],
+        "group_by": ["l_returnflag"],
+        "aggregates": [{"fn": "sum", "expr": revenue, "alias": "rev"},
+                       {"fn": "avg", "expr": {"op": "*", "args": [{"col": "l_quantity"}, {"lit": 2.5}]}, "alias": "q"},
+                       {"fn": "max", "expr": _deep(8), "alias": "deep"}],
+    }), SCHEMA)  # fmt: skip
+    partials = [X.from_ipc(X.to_ipc(X.run(plan, SCHEMA, b))) for b in (t.slice(0, 1200), t.slice(1200))]
+    got = X.combine(plan, partials).to_pylist()
+    want = _duck(
+        t,
+        """SELECT l_returnflag, sum(l_extendedprice * (1 - l_discount)), avg(l_quantity * 2.5),
+                              max(l_quantity + 7) FROM t WHERE l_shipdate <= DATE '1995-06-30' GROUP BY 1 ORDER BY 1""",
+    )
+    assert [(g["l_returnflag"], g["deep"]) for g in got] == [(w[0], w[3]) for w in want]
+    for g, w in zip(got, want, strict=True):
+        assert g["rev"] == pytest.approx(w[1], rel=1e-12) and g["q"] == pytest.approx(w[2], rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("expr", "reason"),
+    [
+        ({"col": "l_shipmode"}, "numeric"),
+        ({"col": "nope"}, "no column"),
+        ({"op": "/", "args": [{"col": "l_quantity"}, {"lit": 0}]}, "Input should be"),
+        ({"op": "+", "args": [{"col": "l_quantity"}]}, "at least 2"),
+        ({"col": "l_quantity", "lit": 1}, "exactly one of"),
+        ({"lit": True}, "valid integer"),
+        ({"sql": "1"}, "Extra inputs"),
+        (_deep(9), "deeper than 8"),
+    ],
+)
+def test_bad_aggregate_expressions(expr: dict, reason: str) -> None:
+    with pytest.raises(P.PlanError) as e:
+        P.validate(P.parse(json.dumps({"aggregates": [{"fn": "sum", "expr": expr, "alias": "s"}]})), SCHEMA)
+    assert e.value.field.startswith("aggregates.0") and reason in e.value.reason, str(e.value)
+
+
 def test_projection_and_null_predicates(tmp_path) -> None:  # type: ignore[no-untyped-def]
     import pyarrow.parquet as pq
 

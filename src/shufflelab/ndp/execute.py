@@ -16,7 +16,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from shufflelab.ndp.plan import Plan
+from shufflelab.ndp.plan import Expr, Plan
 
 
 def _q(name: str) -> str:
@@ -49,15 +49,29 @@ def _where(plan: Plan, schema: dict[str, str]) -> tuple[str, list[Any]]:
     return (" WHERE " + " AND ".join(parts)) if parts else "", params
 
 
-def _select(plan: Plan, schema: dict[str, str]) -> str:
+def _expr(e: Expr, params: list[Any]) -> str:
+    if e.col is not None:
+        return _q(e.col)
+    if e.lit is not None:
+        params.append(e.lit)
+        return "?"
+    left, right = (_expr(a, params) for a in e.args or [])
+    return f"({left} {e.op} {right})"  # op is one of + - * (validated)
+
+
+def _select(plan: Plan, schema: dict[str, str], params: list[Any]) -> str:
     if plan.aggregates:
         cols = [_q(g) for g in plan.group_by]
         for a in plan.aggregates:
-            arg = _q(a.column) if a.column else "*"
+
+            def arg(a: Any = a) -> str:  # each use binds its own copy of the literals
+                return _q(a.column) if a.column else _expr(a.expr, params) if a.expr is not None else "*"
+
             if a.fn == "avg":
-                cols += [f"sum({arg}) AS {_q(a.alias + '__sum')}", f"count({arg}) AS {_q(a.alias + '__count')}"]
+                s = f"sum({arg()}) AS {_q(a.alias + '__sum')}"
+                cols += [s, f"count({arg()}) AS {_q(a.alias + '__count')}"]
             else:
-                cols.append(f"{a.fn}({arg}) AS {_q(a.alias)}")
+                cols.append(f"{a.fn}({arg()}) AS {_q(a.alias)}")
         return ", ".join(cols)
     if plan.project is not None:
         return ", ".join(_q(c) for c in plan.project) if plan.project else "*"
@@ -66,8 +80,11 @@ def _select(plan: Plan, schema: dict[str, str]) -> str:
 
 def sql(plan: Plan, schema: dict[str, str], source: str = "src") -> tuple[str, list[Any]]:
     """The parameterised query for ``plan`` over the relation ``source``."""
-    where, params = _where(plan, schema)
-    q = f"SELECT {_select(plan, schema)} FROM {source}{where}"
+    params: list[Any] = []
+    select = _select(plan, schema, params)  # parameters in text order: SELECT's literals, then WHERE's
+    where, where_params = _where(plan, schema)
+    params += where_params
+    q = f"SELECT {select} FROM {source}{where}"
     if plan.group_by:
         q += " GROUP BY " + ", ".join(_q(g) for g in plan.group_by)
     return q, params

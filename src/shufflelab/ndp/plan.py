@@ -5,7 +5,8 @@ A plan is JSON, never SQL: a conjunction of predicates (``filters``), the column
 storage side validates it against the data's schema before doing anything:
 
 * version must be known; unknown fields are rejected;
-* operators come from a whitelist; every column must exist in the schema; a value must have the
+* operators come from a whitelist (aggregate arguments may be ``+ - *`` over numeric columns and
+  number literals, at most 8 deep); every column must exist in the schema; a value must have the
   column's type (numbers for numeric columns, ISO dates for dates, strings for strings);
 * size limits: the document, the number of predicates, columns, IN-list items and string lengths.
 
@@ -20,7 +21,16 @@ import datetime as dt
 import json
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictFloat,
+    StrictInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 MAX_PLAN_BYTES = 64 * 1024
 MAX_PREDICATES = 64
@@ -32,6 +42,8 @@ NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789_")
 ColumnType = Literal["int", "float", "decimal", "string", "date"]
 Op = Literal["=", "!=", "<", "<=", ">", ">=", "between", "in", "is_null", "not_null", "starts_with"]
 AggFn = Literal["sum", "count", "min", "max", "avg"]
+ArithOp = Literal["+", "-", "*"]
+MAX_EXPR_DEPTH = 8
 Scalar = int | float | str
 
 
@@ -87,9 +99,49 @@ class Predicate(_Model):
         return self
 
 
+class Expr(_Model):
+    """Arithmetic over numeric columns, the argument of an aggregate: exactly one of ``col`` (a
+    column), ``lit`` (a number) or ``op`` with two ``args``. Only ``+ - *``: no division, so no
+    division-by-zero semantics to agree on between DuckDB and Spark."""
+
+    col: str | None = None
+    lit: StrictInt | StrictFloat | None = None
+    op: ArithOp | None = None
+    args: list[Expr] | None = Field(default=None, min_length=2, max_length=2)
+
+    @field_validator("col")
+    @classmethod
+    def _col(cls, v: str | None) -> str | None:
+        return None if v is None else _name(v)
+
+    @model_validator(mode="after")
+    def _one(self) -> Expr:
+        kinds = [self.col is not None, self.lit is not None, self.op is not None]
+        if sum(kinds) != 1:
+            raise ValueError("an expression is exactly one of col, lit or op")
+        if (self.op is None) != (self.args is None):
+            raise ValueError("op and args go together")
+        if isinstance(self.lit, bool):
+            raise ValueError("booleans are not values here")
+        if isinstance(self.lit, float) and (self.lit != self.lit or self.lit in (float("inf"), float("-inf"))):
+            raise ValueError("a literal must be a finite number")
+        if self.depth() > MAX_EXPR_DEPTH:
+            raise ValueError(f"expression deeper than {MAX_EXPR_DEPTH}")
+        return self
+
+    def depth(self) -> int:
+        return 1 + max((a.depth() for a in self.args or []), default=0)
+
+    def columns(self) -> list[str]:
+        if self.col is not None:
+            return [self.col]
+        return [c for a in self.args or [] for c in a.columns()]
+
+
 class Aggregate(_Model):
     fn: AggFn
-    column: str | None = None  # None only for count(*)
+    column: str | None = None  # None (and no expr) only for count(*)
+    expr: Expr | None = None
     alias: str
 
     _alias = field_validator("alias")(classmethod(lambda cls, v: _name(v)))
@@ -101,8 +153,10 @@ class Aggregate(_Model):
 
     @model_validator(mode="after")
     def _star(self) -> Aggregate:
-        if self.column is None and self.fn != "count":
-            raise ValueError(f"{self.fn} needs a column (only count may omit it)")
+        if self.column is not None and self.expr is not None:
+            raise ValueError("give column or expr, not both")
+        if self.column is None and self.expr is None and self.fn != "count":
+            raise ValueError(f"{self.fn} needs a column or an expr (only count may omit both)")
         return self
 
 
@@ -203,4 +257,9 @@ def validate(plan: Plan, schema: dict[str, str]) -> Plan:
             raise PlanError(f"aggregates.{i}.column", f"no column {a.column!r}")
         if a.fn in ("sum", "avg") and a.column is not None and schema[a.column] not in _NUMERIC:
             raise PlanError(f"aggregates.{i}.fn", f"{a.fn} needs a numeric column, {a.column!r} is {schema[a.column]}")
+        for c in a.expr.columns() if a.expr is not None else []:
+            if c not in schema:
+                raise PlanError(f"aggregates.{i}.expr", f"no column {c!r}")
+            if schema[c] not in _NUMERIC:
+                raise PlanError(f"aggregates.{i}.expr", f"arithmetic needs numeric columns, {c!r} is {schema[c]}")
     return plan
