@@ -36,7 +36,8 @@ def _where(plan: Plan, schema: dict[str, str]) -> tuple[str, list[Any]]:
         if p.op in ("=", "!=", "<", "<=", ">", ">="):
             parts.append(f"{c} {'<>' if p.op == '!=' else p.op} {val(p.value, p.column)}")
         elif p.op == "between":
-            lo, hi = p.values or [None, None]
+            assert p.values is not None  # validated: between has exactly two values
+            lo, hi = p.values
             parts.append(f"{c} BETWEEN {val(lo, p.column)} AND {val(hi, p.column)}")
         elif p.op == "in":
             parts.append(f"{c} IN ({', '.join(val(v, p.column) for v in p.values or [])})")
@@ -151,7 +152,8 @@ def to_ipc(table: pa.Table) -> bytes:
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as w:
         w.write_table(table)
-    return sink.getvalue().to_pybytes()
+    data: bytes = sink.getvalue().to_pybytes()
+    return data
 
 
 def from_ipc(data: bytes) -> pa.Table:
