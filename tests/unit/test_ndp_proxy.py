@@ -11,6 +11,7 @@ import datetime as dt
 import io
 import json
 import random
+import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -372,6 +373,34 @@ def test_slow_body_times_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
             wr.close()
             assert status == b"408" and proxy.counters["invalid"] == 1
             assert (await client.get("/ndp/v1/status")).status == 200
+
+    _run(go())
+
+
+def test_long_execution_is_interrupted_with_504(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pushdown running past exec_timeout_s gets 504; its DuckDB connection is interrupted (the
+    worker is free again) and the next pushdown runs normally."""
+    interrupted = threading.Event()
+    real = NP._execute
+
+    class Con:
+        def interrupt(self) -> None:
+            interrupted.set()
+
+    def slow(req: Any, spool: Path, on_connect: Any = None) -> Any:
+        on_connect(Con())
+        assert interrupted.wait(10), "never interrupted"
+        raise RuntimeError("INTERRUPT Error: Interrupted!")
+
+    async def go() -> None:
+        async with _stack(tmp_path, exec_timeout_s=0.3, workers=1) as (client, proxy, _):
+            monkeypatch.setattr(NP, "_execute", slow)
+            status, doc, _ = await _pushdown(client, _body({"filters": []}))
+            assert status == 504 and "execution limit" in doc["error"] and interrupted.is_set()
+            assert proxy.counters["timed_out"] == 1 and proxy.running == 0
+            monkeypatch.setattr(NP, "_execute", real)
+            status, table, _ = await _pushdown(client, _body({"project": ["l_orderkey"]}))
+            assert status == 200 and table.num_rows > 0
 
     _run(go())
 

@@ -10,6 +10,7 @@ the final answer (avg = Σ sum / Σ count).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -91,9 +92,18 @@ def sql(plan: Plan, schema: dict[str, str], source: str = "src") -> tuple[str, l
     return q, params
 
 
-def run(plan: Plan, schema: dict[str, str], data: pa.Table | str | Path, threads: int = 1) -> pa.Table:
-    """Execute ``plan`` (already validated against ``schema``) over an Arrow table or a Parquet file."""
+def run(
+    plan: Plan,
+    schema: dict[str, str],
+    data: pa.Table | str | Path,
+    threads: int = 1,
+    on_connect: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
+) -> pa.Table:
+    """Execute ``plan`` (already validated against ``schema``) over an Arrow table or a Parquet file.
+    ``on_connect`` receives the connection first (a caller may ``interrupt()`` it from another thread)."""
     con = duckdb.connect(config={"threads": threads})
+    if on_connect is not None:
+        on_connect(con)
     try:
         if isinstance(data, pa.Table):
             con.register("src", data)

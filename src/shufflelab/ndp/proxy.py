@@ -320,6 +320,7 @@ class ProxyConfig:
     max_read_bytes: int = 1 << 30
     connect_timeout_s: float = 10.0
     read_timeout_s: float = 120.0
+    exec_timeout_s: float = 300.0  # one pushdown's execution (0: no limit)
 
     def __post_init__(self) -> None:
         u = urllib.parse.urlsplit(self.webhdfs)
@@ -338,6 +339,8 @@ class ProxyConfig:
             raise ValueError(f"user: {self.user!r} is not a plain user name")
         if self.max_read_bytes < 1:
             raise ValueError("max_read_bytes must be positive")
+        if not 0 <= self.exec_timeout_s <= 86_400:
+            raise ValueError(f"exec_timeout_s: {self.exec_timeout_s} must be between 0 (no limit) and 86400")
 
 
 class UpstreamError(Exception):
@@ -372,7 +375,7 @@ class NdpProxy:
         self.queued = 0
         self.running = 0
         self.counters = {
-            "completed": 0, "rejected": 0, "invalid": 0, "not_found": 0, "failed": 0, "forwarded": 0,
+            "completed": 0, "rejected": 0, "invalid": 0, "not_found": 0, "failed": 0, "timed_out": 0, "forwarded": 0,
             "bytes_read": 0, "bytes_out": 0,
         }  # fmt: skip
         self.meter = DrainMeter()
@@ -547,8 +550,19 @@ class NdpProxy:
             self.counters["bytes_read"] += nread
             read_s = time.monotonic() - t0
             loop = asyncio.get_running_loop()
+            conns: list[Any] = []
+            job = loop.run_in_executor(self._pool, _execute, req, spool, conns.append)
             try:
-                ipc, rows, exec_s = await loop.run_in_executor(self._pool, _execute, req, spool)
+                ipc, rows, exec_s = await asyncio.wait_for(asyncio.shield(job), cfg_timeout(self.config))
+            except TimeoutError:
+                # DuckDB stops at its next check; the slot stays taken until the thread is free again
+                for con in conns:
+                    with contextlib.suppress(Exception):
+                        con.interrupt()
+                with contextlib.suppress(Exception):
+                    await job
+                self.counters["timed_out"] += 1
+                return _error(504, f"the pushdown exceeded the execution limit of {self.config.exec_timeout_s:g} s")
             except P.PlanError as exc:
                 self.counters["invalid"] += 1
                 status = 422 if exc.field == "path" else 400
@@ -633,7 +647,13 @@ def _hdfs_error(status: int, body: str, path: str) -> UpstreamError:
     return UpstreamError(502, f"HDFS answered {status} reading {path}: {msg[:300]}")
 
 
-def _execute(req: PushdownRequest, spool: Path) -> tuple[bytes, int, float]:
+def cfg_timeout(cfg: ProxyConfig) -> float | None:
+    return cfg.exec_timeout_s if cfg.exec_timeout_s > 0 else None
+
+
+def _execute(
+    req: PushdownRequest, spool: Path, on_connect: Callable[[Any], None] | None = None
+) -> tuple[bytes, int, float]:
     """In a worker thread: check the file's schema, run the plan, serialise the result."""
     try:
         pf = pq.ParquetFile(spool)
@@ -643,14 +663,14 @@ def _execute(req: PushdownRequest, spool: Path) -> tuple[bytes, int, float]:
         check_file_schema(req.schema, pf.schema_arrow)
         t0 = time.monotonic()
         if req.row_groups is None:
-            table = X.run(req.plan, req.schema, spool, threads=1)
+            table = X.run(req.plan, req.schema, spool, threads=1, on_connect=on_connect)
         else:
             n = pf.num_row_groups
             for i, g in enumerate(req.row_groups):
                 if g >= n:
                     raise P.PlanError(f"row_groups.{i}", f"row group {g} does not exist (the file has {n})")
             data = pf.read_row_groups(list(req.row_groups), columns=list(req.schema), use_threads=False)
-            table = X.run(req.plan, req.schema, data, threads=1)
+            table = X.run(req.plan, req.schema, data, threads=1, on_connect=on_connect)
     exec_s = time.monotonic() - t0
     return X.to_ipc(table), table.num_rows, exec_s
 
@@ -681,6 +701,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--user", default=None, help="WebHDFS user.name for pushdown reads (default: this user)")
     ap.add_argument("--spool", type=Path, default=None, help="directory for files being processed")
     ap.add_argument("--max-read-bytes", type=int, default=1 << 30, help="largest file a pushdown reads")
+    ap.add_argument(
+        "--exec-timeout", type=float, default=300.0, help="seconds one pushdown may execute (then 504; 0: no limit)"
+    )
     a = ap.parse_args(argv)
     host, port = a.listen
     dns = a.datanode or [f"{host}:{DATANODE_HTTP_PORT}"]
@@ -695,6 +718,7 @@ def main(argv: list[str] | None = None) -> int:
             user=a.user or _user(),
             spool=a.spool or Path(tempfile.gettempdir()),
             max_read_bytes=a.max_read_bytes,
+            exec_timeout_s=a.exec_timeout,
         )
     except (ValueError, argparse.ArgumentTypeError) as exc:
         print(f"ndp proxy: {exc}", file=sys.stderr)

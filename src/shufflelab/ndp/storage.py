@@ -1,0 +1,209 @@
+"""The storage side of an NDP experiment on the fabric: HDFS on the hosts with role ``storage``,
+TPC-H loaded into it, one NDP proxy per storage host, each host's daemons and proxy in one CPU
+cgroup (the weak storage machines of seed 003).
+
+The NameNode runs on the first storage host, a DataNode on every storage host, replication =
+number of storage hosts (every host holds every block, so any proxy serves any file). Data are
+written from the NameNode's host, so loading never crosses the bottleneck between the racks.
+
+Core counts are *emulated*: this machine has two cores, so an emulated core is ``core_scale`` of a
+real one (0.25 by default: 1/2/4 emulated storage cores are 0.25/0.5/1 real CPU). The compute side
+is scaled the same way by its Spark core count (documented with the experiment).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from shufflelab.emulate import netns
+from shufflelab.ndp import hdfs, tpch
+
+PROXY_PORT = 9880
+HDFS_ROOT = "/tpch"
+
+
+class StorageError(RuntimeError):
+    pass
+
+
+@dataclass
+class NdpStorage:
+    fabric: Any
+    hosts: list[str]
+    scratch: Path
+    scale_factor: float
+    file_mb: int = 16
+    block_mb: int = 32
+    proxy_workers: int = 1
+    proxy_max_queue: int = 64
+    exec_timeout_s: float = 300.0
+    cluster: hdfs.HdfsCluster | None = field(default=None, init=False)
+    proxies: dict[str, netns.Process] = field(default_factory=dict, init=False)
+    data_dir: Path | None = field(default=None, init=False)
+    cores: float | None = field(default=None, init=False)
+    timings: dict[str, float] = field(default_factory=dict, init=False)
+
+    # -- addresses ------------------------------------------------------------------------------
+    @property
+    def addresses(self) -> dict[str, str]:
+        return dict(self.fabric.network.host_addresses)
+
+    def proxy_urls(self) -> list[str]:
+        return [f"http://{self.addresses[h]}:{PROXY_PORT}" for h in self.hosts]
+
+    def hdfs_dir(self, table: str) -> str:
+        return f"{HDFS_ROOT}/{table}"
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def start(self) -> None:
+        """HDFS up, TPC-H loaded, proxies listening. On failure everything started is stopped."""
+        if not self.hosts:
+            raise StorageError("no host has role 'storage'")
+        if self.file_mb > self.block_mb:
+            raise StorageError(
+                f"file_mb ({self.file_mb}) must not exceed block_mb ({self.block_mb}): one file, one block"
+            )
+        t0 = time.monotonic()
+        self.data_dir = tpch.prepare(self.scale_factor, self.file_mb)
+        self.timings["prepare_s"] = time.monotonic() - t0
+        try:
+            self.cluster = hdfs.HdfsCluster.on_fabric(
+                self.fabric,
+                self.hosts[0],
+                self.hosts,
+                self.scratch / "hdfs",
+                block_bytes=self.block_mb * 1024 * 1024,
+            )
+            t1 = time.monotonic()
+            self.cluster.start()
+            self.timings["hdfs_start_s"] = time.monotonic() - t1
+            t2 = time.monotonic()
+            self._load()
+            self.timings["load_s"] = time.monotonic() - t2
+            t3 = time.monotonic()
+            for h in self.hosts:
+                self.proxies[h] = self._proxy(h)
+            for h, p in self.proxies.items():
+                self._wait_listening(h, p)
+            self.timings["proxies_s"] = time.monotonic() - t3
+        except BaseException:
+            self.stop()
+            raise
+
+    def _load(self) -> None:
+        assert self.cluster is not None and self.data_dir is not None
+        man = tpch.manifest(self.data_dir)
+        for table in tpch.TABLES:
+            self.cluster.mkdirs(self.hdfs_dir(table))
+            for f in man["tables"][table]["files"]:
+                self.cluster.put(self.data_dir / table / f["name"], f"{self.hdfs_dir(table)}/{f['name']}")
+
+    def _proxy(self, host: str) -> netns.Process:
+        assert self.cluster is not None
+        addr = self.addresses
+        spool = self.scratch / "ndp-spool" / host
+        spool.mkdir(parents=True, exist_ok=True)
+        argv = [
+            sys.executable, "-m", "shufflelab.ndp.proxy",
+            "--listen", f"{addr[host]}:{PROXY_PORT}",
+            "--webhdfs", f"http://{addr[self.hosts[0]]}:{hdfs.NN_HTTP_PORT}",
+            "--workers", str(self.proxy_workers), "--max-queue", str(self.proxy_max_queue),
+            "--exec-timeout", f"{self.exec_timeout_s:g}",
+            "--user", self.cluster.config.user, "--spool", str(spool),
+        ]  # fmt: skip
+        pythonpath = ":".join(p for p in sys.path if p)
+        proc = netns.Process(
+            self.fabric.ns[host], argv, self.scratch / "logs" / f"ndp-proxy-{host}.log", env={"PYTHONPATH": pythonpath}
+        )
+        cg = self.cluster.cgroups.get(host)
+        if cg is not None:
+            cg.add(proc.pid)
+        return proc
+
+    def _wait_listening(self, host: str, proc: netns.Process, timeout_s: float = 60) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise StorageError(f"the NDP proxy on {host} exited: {proc.log.read_text(errors='replace')[-1500:]}")
+            if proc.log.exists() and "ndp proxy listening" in proc.log.read_text(errors="replace"):
+                return
+            time.sleep(0.2)
+        raise StorageError(f"the NDP proxy on {host} is not listening after {timeout_s:g} s")
+
+    def set_cores(self, emulated_cores: float, core_scale: float) -> None:
+        """Cap every storage host (DataNode, NameNode, proxy) at ``emulated_cores × core_scale`` CPUs;
+        the proxies run one pushdown per emulated core (restarted when that number changes)."""
+        assert self.cluster is not None
+        real = emulated_to_real(emulated_cores, core_scale)
+        workers = workers_for(emulated_cores)
+        if workers != self.proxy_workers and self.proxies:
+            for p in self.proxies.values():
+                p.stop(grace_s=5)
+            self.proxies.clear()
+        self.proxy_workers = workers
+        if self.cores != real:
+            for h in self.hosts:
+                self.cluster.cpu_limit(h, real)
+                proxy = self.proxies.get(h)
+                if proxy is not None and proxy.poll() is None:
+                    self.cluster.cgroups[h].add(proxy.pid)
+            self.cores = real
+        if not self.proxies:
+            for h in self.hosts:
+                self.proxies[h] = self._proxy(h)  # joins the host's cgroup at once
+            for h, p in self.proxies.items():
+                self._wait_listening(h, p)
+
+    def alive(self) -> bool:
+        return (
+            self.cluster is not None
+            and self.cluster.alive()
+            and bool(self.proxies)
+            and all(p.poll() is None for p in self.proxies.values())
+        )
+
+    def status(self, host: str) -> dict[str, Any]:
+        """A proxy's status, read from inside its own namespace's reach (the runner's netns)."""
+        import json
+
+        out = netns.run(
+            [sys.executable, "-c", _STATUS_SNIPPET, f"http://{self.addresses[host]}:{PROXY_PORT}/ndp/v1/status"],
+            ns=self.fabric.ns[host],
+            timeout=20,
+        )
+        doc: dict[str, Any] = json.loads(out)
+        return doc
+
+    def stop(self) -> None:
+        for p in self.proxies.values():
+            p.stop(grace_s=5)
+        self.proxies.clear()
+        if self.cluster is not None:
+            self.cluster.stop()
+            self.cluster = None
+        self.cores = None
+
+    def __enter__(self) -> NdpStorage:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+_STATUS_SNIPPET = "import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())"
+
+
+def emulated_to_real(cores: float, core_scale: float) -> float:
+    return max(0.01, cores * core_scale)
+
+
+def workers_for(emulated_cores: float) -> int:
+    return max(1, math.ceil(emulated_cores))
+
+
