@@ -137,3 +137,37 @@ def plan_chain(operators: Sequence[OperatorEstimate], net: NetworkEstimate) -> i
 def decisions(operators: Sequence[OperatorEstimate], net: NetworkEstimate) -> list[bool]:
     """The per-operator verdicts (before the prefix rule), for reports and explanations."""
     return [op.pushable and benefits(op, net) for op in operators]
+
+
+@dataclass(frozen=True)
+class PrefixEstimate:
+    """One pushdown choice priced as a whole (the real NDP system's form of :func:`plan_chain`):
+    ``storage_s`` and ``compute_s`` are the busy time the choice puts on each cluster (its work
+    divided by the cluster's capacity), ``crossing_gb`` what crosses the network."""
+
+    name: str
+    storage_s: float
+    crossing_gb: float
+    compute_s: float
+
+
+def price_prefix(
+    p: PrefixEstimate, net: NetworkEstimate, storage_wait_s: float, compute_wait_s: float, pushes: bool
+) -> float:
+    """``[pushes]·(Q_s/X_s + storage_s) + Tn(crossing) + [compute_s > 0]·(Q_c/X_c + compute_s)`` seconds."""
+    t = transfer_time_s(p.crossing_gb, net)
+    if p.compute_s > 0:
+        t += compute_wait_s + p.compute_s
+    if pushes:
+        t += storage_wait_s + p.storage_s
+    return t
+
+
+def plan_prefixes(
+    prefixes: Sequence[PrefixEstimate], net: NetworkEstimate, storage_wait_s: float, compute_wait_s: float
+) -> tuple[int, list[float]]:
+    """The cheapest of ``prefixes`` (index 0 pushes nothing; ties go to the shorter prefix) and
+    every prefix's estimated time. With additive per-operator costs this is :func:`plan_chain`."""
+    times = [price_prefix(p, net, storage_wait_s, compute_wait_s, i > 0) for i, p in enumerate(prefixes)]
+    best = min(range(len(times)), key=lambda i: (times[i], i))
+    return best, times

@@ -20,7 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 CongestionControl = Literal["cubic", "reno", "bbr", "dctcp"]
-Role = Literal["spark-master", "spark-worker", "traffic-source", "traffic-sink", "mapreduce"]
+Role = Literal["spark-master", "spark-worker", "traffic-source", "traffic-sink", "mapreduce", "storage"]
 Datapath = Literal["auto", "kernel", "switch"]
 SwitchMode = Literal["off", "dctcp", "vcc"]
 
@@ -248,7 +248,7 @@ class Spark(_Model):
         return {k: str(val) for k, val in v.items()}
 
 
-WorkloadName = Literal["sort-aggregate", "groupby-test", "small-records", "mapreduce"]
+WorkloadName = Literal["sort-aggregate", "groupby-test", "small-records", "mapreduce", "tpch"]
 
 
 class Workload(_Model):
@@ -317,7 +317,41 @@ class MapReduceParams(_Model):
     seed: int = 1
 
 
+NdpPolicy = Literal["none", "filter", "filter+project", "full", "net-aware"]
+TpchQuery = Literal["q1", "q6", "q14", "q19"]
+
+
+class TpchParams(_Model):
+    """Seed 003's prototype: TPC-H queries over lineitem/part in HDFS on the hosts with role
+    ``storage``, read by Spark through shufflelab's NDP connector, which pushes the ``policy``'s
+    prefix of filter / project / partial aggregate to the storage hosts' NDP proxies."""
+
+    query: TpchQuery | Literal["mix"] = Field(
+        default="q6", description="The query; 'mix' cycles q1, q6, q14, q19 through a stream."
+    )
+    policy: NdpPolicy = Field(default="net-aware", description="What the connector may push down.")
+    queries: int = Field(default=1, ge=1, le=100, description="1: a single query; more: a stream of queries.")
+    interval_s: float = Field(default=10.0, ge=0, le=3600, description="Arrival spacing of the stream's queries.")
+    scale_factor: float = Field(default=0.1, gt=0, le=10, description="TPC-H scale factor (tpchgen-cli).")
+    file_mb: int = Field(default=16, ge=1, le=256, description="Size of each Parquet file (one HDFS block each).")
+    block_mb: int = Field(default=32, ge=1, le=1024, description="HDFS block size; file_mb must fit in it.")
+    storage_cores: float = Field(default=1, gt=0, le=64, description="Emulated cores of each storage host.")
+    core_scale: float = Field(
+        default=0.25,
+        gt=0,
+        le=1,
+        description="Real CPU per emulated core (this machine has two): storage hosts get storage_cores × this.",
+    )
+
+    @model_validator(mode="after")
+    def _blocks(self) -> TpchParams:
+        if self.file_mb > self.block_mb:
+            raise ValueError(f"file_mb ({self.file_mb}) must fit in one block (block_mb = {self.block_mb})")
+        return self
+
+
 WORKLOAD_PARAMS: dict[str, type[_Model]] = {
+    "tpch": TpchParams,
     "sort-aggregate": SortAggregateParams,
     "groupby-test": GroupByTestParams,
     "small-records": SmallRecordsParams,
@@ -427,6 +461,14 @@ class ExperimentSpec(_Model):
                 raise ValueError(f"exactly one host needs role 'spark-master' (found {len(masters)})")
             if not self.hosts_with("spark-worker"):
                 raise ValueError("at least one host needs role 'spark-worker'")
+        storage = self.hosts_with("storage")
+        if self.workload.name == "tpch" and not storage:
+            raise ValueError("workload 'tpch' needs at least one host with role 'storage' (HDFS + NDP proxy)")
+        for h in storage:
+            if set(self.hosts[h].roles) & {"spark-master", "spark-worker", "mapreduce"}:
+                raise ValueError(f"hosts.{h}: a 'storage' host runs only HDFS and the NDP proxy (no Spark)")
+        if storage and self.workload.name != "tpch":
+            raise ValueError(f"role 'storage' is used by workload 'tpch' only (workload is {self.workload.name!r})")
         ct = self.cross_traffic
         if ct.udp_percent > 0 or ct.tcp_pairs > 0:
             src, dst = self.traffic_endpoints()

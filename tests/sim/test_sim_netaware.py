@@ -15,7 +15,9 @@ from shufflelab.netaware import (
     compute_time_s,
     decisions,
     plan,
+    PrefixEstimate,
     plan_chain,
+    plan_prefixes,
     transfer_time_s,
 )
 
@@ -112,3 +114,34 @@ def test_chain_pushes_an_expanding_operator_when_the_next_one_pays_for_it() -> N
     filt = op(input_gb=150, output_gb=2.5, storage_drain_partitions_per_s=100, compute_drain_partitions_per_s=100)
     assert plan([decompress, filt], net) == 0  # the paper's rule stops at decompression
     assert plan_chain([decompress, filt], net) == 2
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(operators, min_size=1, max_size=5), networks)
+def test_prefix_pricing_is_the_chain_planner_for_additive_costs(
+    ops: list[OperatorEstimate], net: NetworkEstimate
+) -> None:
+    """The real NDP system prices whole prefixes; with per-operator costs that add up it decides
+    exactly like the simulator's chain planner."""
+    ops = [
+        OperatorEstimate(**{**o.__dict__, "pushable": True})
+        for o in ops
+        if not math.isinf(o.storage_drain_partitions_per_s) and not math.isinf(o.compute_drain_partitions_per_s)
+    ]
+    if not ops:
+        return
+    prefixes = []
+    for i in range(len(ops) + 1):
+        prefixes.append(
+            PrefixEstimate(
+                name=str(i),
+                storage_s=sum(o.partitions / o.storage_drain_partitions_per_s for o in ops[:i]),
+                crossing_gb=ops[i].input_gb if i < len(ops) else ops[-1].output_gb,
+                compute_s=sum(o.partitions / o.compute_drain_partitions_per_s for o in ops[i:]),
+            )
+        )
+    wait_s = ops[0].storage_queued_partitions / ops[0].storage_drain_partitions_per_s
+    wait_c = ops[0].compute_queued_partitions / ops[0].compute_drain_partitions_per_s
+    best, times = plan_prefixes(prefixes, net, wait_s, wait_c)
+    chain = plan_chain(ops, net)
+    assert times[best] == pytest.approx(times[chain], rel=1e-9, abs=1e-12)

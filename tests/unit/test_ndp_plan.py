@@ -100,7 +100,7 @@ def _deep(n: int) -> dict:
     return e
 
 
-def test_arithmetic_aggregates_equal_duckdb_and_combine() -> None:
+def test_arithmetic_aggregates_equal_duckdb_and_combine(tmp_path) -> None:  # type: ignore[no-untyped-def]
     t = _lineitem(3000, seed=3)
     revenue = {
         "op": "*",
@@ -113,7 +113,10 @@ def test_arithmetic_aggregates_equal_duckdb_and_combine() -> None:
                        {"fn": "avg", "expr": {"op": "*", "args": [{"col": "l_quantity"}, {"lit": 2.5}]}, "alias": "q"},
                        {"fn": "max", "expr": _deep(8), "alias": "deep"}],
     }), SCHEMA)  # fmt: skip
-    partials = [X.from_ipc(X.to_ipc(X.run(plan, SCHEMA, b))) for b in (t.slice(0, 1200), t.slice(1200))]
+    import pyarrow.parquet as pq
+
+    pq.write_table(t.slice(1200), tmp_path / "rest.parquet")  # a file source: its parameter sits between
+    partials = [X.from_ipc(X.to_ipc(X.run(plan, SCHEMA, b))) for b in (t.slice(0, 1200), tmp_path / "rest.parquet")]
     got = X.combine(plan, partials).to_pylist()
     want = _duck(
         t,

@@ -10,7 +10,7 @@ the final answer (avg = Σ sum / Σ count).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -80,12 +80,14 @@ def _select(plan: Plan, schema: dict[str, str], params: list[Any]) -> str:
     return ", ".join(_q(c) for c in schema)
 
 
-def sql(plan: Plan, schema: dict[str, str], source: str = "src") -> tuple[str, list[Any]]:
+def sql(
+    plan: Plan, schema: dict[str, str], source: str = "src", source_params: Sequence[Any] = ()
+) -> tuple[str, list[Any]]:
     """The parameterised query for ``plan`` over the relation ``source``."""
     params: list[Any] = []
     select = _select(plan, schema, params)  # parameters in text order: SELECT's literals, then WHERE's
     where, where_params = _where(plan, schema)
-    params += where_params
+    params += [*source_params, *where_params]  # in text order: SELECT, FROM, WHERE
     q = f"SELECT {select} FROM {source}{where}"
     if plan.group_by:
         q += " GROUP BY " + ", ".join(_q(g) for g in plan.group_by)
@@ -110,9 +112,7 @@ def run(
             source = "src"
         else:  # a table function over the file: the path is bound as a parameter, never spliced
             source = "read_parquet(?)"
-        q, params = sql(plan, schema, source)
-        if source != "src":
-            params = [str(data), *params]
+        q, params = sql(plan, schema, source, () if source == "src" else (str(data),))
         return con.execute(q, params).to_arrow_table()
     finally:
         con.close()

@@ -251,9 +251,8 @@ def q14(tables: Callable[[str], Any]) -> Any:
     part = tables("part")
     rev = F.col("l_extendedprice") * (F.lit(1) - F.col("l_discount"))
     promo = F.when(F.col("p_type").startswith("PROMO"), rev).otherwise(F.lit(0))
-    return (
-        li.join(part, li["l_partkey"] == part["p_partkey"])
-        .agg((_d("100.00") * F.sum(promo) / F.sum(rev)).alias("promo_revenue"))
+    return li.join(part, li["l_partkey"] == part["p_partkey"]).agg(
+        (_d("100.00") * F.sum(promo) / F.sum(rev)).alias("promo_revenue")
     )
 
 
@@ -322,4 +321,108 @@ def compare(got: list[dict[str, Any]], want: list[dict[str, Any]], places: int =
                 b = decimal.Decimal(str(b)).quantize(q, rounding=decimal.ROUND_HALF_EVEN)
             if a != b:
                 out.append(Mismatch(i, c, g[c], w[c]))
+    return out
+
+
+# -- what each policy pushes for each query (lineitem; the profile that feeds Net-Aware) --------------------
+def _f(column: str, op: str, value: Any = None, values: list[Any] | None = None) -> dict[str, Any]:
+    d: dict[str, Any] = {"column": column, "op": op}
+    if values is not None:
+        d["values"] = values
+    elif value is not None:
+        d["value"] = value
+    return d
+
+
+def _sum(alias: str, *, column: str | None = None, expr: dict[str, Any] | None = None) -> dict[str, Any]:
+    d: dict[str, Any] = {"fn": "sum", "alias": alias}
+    if column:
+        d["column"] = column
+    if expr:
+        d["expr"] = expr
+    return d
+
+
+_PRICE_DISC = {
+    "op": "*",
+    "args": [{"col": "l_extendedprice"}, {"op": "-", "args": [{"lit": 1}, {"col": "l_discount"}]}],
+}
+_ONE_PLUS_TAX = {"op": "+", "args": [{"lit": 1}, {"col": "l_tax"}]}
+_PRICE_TIMES_DISC = {"op": "*", "args": [{"col": "l_extendedprice"}, {"col": "l_discount"}]}
+_FILTERS = {
+    "q1": [_f("l_shipdate", "<=", "1998-09-02")],
+    "q6": [
+        _f("l_shipdate", ">=", "1994-01-01"), _f("l_shipdate", "<", "1995-01-01"),
+        _f("l_discount", ">=", 0.05), _f("l_discount", "<=", 0.07), _f("l_quantity", "<", 24),
+    ],
+    "q14": [_f("l_shipdate", ">=", "1995-09-01"), _f("l_shipdate", "<", "1995-10-01")],
+    "q19": [
+        _f("l_shipmode", "in", values=["AIR", "AIR REG"]), _f("l_shipinstruct", "=", "DELIVER IN PERSON"),
+        _f("l_quantity", ">=", 1), _f("l_quantity", "<=", 30),
+    ],
+}  # fmt: skip
+_PROJECT = {
+    "q1": ["l_quantity", "l_extendedprice", "l_discount", "l_tax", "l_returnflag", "l_linestatus"],
+    "q6": ["l_extendedprice", "l_discount"],
+    "q14": ["l_partkey", "l_extendedprice", "l_discount"],
+    "q19": ["l_partkey", "l_quantity", "l_extendedprice", "l_discount"],
+}
+_AGGREGATE: dict[str, dict[str, Any]] = {
+    "q1": {
+        "group_by": ["l_returnflag", "l_linestatus"],
+        "aggregates": [
+            _sum("sum_qty", column="l_quantity"), _sum("sum_base_price", column="l_extendedprice"),
+            _sum("sum_disc_price", expr=_PRICE_DISC),
+            _sum("sum_charge", expr={"op": "*", "args": [_PRICE_DISC, _ONE_PLUS_TAX]}),
+            _sum("sum_disc", column="l_discount"), {"fn": "count", "alias": "count_order"},
+        ],
+    },
+    "q6": {"aggregates": [_sum("revenue", expr=_PRICE_TIMES_DISC)]},
+}  # fmt: skip
+POLICIES = ("none", "filter", "filter+project", "full")
+
+
+def push_plans(query: str) -> dict[str, dict[str, Any]]:
+    """The lineitem plan each policy pushes for ``query`` (``full`` only where the aggregate sits
+    directly on the scan: Q1 and Q6; for the joins Q14 and Q19 ``full`` pushes filter+project)."""
+    out: dict[str, dict[str, Any]] = {
+        "filter": {"filters": _FILTERS[query]},
+        "filter+project": {"filters": _FILTERS[query], "project": _PROJECT[query]},
+    }
+    out["full"] = {"filters": _FILTERS[query], **_AGGREGATE[query]} if query in _AGGREGATE else out["filter+project"]
+    return out
+
+
+def profile(data_dir: Path) -> dict[str, Any]:
+    """Per query and policy: bytes that cross the network (Arrow IPC out of the proxy, or the
+    Parquet files for ``none``) and single-core DuckDB seconds at the storage side, measured by
+    running each plan over every lineitem file here. Cached in ``<data_dir>/profile.json``."""
+    cached = data_dir / "profile.json"
+    if cached.exists():
+        doc: dict[str, Any] = json.loads(cached.read_text())
+        return doc
+    import time
+
+    from shufflelab.ndp import execute as X
+    from shufflelab.ndp import plan as P
+
+    schema = plan_schema("lineitem")
+    files = sorted((data_dir / "lineitem").glob("*.parquet"))
+    total = sum(f.stat().st_size for f in files)
+    out: dict[str, Any] = {"partitions": len(files), "parquet_bytes": total, "queries": {}}
+    for q in QUERIES:
+        per: dict[str, Any] = {"none": {"crossing_bytes": total, "storage_cpu_s": 0.0, "rows": None}}
+        for policy, doc_ in push_plans(q).items():
+            plan = P.validate(P.Plan.model_validate(doc_), schema)
+            t0 = time.process_time()
+            n_bytes = rows = 0
+            for f in files:
+                t = X.run(plan, schema, f, threads=1)
+                n_bytes += len(X.to_ipc(t))
+                rows += t.num_rows
+            per[policy] = {"crossing_bytes": n_bytes, "storage_cpu_s": time.process_time() - t0, "rows": rows}
+        out["queries"][q] = per
+    tmp = cached.with_suffix(".tmp")
+    tmp.write_text(json.dumps(out, indent=1))
+    tmp.replace(cached)
     return out
