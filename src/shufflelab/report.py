@@ -677,6 +677,20 @@ def write(db: Path, out: Path | None = None) -> ReportPaths:
             figures.insert(1, ("Seed 002: bottleneck backlog over time per host kind at the most competing pairs.", vb))
     shuf = shuffle_table(d, db)
     fault_tab = faults_table(d, db)
+    from shufflelab.ndp import report as ndp_report
+
+    ndp = ndp_report.load(db)
+    ndp_tabs: tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame] | None = None
+    if ndp is not None:
+        ndp_runs, ndp_conds = ndp
+        ndp_tabs = (
+            ndp_report.policy_table(ndp_runs, ndp_conds),
+            ndp_report.bytes_table(ndp_runs, ndp_conds),
+            ndp_report.picks_table(db, ndp_runs, ndp_conds),
+        )
+        nf = ndp_report.figure(ndp_tabs[0], ndp_conds, figdir / "ndp_policies.png")
+        if nf:
+            figures.insert(0, ("Seed 003: mean query time per pushdown policy and condition.", nf))
     from shufflelab import whatif
 
     try:
@@ -743,6 +757,12 @@ def write(db: Path, out: Path | None = None) -> ReportPaths:
         md += ["", f"(what-if check skipped: {wi_error})"]
     if fault_tab is not None:
         md += ["", "## Faults and Spark's recovery", "", FAULTS_NOTE, "", _md_table(fault_tab)]
+    if ndp_tabs is not None:
+        md += ["", "## Near-data processing: time per policy, Net-Aware vs Oracle", "", ndp_report.NOTE, "",
+               _md_table(ndp_tabs[0]), "", "### Bytes per policy", "", _md_table(ndp_tabs[1])]  # fmt: skip
+        if not ndp_tabs[2].empty:
+            md += ["", "### What Net-Aware picked and why (estimates: none / filter / filter+project / full)", "",
+                   _md_table(ndp_tabs[2])]  # fmt: skip
     if not failed.empty:
         md += ["", "## Runs that did not finish", "", _md_table(failed)]
     md += ["", "## Figures", ""]
@@ -795,6 +815,12 @@ def write(db: Path, out: Path | None = None) -> ReportPaths:
               f"<p>{html.escape(WHATIF_NOTE)}</p>", _html_table(wi)]  # fmt: skip
     if fault_tab is not None:
         h += ["<h2>Faults and Spark's recovery</h2>", f"<p>{html.escape(FAULTS_NOTE)}</p>", _html_table(fault_tab)]
+    if ndp_tabs is not None:
+        h += ["<h2>Near-data processing: time per policy, Net-Aware vs Oracle</h2>",
+              f"<p>{html.escape(ndp_report.NOTE)}</p>", _html_table(ndp_tabs[0]), "<h3>Bytes per policy</h3>",
+              _html_table(ndp_tabs[1])]  # fmt: skip
+        if not ndp_tabs[2].empty:
+            h += ["<h3>What Net-Aware picked and why</h3>", _html_table(ndp_tabs[2])]
     if not failed.empty:
         h += ["<h2>Runs that did not finish</h2>", _html_table(failed)]
     h += ["<h2>Figures</h2>"]

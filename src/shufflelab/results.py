@@ -78,6 +78,13 @@ SCHEMA = [
     """CREATE TABLE IF NOT EXISTS faults (
         run_id VARCHAR, "index" INTEGER, kind VARCHAR, host VARCHAR, planned_at_s DOUBLE,
         started_at DOUBLE, ended_at DOUBLE, detail VARCHAR, error VARCHAR)""",
+    """CREATE TABLE IF NOT EXISTS ndp_queries (
+        run_id VARCHAR, i INTEGER, query VARCHAR, policy_asked VARCHAR, policy VARCHAR, arrival_s DOUBLE,
+        time_s DOUBLE, rows INTEGER, correct BOOLEAN, ok BOOLEAN, error VARCHAR, estimate_json VARCHAR)""",
+    """CREATE TABLE IF NOT EXISTS ndp_reads (
+        run_id VARCHAR, path VARCHAR, proxy VARCHAR, policy VARCHAR, operators VARCHAR, rows BIGINT,
+        body_bytes BIGINT, input_bytes BIGINT, exec_s DOUBLE, read_s DOUBLE, queue_s DOUBLE,
+        datanode VARCHAR, elapsed_s DOUBLE)""",
     """CREATE TABLE IF NOT EXISTS task_progress (
         run_id VARCHAR, app_index INTEGER, t_ms BIGINT, task BIGINT, stage INTEGER, executor VARCHAR,
         remote_bytes BIGINT, fetch_wait_ms BIGINT, remote_reqs_ms BIGINT)""",
@@ -87,6 +94,7 @@ LOCK_WAIT_S = 120.0
 
 RUN_TABLES = (
     "apps", "jobs", "stages", "tasks", "queue_samples", "cross_traffic", "task_progress", "mr_fetches", "faults",
+    "ndp_queries", "ndp_reads",
 )  # fmt: skip
 
 # Columns added after the first release; applied to older files when they are opened for writing.

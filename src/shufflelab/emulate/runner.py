@@ -221,6 +221,7 @@ class EmulateRunner:
         self.artifacts = self.results_dir / self.name / "runs"
         self.progress = progress or Progress()
         self.caps = caps
+        self._storage: Any = None  # NdpStorage of the current group (workload tpch)
 
     # -- planning ----------------------------------------------------------------------------------
     def plan(self) -> list[tuple[Scenario, int]]:
@@ -312,7 +313,13 @@ class EmulateRunner:
                 fabric.configure(first)
                 fabric_s = time.monotonic() - t0
                 cluster: SparkCluster | None = None
+                self._storage = None
                 try:
+                    if first.workload.name == "tpch":  # storage hosts: HDFS, TPC-H, NDP proxies (once per group)
+                        self.progress.on_phase("starting HDFS and the NDP proxies, loading TPC-H")
+                        t1 = time.monotonic()
+                        self._storage = self._start_storage(first, fabric, lease.scratch)
+                        fabric_s += time.monotonic() - t1
                     for sc, rep in group:
                         setup_s = fabric_s
                         fabric_s = 0.0
@@ -344,7 +351,64 @@ class EmulateRunner:
                     if cluster is not None:
                         self.progress.on_phase("stopping Spark cluster")
                         cluster.stop()
+                    if self._storage is not None:
+                        self.progress.on_phase("stopping HDFS and the NDP proxies")
+                        self._storage.stop()
+                        self._storage = None
         return outcomes
+
+    # -- near-data processing (workload tpch) ---------------------------------------------------------
+    def _start_storage(self, spec: ExperimentSpec, fabric: Fabric, scratch: Path) -> Any:
+        from shufflelab.ndp import connector, tpch
+        from shufflelab.ndp.storage import NdpStorage, workers_for
+
+        p = spec.workload_params()
+        connector.ensure_jar()  # fail before HDFS starts if the connector cannot be built
+        storage = NdpStorage(
+            fabric,
+            spec.hosts_with("storage"),
+            scratch / "ndp",
+            p.scale_factor,
+            file_mb=p.file_mb,
+            block_mb=p.block_mb,
+            proxy_workers=workers_for(p.storage_cores),
+        )
+        storage.start()
+        try:
+            assert storage.data_dir is not None
+            storage.profile = tpch.profile(storage.data_dir)
+            storage.expected = {
+                q: json.loads(json.dumps(tpch.duckdb_answer(q, storage.data_dir), default=str)) for q in tpch.QUERIES
+            }
+        except BaseException:
+            storage.stop()
+            raise
+        return storage
+
+    def _ndp_context(self, spec: ExperimentSpec, run_dir: Path, total_cores: int) -> dict[str, Any]:
+        from shufflelab.ndp import advisor
+        from shufflelab.ndp.storage import HDFS_ROOT, workers_for
+
+        storage = self._storage
+        assert storage is not None and storage.cluster is not None
+        p = spec.workload_params()
+        storage.set_cores(p.storage_cores, p.core_scale)
+        model = advisor.Model(
+            bandwidth_gbps=spec.topology.bottleneck.rate_mbps / 1000.0,
+            storage_hosts=len(storage.hosts),
+            storage_cpus_per_host=p.storage_cores * p.core_scale,
+            proxy_workers=workers_for(p.storage_cores),
+            compute_cpus=float(total_cores),
+            profile=storage.profile,
+        )
+        return {
+            "proxies": storage.proxy_urls(),
+            "root": HDFS_ROOT,
+            "user": storage.cluster.config.user,
+            "stats_file": str(run_dir / "ndp_reads.jsonl"),
+            "expected": storage.expected,
+            "model": model.to_dict(),
+        }
 
     def _run_one(
         self,
@@ -381,8 +445,15 @@ class EmulateRunner:
             partitions = getattr(spec.workload_params(), "partitions", None)
             ticks_before = cluster.executor_cpu_ticks()
             drivers = []
+            context: dict[str, Any] = {}
+            extra_cp: list[str] = []
+            if spec.workload.name == "tpch":
+                from shufflelab.ndp import connector
+
+                context["ndp"] = self._ndp_context(spec, run_dir, total_cores)
+                extra_cp.append(str(connector.ensure_jar()))
             for k in range(n_apps):
-                request = {
+                request: dict[str, Any] = {
                     "app_name": f"shufflelab:{self.name}:{sc.label}:rep{rep}:app{k}",
                     "master": cluster.url,
                     "workload": spec.workload.name,
@@ -395,7 +466,12 @@ class EmulateRunner:
                         listener_out=run_dir / "listener" / f"app{k}.jsonl",
                     ),  # fmt: skip
                     "result": str(run_dir / f"driver_result_{k}.json"),
+                    "context": context,
                 }
+                for key in ("spark.driver.extraClassPath", "spark.executor.extraClassPath"):
+                    if extra_cp:
+                        cp = [c for c in [request["conf"].get(key), *extra_cp] if c]
+                        request["conf"][key] = ":".join(cp)
                 req_path = run_dir / f"driver_request_{k}.json"
                 req_path.write_text(json.dumps(request, indent=1))
                 drivers.append(cluster.driver(req_path, run_dir / f"driver_{k}.log"))
@@ -458,6 +534,8 @@ class EmulateRunner:
             )  # fmt: skip
             if fault_events:
                 record.tables["faults"] = pd.DataFrame([dataclasses.asdict(e) for e in fault_events])
+            if spec.workload.name == "tpch":
+                record.tables.update(_ndp_tables(run_dir, driver_results))
             self.store.write_run(record)
         return RunOutcome(
             run_id,
@@ -713,6 +791,39 @@ class EmulateRunner:
             ),
         }
         return RunRecord(run=run, tables=tables)
+
+
+NDP_READ_COLUMNS = (
+    "path", "proxy", "policy", "operators", "rows", "body_bytes", "input_bytes", "exec_s", "read_s", "queue_s",
+    "datanode", "elapsed_s",
+)  # fmt: skip
+
+
+def _ndp_tables(run_dir: Path, driver_results: list[dict[str, Any]]) -> dict[str, pd.DataFrame]:
+    """The queries of a tpch run (policy used, time, answer checked, Net-Aware's estimate) and the
+    connector's per-partition reads (bytes received, the proxy's timings)."""
+    rows = []
+    for res in driver_results:
+        out = res.get("output") or {}
+        for q in out.get("queries", []):
+            rows.append(
+                {
+                    "i": q.get("i"), "query": q.get("query"), "policy_asked": q.get("policy_asked"),
+                    "policy": q.get("policy"), "arrival_s": q.get("arrival_s"), "time_s": q.get("time_s"),
+                    "rows": q.get("rows"), "correct": q.get("correct"), "ok": q.get("ok"), "error": q.get("error"),
+                    "estimate_json": json.dumps(q["estimate"]) if q.get("estimate") else None,
+                }
+            )  # fmt: skip
+    reads = []
+    path = run_dir / "ndp_reads.jsonl"
+    if path.exists():
+        for line in path.read_text(errors="replace").splitlines():
+            try:
+                doc = json.loads(line)
+            except ValueError:
+                continue  # a line cut short by a killed executor
+            reads.append({k: doc.get(k) for k in NDP_READ_COLUMNS})
+    return {"ndp_queries": pd.DataFrame(rows), "ndp_reads": pd.DataFrame(reads)}
 
 
 def _selftest_rows(run_dir: Path) -> list[dict[str, Any]]:

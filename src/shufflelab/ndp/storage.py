@@ -47,6 +47,8 @@ class NdpStorage:
     data_dir: Path | None = field(default=None, init=False)
     cores: float | None = field(default=None, init=False)
     timings: dict[str, float] = field(default_factory=dict, init=False)
+    profile: dict[str, Any] = field(default_factory=dict, init=False)  # tpch.profile() of the loaded data
+    expected: dict[str, Any] = field(default_factory=dict, init=False)  # DuckDB's answer per query
 
     # -- addresses ------------------------------------------------------------------------------
     @property
@@ -205,5 +207,3 @@ def emulated_to_real(cores: float, core_scale: float) -> float:
 
 def workers_for(emulated_cores: float) -> int:
     return max(1, math.ceil(emulated_cores))
-
-

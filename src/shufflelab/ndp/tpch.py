@@ -316,7 +316,9 @@ def compare(got: list[dict[str, Any]], want: list[dict[str, Any]], places: int =
             continue
         for c in g:
             a, b = g[c], w[c]
-            if isinstance(a, decimal.Decimal | float) and isinstance(b, decimal.Decimal | float):
+            numeric = decimal.Decimal | float
+            if isinstance(a, numeric) and isinstance(b, numeric | str) or isinstance(b, numeric) and isinstance(a, str):
+                # answers that travelled through JSON carry their decimals as strings
                 a = decimal.Decimal(str(a)).quantize(q, rounding=decimal.ROUND_HALF_EVEN)
                 b = decimal.Decimal(str(b)).quantize(q, rounding=decimal.ROUND_HALF_EVEN)
             if a != b:

@@ -38,10 +38,12 @@ def main(argv: list[str] | None = None) -> int:
         from shufflelab.workloads import REGISTRY
 
         params = WORKLOAD_PARAMS[req["workload"]].model_validate(req["params"])
-        result["output"] = REGISTRY[req["workload"]](spark, params)
+        result["output"] = REGISTRY[req["workload"]](spark, params, **req.get("context", {}))
         result["ok"] = True
     except BaseException as exc:  # noqa: BLE001 - everything is reported to the runner
         result["error"] = f"{type(exc).__name__}: {exc}"
+        if getattr(exc, "output", None) is not None:  # what the workload measured before it failed
+            result["output"] = getattr(exc, "output")  # noqa: B009
         result["traceback"] = traceback.format_exc()
     finally:
         if spark is not None:

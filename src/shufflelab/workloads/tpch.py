@@ -122,10 +122,12 @@ def run(spark: Any, p: TpchParams, ndp: dict[str, Any] | None = None) -> dict[st
         "makespan_s": time.time() - t_start,
         "mean_query_s": sum(r.get("time_s", 0.0) for r in done) / max(1, len(done)),
     }
+    from shufflelab.workloads import WorkloadFailed
+
     if failed:
-        raise RuntimeError(f"{len(failed)} of {len(done)} queries failed; first: {failed[0]['error']}")
+        raise WorkloadFailed(f"{len(failed)} of {len(done)} queries failed; first: {failed[0]['error']}", out)
     if wrong:
-        raise RuntimeError(
-            f"{len(wrong)} answers differ from DuckDB's; first: {wrong[0]['query']} {wrong[0].get('mismatches')}"
+        raise WorkloadFailed(
+            f"{len(wrong)} answers differ from DuckDB's; first: {wrong[0]['query']} {wrong[0].get('mismatches')}", out
         )
     return out

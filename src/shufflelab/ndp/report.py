@@ -1,0 +1,132 @@
+"""The NDP section of a report (workload ``tpch``): time per policy per condition, bytes across
+the bottleneck, Net-Aware against the Oracle, and what Net-Aware picked and why.
+
+A *condition* is one point of the experiment without the policy (storage cores, link rate, query,
+single/stream). The metric is the mean query time of a run (one query: its time; a stream: the
+mean over its queries), from the workload's own clock (DataFrame planning to collected answer).
+The **Oracle** is the offline best: per condition, the static policy with the lowest mean over its
+runs. Gap = Net-Aware's mean / Oracle's mean − 1.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from shufflelab.results import Store  # noqa: E402
+
+STATIC = ("none", "filter", "filter+project", "full")
+POLICY_KEY = "policy"
+NOTE = (
+    "Metric: mean query time per run (s). Oracle = the best static policy per condition, known only "
+    "after running them all; gap = Net-Aware / Oracle − 1. Bytes: what the connector received from the "
+    "proxies/DataNodes (MB, mean per run) and what the bottleneck ports sent (MB, includes Spark's own traffic)."
+)
+
+
+def load(db: Path) -> tuple[pd.DataFrame, list[str]] | None:
+    """Runs of a tpch experiment with their values, metric and bytes; None if the store has none."""
+    store = Store(db)
+    try:
+        q = store.query("SELECT run_id, avg(time_s) AS query_s, count(*) AS queries FROM ndp_queries GROUP BY 1")
+        r = store.query("SELECT run_id, sum(body_bytes) AS body_bytes FROM ndp_reads GROUP BY 1")
+    except Exception:  # noqa: BLE001 - results files without NDP tables
+        return None
+    if q.empty:
+        return None
+    runs, keys = store.runs_with_values()
+    runs = runs[runs["status"] == "ok"].merge(q, on="run_id").merge(r, on="run_id", how="left")
+    if POLICY_KEY not in runs.columns:
+        return None
+    conds = [k for k in keys if k != POLICY_KEY]
+    for k in conds:
+        runs[k] = runs[k].astype(str)
+    return runs, conds
+
+
+def policy_table(runs: pd.DataFrame, conds: list[str]) -> pd.DataFrame:
+    """Per condition: mean query time per policy, the Oracle's policy and Net-Aware's gap to it."""
+    rows = []
+    for cond, g in runs.groupby(conds, sort=True) if conds else [((), runs)]:
+        cond = cond if isinstance(cond, tuple) else (cond,)
+        row: dict[str, Any] = dict(zip(conds, cond, strict=True))
+        means = g.groupby(POLICY_KEY)["query_s"].mean()
+        ns = g.groupby(POLICY_KEY)["query_s"].count()
+        for p in (*STATIC, "net-aware"):
+            row[p] = round(float(means[p]), 2) if p in means else None
+        static = {p: float(means[p]) for p in STATIC if p in means}
+        row["n"] = int(ns.min()) if len(ns) else 0
+        if static:
+            oracle = min(static, key=lambda p: static[p])
+            row["oracle"] = oracle
+            if "net-aware" in means:
+                row["gap_pct"] = round(100 * (float(means["net-aware"]) / static[oracle] - 1), 1)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def bytes_table(runs: pd.DataFrame, conds: list[str]) -> pd.DataFrame:
+    """Per query and link rate (bytes do not depend on storage cores): MB received and MB the bottleneck sent."""
+    keys = [k for k in conds if k not in ("storage_cores",)]
+    g = runs.groupby([*keys, POLICY_KEY], sort=True).agg(
+        received_mb=("body_bytes", lambda s: round(float(s.mean()) / 1e6, 2)),
+        bottleneck_mb=("bottleneck_tx_bytes", lambda s: round(float(s.mean()) / 1e6, 2)),
+        n=("run_id", "count"),
+    )
+    return g.reset_index()
+
+
+def picks_table(db: Path, runs: pd.DataFrame, conds: list[str]) -> pd.DataFrame:
+    """Net-Aware's choices per condition (share of queries per policy) and its estimate for one of them."""
+    na = runs[runs[POLICY_KEY] == "net-aware"]
+    if na.empty:
+        return pd.DataFrame()
+    q = Store(db).query(
+        "SELECT run_id, i, query, policy, estimate_json FROM ndp_queries WHERE estimate_json IS NOT NULL"
+    )
+    q = q.merge(na[["run_id", *conds]], on="run_id")
+    rows = []
+    for cond, g in q.groupby(conds, sort=True) if conds else [((), q)]:
+        cond = cond if isinstance(cond, tuple) else (cond,)
+        counts = g["policy"].value_counts()
+        est = json.loads(g.iloc[0]["estimate_json"])
+        t = est.get("terms", {})
+        rows.append(
+            {
+                **dict(zip(conds, cond, strict=True)),
+                "picked": ", ".join(f"{p} {n}/{len(g)}" for p, n in counts.items()),
+                "est_s": " / ".join(f"{v:.1f}" for v in est["times_s"].values()),
+                "crossing_mb": " / ".join(f"{v:g}" for v in t.get("crossing_mb", {}).values()),
+                "storage_s": " / ".join(f"{v:.1f}" for v in t.get("storage_s", {}).values()),
+                "storage_wait_s": t.get("storage_wait_s"),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def figure(table: pd.DataFrame, conds: list[str], path: Path) -> Path | None:
+    if table.empty:
+        return None
+    labels = [", ".join(str(r[k]) for k in conds) for _, r in table.iterrows()]
+    policies = [p for p in (*STATIC, "net-aware") if p in table.columns and table[p].notna().any()]
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.55 * len(labels) * len(policies) / 2), 4.2))
+    width = 0.8 / max(1, len(policies))
+    for j, p in enumerate(policies):
+        xs = [i + (j - (len(policies) - 1) / 2) * width for i in range(len(labels))]
+        ax.bar(xs, table[p].astype(float), width, label=p, hatch="//" if p == "net-aware" else None)
+    ax.set_xticks(range(len(labels)))
+    ax.set_xticklabels(labels, rotation=60, ha="right", fontsize=7)
+    ax.set_ylabel("mean query time (s)")
+    ax.set_title("TPC-H through NDP: time per pushdown policy (" + ", ".join(conds) + ")", fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+    return path
