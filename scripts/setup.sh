@@ -58,6 +58,7 @@ fi
 .venv/bin/python -m shufflelab.listener >/dev/null
 # Apache Hadoop's HDFS jars from Maven Central for the storage cluster (once, ~65 MB; cached by the pom's hash).
 .venv/bin/python -m shufflelab.ndp.hdfs --fetch >/dev/null
+.venv/bin/python -m shufflelab.ndp.connector >/dev/null
 # The JVM class-data archive Spark's JVMs start from (recorded once, ~1 min; cached by hash).
 .venv/bin/python -m shufflelab.emulate.cds >/dev/null
 echo "setup: ready ($(.venv/bin/python -c 'import pyspark; print("pyspark", pyspark.__version__)'))"

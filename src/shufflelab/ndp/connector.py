@@ -1,0 +1,140 @@
+"""shufflelab's Spark DataSource V2 connector for the NDP proxy: build it, attach it.
+
+The connector (``connector/``, Java, format ``shufflelab-ndp``) reads the Parquet files of an HDFS
+directory through the NDP proxies (:mod:`shufflelab.ndp.proxy`), pushing down as much of Spark's
+filters, column pruning and partial aggregates as the ``pushdown`` option allows; see
+``connector/src/main/java/org/shufflelab/ndp/NdpOptions.java`` for the options.
+
+It is compiled by Maven against the installed pyspark's own jars (``system``-scoped dependencies
+in ``pyspark/jars``): pyspark 4.3.0 is not on Maven Central, and the jars that run the connector
+are the only ones it can be sure to match. :func:`ensure_jar` resolves each ``jar.<name>``
+property the pom uses to the one ``<name>_<scala>-<version>.jar`` or ``<name>-<version>.jar``
+there, runs ``mvn package`` (offline first, then online for Maven's own plugins) in a temporary
+build directory and caches the jar under ``~/.cache/shufflelab`` keyed by the sources, the pom and
+the Spark version; ``make setup`` builds it once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+CONNECTOR_DIR = Path(__file__).parent / "connector"
+POM = CONNECTOR_DIR / "pom.xml"
+FORMAT = "shufflelab-ndp"
+BUILT_NAME = "shufflelab-ndp-connector.jar"  # the pom's finalName
+
+
+class ConnectorBuildError(RuntimeError):
+    pass
+
+
+def _spark_jars() -> Path:
+    from shufflelab.emulate.spark import spark_home
+
+    return spark_home() / "jars"
+
+
+def _sources() -> list[Path]:
+    return sorted(p for p in (CONNECTOR_DIR / "src").rglob("*") if p.is_file())
+
+
+def jar_path() -> Path:
+    """Where the jar for these sources and this Spark lives (it may not exist yet)."""
+    from shufflelab.emulate.spark import spark_version
+
+    h = hashlib.sha256()
+    for p in [POM, *_sources()]:
+        h.update(str(p.relative_to(CONNECTOR_DIR)).encode() + b"\0" + p.read_bytes() + b"\0")
+    h.update(spark_version().encode())
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "shufflelab"
+    return cache / f"ndp-connector-{h.hexdigest()[:12]}.jar"
+
+
+def jar_properties(jars: Path, pom: Path = POM) -> dict[str, str]:
+    """``jar.<name>`` -> file name in ``jars`` for every such property the pom refers to. Exactly one
+    file must match (``<name>_<scala version>-<version>.jar`` or ``<name>-<digit>...jar``)."""
+    names = sorted(set(re.findall(r"\$\{jar\.([A-Za-z0-9_.-]+)\}", pom.read_text())))
+    if not jars.is_dir():
+        raise ConnectorBuildError(f"pyspark's jars directory {jars} does not exist")
+    out: dict[str, str] = {}
+    for name in names:
+        pattern = re.compile(rf"{re.escape(name)}(_\d+\.\d+)?-\d[^/]*\.jar")
+        found = sorted(p.name for p in jars.iterdir() if pattern.fullmatch(p.name) and "tests" not in p.name)
+        if len(found) != 1:
+            what = "no jar" if not found else f"{len(found)} jars ({', '.join(found)})"
+            raise ConnectorBuildError(
+                f"{pom.name} needs {name}: {jars} has {what} named {name}[_<scala>]-<version>.jar"
+            )
+        out[f"jar.{name}"] = found[0]
+    return out
+
+
+def ensure_jar(timeout_s: float = 900) -> Path:
+    """Build the connector jar if it is missing; return its path. Raises ConnectorBuildError naming
+    what failed (Maven's last lines included)."""
+    jar = jar_path()
+    if jar.exists():
+        return jar
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise ConnectorBuildError("mvn not found: install Maven (apt-get install maven; make setup does it)")
+    if shutil.which("javac") is None:
+        raise ConnectorBuildError("javac not found: install a JDK 17 (openjdk-17-jdk-headless)")
+    jars = _spark_jars()
+    props = jar_properties(jars)
+    jar.parent.mkdir(parents=True, exist_ok=True)
+    errors: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="shufflelab-ndp-connector-") as tmp:
+        build = Path(tmp) / "target"
+        for mode in (["-o"], []):
+            cmd = [
+                mvn, "-B", "-q", "-Dstyle.color=never", *mode, "-f", str(POM), "package",
+                f"-Dndp.build.dir={build}", f"-Dpyspark.jars={jars}", *(f"-D{k}={v}" for k, v in props.items()),
+            ]  # fmt: skip
+            try:
+                r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=CONNECTOR_DIR)
+            except subprocess.TimeoutExpired:
+                errors.append(f"`mvn {' '.join(mode)} package` timed out after {timeout_s:.0f} s")
+                continue
+            built = build / BUILT_NAME
+            if r.returncode == 0 and built.is_file():
+                # copy next to the target, then rename: the cache only ever holds whole jars
+                partial = jar.parent / f".{jar.name}.tmp-{os.getpid()}"
+                try:
+                    shutil.copyfile(built, partial)
+                    os.replace(partial, jar)
+                finally:
+                    with contextlib.suppress(FileNotFoundError):
+                        partial.unlink()
+                return jar
+            out = re.sub(r"\x1b\[[0-9;]*m", "", r.stdout + r.stderr).strip()  # Maven colours even with -B
+            tail = "\n".join(out.splitlines()[-25:])
+            what = "offline (local Maven repository)" if mode else "online (Maven Central, for Maven's plugins)"
+            errors.append(f"{what}: mvn exited {r.returncode}:\n{tail}")
+            shutil.rmtree(build, ignore_errors=True)
+            if "COMPILATION ERROR" in out:
+                break  # the sources are wrong: going online fetches nothing that fixes that
+    raise ConnectorBuildError(f"could not build the NDP connector from {POM}:\n" + "\n".join(errors))
+
+
+def spark_conf(jar: Path) -> dict[str, str]:
+    """Conf entries that put the connector on the driver's and the executors' class path."""
+    return {"spark.driver.extraClassPath": str(jar), "spark.executor.extraClassPath": str(jar)}
+
+
+def main() -> None:  # ``python -m shufflelab.ndp.connector`` builds the jar (make setup calls it)
+    try:
+        print(ensure_jar())
+    except ConnectorBuildError as exc:
+        raise SystemExit(f"shufflelab ndp connector: {exc}") from None
+
+
+if __name__ == "__main__":
+    main()
