@@ -6,10 +6,10 @@
 The calibration experiment runs each query once per static policy on a fast link with strong
 storage hosts, so neither side waits for the other. From its runs:
 
-* ``parquet_s_per_byte``: Spark executor CPU seconds (event log, all tasks) per Parquet byte the
-  connector downloaded, over the ``none`` runs (Spark decodes and evaluates everything);
-* ``arrow_s_per_byte``: the same per Arrow IPC byte received, over the ``filter`` and
-  ``filter+project`` runs (Spark takes Arrow batches and finishes the query);
+* ``parquet_s_per_byte`` and ``arrow_s_per_byte``: a least-squares fit of Spark's executor CPU
+  seconds (event log, all tasks) per run = a constant per query (planning, joins, the final
+  aggregate: the same whatever is pushed) + Parquet bytes downloaded (``none``: Spark decodes and
+  evaluates everything) and Arrow IPC bytes received (``filter``, ``filter+project``) times their costs;
 * ``storage_overhead``: the proxies' measured busy time per pushdown (read from the DataNode +
   execute, ``X-NDP-Read/Exec-Seconds``) times the CPUs each worker had, over the profile's
   single-core DuckDB seconds for the same plan and file count.
@@ -25,6 +25,8 @@ import json
 import statistics
 import sys
 from pathlib import Path
+
+import numpy as np
 
 from shufflelab.ndp import tpch
 from shufflelab.results import Store
@@ -60,9 +62,24 @@ def fit(db: Path) -> dict[str, object]:
             overhead.append(ratio)
             row["storage_overhead"] = round(ratio, 3)
         per_run.append(row)
+    # executor CPU = per-query constant (planning, the join, the final aggregate: the same whatever
+    # is pushed, so it never changes a decision) + parquet_s_per_byte·Parquet + arrow_s_per_byte·Arrow
+    queries = sorted({r["query"] for r in per_run})
+    a = np.zeros((len(per_run), len(queries) + 2))
+    y = np.zeros(len(per_run))
+    for i, r in enumerate(per_run):
+        a[i, queries.index(r["query"])] = 1.0
+        a[i, len(queries) + (0 if r["policy"] == "none" else 1)] = r["received_bytes"]
+        y[i] = r["executor_cpu_s"]
+    coef = np.linalg.lstsq(a, y, rcond=None)[0] if len(per_run) >= a.shape[1] else None
     out: dict[str, object] = {
-        "parquet_s_per_byte": statistics.median(parquet) if parquet else None,
-        "arrow_s_per_byte": statistics.median(arrow) if arrow else None,
+        "parquet_s_per_byte": float(coef[-2]) if coef is not None else None,
+        "arrow_s_per_byte": float(coef[-1]) if coef is not None else None,
+        "per_query_constant_s": dict(zip(queries, map(float, coef[: len(queries)]), strict=True))
+        if coef is not None
+        else None,
+        "median_ratio_parquet": statistics.median(parquet) if parquet else None,
+        "median_ratio_arrow": statistics.median(arrow) if arrow else None,
         "storage_overhead": statistics.median(overhead) if overhead else None,
         "runs": per_run,
     }

@@ -32,7 +32,8 @@ from shufflelab.netaware import NetworkEstimate, PrefixEstimate, plan_prefixes
 POLICIES = ("none", "filter", "filter+project", "full")
 
 # Engine costs on this machine (CPU seconds per byte received by Spark; storage multiplier).
-DEFAULT_COSTS = {"parquet_s_per_byte": 2.0e-8, "arrow_s_per_byte": 5.0e-9, "storage_overhead": 1.5}
+# Fitted by `python benchmarks/ndp_costs.py results/ndp-costs.duckdb` (docs/benchmarks.md, "NDP engine costs").
+DEFAULT_COSTS = {"parquet_s_per_byte": 3.4e-8, "arrow_s_per_byte": 2.1e-9, "storage_overhead": 0.62}
 
 
 @dataclass(frozen=True)
