@@ -355,7 +355,9 @@ def clean(
     from shufflelab.emulate import netns
 
     r = netns.clean(force=force)
-    console.print(f"removed {len(r.namespaces)} namespaces, {len(r.scratch_dirs)} scratch folders")
+    console.print(
+        f"removed {len(r.namespaces)} namespaces, {len(r.scratch_dirs)} scratch folders, {len(r.cgroups)} CPU cgroups"
+    )
     for n in r.namespaces:
         console.print(f"  namespace {n}")
     if r.skipped_live:

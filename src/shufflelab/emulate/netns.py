@@ -164,6 +164,7 @@ class CleanReport:
     namespaces: list[str] = field(default_factory=list)
     skipped_live: list[str] = field(default_factory=list)
     scratch_dirs: list[str] = field(default_factory=list)
+    cgroups: list[str] = field(default_factory=list)
 
 
 def clean(force: bool = False) -> CleanReport:
@@ -200,6 +201,12 @@ def clean(force: bool = False) -> CleanReport:
             if d.name not in live and d.is_dir():
                 shutil.rmtree(d, ignore_errors=True)
                 report.scratch_dirs.append(str(d))
+    from shufflelab.ndp import hdfs  # storage hosts' CPU groups; imported here: hdfs imports this module
+
+    for cg in hdfs.stale_cgroups():  # only groups without a process: a live run's groups are never empty
+        with contextlib.suppress(OSError):
+            cg.rmdir()
+            report.cgroups.append(str(cg))
     return report
 
 
