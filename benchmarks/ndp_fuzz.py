@@ -45,6 +45,11 @@ SEEDS: list[dict[str, Any]] = [
     {"filters": [{"column": "l_shipmode", "op": "in", "values": ["AIR", "REG AIR"]}],
      "group_by": ["l_returnflag"], "aggregates": [{"fn": "avg", "column": "l_quantity", "alias": "q"}]},
     {"filters": [{"column": "l_returnflag", "op": "=", "value": "R"}], "project": ["l_orderkey", "l_quantity"]},
+    {"filters": [{"column": "l_shipdate", "op": "<=", "value": "1998-09-02"}], "group_by": ["l_returnflag"],
+     "aggregates": [{"fn": "sum", "alias": "charge", "expr": {"op": "*", "args": [
+         {"op": "*", "args": [{"col": "l_extendedprice"}, {"op": "-", "args": [{"lit": 1}, {"col": "l_discount"}]}]},
+         {"op": "+", "args": [{"lit": 1}, {"col": "l_quantity"}]}]}},
+         {"fn": "count", "alias": "n"}]},
 ]  # fmt: skip
 NASTY: list[Any] = [None, True, -1, 0, 2**63, 1e308, float("inf"), "", "x" * 5000, "'; DROP TABLE t; --",
                     'a" OR 1=1 --', "1994-13-45", [], {}, [1] * 5000, {"$": 1}, "\u0000", "é", 3.5]  # fmt: skip
