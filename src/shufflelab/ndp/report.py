@@ -43,6 +43,13 @@ def load(db: Path) -> tuple[pd.DataFrame, list[str]] | None:
         return None
     runs, keys = store.runs_with_values()
     runs = runs[runs["status"] == "ok"].merge(q, on="run_id").merge(r, on="run_id", how="left")
+    # matrix keys are dotted paths (workload.params.policy): tables use their last part
+    short = {k: k.rsplit(".", 1)[-1] for k in keys}
+    runs = runs.rename(columns=short)
+    keys = [short[k] for k in keys]
+    if "rate_mbps" in keys:
+        runs = runs.rename(columns={"rate_mbps": "rate"})
+        keys = ["rate" if k == "rate_mbps" else k for k in keys]
     if POLICY_KEY not in runs.columns:
         return None
     conds = [k for k in keys if k != POLICY_KEY]
@@ -74,7 +81,7 @@ def policy_table(runs: pd.DataFrame, conds: list[str]) -> pd.DataFrame:
 
 def bytes_table(runs: pd.DataFrame, conds: list[str]) -> pd.DataFrame:
     """Per query and link rate (bytes do not depend on storage cores): MB received and MB the bottleneck sent."""
-    keys = [k for k in conds if k not in ("storage_cores",)]
+    keys = [k for k in conds if k != "storage_cores"]
     g = runs.groupby([*keys, POLICY_KEY], sort=True).agg(
         received_mb=("body_bytes", lambda s: round(float(s.mean()) / 1e6, 2)),
         bottleneck_mb=("bottleneck_tx_bytes", lambda s: round(float(s.mean()) / 1e6, 2)),
@@ -89,7 +96,7 @@ def picks_table(db: Path, runs: pd.DataFrame, conds: list[str]) -> pd.DataFrame:
     if na.empty:
         return pd.DataFrame()
     q = Store(db).query(
-        "SELECT run_id, i, query, policy, estimate_json FROM ndp_queries WHERE estimate_json IS NOT NULL"
+        "SELECT run_id, i, policy, estimate_json FROM ndp_queries WHERE estimate_json IS NOT NULL"
     )
     q = q.merge(na[["run_id", *conds]], on="run_id")
     rows = []
