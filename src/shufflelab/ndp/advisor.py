@@ -110,8 +110,10 @@ def decide(
         raise KeyError(f"no profile for query {query!r} (have {', '.join(sorted(m.profile['queries']))})")
     pre = prefixes(query, m)
     partitions = max(1, int(m.profile["partitions"]))
-    # one pushdown's service time at a worker if the proxies never reported one yet: the filter's share
-    fallback = pre[1].storage_s * m.storage_hosts * m.storage_cpus_per_host / partitions * m.proxy_workers
+    # one pushdown's service time at a worker if the proxies never reported one yet: the filter's CPU
+    # seconds per file at the CPU share of one worker (a host's CPUs split over its workers)
+    cpu_per_file = pre[1].storage_s * m.storage_hosts * m.storage_cpus_per_host / partitions
+    fallback = cpu_per_file * m.proxy_workers / m.storage_cpus_per_host
     wait = storage_wait_s(statuses, fallback)
     net = NetworkEstimate(
         bandwidth_gbps=m.bandwidth_gbps,

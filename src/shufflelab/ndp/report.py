@@ -95,9 +95,7 @@ def picks_table(db: Path, runs: pd.DataFrame, conds: list[str]) -> pd.DataFrame:
     na = runs[runs[POLICY_KEY] == "net-aware"]
     if na.empty:
         return pd.DataFrame()
-    q = Store(db).query(
-        "SELECT run_id, i, policy, estimate_json FROM ndp_queries WHERE estimate_json IS NOT NULL"
-    )
+    q = Store(db).query("SELECT run_id, i, policy, estimate_json FROM ndp_queries WHERE estimate_json IS NOT NULL")
     q = q.merge(na[["run_id", *conds]], on="run_id")
     rows = []
     for cond, g in q.groupby(conds, sort=True) if conds else [((), q)]:

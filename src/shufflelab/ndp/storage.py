@@ -169,18 +169,6 @@ class NdpStorage:
             and all(p.poll() is None for p in self.proxies.values())
         )
 
-    def status(self, host: str) -> dict[str, Any]:
-        """A proxy's status, read from inside its own namespace's reach (the runner's netns)."""
-        import json
-
-        out = netns.run(
-            [sys.executable, "-c", _STATUS_SNIPPET, f"http://{self.addresses[host]}:{PROXY_PORT}/ndp/v1/status"],
-            ns=self.fabric.ns[host],
-            timeout=20,
-        )
-        doc: dict[str, Any] = json.loads(out)
-        return doc
-
     def stop(self) -> None:
         for p in self.proxies.values():
             p.stop(grace_s=5)
@@ -196,9 +184,6 @@ class NdpStorage:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-_STATUS_SNIPPET = "import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())"
 
 
 def emulated_to_real(cores: float, core_scale: float) -> float:
