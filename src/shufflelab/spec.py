@@ -413,6 +413,14 @@ class ExperimentMeta(_Model):
     repetitions: int = Field(default=1, ge=1, le=1000)
     run_timeout_s: float = Field(default=600, gt=0, le=86_400)
     seed: int = 1
+    order: Literal["grouped", "shuffled"] = Field(
+        default="grouped",
+        description=(
+            "Run order inside a fabric group: 'grouped' keeps the matrix order; 'shuffled' gives every "
+            "repetition its own seeded random order, so warm caches, JIT or drift do not favour the "
+            "scenarios that come later. Not part of a scenario's identity: changing it keeps finished runs."
+        ),
+    )
 
 
 class ExperimentSpec(_Model):
@@ -739,6 +747,7 @@ def spec_hash(spec: ExperimentSpec) -> str:
     """Stable 12-hex-digit content hash of a scenario spec (matrix and repetitions excluded)."""
     data = spec.model_dump(mode="json", exclude={"matrix", "cases"})
     data["experiment"].pop("repetitions", None)
+    data["experiment"].pop("order", None)
     for path, default in _HASH_NEUTRAL_DEFAULTS.items():
         parent = _get_path(data, ".".join(path[:-1])) if len(path) > 1 else data
         if isinstance(parent, dict) and parent.get(path[-1], _MISSING) == default:

@@ -171,6 +171,33 @@ def test_select_filters_scenarios_by_label_parts(tmp_path) -> None:  # type: ign
         EmulateRunner(sp, "starvation.toml", tmp_path, select=["apps=3"])
 
 
+def test_shuffled_order_differs_per_rep_is_seeded_and_keeps_scenario_ids(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from pathlib import Path
+
+    from shufflelab import spec as S
+    from shufflelab.emulate.runner import EmulateRunner
+
+    root = Path(__file__).resolve().parents[2]
+    base = S.load(root / "experiments" / "ndp-tpch.toml")
+    grouped = base.model_copy(update={"experiment": base.experiment.model_copy(update={"order": "grouped"})})
+    shuffled = base.model_copy(update={"experiment": base.experiment.model_copy(update={"order": "shuffled"})})
+    sel = ["case=single", "query=q6"]
+    g = EmulateRunner(grouped, "ndp-tpch.toml", tmp_path, select=sel)
+    s1 = EmulateRunner(shuffled, "ndp-tpch.toml", tmp_path, select=sel)
+    s2 = EmulateRunner(shuffled, "ndp-tpch.toml", tmp_path, select=sel)
+    # the order is not part of what a run is: finished runs stay valid when it changes
+    assert [s.scenario_id for s in g.scenarios] == [s.scenario_id for s in s1.scenarios]
+    reps = base.experiment.repetitions
+    n = len(g.scenarios)
+    plan_g, plan_s = g.plan(), s1.plan()
+    assert plan_s == s2.plan()  # seeded: a resumed experiment keeps its order
+    assert sorted((sc.scenario_id, r) for sc, r in plan_s) == sorted((sc.scenario_id, r) for sc, r in plan_g)
+    by_rep = [[sc.scenario_id for sc, r in plan_s if r == rep] for rep in range(1, reps + 1)]
+    assert all(len(ids) == n for ids in by_rep)  # reps still interleaved: all of rep 1, then rep 2 ...
+    assert [sc.scenario_id for sc, r in plan_g if r == 1] != by_rep[0]
+    assert by_rep[0] != by_rep[1]
+
+
 def test_switch_spin_makes_the_switch_spin_and_needs_the_switch(spec_dict: dict[str, Any]) -> None:
     import pytest as _pytest
 

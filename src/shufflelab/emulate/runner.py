@@ -15,6 +15,7 @@ import dataclasses
 import json
 import os
 import platform
+import random
 import re
 import shutil
 import subprocess
@@ -231,9 +232,13 @@ class EmulateRunner:
         for sc in self.scenarios:
             groups.setdefault(self._group_key(sc.spec), []).append(sc)
         todo = []
-        for scs in groups.values():
-            for rep in range(1, self.spec.experiment.repetitions + 1):
-                for sc in scs:
+        meta = self.spec.experiment
+        for g, scs in enumerate(groups.values()):
+            for rep in range(1, meta.repetitions + 1):
+                order = list(scs)
+                if meta.order == "shuffled":  # seeded: a resumed experiment keeps its order
+                    random.Random(f"{meta.seed}:{g}:{rep}").shuffle(order)
+                for sc in order:
                     if (sc.scenario_id, rep) not in done:
                         todo.append((sc, rep))
         return todo
