@@ -70,7 +70,7 @@ def policy_table(runs: pd.DataFrame, conds: list[str]) -> pd.DataFrame:
             row[p] = round(float(means[p]), 2) if p in means else None
         static = {p: float(means[p]) for p in STATIC if p in means}
         row["n"] = int(ns.min()) if len(ns) else 0
-        if static:
+        if len(static) == len(STATIC):  # the Oracle needs every static policy measured
             oracle = min(static, key=lambda p: static[p])
             row["oracle"] = oracle
             if "net-aware" in means:

@@ -1,0 +1,30 @@
+"""The NDP report's policy table: the Oracle and Net-Aware's gap, from synthetic runs."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from shufflelab.ndp.report import policy_table
+
+
+def runs(times: dict[str, list[float]], cond: str = "1") -> pd.DataFrame:
+    rows = [{"storage_cores": cond, "policy": p, "query_s": t} for p, ts in times.items() for t in ts]
+    return pd.DataFrame(rows)
+
+
+def test_oracle_is_the_best_static_mean_and_gap_is_relative_to_it() -> None:
+    t = policy_table(
+        runs({"none": [30, 34], "filter": [20, 22], "filter+project": [12, 15], "full": [13, 13], "net-aware": [13.65]}),
+        ["storage_cores"],
+    )
+    row = t.iloc[0]
+    assert row["oracle"] == "full"  # 13.0 s beats filter+project (13.5 s) though one f+p run was faster
+    assert row["gap_pct"] == pytest.approx(5.0)
+    assert row["n"] == 1
+
+
+def test_no_oracle_until_every_static_policy_is_measured() -> None:
+    t = policy_table(runs({"none": [30], "filter": [20], "net-aware": [10]}), ["storage_cores"])
+    assert "oracle" not in t.columns or pd.isna(t.iloc[0].get("oracle"))
+    assert "gap_pct" not in t.columns or pd.isna(t.iloc[0].get("gap_pct"))
