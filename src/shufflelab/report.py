@@ -684,7 +684,7 @@ def write(db: Path, out: Path | None = None) -> ReportPaths:
     if ndp is not None:
         ndp_runs, ndp_conds = ndp
         ndp_tabs = (
-            ndp_report.policy_table(ndp_runs, ndp_conds),
+            ndp_report.policy_table(ndp_runs, ndp_conds, ndp_report.choices(db, ndp_runs, ndp_conds)),
             ndp_report.bytes_table(ndp_runs, ndp_conds),
             ndp_report.picks_table(db, ndp_runs, ndp_conds),
         )

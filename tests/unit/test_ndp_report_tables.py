@@ -28,3 +28,13 @@ def test_no_oracle_until_every_static_policy_is_measured() -> None:
     t = policy_table(runs({"none": [30], "filter": [20], "net-aware": [10]}), ["storage_cores"])
     assert "oracle" not in t.columns or pd.isna(t.iloc[0].get("oracle"))
     assert "gap_pct" not in t.columns or pd.isna(t.iloc[0].get("gap_pct"))
+
+
+def test_choice_gap_prices_the_decision_not_the_noise() -> None:
+    times = {"none": [30.0], "filter": [20.0], "filter+project": [12.0], "full": [13.0], "net-aware": [11.0]}
+    t = policy_table(runs(times), ["storage_cores"], {("1",): "full"})
+    row = t.iloc[0]
+    assert row["oracle"] == "filter+project"
+    assert row["gap_pct"] == pytest.approx(100 * (11 / 12 - 1), abs=0.05)  # lucky run: looks better
+    assert row["na_chose"] == "full"
+    assert row["choice_gap_pct"] == pytest.approx(100 * (13 / 12 - 1), abs=0.05)  # the choice cost 8 %

@@ -26,7 +26,9 @@ STATIC = ("none", "filter", "filter+project", "full")
 POLICY_KEY = "policy"
 NOTE = (
     "Metric: mean query time per run (s). Oracle = the best static policy per condition, known only "
-    "after running them all; gap = Net-Aware / Oracle − 1. Bytes: what the connector received from the "
+    "after running them all; gap = Net-Aware / Oracle − 1 (includes run-to-run noise); choice gap = the "
+    "static policy Net-Aware chose (na_chose, when one for every query) / Oracle − 1: what the decision "
+    "cost. Bytes: what the connector received from the "
     "proxies/DataNodes (MB, mean per run) and what the bottleneck ports sent (MB, includes Spark's own traffic)."
 )
 
@@ -58,8 +60,13 @@ def load(db: Path) -> tuple[pd.DataFrame, list[str]] | None:
     return runs, conds
 
 
-def policy_table(runs: pd.DataFrame, conds: list[str]) -> pd.DataFrame:
-    """Per condition: mean query time per policy, the Oracle's policy and Net-Aware's gap to it."""
+def policy_table(runs: pd.DataFrame, conds: list[str], choices: dict[tuple, str] | None = None) -> pd.DataFrame:
+    """Per condition: mean query time per policy, the Oracle's policy and Net-Aware's gap to it.
+
+    ``choices`` (condition → the one static policy Net-Aware chose for every query there, see
+    :func:`choices`) adds ``choice_gap_pct``: the measured mean of that static policy over the
+    Oracle's, the cost of the *decision* without the run-to-run noise between Net-Aware's own runs
+    and the static runs of the same plan."""
     rows = []
     for cond, g in runs.groupby(conds, sort=True) if conds else [((), runs)]:
         cond = cond if isinstance(cond, tuple) else (cond,)
@@ -75,6 +82,10 @@ def policy_table(runs: pd.DataFrame, conds: list[str]) -> pd.DataFrame:
             row["oracle"] = oracle
             if "net-aware" in means:
                 row["gap_pct"] = round(100 * (float(means["net-aware"]) / static[oracle] - 1), 1)
+            chosen = (choices or {}).get(tuple(str(c) for c in cond))
+            if chosen in static:
+                row["na_chose"] = chosen
+                row["choice_gap_pct"] = round(100 * (static[chosen] / static[oracle] - 1), 1)
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -88,6 +99,22 @@ def bytes_table(runs: pd.DataFrame, conds: list[str]) -> pd.DataFrame:
         n=("run_id", "count"),
     )
     return g.reset_index()
+
+
+def choices(db: Path, runs: pd.DataFrame, conds: list[str]) -> dict[tuple, str]:
+    """Condition → the policy Net-Aware chose, where it chose the same one for every query there."""
+    na = runs[runs[POLICY_KEY] == "net-aware"]
+    if na.empty:
+        return {}
+    q = Store(db).query("SELECT run_id, policy FROM ndp_queries WHERE estimate_json IS NOT NULL")
+    q = q.merge(na[["run_id", *conds]], on="run_id")
+    out = {}
+    for cond, g in q.groupby(conds, sort=True) if conds else [((), q)]:
+        cond = cond if isinstance(cond, tuple) else (cond,)
+        picked = g["policy"].unique()
+        if len(picked) == 1:
+            out[tuple(str(c) for c in cond)] = str(picked[0])
+    return out
 
 
 def picks_table(db: Path, runs: pd.DataFrame, conds: list[str]) -> pd.DataFrame:
