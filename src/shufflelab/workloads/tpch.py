@@ -72,7 +72,8 @@ def run(spark: Any, p: TpchParams, ndp: dict[str, Any] | None = None) -> dict[st
                         statuses.append({"error": str(exc)})
                 decision = advisor.decide(q, ndp["model"], statuses, concurrent_queries=concurrent)
                 policy = decision.policy
-                out["estimate"] = decision.as_dict()
+                # what asking the proxies and deciding cost (counted in the query's time)
+                out["estimate"] = {**decision.as_dict(), "decide_s": round(time.time() - t0, 4)}
             else:
                 policy = p.policy
             out["policy"] = policy
