@@ -50,9 +50,6 @@ class NetworkEstimate:
     concurrent_transfers: float
     max_concurrent_transfers: float
     backlog_gb: float = 0.0
-    #: GB each *other* job still has to move across the network (the chain planner's view of the
-    #: link's sharing; empty when unknown). Not used by the paper's rule.
-    others_gb: tuple[float, ...] = ()
 
 
 def compute_time_s(queued_partitions: float, drain_rate_partitions_per_s: float, partitions: float) -> float:
@@ -106,75 +103,35 @@ def _queue_wait_s(operators: Sequence[OperatorEstimate], storage: bool) -> float
     return 0.0
 
 
-def shared_transfer_s(data_gb: float, net: NetworkEstimate) -> tuple[float, float]:
-    """Seconds to move ``data_gb`` over a link shared fairly with the other jobs' remaining bytes
-    ``net.others_gb``, and the seconds of delay the transfer adds to those jobs together.
-
-    Under processor sharing (what max-min fairness gives jobs with equal shares), a job of D bytes
-    finishes after ``(D + Σ_j min(R_j, D)) / B`` and delays job j by ``min(R_j, D) / B``. Admission
-    (S_max) only reorders who moves first; it is not modelled here. Without ``others_gb`` this is
-    the paper's ``Tn(D)`` and no delay."""
-    if not net.others_gb:
-        return transfer_time_s(data_gb, net), 0.0
-    rate_gb_per_s = net.bandwidth_gbps / 8.0
-    delayed_gb = sum(min(r, data_gb) for r in net.others_gb)
-    return (data_gb + delayed_gb) / rate_gb_per_s, delayed_gb / rate_gb_per_s
-
-
-def price_chain(operators: Sequence[OperatorEstimate], net: NetworkEstimate, pipelined: bool = True) -> list[float]:
-    """Every pushable prefix's estimated cost in seconds (index = operators pushed); see :func:`plan_chain`."""
+def plan_chain(operators: Sequence[OperatorEstimate], net: NetworkEstimate) -> int:
+    """An extension of the model, not in the paper: price each prefix i as a whole,
+    ``T(i) = [i>0]·(Q_s/X_s + Σ_{o<i} P/X_s,o) + Tn(D crossing) + [i<n]·(Q_c/X_c + Σ_{o≥i}
+    P/X_c,o)``, and push the cheapest (fewest operators on ties). Unlike :func:`plan` it can push
+    an operator that expands the data (decompression) when a later one shrinks it enough."""
+    if not operators:
+        return 0
     n = 0
     for op in operators:
         if not op.pushable:
             break
         n += 1
     wait_s, wait_c = _queue_wait_s(operators, True), _queue_wait_s(operators, False)
-    partitions = max(1.0, operators[0].partitions) if operators else 1.0
-    costs = []
+    best_t, best_i = math.inf, 0
     for i in range(n + 1):
-        stages = []
+        t = 0.0
         if i > 0:
-            stages.append(
-                wait_s
-                + sum(compute_time_s(0.0, o.storage_drain_partitions_per_s, o.partitions) for o in operators[:i])
+            t += wait_s + sum(
+                compute_time_s(0.0, o.storage_drain_partitions_per_s, o.partitions) for o in operators[:i]
             )
         crossing_gb = operators[i].input_gb if i < len(operators) else operators[i - 1].output_gb
-        if pipelined:
-            own_net, delay = shared_transfer_s(crossing_gb, net)
-        else:
-            own_net, delay = transfer_time_s(crossing_gb, net), 0.0
-        stages.append(own_net)
+        t += transfer_time_s(crossing_gb, net)
         if i < len(operators):
-            stages.append(
-                wait_c
-                + sum(compute_time_s(0.0, o.compute_drain_partitions_per_s, o.partitions) for o in operators[i:])
+            t += wait_c + sum(
+                compute_time_s(0.0, o.compute_drain_partitions_per_s, o.partitions) for o in operators[i:]
             )
-        if pipelined:
-            # partitions flow storage -> network -> compute: the slowest stage sets the pace, the
-            # others add about one partition's worth (fill and drain)
-            slowest = max(stages)
-            costs.append(slowest + (sum(stages) - slowest) / partitions + delay)
-        else:
-            costs.append(sum(stages))
-    return costs
-
-
-def plan_chain(operators: Sequence[OperatorEstimate], net: NetworkEstimate, pipelined: bool = True) -> int:
-    """An extension of the model, not in the paper: price each pushable prefix i whole and push
-    the cheapest (fewest operators on ties). Unlike :func:`plan` it can push an operator that
-    expands the data (decompression) when a later one shrinks it enough.
-
-    A prefix's stages are the storage work ``[i>0]·(Q_s/X_s + Σ_{o<i} P/X_s,o)``, the transfer of
-    the bytes crossing (:func:`shared_transfer_s`) and the compute work ``[i<n]·(Q_c/X_c +
-    Σ_{o≥i} P/X_c,o)``. ``pipelined`` (the default): partitions flow through the stages, so the
-    cost is the slowest stage plus one partition's share of the others, plus the delay the
-    transfer adds to the jobs already sharing the link (storage and compute queues are FIFO: a
-    newcomer delays nobody there). ``pipelined=False``: the stages' plain sum with the paper's
-    ``Tn`` (the real NDP system's :func:`plan_prefixes`)."""
-    if not operators:
-        return 0
-    costs = price_chain(operators, net, pipelined)
-    return min(range(len(costs)), key=lambda i: (costs[i], i))
+        if t < best_t:
+            best_t, best_i = t, i
+    return best_i
 
 
 def decisions(operators: Sequence[OperatorEstimate], net: NetworkEstimate) -> list[bool]:
@@ -210,8 +167,7 @@ def plan_prefixes(
     prefixes: Sequence[PrefixEstimate], net: NetworkEstimate, storage_wait_s: float, compute_wait_s: float
 ) -> tuple[int, list[float]]:
     """The cheapest of ``prefixes`` (index 0 pushes nothing; ties go to the shorter prefix) and
-    every prefix's estimated time. With additive per-operator costs this is
-    ``plan_chain(..., pipelined=False)``."""
+    every prefix's estimated time. With additive per-operator costs this is :func:`plan_chain`."""
     times = [price_prefix(p, net, storage_wait_s, compute_wait_s, i > 0) for i, p in enumerate(prefixes)]
     best = min(range(len(times)), key=lambda i: (times[i], i))
     return best, times

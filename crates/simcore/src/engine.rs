@@ -397,14 +397,10 @@ impl Sim {
         }
         let mut others = 0u32;
         let mut backlog = 0.0;
-        let mut others_gb = Vec::new();
         for job in self.jobs.iter().flatten() {
             if job.slot != Slot::Idle {
                 others += 1;
                 backlog += job.network_bytes;
-            }
-            if job.transfers_left > 0 && job.outstanding_wire_bytes > 0.0 {
-                others_gb.push(job.outstanding_wire_bytes / 1e9);
             }
         }
         let s_max = self.cfg.network.max_concurrent_jobs as f64;
@@ -415,7 +411,6 @@ impl Sim {
                 concurrent_transfers: others as f64 + 1.0,
                 max_concurrent_transfers: s_max,
                 backlog_gb: backlog / s_max / 1e9,
-                others_gb,
             },
         }
     }

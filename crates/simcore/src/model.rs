@@ -247,10 +247,6 @@ pub struct NetworkEstimate {
     pub concurrent_transfers: f64,
     pub max_concurrent_transfers: f64,
     pub backlog_gb: f64,
-    /// GB each other job still has to move across the network (the chain planner's view of the
-    /// link's sharing; empty when unknown).
-    #[serde(default)]
-    pub others_gb: Vec<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]

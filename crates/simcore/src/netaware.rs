@@ -71,66 +71,39 @@ fn queue_wait_s(ops: &[OperatorEstimate], storage: bool) -> f64 {
         .map_or(0.0, |(q, x)| q / x)
 }
 
-/// Seconds to move `data_gb` over a link shared fairly with the other jobs' remaining bytes
-/// (`net.others_gb`), and the seconds of delay the transfer adds to those jobs together: under
-/// processor sharing a job of D bytes finishes after `(D + Σ_j min(R_j, D)) / B` and delays job j
-/// by `min(R_j, D) / B`. Without `others_gb`: the paper's `Tn(D)` and no delay.
-pub fn shared_transfer_s(data_gb: f64, net: &NetworkEstimate) -> (f64, f64) {
-    if net.others_gb.is_empty() {
-        return (transfer_time_s(data_gb, net), 0.0);
-    }
-    let rate_gb_per_s = net.bandwidth_gbps / 8.0;
-    let delayed_gb: f64 = net.others_gb.iter().map(|r| r.min(data_gb)).sum();
-    (
-        (data_gb + delayed_gb) / rate_gb_per_s,
-        delayed_gb / rate_gb_per_s,
-    )
-}
-
-/// An extension of the model, not in the paper (twin of `shufflelab.netaware.plan_chain`):
-/// price every pushable prefix whole and push the cheapest (fewest operators on ties). Stages:
-/// storage `[i > 0]·(Q_s/X_s + Σ_{o<i} P/X_s,o)`, the transfer ([`shared_transfer_s`]), compute
-/// `[i < n]·(Q_c/X_c + Σ_{o≥i} P/X_c,o)`; partitions are pipelined through them, so the cost is
-/// the slowest stage plus one partition's share of the others, plus the delay the transfer adds
-/// to the jobs already on the link. Unlike [`plan`], it can push an operator that expands the
-/// data (decompression) when a later one shrinks it enough.
+/// An extension of the model, not in the paper: price every prefix as a whole,
+/// `T(i) = [i > 0]·(Q_s/X_s + Σ_{o<i} P/X_s,o) + Tn(D_in of o_i) + [i < n]·(Q_c/X_c + Σ_{o≥i} P/X_c,o)`,
+/// and push the cheapest (fewest operators on ties). Unlike [`plan`], it can push an operator
+/// that expands the data (decompression) when a later one shrinks it enough.
 pub fn plan_chain(ops: &[OperatorEstimate], net: &NetworkEstimate) -> u32 {
     if ops.is_empty() {
         return 0;
     }
     let n = ops.iter().take_while(|o| o.pushable).count();
     let (wait_s, wait_c) = (queue_wait_s(ops, true), queue_wait_s(ops, false));
-    let partitions = ops[0].partitions.max(1.0);
     let mut best = (f64::INFINITY, 0u32);
     for i in 0..=n {
-        let mut stages: Vec<f64> = Vec::with_capacity(3);
+        let mut t = 0.0;
         if i > 0 {
-            stages.push(
-                wait_s
-                    + ops[..i]
-                        .iter()
-                        .map(|o| compute_time_s(0.0, o.storage_drain_partitions_per_s, o.partitions))
-                        .sum::<f64>(),
-            );
+            t += wait_s
+                + ops[..i]
+                    .iter()
+                    .map(|o| compute_time_s(0.0, o.storage_drain_partitions_per_s, o.partitions))
+                    .sum::<f64>();
         }
         let crossing_gb = if i < ops.len() {
             ops[i].input_gb
         } else {
             ops[i - 1].output_gb
         };
-        let (own_net, delay) = shared_transfer_s(crossing_gb, net);
-        stages.push(own_net);
+        t += transfer_time_s(crossing_gb, net);
         if i < ops.len() {
-            stages.push(
-                wait_c
-                    + ops[i..]
-                        .iter()
-                        .map(|o| compute_time_s(0.0, o.compute_drain_partitions_per_s, o.partitions))
-                        .sum::<f64>(),
-            );
+            t += wait_c
+                + ops[i..]
+                    .iter()
+                    .map(|o| compute_time_s(0.0, o.compute_drain_partitions_per_s, o.partitions))
+                    .sum::<f64>();
         }
-        let slowest = stages.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        let t = slowest + (stages.iter().sum::<f64>() - slowest) / partitions + delay;
         if t < best.0 {
             best = (t, i as u32);
         }
@@ -148,7 +121,6 @@ mod tests {
             concurrent_transfers: s,
             max_concurrent_transfers: 4.0,
             backlog_gb: 10.0,
-            others_gb: Vec::new(),
         }
     }
 
@@ -180,25 +152,5 @@ mod tests {
         let bad = op(0.1, 1.0, 1.0);
         assert_eq!(plan(&[good.clone(), bad, good.clone()], &net(1.0)), 1);
         assert_eq!(plan(&[good.clone(), good], &net(1.0)), 2);
-    }
-}
-
-#[cfg(test)]
-mod shared_tests {
-    use super::*;
-
-    #[test]
-    fn shared_transfer_is_processor_sharing() {
-        let net = NetworkEstimate {
-            bandwidth_gbps: 8.0, // 1 GB/s
-            concurrent_transfers: 3.0,
-            max_concurrent_transfers: 17.0,
-            backlog_gb: 0.0,
-            others_gb: vec![0.5, 4.0],
-        };
-        // 2 GB alongside 0.5 and 4 GB: 2 + 0.5 + 2 GB move before it ends; the others wait 2.5 s.
-        let (own, delay) = shared_transfer_s(2.0, &net);
-        assert!((own - 4.5).abs() < 1e-12);
-        assert!((delay - 2.5).abs() < 1e-12);
     }
 }

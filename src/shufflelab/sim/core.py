@@ -42,7 +42,7 @@ def rust_plan(operators: list[OperatorEstimate], net: NetworkEstimate, chain: bo
         "operators": [
             {k: (_finite(v) if isinstance(v, float) else v) for k, v in vars(op).items()} for op in operators
         ],
-        "network": {k: (list(v) if isinstance(v, tuple) else _finite(v)) for k, v in vars(net).items()},
+        "network": {k: _finite(v) for k, v in vars(net).items()},
     }
     return int(_module().net_aware_plan(json.dumps(doc), chain))
 
@@ -58,6 +58,4 @@ def planner_inputs(record: dict[str, Any]) -> tuple[list[OperatorEstimate], Netw
     for o in record["operators"]:
         fields: dict[str, Any] = {k: (float("inf") if v is None else v) for k, v in o.items()}
         ops.append(OperatorEstimate(**fields))
-    net = dict(record["network"])
-    net["others_gb"] = tuple(net.get("others_gb") or ())
-    return ops, NetworkEstimate(**net)
+    return ops, NetworkEstimate(**record["network"])

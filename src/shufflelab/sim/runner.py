@@ -40,8 +40,7 @@ SCHEMA = [
         compute_drain_partitions_per_s DOUBLE, storage_queued_partitions DOUBLE,
         storage_drain_partitions_per_s DOUBLE, bandwidth_gbps DOUBLE,
         concurrent_transfers DOUBLE, max_concurrent_transfers DOUBLE, backlog_gb DOUBLE,
-        benefits BOOLEAN, others_gb DOUBLE[])""",
-    "ALTER TABLE sim_planner ADD COLUMN IF NOT EXISTS others_gb DOUBLE[]",  # stores written before it
+        benefits BOOLEAN)""",
 ]
 
 
@@ -104,7 +103,7 @@ def run_one(
             for i, (op, verdict) in enumerate(zip(ops, netaware.decisions(ops, net), strict=True)):
                 row = {"run_id": run_id, "job": j["job"], "op_index": i, **vars(op)}
                 row.pop("pushable")
-                planner.append({**row, **vars(net), "others_gb": list(net.others_gb), "benefits": verdict})
+                planner.append({**row, **vars(net), "benefits": verdict})
     return run, jobs, planner
 
 
