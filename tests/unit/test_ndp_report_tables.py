@@ -38,3 +38,17 @@ def test_choice_gap_prices_the_decision_not_the_noise() -> None:
     assert row["gap_pct"] == pytest.approx(100 * (11 / 12 - 1), abs=0.05)  # lucky run: looks better
     assert row["na_chose"] == "full"
     assert row["choice_gap_pct"] == pytest.approx(100 * (13 / 12 - 1), abs=0.05)  # the choice cost 8 %
+
+
+def test_policies_that_push_the_same_operators_are_one_plan_for_the_choice_gap() -> None:
+    # Q19: full cannot push the aggregate above the join, so it pushes what filter+project pushes
+    times = {"none": [30.0], "filter": [20.0], "filter+project": [10.0, 12.0], "full": [13.0], "net-aware": [12.0]}
+    df = runs(times)
+    df["plan"] = df["policy"].map(
+        {"none": "", "filter": "filter", "filter+project": "filter,project", "full": "filter,project"}
+    )
+    row = policy_table(df, ["storage_cores"], {("1",): "full"}).iloc[0]
+    assert row["oracle"] == "filter+project"
+    assert row["same_plan"] == "full=filter+project"
+    assert row["choice_gap_pct"] == pytest.approx(0.0)  # the same plan: no decision cost
+    assert row["gap_plan_pct"] == pytest.approx(100 * (12 / (35 / 3) - 1), abs=0.05)  # vs 10, 12, 13 pooled
