@@ -11,11 +11,11 @@ from hypothesis import strategies as st
 from shufflelab.netaware import (
     NetworkEstimate,
     OperatorEstimate,
+    PrefixEstimate,
     benefits,
     compute_time_s,
     decisions,
     plan,
-    PrefixEstimate,
     plan_chain,
     plan_prefixes,
     transfer_time_s,

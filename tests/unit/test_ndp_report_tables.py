@@ -15,7 +15,9 @@ def runs(times: dict[str, list[float]], cond: str = "1") -> pd.DataFrame:
 
 def test_oracle_is_the_best_static_mean_and_gap_is_relative_to_it() -> None:
     t = policy_table(
-        runs({"none": [30, 34], "filter": [20, 22], "filter+project": [12, 15], "full": [13, 13], "net-aware": [13.65]}),
+        runs(
+            {"none": [30, 34], "filter": [20, 22], "filter+project": [12, 15], "full": [13, 13], "net-aware": [13.65]}
+        ),
         ["storage_cores"],
     )
     row = t.iloc[0]
