@@ -87,12 +87,11 @@ def policy_table(runs: pd.DataFrame, conds: list[str], choices: dict[tuple, str]
         if len(static) == len(STATIC):  # the Oracle needs every static policy measured
             oracle = min(static, key=lambda p: static[p])
             row["oracle"] = oracle
-            if "net-aware" in means:
-                row["gap_pct"] = round(100 * (float(means["net-aware"]) / static[oracle] - 1), 1)
             plan_of = _plans(g)
             st = g[g[POLICY_KEY].isin(STATIC)]
             plan_s = st.groupby(st[POLICY_KEY].map(plan_of))["query_s"].mean()
             if "net-aware" in means:
+                row["gap_pct"] = round(100 * (float(means["net-aware"]) / static[oracle] - 1), 1)
                 row["gap_plan_pct"] = round(100 * (float(means["net-aware"]) / float(plan_s.min()) - 1), 1)
             chosen = (choices or {}).get(tuple(str(c) for c in cond))
             if chosen in static:
@@ -126,13 +125,20 @@ def bytes_table(runs: pd.DataFrame, conds: list[str]) -> pd.DataFrame:
     return g.reset_index()
 
 
-def choices(db: Path, runs: pd.DataFrame, conds: list[str]) -> dict[tuple, str]:
-    """Condition → the policy Net-Aware chose, where it chose the same one for every query there."""
+def _decisions(db: Path, runs: pd.DataFrame, conds: list[str]) -> pd.DataFrame:
+    """Net-Aware's per-query decisions (policy, estimate) with their run's condition; empty if none."""
     na = runs[runs[POLICY_KEY] == "net-aware"]
     if na.empty:
+        return pd.DataFrame()
+    q = Store(db).query("SELECT run_id, i, policy, estimate_json FROM ndp_queries WHERE estimate_json IS NOT NULL")
+    return q.merge(na[["run_id", *conds]], on="run_id")
+
+
+def choices(db: Path, runs: pd.DataFrame, conds: list[str]) -> dict[tuple, str]:
+    """Condition → the policy Net-Aware chose, where it chose the same one for every query there."""
+    q = _decisions(db, runs, conds)
+    if q.empty:
         return {}
-    q = Store(db).query("SELECT run_id, policy FROM ndp_queries WHERE estimate_json IS NOT NULL")
-    q = q.merge(na[["run_id", *conds]], on="run_id")
     out = {}
     for cond, g in q.groupby(conds, sort=True) if conds else [((), q)]:
         cond = cond if isinstance(cond, tuple) else (cond,)
@@ -144,11 +150,9 @@ def choices(db: Path, runs: pd.DataFrame, conds: list[str]) -> dict[tuple, str]:
 
 def picks_table(db: Path, runs: pd.DataFrame, conds: list[str]) -> pd.DataFrame:
     """Net-Aware's choices per condition (share of queries per policy) and its estimate for one of them."""
-    na = runs[runs[POLICY_KEY] == "net-aware"]
-    if na.empty:
+    q = _decisions(db, runs, conds)
+    if q.empty:
         return pd.DataFrame()
-    q = Store(db).query("SELECT run_id, i, policy, estimate_json FROM ndp_queries WHERE estimate_json IS NOT NULL")
-    q = q.merge(na[["run_id", *conds]], on="run_id")
     rows = []
     for cond, g in q.groupby(conds, sort=True) if conds else [((), q)]:
         cond = cond if isinstance(cond, tuple) else (cond,)
