@@ -103,11 +103,25 @@ def _queue_wait_s(operators: Sequence[OperatorEstimate], storage: bool) -> float
     return 0.0
 
 
+def pipeline_time_s(stage_s: Sequence[float], partitions: float) -> float:
+    """Seconds of a pipeline of stages of ``stage_s`` seconds each (a cluster's or the link's
+    backlog plus this job's work there) over ``partitions`` partitions: the slowest stage, plus
+    one partition's share of every other (filling and draining the pipeline). One partition
+    gives the plain sum."""
+    total = sum(stage_s)
+    if partitions <= 1:
+        return total
+    slowest = max(stage_s, default=0.0)
+    return slowest + (total - slowest) / partitions
+
+
 def plan_chain(operators: Sequence[OperatorEstimate], net: NetworkEstimate) -> int:
-    """An extension of the model, not in the paper: price each prefix i as a whole,
-    ``T(i) = [i>0]·(Q_s/X_s + Σ_{o<i} P/X_s,o) + Tn(D crossing) + [i<n]·(Q_c/X_c + Σ_{o≥i}
-    P/X_c,o)``, and push the cheapest (fewest operators on ties). Unlike :func:`plan` it can push
-    an operator that expands the data (decompression) when a later one shrinks it enough."""
+    """An extension of the model, not in the paper: price each prefix i whole, as the pipeline the
+    job's partitions flow through, storage → network → compute: ``T_s = [i>0]·(Q_s/X_s + Σ_{o<i}
+    P/X_s,o)``, ``T_n = Tn(D crossing)``, ``T_c = [i<n]·(Q_c/X_c + Σ_{o≥i} P/X_c,o)``,
+    ``T(i) = pipeline_time_s([T_s, T_n, T_c], P)``, and push the cheapest (fewest operators on
+    ties). Unlike :func:`plan` it can push an operator that expands the data (decompression) when
+    a later one shrinks it enough."""
     if not operators:
         return 0
     n = 0
@@ -118,17 +132,19 @@ def plan_chain(operators: Sequence[OperatorEstimate], net: NetworkEstimate) -> i
     wait_s, wait_c = _queue_wait_s(operators, True), _queue_wait_s(operators, False)
     best_t, best_i = math.inf, 0
     for i in range(n + 1):
-        t = 0.0
+        t_s = 0.0
         if i > 0:
-            t += wait_s + sum(
+            t_s = wait_s + sum(
                 compute_time_s(0.0, o.storage_drain_partitions_per_s, o.partitions) for o in operators[:i]
             )
         crossing_gb = operators[i].input_gb if i < len(operators) else operators[i - 1].output_gb
-        t += transfer_time_s(crossing_gb, net)
+        t_n = transfer_time_s(crossing_gb, net)
+        t_c = 0.0
         if i < len(operators):
-            t += wait_c + sum(
+            t_c = wait_c + sum(
                 compute_time_s(0.0, o.compute_drain_partitions_per_s, o.partitions) for o in operators[i:]
             )
+        t = pipeline_time_s([t_s, t_n, t_c], operators[0].partitions)
         if t < best_t:
             best_t, best_i = t, i
     return best_i
@@ -143,24 +159,25 @@ def decisions(operators: Sequence[OperatorEstimate], net: NetworkEstimate) -> li
 class PrefixEstimate:
     """One pushdown choice priced as a whole (the real NDP system's form of :func:`plan_chain`):
     ``storage_s`` and ``compute_s`` are the busy time the choice puts on each cluster (its work
-    divided by the cluster's capacity), ``crossing_gb`` what crosses the network."""
+    divided by the cluster's capacity), ``crossing_gb`` what crosses the network, ``partitions``
+    how many pieces flow through the three stages (1: they run one after the other)."""
 
     name: str
     storage_s: float
     crossing_gb: float
     compute_s: float
+    partitions: float = 1.0
 
 
 def price_prefix(
     p: PrefixEstimate, net: NetworkEstimate, storage_wait_s: float, compute_wait_s: float, pushes: bool
 ) -> float:
-    """``[pushes]·(Q_s/X_s + storage_s) + Tn(crossing) + [compute_s > 0]·(Q_c/X_c + compute_s)`` seconds."""
-    t = transfer_time_s(p.crossing_gb, net)
-    if p.compute_s > 0:
-        t += compute_wait_s + p.compute_s
-    if pushes:
-        t += storage_wait_s + p.storage_s
-    return t
+    """The pipeline (:func:`pipeline_time_s`) of ``[pushes]·(Q_s/X_s + storage_s)``,
+    ``Tn(crossing)`` and ``[compute_s > 0]·(Q_c/X_c + compute_s)`` seconds over ``p.partitions``;
+    with one partition, their sum."""
+    t_s = storage_wait_s + p.storage_s if pushes else 0.0
+    t_c = compute_wait_s + p.compute_s if p.compute_s > 0 else 0.0
+    return pipeline_time_s([t_s, transfer_time_s(p.crossing_gb, net), t_c], p.partitions)
 
 
 def plan_prefixes(

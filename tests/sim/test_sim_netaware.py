@@ -138,6 +138,7 @@ def test_prefix_pricing_is_the_chain_planner_for_additive_costs(
                 storage_s=sum(o.partitions / o.storage_drain_partitions_per_s for o in ops[:i]),
                 crossing_gb=ops[i].input_gb if i < len(ops) else ops[-1].output_gb,
                 compute_s=sum(o.partitions / o.compute_drain_partitions_per_s for o in ops[i:]),
+                partitions=ops[0].partitions,
             )
         )
     wait_s = ops[0].storage_queued_partitions / ops[0].storage_drain_partitions_per_s

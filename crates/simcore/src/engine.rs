@@ -2,8 +2,9 @@
 //! operators), the network (the partition's remaining bytes) and the compute cores (the rest).
 //!
 //! Each cluster's cores form one FIFO pool. At most `max_concurrent_jobs` jobs (S_max) move data
-//! at once, admitted in arrival order; they share the `max_concurrent_flows` transfer slots
-//! round-robin, so each gets about B/S of the bandwidth as seed 003's model assumes. A job holds
+//! at once, admitted in arrival order; a free one of the `max_concurrent_flows` transfer slots
+//! goes to the admitted job with the fewest in flight (or, optionally, to each in turn), so each
+//! gets about B/S of the bandwidth as seed 003's model assumes. A job holds
 //! its admission while it has transfers queued or in flight. Time is virtual and the engine is
 //! pure: the same configuration and seed give the same result.
 
@@ -15,7 +16,7 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::model::{
     ClusterConfig, Config, JobConfig, JobResult, LinkResult, NetworkEstimate, NetworkMode,
-    OperatorEstimate, PlannerRecord, Policy, RunResult,
+    OperatorEstimate, PlannerRecord, Policy, RunResult, SlotOrder,
 };
 use crate::netaware;
 use crate::network::{FlowNetwork, Link, Ord64};
@@ -233,9 +234,12 @@ impl Sim {
                 self.flow.advance(t_net);
                 let mut done = std::mem::take(&mut self.completed);
                 self.flow.take_completed(&mut done);
+                // Free every slot of the batch before handing any out again, so that the
+                // order of simultaneous completions does not decide who gets them.
                 for &task in &done {
                     self.transfer_done(task as usize);
                 }
+                self.dispatch();
                 done.clear();
                 self.completed = done;
             } else {
@@ -485,23 +489,33 @@ impl Sim {
         self.dispatch();
     }
 
-    /// Fill free transfer slots from the admitted jobs' queues, round-robin.
+    /// Fill free transfer slots from the admitted jobs' queues: in turn, or to the job with the
+    /// fewest transfers in flight (ties in turn).
     fn dispatch(&mut self) {
-        'slots: while self.flows_in_flight < self.max_flows {
+        let fair = self.cfg.network.slot_order == SlotOrder::Fair;
+        while self.flows_in_flight < self.max_flows {
             let n = self.active_jobs.len();
+            let mut pick: Option<(u32, usize)> = None;
             for i in 0..n {
                 let idx = (self.next_turn + i) % n;
-                let j = self.active_jobs[idx];
-                let job = self.jobs[j].as_mut().expect("job");
-                if let Some(task) = job.net_queue.pop_front() {
-                    job.flows_in_flight += 1;
-                    self.flows_in_flight += 1;
-                    self.next_turn = idx + 1;
-                    self.start_transfer(task);
-                    continue 'slots;
+                let job = self.jobs[self.active_jobs[idx]].as_ref().expect("job");
+                if job.net_queue.is_empty() {
+                    continue;
+                }
+                if pick.is_none_or(|(f, _)| job.flows_in_flight < f) {
+                    pick = Some((job.flows_in_flight, idx));
+                }
+                if !fair {
+                    break;
                 }
             }
-            break;
+            let Some((_, idx)) = pick else { break };
+            let job = self.jobs[self.active_jobs[idx]].as_mut().expect("job");
+            let task = job.net_queue.pop_front().expect("queued");
+            job.flows_in_flight += 1;
+            self.flows_in_flight += 1;
+            self.next_turn = idx + 1;
+            self.start_transfer(task);
         }
     }
 
@@ -573,9 +587,11 @@ impl Sim {
             self.chunk_acquire(task);
         } else {
             self.transfer_done(task);
+            self.dispatch();
         }
     }
 
+    /// A transfer ended: free its slot (the caller hands slots out again with `dispatch`).
     fn transfer_done(&mut self, task: usize) {
         let j = self.tasks[task].job;
         let wire = self.tasks[task].wire_bytes;
@@ -603,7 +619,6 @@ impl Sim {
                 self.active_jobs.push(next);
             }
         }
-        self.dispatch();
         if self.tasks[task].compute_cycles > 0.0 {
             self.submit(false, task);
         } else {

@@ -72,6 +72,22 @@ pub struct NetworkConfig {
     /// partition); the others wait in FIFO order. Absent: the number of compute cores.
     #[serde(default)]
     pub max_concurrent_flows: Option<u32>,
+    /// Which admitted job a free transfer slot goes to.
+    #[serde(default)]
+    pub slot_order: SlotOrder,
+}
+
+/// Which admitted job gets a free transfer slot.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SlotOrder {
+    /// the job with the fewest transfers in flight, ties in turn (Spark's FAIR scheduler: the
+    /// job furthest below its share of the executor cores gets the next free one), so each of
+    /// S admitted jobs moves data at about B/S whatever the size of its transfers
+    #[default]
+    Fair,
+    /// one transfer per job in turn (a job of small transfers gets a slot only every S turns)
+    RoundRobin,
 }
 
 fn default_mss() -> f64 {

@@ -71,10 +71,25 @@ fn queue_wait_s(ops: &[OperatorEstimate], storage: bool) -> f64 {
         .map_or(0.0, |(q, x)| q / x)
 }
 
-/// An extension of the model, not in the paper: price every prefix as a whole,
-/// `T(i) = [i > 0]·(Q_s/X_s + Σ_{o<i} P/X_s,o) + Tn(D_in of o_i) + [i < n]·(Q_c/X_c + Σ_{o≥i} P/X_c,o)`,
-/// and push the cheapest (fewest operators on ties). Unlike [`plan`], it can push an operator
-/// that expands the data (decompression) when a later one shrinks it enough.
+/// Seconds of a pipeline of stages of `stage_s` seconds each (a cluster's or the link's backlog
+/// plus this job's work there) over `partitions` partitions: the slowest stage, plus one
+/// partition's share of every other (filling and draining the pipeline). One partition gives the
+/// plain sum.
+pub fn pipeline_time_s(stage_s: &[f64], partitions: f64) -> f64 {
+    let sum: f64 = stage_s.iter().sum();
+    if partitions <= 1.0 {
+        return sum;
+    }
+    let slowest = stage_s.iter().copied().fold(0.0, f64::max);
+    slowest + (sum - slowest) / partitions
+}
+
+/// An extension of the model, not in the paper: price every prefix i whole, as the pipeline the
+/// job's partitions flow through, storage → network → compute:
+/// `T_s = [i > 0]·(Q_s/X_s + Σ_{o<i} P/X_s,o)`, `T_n = Tn(D crossing)`,
+/// `T_c = [i < n]·(Q_c/X_c + Σ_{o≥i} P/X_c,o)`, `T(i) = max(T_s, T_n, T_c) + (T_s + T_n + T_c −
+/// max)/P`, and push the cheapest (fewest operators on ties). Unlike [`plan`], it can push an
+/// operator that expands the data (decompression) when a later one shrinks it enough.
 pub fn plan_chain(ops: &[OperatorEstimate], net: &NetworkEstimate) -> u32 {
     if ops.is_empty() {
         return 0;
@@ -83,27 +98,31 @@ pub fn plan_chain(ops: &[OperatorEstimate], net: &NetworkEstimate) -> u32 {
     let (wait_s, wait_c) = (queue_wait_s(ops, true), queue_wait_s(ops, false));
     let mut best = (f64::INFINITY, 0u32);
     for i in 0..=n {
-        let mut t = 0.0;
-        if i > 0 {
-            t += wait_s
+        let t_s = if i > 0 {
+            wait_s
                 + ops[..i]
                     .iter()
                     .map(|o| compute_time_s(0.0, o.storage_drain_partitions_per_s, o.partitions))
-                    .sum::<f64>();
-        }
+                    .sum::<f64>()
+        } else {
+            0.0
+        };
         let crossing_gb = if i < ops.len() {
             ops[i].input_gb
         } else {
             ops[i - 1].output_gb
         };
-        t += transfer_time_s(crossing_gb, net);
-        if i < ops.len() {
-            t += wait_c
+        let t_n = transfer_time_s(crossing_gb, net);
+        let t_c = if i < ops.len() {
+            wait_c
                 + ops[i..]
                     .iter()
                     .map(|o| compute_time_s(0.0, o.compute_drain_partitions_per_s, o.partitions))
-                    .sum::<f64>();
-        }
+                    .sum::<f64>()
+        } else {
+            0.0
+        };
+        let t = pipeline_time_s(&[t_s, t_n, t_c], ops[0].partitions);
         if t < best.0 {
             best = (t, i as u32);
         }
@@ -144,6 +163,12 @@ mod tests {
         assert!((transfer_time_s(1.0, &net(2.0)) - 4.0).abs() < 1e-12);
         // At S_max: (10 + 1) GB * 8 / (4 / 4) = 88 s.
         assert!((transfer_time_s(1.0, &net(4.0)) - 88.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn pipeline_is_the_slowest_stage_plus_one_partition_of_the_others() {
+        assert!((pipeline_time_s(&[10.0, 40.0, 20.0], 10.0) - 43.0).abs() < 1e-12);
+        assert!((pipeline_time_s(&[10.0, 40.0, 20.0], 1.0) - 70.0).abs() < 1e-12);
     }
 
     #[test]

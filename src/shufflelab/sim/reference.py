@@ -34,8 +34,9 @@ class _Job:
 
 
 class _Network:
-    """S_max admitted jobs share the transfer slots round-robin; flows share the link fairly
-    (``flow``) or take turns sending one chunk (``chunk``)."""
+    """S_max admitted jobs share the transfer slots (a free one goes to the job with the fewest in
+    flight, ties in turn; or to each job in turn); flows share the link fairly (``flow``) or take
+    turns sending one chunk (``chunk``)."""
 
     def __init__(self, env: Any, cfg: dict[str, Any], max_flows: int) -> None:
         import simpy
@@ -46,6 +47,7 @@ class _Network:
         self.chunk = cfg["chunk_bytes"]
         self.s_max = cfg["max_concurrent_jobs"]
         self.max_flows = max_flows
+        self.fair = cfg.get("slot_order", "fair") == "fair"
         self.active: list[_Job] = []
         self.turn = 0
         self.waiting: deque[_Job] = deque()
@@ -74,20 +76,19 @@ class _Network:
     def _dispatch(self) -> None:
         while self.in_flight < self.max_flows:
             n = len(self.active)
-            for i in range(n):
-                idx = (self.turn + i) % n
-                job = self.active[idx]
-                if job.queue:
-                    wire, done = job.queue.popleft()
-                    job.in_flight += 1
-                    self.in_flight += 1
-                    self.turn = idx + 1
-                    self._start(job, wire, done)
-                    break
-            else:
+            ready = [(self.turn + i) % n for i in range(n) if self.active[(self.turn + i) % n].queue]
+            if not ready:
                 return
+            # min() keeps the first of equals: the next in turn among the least served
+            idx = min(ready, key=lambda i: self.active[i].in_flight) if self.fair else ready[0]
+            job = self.active[idx]
+            wire, done = job.queue.popleft()
+            job.in_flight += 1
+            self.in_flight += 1
+            self.turn = idx + 1
+            self._start(job, wire, done)
 
-    def _finished(self, job: _Job, done: Any) -> None:
+    def _finished(self, job: _Job, done: Any, dispatch: bool = True) -> None:
         self.in_flight -= 1
         job.in_flight -= 1
         if job.in_flight == 0 and not job.queue:
@@ -100,7 +101,8 @@ class _Network:
                 nxt = self.waiting.popleft()
                 nxt.state = "active"
                 self.active.append(nxt)
-        self._dispatch()
+        if dispatch:
+            self._dispatch()
         done.succeed()
 
     def _start(self, job: _Job, wire: float, done: Any) -> None:
@@ -152,8 +154,10 @@ class _Network:
         rate = self._rate()
         due = [k for k, (b, _, _) in self.flows.items() if b <= rate * _DUE_S or b <= 1e-9]
         finished = [self.flows.pop(k) for k in due]
+        # free every slot of the batch before handing any out again
         for _, job, done in finished:
-            self._finished(job, done)
+            self._finished(job, done, dispatch=False)
+        self._dispatch()
         self._reschedule()
 
 

@@ -88,6 +88,10 @@ class Network(_Model):
         ge=1,
         description="Transfers in flight at once, all jobs (absent: one per compute core).",
     )
+    slot_order: Literal["fair", "round_robin"] = Field(
+        default="fair",
+        description="Who gets a free transfer slot: the admitted job with the fewest in flight, or each in turn.",
+    )
 
 
 class Operator(_Model):
@@ -309,6 +313,7 @@ def core_config(
             "chunk_bytes": n.chunk_kib * 1024,
             "max_concurrent_jobs": n.max_concurrent_jobs,
             "max_concurrent_flows": n.max_concurrent_flows,
+            "slot_order": n.slot_order,
         },
         "jobs": jobs,
         "policy": kind,
