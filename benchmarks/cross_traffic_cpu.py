@@ -11,6 +11,13 @@ cc-under-udp hosts), sends iperf3 UDP exactly as the runner does (same payload s
 wire-rate scaling) at 0/50/90/100 % of the bottleneck, and measures the whole host's busy CPU
 from ``/proc/stat`` (all cores: user + nice + system + irq + softirq + steal). The idle fabric
 (0 %) is subtracted; the result is cores per Gbit/s of UDP on the wire.
+
+``--method work`` measures the same cost the way the executors feel it: three CPU-bound worker
+processes (SHA-256 over a 64 KiB buffer in a loop, like three one-core executors on the host's
+cores) run for the whole window and count the work they finish; the cores the cross traffic takes
+are ``cores × (1 − work with UDP / work on the idle fabric)``. It needs no CPU accounting at all
+(``/proc/stat`` samples on timer ticks and undercounts short softirq bursts), but it is disturbed
+by anything else running on the machine, so run it on an otherwise idle host.
 """
 
 from __future__ import annotations
@@ -70,7 +77,36 @@ def _busy_cores(seconds: float) -> float:
     return (b1 - b0) / hz / (time.monotonic() - t0)
 
 
-def measure(seconds: float, percents: list[float], settle_s: float = 2.0) -> list[dict[str, Any]]:
+def _spin(seconds: float, out: Any) -> None:
+    import hashlib
+
+    buf = b"x" * 65536
+    n = 0
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        for _ in range(16):
+            hashlib.sha256(buf).digest()
+        n += 16
+    out.put(n)
+
+
+def _work_cores(seconds: float, workers: int = 3) -> float:
+    """Work the workers finished in ``seconds``, in SHA-256 blocks per second (all workers)."""
+    import multiprocessing as mp
+
+    q: Any = mp.Queue()
+    procs = [mp.Process(target=_spin, args=(seconds, q)) for _ in range(workers)]
+    for pr in procs:
+        pr.start()
+    total = sum(q.get(timeout=seconds + 60) for _ in procs)
+    for pr in procs:
+        pr.join()
+    return total / seconds
+
+
+def measure(
+    seconds: float, percents: list[float], settle_s: float = 2.0, method: str = "stat"
+) -> list[dict[str, Any]]:
     sp = _spec()
     net = T.build(sp)
     rows = []
@@ -85,7 +121,7 @@ def measure(seconds: float, percents: list[float], settle_s: float = 2.0) -> lis
                 traffic = CrossTraffic(fab.ns["tgen"], fab.ns["tsink"], dst, lz.scratch / f"udp{pct}", 600)
                 traffic.start(udp_payload_rate_bps(RATE_MBPS, pct), 0)
                 time.sleep(settle_s)
-            busy = _busy_cores(seconds)
+            busy = _busy_cores(seconds) if method == "stat" else _work_cores(seconds)
             sent_gbps = 0.0
             if traffic is not None:
                 res = traffic.stop()
@@ -99,8 +135,15 @@ def measure(seconds: float, percents: list[float], settle_s: float = 2.0) -> lis
             time.sleep(1.0)
     idles = [r["busy_cores"] for r in rows if r["udp_percent"] == 0]
     idle = sum(idles) / len(idles)
+    import os
+
+    cores = os.cpu_count() or 1
     for r in rows:
-        r["cross_cores"] = r["busy_cores"] - idle
+        if method == "stat":
+            r["cross_cores"] = r["busy_cores"] - idle
+        else:  # busy_cores holds the work rate: the share of it lost, in cores
+            r["work_per_s"] = r.pop("busy_cores")
+            r["cross_cores"] = cores * (1 - r["work_per_s"] / idle)
         r["cores_per_gbps"] = r["cross_cores"] / r["sent_wire_gbps"] if r["sent_wire_gbps"] > 0 else None
     return rows
 
@@ -110,8 +153,11 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--repeat", type=int, default=2, help="rounds over the UDP levels (idle measured each round)")
     ap.add_argument("--out", type=Path, default=Path("docs/results/calibration/cross-traffic-cpu.json"))
+    ap.add_argument(
+        "--method", choices=["stat", "work"], default="stat", help="stat: /proc/stat busy time; work: lost work"
+    )
     a = ap.parse_args()
-    rounds = [measure(a.seconds, [0, 50, 90, 100, 0]) for _ in range(a.repeat)]
+    rounds = [measure(a.seconds, [0, 50, 90, 100, 0], method=a.method) for _ in range(a.repeat)]
     per_level: dict[float, list[float]] = {}
     for rows in rounds:
         for r in rows:
