@@ -90,7 +90,7 @@ def _spin(seconds: float, out: Any) -> None:
     out.put(n)
 
 
-def _work_cores(seconds: float, workers: int = 3) -> float:
+def _work_rate(seconds: float, workers: int = 3) -> float:
     """Work the workers finished in ``seconds``, in SHA-256 blocks per second (all workers)."""
     import multiprocessing as mp
 
@@ -104,9 +104,7 @@ def _work_cores(seconds: float, workers: int = 3) -> float:
     return total / seconds
 
 
-def measure(
-    seconds: float, percents: list[float], settle_s: float = 2.0, method: str = "stat"
-) -> list[dict[str, Any]]:
+def measure(seconds: float, percents: list[float], settle_s: float = 2.0, method: str = "stat") -> list[dict[str, Any]]:
     sp = _spec()
     net = T.build(sp)
     rows = []
@@ -121,7 +119,7 @@ def measure(
                 traffic = CrossTraffic(fab.ns["tgen"], fab.ns["tsink"], dst, lz.scratch / f"udp{pct}", 600)
                 traffic.start(udp_payload_rate_bps(RATE_MBPS, pct), 0)
                 time.sleep(settle_s)
-            busy = _busy_cores(seconds) if method == "stat" else _work_cores(seconds)
+            busy = _busy_cores(seconds) if method == "stat" else _work_rate(seconds)
             sent_gbps = 0.0
             if traffic is not None:
                 res = traffic.stop()
