@@ -104,6 +104,35 @@ def _work_rate(seconds: float, workers: int = 3) -> float:
     return total / seconds
 
 
+SPARK_JOB = r"""
+import json, sys, time
+from pyspark.sql import SparkSession
+from shufflelab.spec import SortAggregateParams
+from shufflelab.workloads.sort_aggregate import run
+spark = (SparkSession.builder.master("local[3]").config("spark.ui.enabled", "false")
+         .config("spark.driver.memory", "1g").getOrCreate())
+spark.sparkContext.setLogLevel("ERROR")
+t = time.time()
+run(spark, SortAggregateParams(rows=200_000, partitions=12, payload_bytes=100))
+print(json.dumps({"job_s": time.time() - t}))
+spark.stop()
+"""
+
+
+def _spark_rate(seconds: float) -> float:
+    """Local-mode Spark jobs (the seed-000 workload at its cc-under-udp size, 3 task threads, fresh
+    JVM each) finished per second, over as many jobs as fit in ``seconds`` (at least two)."""
+    import subprocess
+
+    times: list[float] = []
+    t0 = time.monotonic()
+    while len(times) < 2 or time.monotonic() - t0 < seconds:
+        out = subprocess.run([sys.executable, "-c", SPARK_JOB], capture_output=True, text=True, timeout=600, check=True)
+        times.append(json.loads(out.stdout.strip().splitlines()[-1])["job_s"])
+    print(f"  spark job times: {[round(x, 2) for x in times]}", flush=True)
+    return len(times) / sum(times)
+
+
 def measure(seconds: float, percents: list[float], settle_s: float = 2.0, method: str = "stat") -> list[dict[str, Any]]:
     sp = _spec()
     net = T.build(sp)
@@ -119,7 +148,12 @@ def measure(seconds: float, percents: list[float], settle_s: float = 2.0, method
                 traffic = CrossTraffic(fab.ns["tgen"], fab.ns["tsink"], dst, lz.scratch / f"udp{pct}", 600)
                 traffic.start(udp_payload_rate_bps(RATE_MBPS, pct), 0)
                 time.sleep(settle_s)
-            busy = _busy_cores(seconds) if method == "stat" else _work_rate(seconds)
+            if method == "stat":
+                busy = _busy_cores(seconds)
+            elif method == "work":
+                busy = _work_rate(seconds)
+            else:
+                busy = _spark_rate(seconds)
             sent_gbps = 0.0
             if traffic is not None:
                 res = traffic.stop()
@@ -152,7 +186,10 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=2, help="rounds over the UDP levels (idle measured each round)")
     ap.add_argument("--out", type=Path, default=Path("docs/results/calibration/cross-traffic-cpu.json"))
     ap.add_argument(
-        "--method", choices=["stat", "work"], default="stat", help="stat: /proc/stat busy time; work: lost work"
+        "--method",
+        choices=["stat", "work", "spark"],
+        default="stat",
+        help="stat: /proc/stat busy time; work: lost work of CPU-bound workers; spark: lost local-mode Spark jobs",
     )
     a = ap.parse_args()
     rounds = [measure(a.seconds, [0, 50, 90, 100, 0], method=a.method) for _ in range(a.repeat)]

@@ -384,13 +384,18 @@ def calibrate(
     out: Annotated[Path | None, typer.Option(help="Folder for calibration.md/.csv.")] = None,
     fit_run: Annotated[str | None, typer.Option(help="Run to fit from (default: median run without UDP).")] = None,
     cores: Annotated[float | None, typer.Option(help="Host cores (default: as recorded by the runs).")] = None,
-    cross_cpu: Annotated[float | None, typer.Option(help="CPU cores per Gbit/s of UDP (default: iperf3's).")] = None,
+    cross_cpu: Annotated[
+        float | None, typer.Option(help="CPU cores per Gbit/s of UDP (default: the host profile, measured).")
+    ] = None,
+    control_loss: Annotated[
+        float | None, typer.Option(help="Loss recovery per control round trip at a full FIFO, s (default: measured).")
+    ] = None,
 ) -> None:
     """Simulate every scenario of an emulated experiment (sim backend) and report sim-vs-real job time."""
     from shufflelab.sim.calibrate import CalibrationError, command
 
     try:
-        cal, md = command(results, spec, out, fit_run, cores, cross_cpu)
+        cal, md = command(results, spec, out, fit_run, cores, cross_cpu, control_loss)
     except (CalibrationError, FileNotFoundError) as e:
         err.print(f"[red]error[/]: {e}")
         raise typer.Exit(2) from None

@@ -103,6 +103,17 @@ def test_standing_queue_delays_control_messages() -> None:
     assert full == pytest.approx(0.1 + 2 * (2 * 250_000 / C))
 
 
+def test_control_messages_pay_loss_recovery_only_at_a_queue_the_cross_traffic_keeps_full() -> None:
+    one = [[task(lat=0.1, rtt=2.0)]]
+    full = sparkjob.simulate(job(one, cross_bytes_per_s=C, control_loss_s=0.08))["job_time_s"]
+    assert full == pytest.approx(0.1 + 2 * (2 * 250_000 / C + 0.08))
+    # UDP below the link rate: no standing queue, no losses for a task alone
+    below = sparkjob.simulate(job(one, cross_bytes_per_s=0.9 * C, control_loss_s=0.08))
+    assert below["job_time_s"] == pytest.approx(0.1)
+    with pytest.raises(ValueError, match="control_loss_s"):
+        sparkjob.simulate(job(one, control_loss_s=-1.0))
+
+
 def test_pinned_tasks_wait_for_their_executor() -> None:
     # executor 0 has a long task then a pinned one; the free executors may not take it
     r = sparkjob.simulate(job([[task(1.0, ex=0), task(0.1, ex=1), task(0.1, ex=0)]], host_cores=3.0))
@@ -199,6 +210,18 @@ def test_fit_on_a_synthetic_task_table() -> None:
     assert [t["executor"] for t in s1["tasks"]] == [0, 1, 2]
 
 
+def test_fit_counts_the_task_binary_fetch_once_per_executor_and_stage() -> None:
+    run = synthetic_run()
+    # a second stage-0 task on executor 0, after its first one
+    extra = _task(0, 99, 3, "0", 1000, 200, run=150, deser=10)
+    run["tasks"] = pd.concat([run["tasks"], pd.DataFrame([extra])], ignore_index=True)
+    s0, s1 = cal.fit_workload(**run, host_cores=2.0)["stages"]
+    # launch + status, and the task binary for the first task of the stage on each executor
+    assert [t["control_round_trips"] for t in s0["tasks"]] == [2.0, 2.0, 2.0, 1.0]
+    # readers add the map-output lookup + fetch request
+    assert [t["control_round_trips"] for t in s1["tasks"]] == [3.0, 3.0, 3.0]
+
+
 def test_fit_by_replay_reproduces_the_fitted_run() -> None:
     run = synthetic_run()
     p = platform()
@@ -257,8 +280,19 @@ def _spec(udp: float, cc: str = "cubic") -> dict[str, Any]:
     }
 
 
+def test_cross_traffic_cpu_from_a_constant_or_measured_points() -> None:
+    assert cal.cross_cpu_cores(0.09, 2.0) == pytest.approx(0.18)
+    pts = ((0.0, 0.0), (0.05, 0.1), (0.1, 0.5))
+    assert cal.cross_cpu_cores(0.0, pts) == 0.0
+    assert cal.cross_cpu_cores(0.075, pts) == pytest.approx(0.3)  # halfway between the points
+    assert cal.cross_cpu_cores(0.2, pts) == pytest.approx(1.0)  # beyond: the last point's 5 cores/Gbit/s
+    p = cal.platform_for(_spec(100, "cubic"), 2.0, cal.HOST_CROSS_CPU_CORES, control_loss_s=0.05)
+    assert p["background_cores"] == pytest.approx(dict(cal.HOST_CROSS_CPU_CORES)[0.1])
+    assert p["control_loss_s"] == 0.05
+
+
 def test_platform_from_spec() -> None:
-    p = cal.platform_for(_spec(90, "bbr"), host_cores=2.0, cross_cpu_cores_per_gbps=2.0)
+    p = cal.platform_for(_spec(90, "bbr"), host_cores=2.0, cross_cpu=2.0)
     assert p["slots"] == 3 and p["tcp"] == "bbr" and p["host_cores"] == 2.0
     assert p["link_bytes_per_s"] == pytest.approx(C)
     assert p["cross_bytes_per_s"] == pytest.approx(0.9 * C)

@@ -41,7 +41,7 @@ tasks = st.builds(
     st.integers(-1, 3),
 )
 platforms = st.builds(
-    lambda slots, cores, bg, u, tcp, cross, red, rtt: {
+    lambda slots, cores, bg, u, tcp, cross, red, rtt, loss: {
         "slots": slots,
         "slots_per_executor": 1,
         "host_cores": cores,
@@ -54,6 +54,7 @@ platforms = st.builds(
         "mss_wire_bytes": 1514.0,
         "red": red,
         "base_rtt_s": rtt,
+        "control_loss_s": loss,
     },
     st.integers(1, 4),
     st.sampled_from([1.0, 2.0, 4.0]),
@@ -69,6 +70,7 @@ platforms = st.builds(
         ]
     ),
     st.sampled_from([0.0, 0.002]),
+    st.sampled_from([0.0, 0.08]),
 )
 
 

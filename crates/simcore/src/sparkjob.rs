@@ -61,6 +61,11 @@ pub struct Platform {
     /// RED/ECN at the bottleneck (the userspace switch); absent: droptail FIFO.
     #[serde(default)]
     pub red: Option<RedSpec>,
+    /// Mean loss-recovery time (retransmission timeouts) a control round trip adds while the
+    /// cross traffic alone keeps the droptail FIFO full (`cross_bytes_per_s >= link_bytes_per_s`),
+    /// seconds; measured on the fabric by `benchmarks/control_latency.py`.
+    #[serde(default)]
+    pub control_loss_s: f64,
 }
 
 impl Platform {
@@ -236,6 +241,16 @@ pub fn queue_round_trip_s(p: &Platform, flows: usize) -> f64 {
     }
 }
 
+/// Loss recovery a control round trip adds: only while unresponsive cross traffic alone keeps a
+/// droptail FIFO full (the regime the fabric's control-latency benchmark measures).
+pub fn control_loss_s(p: &Platform) -> f64 {
+    if p.red.is_none() && p.cross_bytes_per_s >= p.link_bytes_per_s {
+        p.control_loss_s
+    } else {
+        0.0
+    }
+}
+
 /// Capacity of the bottleneck left to `flows` TCP flows next to the cross traffic.
 pub fn tcp_capacity_bytes_per_s(p: &Platform, flows: usize) -> f64 {
     let c = p.link_bytes_per_s;
@@ -339,6 +354,9 @@ fn validate(cfg: &SparkConfig) -> Result<(), String> {
     if !(p.base_rtt_s >= 0.0 && p.base_rtt_s.is_finite()) {
         return Err("platform.base_rtt_s: must be >= 0".into());
     }
+    if !(p.control_loss_s >= 0.0 && p.control_loss_s.is_finite()) {
+        return Err("platform.control_loss_s: must be >= 0".into());
+    }
     if p.packet_bottleneck() {
         p.probe(1)
             .validate()
@@ -409,13 +427,14 @@ impl State<'_> {
         self.pending.retain(|&x| x != t);
         self.free_slots.retain(|&s| s != slot);
         let flows = self.n_flows() + self.cross_flows;
-        let rtt = match self.net.round_trip_s(flows) {
+        let mut rtt = match self.net.round_trip_s(flows) {
             Ok(r) => r,
             Err(e) => {
                 self.error.get_or_insert(e);
                 0.0
             }
         };
+        rtt += control_loss_s(self.net.p);
         let spec = &self.specs[t];
         let task = &mut self.tasks[t];
         task.slot = slot;
@@ -707,6 +726,7 @@ mod tests {
             min_window_segments: 1.5,
             base_rtt_s: 0.0,
             red: None,
+            control_loss_s: 0.0,
         }
     }
 

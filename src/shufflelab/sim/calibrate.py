@@ -39,9 +39,37 @@ MSS_BYTES = 1448  # TCP payload per segment with timestamps at a 1500 B MTU
 MSS_WIRE_BYTES = 1514  # the same segment on the wire (+ TCP 32, IP 20, Ethernet 14)
 WIRE_FACTOR = MSS_WIRE_BYTES / MSS_BYTES
 # CPU cores used per Gbit/s of UDP cross traffic (iperf3 client + server, as they report it),
-# measured on this project's host in the seed-000 runs (median 2.25); used when the results file
-# has no iperf3 reports to measure it from.
+# measured on this project's host in the seed-000 runs (median 2.25): a lower bound of what the
+# cross traffic takes from the executors, reported next to the host profile below.
 DEFAULT_CROSS_CPU_CORES_PER_GBPS = 2.25
+# What UDP cross traffic on the seed-000 fabric takes from a Spark job on this host, in cores, by
+# UDP wire rate (Gbit/s): ``benchmarks/cross_traffic_cpu.py --method spark`` (local-mode Spark
+# jobs of the seed-000 workload, which use no network, timed with and without the UDP; lost share
+# of the job rate × the host's cores), docs/benchmarks-cross-cpu-spark.json. Interpolated linearly
+# between the points, extrapolated with the last point's cores per Gbit/s.
+HOST_CROSS_CPU_CORES: tuple[tuple[float, float], ...] = ((0.0, 0.0), (0.05, 0.074), (0.09, 0.313), (0.1, 0.589))
+HOST_CROSS_CPU_SOURCE = "host profile: benchmarks/cross_traffic_cpu.py --method spark"
+# Mean loss recovery a control round trip adds while UDP alone keeps the bottleneck FIFO full
+# (mean − median of 2 kB request/response exchanges at 100 % UDP on the seed-000 fabric,
+# ``benchmarks/control_latency.py``, docs/benchmarks-control-latency.json).
+DEFAULT_CONTROL_LOSS_S = 0.057
+
+CrossCpu = float | tuple[tuple[float, float], ...]
+
+
+def cross_cpu_cores(udp_wire_gbps: float, cross_cpu: CrossCpu) -> float:
+    """Cores the cross traffic takes at ``udp_wire_gbps``: ``κ × rate`` for a constant κ (cores per
+    Gbit/s), else the measured points interpolated (beyond the last: its cores per Gbit/s)."""
+    if udp_wire_gbps <= 0:
+        return 0.0
+    if isinstance(cross_cpu, int | float):
+        return float(cross_cpu) * udp_wire_gbps
+    pts = sorted(cross_cpu)
+    xs = [x for x, _ in pts]
+    ys = [y for _, y in pts]
+    if udp_wire_gbps > xs[-1]:
+        return ys[-1] / xs[-1] * udp_wire_gbps if xs[-1] > 0 else 0.0
+    return float(np.interp(udp_wire_gbps, xs, ys))
 
 
 class CalibrationError(ValueError):
@@ -114,6 +142,7 @@ def fit_workload(
             continue
         tasks_out = []
         walls = []
+        fetched_binary: set[str] = set()  # executors that already hold this stage's task binary
         for _, r in rows.iterrows():
             run_ms = float(r["executor_run_ms"])
             deser_ms = float(r["deserialize_ms"])
@@ -123,19 +152,23 @@ def fit_workload(
             sources = max(1, min(int(r["remote_blocks"]), executors - 1)) if remote > 0 else 0
             fetch = [remote * wire_factor / sources] * sources if sources else []
             walls.append((wall_ms / 1000.0, float(r["duration_ms"]) / 1000.0))
+            first_on_executor = str(r["executor_id"]) not in fetched_binary
             tasks_out.append(
                 {
                     "latency_s": max(0.0, float(r["duration_ms"]) - run_ms - deser_ms) / 1000.0,
                     "cpu_s": wall_ms / 1000.0 * float(r["rate"]),
                     "fetch_bytes": fetch,
                     "local_fraction": local / (local + remote) if remote > 0 else 1.0,
-                    # launch + status update; the map-output lookup and fetch request of a reader
-                    "control_round_trips": 1.0 + (1.0 if remote > 0 else 0.0),
+                    # launch + status update; the map-output lookup and fetch request of a reader;
+                    # the first task of the stage on an executor fetches the task binary (a
+                    # broadcast, from the driver) before it can deserialize
+                    "control_round_trips": 1.0 + (1.0 if remote > 0 else 0.0) + (1.0 if first_on_executor else 0.0),
                     # where it ran: cached input keeps a task on its executor (delay scheduling)
                     "executor": executor_index[str(r["executor_id"])] if pin else -1,
                     "task_index": int(r["task_index"]),
                 }
             )
+            fetched_binary.add(str(r["executor_id"]))
         # Driver time between stages: from the previous stage's last task to this one's first.
         first_launch = float(rows["launch_at_ms"].min())
         out_stages.append(
@@ -184,7 +217,9 @@ def refine_by_replay(
 # spec -> platform
 
 
-def platform_for(spec: dict[str, Any], host_cores: float, cross_cpu_cores_per_gbps: float) -> dict[str, Any]:
+def platform_for(
+    spec: dict[str, Any], host_cores: float, cross_cpu: CrossCpu, control_loss_s: float = 0.0
+) -> dict[str, Any]:
     """The simulator's platform for one scenario's resolved spec (a dict, as stored)."""
     topo = spec["topology"]
     if topo.get("kind", "shared") != "shared":
@@ -233,7 +268,8 @@ def platform_for(spec: dict[str, Any], host_cores: float, cross_cpu_cores_per_gb
         "slots": slots,
         "slots_per_executor": per_executor,
         "host_cores": float(host_cores),
-        "background_cores": cross_cpu_cores_per_gbps * udp_wire * 8 / 1e9,
+        "background_cores": cross_cpu_cores(udp_wire * 8 / 1e9, cross_cpu),
+        "control_loss_s": float(control_loss_s),
         "link_bytes_per_s": cap,
         "cross_bytes_per_s": udp_wire,
         "cross_tcp_flows": int(ct.get("tcp_pairs", 0)),
@@ -289,8 +325,10 @@ class Calibration:
     table: pd.DataFrame  # one row per scenario
     fitted: dict[str, str]  # workload key -> run_id it was fitted from
     median_abs_error: float
-    cross_cpu_cores_per_gbps: float
+    cross_cpu: CrossCpu  # cores per Gbit/s, or measured (UDP wire Gbit/s, cores) points
     cross_cpu_source: str
+    iperf_cores_per_gbps: float  # what iperf3 reports for its own processes (a lower bound)
+    control_loss_s: float
     host_cores: float
     engine: str
 
@@ -353,6 +391,7 @@ def calibrate(
     host_cores: float | None = None,
     cross_cpu_cores_per_gbps: float | None = None,
     platform_overrides: dict[str, Any] | None = None,
+    control_loss_s: float = DEFAULT_CONTROL_LOSS_S,
 ) -> Calibration:
     """Fit, simulate every scenario of ``results`` and compare with its successful runs.
 
@@ -394,13 +433,13 @@ def calibrate(
         if not cpus:
             raise CalibrationError("the runs do not record the host's CPU count: pass --cores")
         host_cores = float(statistics.median(cpus))
-    source = "given"
+    iperf = _iperf_cpu_cores_per_gbps([d for d in runs["run_dir"].dropna()])
+    iperf_kappa = iperf if iperf is not None else DEFAULT_CROSS_CPU_CORES_PER_GBPS
+    cross_cpu: CrossCpu
     if cross_cpu_cores_per_gbps is None:
-        measured = _iperf_cpu_cores_per_gbps([d for d in runs["run_dir"].dropna()])
-        if measured is not None:
-            cross_cpu_cores_per_gbps, source = measured, "iperf3 reports of these runs (median)"
-        else:
-            cross_cpu_cores_per_gbps, source = DEFAULT_CROSS_CPU_CORES_PER_GBPS, "default (this host, seed 000)"
+        cross_cpu, source = HOST_CROSS_CPU_CORES, HOST_CROSS_CPU_SOURCE
+    else:
+        cross_cpu, source = float(cross_cpu_cores_per_gbps), "given"
 
     # One fitted workload per distinct workload, from the median baseline run.
     fitted: dict[str, str] = {}
@@ -424,7 +463,7 @@ def calibrate(
             data["jobs"][data["jobs"]["run_id"] == rid],
             host_cores,
             platform={
-                **platform_for(specs[fit_sid], host_cores, cross_cpu_cores_per_gbps),
+                **platform_for(specs[fit_sid], host_cores, cross_cpu, control_loss_s),
                 **(platform_overrides or {}),
             },
         )
@@ -437,7 +476,7 @@ def calibrate(
         key = _workload_key(specs[sid])
         if key not in workloads:
             continue
-        platform = {**platform_for(specs[sid], host_cores, cross_cpu_cores_per_gbps), **(platform_overrides or {})}
+        platform = {**platform_for(specs[sid], host_cores, cross_cpu, control_loss_s), **(platform_overrides or {})}
         w = workloads[key]
         config = {"platform": platform, "stages": w["stages"], "tail_s": w["tail_s"]}
         res = run_model(config)
@@ -481,8 +520,10 @@ def calibrate(
         table=table,
         fitted=fitted,
         median_abs_error=median_abs_error(list(table["rel_error"])),
-        cross_cpu_cores_per_gbps=float(cross_cpu_cores_per_gbps),
+        cross_cpu=cross_cpu,
         cross_cpu_source=source,
+        iperf_cores_per_gbps=float(iperf_kappa),
+        control_loss_s=float(control_loss_s),
         host_cores=float(host_cores),
         engine=engine,
     )
@@ -527,7 +568,10 @@ def to_markdown(cal: Calibration, command: str, results: str) -> str:
         f"- Workload fitted from run(s): {', '.join(sorted(set(cal.fitted.values())))} "
         "(the median-job-time run without cross traffic; marked (fit) is its scenario).",
         f"- Host: {cal.host_cores:g} physical cores shared by the executors (processor sharing).",
-        f"- Cross-traffic CPU: {cal.cross_cpu_cores_per_gbps:.2f} cores per Gbit/s of UDP ({cal.cross_cpu_source}).",
+        f"- Cross-traffic CPU: {_cross_cpu_text(cal.cross_cpu)} ({cal.cross_cpu_source}; iperf3 reports "
+        f"{cal.iperf_cores_per_gbps:.2f} cores per Gbit/s for its own processes, a lower bound).",
+        f"- Control messages at a FIFO the UDP keeps full: {cal.control_loss_s * 1000:.0f} ms of loss recovery "
+        "per round trip (benchmarks/control_latency.py).",
         f"- **Median absolute error over {len(t)} scenarios: {cal.median_abs_error * 100:.1f} %** "
         f"(mean {t['rel_error'].abs().mean() * 100:.1f} %, worst {t['rel_error'].abs().max() * 100:.1f} %).",
         "",
@@ -549,6 +593,13 @@ def to_markdown(cal: Calibration, command: str, results: str) -> str:
     return "\n".join(head + lines + split) + "\n"
 
 
+def _cross_cpu_text(cross_cpu: CrossCpu) -> str:
+    if isinstance(cross_cpu, int | float):
+        return f"{cross_cpu:.2f} cores per Gbit/s of UDP"
+    pts = ", ".join(f"{y:.2f} at {x * 1000:g} Mbit/s" for x, y in cross_cpu if x > 0)
+    return f"cores taken by UDP on the wire: {pts}"
+
+
 def write(cal: Calibration, out: str | Path, command: str, results: str) -> tuple[Path, Path]:
     """Write ``calibration.md`` and ``calibration.csv`` into ``out``."""
     folder = Path(out)
@@ -567,9 +618,17 @@ def command(
     fit_run: str | None,
     cores: float | None,
     cross_cpu: float | None,
+    control_loss: float | None = None,
 ) -> tuple[Calibration, Path]:
     """``shufflelab calibrate``: run, write the table (default: ``<results dir>/calibration/<stem>``)."""
-    cal = calibrate(results, spec, fit_run=fit_run, host_cores=cores, cross_cpu_cores_per_gbps=cross_cpu)
+    cal = calibrate(
+        results,
+        spec,
+        fit_run=fit_run,
+        host_cores=cores,
+        cross_cpu_cores_per_gbps=cross_cpu,
+        control_loss_s=DEFAULT_CONTROL_LOSS_S if control_loss is None else control_loss,
+    )
     folder = out if out is not None else Path(results).parent / "calibration" / Path(results).stem
     parts = ["shufflelab calibrate", str(results)]
     if spec is not None:
@@ -580,6 +639,8 @@ def command(
         parts += ["--cores", f"{cores:g}"]
     if cross_cpu is not None:
         parts += ["--cross-cpu", f"{cross_cpu:g}"]
+    if control_loss is not None:
+        parts += ["--control-loss", f"{control_loss:g}"]
     parts += ["--out", str(folder)]
     md, _ = write(cal, folder, " ".join(parts), str(results))
     return cal, md

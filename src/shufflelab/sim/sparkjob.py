@@ -59,7 +59,13 @@ last job's end, which is how the lab measures ``runs.job_time_s``):
 - **CPU of cross traffic**: ``background_cores`` (the caller sets it from the UDP rate and the
   host's measured cost of forwarding it).
 
-Not modelled: losses of control messages (retransmission timeouts), TCP slow start and RTT
+- **Losses of control messages**: while the cross traffic alone keeps the droptail FIFO full
+  (``U ≥ C``), a control message meets drops, and a short message cannot recover by fast
+  retransmit: each control round trip then costs ``control_loss_s`` more (the mean loss recovery,
+  retransmission timeouts of ≥ 200 ms for a share of the exchanges), a platform input measured on
+  the fabric without Spark (``benchmarks/control_latency.py``).
+
+Not modelled: losses of control messages while only TCP fills the queue, TCP slow start and RTT
 unfairness, disk, memory, stragglers beyond what the fitted per-task costs carry, stages running
 in parallel.
 """
@@ -84,6 +90,8 @@ def _validate(config: dict[str, Any]) -> None:
         raise ValueError("platform.tcp: 'loss' (cubic, reno), 'bbr' or 'dctcp'")
     if not p.get("base_rtt_s", 0.0) >= 0:
         raise ValueError("platform.base_rtt_s: must be >= 0")
+    if not 0 <= p.get("control_loss_s", 0.0) < math.inf:
+        raise ValueError("platform.control_loss_s: must be >= 0")
     red = p.get("red")
     if red is not None and not 0 <= red["min_bytes"] <= red["max_bytes"] <= p["queue_bytes"]:
         raise ValueError("platform.red: need 0 <= min_bytes <= max_bytes <= queue_bytes")
@@ -101,6 +109,13 @@ def queue_round_trip_s(platform: dict[str, Any], flows: int) -> float:
     u = platform.get("cross_bytes_per_s", 0.0)
     standing = u >= c or (flows > 0 and (platform["tcp"] == "loss" or u > 0))
     return 2.0 * platform["queue_bytes"] / c if standing else 0.0
+
+
+def control_loss_s(platform: dict[str, Any]) -> float:
+    """Loss recovery a control round trip adds: only while unresponsive cross traffic alone keeps a
+    droptail FIFO full (the regime the fabric's control-latency benchmark measures)."""
+    full = platform.get("red") is None and platform.get("cross_bytes_per_s", 0.0) >= platform["link_bytes_per_s"]
+    return float(platform.get("control_loss_s", 0.0)) if full else 0.0
 
 
 def tcp_capacity_bytes_per_s(platform: dict[str, Any], flows: int) -> float:
@@ -266,7 +281,7 @@ def simulate(config: dict[str, Any]) -> dict[str, Any]:
         t.slot = slot
         t.start_s = now
         t.phase = "control"
-        rtt = net.round_trip_s(n_flows() + cross_flows)
+        rtt = net.round_trip_s(n_flows() + cross_flows) + control_loss_s(p)
         t.control_end = now + t.spec["latency_s"] + t.spec.get("control_round_trips", 0.0) * rtt
         running.append(t)
 
