@@ -436,10 +436,15 @@ def calibrate(
     iperf = _iperf_cpu_cores_per_gbps([d for d in runs["run_dir"].dropna()])
     iperf_kappa = iperf if iperf is not None else DEFAULT_CROSS_CPU_CORES_PER_GBPS
     cross_cpu: CrossCpu
-    if cross_cpu_cores_per_gbps is None:
+    if cross_cpu_cores_per_gbps is not None:
+        cross_cpu, source = float(cross_cpu_cores_per_gbps), "given"
+    elif all(_datapath(sp) == "kernel" for sp in specs.values()):
         cross_cpu, source = HOST_CROSS_CPU_CORES, HOST_CROSS_CPU_SOURCE
     else:
-        cross_cpu, source = float(cross_cpu_cores_per_gbps), "given"
+        # the host profile was measured with the kernel forwarding the cross traffic; the
+        # userspace switch forwards it itself, so only iperf3's own figure applies
+        cross_cpu = float(iperf_kappa)
+        source = "iperf3's report (the host profile is for the kernel datapath, these runs used the switch)"
 
     # One fitted workload per distinct workload, from the median baseline run.
     fitted: dict[str, str] = {}
@@ -537,6 +542,18 @@ def _real_stage_spans(tasks: pd.DataFrame, run_ids: list[str]) -> dict[int, floa
     g = t.groupby(["run_id", "stage_id"]).agg(a=("launch_at_ms", "min"), b=("finish_at_ms", "max"))
     spans = ((g["b"] - g["a"]) / 1000.0).groupby("stage_id").mean()
     return {int(k): float(v) for k, v in spans.items()}
+
+
+def _datapath(spec: dict[str, Any]) -> str:
+    """``kernel`` or ``switch``: who forwards the bottleneck's traffic in the runs of ``spec``."""
+    from pydantic import ValidationError
+
+    from shufflelab import spec as labspec
+
+    try:
+        return labspec.ExperimentSpec.model_validate(spec).datapath()
+    except ValidationError:
+        return "kernel"
 
 
 def _has_cross_traffic(spec: dict[str, Any]) -> bool:
