@@ -25,13 +25,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from shufflelab import spec as S
+from cross_traffic_cpu import RATE_MBPS, _spec  # the same seed-000 fabric (run from benchmarks/)
+
 from shufflelab import topology as T
 from shufflelab.emulate import netns
 from shufflelab.emulate.fabric import Fabric
 from shufflelab.emulate.traffic import CrossTraffic, udp_payload_rate_bps
 
-RATE_MBPS = 100
 PORT = 5299
 
 SERVER = r"""
@@ -71,24 +71,6 @@ for kind, size, count in (("small", small, n), ("large", large, max(10, n // 4))
         time.sleep(gap)
 print(json.dumps(out), flush=True)
 """
-
-
-def _spec() -> S.ExperimentSpec:
-    return S.parse(
-        {
-            "experiment": {"name": "bench-control-latency"},
-            "topology": {"kind": "shared", "bottleneck": {"rate_mbps": RATE_MBPS, "queue_bytes": 250_000}},
-            "hosts": {
-                "master": {"roles": ["spark-master"]},
-                "w1": {"roles": ["spark-worker"]},
-                "w2": {"roles": ["spark-worker"]},
-                "w3": {"roles": ["spark-worker"]},
-                "tgen": {"roles": ["traffic-source"]},
-                "tsink": {"roles": ["traffic-sink"]},
-            },
-            "workload": {"name": "sort-aggregate", "params": {"rows": 1000, "partitions": 3}},
-        }
-    )
 
 
 def _summary(xs: list[float]) -> dict[str, float]:
