@@ -25,12 +25,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cross_traffic_cpu import RATE_MBPS, _spec  # the same seed-000 fabric (run from benchmarks/)
+from cross_traffic_cpu import _spec, start_udp  # the same seed-000 fabric and UDP (run from benchmarks/)
 
 from shufflelab import topology as T
 from shufflelab.emulate import netns
 from shufflelab.emulate.fabric import Fabric
-from shufflelab.emulate.traffic import CrossTraffic, udp_payload_rate_bps
 
 PORT = 5299
 
@@ -92,14 +91,9 @@ def measure(percents: list[float], exchanges: int, gap_ms: float, small: int, la
     rows = []
     with netns.lease() as lz, Fabric(lz, net) as fab:
         fab.configure(sp)
-        udp_dst = net.host_addresses["tsink"]
         master = net.host_addresses["master"]
         for pct in percents:
-            traffic = None
-            if pct > 0:
-                traffic = CrossTraffic(fab.ns["tgen"], fab.ns["tsink"], udp_dst, lz.scratch / f"udp{pct}", 600)
-                traffic.start(udp_payload_rate_bps(RATE_MBPS, pct), 0)
-                time.sleep(2.0)
+            traffic = start_udp(fab, lz, net, pct)
             log = lz.scratch / f"server{pct}.log"
             server = netns.Process(fab.ns["master"], [sys.executable, "-c", SERVER, master, str(PORT)], log)
             try:

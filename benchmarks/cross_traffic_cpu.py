@@ -18,6 +18,11 @@ cores) run for the whole window and count the work they finish; the cores the cr
 are ``cores × (1 − work with UDP / work on the idle fabric)``. It needs no CPU accounting at all
 (``/proc/stat`` samples on timer ticks and undercounts short softirq bursts), but it is disturbed
 by anything else running on the machine, so run it on an otherwise idle host.
+
+``--method spark`` asks the question the calibration model needs answered: local-mode Spark jobs of
+the seed-000 workload (3 task threads, a fresh JVM each, no network use) run back to back for the
+window; the cores the cross traffic takes are ``cores × (1 − job rate with UDP / job rate on the
+idle fabric)``. A JVM job loses about twice what the CPU-bound loops of ``--method work`` lose.
 """
 
 from __future__ import annotations
@@ -133,21 +138,26 @@ def _spark_rate(seconds: float) -> float:
     return len(times) / sum(times)
 
 
+def start_udp(fab: Fabric, lz: netns.Lease, net: T.Network, pct: float, settle_s: float = 2.0) -> CrossTraffic | None:
+    """UDP at ``pct`` % of the bottleneck from ``tgen`` to ``tsink`` through the runner's own
+    cross-traffic driver (server listening before the client starts, JSON result kept, so a level
+    whose client did not send is seen, not averaged in); None at 0 %."""
+    if pct <= 0:
+        return None
+    traffic = CrossTraffic(fab.ns["tgen"], fab.ns["tsink"], net.host_addresses["tsink"], lz.scratch / f"udp{pct}", 600)
+    traffic.start(udp_payload_rate_bps(RATE_MBPS, pct), 0)
+    time.sleep(settle_s)
+    return traffic
+
+
 def measure(seconds: float, percents: list[float], settle_s: float = 2.0, method: str = "stat") -> list[dict[str, Any]]:
     sp = _spec()
     net = T.build(sp)
     rows = []
     with netns.lease() as lz, Fabric(lz, net) as fab:
         fab.configure(sp)
-        dst = net.host_addresses["tsink"]
         for pct in percents:
-            traffic = None
-            if pct > 0:
-                # the runner's own cross-traffic driver: server listening before the client starts,
-                # JSON result kept, so a level whose client did not send is seen, not averaged in
-                traffic = CrossTraffic(fab.ns["tgen"], fab.ns["tsink"], dst, lz.scratch / f"udp{pct}", 600)
-                traffic.start(udp_payload_rate_bps(RATE_MBPS, pct), 0)
-                time.sleep(settle_s)
+            traffic = start_udp(fab, lz, net, pct, settle_s)
             if method == "stat":
                 busy = _busy_cores(seconds)
             elif method == "work":

@@ -314,6 +314,8 @@ def test_platform_of_a_switch_spec_models_delay_red_and_dctcp() -> None:
     legacy = _spec(0, "cubic")
     legacy["tcp"]["vcc"] = True
     assert cal.platform_for(legacy, 2.0, 2.0)["tcp"] == "dctcp", "VCC runs DCTCP for legacy hosts"
+    # the host's cross-traffic CPU profile was measured with the kernel forwarding: not for these
+    assert cal._datapath(sp) == "switch" and cal._datapath(_spec(50, "cubic")) == "kernel"
     # same delay, droptail + cubic: the FIFO stands full and the UDP keeps its half; the marking
     # queue stays near K and drops the (non-ECT) UDP above it
     job = sparkjob_config(p)

@@ -545,15 +545,20 @@ def _real_stage_spans(tasks: pd.DataFrame, run_ids: list[str]) -> dict[int, floa
 
 
 def _datapath(spec: dict[str, Any]) -> str:
-    """``kernel`` or ``switch``: who forwards the bottleneck's traffic in the runs of ``spec``."""
-    from pydantic import ValidationError
-
-    from shufflelab import spec as labspec
-
-    try:
-        return labspec.ExperimentSpec.model_validate(spec).datapath()
-    except ValidationError:
-        return "kernel"
+    """``kernel`` or ``switch``: who forwards the bottleneck's traffic in the runs of ``spec`` (a
+    stored, resolved spec; the rule of ``ExperimentSpec.datapath``: ``auto`` is the switch when the
+    bottleneck has delay or RED, or a host runs DCTCP or VCC)."""
+    link = spec["topology"]["bottleneck"]
+    chosen = link.get("datapath", "auto")
+    if chosen != "auto":
+        return "switch" if chosen == "switch" else "kernel"
+    tcps = [spec.get("tcp") or {}] + [(h.get("tcp") or {}) for h in spec["hosts"].values()]
+    needs = (
+        float(link.get("delay_ms", 0) or 0) > 0
+        or link.get("discipline", "droptail") == "red"
+        or any(t.get("congestion_control") == "dctcp" or t.get("vcc") for t in tcps)
+    )
+    return "switch" if needs else "kernel"
 
 
 def _has_cross_traffic(spec: dict[str, Any]) -> bool:
