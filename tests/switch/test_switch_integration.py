@@ -99,10 +99,13 @@ def test_red_marks_ect_traffic_and_drops_the_rest(star: Star, sender_ecn: int) -
         assert h2["marks"] > 0 and h2["drops"] <= h2["marks"] // 10, h2
     else:
         assert h2["marks"] == 0 and h2["drops"] > 0, h2
-    # RED holds the queue near the threshold: far below the 500 kB limit where a drop-tail queue
-    # would sit (p95 of the samples: one sample may catch a burst the step has not cut yet)
+    # RED holds the queue near the threshold, far below the 500 kB limit where a drop-tail queue
+    # would sit. Quantiles, not the maximum: an ECN sender cuts its window at most once per round
+    # trip, so a train of marks leaves short excursions (measured p95 31-168 kB, p99 up to 210 kB
+    # over 10 ms samples while the median stays at ~18 kB).
     backlog = sorted(_backlog(sw, "h2"))
-    assert backlog[int(0.95 * (len(backlog) - 1))] < 200_000, backlog[-10:]
+    median, p90 = backlog[len(backlog) // 2], backlog[int(0.9 * (len(backlog) - 1))]
+    assert median < 60_000 and p90 < 200_000, (median, p90, backlog[-10:])
 
 
 def _run_case(
