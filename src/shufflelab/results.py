@@ -122,6 +122,33 @@ MIGRATIONS = [
 ]
 
 
+# Tables whose rows are replaced by key (INSERT OR REPLACE needs the key constraint).
+KEYED_TABLES = {"experiments": "name", "scenarios": "scenario_id", "runs": "run_id"}
+
+
+def _restore_keys(con: duckdb.DuckDBPyConnection) -> None:
+    """Give a keyed table back its primary key when the file lost it (a copy made with
+    ``CREATE TABLE ... AS`` or an export/import keeps rows but drops constraints), so a resumed
+    experiment can still replace rows by key. Duplicate keys keep the last row written."""
+    for table, key in KEYED_TABLES.items():
+        has_key = con.execute(
+            "SELECT count(*) FROM duckdb_constraints() WHERE table_name = ? AND constraint_type = 'PRIMARY KEY'",
+            [table],
+        ).fetchone()[0]
+        if has_key:
+            continue
+        old = f"{table}_without_key"
+        con.execute(f"ALTER TABLE {table} RENAME TO {old}")
+        for stmt in SCHEMA + MIGRATIONS:
+            if f"EXISTS {table} (" in stmt or f"ALTER TABLE {table} " in stmt:
+                con.execute(stmt)
+        con.execute(
+            f"INSERT INTO {table} BY NAME SELECT * EXCLUDE (_rank) FROM (SELECT *, row_number() OVER "
+            f"(PARTITION BY {key} ORDER BY rowid DESC) AS _rank FROM {old}) WHERE _rank = 1"
+        )
+        con.execute(f"DROP TABLE {old}")
+
+
 @dataclass
 class RunRecord:
     """Everything one run contributes to the store."""
@@ -146,6 +173,7 @@ class Store:
             if not read_only:
                 for stmt in SCHEMA + MIGRATIONS:
                     con.execute(stmt)
+                _restore_keys(con)
             yield con
         finally:
             con.close()

@@ -136,3 +136,26 @@ def test_export_parquet_skips_empty_and_named_tables(tmp_path) -> None:  # type:
     written = st.export_parquet(tmp_path / "data", skip=("queue_samples",))
     assert written == ["runs"]
     assert duckdb.sql(f"SELECT count(*) FROM '{tmp_path / 'data' / 'runs.parquet'}'").fetchone()[0] == 2
+
+
+def test_a_file_whose_tables_lost_their_keys_can_be_resumed(tmp_path: Path) -> None:
+    import duckdb
+
+    st = Store(tmp_path / "x.duckdb")
+    st.init_experiment("e", "first", "{}", "e.toml")
+    st.write_run(_record("a-r1", "a", 1))
+    # A copy made with CREATE TABLE ... AS keeps the rows and drops the constraints.
+    con = duckdb.connect(str(tmp_path / "x.duckdb"))
+    for table in ("experiments", "runs"):
+        con.execute(f"CREATE TABLE {table}_copy AS SELECT * FROM {table}")
+        con.execute(f"DROP TABLE {table}")
+        con.execute(f"ALTER TABLE {table}_copy RENAME TO {table}")
+    con.execute("INSERT INTO runs (run_id, scenario_id, rep, status) VALUES ('a-r1', 'a', 1, 'ok')")  # a duplicate
+    con.close()
+    st.init_experiment("e", "second", "{}", "e.toml")
+    st.write_run(_record("a-r2", "a", 2))
+    assert st.completed() == {("a", 1), ("a", 2)}
+    assert st.query("SELECT count(*) AS n FROM runs")["n"][0] == 2
+    assert st.query("SELECT description FROM experiments")["description"].tolist() == ["second"]
+    keys = st.query("SELECT table_name FROM duckdb_constraints() WHERE constraint_type = 'PRIMARY KEY'")
+    assert set(keys["table_name"]) >= {"experiments", "scenarios", "runs"}
