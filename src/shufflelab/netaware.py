@@ -188,3 +188,133 @@ def plan_prefixes(
     times = [price_prefix(p, net, storage_wait_s, compute_wait_s, i > 0) for i, p in enumerate(prefixes)]
     best = min(range(len(times)), key=lambda i: (times[i], i))
     return best, times
+
+
+@dataclass(frozen=True)
+class PendingTransfer:
+    """A transfer already in the system, as the fluid planner sees it: ``ready_gb`` can move now,
+    ``produced_gb`` more appears uniformly over ``[from_s, until_s]`` seconds from now (the storage
+    cluster's FIFO working through pushed operators; ``from_s == until_s``: all at once)."""
+
+    ready_gb: float
+    produced_gb: float = 0.0
+    from_s: float = 0.0
+    until_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class TransferView:
+    """The transfers a new job would join, in admission order; the first ``queued`` are admitted
+    or waiting for admission now, the rest queue when their storage work emits data."""
+
+    transfers: tuple[PendingTransfer, ...]
+    queued: int
+
+
+_EPS_GB = 1e-12
+
+
+def _producing(unproduced_gb: float, tr: PendingTransfer, t: float) -> bool:
+    return unproduced_gb > 0.0 and tr.from_s <= t < tr.until_s
+
+
+def fluid_finish_s(transfers: Sequence[PendingTransfer], bandwidth_gbps: float, max_concurrent: int) -> list[float]:
+    """Seconds from now until each transfer's last byte has crossed a link of ``bandwidth_gbps``
+    shared max-min among the first ``max_concurrent`` transfers that have something to send (in
+    the given order; the rest wait for admission); a transfer with nothing queued takes at most its
+    production rate. Later arrivals are not seen. ``inf`` for a transfer that can never finish."""
+    n = len(transfers)
+    cap = bandwidth_gbps / 8.0
+    ready = [max(0.0, tr.ready_gb) for tr in transfers]
+    unproduced = [max(0.0, tr.produced_gb) for tr in transfers]
+    finish = [math.nan] * n
+    rate = [tr.produced_gb / (tr.until_s - tr.from_s) if tr.until_s > tr.from_s else math.inf for tr in transfers]
+    t = 0.0
+    for _ in range(100_000):
+        for k in range(n):
+            if unproduced[k] > 0.0 and t >= transfers[k].until_s:
+                ready[k] += unproduced[k]
+                unproduced[k] = 0.0
+        for k in range(n):
+            if math.isnan(finish[k]) and ready[k] <= _EPS_GB and unproduced[k] <= 0.0:
+                finish[k] = t
+        if not any(math.isnan(f) for f in finish):
+            break
+        active = [k for k in range(n) if ready[k] > _EPS_GB or _producing(unproduced[k], transfers[k], t)]
+        active = active[:max_concurrent]
+        alloc = [0.0] * n
+        order = sorted(
+            ((math.inf if ready[k] > _EPS_GB else rate[k]), k) for k in active
+        )  # stable on ties: by index, as the Rust sort of (demand, k) pairs
+        left = cap
+        for i, (demand, k) in enumerate(order):
+            share = left / (len(order) - i)
+            alloc[k] = min(demand, share)
+            left -= alloc[k]
+        dt = math.inf
+        for k in range(n):
+            if not math.isnan(finish[k]):
+                continue
+            inflow = rate[k] if _producing(unproduced[k], transfers[k], t) else 0.0
+            drain = alloc[k] - inflow
+            if ready[k] > _EPS_GB and drain > 0.0:
+                dt = min(dt, ready[k] / drain)
+            if unproduced[k] > 0.0:
+                if t < transfers[k].from_s:
+                    dt = min(dt, transfers[k].from_s - t)
+                elif t < transfers[k].until_s:
+                    dt = min(dt, transfers[k].until_s - t)
+        if math.isinf(dt):
+            finish = [math.inf if math.isnan(f) else f for f in finish]
+            break
+        dt = max(dt, 1e-12)
+        for k in range(n):
+            if not math.isnan(finish[k]):
+                continue
+            if _producing(unproduced[k], transfers[k], t):
+                made = min(rate[k] * dt, unproduced[k])
+                unproduced[k] -= made
+                ready[k] += made
+            ready[k] = max(0.0, ready[k] - alloc[k] * dt)
+            if ready[k] <= _EPS_GB * (1.0 + transfers[k].ready_gb + transfers[k].produced_gb):
+                ready[k] = 0.0
+        t += dt
+    return [t if math.isnan(f) else f for f in finish]
+
+
+def plan_fluid(operators: Sequence[OperatorEstimate], net: NetworkEstimate, view: TransferView) -> int:
+    """An extension of :func:`plan_chain` with a per-transfer view of the network, not in the
+    paper. For every prefix i, this job's crossing joins ``view`` in :func:`fluid_finish_s`:
+    ready at once (queued behind the ``view.queued`` transfers admitted or waiting), or emitted by
+    the storage FIFO over ``[Q_s/X_s, Q_s/X_s + Σ_{o<i} P/X_s,o]`` (queued behind everything).
+    Its time is its transfer's end plus one partition of compute (or the compute queue and work,
+    if longer); the prefix's price is that time plus the other transfers' ends, so a choice pays
+    for the delay it imposes on the jobs already moving data. The cheapest wins (fewest operators
+    on ties)."""
+    if not operators:
+        return 0
+    n = 0
+    for op in operators:
+        if not op.pushable:
+            break
+        n += 1
+    wait_s, wait_c = _queue_wait_s(operators, True), _queue_wait_s(operators, False)
+    partitions = max(1.0, operators[0].partitions)
+    s_max = max(1, int(max(1.0, net.max_concurrent_transfers)))
+    others = list(view.transfers)
+    best_price, best_i = math.inf, 0
+    for i in range(n + 1):
+        work_s = sum(compute_time_s(0.0, o.storage_drain_partitions_per_s, o.partitions) for o in operators[:i])
+        crossing_gb = operators[i].input_gb if i < len(operators) else operators[i - 1].output_gb
+        if i == 0:
+            own, at = PendingTransfer(ready_gb=crossing_gb), min(view.queued, len(others))
+        else:
+            own, at = PendingTransfer(0.0, crossing_gb, wait_s, wait_s + work_s), len(others)
+        ends = fluid_finish_s([*others[:at], own, *others[at:]], net.bandwidth_gbps, s_max)
+        net_end = ends[at]
+        work_c = sum(compute_time_s(0.0, o.compute_drain_partitions_per_s, o.partitions) for o in operators[i:])
+        own_s = max(net_end + work_c / partitions, wait_c + work_c) if i < len(operators) else net_end
+        price = own_s + (sum(ends) - net_end)
+        if price < best_price:
+            best_price, best_i = price, i
+    return best_i

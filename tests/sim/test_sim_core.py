@@ -16,7 +16,7 @@ pytest.importorskip("shufflelab_simcore", reason="simulator core not built: run 
 
 from shufflelab import netaware  # noqa: E402
 from shufflelab.sim import spec as simspec  # noqa: E402
-from shufflelab.sim.core import planner_inputs, simulate  # noqa: E402
+from shufflelab.sim.core import planner_inputs, simulate, transfer_view  # noqa: E402
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 GB = 1e9
@@ -162,6 +162,24 @@ def test_net_aware_decisions_equal_the_python_planner_on_recorded_inputs() -> No
         assert job["pushed_ops"] == netaware.plan(ops, net)
         chosen.add(job["pushed_ops"])
     assert len(chosen) > 1, "the state should make Net-Aware change its mind across jobs"
+
+
+def test_fluid_decisions_equal_the_python_planner_on_recorded_inputs() -> None:
+    sp = simspec.load(EXPERIMENTS / "sim-fig7c.toml")
+    scenario = simspec.expand(sp)[3]
+    cfg = simspec.core_config(scenario.spec, "net-aware-fluid", 0)
+    cfg["jobs"] = cfg["jobs"][:12]
+    out = simulate(cfg)
+    chosen, seen_others = set(), 0
+    for job in out["jobs"]:
+        ops, net = planner_inputs(job["planner"])
+        view = transfer_view(job["planner"])
+        assert view is not None
+        seen_others = max(seen_others, len(view.transfers))
+        assert job["pushed_ops"] == netaware.plan_fluid(ops, net, view)
+        chosen.add(job["pushed_ops"])
+    assert seen_others >= 2, "later jobs should see the earlier ones' transfers"
+    assert len(chosen) > 1, "the state should make the planner change its mind across jobs"
 
 
 def test_oracle_is_the_best_prefix_for_a_single_job() -> None:

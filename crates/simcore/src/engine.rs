@@ -71,6 +71,9 @@ struct JobState {
     storage_cycles: f64,
     compute_cycles: f64,
     planner: Option<PlannerRecord>,
+    /// storage cycles of its pushed operators not yet done, and the wire bytes they will emit
+    storage_cycles_left: f64,
+    storage_wire_bytes: f64,
 }
 
 #[derive(Debug, Clone)]
@@ -201,6 +204,8 @@ impl Sim {
             storage_cycles: 0.0,
             compute_cycles: 0.0,
             planner: None,
+            storage_cycles_left: 0.0,
+            storage_wire_bytes: 0.0,
         });
         self.schedule(arrival, Kind::Arrival(j));
     }
@@ -264,6 +269,10 @@ impl Sim {
             Kind::Arrival(j) => self.arrive(j),
             Kind::StorageDone { task, core } => {
                 self.finish_on_core(true, task, core);
+                let (cycles, wire) = (self.tasks[task].storage_cycles, self.tasks[task].wire_bytes);
+                let job = self.jobs[self.tasks[task].job].as_mut().expect("job");
+                job.storage_cycles_left -= cycles;
+                job.storage_wire_bytes -= wire;
                 self.network_ready(task);
             }
             Kind::ComputeDone { task, core } => {
@@ -283,12 +292,20 @@ impl Sim {
         } else {
             match self.cfg.policy {
                 Policy::Fixed => job_cfg.pushed_ops.unwrap_or(0),
-                Policy::NetAware | Policy::NetAwareChain => {
-                    let rec = self.estimate(&job_cfg);
-                    let k = if self.cfg.policy == Policy::NetAware {
-                        netaware::plan(&rec.operators, &rec.network)
-                    } else {
-                        netaware::plan_chain(&rec.operators, &rec.network)
+                Policy::NetAware | Policy::NetAwareChain | Policy::NetAwareFluid => {
+                    let mut rec = self.estimate(&job_cfg);
+                    let k = match self.cfg.policy {
+                        Policy::NetAware => netaware::plan(&rec.operators, &rec.network),
+                        Policy::NetAwareChain => netaware::plan_chain(&rec.operators, &rec.network),
+                        _ => {
+                            let view = netaware::TransferView {
+                                transfers: self.pending_transfers(),
+                                queued: self.active_jobs.len() + self.waiting_jobs.len(),
+                            };
+                            let k = netaware::plan_fluid(&rec.operators, &rec.network, &view);
+                            rec.transfers = Some(view);
+                            k
+                        }
                     };
                     planner = Some(rec);
                     k
@@ -304,6 +321,7 @@ impl Sim {
         let n_tasks = job_cfg.tasks();
         let first = self.tasks.len();
         let (mut payload_sum, mut wire_sum, mut s_sum, mut c_sum) = (0.0, 0.0, 0.0, 0.0);
+        let mut stored_wire = 0.0;
         for i in 0..n_tasks {
             let jitter: f64 = 1.0 + self.cfg.cpu_jitter * (2.0 * rng.random::<f64>() - 1.0);
             let source_machine = rng.random_range(0..self.cfg.storage.machines);
@@ -328,6 +346,9 @@ impl Sim {
             let wire = self.cfg.network.wire_bytes(payload);
             payload_sum += payload;
             wire_sum += wire;
+            if s_cyc > 0.0 {
+                stored_wire += wire;
+            }
             s_sum += s_cyc;
             c_sum += c_cyc;
             self.tasks.push(Task {
@@ -354,6 +375,8 @@ impl Sim {
             job.storage_cycles = s_sum;
             job.compute_cycles = c_sum;
             job.planner = planner;
+            job.storage_cycles_left = s_sum;
+            job.storage_wire_bytes = stored_wire;
         }
         for task in first..first + n_tasks as usize {
             if self.tasks[task].storage_cycles > 0.0 {
@@ -409,6 +432,7 @@ impl Sim {
         }
         let s_max = self.cfg.network.max_concurrent_jobs as f64;
         PlannerRecord {
+            transfers: None,
             operators,
             network: NetworkEstimate {
                 bandwidth_gbps: self.cfg.network.inter_cluster_bytes_per_s * 8.0 / 1e9,
@@ -417,6 +441,79 @@ impl Sim {
                 backlog_gb: backlog / s_max / 1e9,
             },
         }
+    }
+
+    /// Every job's data still to cross, for [`netaware::plan_fluid`]: the bytes queued or in
+    /// flight (what is left of them), and the bytes its pushed operators will still emit, spread
+    /// over the time the storage FIFO needs to reach and finish its tasks. In admission order.
+    fn pending_transfers(&self) -> Vec<netaware::PendingTransfer> {
+        let mut left_of_task: std::collections::HashMap<u64, f64> =
+            self.flow.remaining_bytes().into_iter().collect();
+        let s_cap = self.storage.cfg.cores() as f64 * self.storage.cfg.effective_hz();
+        let mut order: Vec<usize> = self
+            .active_jobs
+            .iter()
+            .copied()
+            .chain(self.waiting_jobs.iter().copied())
+            .collect();
+        for (j, job) in self.jobs.iter().enumerate() {
+            if let Some(job) = job {
+                if job.slot == Slot::Idle && job.storage_wire_bytes > 0.0 {
+                    order.push(j);
+                }
+            }
+        }
+        // The storage FIFO serves jobs in arrival order.
+        let mut by_arrival: Vec<usize> = (0..self.jobs.len())
+            .filter(|&j| {
+                self.jobs[j]
+                    .as_ref()
+                    .is_some_and(|job| job.storage_cycles_left > 0.0)
+            })
+            .collect();
+        by_arrival.sort_by(|&a, &b| {
+            let (ja, jb) = (self.jobs[a].as_ref(), self.jobs[b].as_ref());
+            ja.expect("job")
+                .arrival_s
+                .total_cmp(&jb.expect("job").arrival_s)
+        });
+        let mut window = std::collections::HashMap::new();
+        let mut done_s = 0.0;
+        for j in by_arrival {
+            let job = self.jobs[j].as_ref().expect("job");
+            let from = done_s;
+            done_s += job.storage_cycles_left / s_cap;
+            window.insert(j, (from, done_s));
+        }
+        let mut out = Vec::new();
+        for j in order {
+            let job = self.jobs[j].as_ref().expect("job");
+            let queued: f64 = job
+                .net_queue
+                .iter()
+                .map(|&t| self.tasks[t].wire_bytes)
+                .sum();
+            let mut in_flight = 0.0;
+            if self.cfg.network.mode == NetworkMode::Flow {
+                for (t, task) in self.tasks.iter().enumerate() {
+                    if task.job == j {
+                        if let Some(left) = left_of_task.remove(&(t as u64)) {
+                            in_flight += left;
+                        }
+                    }
+                }
+            } else {
+                in_flight = job.network_bytes - queued;
+            }
+            let (from_s, until_s) = window.get(&j).copied().unwrap_or((0.0, 0.0));
+            out.push(netaware::PendingTransfer {
+                ready_gb: (queued + in_flight) / 1e9,
+                produced_gb: job.storage_wire_bytes.max(0.0) / 1e9,
+                from_s,
+                until_s,
+            });
+        }
+        out
     }
 
     fn pool(&mut self, storage: bool) -> &mut Pool {

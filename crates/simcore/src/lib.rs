@@ -27,20 +27,42 @@ pub fn run_json(config_json: &str) -> Result<String, String> {
 }
 
 /// Net-Aware prefix for a JSON document `{"operators": [...], "network": {...}}`; `chain`
-/// selects [`netaware::plan_chain`].
+/// selects [`netaware::plan_chain`]; a `"transfers": {"transfers": [...], "queued": n}` member
+/// selects [`netaware::plan_fluid`].
 pub fn plan_json(input_json: &str, chain: bool) -> Result<u32, String> {
     #[derive(serde::Deserialize)]
     struct Input {
         operators: Vec<model::OperatorEstimate>,
         network: model::NetworkEstimate,
+        #[serde(default)]
+        transfers: Option<netaware::TransferView>,
     }
     let input: Input =
         serde_json::from_str(input_json).map_err(|e| format!("planner input: {e}"))?;
-    Ok(if chain {
-        netaware::plan_chain(&input.operators, &input.network)
-    } else {
-        netaware::plan(&input.operators, &input.network)
+    Ok(match (&input.transfers, chain) {
+        (Some(view), _) => netaware::plan_fluid(&input.operators, &input.network, view),
+        (None, true) => netaware::plan_chain(&input.operators, &input.network),
+        (None, false) => netaware::plan(&input.operators, &input.network),
     })
+}
+
+/// [`netaware::fluid_finish_s`] for `{"transfers": [...], "bandwidth_gbps": b,
+/// "max_concurrent": n}`: the finish times as a JSON list (null for never).
+pub fn fluid_json(input_json: &str) -> Result<String, String> {
+    #[derive(serde::Deserialize)]
+    struct Input {
+        transfers: Vec<netaware::PendingTransfer>,
+        bandwidth_gbps: f64,
+        max_concurrent: usize,
+    }
+    let input: Input = serde_json::from_str(input_json).map_err(|e| format!("fluid input: {e}"))?;
+    let ends =
+        netaware::fluid_finish_s(&input.transfers, input.bandwidth_gbps, input.max_concurrent);
+    let ends: Vec<Option<f64>> = ends
+        .into_iter()
+        .map(|e| e.is_finite().then_some(e))
+        .collect();
+    serde_json::to_string(&ends).map_err(|e| e.to_string())
 }
 
 #[cfg(feature = "python")]
@@ -69,6 +91,12 @@ mod python {
         super::plan_json(input_json, chain).map_err(PyValueError::new_err)
     }
 
+    /// The fluid planner's transfer finish times (seconds from now) for a JSON input.
+    #[pyfunction]
+    fn net_aware_fluid_finish(input_json: &str) -> PyResult<String> {
+        super::fluid_json(input_json).map_err(PyValueError::new_err)
+    }
+
     /// Operating point of a packet-level bottleneck (switchcore's queue and windows): JSON in/out.
     #[pyfunction]
     fn bottleneck_operating_point(py: Python<'_>, probe_json: String) -> PyResult<String> {
@@ -82,6 +110,7 @@ mod python {
         m.add_function(wrap_pyfunction!(run_spark, m)?)?;
         m.add_function(wrap_pyfunction!(net_aware_plan, m)?)?;
         m.add_function(wrap_pyfunction!(bottleneck_operating_point, m)?)?;
+        m.add_function(wrap_pyfunction!(net_aware_fluid_finish, m)?)?;
         m.add("__version__", env!("CARGO_PKG_VERSION"))?;
         Ok(())
     }

@@ -157,6 +157,9 @@ pub enum Policy {
     NetAware,
     /// [`crate::netaware::plan_chain`]: every prefix priced as a whole (an extension).
     NetAwareChain,
+    /// [`crate::netaware::plan_fluid`]: the chain pricing with a per-transfer fluid view of the
+    /// network and the delay a choice imposes on the transfers already in it (an extension).
+    NetAwareFluid,
     /// For each job in arrival order, simulate every prefix (earlier jobs fixed, later ones
     /// absent) and keep the one with the least total completion time so far.
     Oracle,
@@ -269,6 +272,9 @@ pub struct NetworkEstimate {
 pub struct PlannerRecord {
     pub operators: Vec<OperatorEstimate>,
     pub network: NetworkEstimate,
+    /// the per-transfer view (Net-Aware fluid only)
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transfers: Option<crate::netaware::TransferView>,
 }
 
 #[derive(Debug, Clone, Serialize)]

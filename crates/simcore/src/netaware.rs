@@ -8,6 +8,8 @@
 //! * Push operator i when `Tc(Q_c, X_c) + Tn(D_in) > Tc(Q_s, X_s) + Tn(D_out)`; push the longest
 //!   prefix of operators that all benefit.
 
+use serde::{Deserialize, Serialize};
+
 use crate::model::{NetworkEstimate, OperatorEstimate};
 
 /// Seconds to drain `queued` partitions plus `partitions` at `drain_per_s` partitions/s.
@@ -130,6 +132,218 @@ pub fn plan_chain(ops: &[OperatorEstimate], net: &NetworkEstimate) -> u32 {
     best.1
 }
 
+/// A transfer already in the system, as the fluid planner sees it: `ready_gb` can move now,
+/// `produced_gb` more appears uniformly over `[from_s, until_s]` seconds from now (the storage
+/// cluster's FIFO working through its pushed operators; `from_s == until_s` means all at once).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PendingTransfer {
+    pub ready_gb: f64,
+    pub produced_gb: f64,
+    pub from_s: f64,
+    pub until_s: f64,
+}
+
+/// The transfers a new job would join, in admission order; the first `queued` of them are
+/// admitted or waiting for admission now, the rest will queue when their storage work emits data.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TransferView {
+    pub transfers: Vec<PendingTransfer>,
+    pub queued: usize,
+}
+
+const EPS_GB: f64 = 1e-12;
+
+fn producing(unproduced_gb: f64, tr: &PendingTransfer, t: f64) -> bool {
+    unproduced_gb > 0.0 && t >= tr.from_s && t < tr.until_s
+}
+
+/// Seconds from now until each transfer's last byte has crossed a link of `bandwidth_gbps`
+/// shared max-min among the first `max_concurrent` transfers that have something to send (in
+/// the given order; the rest wait for admission); a transfer with nothing queued takes at most
+/// its production rate. Later arrivals are not seen.
+pub fn fluid_finish_s(
+    transfers: &[PendingTransfer],
+    bandwidth_gbps: f64,
+    max_concurrent: usize,
+) -> Vec<f64> {
+    let n = transfers.len();
+    let cap = bandwidth_gbps / 8.0; // GB/s
+    let mut ready: Vec<f64> = transfers.iter().map(|t| t.ready_gb.max(0.0)).collect();
+    let mut unproduced: Vec<f64> = transfers.iter().map(|t| t.produced_gb.max(0.0)).collect();
+    let mut finish = vec![f64::NAN; n];
+    let rate: Vec<f64> = transfers
+        .iter()
+        .map(|t| {
+            let w = t.until_s - t.from_s;
+            if w > 0.0 {
+                t.produced_gb / w
+            } else {
+                f64::INFINITY
+            }
+        })
+        .collect();
+    let mut t = 0.0;
+    let mut alloc = vec![0.0; n];
+    for _ in 0..100_000 {
+        // Impulses (and windows already over) land in the queue.
+        for k in 0..n {
+            if unproduced[k] > 0.0 && t >= transfers[k].until_s {
+                ready[k] += unproduced[k];
+                unproduced[k] = 0.0;
+            }
+        }
+        for k in 0..n {
+            if finish[k].is_nan() && ready[k] <= EPS_GB && unproduced[k] <= 0.0 {
+                finish[k] = t;
+            }
+        }
+        if finish.iter().all(|f| !f.is_nan()) {
+            break;
+        }
+        // Admitted: the first `max_concurrent` with something to send or being produced.
+        let active: Vec<usize> = (0..n)
+            .filter(|&k| ready[k] > EPS_GB || producing(unproduced[k], &transfers[k], t))
+            .take(max_concurrent)
+            .collect();
+        // Max-min with caps: a transfer with an empty queue takes at most its production rate.
+        alloc.iter_mut().for_each(|a| *a = 0.0);
+        let mut order: Vec<(f64, usize)> = active
+            .iter()
+            .map(|&k| {
+                let demand = if ready[k] > EPS_GB {
+                    f64::INFINITY
+                } else {
+                    rate[k]
+                };
+                (demand, k)
+            })
+            .collect();
+        order.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut left = cap;
+        for (i, &(demand, k)) in order.iter().enumerate() {
+            let share = left / (order.len() - i) as f64;
+            alloc[k] = demand.min(share);
+            left -= alloc[k];
+        }
+        // The next change: a queue empties, a production window opens or closes.
+        let mut dt = f64::INFINITY;
+        for k in 0..n {
+            if !finish[k].is_nan() {
+                continue;
+            }
+            let inflow = if producing(unproduced[k], &transfers[k], t) {
+                rate[k]
+            } else {
+                0.0
+            };
+            let drain = alloc[k] - inflow;
+            if ready[k] > EPS_GB && drain > 0.0 {
+                dt = dt.min(ready[k] / drain);
+            }
+            if unproduced[k] > 0.0 {
+                if t < transfers[k].from_s {
+                    dt = dt.min(transfers[k].from_s - t);
+                } else if t < transfers[k].until_s {
+                    dt = dt.min(transfers[k].until_s - t);
+                }
+            }
+        }
+        if !dt.is_finite() {
+            // Nothing can move any more (no bandwidth): the rest never finish.
+            for f in finish.iter_mut().filter(|f| f.is_nan()) {
+                *f = f64::INFINITY;
+            }
+            break;
+        }
+        let dt = dt.max(1e-12);
+        for k in 0..n {
+            if !finish[k].is_nan() {
+                continue;
+            }
+            if producing(unproduced[k], &transfers[k], t) {
+                let made = (rate[k] * dt).min(unproduced[k]);
+                unproduced[k] -= made;
+                ready[k] += made;
+            }
+            ready[k] = (ready[k] - alloc[k] * dt).max(0.0);
+            if ready[k] <= EPS_GB * (1.0 + transfers[k].ready_gb + transfers[k].produced_gb) {
+                ready[k] = 0.0;
+            }
+        }
+        t += dt;
+    }
+    for f in finish.iter_mut().filter(|f| f.is_nan()) {
+        *f = t;
+    }
+    finish
+}
+
+/// An extension of [`plan_chain`] with a per-transfer view of the network: for every prefix i,
+/// this job's crossing (ready at once, or produced by the storage FIFO after `Q_s/X_s` over its
+/// pushed work) joins `others` in [`fluid_finish_s`]; its time is its transfer's end plus one
+/// partition of compute (or the compute queue and work, if longer), and the price of the prefix
+/// is that time plus the others' transfer ends (what it costs the jobs already moving data).
+pub fn plan_fluid(ops: &[OperatorEstimate], net: &NetworkEstimate, view: &TransferView) -> u32 {
+    let (others, queued) = (&view.transfers, view.queued);
+    if ops.is_empty() {
+        return 0;
+    }
+    let n = ops.iter().take_while(|o| o.pushable).count();
+    let (wait_s, wait_c) = (queue_wait_s(ops, true), queue_wait_s(ops, false));
+    let partitions = ops[0].partitions.max(1.0);
+    let s_max = net.max_concurrent_transfers.max(1.0) as usize;
+    let mut best = (f64::INFINITY, 0u32);
+    for i in 0..=n {
+        let work_s: f64 = ops[..i]
+            .iter()
+            .map(|o| compute_time_s(0.0, o.storage_drain_partitions_per_s, o.partitions))
+            .sum();
+        let crossing_gb = if i < ops.len() {
+            ops[i].input_gb
+        } else {
+            ops[i - 1].output_gb
+        };
+        // Data ready at once queues for admission behind the jobs already queued; data the
+        // storage FIFO produces later queues behind everything produced before it.
+        let (own, at) = if i == 0 {
+            let own = PendingTransfer {
+                ready_gb: crossing_gb,
+                produced_gb: 0.0,
+                from_s: 0.0,
+                until_s: 0.0,
+            };
+            (own, queued.min(others.len()))
+        } else {
+            let own = PendingTransfer {
+                ready_gb: 0.0,
+                produced_gb: crossing_gb,
+                from_s: wait_s,
+                until_s: wait_s + work_s,
+            };
+            (own, others.len())
+        };
+        let mut transfers = others.to_vec();
+        transfers.insert(at, own);
+        let ends = fluid_finish_s(&transfers, net.bandwidth_gbps, s_max);
+        let net_end = ends[at];
+        let work_c: f64 = ops[i..]
+            .iter()
+            .map(|o| compute_time_s(0.0, o.compute_drain_partitions_per_s, o.partitions))
+            .sum();
+        let own_s = if i < ops.len() {
+            (net_end + work_c / partitions).max(wait_c + work_c)
+        } else {
+            net_end
+        };
+        let others_s = ends.iter().sum::<f64>() - net_end;
+        let price = own_s + others_s;
+        if price < best.0 {
+            best = (price, i as u32);
+        }
+    }
+    best.1
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -177,5 +391,59 @@ mod tests {
         let bad = op(0.1, 1.0, 1.0);
         assert_eq!(plan(&[good.clone(), bad, good.clone()], &net(1.0)), 1);
         assert_eq!(plan(&[good.clone(), good], &net(1.0)), 2);
+    }
+
+    fn ready(gb: f64) -> PendingTransfer {
+        PendingTransfer {
+            ready_gb: gb,
+            produced_gb: 0.0,
+            from_s: 0.0,
+            until_s: 0.0,
+        }
+    }
+
+    #[test]
+    fn fluid_shares_the_link_then_admits_the_next() {
+        // 1 GB/s: 2 and 6 GB share until the small one leaves at 4 s.
+        let ends = fluid_finish_s(&[ready(2.0), ready(6.0)], 8.0, 17);
+        assert!((ends[0] - 4.0).abs() < 1e-9 && (ends[1] - 8.0).abs() < 1e-9);
+        // One admission: one after the other.
+        let ends = fluid_finish_s(&[ready(2.0), ready(3.0)], 8.0, 1);
+        assert!((ends[0] - 2.0).abs() < 1e-9 && (ends[1] - 5.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn fluid_caps_a_transfer_at_its_production_rate() {
+        let slow = PendingTransfer {
+            ready_gb: 0.0,
+            produced_gb: 1.0,
+            from_s: 0.0,
+            until_s: 10.0,
+        };
+        let ends = fluid_finish_s(&[slow, ready(9.0)], 8.0, 17);
+        assert!((ends[0] - 10.0).abs() < 1e-9 && (ends[1] - 10.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn fluid_planner_pays_for_the_transfers_it_slows() {
+        let mut o = op(4.0, 161.0, 2.7);
+        o.partitions = 600.0;
+        o.compute_drain_partitions_per_s = 1e3;
+        let n = NetworkEstimate {
+            bandwidth_gbps: 10.0,
+            concurrent_transfers: 11.0,
+            max_concurrent_transfers: 17.0,
+            backlog_gb: 0.0,
+        };
+        let alone = TransferView {
+            transfers: vec![],
+            queued: 0,
+        };
+        let crowded = TransferView {
+            transfers: vec![ready(20.0); 10],
+            queued: 10,
+        };
+        assert_eq!(plan_fluid(&[o.clone()], &n, &alone), 0);
+        assert_eq!(plan_fluid(&[o], &n, &crowded), 1);
     }
 }

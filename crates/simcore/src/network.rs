@@ -131,6 +131,18 @@ impl FlowNetwork {
         }
     }
 
+    /// Each flow in progress with its bytes still to send (call `advance(now)` first).
+    pub fn remaining_bytes(&self) -> Vec<(u64, f64)> {
+        self.groups
+            .iter()
+            .flat_map(|g| {
+                g.finish.iter().map(move |Reverse((Ord64(end), flow))| {
+                    (*flow, (end - g.served_bytes).max(0.0))
+                })
+            })
+            .collect()
+    }
+
     pub fn active_flows(&self) -> usize {
         self.groups.iter().map(|g| g.flows).sum()
     }

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from shufflelab.netaware import NetworkEstimate, OperatorEstimate
+from shufflelab.netaware import NetworkEstimate, OperatorEstimate, PendingTransfer, TransferView
 
 
 class CoreMissingError(RuntimeError):
@@ -36,15 +36,31 @@ def simulate(config: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def rust_plan(operators: list[OperatorEstimate], net: NetworkEstimate, chain: bool = False) -> int:
-    """The Rust twin of :func:`shufflelab.netaware.plan` (``chain``: of ``plan_chain``)."""
-    doc = {
+def rust_plan(
+    operators: list[OperatorEstimate], net: NetworkEstimate, chain: bool = False, view: TransferView | None = None
+) -> int:
+    """The Rust twin of :func:`shufflelab.netaware.plan` (``chain``: of ``plan_chain``; a
+    ``view``: of ``plan_fluid``)."""
+    doc: dict[str, Any] = {
         "operators": [
             {k: (_finite(v) if isinstance(v, float) else v) for k, v in vars(op).items()} for op in operators
         ],
         "network": {k: _finite(v) for k, v in vars(net).items()},
     }
+    if view is not None:
+        doc["transfers"] = {"transfers": [vars(t) for t in view.transfers], "queued": view.queued}
     return int(_module().net_aware_plan(json.dumps(doc), chain))
+
+
+def rust_fluid_finish_s(transfers: list[PendingTransfer], bandwidth_gbps: float, max_concurrent: int) -> list[float]:
+    """The Rust twin of :func:`shufflelab.netaware.fluid_finish_s`."""
+    doc = {
+        "transfers": [vars(t) for t in transfers],
+        "bandwidth_gbps": bandwidth_gbps,
+        "max_concurrent": max_concurrent,
+    }
+    ends = json.loads(_module().net_aware_fluid_finish(json.dumps(doc)))
+    return [float("inf") if e is None else float(e) for e in ends]
 
 
 def _finite(x: float) -> float | None:
@@ -59,3 +75,11 @@ def planner_inputs(record: dict[str, Any]) -> tuple[list[OperatorEstimate], Netw
         fields: dict[str, Any] = {k: (float("inf") if v is None else v) for k, v in o.items()}
         ops.append(OperatorEstimate(**fields))
     return ops, NetworkEstimate(**record["network"])
+
+
+def transfer_view(record: dict[str, Any]) -> TransferView | None:
+    """The per-transfer view a Net-Aware (fluid) run recorded for one job (None for the others)."""
+    view = record.get("transfers")
+    if view is None:
+        return None
+    return TransferView(tuple(PendingTransfer(**t) for t in view["transfers"]), int(view["queued"]))

@@ -56,11 +56,12 @@ def comparisons(summary: pd.DataFrame) -> pd.DataFrame:
                 row["na_vs_best_np_lflow_pct"] = 100 * (na - min(np_lf)) / min(np_lf)
         if na is not None and "oracle" in t:
             row["na_vs_oracle_pct"] = 100 * (na - t["oracle"]) / t["oracle"]
-        chain = t.get("net-aware-chain")
-        if chain is not None and best_static is not None:
-            row["chain_vs_best_static_pct"] = 100 * (chain - static[best_static]) / static[best_static]
-        if chain is not None and "oracle" in t:
-            row["chain_vs_oracle_pct"] = 100 * (chain - t["oracle"]) / t["oracle"]
+        for pol, short in (("net-aware-chain", "chain"), ("net-aware-fluid", "fluid")):
+            v = t.get(pol)
+            if v is not None and best_static is not None:
+                row[f"{short}_vs_best_static_pct"] = 100 * (v - static[best_static]) / static[best_static]
+            if v is not None and "oracle" in t:
+                row[f"{short}_vs_oracle_pct"] = 100 * (v - t["oracle"]) / t["oracle"]
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -106,6 +107,8 @@ def markdown(cmp: pd.DataFrame, policies: list[str]) -> str:
         ("na_vs_oracle_pct", "NA vs Oracle"),
         ("chain_vs_best_static_pct", "chain vs best static"),
         ("chain_vs_oracle_pct", "chain vs Oracle"),
+        ("fluid_vs_best_static_pct", "fluid vs best static"),
+        ("fluid_vs_oracle_pct", "fluid vs Oracle"),
     ]
     gaps = [(k, h) for k, h in gaps if k in cmp.columns]
     head += ["winner"] + [h for _, h in gaps]
@@ -129,7 +132,9 @@ def report(db_paths: list[Path], out_dir: Path) -> Path:
         "Written by `shufflelab sim report`; times are simulated (virtual) seconds, the mean over",
         "seeds of each run's mean query time. NA = Net-Aware (the paper's model, exactly); chain =",
         "Net-Aware (chain), this project's extension that prices each prefix whole, as a",
-        "storage → network → compute pipeline. Gaps are",
+        "storage → network → compute pipeline; fluid = Net-Aware (fluid), the chain pricing with a",
+        "per-transfer fluid view of the network that also charges the delay a choice imposes on",
+        "the transfers already in it. Gaps are",
         "(policy − other) / other: negative means the policy is faster. The Oracle is greedy (per",
         "job, every prefix simulated with the earlier jobs fixed and later ones absent), so a",
         "dynamic policy can beat it. Model and assumptions: ../../design-sim.md.",

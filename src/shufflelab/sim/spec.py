@@ -27,6 +27,7 @@ POLICIES = (
     "full",
     "net-aware",
     "net-aware-chain",
+    "net-aware-fluid",
     "oracle",
 )
 POLICY_LABELS = {
@@ -36,9 +37,12 @@ POLICY_LABELS = {
     "full": "λFlow",
     "net-aware": "Net-Aware",
     "net-aware-chain": "Net-Aware (chain)",
+    "net-aware-fluid": "Net-Aware (fluid)",
     "oracle": "Oracle",
 }
-Policy = Literal["no-pushdown", "filter", "filter+project", "full", "net-aware", "net-aware-chain", "oracle"]
+Policy = Literal[
+    "no-pushdown", "filter", "filter+project", "full", "net-aware", "net-aware-chain", "net-aware-fluid", "oracle"
+]
 _ALL_POLICIES: tuple[Policy, ...] = POLICIES  # type: ignore[assignment]
 
 
@@ -278,6 +282,7 @@ def core_config(
     kind = {
         "net-aware": "net_aware",
         "net-aware-chain": "net_aware_chain",
+        "net-aware-fluid": "net_aware_fluid",
         "oracle": "oracle",
     }.get(policy, "fixed")
     ops = [o.model_dump() for o in w.operators]
