@@ -447,8 +447,11 @@ impl Sim {
     /// flight (what is left of them), and the bytes its pushed operators will still emit, spread
     /// over the time the storage FIFO needs to reach and finish its tasks. In admission order.
     fn pending_transfers(&self) -> Vec<netaware::PendingTransfer> {
-        let mut left_of_task: std::collections::HashMap<u64, f64> =
-            self.flow.remaining_bytes().into_iter().collect();
+        // What is left of each job's flows in flight (flow mode; chunk mode counts whole tasks).
+        let mut in_flight_of_job = vec![0.0; self.jobs.len()];
+        for (flow, left) in self.flow.remaining_bytes() {
+            in_flight_of_job[self.tasks[flow as usize].job] += left;
+        }
         let s_cap = self.storage.cfg.cores() as f64 * self.storage.cfg.effective_hz();
         let mut order: Vec<usize> = self
             .active_jobs
@@ -493,18 +496,11 @@ impl Sim {
                 .iter()
                 .map(|&t| self.tasks[t].wire_bytes)
                 .sum();
-            let mut in_flight = 0.0;
-            if self.cfg.network.mode == NetworkMode::Flow {
-                for (t, task) in self.tasks.iter().enumerate() {
-                    if task.job == j {
-                        if let Some(left) = left_of_task.remove(&(t as u64)) {
-                            in_flight += left;
-                        }
-                    }
-                }
+            let in_flight = if self.cfg.network.mode == NetworkMode::Flow {
+                in_flight_of_job[j]
             } else {
-                in_flight = job.network_bytes - queued;
-            }
+                job.network_bytes - queued
+            };
             let (from_s, until_s) = window.get(&j).copied().unwrap_or((0.0, 0.0));
             out.push(netaware::PendingTransfer {
                 ready_gb: (queued + in_flight) / 1e9,
