@@ -115,6 +115,16 @@ def pipeline_time_s(stage_s: Sequence[float], partitions: float) -> float:
     return slowest + (total - slowest) / partitions
 
 
+def _pushable_prefix(operators: Sequence[OperatorEstimate]) -> int:
+    """How many leading operators may run on storage at all."""
+    n = 0
+    for op in operators:
+        if not op.pushable:
+            break
+        n += 1
+    return n
+
+
 def plan_chain(operators: Sequence[OperatorEstimate], net: NetworkEstimate) -> int:
     """An extension of the model, not in the paper: price each prefix i whole, as the pipeline the
     job's partitions flow through, storage → network → compute: ``T_s = [i>0]·(Q_s/X_s + Σ_{o<i}
@@ -124,11 +134,7 @@ def plan_chain(operators: Sequence[OperatorEstimate], net: NetworkEstimate) -> i
     a later one shrinks it enough."""
     if not operators:
         return 0
-    n = 0
-    for op in operators:
-        if not op.pushable:
-            break
-        n += 1
+    n = _pushable_prefix(operators)
     wait_s, wait_c = _queue_wait_s(operators, True), _queue_wait_s(operators, False)
     best_t, best_i = math.inf, 0
     for i in range(n + 1):
@@ -293,11 +299,7 @@ def plan_fluid(operators: Sequence[OperatorEstimate], net: NetworkEstimate, view
     on ties)."""
     if not operators:
         return 0
-    n = 0
-    for op in operators:
-        if not op.pushable:
-            break
-        n += 1
+    n = _pushable_prefix(operators)
     wait_s, wait_c = _queue_wait_s(operators, True), _queue_wait_s(operators, False)
     partitions = max(1.0, operators[0].partitions)
     s_max = max(1, int(max(1.0, net.max_concurrent_transfers)))

@@ -1,4 +1,4 @@
-"""The Net-Aware planner: formulas by hand, the prefix rule as a property, Python vs Rust."""
+"""The Net-Aware planners (the paper's rule, chain, fluid): formulas by hand, properties, Python vs Rust."""
 
 from __future__ import annotations
 
@@ -11,12 +11,16 @@ from hypothesis import strategies as st
 from shufflelab.netaware import (
     NetworkEstimate,
     OperatorEstimate,
+    PendingTransfer,
     PrefixEstimate,
+    TransferView,
     benefits,
     compute_time_s,
     decisions,
+    fluid_finish_s,
     plan,
     plan_chain,
+    plan_fluid,
     plan_prefixes,
     transfer_time_s,
 )
@@ -146,3 +150,134 @@ def test_prefix_pricing_is_the_chain_planner_for_additive_costs(
     best, times = plan_prefixes(prefixes, net, wait_s, wait_c)
     chain = plan_chain(ops, net)
     assert times[best] == pytest.approx(times[chain], rel=1e-9, abs=1e-12)
+
+
+# Net-Aware (fluid): the per-transfer fluid network and the planner on it.
+
+
+def test_one_transfer_takes_its_bytes_over_the_link() -> None:
+    assert fluid_finish_s([PendingTransfer(ready_gb=10)], 8, 17) == pytest.approx([10.0])
+
+
+def test_equal_transfers_share_the_link_and_the_smaller_leaves_first() -> None:
+    # 1 GB/s link: 2 GB and 6 GB ready. Both at 0.5 GB/s until the small one ends at 4 s, then 4 GB alone.
+    ends = fluid_finish_s([PendingTransfer(2), PendingTransfer(6)], 8, 17)
+    assert ends == pytest.approx([4.0, 8.0])
+
+
+def test_a_transfer_produced_slowly_takes_only_its_production_rate() -> None:
+    # 1 GB produced over [0, 10] s (0.1 GB/s) next to 9 GB ready on a 1 GB/s link: the slow one
+    # ends with its production at 10 s, the bulk one gets the other 0.9 GB/s and ends at 10 s too.
+    ends = fluid_finish_s([PendingTransfer(0, 1, 0, 10), PendingTransfer(9)], 8, 17)
+    assert ends == pytest.approx([10.0, 10.0])
+
+
+def test_admission_makes_the_later_transfer_wait() -> None:
+    ends = fluid_finish_s([PendingTransfer(2), PendingTransfer(3)], 8, 1)
+    assert ends == pytest.approx([2.0, 5.0])
+
+
+def test_production_that_starts_later_waits_for_its_window() -> None:
+    ends = fluid_finish_s([PendingTransfer(0, 1, 5, 5)], 8, 17)  # all at once, at 5 s
+    assert ends == pytest.approx([6.0])
+
+
+def test_no_bandwidth_never_finishes() -> None:
+    assert fluid_finish_s([PendingTransfer(1)], 0, 17) == [math.inf]
+
+
+transfers = st.lists(
+    st.builds(
+        PendingTransfer,
+        ready_gb=st.floats(0, 500),
+        produced_gb=st.floats(0, 500),
+        from_s=st.floats(0, 1e3),
+        until_s=st.floats(0, 1e3),
+    ).map(lambda t: PendingTransfer(t.ready_gb, t.produced_gb, t.from_s, max(t.from_s, t.until_s))),
+    max_size=12,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(transfers, st.floats(0.1, 400), st.integers(1, 20))
+def test_no_transfer_beats_the_link_or_its_production(ts: list[PendingTransfer], b: float, s_max: int) -> None:
+    ends = fluid_finish_s(ts, b, s_max)
+    cap = b / 8
+    for t, end in zip(ts, ends, strict=True):
+        assert end >= (t.ready_gb + t.produced_gb) / cap * (1 - 1e-9) - 1e-9
+        if t.produced_gb > 0:
+            assert end >= t.until_s * (1 - 1e-9) - 1e-9
+    # The link never carries more than its rate: the last end is at least all bytes over the link.
+    if ts:
+        total = sum(t.ready_gb + t.produced_gb for t in ts)
+        assert max(ends) >= total / cap * (1 - 1e-9) - 1e-9
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(0.001, 500), min_size=1, max_size=12), st.floats(0.1, 400))
+def test_ready_transfers_keep_the_link_busy(sizes: list[float], b: float) -> None:
+    # Work conservation: with everything ready and admitted, the link drains all of it at its rate.
+    ends = fluid_finish_s([PendingTransfer(x) for x in sizes], b, len(sizes))
+    assert max(ends) == pytest.approx(sum(sizes) / (b / 8), rel=1e-9)
+
+
+@settings(max_examples=200, deadline=None)
+@given(transfers, st.builds(PendingTransfer, ready_gb=st.floats(0, 500)), st.floats(0.1, 400), st.integers(1, 20))
+def test_joining_never_speeds_up_the_others(
+    ts: list[PendingTransfer], new: PendingTransfer, b: float, s_max: int
+) -> None:
+    before = fluid_finish_s(ts, b, s_max)
+    after = fluid_finish_s([*ts, new], b, s_max)
+    for x, y in zip(before, after[:-1], strict=True):
+        assert y >= x * (1 - 1e-9) - 1e-9
+
+
+def test_alone_it_prices_like_the_chain() -> None:
+    # No other transfer: the fluid view is the link alone, so a job with nothing in its way
+    # decides as the chain planner does, for slow and fast storage.
+    empty = TransferView((), 0)
+    net = NetworkEstimate(bandwidth_gbps=4, concurrent_transfers=1, max_concurrent_transfers=17)
+    for drain in (0.5, 6.77, 60.0):
+        ops = [op(storage_drain_partitions_per_s=drain), op(input_gb=2.7, output_gb=2.7)]
+        assert plan_fluid(ops, net, empty) == plan_chain(ops, net)
+
+
+def test_a_bulk_transfer_pays_for_the_jobs_it_slows() -> None:
+    # Pushing costs this job a little more than not pushing, but not pushing puts 161 GB next to
+    # ten transfers of 20 GB each and slows every one of them: the fluid planner pushes.
+    net = NetworkEstimate(bandwidth_gbps=10, concurrent_transfers=11, max_concurrent_transfers=17)
+    ops = [op(storage_drain_partitions_per_s=4.0, compute_drain_partitions_per_s=1e3)]
+    alone = plan_fluid(ops, net, TransferView((), 0))
+    crowded = plan_fluid(ops, net, TransferView(tuple(PendingTransfer(20) for _ in range(10)), 10))
+    assert (alone, crowded) == (0, 1)
+
+
+views = st.builds(lambda ts, q: TransferView(tuple(ts), min(q, len(ts))), transfers, st.integers(0, 12))
+
+
+@settings(max_examples=200, deadline=None)
+@given(transfers, st.floats(0.1, 400), st.integers(1, 20))
+def test_python_and_rust_fluid_networks_agree(ts: list[PendingTransfer], b: float, s_max: int) -> None:
+    pytest.importorskip("shufflelab_simcore", reason="simulator core not built: scripts/setup.sh")
+    from shufflelab.sim.core import rust_fluid_finish_s
+
+    assert rust_fluid_finish_s(ts, b, s_max) == pytest.approx(fluid_finish_s(ts, b, s_max), rel=1e-12, abs=1e-12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(operators, max_size=5), networks, views)
+def test_python_and_rust_fluid_planners_agree(
+    ops: list[OperatorEstimate], net: NetworkEstimate, view: TransferView
+) -> None:
+    pytest.importorskip("shufflelab_simcore", reason="simulator core not built: scripts/setup.sh")
+    from shufflelab.sim.core import rust_plan
+
+    assert rust_plan(ops, net, view=view) == plan_fluid(ops, net, view)
+
+
+@given(st.lists(operators, max_size=5), networks, views)
+def test_the_fluid_planner_never_pushes_an_operator_that_cannot_be(
+    ops: list[OperatorEstimate], net: NetworkEstimate, view: TransferView
+) -> None:
+    k = plan_fluid(ops, net, view)
+    assert all(o.pushable for o in ops[:k])
