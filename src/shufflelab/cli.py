@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -228,7 +229,7 @@ def tune(
 def whatif(
     db: Annotated[Path, typer.Argument(help="Results file (.duckdb).")],
     speedup: Annotated[
-        float, typer.Option(min=0.01, help="Network speed-up of every fetch (2 = twice as fast).")
+        float, typer.Option(min=0.01, help="Network speed-up (2 = twice as fast).")
     ] = 2.0,
     cpu_saving_per_gb_s: Annotated[
         float, typer.Option(min=0.0, help="CPU seconds saved per GB of remote shuffle data (an RDMA-like path).")
@@ -244,30 +245,30 @@ def whatif(
         _fail(f"{db}: no such results file")
     store = Store(db)
     runs = store.query(
-        "SELECT r.run_id, s.label FROM runs r JOIN scenarios s USING (scenario_id) "
+        "SELECT r.run_id, s.label, s.spec_json FROM runs r JOIN scenarios s USING (scenario_id) "
         "WHERE r.status = 'ok' AND coalesce(r.n_apps, 1) = 1 ORDER BY s.label, r.rep"
     )
     runs = runs[[all(p in lbl for p in (select or [])) for lbl in runs["label"]]]
     if runs.empty:
         _fail("no successful single-application run matches")
-    t = Table(title=f"what if fetches were {speedup:g}x faster"
+    t = Table(title=f"what if the network were {speedup:g}x faster"
               + (f" and {cpu_saving_per_gb_s:g} CPU-s/GB cheaper" if cpu_saving_per_gb_s else ""))  # fmt: skip
     t.add_column("scenario", overflow="fold")
     for col in ("n", "observed job (s)", "predicted (s)", "change"):
         t.add_column(col, justify="right")
     for label, g in runs.groupby("label", sort=False):
         obs, pred = [], []
+        cores = wi.spec_cores(json.loads(g["spec_json"].iloc[0]))
         for run_id in g["run_id"]:
-            tasks, stages, jobs = (store.query(f"SELECT * FROM {x} WHERE run_id = ?", [run_id])
-                                   for x in ("tasks", "stages", "jobs"))  # fmt: skip
-            p = wi.predict(tasks, stages, jobs, speedup, cpu_saving_per_gb_s)
+            tasks, stages, jobs = wi.run_inputs(store, run_id)
+            p = wi.predict(tasks, stages, jobs, speedup, cpu_saving_per_gb_s, cores=cores)
             obs.append(p.observed_s)
             pred.append(p.predicted_s)
         o, q = stats.summarize(obs), stats.summarize(pred)
         t.add_row(str(label), str(o.n), f"{o.mean:.1f}", f"{q.mean:.1f}", f"{q.mean / o.mean - 1:+.1%}")
     console.print(t)
     console.print(
-        "Model: shufflelab.whatif (fetch waits / speed-up on the observed stage DAG); a prediction, not a run."
+        "Model: shufflelab.whatif (network waits / speed-up on the observed stage DAG); a prediction, not a run."
     )
 
 

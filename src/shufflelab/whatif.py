@@ -2,11 +2,14 @@
 
 Given a run's tasks (from the event log) and a speed-up ``k`` of the network (one number, or one
 per host: the host whose fetches would be faster), each task's fetch wait shrinks to
-``fetch_wait / k`` (its network-bound part; the rest of the task is unchanged) and the run is
-replayed: every task on its original executor, in its original order, with its original
-scheduler latency; a stage starts when the stage that gated it in the recording ends (shifted by
-what that stage gained) -- the stage DAG as it was observed. The predicted job time is the
-replayed span from the first job submission to the end of the last stage plus the recorded tail.
+``fetch_wait / k`` (its network-bound part, :func:`network_ms`; the rest of the task is unchanged) and the run is
+replayed: every task on its original executor's slots, in its original launch order across
+stages, after its original gap (scheduler latency, or the hand-off overlap when the driver
+launched it before recording the previous task's end; gaps longer than the run's typical one are
+delay scheduling and shrink by ``k``); a stage starts when the stage that gated it in the
+recording ends (shifted by what that stage gained) -- the stage DAG as it was observed. The
+predicted job time is the replayed span from the first job submission to the end of the last
+stage plus the recorded tail. At ``k = 1`` the replay reproduces the recording exactly.
 
 ``cpu_saving_per_gb_s`` models the RDMA case (seed 004) as well: CPU seconds saved per GB of
 remote shuffle data read, taken off each task's run time.
@@ -19,7 +22,7 @@ real interventions by :func:`validate` (remove the cross traffic, measure, compa
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,96 +50,139 @@ def _k(speedup: Speedup, host: str) -> float:
     return float(speedup)
 
 
+HANDOFF_MS = 250.0
+"""A task launched within this long before another task's recorded end on the same executor took
+that task's slot: the driver launches the next task as soon as the executor reports a task done,
+and records the finish only after it has handled the result (tens of ms, up to ~200 ms measured on
+one-core executors; docs/design.md, "What-if")."""
+
+
+def executor_slots(tasks: pd.DataFrame) -> dict[str, int]:
+    """Task slots per executor inferred from the recording, for logs that do not say how many cores
+    an executor had: a task takes the slot of a task whose recorded end is at most HANDOFF_MS after
+    its launch, otherwise it opens a slot. Executors with several cores that only ran tasks shorter
+    than HANDOFF_MS are under-counted; pass ``cores`` when known."""
+    out: dict[str, int] = {}
+    for ex, g in tasks.groupby("executor_id"):
+        ends: list[float] = []
+        for a, b in sorted(zip(g["launch_at_ms"].astype(float), g["finish_at_ms"].astype(float), strict=True)):
+            free = [i for i, e in enumerate(ends) if e - a <= HANDOFF_MS]
+            if free:
+                ends[min(free, key=ends.__getitem__)] = b
+            else:
+                ends.append(b)
+        out[str(ex)] = max(1, len(ends))
+    return out
+
+
 def predict(
     tasks: pd.DataFrame,
     stages: pd.DataFrame,
     jobs: pd.DataFrame,
     speedup: Speedup,
     cpu_saving_per_gb_s: float = 0.0,
+    cores: int | Mapping[str, int] | None = None,
 ) -> Prediction:
-    """Replay one application's run with a faster network (see the module doc)."""
+    """Replay one application's run with a faster network (see the module doc). ``cores``: task
+    slots per executor (one number, or per executor id); inferred from the recording when None."""
     if tasks.empty or jobs.empty:
         raise ValueError("a prediction needs the run's tasks and jobs")
     t0 = float(jobs["submitted_at_ms"].min())
     end_obs = float(jobs["completed_at_ms"].max())
     t = tasks.copy()
+    t["executor_id"] = t["executor_id"].astype(str)
     t["k"] = [max(1e-9, _k(speedup, h)) for h in t["host"]]
-    saved = t["fetch_wait_ms"] * (1 - 1 / t["k"]) + t["remote_bytes"] / 1e9 * cpu_saving_per_gb_s * 1000
+    saved = network_ms(t) * (1 - 1 / t["k"]) + t["remote_bytes"] / 1e9 * cpu_saving_per_gb_s * 1000
     t["new_ms"] = (t["duration_ms"] - saved).clip(lower=0)
+    t["stage_key"] = list(zip(t["stage_id"].astype(int), t["stage_attempt"].astype(int), strict=True))
     st = stages.dropna(subset=["submitted_at_ms", "completed_at_ms"]).copy()
-    st = st[st.set_index(["stage_id", "stage_attempt"]).index.isin(t.set_index(["stage_id", "stage_attempt"]).index)]
+    st["stage_key"] = list(zip(st["stage_id"].astype(int), st["stage_attempt"].astype(int), strict=True))
+    st = st[st["stage_key"].isin(set(t["stage_key"]))].drop_duplicates("stage_key")
     st = st.sort_values(["submitted_at_ms", "stage_id"]).reset_index(drop=True)
+    t = t[t["stage_key"].isin(set(st["stage_key"]))].sort_values(["launch_at_ms", "task_id"])
+    if t.empty:
+        raise ValueError("a prediction needs tasks of completed stages")
+    if cores is None:
+        slots = executor_slots(t)
+    elif isinstance(cores, int):
+        slots = {ex: max(1, cores) for ex in t["executor_id"].unique()}
+    else:
+        slots = {ex: max(1, int(cores.get(ex, 1))) for ex in t["executor_id"].unique()}
+    submitted = {k: float(v) for k, v in zip(st["stage_key"], st["submitted_at_ms"], strict=True)}
+    completed = {k: float(v) for k, v in zip(st["stage_key"], st["completed_at_ms"], strict=True)}
+    last_finish = t.groupby("stage_key")["finish_at_ms"].max().astype(float).to_dict()
+    left = t.groupby("stage_key").size().to_dict()
+    typical_latency = _typical_latency(t, submitted, slots)
+    new_sub: dict[tuple[int, int], float] = {}
+    new_last: dict[tuple[int, int], float] = {}
     new_end: dict[tuple[int, int], float] = {}
-    rows = []
-    slot_free: dict[str, list[float]] = {}
-    cores = t.groupby("executor_id")["task_id"].count().to_dict()  # bounded below by concurrency
-    for ex, g in t.groupby("executor_id"):
-        iv = sorted(zip(g["launch_at_ms"], g["finish_at_ms"], strict=True))
-        live, peak = [], 0
-        for a, b in iv:
-            live = [x for x in live if x > a] + [b]
-            peak = max(peak, len(live))
-        cores[ex] = max(1, peak)
-    typical_latency = _typical_latency(t, st, cores)
-    for _, s in st.iterrows():
-        key = (int(s["stage_id"]), int(s["stage_attempt"]))
-        sub = float(s["submitted_at_ms"])
-        # the stage that gated this one: the latest-completing stage that ended before it was submitted
-        gate = [(float(p["completed_at_ms"]), (int(p["stage_id"]), int(p["stage_attempt"])))
-                for _, p in st.iterrows() if float(p["completed_at_ms"]) <= sub and (int(p["stage_id"]),
-                int(p["stage_attempt"])) in new_end]  # fmt: skip
-        if gate:
-            g_end, g_key = max(gate)
-            new_sub = new_end[g_key] + (sub - g_end)
-        else:
-            new_sub = sub
-        ts = t[(t["stage_id"] == key[0]) & (t["stage_attempt"] == key[1])].sort_values("launch_at_ms")
-        obs_free: dict[str, list[float]] = {}
-        end = new_sub
-        for _, task in ts.iterrows():
-            ex = str(task["executor_id"])
-            of = obs_free.setdefault(ex, [sub] * cores[ex])
-            j = min(range(len(of)), key=of.__getitem__)
-            # scheduler latency: kept up to the run's typical value; longer gaps are Spark's delay
-            # scheduling (locality wait) reacting to slow executors, which a faster network removes
-            latency = min(max(0.0, float(task["launch_at_ms"]) - max(sub, of[j])), typical_latency)
-            of[j] = float(task["finish_at_ms"])
-            nf = slot_free.setdefault(ex, [0.0] * cores[ex])
-            i = min(range(len(nf)), key=nf.__getitem__)
-            start = max(new_sub, nf[i]) + latency
-            finish = start + float(task["new_ms"])
-            nf[i] = finish
-            end = max(end, finish)
-        stage_tail = float(s["completed_at_ms"]) - float(ts["finish_at_ms"].max())
-        new_end[key] = end + max(0.0, stage_tail)
-        rows.append(
-            {
-                "stage_id": key[0],
-                "stage_attempt": key[1],
-                "observed_start_s": (sub - t0) / 1000,
-                "observed_end_s": (float(s["completed_at_ms"]) - t0) / 1000,
-                "predicted_start_s": (new_sub - t0) / 1000,
-                "predicted_end_s": (new_end[key] - t0) / 1000,
-            }
-        )
-    last_obs = float(st["completed_at_ms"].max())
-    last_new = max(new_end.values())
-    predicted = (last_new + (end_obs - last_obs) - t0) / 1000
+    # Slots of each executor, shared by every stage: the observed ones (when each was last freed in
+    # the recording) and the replayed ones. Tasks are replayed in launch order across stages, so
+    # stages that ran at the same time share their executors as they did.
+    obs_free = {ex: [float("-inf")] * n for ex, n in slots.items()}
+    new_free = {ex: [float("-inf")] * n for ex, n in slots.items()}
+    for task in t.itertuples(index=False):
+        key = task.stage_key
+        sub = submitted[key]
+        if key not in new_sub:
+            # the stage that gated this one: the latest-completing stage that ended before it was
+            # submitted (all its tasks launched earlier, so it is replayed by now)
+            gates = [(completed[g], g) for g in new_end if completed[g] <= sub]
+            if gates:
+                g_end, g_key = max(gates)
+                new_sub[key] = new_end[g_key] + (sub - g_end)
+            else:
+                new_sub[key] = sub
+            new_last[key] = new_sub[key]
+        ex = task.executor_id
+        of, nf = obs_free[ex], new_free[ex]
+        j = min(range(len(of)), key=of.__getitem__)
+        i = min(range(len(nf)), key=nf.__getitem__)
+        # the gap between the slot freeing (or the stage starting) and this task's launch, signed:
+        # negative when the driver launched it before recording the previous task's end (hand-off).
+        # Up to the run's typical value it is scheduler latency, kept; the excess is Spark's delay
+        # scheduling (locality wait) reacting to slow executors, which shrinks with the network.
+        gap = float(task.launch_at_ms) - max(sub, of[j])
+        excess = max(0.0, gap - typical_latency)
+        latency = gap - excess + excess / float(task.k)
+        start = max(new_sub[key], max(new_sub[key], nf[i]) + latency)
+        of[j] = float(task.finish_at_ms)
+        nf[i] = start + float(task.new_ms)
+        new_last[key] = max(new_last[key], nf[i])
+        left[key] -= 1
+        if left[key] == 0:
+            new_end[key] = new_last[key] + max(0.0, completed[key] - last_finish[key])
+    rows = [
+        {
+            "stage_id": key[0],
+            "stage_attempt": key[1],
+            "observed_start_s": (submitted[key] - t0) / 1000,
+            "observed_end_s": (completed[key] - t0) / 1000,
+            "predicted_start_s": (new_sub[key] - t0) / 1000,
+            "predicted_end_s": (new_end[key] - t0) / 1000,
+        }
+        for key in st["stage_key"]
+    ]
+    last_obs = max(completed.values())
+    predicted = (max(new_end.values()) + (end_obs - last_obs) - t0) / 1000
     return Prediction((end_obs - t0) / 1000, predicted, pd.DataFrame(rows))
 
 
-def _typical_latency(t: pd.DataFrame, st: pd.DataFrame, cores: dict[Any, int]) -> float:
-    """Median gap between a slot becoming free (or its stage starting) and its next task's launch."""
+def network_ms(tasks: pd.DataFrame) -> pd.Series:
+    """Each task's network-bound time (ms), the part a faster network divides by k: its fetch wait."""
+    return tasks["fetch_wait_ms"].astype(float)
+
+
+def _typical_latency(t: pd.DataFrame, submitted: Mapping[tuple[int, int], float], slots: Mapping[str, int]) -> float:
+    """Median gap between a slot becoming free (or its task's stage starting) and its next task's
+    launch, hand-offs counted as 0 (``t`` in launch order)."""
+    free = {ex: [float("-inf")] * n for ex, n in slots.items()}
     gaps: list[float] = []
-    for _, s in st.iterrows():
-        sub = float(s["submitted_at_ms"])
-        ts = t[(t["stage_id"] == s["stage_id"]) & (t["stage_attempt"] == s["stage_attempt"])]
-        free: dict[Any, list[float]] = {}
-        for _, task in ts.sort_values("launch_at_ms").iterrows():
-            f = free.setdefault(task["executor_id"], [sub] * cores[task["executor_id"]])
-            j = min(range(len(f)), key=f.__getitem__)
-            gaps.append(max(0.0, float(task["launch_at_ms"]) - f[j]))
-            f[j] = float(task["finish_at_ms"])
+    for task in t.itertuples(index=False):
+        f = free[task.executor_id]
+        j = min(range(len(f)), key=f.__getitem__)
+        gaps.append(max(0.0, float(task.launch_at_ms) - max(submitted[task.stage_key], f[j])))
+        f[j] = float(task.finish_at_ms)
     return float(pd.Series(gaps).median()) if gaps else 0.0
 
 
@@ -162,6 +208,26 @@ def udp_speedup(spec: dict[str, Any]) -> float:
     return 1 / max(0.02, 1 - pct / 100)
 
 
+def spec_cores(spec: Mapping[str, Any]) -> int | None:
+    """Task slots per executor that a scenario's spec gives its applications, or None when the spec
+    leaves it to Spark (several applications sharing multi-core workers)."""
+    spark = spec.get("spark", {})
+    conf = spark.get("conf", {})
+    if "spark.executor.cores" in conf:
+        return int(conf["spark.executor.cores"])
+    worker = int(spark.get("worker_cores", 1))
+    if worker == 1 or int(spec.get("workload", {}).get("apps", 1)) == 1:
+        return worker
+    return None
+
+
+def run_inputs(store: Any, run_id: str, app_index: int = 0) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """One application's tasks, stages and jobs from a results store (the replay's inputs)."""
+    q = "SELECT * FROM {} WHERE run_id = ? AND coalesce(app_index, 0) = ?"
+    tasks, stages, jobs = (store.query(q.format(x), [run_id, app_index]) for x in ("tasks", "stages", "jobs"))
+    return tasks, stages, jobs
+
+
 def validate(db: Any, pairs: list[tuple[str, str]] | None = None) -> pd.DataFrame:
     """For each (scenario with UDP, its baseline without): predict the baseline's job time from each
     scenario run by removing the UDP's share of the bottleneck, and compare with the measured
@@ -183,13 +249,13 @@ def validate(db: Any, pairs: list[tuple[str, str]] | None = None) -> pd.DataFram
         if specs[s_label].get("workload", {}).get("apps", 1) != 1:
             continue  # one application per run: the replay models one app's DAG
         k = udp_speedup(specs[s_label])
+        cores = spec_cores(specs[s_label])
         preds, observed = [], []
         for run_id in runs[runs["label"] == s_label]["run_id"]:
-            q = "SELECT * FROM {} WHERE run_id = ?"
-            tasks, stages, jobs = (store.query(q.format(x), [run_id]) for x in ("tasks", "stages", "jobs"))
+            tasks, stages, jobs = run_inputs(store, run_id)
             if tasks.empty:
                 continue
-            p = predict(tasks, stages, jobs, k)
+            p = predict(tasks, stages, jobs, k, cores=cores)
             preds.append(p.predicted_s)
             observed.append(p.observed_s)
         base = runs[runs["label"] == b_label]["job_time_s"].dropna().tolist()

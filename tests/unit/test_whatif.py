@@ -59,11 +59,33 @@ def test_cpu_saving_per_gb() -> None:
     assert p.predicted_s == pytest.approx(5.2 - 0.5)
 
 
-def test_delay_scheduling_gaps_are_not_replayed() -> None:
-    # executor b idles 3 s (locality wait) before taking its task; a faster world does not wait
+def test_delay_scheduling_gaps_shrink_with_the_network() -> None:
+    # executor b idles 3 s (locality wait) before taking its task: replayed as recorded at speed-up 1,
+    # gone when the network is (nearly) infinitely faster
     tasks = [_t(0, "a", 0, 1000), _t(0, "a", 1000, 1000), _t(0, "b", 0, 10), _t(0, "b", 3010, 1000)]
-    p = whatif.predict(*_dag(tasks, [(0, 0, 4010)], 4010), speedup=1.0)
-    assert p.predicted_s == pytest.approx(2.0, abs=0.02)
+    dag = _dag(tasks, [(0, 0, 4010)], 4010)
+    assert whatif.predict(*dag, speedup=1.0).predicted_s == pytest.approx(4.01)
+    assert whatif.predict(*dag, speedup=2.0).predicted_s == pytest.approx(2.51)
+    assert whatif.predict(*dag, speedup=1e9).predicted_s == pytest.approx(2.0, abs=0.02)
+
+
+def test_a_hand_off_overlap_is_not_a_second_core() -> None:
+    # the driver launches each task a few ms before it records the previous one's end (one core)
+    tasks = [_t(0, "a", 0, 1000), _t(0, "a", 985, 1000), _t(0, "a", 1970, 1000), _t(0, "a", 2960, 1000)]
+    dag = _dag(tasks, [(0, 0, 3960)], 4000)
+    assert whatif.executor_slots(dag[0]) == {"a": 1}
+    assert whatif.predict(*dag, speedup=1.0).predicted_s == pytest.approx(4.0)
+    # with speed-up the chain stays serial on its one core: 4 x 500 ms once the waits halve, less the
+    # recorded hand-offs (15, 15, 10 ms), plus the 40 ms after the stage
+    waiting = _dag([{**x, "fetch_wait_ms": 1000} for x in tasks], [(0, 0, 3960)], 4000)
+    assert whatif.predict(*waiting, speedup=2.0).predicted_s == pytest.approx(2.0)
+
+
+def test_stages_running_at_once_share_their_executors() -> None:
+    # stage 1 is submitted while stage 0 runs; its task on b waits for b's stage-0 task to end
+    tasks = [_t(0, "b", 10, 4000), _t(1, "a", 20, 4000), _t(1, "a", 4010, 1000), _t(1, "b", 4005, 1000)]
+    dag = _dag(tasks, [(0, 0, 4010), (1, 15, 5010)], 5100)
+    assert whatif.predict(*dag, speedup=1.0).predicted_s == pytest.approx(5.1)
 
 
 def test_udp_speedup_per_topology() -> None:
