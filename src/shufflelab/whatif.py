@@ -1,8 +1,8 @@
 """What would a faster shuffle path buy this job? A critical-path replay of a recorded run.
 
 Given a run's tasks (from the event log) and a speed-up ``k`` of the network (one number, or one
-per host: the host whose fetches would be faster), each task's fetch wait shrinks to
-``fetch_wait / k`` (its network-bound part, :func:`network_ms`; the rest of the task is unchanged) and the run is
+per host: the host whose fetches would be faster), each task's network-bound time shrinks to
+``1 / k`` of itself (:func:`network_ms`; the rest of the task is unchanged) and the run is
 replayed: every task on its original executor's slots, in its original launch order across
 stages, after its original gap (scheduler latency, or the hand-off overlap when the driver
 launched it before recording the previous task's end; gaps longer than the run's typical one are
@@ -49,6 +49,10 @@ def _k(speedup: Speedup, host: str) -> float:
         return float(speedup.get(host, 1.0))
     return float(speedup)
 
+
+NETWORK_FLOOR_QUANTILE = 0.1
+"""The quantile of an application's per-task scheduler delay and deserialization wait taken as
+their network-free floor (docs/design.md, "What-if")."""
 
 HANDOFF_MS = 250.0
 """A task launched within this long before another task's recorded end on the same executor took
@@ -169,8 +173,19 @@ def predict(
 
 
 def network_ms(tasks: pd.DataFrame) -> pd.Series:
-    """Each task's network-bound time (ms), the part a faster network divides by k: its fetch wait."""
-    return tasks["fetch_wait_ms"].astype(float)
+    """Each task's network-bound time (ms), the part a faster network divides by k: its fetch wait,
+    plus what its scheduler delay (launch and result messages between driver and executor) and the
+    non-CPU part of its deserialization (fetching the task binary from the driver) spent above the
+    application's quiet floor (their NETWORK_FLOOR_QUANTILE over the application's tasks)."""
+    net = tasks["fetch_wait_ms"].astype(float)
+    cols = tasks.columns
+    if not {"executor_run_ms", "deserialize_ms", "deserialize_cpu_ms", "result_serialization_ms"} <= set(cols):
+        return net
+    sched = tasks["duration_ms"] - tasks["executor_run_ms"] - tasks["deserialize_ms"] - tasks["result_serialization_ms"]
+    deser = tasks["deserialize_ms"] - tasks["deserialize_cpu_ms"]
+    for part in (sched.astype(float).clip(lower=0), deser.astype(float).clip(lower=0)):
+        net = net + (part - part.quantile(NETWORK_FLOOR_QUANTILE)).clip(lower=0)
+    return net.fillna(tasks["fetch_wait_ms"].astype(float))
 
 
 def _typical_latency(t: pd.DataFrame, submitted: Mapping[tuple[int, int], float], slots: Mapping[str, int]) -> float:

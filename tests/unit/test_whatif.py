@@ -96,3 +96,18 @@ def test_udp_speedup_per_topology() -> None:
     assert whatif.udp_speedup(star) == 1.0  # towards tsink: shares no queue with the job
     assert whatif.udp_speedup({**star, "cross_traffic": {"udp_percent": 95, "sink": "w1"}}) == pytest.approx(20.0)
     assert whatif.udp_speedup({**base, "cross_traffic": {"udp_percent": 0}}) == 1.0
+
+
+def test_network_time_counts_control_waits_above_the_quiet_floor() -> None:
+    # ten tasks: 100 ms of scheduler delay and 50 ms of deserialization off the CPU each when quiet;
+    # the last one waited 1 s more for its launch message and 0.5 s more for its task binary
+    rows = [
+        {"fetch_wait_ms": 200.0, "duration_ms": 1000.0, "executor_run_ms": 850.0, "deserialize_ms": 50.0,
+         "deserialize_cpu_ms": 0.0, "result_serialization_ms": 0.0}
+        for _ in range(9)
+    ] + [{"fetch_wait_ms": 200.0, "duration_ms": 2500.0, "executor_run_ms": 850.0, "deserialize_ms": 550.0,
+          "deserialize_cpu_ms": 0.0, "result_serialization_ms": 0.0}]  # fmt: skip
+    net = whatif.network_ms(pd.DataFrame(rows))
+    assert list(net) == [200.0] * 9 + [200.0 + 1000.0 + 500.0]
+    # without the timing breakdown (a hand-made DAG), only the fetch wait counts
+    assert list(whatif.network_ms(pd.DataFrame([{"fetch_wait_ms": 7.0, "duration_ms": 10.0}]))) == [7.0]
