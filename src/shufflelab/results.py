@@ -157,6 +157,11 @@ class RunRecord:
     tables: dict[str, pd.DataFrame]
 
 
+def _table_names() -> list[str]:
+    """The tables :data:`SCHEMA` creates."""
+    return [stmt.split("EXISTS", 1)[1].split("(", 1)[0].strip() for stmt in SCHEMA]
+
+
 class Store:
     """A DuckDB results file. Connections are short-lived so the file stays readable between runs."""
 
@@ -283,6 +288,27 @@ class Store:
                 con.execute(f"COPY \"{name}\" TO '{dest / (name + '.parquet')}' (FORMAT parquet)")
                 written.append(name)
         return written
+
+    def import_parquet(self, src: Path) -> list[str]:
+        """Load ``src/<table>.parquet`` files written by :meth:`export_parquet` into this store (the
+        inverse, for re-analysing committed results); columns the schema does not know are refused."""
+        files = sorted(Path(src).glob("*.parquet"))
+        known = {name for name in _table_names()}
+        loaded = []
+        with self.connect() as con:
+            for f in files:
+                name = f.stem
+                if name not in known:
+                    raise ValueError(f"{f}: not a results table (known: {', '.join(sorted(known))})")
+                cols = [r[0] for r in con.execute("DESCRIBE SELECT * FROM read_parquet(?)", [str(f)]).fetchall()]
+                have = {r[0] for r in con.execute(f'DESCRIBE "{name}"').fetchall()}
+                extra = [c for c in cols if c not in have]
+                if extra:
+                    raise ValueError(f"{f}: columns not in table {name}: {', '.join(extra)}")
+                sel = ", ".join(f'"{c}"' for c in cols)
+                con.execute(f'INSERT INTO "{name}" ({sel}) SELECT {sel} FROM read_parquet(?)', [str(f)])
+                loaded.append(name)
+        return loaded
 
     def query(self, sql: str, params: Sequence[Any] | None = None) -> pd.DataFrame:
         with self.connect(read_only=True) as con:

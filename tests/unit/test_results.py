@@ -136,6 +136,26 @@ def test_export_parquet_skips_empty_and_named_tables(tmp_path) -> None:  # type:
     written = st.export_parquet(tmp_path / "data", skip=("queue_samples",))
     assert written == ["runs"]
     assert duckdb.sql(f"SELECT count(*) FROM '{tmp_path / 'data' / 'runs.parquet'}'").fetchone()[0] == 2
+    back = Store(tmp_path / "back.duckdb")
+    assert back.import_parquet(tmp_path / "data") == ["runs"]
+    assert back.query("SELECT run_id, status FROM runs ORDER BY run_id").values.tolist() == [
+        ["a", "ok"],
+        ["b", "failed"],
+    ]
+
+
+def test_import_parquet_refuses_what_is_not_a_results_table(tmp_path: Path) -> None:
+    import duckdb
+
+    from shufflelab.results import Store
+
+    (tmp_path / "data").mkdir()
+    duckdb.sql(f"COPY (SELECT 1 AS run_id, 2 AS nope) TO '{tmp_path / 'data' / 'runs.parquet'}' (FORMAT parquet)")
+    with pytest.raises(ValueError, match="runs.parquet: columns not in table runs: nope"):
+        Store(tmp_path / "a.duckdb").import_parquet(tmp_path / "data")
+    (tmp_path / "data" / "runs.parquet").rename(tmp_path / "data" / "other.parquet")
+    with pytest.raises(ValueError, match="other.parquet: not a results table"):
+        Store(tmp_path / "b.duckdb").import_parquet(tmp_path / "data")
 
 
 def test_a_file_whose_tables_lost_their_keys_can_be_resumed(tmp_path: Path) -> None:
