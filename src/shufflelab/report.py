@@ -485,8 +485,9 @@ def fig_fetch_progress(db: Path, pairs: list[tuple[str, str]], path: Path) -> Pa
 
 # -- text ----------------------------------------------------------------------------------------------
 WHATIF_NOTE = (
-    "Each run with cross traffic is replayed by shufflelab.whatif with its fetch waits shortened by the "
-    "bandwidth the UDP took (speedup = rate / (rate - UDP rate)); the prediction is compared with the "
+    "Each run with cross traffic is replayed by shufflelab.whatif with its network waits (fetch wait, and "
+    "scheduler delay and task-binary wait above the run's quiet floor) shortened by the bandwidth the UDP "
+    "took (speedup = rate / (rate - UDP rate)); the prediction is compared with the "
     "measured runs of the same scenario without cross traffic (a real intervention). error = predicted "
     "mean / measured mean - 1."
 )
