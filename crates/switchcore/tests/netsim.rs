@@ -2,10 +2,16 @@
 //! [`Switch`] endpoint the userspace switch runs: virtual hosts hand Ethernet frames to
 //! `handle_frame`, take what `poll_transmit` delivers, and the clock jumps to `poll_timeout`.
 //!
-//! One TCP-like sender whose own window never limits it (a cubic that sees no loss), the
-//! receiver's port with step marking at K, the receiver's ACKs back through the switch. With
-//! DCTCP or VCC in the switch the advertised window holds the queue near K; without it the
-//! sender fills the buffer up to the receiver's window.
+//! 1. One TCP-like sender whose own window never limits it (a cubic that sees no loss), the
+//!    receiver's port with step marking at K, the receiver's ACKs back through the switch. With
+//!    DCTCP or VCC in the switch the advertised window holds the queue near K; without it the
+//!    sender fills the buffer up to the receiver's window.
+//! 2. An ECN-capable bulk sender keeps the receiver's marking queue above K; a switch-managed
+//!    host and an unmanaged legacy host open connections through it. The managed host's
+//!    handshake passes (its control packets are protected), the legacy host's SYNs are dropped.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 use switchcore::flow::{FlowConfig, Mode};
 use switchcore::queue::{Discipline, PortConfig, RedConfig};
@@ -288,4 +294,167 @@ fn dctcp_in_the_switch_holds_the_queue_near_k_at_full_rate() {
             o.goodput_bytes_per_s
         );
     }
+}
+
+/// What became of the connection attempts of scenario 2.
+#[derive(Debug, Default)]
+struct Opening {
+    syns_sent: u32,
+    syns_delivered: u32,
+    /// R saw the handshake's final ACK.
+    established: bool,
+}
+
+/// Hosts M (mode `mode`, SYN asking for ECN iff `m_ecn`) and L (unmanaged legacy) open a
+/// connection to R at 1 ms, retrying the SYN every 10 ms until R answers; with `cross`, host C
+/// keeps R's queue at about 2 K from t = 0 with ECN-capable bulk data at the link rate (an
+/// unmanaged flow: RED marks it, never drops it below the limit).
+fn open_through_a_marked_queue(mode: Mode, m_ecn: bool, cross: bool) -> (Opening, Opening, u64) {
+    const M: [u8; 4] = [10, 77, 1, 2];
+    const L: [u8; 4] = [10, 77, 1, 3];
+    const C: [u8; 4] = [10, 77, 1, 4];
+    const CROSS_FRAME: u64 = 1514;
+    let gap_ns = CROSS_FRAME * 1_000_000_000 / RATE;
+    let burst = 2 * K / CROSS_FRAME + 1;
+    let mut sw = switch(&[(M, mode), (L, Mode::Off), (C, Mode::Off)]);
+    let syn = |src: [u8; 4], port: u16, ecn_setup: bool| {
+        let f = flags::SYN
+            | if ecn_setup {
+                flags::ECE | flags::CWR
+            } else {
+                0
+            };
+        eth(build_tcp(
+            src,
+            R,
+            (port, 5201),
+            100,
+            0,
+            f,
+            64240,
+            &SYN_OPTS,
+            0,
+            Ecn::NotEct,
+        ))
+    };
+    let hosts = [(M, 41000u16, m_ecn), (L, 42000u16, false)];
+    let mut open = [Opening::default(), Opening::default()];
+    let mut answered = [false, false];
+    // (when, what): 0/1 = SYN (re)try of M/L, 2 = next cross frame
+    let mut timers: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
+    timers.push(Reverse((1_000_000, 0)));
+    timers.push(Reverse((1_000_000, 1)));
+    let mut cross_seq = 1u32;
+    let mut send_cross = |sw: &mut Switch, now: u64| {
+        let d = build_tcp(
+            C,
+            R,
+            (43000, 5201),
+            cross_seq,
+            1,
+            flags::ACK,
+            1000,
+            &[],
+            (CROSS_FRAME as usize) - 14 - 40,
+            Ecn::Ect0,
+        );
+        cross_seq = cross_seq.wrapping_add(1460);
+        let h = sw.handle_frame(SENDERS, eth(d), false, now);
+        assert!(matches!(h, Handled::Queued { .. }), "cross traffic {h:?}");
+    };
+    if cross {
+        for _ in 0..burst {
+            send_cross(&mut sw, 0);
+        }
+        timers.push(Reverse((gap_ns, 2)));
+    }
+    let end = 40_000_000u64;
+    let mut now = 0u64;
+    while now < end {
+        while let Some(&Reverse((t, what))) = timers.peek() {
+            if t > now {
+                break;
+            }
+            timers.pop();
+            if what == 2 {
+                send_cross(&mut sw, now);
+                timers.push(Reverse((t + gap_ns, 2)));
+            } else if !answered[what] {
+                let (ip, port, ecn) = hosts[what];
+                open[what].syns_sent += 1;
+                sw.handle_frame(SENDERS, syn(ip, port, ecn), false, now);
+                timers.push(Reverse((t + 10_000_000, what)));
+            }
+        }
+        while let Some((port, f)) = sw.poll_transmit(now) {
+            let r = tcp(&f);
+            let Some(i) = hosts.iter().position(|h| h.0 == r.src || h.0 == r.dst) else {
+                continue; // cross traffic reaching R
+            };
+            let (ip, sport, _) = hosts[i];
+            if port == RECEIVER && r.flags & flags::SYN != 0 {
+                // protected: passed a marking queue unchanged (never CE)
+                assert_eq!(r.ecn, Ecn::NotEct, "a SYN must reach R as it was sent");
+                open[i].syns_delivered += 1;
+                let sa = build_tcp(
+                    R,
+                    ip,
+                    (5201, sport),
+                    7000,
+                    r.seq.wrapping_add(1),
+                    flags::SYN | flags::ACK,
+                    65160,
+                    &SYN_OPTS,
+                    0,
+                    Ecn::NotEct,
+                );
+                sw.handle_frame(RECEIVER, eth(sa), false, now);
+            } else if port == RECEIVER {
+                open[i].established = true;
+            } else if r.flags & flags::SYN != 0 && !answered[i] {
+                answered[i] = true;
+                let a = build_tcp(
+                    ip,
+                    R,
+                    (sport, 5201),
+                    101,
+                    r.seq.wrapping_add(1),
+                    flags::ACK,
+                    502,
+                    &[],
+                    0,
+                    Ecn::NotEct,
+                );
+                sw.handle_frame(SENDERS, eth(a), false, now);
+            }
+        }
+        sw.handle_timeout(now);
+        let mut next = sw.poll_timeout().unwrap_or(end);
+        if let Some(&Reverse((t, _))) = timers.peek() {
+            next = next.min(t);
+        }
+        now = next.max(now + 1);
+    }
+    let [m, l] = open;
+    (m, l, sw.port_counters(RECEIVER).queue.backlog_bytes)
+}
+
+#[test]
+fn a_managed_connection_opens_through_a_marking_queue_an_unmanaged_one_does_not() {
+    for (mode, m_ecn) in [(Mode::Vcc, false), (Mode::Dctcp, true)] {
+        let (m, l, backlog) = open_through_a_marked_queue(mode, m_ecn, true);
+        eprintln!("{mode:?}: managed {m:?}, legacy {l:?}, backlog at the end {backlog} B");
+        assert!(backlog > K, "the cross traffic keeps the queue above K");
+        assert!(
+            m.established && m.syns_sent == 1 && m.syns_delivered == 1,
+            "{mode:?}: the managed host's control packets pass the marking queue: {m:?}"
+        );
+        assert!(
+            !l.established && l.syns_sent > 1 && l.syns_delivered == 0,
+            "{mode:?}: the legacy host's SYNs are dropped: {l:?}"
+        );
+    }
+    // the same without cross traffic: both open (the drops above are the marking queue's)
+    let (m, l, _) = open_through_a_marked_queue(Mode::Vcc, false, false);
+    assert!(m.established && l.established, "{m:?} {l:?}");
 }
