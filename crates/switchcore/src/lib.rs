@@ -16,6 +16,8 @@
 //! - [`window`]: DCTCP's window arithmetic (α, cut, slow start, additive increase), used by
 //!   [`flow`] on real headers and by the simulator's packet-level bottleneck on virtual packets.
 
+#![forbid(unsafe_code)]
+
 pub mod checksum;
 pub mod flow;
 pub mod queue;
