@@ -12,11 +12,12 @@
 //!
 //! [`operating_point`] runs `warmup_packets` departures, then measures over `measure_packets`
 //! departures: the time-averaged backlog, the TCP goodput on the wire, the delivered cross
-//! traffic, mark and drop shares. Deterministic for a seed; a few milliseconds per call.
+//! traffic, mark and drop shares. Deterministic for a seed; a few milliseconds per call. No state
+//! is kept between calls: a caller that asks about the same probe again keeps the answer itself
+//! (the Spark model's [`crate::sparkjob::Bottleneck`] holds one per flow count for its run).
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
-use std::sync::{Mutex, OnceLock};
+use std::collections::BinaryHeap;
 
 use serde::{Deserialize, Serialize};
 use switchcore::queue::{Admit, Discipline, EgressQueue, PortConfig, RedConfig};
@@ -429,28 +430,10 @@ pub fn operating_point(p: &Probe) -> Result<OperatingPoint, String> {
     })
 }
 
-/// [`operating_point`], memoised process-wide (a simulation asks for the same few flow counts
-/// again and again; the Python twin and the Rust engine share the results).
-pub fn operating_point_cached(p: &Probe) -> Result<OperatingPoint, String> {
-    static CACHE: OnceLock<Mutex<HashMap<String, OperatingPoint>>> = OnceLock::new();
-    let key = serde_json::to_string(p).map_err(|e| e.to_string())?;
-    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
-    if let Some(op) = cache.lock().map_err(|e| e.to_string())?.get(&key) {
-        return Ok(*op);
-    }
-    let op = operating_point(p)?;
-    let mut c = cache.lock().map_err(|e| e.to_string())?;
-    if c.len() >= 65_536 {
-        c.clear(); // bounded memory
-    }
-    c.insert(key, op);
-    Ok(op)
-}
-
-/// [`operating_point_cached`] for a JSON [`Probe`], as JSON.
+/// [`operating_point`] for a JSON [`Probe`], as JSON.
 pub fn operating_point_json(probe_json: &str) -> Result<String, String> {
     let p: Probe = serde_json::from_str(probe_json).map_err(|e| format!("probe: {e}"))?;
-    let op = operating_point_cached(&p)?;
+    let op = operating_point(&p)?;
     serde_json::to_string(&op).map_err(|e| e.to_string())
 }
 

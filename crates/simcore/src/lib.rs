@@ -9,6 +9,8 @@
 //! userspace switch's queue and DCTCP window logic (crate `switchcore`) on virtual packets for the
 //! operating point of a RED/ECN bottleneck.
 
+#![forbid(unsafe_code)]
+
 pub mod bottleneck;
 pub mod engine;
 pub mod model;

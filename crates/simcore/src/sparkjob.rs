@@ -13,7 +13,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::bottleneck::{operating_point_cached, OperatingPoint, Probe, RedSpec, Sender};
+use crate::bottleneck::{operating_point, OperatingPoint, Probe, RedSpec, Sender};
 
 const EPS: f64 = 1e-9;
 
@@ -98,8 +98,9 @@ impl Platform {
 }
 
 /// The bottleneck as the Spark model sees it: the fluid formulas for a droptail FIFO, the
-/// packet-level operating point (switchcore's queue and windows, cached per flow count) for a
-/// RED/ECN queue or DCTCP.
+/// packet-level operating point (switchcore's queue and windows) for a RED/ECN queue or DCTCP.
+/// Each operating point is simulated once per flow count and kept in `ops` for the lifetime of
+/// this value (one model run): the only cache, owned by the model.
 pub struct Bottleneck<'a> {
     p: &'a Platform,
     ops: std::collections::HashMap<usize, OperatingPoint>,
@@ -117,7 +118,7 @@ impl<'a> Bottleneck<'a> {
         if let Some(op) = self.ops.get(&flows) {
             return Ok(*op);
         }
-        let op = operating_point_cached(&self.p.probe(flows))?;
+        let op = operating_point(&self.p.probe(flows))?;
         self.ops.insert(flows, op);
         Ok(op)
     }

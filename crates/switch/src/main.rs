@@ -5,6 +5,9 @@
 //! droptail/RED-ECN) and transmits it when due. Everything else (ARP, ICMP to the router itself)
 //! is left to the namespace's kernel, which must have `ip_forward = 0` so it does not forward a
 //! second copy. Telemetry rows go to a CSV; SIGTERM/SIGINT stop it cleanly with a summary.
+//!
+//! The forwarding itself is `switchcore::switch::Switch`, a sans-IO endpoint; this binary only
+//! owns what it cannot: the sockets, the clock, signals, CPU placement, the wait, telemetry.
 
 mod config;
 mod port;
@@ -17,9 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use config::Config;
 use port::Port;
-use switchcore::flow::{FlowTable, Mode};
-use switchcore::queue::{Admit, EgressQueue};
-use switchcore::wire::{self, Ecn, Ipv4Packet, ETHERTYPE_IPV4, ETH_HEADER_LEN};
+use switchcore::switch::{Handled, Host, PortSetup, Switch, SwitchConfig};
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
@@ -39,20 +40,6 @@ fn clock_ns(clock: libc::clockid_t) -> u64 {
 
 fn now_ns() -> u64 {
     clock_ns(libc::CLOCK_MONOTONIC)
-}
-
-struct Route {
-    port: usize,
-    mac: [u8; 6],
-    mode: Mode,
-}
-
-#[derive(Default, Clone, Copy)]
-struct Extra {
-    rx_bytes: u64,
-    rx_packets: u64,
-    tx_errors: u64,
-    not_routed: u64,
 }
 
 const FRAME_CAP: usize = 2048;
@@ -79,15 +66,19 @@ fn run(path: &str) -> Result<(), String> {
     let cfg: Config = serde_json::from_str(&text).map_err(|e| format!("{path}: {e}"))?;
     let start = now_ns();
     let mut ports = Vec::new();
-    let mut queues: Vec<EgressQueue<Vec<u8>>> = Vec::new();
+    let mut setups = Vec::new();
     let mut index = HashMap::new();
     for (i, p) in cfg.ports.iter().enumerate() {
-        let core = p.to_core()?;
-        ports.push(Port::open(&p.ifname).map_err(|e| format!("port {}: {e}", p.ifname))?);
-        queues.push(EgressQueue::new(core, start));
+        let queue = p.to_core()?;
+        let port = Port::open(&p.ifname).map_err(|e| format!("port {}: {e}", p.ifname))?;
+        setups.push(PortSetup {
+            mac: port.mac,
+            queue,
+        });
+        ports.push(port);
         index.insert(p.ifname.clone(), i);
     }
-    let mut routes: HashMap<[u8; 4], Route> = HashMap::new();
+    let mut hosts = Vec::new();
     for h in &cfg.hosts {
         let ip: Ipv4Addr =
             h.ip.parse()
@@ -95,19 +86,22 @@ fn run(path: &str) -> Result<(), String> {
         let port = *index
             .get(&h.port)
             .ok_or_else(|| format!("host {} names unknown port {:?}", h.ip, h.port))?;
-        let mac = config::parse_mac(&h.mac)?;
-        routes.insert(
-            ip.octets(),
-            Route {
-                port,
-                mac,
-                mode: h.mode.into(),
-            },
-        );
+        hosts.push(Host {
+            ip: ip.octets(),
+            port,
+            mac: config::parse_mac(&h.mac)?,
+            mode: h.mode.into(),
+        });
     }
-    let port_macs: Vec<[u8; 6]> = ports.iter().map(|p| p.mac).collect();
-    let mut flows = FlowTable::new(cfg.flows.to_core());
-    let mut extra = vec![Extra::default(); ports.len()];
+    let mut switch = Switch::new(
+        SwitchConfig {
+            ports: setups,
+            hosts,
+            flows: cfg.flows.to_core(),
+        },
+        start,
+    )?;
+    let mut tx_errors = vec![0u64; ports.len()];
 
     // SAFETY: installing an async-signal-safe handler that only stores an atomic.
     unsafe {
@@ -138,7 +132,6 @@ fn run(path: &str) -> Result<(), String> {
     let busy_ns = cfg.busy_poll_us * 1000;
     let mut next_sample = start;
     let mut sample_k = 0u64;
-    let mut next_expiry = start + 1_000_000_000;
 
     let mut pool: Vec<Vec<u8>> = Vec::new();
     let mut pfds: Vec<libc::pollfd> = ports
@@ -169,78 +162,43 @@ fn run(path: &str) -> Result<(), String> {
                 };
                 worked = true;
                 let now = now_ns();
-                extra[pi].rx_bytes += info.len as u64;
-                extra[pi].rx_packets += 1;
                 if info.len > FRAME_CAP {
-                    extra[pi].not_routed += 1; // larger than an MTU frame: offloads are on
+                    // larger than an MTU frame: offloads are on
+                    switch.handle_oversized(pi, info.len);
                     pool.push(buf);
                     continue;
                 }
                 buf.truncate(info.len);
-                match forward(
-                    &mut buf,
-                    info.csum_not_ready,
-                    &routes,
-                    &port_macs,
-                    &mut flows,
-                    now,
-                ) {
-                    Some((out, managed, protected)) => {
-                        let ect = Ipv4Packet::new_checked(&buf[ETH_HEADER_LEN..])
-                            .map(|p| p.ecn() != Ecn::NotEct)
-                            .unwrap_or(false);
-                        // a managed connection's control packet: marked = passed unchanged
-                        let ect_like = ect || protected;
-                        let len = buf.len() as u64;
-                        let q = &mut queues[out];
-                        match q.admit(len, ect_like, now) {
-                            Admit::Drop => pool.push(buf),
-                            verdict => {
-                                let marked = verdict == Admit::Mark;
-                                if let Some(tag) = managed {
-                                    // the switch is the congestion signal's consumer: count, hide
-                                    flows.on_queued(tag, marked);
-                                } else if marked && ect {
-                                    if let Ok(mut ip) =
-                                        Ipv4Packet::new_checked(&mut buf[ETH_HEADER_LEN..])
-                                    {
-                                        ip.set_ecn(Ecn::Ce);
-                                    }
-                                }
-                                q.push(buf, len, now);
-                            }
-                        }
-                    }
-                    None => {
-                        extra[pi].not_routed += 1;
-                        pool.push(buf);
+                match switch.handle_frame(pi, buf, info.csum_not_ready, now) {
+                    Handled::Queued { .. } => {}
+                    Handled::Dropped { frame, .. } | Handled::NotRouted { frame } => {
+                        pool.push(frame)
                     }
                 }
             }
         }
         // transmit what is due
         let now = now_ns();
-        for (pi, q) in queues.iter_mut().enumerate() {
-            while let Some(frame) = q.poll(now) {
-                worked = true;
-                match ports[pi].send(&frame) {
-                    Ok(true) => {}
-                    Ok(false) => extra[pi].tx_errors += 1,
-                    Err(e) => return Err(format!("send on {}: {e}", ports[pi].ifname)),
-                }
-                pool.push(frame);
+        while let Some((pi, frame)) = switch.poll_transmit(now) {
+            worked = true;
+            match ports[pi].send(&frame) {
+                Ok(true) => {}
+                Ok(false) => tx_errors[pi] += 1,
+                Err(e) => return Err(format!("send on {}: {e}", ports[pi].ifname)),
             }
+            pool.push(frame);
         }
         // telemetry on an absolute schedule
         if now >= next_sample {
             if let Some(w) = telemetry.as_mut() {
                 let t = clock_ns(libc::CLOCK_REALTIME) as f64 / 1e9;
-                for (pi, q) in queues.iter().enumerate() {
-                    let s = q.stats();
+                for (pi, port) in ports.iter().enumerate() {
+                    let c = switch.port_counters(pi);
+                    let s = c.queue;
                     writeln!(
                         w,
                         "{t:.6},{},{},{},{},{},{},{},{},{},{}",
-                        ports[pi].ifname,
+                        port.ifname,
                         s.backlog_bytes,
                         s.backlog_packets,
                         s.drops,
@@ -248,7 +206,7 @@ fn run(path: &str) -> Result<(), String> {
                         s.sent_packets,
                         s.overlimits,
                         s.delivered_bytes,
-                        extra[pi].rx_bytes,
+                        c.rx_bytes,
                         s.marks
                     )
                     .map_err(|e| e.to_string())?;
@@ -263,20 +221,14 @@ fn run(path: &str) -> Result<(), String> {
                 next_sample = start + sample_k * period_ns;
             }
         }
-        if now >= next_expiry {
-            flows.expire(now);
-            next_expiry = now + 1_000_000_000;
-        }
+        switch.handle_timeout(now);
         if worked {
             continue;
         }
         // wait: spin for short waits, sleep (hrtimer, no slack) for long ones
-        let mut wake = next_sample;
-        for q in &queues {
-            if let Some(t) = q.next_wakeup() {
-                wake = wake.min(t);
-            }
-        }
+        let wake = switch
+            .poll_timeout()
+            .map_or(next_sample, |t| t.min(next_sample));
         let now = now_ns();
         if wake <= now + busy_ns {
             continue;
@@ -298,17 +250,17 @@ fn run(path: &str) -> Result<(), String> {
     }
 
     // summary for the log
-    let fs = flows.stats();
+    let fs = switch.flow_stats();
     let mut summary = String::from("{\"ports\": {");
-    for (pi, q) in queues.iter().enumerate() {
-        let s = q.stats();
-        let e = extra[pi];
+    for (pi, port) in ports.iter().enumerate() {
+        let c = switch.port_counters(pi);
+        let s = c.queue;
         if pi > 0 {
             summary.push_str(", ");
         }
         summary.push_str(&format!(
             "\"{}\": {{\"offered_packets\": {}, \"sent_bytes\": {}, \"sent_packets\": {}, \"drops\": {}, \"marks\": {}, \"overlimits\": {}, \"rx_bytes\": {}, \"rx_packets\": {}, \"not_routed\": {}, \"tx_errors\": {}}}",
-            ports[pi].ifname, s.offered_packets, s.sent_bytes, s.sent_packets, s.drops, s.marks, s.overlimits, e.rx_bytes, e.rx_packets, e.not_routed, e.tx_errors
+            port.ifname, s.offered_packets, s.sent_bytes, s.sent_packets, s.drops, s.marks, s.overlimits, c.rx_bytes, c.rx_packets, c.not_routed, tx_errors[pi]
         ));
     }
     summary.push_str(&format!(
@@ -320,43 +272,4 @@ fn run(path: &str) -> Result<(), String> {
         let _ = w.flush();
     }
     Ok(())
-}
-
-/// Route one frame: returns the egress port and, for managed TCP data, the flow tag. Rewrites
-/// MACs and TTL (and whatever the flow logic changes); `None` = not ours to forward.
-fn forward(
-    frame: &mut [u8],
-    csum_not_ready: bool,
-    routes: &HashMap<[u8; 4], Route>,
-    port_macs: &[[u8; 6]],
-    flows: &mut FlowTable,
-    now: u64,
-) -> Option<(usize, Option<switchcore::flow::DataTag>, bool)> {
-    if wire::ethertype(frame)? != ETHERTYPE_IPV4 {
-        return None;
-    }
-    let (eth, ip) = frame.split_at_mut(ETH_HEADER_LEN);
-    let (src, dst, ttl) = {
-        let p = Ipv4Packet::new_checked(&*ip).ok()?;
-        (p.src(), p.dst(), p.ttl())
-    };
-    let route = routes.get(&dst)?;
-    if ttl <= 1 {
-        return None;
-    }
-    if csum_not_ready {
-        wire::fill_transport_checksum(ip);
-    }
-    Ipv4Packet::new_checked(&mut *ip).ok()?.decrement_ttl();
-    eth[0..6].copy_from_slice(&route.mac);
-    eth[6..12].copy_from_slice(&port_macs[route.port]);
-    let src_mode = routes.get(&src).map(|r| r.mode).unwrap_or(Mode::Off);
-    let mut managed = None;
-    let mut protected = false;
-    if switchcore::flow::is_tcp(ip) {
-        let ing = flows.on_ingress(ip, src_mode, route.mode, now);
-        managed = ing.managed_data;
-        protected = ing.protected;
-    }
-    Some((route.port, managed, protected))
 }

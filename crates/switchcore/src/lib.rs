@@ -11,12 +11,17 @@
 //!   droptail or RED with ECN marking.
 //! - [`flow`]: per-flow TCP state for DCTCP-in-the-switch (AC/DC style) and congestion-control
 //!   virtualization (VCC) for legacy hosts.
+//! - [`switch`]: the whole switch as one endpoint: routing, the flow logic and the ports'
+//!   queues behind `handle_frame` / `poll_transmit` / `poll_timeout`.
 //! - [`window`]: DCTCP's window arithmetic (α, cut, slow start, additive increase), used by
 //!   [`flow`] on real headers and by the simulator's packet-level bottleneck on virtual packets.
+
+#![forbid(unsafe_code)]
 
 pub mod checksum;
 pub mod flow;
 pub mod queue;
 pub mod rng;
+pub mod switch;
 pub mod window;
 pub mod wire;

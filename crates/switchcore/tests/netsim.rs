@@ -1,15 +1,22 @@
-//! A deterministic two-host scenario in virtual time (smoltcp / quinn-proto style): one TCP-like
-//! sender whose own window never limits it (a cubic that sees no loss), a switch port with step
-//! marking at K, and the receiver's ACKs passing back through the switch's flow logic. With
-//! DCTCP or VCC in the switch the advertised window holds the queue near K; without it the sender
-//! fills the buffer up to the receiver's window.
+//! Deterministic scenarios in virtual time (smoltcp / quinn-proto style) through the same
+//! [`Switch`] endpoint the userspace switch runs: virtual hosts hand Ethernet frames to
+//! `handle_frame`, take what `poll_transmit` delivers, and the clock jumps to `poll_timeout`.
+//!
+//! 1. One TCP-like sender whose own window never limits it (a cubic that sees no loss), the
+//!    receiver's port with step marking at K, the receiver's ACKs back through the switch. With
+//!    DCTCP or VCC in the switch the advertised window holds the queue near K; without it the
+//!    sender fills the buffer up to the receiver's window.
+//! 2. An ECN-capable bulk sender keeps the receiver's marking queue above K; a switch-managed
+//!    host and an unmanaged legacy host open connections through it. The managed host's
+//!    handshake passes (its control packets are protected), the legacy host's SYNs are dropped.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use switchcore::flow::{FlowConfig, FlowTable, Mode};
-use switchcore::queue::{Admit, Discipline, EgressQueue, PortConfig, RedConfig};
-use switchcore::wire::{build_tcp, flags, Ecn, Ipv4Packet, TcpRepr};
+use switchcore::flow::{FlowConfig, Mode};
+use switchcore::queue::{Discipline, PortConfig, RedConfig};
+use switchcore::switch::{Handled, Host, PortSetup, Switch, SwitchConfig};
+use switchcore::wire::{build_tcp, flags, Ecn, TcpRepr, ETHERTYPE_IPV4, ETH_HEADER_LEN};
 
 const S: [u8; 4] = [10, 77, 1, 1];
 const R: [u8; 4] = [10, 77, 2, 1];
@@ -20,6 +27,81 @@ const ACK_DELAY_NS: u64 = 500_000;
 const K: u64 = 30_000;
 const RCV_WINDOW: u64 = 400_000;
 const END_NS: u64 = 2_000_000_000;
+const SYN_OPTS: [u8; 8] = [2, 4, (MSS >> 8) as u8, MSS as u8, 1, 3, 3, WS];
+
+/// Port 0 faces the senders (unshaped, `ACK_DELAY_NS` of delay: the return path), port 1 the
+/// receiver R (100 Mbit/s, 500 µs, 1 MB, step marking at K).
+const SENDERS: usize = 0;
+const RECEIVER: usize = 1;
+
+fn switch(senders: &[([u8; 4], Mode)]) -> Switch {
+    let step = PortConfig {
+        rate_bytes_per_s: RATE,
+        burst_bytes: 3028,
+        delay_ns: 500_000,
+        limit_bytes: Some(1_000_000),
+        limit_packets: None,
+        discipline: Discipline::Red(RedConfig {
+            min_bytes: K,
+            max_bytes: K,
+            max_p: 1.0,
+            ewma_weight: None,
+            ecn: true,
+            seed: 1,
+        }),
+    };
+    let back = PortConfig {
+        rate_bytes_per_s: 0,
+        delay_ns: ACK_DELAY_NS,
+        ..PortConfig::default()
+    };
+    let mut hosts: Vec<Host> = senders
+        .iter()
+        .enumerate()
+        .map(|(i, &(ip, mode))| Host {
+            ip,
+            port: SENDERS,
+            mac: [2, 0, 0, 0, 1, i as u8],
+            mode,
+        })
+        .collect();
+    hosts.push(Host {
+        ip: R,
+        port: RECEIVER,
+        mac: [2, 0, 0, 0, 2, 0],
+        mode: Mode::Off,
+    });
+    Switch::new(
+        SwitchConfig {
+            ports: vec![
+                PortSetup {
+                    mac: [2, 0, 0, 0, 0, 1],
+                    queue: back,
+                },
+                PortSetup {
+                    mac: [2, 0, 0, 0, 0, 2],
+                    queue: step,
+                },
+            ],
+            hosts,
+            flows: FlowConfig::default(),
+        },
+        0,
+    )
+    .unwrap()
+}
+
+/// An Ethernet frame around an IPv4 packet (addressed to the switch's port: any MAC will do).
+fn eth(ip: Vec<u8>) -> Vec<u8> {
+    let mut f = vec![0x02; 12];
+    f.extend_from_slice(&ETHERTYPE_IPV4.to_be_bytes());
+    f.extend_from_slice(&ip);
+    f
+}
+
+fn tcp(frame: &[u8]) -> TcpRepr {
+    TcpRepr::parse(&frame[ETH_HEADER_LEN..]).unwrap()
+}
 
 struct Outcome {
     mean_backlog: f64,
@@ -30,33 +112,19 @@ struct Outcome {
 }
 
 fn run(mode: Mode, sender_ecn: bool) -> Outcome {
-    let mut flows = FlowTable::new(FlowConfig::default());
-    let mut q: EgressQueue<Vec<u8>> = EgressQueue::new(
-        PortConfig {
-            rate_bytes_per_s: RATE,
-            burst_bytes: 3028,
-            delay_ns: 500_000,
-            limit_bytes: Some(1_000_000),
-            limit_packets: None,
-            discipline: Discipline::Red(RedConfig {
-                min_bytes: K,
-                max_bytes: K,
-                max_p: 1.0,
-                ewma_weight: None,
-                ecn: true,
-                seed: 1,
-            }),
-        },
-        0,
-    );
-    let opts = [2, 4, (MSS >> 8) as u8, MSS as u8, 1, 3, 3, WS];
+    let mut sw = switch(&[(S, mode)]);
+    let queue = |sw: &mut Switch, port: usize, ip: Vec<u8>, now: u64| {
+        if let Handled::Dropped { .. } = sw.handle_frame(port, eth(ip), false, now) {
+            panic!("the 1 MB buffer never overflows in this scenario");
+        }
+    };
     let syn_flags = flags::SYN
         | if sender_ecn {
             flags::ECE | flags::CWR
         } else {
             0
         };
-    let mut syn = build_tcp(
+    let syn = build_tcp(
         S,
         R,
         (40000, 5201),
@@ -64,36 +132,92 @@ fn run(mode: Mode, sender_ecn: bool) -> Outcome {
         0,
         syn_flags,
         65535,
-        &opts,
+        &SYN_OPTS,
         0,
         Ecn::NotEct,
     );
-    flows.on_ingress(&mut syn, mode, Mode::Off, 0);
-    let mut sa = build_tcp(
-        R,
-        S,
-        (5201, 40000),
-        0,
-        1,
-        flags::SYN | flags::ACK,
-        65535,
-        &opts,
-        0,
-        Ecn::NotEct,
-    );
-    flows.on_ingress(&mut sa, Mode::Off, mode, 0);
+    queue(&mut sw, SENDERS, syn, 0);
 
+    let mut established = false;
     let (mut snd_una, mut snd_nxt, mut adv) = (1u32, 1u32, RCV_WINDOW);
-    let mut acks: BinaryHeap<Reverse<(u64, u32, u64)>> = BinaryHeap::new(); // (at, ack, window bytes)
     let mut now = 0u64;
     let (mut backlog_sum, mut samples, mut max_late) = (0f64, 0u64, 0u64);
     let mut next_sample = 0u64;
     let mut delivered_late = 0u64;
     while now < END_NS {
+        // what the switch delivers: data and the handshake at R, ACKs at S
+        while let Some((port, f)) = sw.poll_transmit(now) {
+            let r = tcp(&f);
+            if port == RECEIVER {
+                if r.flags & flags::SYN != 0 {
+                    let sa = build_tcp(
+                        R,
+                        S,
+                        (5201, 40000),
+                        0,
+                        1,
+                        flags::SYN | flags::ACK,
+                        65535,
+                        &SYN_OPTS,
+                        0,
+                        Ecn::NotEct,
+                    );
+                    queue(&mut sw, RECEIVER, sa, now);
+                    continue;
+                }
+                if r.payload_len == 0 {
+                    continue; // the handshake's ACK
+                }
+                if mode != Mode::Off {
+                    assert_ne!(
+                        r.ecn,
+                        Ecn::Ce,
+                        "managed data must reach the receiver unmarked"
+                    );
+                }
+                let rcv_nxt = r.seq.wrapping_add(r.payload_len);
+                if now >= END_NS / 2 {
+                    delivered_late += u64::from(r.payload_len);
+                }
+                let win = (RCV_WINDOW >> WS) as u16;
+                let a = build_tcp(
+                    R,
+                    S,
+                    (5201, 40000),
+                    1,
+                    rcv_nxt,
+                    flags::ACK,
+                    win,
+                    &[],
+                    0,
+                    Ecn::NotEct,
+                );
+                queue(&mut sw, RECEIVER, a, now);
+            } else if r.flags & flags::SYN != 0 {
+                established = true;
+                let a = build_tcp(
+                    S,
+                    R,
+                    (40000, 5201),
+                    1,
+                    1,
+                    flags::ACK,
+                    65535 >> WS,
+                    &[],
+                    0,
+                    Ecn::NotEct,
+                );
+                queue(&mut sw, SENDERS, a, now);
+            } else {
+                assert!(r.window <= (RCV_WINDOW >> WS) as u16, "window only lowered");
+                snd_una = r.ack;
+                adv = u64::from(r.window) << WS;
+            }
+        }
         // the sender transmits whatever its (advertised) window allows, at once
-        while u64::from(snd_nxt.wrapping_sub(snd_una)) + u64::from(MSS) <= adv {
+        while established && u64::from(snd_nxt.wrapping_sub(snd_una)) + u64::from(MSS) <= adv {
             let ecn = if sender_ecn { Ecn::Ect0 } else { Ecn::NotEct };
-            let mut d = build_tcp(
+            let d = build_tcp(
                 S,
                 R,
                 (40000, 5201),
@@ -105,70 +229,12 @@ fn run(mode: Mode, sender_ecn: bool) -> Outcome {
                 MSS as usize,
                 ecn,
             );
-            let ing = flows.on_ingress(&mut d, mode, Mode::Off, now);
-            let ect = TcpRepr::parse(&d).unwrap().ecn != Ecn::NotEct;
-            let len = d.len() as u64 + 14;
-            match q.admit(len, ect, now) {
-                Admit::Drop => panic!("the 1 MB buffer never overflows in this scenario"),
-                v => {
-                    if let Some(tag) = ing.managed_data {
-                        flows.on_queued(tag, v == Admit::Mark);
-                    } else if v == Admit::Mark {
-                        Ipv4Packet::new_checked(&mut d[..])
-                            .unwrap()
-                            .set_ecn(Ecn::Ce);
-                    }
-                    q.push(d, len, now);
-                }
-            }
+            queue(&mut sw, SENDERS, d, now);
             snd_nxt = snd_nxt.wrapping_add(MSS);
         }
-        // deliveries at the receiver -> ACKs back through the switch
-        while let Some(d) = q.poll(now) {
-            let r = TcpRepr::parse(&d).unwrap();
-            if mode != Mode::Off {
-                assert_ne!(
-                    r.ecn,
-                    Ecn::Ce,
-                    "managed data must reach the receiver unmarked"
-                );
-            }
-            let rcv_nxt = r.seq.wrapping_add(r.payload_len);
-            if now >= END_NS / 2 {
-                delivered_late += u64::from(r.payload_len);
-            }
-            let win = (RCV_WINDOW >> WS) as u16;
-            let mut a = build_tcp(
-                R,
-                S,
-                (5201, 40000),
-                1,
-                rcv_nxt,
-                flags::ACK,
-                win,
-                &[],
-                0,
-                Ecn::NotEct,
-            );
-            flows.on_ingress(&mut a, Mode::Off, mode, now);
-            let ar = TcpRepr::parse(&a).unwrap();
-            assert!(ar.window <= win);
-            acks.push(Reverse((
-                now + ACK_DELAY_NS,
-                ar.ack,
-                u64::from(ar.window) << WS,
-            )));
-        }
-        while let Some(Reverse((at, ack, w))) = acks.peek().copied() {
-            if at > now {
-                break;
-            }
-            acks.pop();
-            snd_una = ack;
-            adv = w;
-        }
+        sw.handle_timeout(now);
         if now >= next_sample {
-            let b = q.stats().backlog_bytes;
+            let b = sw.port_counters(RECEIVER).queue.backlog_bytes;
             if now >= END_NS / 2 {
                 backlog_sum += b as f64;
                 samples += 1;
@@ -176,21 +242,17 @@ fn run(mode: Mode, sender_ecn: bool) -> Outcome {
             }
             next_sample += 100_000;
         }
-        let mut next = next_sample;
-        if let Some(t) = q.next_wakeup() {
-            next = next.min(t);
-        }
-        if let Some(Reverse((at, _, _))) = acks.peek() {
-            next = next.min(*at);
-        }
+        let next = sw
+            .poll_timeout()
+            .map_or(next_sample, |t| t.min(next_sample));
         now = next.max(now + 1);
     }
     Outcome {
         mean_backlog: backlog_sum / samples as f64,
         max_backlog_late: max_late,
         goodput_bytes_per_s: delivered_late as f64 / (END_NS / 2) as f64 * 1e9,
-        drops: q.stats().drops,
-        rewrites: flows.stats().window_rewrites,
+        drops: sw.port_counters(RECEIVER).queue.drops,
+        rewrites: sw.flow_stats().window_rewrites,
     }
 }
 
@@ -232,4 +294,167 @@ fn dctcp_in_the_switch_holds_the_queue_near_k_at_full_rate() {
             o.goodput_bytes_per_s
         );
     }
+}
+
+/// What became of the connection attempts of scenario 2.
+#[derive(Debug, Default)]
+struct Opening {
+    syns_sent: u32,
+    syns_delivered: u32,
+    /// R saw the handshake's final ACK.
+    established: bool,
+}
+
+/// Hosts M (mode `mode`, SYN asking for ECN iff `m_ecn`) and L (unmanaged legacy) open a
+/// connection to R at 1 ms, retrying the SYN every 10 ms until R answers; with `cross`, host C
+/// keeps R's queue at about 2 K from t = 0 with ECN-capable bulk data at the link rate (an
+/// unmanaged flow: RED marks it, never drops it below the limit).
+fn open_through_a_marked_queue(mode: Mode, m_ecn: bool, cross: bool) -> (Opening, Opening, u64) {
+    const M: [u8; 4] = [10, 77, 1, 2];
+    const L: [u8; 4] = [10, 77, 1, 3];
+    const C: [u8; 4] = [10, 77, 1, 4];
+    const CROSS_FRAME: u64 = 1514;
+    let gap_ns = CROSS_FRAME * 1_000_000_000 / RATE;
+    let burst = 2 * K / CROSS_FRAME + 1;
+    let mut sw = switch(&[(M, mode), (L, Mode::Off), (C, Mode::Off)]);
+    let syn = |src: [u8; 4], port: u16, ecn_setup: bool| {
+        let f = flags::SYN
+            | if ecn_setup {
+                flags::ECE | flags::CWR
+            } else {
+                0
+            };
+        eth(build_tcp(
+            src,
+            R,
+            (port, 5201),
+            100,
+            0,
+            f,
+            64240,
+            &SYN_OPTS,
+            0,
+            Ecn::NotEct,
+        ))
+    };
+    let hosts = [(M, 41000u16, m_ecn), (L, 42000u16, false)];
+    let mut open = [Opening::default(), Opening::default()];
+    let mut answered = [false, false];
+    // (when, what): 0/1 = SYN (re)try of M/L, 2 = next cross frame
+    let mut timers: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
+    timers.push(Reverse((1_000_000, 0)));
+    timers.push(Reverse((1_000_000, 1)));
+    let mut cross_seq = 1u32;
+    let mut send_cross = |sw: &mut Switch, now: u64| {
+        let d = build_tcp(
+            C,
+            R,
+            (43000, 5201),
+            cross_seq,
+            1,
+            flags::ACK,
+            1000,
+            &[],
+            (CROSS_FRAME as usize) - 14 - 40,
+            Ecn::Ect0,
+        );
+        cross_seq = cross_seq.wrapping_add(1460);
+        let h = sw.handle_frame(SENDERS, eth(d), false, now);
+        assert!(matches!(h, Handled::Queued { .. }), "cross traffic {h:?}");
+    };
+    if cross {
+        for _ in 0..burst {
+            send_cross(&mut sw, 0);
+        }
+        timers.push(Reverse((gap_ns, 2)));
+    }
+    let end = 40_000_000u64;
+    let mut now = 0u64;
+    while now < end {
+        while let Some(&Reverse((t, what))) = timers.peek() {
+            if t > now {
+                break;
+            }
+            timers.pop();
+            if what == 2 {
+                send_cross(&mut sw, now);
+                timers.push(Reverse((t + gap_ns, 2)));
+            } else if !answered[what] {
+                let (ip, port, ecn) = hosts[what];
+                open[what].syns_sent += 1;
+                sw.handle_frame(SENDERS, syn(ip, port, ecn), false, now);
+                timers.push(Reverse((t + 10_000_000, what)));
+            }
+        }
+        while let Some((port, f)) = sw.poll_transmit(now) {
+            let r = tcp(&f);
+            let Some(i) = hosts.iter().position(|h| h.0 == r.src || h.0 == r.dst) else {
+                continue; // cross traffic reaching R
+            };
+            let (ip, sport, _) = hosts[i];
+            if port == RECEIVER && r.flags & flags::SYN != 0 {
+                // protected: passed a marking queue unchanged (never CE)
+                assert_eq!(r.ecn, Ecn::NotEct, "a SYN must reach R as it was sent");
+                open[i].syns_delivered += 1;
+                let sa = build_tcp(
+                    R,
+                    ip,
+                    (5201, sport),
+                    7000,
+                    r.seq.wrapping_add(1),
+                    flags::SYN | flags::ACK,
+                    65160,
+                    &SYN_OPTS,
+                    0,
+                    Ecn::NotEct,
+                );
+                sw.handle_frame(RECEIVER, eth(sa), false, now);
+            } else if port == RECEIVER {
+                open[i].established = true;
+            } else if r.flags & flags::SYN != 0 && !answered[i] {
+                answered[i] = true;
+                let a = build_tcp(
+                    ip,
+                    R,
+                    (sport, 5201),
+                    101,
+                    r.seq.wrapping_add(1),
+                    flags::ACK,
+                    502,
+                    &[],
+                    0,
+                    Ecn::NotEct,
+                );
+                sw.handle_frame(SENDERS, eth(a), false, now);
+            }
+        }
+        sw.handle_timeout(now);
+        let mut next = sw.poll_timeout().unwrap_or(end);
+        if let Some(&Reverse((t, _))) = timers.peek() {
+            next = next.min(t);
+        }
+        now = next.max(now + 1);
+    }
+    let [m, l] = open;
+    (m, l, sw.port_counters(RECEIVER).queue.backlog_bytes)
+}
+
+#[test]
+fn a_managed_connection_opens_through_a_marking_queue_an_unmanaged_one_does_not() {
+    for (mode, m_ecn) in [(Mode::Vcc, false), (Mode::Dctcp, true)] {
+        let (m, l, backlog) = open_through_a_marked_queue(mode, m_ecn, true);
+        eprintln!("{mode:?}: managed {m:?}, legacy {l:?}, backlog at the end {backlog} B");
+        assert!(backlog > K, "the cross traffic keeps the queue above K");
+        assert!(
+            m.established && m.syns_sent == 1 && m.syns_delivered == 1,
+            "{mode:?}: the managed host's control packets pass the marking queue: {m:?}"
+        );
+        assert!(
+            !l.established && l.syns_sent > 1 && l.syns_delivered == 0,
+            "{mode:?}: the legacy host's SYNs are dropped: {l:?}"
+        );
+    }
+    // the same without cross traffic: both open (the drops above are the marking queue's)
+    let (m, l, _) = open_through_a_marked_queue(Mode::Vcc, false, false);
+    assert!(m.established && l.established, "{m:?} {l:?}");
 }

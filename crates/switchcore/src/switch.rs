@@ -1,0 +1,512 @@
+//! The switch as one sans-IO endpoint (quinn-proto / smoltcp style): the routing table, the
+//! ports' MACs, the flow table (DCTCP in the switch, VCC) and one [`EgressQueue`] per port, driven
+//! by three calls that never read a clock or touch a socket:
+//!
+//! - [`Switch::handle_frame`]: a frame received on a port at `now_ns` is routed (MACs, TTL),
+//!   passed through the flow logic and admitted to (or dropped by) its egress queue;
+//! - [`Switch::poll_transmit`]: the next frame due on the wire at `now_ns`, with its port;
+//! - [`Switch::poll_timeout`]: when something next becomes due (a departure, a delivery, the
+//!   flow table's idle check), for the caller to sleep until; [`Switch::handle_timeout`] runs
+//!   the timed housekeeping.
+//!
+//! The userspace switch (`crates/switch`) drives it with AF_PACKET sockets and
+//! `CLOCK_MONOTONIC`; `tests/netsim.rs` drives the same endpoint with virtual hosts and virtual
+//! time, so what the tests check is the pipeline the binary runs.
+
+use std::collections::HashMap;
+
+use crate::flow::{is_tcp, DataTag, FlowConfig, FlowStats, FlowTable, Mode};
+use crate::queue::{Admit, EgressQueue, PortConfig, PortStats};
+use crate::wire::{self, Ecn, Ipv4Packet, ETHERTYPE_IPV4, ETH_HEADER_LEN};
+
+/// How often idle connections are looked for in the flow table.
+pub const EXPIRY_PERIOD_NS: u64 = 1_000_000_000;
+
+/// One port of the switch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PortSetup {
+    /// The port's own MAC address (source MAC of the frames it sends).
+    pub mac: [u8; 6],
+    /// Its egress queue: rate, delay, limit, discipline.
+    pub queue: PortConfig,
+}
+
+/// A host reachable through the switch: one entry of the routing table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Host {
+    /// Its IPv4 address.
+    pub ip: [u8; 4],
+    /// The port (index into [`SwitchConfig::ports`]) it hangs off.
+    pub port: usize,
+    /// Its interface's MAC address (destination MAC of the frames sent to it).
+    pub mac: [u8; 6],
+    /// What the switch does with the TCP connections this host opens.
+    pub mode: Mode,
+}
+
+/// Everything the endpoint needs to know at start.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SwitchConfig {
+    pub ports: Vec<PortSetup>,
+    /// The routing table; a later entry for the same address replaces an earlier one.
+    pub hosts: Vec<Host>,
+    pub flows: FlowConfig,
+}
+
+/// What became of a frame given to [`Switch::handle_frame`]. A frame the switch does not keep is
+/// handed back, so the caller can reuse its buffer.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Handled {
+    /// Routed and queued on egress `port`; `marked`: the port's RED decided to mark it (written
+    /// as CE into an unmanaged ECT packet, counted by the flow logic for managed data, ignored
+    /// for a protected control packet).
+    Queued { port: usize, marked: bool },
+    /// Routed to egress `port`, whose queue dropped it (limit, or RED on a non-ECN-capable
+    /// packet).
+    Dropped { port: usize, frame: Vec<u8> },
+    /// Not the switch's to forward: not IPv4, malformed, no route to its destination, or TTL
+    /// expiring. Counted as `not_routed` on the ingress port.
+    NotRouted { frame: Vec<u8> },
+}
+
+/// Counters of one port: its egress queue's and what arrived on it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PortCounters {
+    /// The egress queue (offered, sent, delivered, drops, marks, backlog ...).
+    pub queue: PortStats,
+    /// Bytes received on the port (the frames' full length, even when not forwarded).
+    pub rx_bytes: u64,
+    pub rx_packets: u64,
+    /// Received frames not forwarded (see [`Handled::NotRouted`]; also oversized frames).
+    pub not_routed: u64,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Rx {
+    bytes: u64,
+    packets: u64,
+    not_routed: u64,
+}
+
+struct Route {
+    port: usize,
+    mac: [u8; 6],
+    mode: Mode,
+}
+
+/// The switch's forwarding state and logic, without I/O and without a clock.
+pub struct Switch {
+    routes: HashMap<[u8; 4], Route>,
+    port_macs: Vec<[u8; 6]>,
+    queues: Vec<EgressQueue<Vec<u8>>>,
+    rx: Vec<Rx>,
+    flows: FlowTable,
+    next_expiry_ns: u64,
+}
+
+impl Switch {
+    /// A switch with empty queues (buckets full) at `now_ns`, or why the configuration is
+    /// unusable (a host on a port that does not exist).
+    pub fn new(cfg: SwitchConfig, now_ns: u64) -> Result<Switch, String> {
+        let n = cfg.ports.len();
+        let mut routes = HashMap::new();
+        for h in &cfg.hosts {
+            if h.port >= n {
+                return Err(format!(
+                    "host {} is on port {}, but the switch has {n} ports",
+                    std::net::Ipv4Addr::from(h.ip),
+                    h.port
+                ));
+            }
+            routes.insert(
+                h.ip,
+                Route {
+                    port: h.port,
+                    mac: h.mac,
+                    mode: h.mode,
+                },
+            );
+        }
+        Ok(Switch {
+            routes,
+            port_macs: cfg.ports.iter().map(|p| p.mac).collect(),
+            queues: cfg
+                .ports
+                .into_iter()
+                .map(|p| EgressQueue::new(p.queue, now_ns))
+                .collect(),
+            rx: vec![Rx::default(); n],
+            flows: FlowTable::new(cfg.flows),
+            next_expiry_ns: now_ns + EXPIRY_PERIOD_NS,
+        })
+    }
+
+    /// Number of ports.
+    pub fn ports(&self) -> usize {
+        self.queues.len()
+    }
+
+    /// A frame (Ethernet header first) received on port `ingress` at `now_ns`.
+    /// `csum_not_ready`: the sender left its transport checksum to offload (only a partial sum
+    /// is in place); the switch fills it in before any rewrite, since the frame it forwards
+    /// must carry a final checksum.
+    ///
+    /// A routed IPv4 frame gets the host's MAC as destination and the egress port's as source,
+    /// its TTL decremented, TCP goes through the flow logic (ECT on managed data, window
+    /// rewrite, VCC's negotiation), and the egress queue decides: accept, mark or drop. ECT
+    /// packets are marked; a managed connection's control packet (no payload) counts as
+    /// ECN-capable and passes a marking queue unchanged; managed data is never marked, its mark
+    /// feeds the switch's DCTCP instead.
+    ///
+    /// # Panics
+    /// If `ingress` is not a port of this switch.
+    pub fn handle_frame(
+        &mut self,
+        ingress: usize,
+        mut frame: Vec<u8>,
+        csum_not_ready: bool,
+        now_ns: u64,
+    ) -> Handled {
+        let rx = &mut self.rx[ingress];
+        rx.bytes += frame.len() as u64;
+        rx.packets += 1;
+        let Some((out, managed, protected)) = self.forward(&mut frame, csum_not_ready, now_ns)
+        else {
+            self.rx[ingress].not_routed += 1;
+            return Handled::NotRouted { frame };
+        };
+        let ect = Ipv4Packet::new_checked(&frame[ETH_HEADER_LEN..])
+            .map(|p| p.ecn() != Ecn::NotEct)
+            .unwrap_or(false);
+        // a managed connection's control packet: marked = passed unchanged
+        let ect_like = ect || protected;
+        let len = frame.len() as u64;
+        let q = &mut self.queues[out];
+        match q.admit(len, ect_like, now_ns) {
+            Admit::Drop => Handled::Dropped { port: out, frame },
+            verdict => {
+                let marked = verdict == Admit::Mark;
+                if let Some(tag) = managed {
+                    // the switch is the congestion signal's consumer: count, hide
+                    self.flows.on_queued(tag, marked);
+                } else if marked && ect {
+                    if let Ok(mut ip) = Ipv4Packet::new_checked(&mut frame[ETH_HEADER_LEN..]) {
+                        ip.set_ecn(Ecn::Ce);
+                    }
+                }
+                q.push(frame, len, now_ns);
+                Handled::Queued { port: out, marked }
+            }
+        }
+    }
+
+    /// A frame of `len` bytes arrived on port `ingress` that did not fit the caller's receive
+    /// buffer (larger than an MTU frame: offloads are on). It is counted (received, not routed)
+    /// and not forwarded.
+    pub fn handle_oversized(&mut self, ingress: usize, len: usize) {
+        let rx = &mut self.rx[ingress];
+        rx.bytes += len as u64;
+        rx.packets += 1;
+        rx.not_routed += 1;
+    }
+
+    /// The next frame due on the wire at `now_ns` and its port (lower ports first); call until
+    /// `None`.
+    pub fn poll_transmit(&mut self, now_ns: u64) -> Option<(usize, Vec<u8>)> {
+        self.queues
+            .iter_mut()
+            .enumerate()
+            .find_map(|(i, q)| q.poll(now_ns).map(|f| (i, f)))
+    }
+
+    /// When [`poll_transmit`](Self::poll_transmit) or [`handle_timeout`](Self::handle_timeout)
+    /// next has something to do (nanoseconds on the caller's clock). Once that instant is
+    /// reached the caller calls both; until `handle_timeout` ran, the instant stays due.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        self.queues
+            .iter()
+            .filter_map(|q| q.next_wakeup())
+            .chain(std::iter::once(self.next_expiry_ns))
+            .min()
+    }
+
+    /// Timed housekeeping at `now_ns`: forget connections idle for longer than the flow
+    /// table's timeout (looked for every [`EXPIRY_PERIOD_NS`]).
+    pub fn handle_timeout(&mut self, now_ns: u64) {
+        if now_ns >= self.next_expiry_ns {
+            self.flows.expire(now_ns);
+            self.next_expiry_ns = now_ns + EXPIRY_PERIOD_NS;
+        }
+    }
+
+    /// Counters of port `port`.
+    pub fn port_counters(&self, port: usize) -> PortCounters {
+        let rx = self.rx[port];
+        PortCounters {
+            queue: self.queues[port].stats(),
+            rx_bytes: rx.bytes,
+            rx_packets: rx.packets,
+            not_routed: rx.not_routed,
+        }
+    }
+
+    /// Counters of the flow table.
+    pub fn flow_stats(&self) -> FlowStats {
+        self.flows.stats()
+    }
+
+    /// The flow table (read-only: per-connection DCTCP state).
+    pub fn flows(&self) -> &FlowTable {
+        &self.flows
+    }
+
+    /// Route one frame: the egress port, for managed TCP data its flow tag, and whether it is a
+    /// managed connection's control packet. Rewrites MACs and TTL (and whatever the flow logic
+    /// changes); `None` = not ours to forward.
+    fn forward(
+        &mut self,
+        frame: &mut [u8],
+        csum_not_ready: bool,
+        now_ns: u64,
+    ) -> Option<(usize, Option<DataTag>, bool)> {
+        if wire::ethertype(frame)? != ETHERTYPE_IPV4 {
+            return None;
+        }
+        let (eth, ip) = frame.split_at_mut(ETH_HEADER_LEN);
+        let (src, dst, ttl) = {
+            let p = Ipv4Packet::new_checked(&*ip).ok()?;
+            (p.src(), p.dst(), p.ttl())
+        };
+        let route = self.routes.get(&dst)?;
+        if ttl <= 1 {
+            return None;
+        }
+        if csum_not_ready {
+            wire::fill_transport_checksum(ip);
+        }
+        Ipv4Packet::new_checked(&mut *ip).ok()?.decrement_ttl();
+        eth[0..6].copy_from_slice(&route.mac);
+        eth[6..12].copy_from_slice(&self.port_macs[route.port]);
+        let src_mode = self.routes.get(&src).map(|r| r.mode).unwrap_or(Mode::Off);
+        let mut managed = None;
+        let mut protected = false;
+        if is_tcp(ip) {
+            let ing = self.flows.on_ingress(ip, src_mode, route.mode, now_ns);
+            managed = ing.managed_data;
+            protected = ing.protected;
+        }
+        Some((route.port, managed, protected))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::queue::{Discipline, RedConfig};
+    use crate::wire::{build_tcp, flags, TcpPacket, TcpRepr};
+
+    const A: [u8; 4] = [10, 77, 1, 1];
+    const B: [u8; 4] = [10, 77, 2, 1];
+    const MAC_A: [u8; 6] = [2, 0, 0, 0, 0, 1];
+    const MAC_B: [u8; 6] = [2, 0, 0, 0, 0, 2];
+    const PORT_MACS: [[u8; 6]; 2] = [[2, 0, 0, 0, 1, 0], [2, 0, 0, 0, 2, 0]];
+
+    fn switch(queue: PortConfig) -> Switch {
+        Switch::new(
+            SwitchConfig {
+                ports: PORT_MACS
+                    .iter()
+                    .map(|&mac| PortSetup {
+                        mac,
+                        queue: queue.clone(),
+                    })
+                    .collect(),
+                hosts: vec![
+                    Host {
+                        ip: A,
+                        port: 0,
+                        mac: MAC_A,
+                        mode: Mode::Off,
+                    },
+                    Host {
+                        ip: B,
+                        port: 1,
+                        mac: MAC_B,
+                        mode: Mode::Off,
+                    },
+                ],
+                flows: FlowConfig::default(),
+            },
+            0,
+        )
+        .unwrap()
+    }
+
+    fn frame(ip: Vec<u8>) -> Vec<u8> {
+        let mut f = vec![0xff; 12];
+        f.extend_from_slice(&ETHERTYPE_IPV4.to_be_bytes());
+        f.extend_from_slice(&ip);
+        f
+    }
+
+    fn data(ecn: Ecn) -> Vec<u8> {
+        frame(build_tcp(
+            A,
+            B,
+            (40000, 5201),
+            1,
+            1,
+            flags::ACK,
+            100,
+            &[],
+            1000,
+            ecn,
+        ))
+    }
+
+    #[test]
+    fn routes_rewrites_macs_and_ttl_and_delivers_after_the_delay() {
+        let mut sw = switch(PortConfig {
+            delay_ns: 1000,
+            ..PortConfig::default()
+        });
+        let f = data(Ecn::NotEct);
+        let len = f.len();
+        assert_eq!(
+            sw.handle_frame(0, f, false, 0),
+            Handled::Queued {
+                port: 1,
+                marked: false
+            }
+        );
+        assert_eq!(sw.poll_timeout(), Some(1000));
+        assert!(sw.poll_transmit(999).is_none());
+        let (port, out) = sw.poll_transmit(1000).unwrap();
+        assert_eq!(port, 1);
+        assert_eq!(&out[0..6], &MAC_B);
+        assert_eq!(&out[6..12], &PORT_MACS[1]);
+        let ip = Ipv4Packet::new_checked(&out[ETH_HEADER_LEN..]).unwrap();
+        assert_eq!(ip.ttl(), 63);
+        assert!(ip.verify_checksum());
+        let c = sw.port_counters(0);
+        assert_eq!((c.rx_packets, c.rx_bytes), (1, len as u64));
+        assert_eq!(sw.port_counters(1).queue.delivered_bytes, len as u64);
+        // nothing left but the flow table's idle check
+        assert_eq!(sw.poll_timeout(), Some(EXPIRY_PERIOD_NS));
+    }
+
+    #[test]
+    fn not_routed_frames_come_back_and_are_counted() {
+        let mut sw = switch(PortConfig::default());
+        let mut arp = data(Ecn::NotEct);
+        arp[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
+        assert!(matches!(
+            sw.handle_frame(0, arp, false, 0),
+            Handled::NotRouted { .. }
+        ));
+        let unknown = frame(build_tcp(
+            A,
+            [10, 77, 9, 1],
+            (1, 2),
+            1,
+            1,
+            flags::ACK,
+            100,
+            &[],
+            10,
+            Ecn::NotEct,
+        ));
+        assert!(matches!(
+            sw.handle_frame(0, unknown, false, 0),
+            Handled::NotRouted { .. }
+        ));
+        let mut ttl1 = data(Ecn::NotEct);
+        ttl1[ETH_HEADER_LEN + 8] = 1;
+        let Handled::NotRouted { frame } = sw.handle_frame(0, ttl1.clone(), false, 0) else {
+            panic!("TTL 1 must not be forwarded");
+        };
+        assert_eq!(frame, ttl1, "handed back untouched");
+        sw.handle_oversized(0, 65_000);
+        let c = sw.port_counters(0);
+        assert_eq!((c.rx_packets, c.not_routed), (4, 4));
+        assert!(sw.poll_transmit(u64::MAX / 2).is_none());
+    }
+
+    #[test]
+    fn fills_an_offloaded_checksum_before_forwarding() {
+        let mut sw = switch(PortConfig::default());
+        let mut f = data(Ecn::NotEct);
+        f[ETH_HEADER_LEN + 36] ^= 0x55; // a partial sum, as a veth leaves it
+        sw.handle_frame(0, f, true, 0);
+        let (_, out) = sw.poll_transmit(0).unwrap();
+        let ip = Ipv4Packet::new_checked(&out[ETH_HEADER_LEN..]).unwrap();
+        assert!(TcpPacket::new_checked(ip.payload())
+            .unwrap()
+            .verify_checksum(A, B));
+    }
+
+    #[test]
+    fn a_marking_queue_sets_ce_on_unmanaged_ect_and_drops_not_ect() {
+        let mut sw = switch(PortConfig {
+            rate_bytes_per_s: 1000,
+            burst_bytes: 1514,
+            discipline: Discipline::Red(RedConfig {
+                min_bytes: 3000,
+                max_bytes: 3000,
+                max_p: 1.0,
+                ewma_weight: None,
+                ecn: true,
+                seed: 1,
+            }),
+            ..PortConfig::default()
+        });
+        // the first leaves at once (full bucket), the next three build 3162 B of backlog
+        for _ in 0..4 {
+            sw.handle_frame(0, data(Ecn::Ect0), false, 0);
+        }
+        assert_eq!(
+            sw.handle_frame(0, data(Ecn::Ect0), false, 0),
+            Handled::Queued {
+                port: 1,
+                marked: true
+            }
+        );
+        assert!(matches!(
+            sw.handle_frame(0, data(Ecn::NotEct), false, 0),
+            Handled::Dropped { port: 1, .. }
+        ));
+        let mut out = vec![];
+        let mut now = 0;
+        while out.len() < 5 {
+            now = sw.poll_timeout().unwrap();
+            sw.handle_timeout(now);
+            while let Some((_, f)) = sw.poll_transmit(now) {
+                out.push(TcpRepr::parse(&f[ETH_HEADER_LEN..]).unwrap().ecn);
+            }
+        }
+        assert_eq!(out, [Ecn::Ect0, Ecn::Ect0, Ecn::Ect0, Ecn::Ect0, Ecn::Ce]);
+        assert!(now > 0);
+        let q = sw.port_counters(1).queue;
+        assert_eq!((q.marks, q.drops), (1, 1));
+    }
+
+    #[test]
+    fn a_host_on_a_missing_port_is_refused() {
+        let err = Switch::new(
+            SwitchConfig {
+                ports: vec![],
+                hosts: vec![Host {
+                    ip: A,
+                    port: 0,
+                    mac: MAC_A,
+                    mode: Mode::Off,
+                }],
+                flows: FlowConfig::default(),
+            },
+            0,
+        )
+        .err()
+        .unwrap();
+        assert!(err.contains("10.77.1.1"), "{err}");
+    }
+}
