@@ -76,7 +76,9 @@ def run(
         typer.Option(help="Run only scenarios whose label has this part, e.g. apps=1 (repeatable: all must match)."),
     ] = None,
 ) -> None:
-    """Run every missing run of an experiment (finished runs are kept: re-running resumes)."""
+    """Run every missing run of an experiment (finished runs are kept: re-running resumes).
+
+    Exits 1 when a run of this invocation did not end ok (failed or timed out), 2 on a bad spec."""
     from shufflelab import spec as specmod
     from shufflelab.emulate import runner as runmod
 
@@ -127,6 +129,13 @@ def run(
         console.print(f"  [red]{o.status}[/] {o.label} rep {o.rep}: {o.cause}")
     if report:
         _write_report(r.store_path, None)
+    if failed:  # the results and the report are kept; the command says that runs failed
+        err.print(
+            f"[bold red]{len(failed)} of {len(r.outcomes)} runs of this invocation did not end ok[/]"
+            " (run the same command to retry them)",
+            highlight=False,
+        )
+        raise typer.Exit(1)
 
 
 def _write_report(db: Path, out: Path | None) -> None:

@@ -15,9 +15,11 @@ import json
 import re
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from shufflelab import sparkconf
 
 CongestionControl = Literal["cubic", "reno", "bbr", "dctcp"]
 Role = Literal["spark-master", "spark-worker", "traffic-source", "traffic-sink", "mapreduce", "storage"]
@@ -208,13 +210,31 @@ class Topology(_Model):
     )
 
 
+def _conf_key(key: str) -> str:
+    if not key.startswith("spark."):
+        raise ValueError(f"conf key {key!r} must start with 'spark.'")
+    reason = sparkconf.reserved_reason(key)
+    if reason is not None:
+        raise ValueError(f"reserved: {reason}; the lab sets it for every application")
+    return key
+
+
+SparkConfKey = Annotated[str, AfterValidator(_conf_key)]
+
+
 class Spark(_Model):
     worker_cores: int = Field(default=1, ge=1, le=64)
     worker_memory: str = "1g"
     executor_memory: str = "768m"
     driver_memory: str = "1g"
     shuffle_compress: bool = Field(default=False, description="Seed 000 disables it so every byte hits the wire.")
-    conf: dict[str, str] = Field(default_factory=dict, description="Extra Spark conf for the application.")
+    conf: dict[SparkConfKey, str] = Field(
+        default_factory=dict,
+        description=(
+            "Extra Spark conf for the application; wins over the lab's defaults. Keys the lab relies on "
+            "(event log, listener, master, cores: shufflelab.sparkconf.RESERVED) are refused."
+        ),
+    )
     fast_jvm: bool = Field(
         default=False,
         description="C1-only JIT and serial GC: quicker tiny runs (tests), not for measurements.",
@@ -238,14 +258,6 @@ class Spark(_Model):
         if not _MEMORY.match(v):
             raise ValueError(f"{v!r} is not a Spark memory size like '512m' or '2g'")
         return v
-
-    @field_validator("conf")
-    @classmethod
-    def _conf_keys(cls, v: dict[str, str]) -> dict[str, str]:
-        for key in v:
-            if not key.startswith("spark."):
-                raise ValueError(f"conf key {key!r} must start with 'spark.'")
-        return {k: str(val) for k, val in v.items()}
 
 
 WorkloadName = Literal["sort-aggregate", "groupby-test", "small-records", "mapreduce", "tpch"]
@@ -625,8 +637,25 @@ class Scenario(BaseModel):
     scenario_id: str
 
 
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def field_path(loc: tuple[Any, ...] | list[Any]) -> str:
+    """A field's location as written in TOML: ``spark.conf."spark.eventLog.enabled"``, ``faults[0].host``."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part == "[key]":  # pydantic's marker for an error in a dict key: the key is the field
+            continue
+        else:
+            text = str(part) if _BARE_KEY.match(str(part)) else json.dumps(str(part), ensure_ascii=False)
+            out += f".{text}" if out else text
+    return out
+
+
 def _describe(err: Any) -> str:
-    loc = ".".join(str(p) for p in err.get("loc", ()))
+    loc = field_path(err.get("loc", ()))
     msg = str(err.get("msg", "invalid"))
     return f"{loc}: {msg}" if loc else msg
 
