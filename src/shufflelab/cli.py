@@ -405,7 +405,7 @@ def calibrate(
 
     try:
         cal, md = command(results, spec, out, fit_run, cores, cross_cpu, control_loss)
-    except (CalibrationError, FileNotFoundError) as e:
+    except (CalibrationError, FileNotFoundError, SpecError) as e:
         err.print(f"[red]error[/]: {e}")
         raise typer.Exit(2) from None
     t = cal.table
