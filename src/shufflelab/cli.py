@@ -77,7 +77,9 @@ def run(
         typer.Option(help="Run only scenarios whose label has this part, e.g. apps=1 (repeatable: all must match)."),
     ] = None,
 ) -> None:
-    """Run every missing run of an experiment (finished runs are kept: re-running resumes)."""
+    """Run every missing run of an experiment (finished runs are kept: re-running resumes).
+
+    Exits 1 when a run of this invocation did not end ok (failed or timed out), 2 on a bad spec."""
     from shufflelab import spec as specmod
     from shufflelab.emulate import runner as runmod
 
@@ -128,6 +130,13 @@ def run(
         console.print(f"  [red]{o.status}[/] {o.label} rep {o.rep}: {o.cause}")
     if report:
         _write_report(r.store_path, None)
+    if failed:  # the results and the report are kept; the command says that runs failed
+        err.print(
+            f"[bold red]{len(failed)} of {len(r.outcomes)} runs of this invocation did not end ok[/]"
+            " (run the same command to retry them)",
+            highlight=False,
+        )
+        raise typer.Exit(1)
 
 
 def _write_report(db: Path, out: Path | None) -> None:
@@ -397,7 +406,7 @@ def calibrate(
 
     try:
         cal, md = command(results, spec, out, fit_run, cores, cross_cpu, control_loss)
-    except (CalibrationError, FileNotFoundError) as e:
+    except (CalibrationError, FileNotFoundError, SpecError) as e:
         err.print(f"[red]error[/]: {e}")
         raise typer.Exit(2) from None
     t = cal.table

@@ -29,13 +29,15 @@ from typing import Any
 
 import pandas as pd
 
+from shufflelab import sparkconf
+
 JAVA_DIR = Path(__file__).parent / "java"
 SOURCE = JAVA_DIR / "TaskFlowListener.java"
 SOURCES = sorted(JAVA_DIR.glob("*.java"))  # the listener and the executor plugin share one jar
 CLASS_NAME = "shufflelab.TaskFlowListener"
 PLUGIN_CLASS = "shufflelab.TaskCpuPlugin"
 PLUGIN_FILE = "shufflelab-task-cpu.jsonl"  # written by each executor in its working directory
-PATH_CONF = "spark.shufflelab.listener.path"
+PATH_CONF = sparkconf.LISTENER_PATH
 
 END_COLUMNS = [
     "task", "stage", "attempt", "index", "executor", "host", "launch_ms", "finish_ms", "successful",
@@ -94,10 +96,10 @@ def spark_conf(jar: Path, out: Path, heartbeat_s: float = 1.0) -> dict[str, str]
     The heartbeat interval sets how often ``progress`` lines arrive (Spark's default is 10 s).
     """
     return {
-        "spark.extraListeners": CLASS_NAME,
-        "spark.plugins": PLUGIN_CLASS,
-        "spark.driver.extraClassPath": str(jar),
-        "spark.executor.extraClassPath": str(jar),
+        sparkconf.EXTRA_LISTENERS: CLASS_NAME,
+        sparkconf.PLUGINS: PLUGIN_CLASS,
+        sparkconf.DRIVER_CLASS_PATH: str(jar),
+        sparkconf.EXECUTOR_CLASS_PATH: str(jar),
         PATH_CONF: str(out),
         "spark.executor.heartbeatInterval": f"{int(heartbeat_s * 1000)}ms",
     }

@@ -12,12 +12,16 @@ import copy
 import hashlib
 import itertools
 import json
+import math
+import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from shufflelab import shaping, sparkconf
 
 CongestionControl = Literal["cubic", "reno", "bbr", "dctcp"]
 Role = Literal["spark-master", "spark-worker", "traffic-source", "traffic-sink", "mapreduce", "storage"]
@@ -37,15 +41,20 @@ class SpecError(ValueError):
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # nan/inf are valid TOML floats but no value any field can take (no command, no model applies them)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class Red(_Model):
     """RED/ECN on a port with byte thresholds, as seed 001's ``red limit L min A max B``: the limit is
     the link's ``queue_bytes``; above ``max_bytes`` every packet is marked (ECT) or dropped."""
 
-    min_bytes: int = Field(gt=0, description="Marking starts above this (average) backlog, in bytes.")
-    max_bytes: int = Field(gt=0, description="Marking probability reaches max_p here; above it every packet.")
+    min_bytes: int = Field(
+        gt=0, le=shaping.U64_MAX, description="Marking starts above this (average) backlog, in bytes."
+    )
+    max_bytes: int = Field(
+        gt=0, le=shaping.U64_MAX, description="Marking probability reaches max_p here; above it every packet."
+    )
     max_p: float = Field(default=0.1, gt=0, le=1, description="Marking probability at max_bytes.")
     ewma_weight: float | None = Field(
         default=None,
@@ -88,6 +97,30 @@ class Link(_Model):
             "queues; auto: the switch when delay, RED, dctcp or vcc is asked for, else the kernel."
         ),
     )
+
+    @field_validator("rate_mbps")
+    @classmethod
+    def _rate_can_be_shaped(cls, v: float) -> float:
+        problem = shaping.rate_problem(v)
+        if problem is not None:
+            raise ValueError(problem)
+        return v
+
+    @field_validator("queue_bytes")
+    @classmethod
+    def _bytes_limit_fits(cls, v: int | None) -> int | None:
+        problem = shaping.queue_problem(v, None)
+        if problem is not None:
+            raise ValueError(problem)
+        return v
+
+    @field_validator("queue_packets")
+    @classmethod
+    def _packets_limit_fits(cls, v: int | None) -> int | None:
+        problem = shaping.queue_problem(None, v)
+        if problem is not None:
+            raise ValueError(problem)
+        return v
 
     @model_validator(mode="after")
     def _one_queue_limit(self) -> Link:
@@ -208,13 +241,31 @@ class Topology(_Model):
     )
 
 
+def _conf_key(key: str) -> str:
+    if not key.startswith("spark."):
+        raise ValueError(f"conf key {key!r} must start with 'spark.'")
+    reason = sparkconf.reserved_reason(key)
+    if reason is not None:
+        raise ValueError(f"reserved: {reason}; the lab sets it for every application")
+    return key
+
+
+SparkConfKey = Annotated[str, AfterValidator(_conf_key)]
+
+
 class Spark(_Model):
     worker_cores: int = Field(default=1, ge=1, le=64)
     worker_memory: str = "1g"
     executor_memory: str = "768m"
     driver_memory: str = "1g"
     shuffle_compress: bool = Field(default=False, description="Seed 000 disables it so every byte hits the wire.")
-    conf: dict[str, str] = Field(default_factory=dict, description="Extra Spark conf for the application.")
+    conf: dict[SparkConfKey, str] = Field(
+        default_factory=dict,
+        description=(
+            "Extra Spark conf for the application; wins over the lab's defaults. Keys the lab relies on "
+            "(event log, listener, master, cores: shufflelab.sparkconf.RESERVED) are refused."
+        ),
+    )
     fast_jvm: bool = Field(
         default=False,
         description="C1-only JIT and serial GC: quicker tiny runs (tests), not for measurements.",
@@ -229,7 +280,10 @@ class Spark(_Model):
         description="Start driver and executor JVMs from a class-data-sharing archive (faster start-up only).",
     )
     heartbeat_s: float = Field(
-        default=1.0, gt=0, le=60, description="Executor heartbeat period: how often the listener sees fetch progress."
+        default=1.0,
+        ge=0.001,  # Spark gets whole milliseconds (listener.spark_conf): less would be a 0 ms heartbeat
+        le=60,
+        description="Executor heartbeat period: how often the listener sees fetch progress.",
     )
 
     @field_validator("worker_memory", "executor_memory", "driver_memory")
@@ -239,14 +293,12 @@ class Spark(_Model):
             raise ValueError(f"{v!r} is not a Spark memory size like '512m' or '2g'")
         return v
 
-    @field_validator("conf")
-    @classmethod
-    def _conf_keys(cls, v: dict[str, str]) -> dict[str, str]:
-        for key in v:
-            if not key.startswith("spark."):
-                raise ValueError(f"conf key {key!r} must start with 'spark.'")
-        return {k: str(val) for k, val in v.items()}
 
+SPARK_LONG_MAX = 2**63 - 1
+"""Spark takes a Python int literal as a LongType: a workload's seeds, groups and keys must fit."""
+SparkSeed = Annotated[int, Field(ge=-(2**63), le=SPARK_LONG_MAX - 1)]  # the workloads also use seed + 1
+SPARK_MAX_ARRAY = 2**31 - 1 - 15
+"""The most elements a Spark array holds (``ByteArrayMethods.MAX_ROUNDED_ARRAY_LENGTH``)."""
 
 WorkloadName = Literal["sort-aggregate", "groupby-test", "small-records", "mapreduce", "tpch"]
 
@@ -268,18 +320,20 @@ class SortAggregateParams(_Model):
     rows: int = Field(ge=1, le=10_000_000_000)
     partitions: int = Field(ge=1, le=100_000)
     payload_bytes: int = Field(default=64, ge=0, le=100_000, description="Bytes of payload per row.")
-    groups: int = Field(default=1000, ge=1, description="Distinct values of the groupBy key.")
-    seed: int = 42
+    groups: int = Field(default=1000, ge=1, le=SPARK_LONG_MAX, description="Distinct values of the groupBy key.")
+    seed: SparkSeed = 42
 
 
 class GroupByTestParams(_Model):
     """Spark's GroupByTest example: random (int, bytes) pairs, cached, counted, groupByKey, counted."""
 
     mappers: int = Field(default=2, ge=1, le=100_000, description="numMappers (map partitions).")
-    kv_pairs: int = Field(default=1000, ge=1, description="numKVPairs per mapper.")
+    kv_pairs: int = Field(
+        default=1000, ge=1, le=SPARK_MAX_ARRAY, description="numKVPairs per mapper (one Spark array each)."
+    )
     value_bytes: int = Field(default=1000, ge=1, le=1_000_000, description="valSize: bytes per value.")
     reducers: int = Field(default=2, ge=1, le=100_000, description="numReducers.")
-    seed: int = 42
+    seed: SparkSeed = 42
 
     @property
     def partitions(self) -> int:
@@ -291,9 +345,9 @@ class SmallRecordsParams(_Model):
 
     records: int = Field(ge=1, le=10_000_000_000)
     partitions: int = Field(default=64, ge=1, le=100_000, description="Map and reduce partitions.")
-    keys: int = Field(default=100_000, ge=1, description="Distinct keys.")
+    keys: int = Field(default=100_000, ge=1, le=SPARK_LONG_MAX, description="Distinct keys.")
     rounds: int = Field(default=2, ge=1, le=10, description="Shuffles in a row (groupBy, then repartition...).")
-    seed: int = 42
+    seed: SparkSeed = 42
 
 
 class MapReduceParams(_Model):
@@ -304,12 +358,12 @@ class MapReduceParams(_Model):
     generator: Literal["hadoop-sort", "synthetic"] = "hadoop-sort"
     mappers: int = Field(default=8, ge=1, le=10_000)
     reducers: int = Field(default=8, ge=1, le=10_000)
-    input_mb_per_map: float = Field(default=8.0, gt=0, description="hadoop-sort: map input = output per map.")
-    partition_mb: float = Field(default=1.0, gt=0, description="synthetic: mean bytes per (map, reducer).")
+    input_mb_per_map: float = Field(default=8.0, gt=0, le=1e6, description="hadoop-sort: map input = output per map.")
+    partition_mb: float = Field(default=1.0, gt=0, le=1e6, description="synthetic: mean bytes per (map, reducer).")
     dist: Literal["constant", "uniform", "lognormal"] = "lognormal"
     spread: float = Field(default=0.5, ge=0, le=5)
-    map_s: float = Field(default=1.0, ge=0, description="synthetic: mean map duration.")
-    reduce_s: float = Field(default=0.0, ge=0, description="synthetic: reduce compute after the shuffle.")
+    map_s: float = Field(default=1.0, ge=0, le=86_400, description="synthetic: mean map duration.")
+    reduce_s: float = Field(default=0.0, ge=0, le=86_400, description="synthetic: reduce compute after the shuffle.")
     parallel_copies: int = Field(default=5, ge=1, le=1000)
     placement: Literal["round-robin", "split"] = Field(
         default="split", description="split: maps on the first half of the hosts, reduces on the second."
@@ -487,6 +541,12 @@ class ExperimentSpec(_Model):
                 )
             if src == dst:
                 raise ValueError("cross_traffic source and sink must be different hosts")
+        rate = self.topology.bottleneck.rate_mbps
+        if ct.udp_percent > 0 and shaping.udp_payload_rate_bps(rate, ct.udp_percent) < 1:
+            raise ValueError(
+                f"cross_traffic.udp_percent = {ct.udp_percent:g} of {rate:g} Mbit/s is below 1 bit/s of UDP "
+                "payload, which iperf3 would take as unlimited (-b 0)"
+            )
         for field in ("source", "sink"):
             name = getattr(ct, field)
             if name is not None and name not in self.hosts:
@@ -505,6 +565,12 @@ class ExperimentSpec(_Model):
             if f.kind == "executor-kill" and f.host not in self.hosts_with("spark-worker"):
                 raise ValueError(f"faults[{i}].host: {f.host!r} runs no Spark executor (role 'spark-worker')")
             if f.kind == "udp-burst":
+                burst = f.rate_mbps or self.topology.bottleneck.rate_mbps
+                if shaping.udp_payload_rate_bps(burst, 100.0) < 1:
+                    raise ValueError(
+                        f"faults[{i}].rate_mbps: {burst:g} Mbit/s is below 1 bit/s of UDP payload, which "
+                        "iperf3 would take as unlimited (-b 0)"
+                    )
                 src = f.host or self.traffic_endpoints()[0]
                 dst = self.traffic_endpoints()[1]
                 if src is None or dst is None or src == dst:
@@ -625,8 +691,25 @@ class Scenario(BaseModel):
     scenario_id: str
 
 
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def field_path(loc: tuple[Any, ...] | list[Any]) -> str:
+    """A field's location as written in TOML: ``spark.conf."spark.eventLog.enabled"``, ``faults[0].host``."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part == "[key]":  # pydantic's marker for an error in a dict key: the key is the field
+            continue
+        else:
+            text = str(part) if _BARE_KEY.match(str(part)) else json.dumps(str(part), ensure_ascii=False)
+            out += f".{text}" if out else text
+    return out
+
+
 def _describe(err: Any) -> str:
-    loc = ".".join(str(p) for p in err.get("loc", ()))
+    loc = field_path(err.get("loc", ()))
     msg = str(err.get("msg", "invalid"))
     return f"{loc}: {msg}" if loc else msg
 
@@ -642,49 +725,137 @@ def _format(exc: ValidationError, where: str) -> str:
 _VARIABLE_META = frozenset({"experiment.run_timeout_s"})
 
 
+MAX_SCENARIOS = 10_000
+"""The most scenarios one experiment may expand to (matrix points x cases). Checked before
+expanding, so a matrix of millions of points is refused at once with its count instead of taking
+minutes and gigabytes; 10,000 is far beyond what can run on one host (a run takes a minute)."""
+
+MAX_NESTING = 32
+"""How deeply tables and arrays may nest in a spec (a real one nests about 6 levels deep)."""
+
+
+def check_nesting(data: Any, where: str, error: type[SpecError] | None = None) -> None:
+    """Refuse data nested more than :data:`MAX_NESTING` levels deep, naming where (iteratively:
+    validating, copying or hashing such data would exhaust Python's stack)."""
+    stack: list[tuple[Any, tuple[Any, ...]]] = [(data, ())]
+    while stack:
+        node, loc = stack.pop()
+        if len(loc) > MAX_NESTING:
+            raise (error or SpecError)(
+                f"{where}: {field_path(loc[:MAX_NESTING])}...: nested more than {MAX_NESTING} levels deep"
+            )
+        if isinstance(node, dict):
+            stack.extend((v, (*loc, k)) for k, v in node.items())
+        elif isinstance(node, list):
+            stack.extend((v, (*loc, i)) for i, v in enumerate(node))
+
+
+def _toml_statement(exc: BaseException) -> str:
+    """Where tomllib was when it ran out of stack: ``line N, key.path: `` of the top-level statement
+    (read from its parser's frames; empty if they cannot be found)."""
+    src = pos = None
+    header: Any = ()
+    key: Any = None
+    tb = exc.__traceback__
+    while tb is not None:
+        code, local = tb.tb_frame.f_code, tb.tb_frame.f_locals
+        if code.co_filename.endswith(os.path.join("tomllib", "_parser.py")):
+            if code.co_name == "loads":
+                src, pos, header = local.get("src"), local.get("pos"), local.get("header", ())
+            elif code.co_name == "parse_key_value_pair" and key is None:
+                key = local.get("key")
+        tb = tb.tb_next
+    if not isinstance(src, str) or not isinstance(pos, int):
+        return ""
+    line = src.count("\n", 0, pos) + 1
+    out = f"line {line}"
+    if isinstance(header, tuple) and isinstance(key, tuple):
+        out += f", {field_path((*header, *key))}"
+    return out + ": "
+
+
+def read_toml(path: str | Path, error: type[SpecError] | None = None) -> dict[str, Any]:
+    """Read a TOML file; every problem raises ``error`` (:class:`SpecError`) naming the file and
+    where in it: unreadable, not UTF-8, not TOML, nested too deeply."""
+    error = error or SpecError
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise error(f"{p}: cannot read: {(exc.strerror or str(exc)).lower()}") from None
+    try:
+        text = raw.decode("utf-8")  # TOML is UTF-8, whatever the locale says
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise error(
+            f"{p}: line {line}, column {column}: byte 0x{raw[exc.start]:02x} is not UTF-8 (a TOML file is UTF-8 text)"
+        ) from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise error(f"{p}: not valid TOML: {exc}") from None
+    except RecursionError as exc:
+        raise error(
+            f"{p}: {_toml_statement(exc)}arrays or inline tables nested too deeply to read "
+            f"(a spec may nest {MAX_NESTING} levels)"
+        ) from None
+    check_nesting(data, str(p), error)
+    return data
+
+
 def parse(data: dict[str, Any], where: str = "<spec>") -> ExperimentSpec:
     """Validate a spec dictionary; raise :class:`SpecError` naming ``where`` and the bad fields."""
+    check_nesting(data, where)
     try:
         spec = ExperimentSpec.model_validate(data)
     except ValidationError as exc:
         raise SpecError(_format(exc, where)) from None
     for path, values in spec.matrix.items():
         if not values:
-            raise SpecError(f"{where}: matrix.{path}: give a non-empty list of values")
+            raise SpecError(f"{where}: {field_path(('matrix', path))}: give a non-empty list of values")
         if path.split(".")[0] in ("matrix", "experiment") and path not in _VARIABLE_META:
-            raise SpecError(f"{where}: matrix.{path}: this field cannot be varied")
+            raise SpecError(f"{where}: {field_path(('matrix', path))}: this field cannot be varied")
     for case, overrides in spec.cases.items():
         for path in overrides:
             if path == ONLY:
                 if not isinstance(overrides[path], dict) or not overrides[path]:
-                    raise SpecError(f"{where}: cases.{case}.only: give a table of field paths and values")
+                    raise SpecError(
+                        f"{where}: {field_path(('cases', case, ONLY))}: give a table of field paths and values"
+                    )
                 continue
             if path.split(".")[0] in ("matrix", "experiment", "cases") and path not in _VARIABLE_META:
-                raise SpecError(f"{where}: cases.{case}.{path}: this field cannot be varied")
+                raise SpecError(f"{where}: {field_path(('cases', case, path))}: this field cannot be varied")
     expand(spec, where)  # every matrix point must validate, so errors surface at load time
     return spec
 
 
 def load(path: str | Path) -> ExperimentSpec:
     """Read and validate a TOML experiment file."""
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as exc:
-        raise SpecError(f"{p}: cannot read: {exc.strerror}") from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise SpecError(f"{p}: not valid TOML: {exc}") from None
-    return parse(data, str(p))
+    return parse(read_toml(path), str(path))
 
 
-def _set_path(data: dict[str, Any], path: str, value: Any) -> None:
+class PathError(ValueError):
+    """A dotted path that descends into something other than a table."""
+
+
+def set_path(data: dict[str, Any], path: str, value: Any) -> None:
+    """Set the field at the dotted ``path`` (creating tables on the way); raise :class:`PathError`
+    when the path descends into a value or a list."""
     node = data
     parts = path.split(".")
-    for part in parts[:-1]:
-        node = node.setdefault(part, {})
+    for i, part in enumerate(parts[:-1]):
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            what = "a list" if isinstance(child, list) else f"a value ({_brief(child)})"
+            raise PathError(f"{'.'.join(parts[: i + 1])} is {what}, not a table: the path cannot descend into it")
+        node = child
     node[parts[-1]] = value
+
+
+def _brief(value: Any, limit: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 ONLY = "only"  # a case's key limiting it to some matrix points; not a spec field
@@ -768,21 +939,34 @@ def expand(spec: ExperimentSpec, where: str = "<spec>") -> list[Scenario]:
     Order follows the matrix table's key order, last key varying fastest; cases vary fastest of
     all, so a case and its siblings run next to each other. One scenario if there is neither.
     """
-    base = spec.model_dump(mode="json", exclude={"matrix", "cases"})
     keys = list(spec.matrix)
     cases: list[tuple[str | None, dict[str, Any]]] = list(spec.cases.items()) or [(None, {})]
+    total = math.prod(len(spec.matrix[k]) for k in keys) * len(cases)
+    if total > MAX_SCENARIOS:  # counted before anything is expanded
+        sizes = [f"{len(spec.matrix[k])} {k}" for k in keys] + ([f"{len(spec.cases)} cases"] if spec.cases else [])
+        raise SpecError(
+            f"{where}: matrix: {total:,} scenarios ({' x '.join(sizes)}) exceed the bound of "
+            f"{MAX_SCENARIOS:,} per experiment; vary fewer values or split the experiment"
+        )
+    base = spec.model_dump(mode="json", exclude={"matrix", "cases"})
     scenarios: list[Scenario] = []
     for combo in itertools.product(*(spec.matrix[k] for k in keys)):
         for case, overrides in cases:
             data = copy.deepcopy(base)
             values: dict[str, Any] = dict(zip(keys, combo, strict=True))
             for path, value in values.items():
-                _set_path(data, path, copy.deepcopy(value))  # never alias the matrix's own values
+                try:
+                    set_path(data, path, copy.deepcopy(value))  # never alias the matrix's own values
+                except PathError as exc:
+                    raise SpecError(f"{where}: {field_path(('matrix', path))}: {exc}") from None
             if not _case_applies(data, overrides.get(ONLY)):
                 continue
             for path, value in overrides.items():
                 if path != ONLY:
-                    _set_path(data, path, copy.deepcopy(value))  # never alias the matrix's own values
+                    try:
+                        set_path(data, path, copy.deepcopy(value))  # never alias the matrix's own values
+                    except PathError as exc:
+                        raise SpecError(f"{where}: {field_path(('cases', case, path))}: {exc}") from None
             parts = [f"{_short(k)}={_show(v)}" for k, v in values.items()]
             if case is not None:
                 values["case"] = case

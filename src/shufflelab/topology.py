@@ -12,6 +12,7 @@ import ipaddress
 from dataclasses import dataclass, field
 from typing import Literal
 
+from shufflelab.shaping import htb_burst_bytes, htb_quantum_bytes  # noqa: F401 - re-exported
 from shufflelab.spec import ExperimentSpec, Link
 
 NodeKind = Literal["host", "router", "switch"]
@@ -162,21 +163,3 @@ def build(spec: ExperimentSpec) -> Network:
             wires.append(Wire(Port(h, "eth0", f"{addresses[h]}/24"), port))
             bottlenecks.append(port)
     return Network(nodes, wires, addresses, gateways, bottlenecks, datapath)
-
-
-def htb_quantum_bytes(rate_mbps: float, mtu: int = 1514) -> int:
-    """HTB DRR quantum in bytes: one millisecond of the rate, clamped to [MTU, 200 000].
-
-    Every shaped port has a single class, so the quantum only needs to be sane (HTB warns when
-    its default rate/r2q is huge at Gbit rates).
-    """
-    return max(mtu, min(200_000, int(rate_mbps * 1e6 / 8 / 1000)))
-
-
-def htb_burst_bytes(rate_mbps: float, mtu: int = 1514) -> int:
-    """HTB burst in bytes: one millisecond of the rate, at least two MTUs.
-
-    HTB's default burst is too small above a few hundred Mbit/s (timer granularity caps the
-    achieved rate); a 1 ms bucket keeps goodput at the configured rate without hiding queues.
-    """
-    return max(2 * mtu, int(rate_mbps * 1e6 / 8 / 1000))

@@ -26,7 +26,6 @@ from __future__ import annotations
 import copy
 import json
 import math
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,11 +81,7 @@ def apply(base: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
         if path.startswith(CONF_PREFIX):
             data.setdefault("spark", {}).setdefault("conf", {})[path[len(CONF_PREFIX) :]] = str(value)
         else:
-            node = data
-            parts = path.split(".")
-            for part in parts[:-1]:
-                node = node.setdefault(part, {})
-            node[parts[-1]] = value
+            S.set_path(data, path, value)  # S.PathError if the path descends into a value or a list
     return data
 
 
@@ -102,10 +97,7 @@ def overrides(base: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
 def load(path: str | Path) -> tuple[dict[str, Any], TuneConfig]:
     """The base experiment's data (validated) and the tune settings; errors name the file and field."""
     p = Path(path)
-    try:
-        data = tomllib.loads(p.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise S.SpecError(f"{p}: cannot read: {exc}") from None
+    data = S.read_toml(p)
     raw = data.pop("tune", None)
     if raw is None:
         raise S.SpecError(f"{p}: no [tune] table (knobs to search, budget)")
@@ -125,6 +117,8 @@ def load(path: str | Path) -> tuple[dict[str, Any], TuneConfig]:
                 S.parse(apply(data, {name: v}), f"{p} (tune.knobs.{name} = {v!r})")
             except S.SpecError as exc:
                 raise S.SpecError(str(exc)) from None
+            except S.PathError as exc:
+                raise S.SpecError(f"{p}: {S.field_path(('tune', 'knobs', name))}: {exc}") from None
     return data, cfg
 
 

@@ -418,3 +418,16 @@ def test_cli_calibrate_prints_and_writes_the_table(tmp_path: Path) -> None:
     assert f"shufflelab calibrate {path} --cross-cpu 0 --out {out}" in text
     missing = CliRunner().invoke(app, ["calibrate", str(tmp_path / "none.duckdb")])
     assert missing.exit_code == 2
+
+
+def test_cli_calibrate_reports_a_malformed_spec_without_a_traceback(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from shufflelab.cli import app
+
+    path = _store(tmp_path, {"udp=0": [1.9], "udp=100": [3.0]})
+    bad = tmp_path / "bad.toml"
+    bad.write_bytes(b'[experiment]\nname = "caf\xe9"\n')
+    r = CliRunner().invoke(app, ["calibrate", str(path), "--spec", str(bad), "--cross-cpu", "0"])
+    assert r.exit_code == 2, r.output
+    assert "bad.toml: line 2, column 12: byte 0xe9 is not UTF-8" in " ".join(r.output.split())  # rich wraps

@@ -23,7 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from shufflelab import listener
+from shufflelab import listener, sparkconf
 
 
 class CdsError(RuntimeError):
@@ -53,7 +53,7 @@ def java_options() -> str:
 def class_path_conf() -> dict[str, str]:
     """Put the listener jar first on driver and executor class paths, as in the archive."""
     jar = str(listener.ensure_jar())
-    return {"spark.driver.extraClassPath": jar, "spark.executor.extraClassPath": jar}
+    return {sparkconf.DRIVER_CLASS_PATH: jar, sparkconf.EXECUTOR_CLASS_PATH: jar}
 
 
 _TRAIN = r"""

@@ -18,6 +18,7 @@ from typing import Any
 
 from pyroute2 import NetNS
 
+from shufflelab import shaping
 from shufflelab.emulate.netns import Lease, run
 from shufflelab.spec import ExperimentSpec, Link, Tcp
 from shufflelab.switch.controller import (
@@ -32,7 +33,7 @@ from shufflelab.switch.controller import (
     switch_cpu,
 )
 from shufflelab.switch.controller import Red as SwitchRed
-from shufflelab.topology import ROUTER, Network, Port, htb_burst_bytes, htb_quantum_bytes
+from shufflelab.topology import ROUTER, Network, Port
 
 
 @dataclass(frozen=True)
@@ -49,10 +50,12 @@ class PortCounters:
 
 
 def shaping_commands(ns: str, dev: str, link: Link) -> list[list[str]]:
-    """The ``tc`` invocations that shape ``dev``'s egress: HTB rate with a FIFO child as the queue."""
-    rate_bit = int(link.rate_mbps * 1e6)
-    burst = htb_burst_bytes(link.rate_mbps)
-    quantum = htb_quantum_bytes(link.rate_mbps)
+    """The ``tc`` invocations that shape ``dev``'s egress: HTB rate with a FIFO child as the queue.
+
+    The numbers come from :mod:`shufflelab.shaping`, whose limits spec validation checks."""
+    rate_bit = shaping.rate_bits(link.rate_mbps)
+    burst = shaping.htb_burst_bytes(link.rate_mbps)
+    quantum = shaping.htb_quantum_bytes(link.rate_mbps)
     if link.queue_packets is not None:
         leaf = ["pfifo", "limit", str(link.queue_packets)]
     else:

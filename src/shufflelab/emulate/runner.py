@@ -28,7 +28,7 @@ from typing import Any
 
 import pandas as pd
 
-from shufflelab import capabilities, eventlog, listener, topology
+from shufflelab import capabilities, eventlog, listener, sparkconf, topology
 from shufflelab.emulate import cds, faults, netns, selftest
 from shufflelab.emulate.fabric import Fabric
 from shufflelab.emulate.spark import DAEMON_PORTS, ClusterSpec, SparkCluster, spark_version
@@ -473,7 +473,7 @@ class EmulateRunner:
                     "result": str(run_dir / f"driver_result_{k}.json"),
                     "context": context,
                 }
-                for key in ("spark.driver.extraClassPath", "spark.executor.extraClassPath"):
+                for key in (sparkconf.DRIVER_CLASS_PATH, sparkconf.EXECUTOR_CLASS_PATH):
                     if extra_cp:
                         cp = [c for c in [request["conf"].get(key), *extra_cp] if c]
                         request["conf"][key] = ":".join(cp)

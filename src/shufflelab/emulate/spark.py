@@ -13,9 +13,9 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from shufflelab import listener
+from shufflelab import sparkconf as sc
 from shufflelab.emulate import cds
 from shufflelab.emulate.netns import Process
 from shufflelab.spec import ExperimentSpec
@@ -223,7 +223,7 @@ class SparkCluster:
         partitions: int | None,
         cores_max: int | None = None,
         listener_out: Path | None = None,
-    ) -> dict[str, Any]:
+    ) -> dict[str, str]:
         """Spark conf of one application: event log, no shuffle compression (default), our hosts.
 
         ``cores_max`` caps the application's cores (simultaneous applications split the cluster);
@@ -231,17 +231,18 @@ class SparkCluster:
         """
         s = spec.spark
         total_cores = cores_max or s.worker_cores * len(self.spec.workers)
-        conf: dict[str, Any] = {
-            "spark.driver.host": self.master_ip,
-            "spark.driver.bindAddress": self.master_ip,
+        lab: dict[str, str] = {
+            sc.MASTER: self.url,
+            sc.DRIVER_HOST: self.master_ip,
+            sc.DRIVER_BIND_ADDRESS: self.master_ip,
             "spark.driver.memory": s.driver_memory,
             "spark.executor.memory": s.executor_memory,
-            "spark.executor.cores": str(s.worker_cores),
-            "spark.cores.max": str(total_cores),
-            "spark.eventLog.enabled": "true",
-            "spark.eventLog.dir": f"file://{event_dir}",
-            "spark.eventLog.compress": "false",
-            "spark.eventLog.rolling.enabled": "false",
+            sc.EXECUTOR_CORES: str(s.worker_cores),
+            sc.CORES_MAX: str(total_cores),
+            sc.EVENT_LOG_ENABLED: "true",
+            sc.EVENT_LOG_DIR: f"file://{event_dir}",
+            sc.EVENT_LOG_COMPRESS: "false",
+            sc.EVENT_LOG_ROLLING: "false",
             "spark.shuffle.compress": str(s.shuffle_compress).lower(),
             "spark.shuffle.spill.compress": str(s.shuffle_compress).lower(),
             "spark.ui.enabled": "false",
@@ -249,22 +250,22 @@ class SparkCluster:
             "spark.sql.adaptive.enabled": "false",
             "spark.scheduler.minRegisteredResourcesRatio": "1.0",
             "spark.scheduler.maxRegisteredResourcesWaitingTime": "60s",
-            "spark.local.dir": str(self.scratch / self.spec.master / "local"),
+            sc.LOCAL_DIR: str(self.scratch / self.spec.master / "local"),
         }
         if partitions:
-            conf["spark.sql.shuffle.partitions"] = str(partitions)
-            conf["spark.default.parallelism"] = str(partitions)
+            lab["spark.sql.shuffle.partitions"] = str(partitions)
+            lab["spark.default.parallelism"] = str(partitions)
         jvm_opts = [FAST_JVM_OPTS] if self.spec.fast_jvm else []
         if s.cds and cds.java_options():
             jvm_opts.append(cds.java_options())
-            conf.update(cds.class_path_conf())
+            lab.update(cds.class_path_conf())
         if jvm_opts:
-            conf["spark.driver.extraJavaOptions"] = " ".join(jvm_opts)
-            conf["spark.executor.extraJavaOptions"] = " ".join(jvm_opts)
+            lab["spark.driver.extraJavaOptions"] = " ".join(jvm_opts)
+            lab["spark.executor.extraJavaOptions"] = " ".join(jvm_opts)
         if listener_out is not None and s.listener:
-            conf.update(listener.spark_conf(listener.ensure_jar(), listener_out, s.heartbeat_s))
-        conf.update(s.conf)
-        return conf
+            lab.update(listener.spark_conf(listener.ensure_jar(), listener_out, s.heartbeat_s))
+        # the spec's conf wins over the lab's defaults, never over what the lab relies on (sparkconf)
+        return sc.application_conf(lab, s.conf)
 
     def driver(self, request_path: Path, log: Path) -> Process:
         m = self.spec.master

@@ -15,15 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from shufflelab.emulate.netns import Process, run
-
-UDP_PAYLOAD_BYTES = 1400
-_UDP_OVERHEAD_BYTES = 14 + 20 + 8  # Ethernet + IPv4 + UDP headers, as counted by the qdisc
-
-
-def udp_payload_rate_bps(rate_mbps: float, percent: float) -> int:
-    """iperf3 ``-b`` (payload bit/s) so that the wire rate is ``percent`` % of ``rate_mbps``."""
-    wire = rate_mbps * 1e6 * percent / 100.0
-    return int(wire * UDP_PAYLOAD_BYTES / (UDP_PAYLOAD_BYTES + _UDP_OVERHEAD_BYTES))
+from shufflelab.shaping import UDP_PAYLOAD_BYTES
+from shufflelab.shaping import udp_payload_rate_bps as udp_payload_rate_bps  # iperf3's rate, checked by the spec
 
 
 @dataclass

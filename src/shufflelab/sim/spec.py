@@ -11,11 +11,13 @@ from __future__ import annotations
 import copy
 import itertools
 import json
-import tomllib
+import math
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from shufflelab.spec import MAX_SCENARIOS, SpecError, check_nesting, field_path, read_toml
 
 GIB = 2**30
 MIB = 2**20
@@ -46,12 +48,18 @@ Policy = Literal[
 _ALL_POLICIES: tuple[Policy, ...] = POLICIES  # type: ignore[assignment]
 
 
-class SimSpecError(ValueError):
+MAX_TASKS_PER_RUN = 10_000_000
+"""The most tasks one simulated run may have (jobs x tasks per job): the core keeps every task in
+memory (the committed figures use at most 30,000)."""
+
+
+class SimSpecError(SpecError):
     """A spec that cannot be used; the message names the file, the field and why."""
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # nan/inf are valid TOML floats but no input the core can simulate
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class Cluster(_Model):
@@ -78,12 +86,13 @@ class Network(_Model):
     )
     inter_cluster_gbps: float = Field(gt=0, le=100_000, description="Inter-cluster link, Gbit/s.")
     storage_nic_gbps: float | None = Field(
-        default=None, gt=0, description="Each storage machine's uplink, Gbit/s (absent: unlimited)."
+        default=None, gt=0, le=100_000, description="Each storage machine's uplink, Gbit/s (absent: unlimited)."
     )
-    header_bytes_per_flow: float = Field(default=0, ge=0, description="Bytes added per transfer.")
-    header_bytes_per_packet: float = Field(default=0, ge=0, description="Bytes added per packet.")
-    mss_bytes: float = Field(default=1448, gt=0, description="Payload bytes per packet.")
-    chunk_kib: float = Field(default=1024, gt=0, description="Chunk size in chunk mode, KiB.")
+    # upper bounds keep every number the core gets finite after its unit conversions (x 1e9 / 8, x 1024)
+    header_bytes_per_flow: float = Field(default=0, ge=0, le=1e12, description="Bytes added per transfer.")
+    header_bytes_per_packet: float = Field(default=0, ge=0, le=1e6, description="Bytes added per packet.")
+    mss_bytes: float = Field(default=1448, gt=0, le=1e6, description="Payload bytes per packet.")
+    chunk_kib: float = Field(default=1024, gt=0, le=1e9, description="Chunk size in chunk mode, KiB.")
     max_concurrent_jobs: int = Field(
         default=17, ge=1, description="S_max: jobs transferring at once (others wait in order)."
     )
@@ -103,7 +112,7 @@ class Operator(_Model):
 
     name: str = Field(min_length=1, max_length=32)
     cycles_per_byte: float = Field(ge=0, le=1e6, description="CPU cycles per input byte.")
-    reduction_factor: float = Field(gt=0, description="Input bytes / output bytes.")
+    reduction_factor: float = Field(gt=0, le=1e12, description="Input bytes / output bytes.")
     pushable: bool = True
 
 
@@ -111,9 +120,9 @@ class Workload(_Model):
     """A stream of identical queries (jobs) arriving at a fixed interval."""
 
     jobs: int = Field(default=1, ge=1, le=100_000)
-    interarrival_s: float = Field(default=50, ge=0, description="Time between job arrivals, s.")
-    input_gib: float = Field(gt=0, description="Input size of one job, GiB.")
-    task_input_mib: float = Field(gt=0, description="Input of one task (partition), MiB.")
+    interarrival_s: float = Field(default=50, ge=0, le=1e9, description="Time between job arrivals, s.")
+    input_gib: float = Field(gt=0, le=1e9, description="Input size of one job, GiB.")
+    task_input_mib: float = Field(gt=0, le=1e12, description="Input of one task (partition), MiB.")
     cpu_jitter: float = Field(default=0.0, ge=0, lt=1, description="Task CPU cost × uniform[1 - j, 1 + j], seeded.")
     operators: list[Operator] = Field(min_length=1)
 
@@ -122,7 +131,17 @@ class Workload(_Model):
         names = [o.name for o in self.operators]
         if len(set(names)) != len(names):
             raise ValueError(f"operator names must be unique, got {names}")
+        tasks = self.jobs * self.tasks_per_job()
+        if tasks > MAX_TASKS_PER_RUN:
+            raise ValueError(
+                f"{self.jobs} jobs x {self.tasks_per_job():,} tasks (input_gib / task_input_mib) = {tasks:,} tasks, "
+                f"more than a run may simulate ({MAX_TASKS_PER_RUN:,})"
+            )
         return self
+
+    def tasks_per_job(self) -> int:
+        """Tasks of one job, as the core counts them (``ceil(input / task input)``, at least 1)."""
+        return max(1, math.ceil(self.input_gib * GIB / (self.task_input_mib * MIB)))
 
 
 class Experiment(_Model):
@@ -162,13 +181,14 @@ class SimSpec(_Model):
 def _format_error(where: str, err: ValidationError) -> str:
     lines = []
     for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        loc = field_path(e["loc"]) or "(top level)"
         lines.append(f"{where}: {loc}: {e['msg']}")
     return "\n".join(lines)
 
 
 def parse(data: dict[str, Any], where: str = "<spec>") -> SimSpec:
     """Validate a spec document; every matrix point must validate too."""
+    check_nesting(data, where, SimSpecError)
     try:
         spec = SimSpec.model_validate(data)
     except ValidationError as err:
@@ -184,14 +204,7 @@ def parse(data: dict[str, Any], where: str = "<spec>") -> SimSpec:
 
 def load(path: str | Path) -> SimSpec:
     """Read and validate a TOML spec; errors name the file, the field and why."""
-    p = Path(path)
-    try:
-        data = tomllib.loads(p.read_text())
-    except FileNotFoundError:
-        raise SimSpecError(f"{p}: no such file") from None
-    except tomllib.TOMLDecodeError as err:
-        raise SimSpecError(f"{p}: not valid TOML: {err}") from None
-    return parse(data, str(p))
+    return parse(read_toml(path, SimSpecError), str(path))
 
 
 def _set_path(doc: dict[str, Any], dotted: str, value: Any, where: str) -> None:
@@ -227,8 +240,16 @@ class Scenario(_Model):
 
 
 def expand(spec: SimSpec, where: str = "<spec>") -> list[Scenario]:
-    """The matrix's cartesian product, in file order (the base scenario if there is no matrix)."""
+    """The matrix's cartesian product, in file order (the base scenario if there is no matrix).
+    At most :data:`~shufflelab.spec.MAX_SCENARIOS` points, counted before expanding."""
     keys = list(spec.matrix)
+    total = math.prod(len(spec.matrix[k]) for k in keys)
+    if total > MAX_SCENARIOS:
+        sizes = " x ".join(f"{len(spec.matrix[k])} {k}" for k in keys)
+        raise SimSpecError(
+            f"{where}: matrix: {total:,} points ({sizes}) exceed the bound of {MAX_SCENARIOS:,} per experiment; "
+            "vary fewer values or split the experiment"
+        )
     base = spec.model_dump(mode="json")
     base.pop("matrix")
     out = []

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from shufflelab import shaping
 from shufflelab.emulate.netns import Lease, Process, run
 
 TELEMETRY_HEADER = (
@@ -59,7 +60,7 @@ class SwitchPort:
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "ifname": self.ifname,
-            "rate_bps": int(self.rate_mbps * 1e6),
+            "rate_bps": shaping.rate_bits(self.rate_mbps),
             "delay_us": self.delay_ms * 1000.0,
             "discipline": "red" if self.red else "droptail",
         }

@@ -1,0 +1,88 @@
+"""The Spark conf keys the lab owns: refused in a spec, always the lab's in an application's conf."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shufflelab import sparkconf
+from shufflelab import spec as S
+from shufflelab.emulate import cds, spark
+from shufflelab.emulate.spark import ClusterSpec, SparkCluster
+
+# what a user may tune stays allowed (and wins over the lab's default where the lab sets one)
+TUNABLE = {
+    "spark.shuffle.compress": "true",
+    "spark.shuffle.io.numConnectionsPerPeer": "2",
+    "spark.reducer.maxSizeInFlight": "96m",
+    "spark.executor.memory": "900m",
+    "spark.executor.heartbeatInterval": "5s",
+    "spark.sql.adaptive.enabled": "true",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.eventLog.logBlockUpdates.enabled": "true",
+}
+
+
+@pytest.mark.parametrize("key", sorted(sparkconf.RESERVED))
+def test_a_reserved_key_is_refused_naming_the_field(spec_dict: dict[str, Any], key: str) -> None:
+    spec_dict["spark"] = {"conf": {key: "x", "spark.reducer.maxSizeInFlight": "96m"}}
+    with pytest.raises(S.SpecError) as exc:
+        S.parse(spec_dict, "exp.toml")
+    msg = str(exc.value)
+    assert "exp.toml" in msg
+    assert f'spark.conf."{key}": Value error, reserved: {sparkconf.RESERVED[key]}' in msg
+
+
+def test_a_reserved_key_in_a_matrix_point_or_case_is_refused(spec_dict: dict[str, Any]) -> None:
+    spec_dict["matrix"] = {"spark.conf": [{}, {"spark.eventLog.enabled": "false"}]}
+    with pytest.raises(S.SpecError, match=r'spark\.conf\."spark\.eventLog\.enabled": Value error, reserved'):
+        S.parse(spec_dict, "exp.toml")
+    del spec_dict["matrix"]
+    spec_dict["cases"] = {"nolog": {"spark.conf": {"spark.eventLog.dir": "file:///tmp"}}}
+    with pytest.raises(S.SpecError, match=r"case=nolog.*\n.*spark\.conf\.\"spark\.eventLog\.dir\""):
+        S.parse(spec_dict, "exp.toml")
+
+
+def test_tunable_keys_stay_allowed(spec_dict: dict[str, Any]) -> None:
+    spec_dict["spark"] = {"conf": TUNABLE}
+    assert S.parse(spec_dict).spark.conf == TUNABLE
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SparkCluster:
+    jar = tmp_path / "listener.jar"
+    monkeypatch.setattr(spark.listener, "ensure_jar", lambda: jar)
+    monkeypatch.setattr(cds.listener, "ensure_jar", lambda: jar)
+    monkeypatch.setattr(cds, "java_options", lambda: "-XX:SharedArchiveFile=/a.jsa -Xshare:auto")
+    cs = ClusterSpec("master", ("w1", "w2"), 1, "1g", fast_jvm=True)
+    addresses = {"master": "10.77.1.1", "w1": "10.77.1.2", "w2": "10.77.1.3"}
+    return SparkCluster(cs, {h: f"ns-{h}" for h in addresses}, addresses, tmp_path / "scratch", tmp_path / "logs")
+
+
+def test_the_lab_sets_every_reserved_key_and_the_spec_conf_wins_elsewhere(
+    spec_dict: dict[str, Any], cluster: SparkCluster, tmp_path: Path
+) -> None:
+    spec_dict["spark"] = {"conf": {**TUNABLE, "spark.executor.extraJavaOptions": "-XX:+UseG1GC"}}
+    sp = S.parse(spec_dict)
+    conf = cluster.app_conf(sp, tmp_path / "ev", 4, cores_max=2, listener_out=tmp_path / "l.jsonl")
+    assert set(sparkconf.RESERVED) <= set(conf)  # the reserved set is what the lab sets, nothing invented
+    assert conf[sparkconf.EVENT_LOG_ENABLED] == "true" and conf[sparkconf.EVENT_LOG_DIR] == f"file://{tmp_path / 'ev'}"
+    assert conf[sparkconf.MASTER] == cluster.url and conf[sparkconf.CORES_MAX] == "2"
+    for key, value in TUNABLE.items():
+        assert conf[key] == value
+    # JVM options: the lab's (fast JVM, class-data archive) first, the spec's appended
+    assert conf["spark.executor.extraJavaOptions"] == (
+        f"{spark.FAST_JVM_OPTS} -XX:SharedArchiveFile=/a.jsa -Xshare:auto -XX:+UseG1GC"
+    )
+    assert conf["spark.driver.extraJavaOptions"] == f"{spark.FAST_JVM_OPTS} -XX:SharedArchiveFile=/a.jsa -Xshare:auto"
+
+
+def test_app_conf_refuses_a_reserved_key_that_bypassed_validation(
+    spec_dict: dict[str, Any], cluster: SparkCluster, tmp_path: Path
+) -> None:
+    sp = S.parse(spec_dict)
+    bypass = sp.model_copy(update={"spark": sp.spark.model_copy(update={"conf": {"spark.eventLog.enabled": "false"}})})
+    with pytest.raises(sparkconf.ReservedConfError, match="spark.eventLog.enabled"):
+        cluster.app_conf(bypass, tmp_path / "ev", 4)
