@@ -131,10 +131,11 @@ def _restore_keys(con: duckdb.DuckDBPyConnection) -> None:
     ``CREATE TABLE ... AS`` or an export/import keeps rows but drops constraints), so a resumed
     experiment can still replace rows by key. Duplicate keys keep the last row written."""
     for table, key in KEYED_TABLES.items():
-        has_key = con.execute(
+        row = con.execute(
             "SELECT count(*) FROM duckdb_constraints() WHERE table_name = ? AND constraint_type = 'PRIMARY KEY'",
             [table],
-        ).fetchone()[0]
+        ).fetchone()
+        has_key = row[0] if row else 0
         if has_key:
             continue
         old = f"{table}_without_key"

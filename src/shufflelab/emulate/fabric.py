@@ -115,13 +115,12 @@ def switch_config(network: Network, spec: ExperimentSpec, macs: dict[str, str]) 
         SwitchHost(ip, macs[h], network.router_port_of(h).ifname, spec.tcp_for(h).switch_mode())
         for h, ip in network.host_addresses.items()
     ]
-    return SwitchConfig(
-        ports=ports,
-        hosts=hosts,
-        telemetry_period_ms=spec.telemetry.queue_period_ms,
-        cpu=switch_cpu(),
-        **({"busy_poll_us": SPIN_US} if spec.topology.switch_spin else {}),
+    config = SwitchConfig(
+        ports=ports, hosts=hosts, telemetry_period_ms=spec.telemetry.queue_period_ms, cpu=switch_cpu()
     )
+    if spec.topology.switch_spin:
+        config.busy_poll_us = SPIN_US
+    return config
 
 
 def has_root_qdisc(tc_show: str) -> bool:
