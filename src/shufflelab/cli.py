@@ -79,6 +79,7 @@ def run(
     """Run every missing run of an experiment (finished runs are kept: re-running resumes)."""
     from shufflelab import spec as specmod
     from shufflelab.emulate import runner as runmod
+    from shufflelab.results import StoreError
 
     try:
         spec = specmod.load(spec_path)
@@ -116,7 +117,7 @@ def run(
         )
         try:
             r = runmod.EmulateRunner(spec, str(spec_path), results, progress, select=select).run()
-        except SpecError as exc:
+        except (SpecError, StoreError) as exc:
             _fail(str(exc))
         except KeyboardInterrupt:
             err.print("[yellow]interrupted[/]: finished runs are stored; run the same command to resume")
@@ -145,9 +146,14 @@ def report(
     ] = False,
 ) -> None:
     """Write the HTML + Markdown report (tables and figures) of an experiment's results."""
+    from shufflelab.results import StoreError
+
     if not db.exists():
         _fail(f"{db}: no such results file")
-    _write_report(db, out)
+    try:
+        _write_report(db, out)
+    except StoreError as exc:
+        _fail(str(exc))
     if tables:
         from shufflelab.results import Store
 
@@ -238,15 +244,18 @@ def whatif(
     """What would a faster shuffle path buy? Replays every successful single-application run."""
     from shufflelab import stats
     from shufflelab import whatif as wi
-    from shufflelab.results import Store
+    from shufflelab.results import Store, StoreError
 
     if not db.exists():
         _fail(f"{db}: no such results file")
     store = Store(db)
-    runs = store.query(
-        "SELECT r.run_id, s.label FROM runs r JOIN scenarios s USING (scenario_id) "
-        "WHERE r.status = 'ok' AND coalesce(r.n_apps, 1) = 1 ORDER BY s.label, r.rep"
-    )
+    try:
+        runs = store.query(
+            "SELECT r.run_id, s.label FROM runs r JOIN scenarios s USING (scenario_id) "
+            "WHERE r.status = 'ok' AND coalesce(r.n_apps, 1) = 1 ORDER BY s.label, r.rep"
+        )
+    except StoreError as exc:
+        _fail(str(exc))
     runs = runs[[all(p in lbl for p in (select or [])) for lbl in runs["label"]]]
     if runs.empty:
         _fail("no successful single-application run matches")

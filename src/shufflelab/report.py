@@ -21,7 +21,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from shufflelab.results import Store  # noqa: E402
+from shufflelab.results import Store, StoreError  # noqa: E402
 from shufflelab.stats import compare, summarize  # noqa: E402
 
 CC_KEY = "tcp.congestion_control"
@@ -56,7 +56,7 @@ def load(db: Path) -> Data:
     store = Store(db)
     exp = store.query("SELECT * FROM experiments LIMIT 1")
     if exp.empty:
-        raise ValueError(f"{db}: no experiment recorded")
+        raise StoreError(f"{db}: a results file with no experiment recorded")
     spec = json.loads(exp.loc[0, "spec_json"])
     runs, keys = store.runs_with_values()
     env: dict[str, Any] = {}
