@@ -169,7 +169,11 @@ def diagnose(
         str | None, typer.Option(help="Scenario label (default: every one with cross traffic).")
     ] = None,
     baseline: Annotated[
-        str | None, typer.Option(help="Baseline label (default: the same scenario without traffic).")
+        str | None,
+        typer.Option(
+            help="Baseline label (default: the same scenario without traffic); without --scenario, every "
+            "scenario with cross traffic is compared with it."
+        ),
     ] = None,
     min_reps: Annotated[int, typer.Option(help="Fewer successful runs than this on either side: inconclusive.")] = 3,
 ) -> None:

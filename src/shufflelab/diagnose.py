@@ -40,7 +40,7 @@ both ratios and name the control.
 time to something else -- CPU taken by other processes, as in the control case, where idle
 executor time grows although nothing waits on the network); **inconclusive** otherwise (too few
 runs, or slower and waiting on fetches with CPU time changed too), always with the reasons and
-effect sizes.
+effect sizes. A successful run without a job time is left out, and the reasons say so.
 """
 
 from __future__ import annotations
@@ -78,6 +78,7 @@ class Diagnosis:
     fetch: Comparison | None = None
     control: str | None = None  # the load-matched control the CPU was compared with, if it was
     cpu_vs_control: Comparison | None = None
+    excluded: int = 0  # successful runs left out because they have no job time
 
     def row(self) -> dict[str, object]:
         def ci(c: Comparison) -> str:
@@ -114,12 +115,31 @@ class Diagnosis:
 def _shares(runs: pd.DataFrame) -> tuple[list[float], list[float]]:
     idle, wait = [], []
     for _, r in runs.iterrows():
-        capacity = float(r["job_time_s"]) * float(r["total_cores"])
-        if capacity <= 0 or math.isnan(capacity):
+        capacity = _num(r["job_time_s"]) * _num(r["total_cores"])
+        if not capacity > 0 or not math.isfinite(capacity):
             continue
-        idle.append(max(0.0, 1.0 - float(r["executor_cpu_s"]) / capacity))
-        wait.append(float(r["fetch_wait_s"]) / capacity)
+        cpu, fetch = _num(r["executor_cpu_s"]), _num(r["fetch_wait_s"])
+        if math.isfinite(cpu):
+            idle.append(max(0.0, 1.0 - cpu / capacity))
+        if math.isfinite(fetch):
+            wait.append(fetch / capacity)
     return idle, wait
+
+
+def _num(x: object) -> float:
+    """A table cell as a float; NULL (None, NaN, pd.NA) as NaN."""
+    try:
+        return float(x)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def _with_job_time(runs: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """The runs that have a (finite) job time, and the ids of those that do not."""
+    jt = pd.to_numeric(runs["job_time_s"], errors="coerce").astype(float)
+    keep = np.isfinite(jt.to_numpy())
+    ids = runs["run_id"].astype(str).tolist() if "run_id" in runs.columns else [str(i) for i in runs.index]
+    return runs[keep], [i for i, k in zip(ids, keep, strict=True) if not k]
 
 
 def task_cpu_per_run(tasks: pd.DataFrame) -> list[float]:
@@ -175,7 +195,12 @@ def diagnose(
     control_runs: pd.DataFrame | None = None,
 ) -> Diagnosis:
     """Compare ``scenario``'s successful runs with ``baseline``'s (see the module doc for the rules);
-    ``control``/``control_runs``: a load-matched control for the CPU test (module doc)."""
+    ``control``/``control_runs``: a load-matched control for the CPU test (module doc). Runs without
+    a job time (NULL) are left out of every comparison, and the reasons say which."""
+    base_runs, base_out = _with_job_time(base_runs)
+    scen_runs, scen_out = _with_job_time(scen_runs)
+    if control_runs is not None:
+        control_runs, _ = _with_job_time(control_runs)
     job = compare(base_runs["job_time_s"].tolist(), scen_runs["job_time_s"].tolist(), seed=11)
     thread_cpu = compare(base_runs["executor_cpu_s"].tolist(), scen_runs["executor_cpu_s"].tolist(), seed=12)
     col = "task_user_cpu_s"
@@ -301,11 +326,15 @@ def diagnose(
         )
     if not math.isnan(rho):
         reasons.append(f"backlog vs task completions per second: Spearman rho = {rho:.2f} (p = {rho_p:.2g})")
+    excluded = len(base_out) + len(scen_out)
+    if excluded:
+        which = [f"{i} ({baseline})" for i in base_out] + [f"{i} ({scenario})" for i in scen_out]
+        reasons.append(f"{excluded} successful run(s) without a job time left out: {', '.join(which)}")
     return Diagnosis(
         scenario, baseline, verdict, reasons, job, cpu, task_cpu,
         mean(idle_b), mean(idle_s), mean(wait_b), mean(wait_s), rho, rho_p, n_b, n_s,
         thread_cpu=thread_cpu, cpu_measure="user" if use_user else "thread", fetch=fetch,
-        control=control if cpu_ctl is not None else None, cpu_vs_control=cpu_ctl,
+        control=control if cpu_ctl is not None else None, cpu_vs_control=cpu_ctl, excluded=excluded,
     )  # fmt: skip
 
 
@@ -377,22 +406,34 @@ def diagnose_store(
     db: object, scenario: str | None = None, baseline: str | None = None, **kw: object
 ) -> list[Diagnosis]:
     """Diagnose every (scenario, baseline) pair in a results file, or the one named."""
+    import json
+
     from shufflelab.results import Store
 
     store = Store(db)  # type: ignore[arg-type]
     scenarios = store.query("SELECT label, spec_json FROM scenarios")
+    labels = [str(x) for x in scenarios["label"]]
+    known = ", ".join(labels) or "none"
+    for option, label in (("--scenario", scenario), ("--baseline", baseline)):
+        if label is not None and label not in labels:
+            raise ValueError(f"{option} {label!r}: no scenario has this label (known labels: {known})")
+    if scenario is not None and scenario == baseline:
+        raise ValueError(f"--baseline {baseline!r} is the scenario itself: name a different scenario")
+    pairs: list[tuple[str, str | None]]
     if scenario is not None:
-        if scenario not in set(scenarios["label"]):
-            raise ValueError(f"no scenario labelled {scenario!r}; have: {', '.join(scenarios['label'])}")
         pairs = [(scenario, baseline)] if baseline else [p for p in baseline_pairs(scenarios) if p[0] == scenario]
         if not pairs or pairs[0][1] is None:
             raise ValueError(f"scenario {scenario!r} has no baseline without cross traffic; name one with --baseline")
+    elif baseline is not None:
+        # every scenario with cross traffic against the named baseline
+        specs = dict(zip(labels, (json.loads(x) for x in scenarios["spec_json"]), strict=True))
+        pairs = [(label, baseline) for label in labels if label != baseline and _traffic(specs[label])]
+        if not pairs:
+            raise ValueError(f"--baseline {baseline!r}: no scenario with cross traffic to compare with it")
     else:
-        pairs = baseline_pairs(scenarios)
+        pairs = list(baseline_pairs(scenarios))
     runs = store.query("SELECT r.*, s.label FROM runs r JOIN scenarios s USING (scenario_id) WHERE r.status = 'ok'")
     if "total_cores" not in runs.columns or runs["total_cores"].isna().any():
-        import json
-
         cores = {}
         for _, row in scenarios.iterrows():
             sp = json.loads(row["spec_json"])
