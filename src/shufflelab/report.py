@@ -129,7 +129,7 @@ def slowdown_table(d: Data) -> pd.DataFrame | None:
             if udp == 0:
                 continue
             c = compare(base, h["job_time_s"].tolist())
-            cpu = compare(g[g[UDP_KEY] == 0]["executor_cpu_s"].tolist(), h["executor_cpu_s"].tolist(), seed=1)
+            cpu = compare(g[g[UDP_KEY] == 0]["executor_cpu_s"].tolist(), h["executor_cpu_s"].tolist())
             row = {k: h.iloc[0][k] for k in others}
             row.update(
                 udp_percent=udp,
