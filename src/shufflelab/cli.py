@@ -134,6 +134,8 @@ def _write_report(db: Path, out: Path | None) -> None:
     from shufflelab import report as reportmod
 
     paths = reportmod.write(db, out)
+    for line in paths.headline:
+        console.print(f"finding: {line}", highlight=False)
     console.print(f"report: {paths.html}\n        {paths.markdown}")
 
 
