@@ -578,9 +578,36 @@ def _comparison_line(scenario: str, baseline: str, c: Comparison) -> str:
     return f"{head}, 95 % CI {c.ci_text()}, Welch p = {_p_text(c)}, {n}: {verdict(c)}"
 
 
-def headline(table: pd.DataFrame, slow: pd.DataFrame | None, diagnoses: list[Any]) -> list[str]:
-    """The report's finding in a few lines: each scenario with cross traffic against its baseline
-    (job-time ratio, interval, p, verdict; and the starvation diagnosis), else the job-time range."""
+def vcc_headline(closure: pd.DataFrame | None) -> list[str]:
+    """Seed 002's finding: the share of the legacy hosts' gap that VCC closes, per number of pairs."""
+    lines = []
+    for _, r in (closure if closure is not None else pd.DataFrame()).iterrows():
+        if not math.isfinite(r["closure"]):
+            continue
+        ci = (f"bootstrap 95 % CI {r['closure_ci_low']:.3f}-{r['closure_ci_high']:.3f}"
+              if math.isfinite(r["closure_ci_low"]) else "no interval")  # fmt: skip
+        kind = {"lower": "a lower", "upper": "an upper"}.get(str(r["closure_bound"]))
+        bound = f"; legacy runs timed out, so {kind} bound" if kind else ""
+        lines.append(
+            f"{int(r['pairs'])} competing pairs: VCC closes {r['closure']:.3f} of the legacy-ECN gap ({ci}{bound})."
+        )
+    return lines
+
+
+def headline(
+    table: pd.DataFrame,
+    slow: pd.DataFrame | None,
+    diagnoses: list[Any],
+    not_ok: int = 0,
+    first: list[str] | None = None,
+) -> list[str]:
+    """The report's finding in a few lines: ``first`` (an experiment's own finding), then each scenario
+    with cross traffic against its baseline (job-time ratio, interval, p, verdict; and the starvation
+    diagnosis), else the job-time range of the successful runs and how many runs did not finish."""
+    return (first or []) + _headline(table, slow, diagnoses, not_ok)
+
+
+def _headline(table: pd.DataFrame, slow: pd.DataFrame | None, diagnoses: list[Any], not_ok: int) -> list[str]:
     if diagnoses:
         return [f"{_comparison_line(x.scenario, x.baseline, x.job)}; starvation diagnosis: {x.verdict}."
                 for x in diagnoses]  # fmt: skip
@@ -602,10 +629,11 @@ def headline(table: pd.DataFrame, slow: pd.DataFrame | None, diagnoses: list[Any
         return ["No successful run: nothing was measured (see 'Runs that did not finish')."]
     lo = measured.loc[measured["job_mean_s"].idxmin()]
     hi = measured.loc[measured["job_mean_s"].idxmax()]
+    unfinished = f"; {not_ok} run(s) did not finish (see 'Runs that did not finish')" if not_ok else ""
     return [
         f"{int(measured['n'].sum())} successful runs over {len(measured)} scenario(s); mean job time from "
         f"{lo['job_mean_s']:.1f} s ({lo['scenario']}, n = {lo['n']}) to {hi['job_mean_s']:.1f} s "
-        f"({hi['scenario']}, n = {hi['n']})."
+        f"({hi['scenario']}, n = {hi['n']}){unfinished}."
     ]
 
 
@@ -842,7 +870,7 @@ def write(db: Path, out: Path | None = None) -> ReportPaths:
     scale = scale_note(d)
     summary_cols = [*d.keys, "n", "not_ok", "job_mean_s", "job_sd_s", "job_ci_95_s",
                     "cpu_mean_s", "cpu_sd_s", "remote_mb", "bottleneck_mb", "max_backlog_kb"]  # fmt: skip
-    head = headline(table, slow, diagnoses)
+    head = headline(table, slow, diagnoses, len(failed), vcc_headline(vcc_table))
     summary = table[[c for c in summary_cols if c in table.columns]] if not table.empty else table
 
     md = [f"# {d.name}", "", d.description, "", "## Headline", ""] + [f"- {line}" for line in head]

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import matplotlib.pyplot as plt
+import pandas as pd
 import pytest
 import synthetic_store
 from matplotlib.collections import LineCollection
@@ -150,3 +151,24 @@ def test_bytes_chart_shows_every_bar(tmp_path: Path, figures: dict[str, plt.Figu
     fig.canvas.draw()
     legend = ax.get_legend().get_window_extent()
     assert not any(legend.overlaps(b.get_window_extent()) for b in bars)
+
+
+def test_headline_without_baselines_names_the_runs_that_did_not_finish() -> None:
+    table = pd.DataFrame({"scenario": ["a", "b"], "n": [3, 0], "job_mean_s": [10.0, math.nan]})
+    assert report.headline(table, None, [], not_ok=3) == [
+        "3 successful runs over 1 scenario(s); mean job time from 10.0 s (a, n = 3) to 10.0 s (a, n = 3); "
+        "3 run(s) did not finish (see 'Runs that did not finish')."
+    ]
+    empty = pd.DataFrame({"scenario": ["a"], "n": [0], "job_mean_s": [math.nan]})
+    assert report.headline(empty, None, [], not_ok=2)[0].startswith("No successful run")
+
+
+def test_seed002_headline_is_the_gap_vcc_closes() -> None:
+    closure = pd.DataFrame(
+        {"pairs": [0, 4], "closure": [math.nan, 0.998], "closure_ci_low": [math.nan, 0.99],
+         "closure_ci_high": [math.nan, 1.001], "closure_bound": ["exact", "lower"]}
+    )  # fmt: skip
+    assert report.vcc_headline(closure) == [
+        "4 competing pairs: VCC closes 0.998 of the legacy-ECN gap (bootstrap 95 % CI 0.990-1.001; legacy runs "
+        "timed out, so a lower bound)."
+    ]
