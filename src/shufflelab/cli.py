@@ -82,6 +82,7 @@ def run(
     Exits 1 when a run of this invocation did not end ok (failed or timed out), 2 on a bad spec."""
     from shufflelab import spec as specmod
     from shufflelab.emulate import runner as runmod
+    from shufflelab.results import StoreError
 
     try:
         spec = specmod.load(spec_path)
@@ -119,7 +120,7 @@ def run(
         )
         try:
             r = runmod.EmulateRunner(spec, str(spec_path), results, progress, select=select).run()
-        except SpecError as exc:
+        except (SpecError, StoreError) as exc:
             _fail(str(exc))
         except KeyboardInterrupt:
             err.print("[yellow]interrupted[/]: finished runs are stored; run the same command to resume")
@@ -143,6 +144,8 @@ def _write_report(db: Path, out: Path | None) -> None:
     from shufflelab import report as reportmod
 
     paths = reportmod.write(db, out)
+    for line in paths.headline:
+        console.print(f"finding: {line}", highlight=False)
     console.print(f"report: {paths.html}\n        {paths.markdown}")
 
 
@@ -155,9 +158,14 @@ def report(
     ] = False,
 ) -> None:
     """Write the HTML + Markdown report (tables and figures) of an experiment's results."""
+    from shufflelab.results import StoreError
+
     if not db.exists():
         _fail(f"{db}: no such results file")
-    _write_report(db, out)
+    try:
+        _write_report(db, out)
+    except StoreError as exc:
+        _fail(str(exc))
     if tables:
         from shufflelab.results import Store
 
@@ -173,7 +181,11 @@ def diagnose(
         str | None, typer.Option(help="Scenario label (default: every one with cross traffic).")
     ] = None,
     baseline: Annotated[
-        str | None, typer.Option(help="Baseline label (default: the same scenario without traffic).")
+        str | None,
+        typer.Option(
+            help="Baseline label (default: the same scenario without traffic); without --scenario, every "
+            "scenario with cross traffic is compared with it."
+        ),
     ] = None,
     min_reps: Annotated[int, typer.Option(help="Fewer successful runs than this on either side: inconclusive.")] = 3,
 ) -> None:
@@ -248,15 +260,18 @@ def whatif(
     """What would a faster shuffle path buy? Replays every successful single-application run."""
     from shufflelab import stats
     from shufflelab import whatif as wi
-    from shufflelab.results import Store
+    from shufflelab.results import Store, StoreError
 
     if not db.exists():
         _fail(f"{db}: no such results file")
     store = Store(db)
-    runs = store.query(
-        "SELECT r.run_id, s.label, s.spec_json FROM runs r JOIN scenarios s USING (scenario_id) "
-        "WHERE r.status = 'ok' AND coalesce(r.n_apps, 1) = 1 ORDER BY s.label, r.rep"
-    )
+    try:
+        runs = store.query(
+            "SELECT r.run_id, s.label, s.spec_json FROM runs r JOIN scenarios s USING (scenario_id) "
+            "WHERE r.status = 'ok' AND coalesce(r.n_apps, 1) = 1 ORDER BY s.label, r.rep"
+        )
+    except StoreError as exc:
+        _fail(str(exc))
     runs = runs[[all(p in lbl for p in (select or [])) for lbl in runs["label"]]]
     if runs.empty:
         _fail("no successful single-application run matches")

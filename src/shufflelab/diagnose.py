@@ -4,7 +4,8 @@ Seed 001's signature of starvation: the job takes much longer with cross traffic
 time it uses is unchanged -- the executors sit idle waiting for shuffle data. The detector tests
 exactly that over repeated runs (pure functions over the results tables):
 
-- job time ratio (scenario / baseline) with a bootstrap 95 % CI and Welch's test;
+- job time ratio (scenario / baseline) with Welch's test and the 95 % CI that inverts it (one
+  inference: the CI excludes 1 exactly when p < 0.05; ``stats.compare``);
 - total executor CPU time ratio and per-task CPU time ratio, each with a CI;
 - share of executor core-time spent idle (1 - CPU / (job time x cores)) and waiting on fetches;
 - Spearman correlation, within the scenario's runs, of the bottleneck backlog with task progress
@@ -40,7 +41,8 @@ both ratios and name the control.
 time to something else -- CPU taken by other processes, as in the control case, where idle
 executor time grows although nothing waits on the network); **inconclusive** otherwise (too few
 runs, or slower and waiting on fetches with CPU time changed too), always with the reasons and
-effect sizes.
+effect sizes. Fewer than ``min_reps`` runs (with a job time) on either side: no interval and no
+verdict. A successful run without a job time is left out, and the reasons say so.
 """
 
 from __future__ import annotations
@@ -78,12 +80,11 @@ class Diagnosis:
     fetch: Comparison | None = None
     control: str | None = None  # the load-matched control the CPU was compared with, if it was
     cpu_vs_control: Comparison | None = None
+    excluded: int = 0  # successful runs left out because they have no job time
 
     def row(self) -> dict[str, object]:
         def ci(c: Comparison) -> str:
-            if math.isnan(c.ratio_ci_low):
-                return "–"
-            return f"[{c.ratio_ci_low:.2f}, {c.ratio_ci_high:.2f}]"
+            return c.ci_text()
 
         return {
             "scenario": self.scenario,
@@ -105,8 +106,8 @@ class Diagnosis:
             "task_cpu_ratio": self.task_cpu.ratio,
             "fetch_wait_ratio": self.fetch.ratio if self.fetch else float("nan"),
             "fetch_wait_ci": ci(self.fetch) if self.fetch else "–",
-            "idle_share": f"{self.idle_share_baseline:.0%} -> {self.idle_share_scenario:.0%}",
-            "fetch_wait_share": f"{self.fetch_wait_share_baseline:.0%} -> {self.fetch_wait_share_scenario:.0%}",
+            "idle_share": f"{_pct(self.idle_share_baseline)} -> {_pct(self.idle_share_scenario)}",
+            "fetch_wait_share": f"{_pct(self.fetch_wait_share_baseline)} -> {_pct(self.fetch_wait_share_scenario)}",
             "backlog_progress_rho": self.backlog_progress_rho,
         }
 
@@ -114,12 +115,31 @@ class Diagnosis:
 def _shares(runs: pd.DataFrame) -> tuple[list[float], list[float]]:
     idle, wait = [], []
     for _, r in runs.iterrows():
-        capacity = float(r["job_time_s"]) * float(r["total_cores"])
-        if capacity <= 0 or math.isnan(capacity):
+        capacity = _num(r["job_time_s"]) * _num(r["total_cores"])
+        if not capacity > 0 or not math.isfinite(capacity):
             continue
-        idle.append(max(0.0, 1.0 - float(r["executor_cpu_s"]) / capacity))
-        wait.append(float(r["fetch_wait_s"]) / capacity)
+        cpu, fetch = _num(r["executor_cpu_s"]), _num(r["fetch_wait_s"])
+        if math.isfinite(cpu):
+            idle.append(max(0.0, 1.0 - cpu / capacity))
+        if math.isfinite(fetch):
+            wait.append(fetch / capacity)
     return idle, wait
+
+
+def _num(x: object) -> float:
+    """A table cell as a float; NULL (None, NaN, pd.NA) as NaN."""
+    try:
+        return float(x)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def _with_job_time(runs: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """The runs that have a (finite) job time, and the ids of those that do not."""
+    jt = pd.to_numeric(runs["job_time_s"], errors="coerce").astype(float)
+    keep = np.isfinite(jt.to_numpy())
+    ids = runs["run_id"].astype(str).tolist() if "run_id" in runs.columns else [str(i) for i in runs.index]
+    return runs[keep], [i for i, k in zip(ids, keep, strict=True) if not k]
 
 
 def task_cpu_per_run(tasks: pd.DataFrame) -> list[float]:
@@ -158,6 +178,22 @@ def backlog_progress(tasks: pd.DataFrame, samples: pd.DataFrame, bin_s: float = 
     return float(res.statistic), float(res.pvalue)
 
 
+def _ci(c: Comparison, digits: int = 2) -> str:
+    """'CI 1.07-1.33' at the comparison's level, or why there is no interval."""
+    if not c.has_interval:
+        return c.ci_text()
+    hi = "unbounded" if math.isinf(c.ratio_ci_high) else f"{c.ratio_ci_high:.{digits}f}"
+    return f"CI {c.ratio_ci_low:.{digits}f}-{hi}"
+
+
+def _p(c: Comparison) -> str:
+    return "–" if math.isnan(c.p_value) else f"{c.p_value:.2g}"
+
+
+def _pct(x: float) -> str:
+    return "–" if math.isnan(x) else f"{x:.0%}"
+
+
 def diagnose(
     scenario: str,
     baseline: str,
@@ -175,9 +211,19 @@ def diagnose(
     control_runs: pd.DataFrame | None = None,
 ) -> Diagnosis:
     """Compare ``scenario``'s successful runs with ``baseline``'s (see the module doc for the rules);
-    ``control``/``control_runs``: a load-matched control for the CPU test (module doc)."""
-    job = compare(base_runs["job_time_s"].tolist(), scen_runs["job_time_s"].tolist(), seed=11)
-    thread_cpu = compare(base_runs["executor_cpu_s"].tolist(), scen_runs["executor_cpu_s"].tolist(), seed=12)
+    ``control``/``control_runs``: a load-matched control for the CPU test (module doc). Runs without
+    a job time (NULL) are left out of every comparison, and the reasons say which."""
+    base_runs, base_out = _with_job_time(base_runs)
+    scen_runs, scen_out = _with_job_time(scen_runs)
+    if control_runs is not None:
+        control_runs, _ = _with_job_time(control_runs)
+    min_reps = max(2, min_reps)  # one run has no spread: nothing to test
+
+    def cmp(base: list[float], scen: list[float], confidence: float = 1 - alpha) -> Comparison:
+        return compare(base, scen, confidence=confidence, min_n=min_reps)
+
+    job = cmp(base_runs["job_time_s"].tolist(), scen_runs["job_time_s"].tolist())
+    thread_cpu = cmp(base_runs["executor_cpu_s"].tolist(), scen_runs["executor_cpu_s"].tolist())
     col = "task_user_cpu_s"
     use_user = cpu_measure == "user" or (
         cpu_measure == "auto"
@@ -190,25 +236,28 @@ def diagnose(
     )
     if use_user:
         cpu_col, cpu_name = col, "task user CPU time"
-        cpu = compare(base_runs[col].tolist(), scen_runs[col].tolist(), seed=12)
+        cpu = cmp(base_runs[col].tolist(), scen_runs[col].tolist())
     else:
         cpu_col, cpu, cpu_name = "executor_cpu_s", thread_cpu, "executor CPU time (event log)"
-    task_cpu = compare(task_cpu_per_run(base_tasks), task_cpu_per_run(scen_tasks), seed=13)
+    task_cpu = cmp(task_cpu_per_run(base_tasks), task_cpu_per_run(scen_tasks))
     idle_b, wait_b = _shares(base_runs)
     idle_s, wait_s = _shares(scen_runs)
     mean = lambda v: float(np.mean(v)) if v else float("nan")  # noqa: E731
     rho, rho_p = backlog_progress(scen_tasks, scen_samples if scen_samples is not None else pd.DataFrame())
     n_b, n_s = len(base_runs), len(scen_runs)
     reasons: list[str] = []
-    slower = job.p_value < alpha and job.ratio_ci_low > 1.0
+    # one inference for "slower": Welch's test, whose inversion is the ratio's interval (stats.py)
+    slower = job.significant and job.ratio_ci_low > 1.0
     # "CPU unchanged" is an equivalence claim: two one-sided tests at alpha (TOST), i.e. the
     # (1 - 2 alpha) = 90 % CI of the ratio inside 1 +/- tolerance
     cpu_vals = (base_runs[cpu_col].tolist(), scen_runs[cpu_col].tolist())
-    cpu_eq = compare(*cpu_vals, confidence=1 - 2 * alpha, seed=12)
-    cpu_same = (1 - cpu_tolerance) <= cpu_eq.ratio_ci_low and cpu_eq.ratio_ci_high <= (1 + cpu_tolerance)
+    cpu_eq = cmp(*cpu_vals, confidence=1 - 2 * alpha)
+    cpu_same = cpu_eq.has_interval and (
+        (1 - cpu_tolerance) <= cpu_eq.ratio_ci_low and cpu_eq.ratio_ci_high <= (1 + cpu_tolerance)
+    )
     idle_up = mean(idle_s) > mean(idle_b)
-    fetch = compare(base_runs["fetch_wait_s"].tolist(), scen_runs["fetch_wait_s"].tolist(), seed=14)
-    fetch_up = fetch.ratio_ci_low > 1.0  # bootstrap CI of the fetch-wait ratio above 1
+    fetch = cmp(base_runs["fetch_wait_s"].tolist(), scen_runs["fetch_wait_s"].tolist())
+    fetch_up = fetch.has_interval and fetch.ratio_ci_low > 1.0  # the fetch-wait ratio's CI above 1
     # the CPU against a load-matched control (same cross-traffic load, off the job's path), used only
     # when the control's runs have the same CPU measure and its tasks did not wait longer on fetches
     cpu_ctl: Comparison | None = None
@@ -217,95 +266,95 @@ def diagnose(
     if control is not None and control_runs is not None and len(control_runs) >= min_reps and not cpu_same:
         has = cpu_col in control_runs.columns and control_runs[cpu_col].notna().all()
         if has:
-            ctl_fetch = compare(base_runs["fetch_wait_s"].tolist(), control_runs["fetch_wait_s"].tolist(), seed=15)
-            if not ctl_fetch.ratio_ci_low > 1.0:
+            ctl_fetch = cmp(base_runs["fetch_wait_s"].tolist(), control_runs["fetch_wait_s"].tolist())
+            if not (ctl_fetch.has_interval and ctl_fetch.ratio_ci_low > 1.0):
                 ctl_vals = control_runs[cpu_col].tolist()
-                cpu_ctl = compare(ctl_vals, cpu_vals[1], confidence=1 - 2 * alpha, seed=16)
-                cpu_ctl_same = (1 - cpu_tolerance) <= cpu_ctl.ratio_ci_low and cpu_ctl.ratio_ci_high <= (
-                    1 + cpu_tolerance
+                cpu_ctl = cmp(ctl_vals, cpu_vals[1], confidence=1 - 2 * alpha)
+                cpu_ctl_same = cpu_ctl.has_interval and (
+                    (1 - cpu_tolerance) <= cpu_ctl.ratio_ci_low and cpu_ctl.ratio_ci_high <= (1 + cpu_tolerance)
                 )
     pct = job.percent_change
+    level = f"{1 - alpha:.0%}".replace("%", " %")
+    eq_level = f"{1 - 2 * alpha:.0%}".replace("%", " %")
     if min(n_b, n_s) < min_reps:
         verdict = "inconclusive"
-        reasons.append(f"too few successful runs ({n_b} baseline, {n_s} scenario; need >= {min_reps})")
+        reasons.append(
+            f"too few runs for an interval/verdict ({n_b} baseline, {n_s} scenario with a job time; "
+            f"need >= {min_reps} each)"
+        )
     elif slower and not fetch_up:
         # the executors lost time, but not waiting for shuffle data: CPU taken by others, not the network
         verdict = "not starved"
         reasons.append(
-            f"job slower ({pct:+.0f} %, CI {job.ratio_ci_low:.2f}-{job.ratio_ci_high:.2f}) but tasks did not wait "
-            f"longer for shuffle data (fetch wait ratio {fetch.ratio:.2f}, CI {fetch.ratio_ci_low:.2f}-"
-            f"{fetch.ratio_ci_high:.2f}): the time went elsewhere (CPU contention), not to the network"
+            f"job slower ({pct:+.0f} %, {_ci(job)}) but tasks did not wait longer for shuffle data (fetch wait "
+            f"ratio {fetch.ratio:.2f}, {_ci(fetch)}): the time went elsewhere (CPU contention), not to the network"
         )
     elif slower and (cpu_same or cpu_ctl_same) and fetch_up and idle_up:
         verdict = "starved"
         reasons.append(
-            f"job time {pct:+.0f} % (ratio {job.ratio:.2f}, 95 % CI {job.ratio_ci_low:.2f}-{job.ratio_ci_high:.2f}, "
-            f"Welch p = {job.p_value:.2g})"
+            f"job time {pct:+.0f} % (ratio {job.ratio:.2f}, {level} {_ci(job)}, Welch p = {job.p_value:.2g})"
         )
         if cpu_same:
             reasons.append(
-                f"{cpu_name} unchanged: ratio {cpu.ratio:.2f}, 90 % CI {cpu_eq.ratio_ci_low:.2f}-"
-                f"{cpu_eq.ratio_ci_high:.2f} inside +/-{cpu_tolerance:.0%} (equivalence, TOST at {alpha:g}; "
-                f"95 % CI {cpu.ratio_ci_low:.2f}-{cpu.ratio_ci_high:.2f})"
+                f"{cpu_name} unchanged: ratio {cpu.ratio:.2f}, {eq_level} {_ci(cpu_eq, 3)} inside "
+                f"+/-{cpu_tolerance:.0%} (equivalence, TOST at {alpha:g}; {level} {_ci(cpu)})"
             )
         else:
             assert cpu_ctl is not None and ctl_fetch is not None
             reasons.append(
-                f"{cpu_name} vs baseline {cpu.ratio:.2f} (90 % CI {cpu_eq.ratio_ci_low:.2f}-{cpu_eq.ratio_ci_high:.2f},"
-                f" not shown within +/-{cpu_tolerance:.0%}), but unchanged vs the load-matched control {control!r} "
-                f"(same cross traffic off the job's path; its fetch wait ratio {ctl_fetch.ratio:.2f}, CI "
-                f"{ctl_fetch.ratio_ci_low:.2f}-{ctl_fetch.ratio_ci_high:.2f}): ratio {cpu_ctl.ratio:.2f}, 90 % CI "
-                f"{cpu_ctl.ratio_ci_low:.2f}-{cpu_ctl.ratio_ci_high:.2f} inside +/-{cpu_tolerance:.0%} -- the CPU "
+                f"{cpu_name} vs baseline {cpu.ratio:.2f} ({eq_level} {_ci(cpu_eq, 3)}, not shown within "
+                f"+/-{cpu_tolerance:.0%}), but unchanged vs the load-matched control {control!r} (same cross "
+                f"traffic off the job's path; its fetch wait ratio {ctl_fetch.ratio:.2f}, {_ci(ctl_fetch)}): ratio "
+                f"{cpu_ctl.ratio:.2f}, {eq_level} {_ci(cpu_ctl, 3)} inside +/-{cpu_tolerance:.0%} -- the CPU "
                 "change is the host's cost of carrying the traffic, not more work by the job"
             )
-        reasons.append(f"idle executor core-time {mean(idle_b):.0%} -> {mean(idle_s):.0%}")
+        reasons.append(f"idle executor core-time {_pct(mean(idle_b))} -> {_pct(mean(idle_s))}")
         reasons.append(
-            f"fetch wait ratio {fetch.ratio:.2f} (CI {fetch.ratio_ci_low:.2f}-{fetch.ratio_ci_high:.2f}): "
-            "the extra time is spent waiting for shuffle data"
+            f"fetch wait ratio {fetch.ratio:.2f} ({_ci(fetch)}): the extra time is spent waiting for shuffle data"
         )
     elif not slower and job.ratio < 1 + cpu_tolerance:
         verdict = "not starved"
-        reasons.append(
-            f"job time not significantly longer: ratio {job.ratio:.2f} "
-            f"(CI {job.ratio_ci_low:.2f}-{job.ratio_ci_high:.2f}, p = {job.p_value:.2g})"
-        )
+        reasons.append(f"job time not significantly longer: ratio {job.ratio:.2f} ({_ci(job)}, Welch p = {_p(job)})")
     else:
         verdict = "inconclusive"
         if slower and not cpu_same:
             reasons.append(
                 f"job slower ({pct:+.0f} %) but {cpu_name} not shown unchanged (ratio {cpu.ratio:.2f}, "
-                f"90 % CI {cpu_eq.ratio_ci_low:.2f}-{cpu_eq.ratio_ci_high:.2f} not inside +/-{cpu_tolerance:.0%}): "
-                "CPU contention, not only the network"
+                f"{eq_level} {_ci(cpu_eq, 3)} not inside +/-{cpu_tolerance:.0%}): CPU contention, not only the network"
             )
             if cpu_ctl is not None:
                 reasons.append(
-                    f"vs the load-matched control {control!r}: ratio {cpu_ctl.ratio:.2f}, 90 % CI "
-                    f"{cpu_ctl.ratio_ci_low:.2f}-{cpu_ctl.ratio_ci_high:.2f} (not inside +/-{cpu_tolerance:.0%} either)"
+                    f"vs the load-matched control {control!r}: ratio {cpu_ctl.ratio:.2f}, {eq_level} "
+                    f"{_ci(cpu_ctl, 3)} (not inside +/-{cpu_tolerance:.0%} either)"
                 )
             elif ctl_fetch is not None:
                 reasons.append(
                     f"control {control!r} not used for the CPU: its fetch wait grew too (ratio {ctl_fetch.ratio:.2f}, "
-                    f"CI {ctl_fetch.ratio_ci_low:.2f}-{ctl_fetch.ratio_ci_high:.2f})"
+                    f"{_ci(ctl_fetch)})"
                 )
         elif slower:
             reasons.append(f"job slower ({pct:+.0f} %) and waiting longer on fetches, but executors were not idler")
         else:
             reasons.append(
-                f"job time ratio {job.ratio:.2f} not significant (p = {job.p_value:.2g}, "
-                f"CI {job.ratio_ci_low:.2f}-{job.ratio_ci_high:.2f}): more repetitions needed"
+                f"job time ratio {job.ratio:.2f} not significant (Welch p = {_p(job)}, {_ci(job)}): "
+                "more repetitions needed"
             )
     if use_user and not math.isnan(thread_cpu.ratio):
         reasons.append(
-            f"event-log executor CPU time ratio {thread_cpu.ratio:.2f} (CI {thread_cpu.ratio_ci_low:.2f}-"
-            f"{thread_cpu.ratio_ci_high:.2f}; includes interrupt work charged to the executors)"
+            f"event-log executor CPU time ratio {thread_cpu.ratio:.2f} ({_ci(thread_cpu)}; includes interrupt "
+            "work charged to the executors)"
         )
     if not math.isnan(rho):
         reasons.append(f"backlog vs task completions per second: Spearman rho = {rho:.2f} (p = {rho_p:.2g})")
+    excluded = len(base_out) + len(scen_out)
+    if excluded:
+        which = [f"{i} ({baseline})" for i in base_out] + [f"{i} ({scenario})" for i in scen_out]
+        reasons.append(f"{excluded} successful run(s) without a job time left out: {', '.join(which)}")
     return Diagnosis(
         scenario, baseline, verdict, reasons, job, cpu, task_cpu,
         mean(idle_b), mean(idle_s), mean(wait_b), mean(wait_s), rho, rho_p, n_b, n_s,
         thread_cpu=thread_cpu, cpu_measure="user" if use_user else "thread", fetch=fetch,
-        control=control if cpu_ctl is not None else None, cpu_vs_control=cpu_ctl,
+        control=control if cpu_ctl is not None else None, cpu_vs_control=cpu_ctl, excluded=excluded,
     )  # fmt: skip
 
 
@@ -377,22 +426,34 @@ def diagnose_store(
     db: object, scenario: str | None = None, baseline: str | None = None, **kw: object
 ) -> list[Diagnosis]:
     """Diagnose every (scenario, baseline) pair in a results file, or the one named."""
+    import json
+
     from shufflelab.results import Store
 
     store = Store(db)  # type: ignore[arg-type]
     scenarios = store.query("SELECT label, spec_json FROM scenarios")
+    labels = [str(x) for x in scenarios["label"]]
+    known = ", ".join(labels) or "none"
+    for option, label in (("--scenario", scenario), ("--baseline", baseline)):
+        if label is not None and label not in labels:
+            raise ValueError(f"{option} {label!r}: no scenario has this label (known labels: {known})")
+    if scenario is not None and scenario == baseline:
+        raise ValueError(f"--baseline {baseline!r} is the scenario itself: name a different scenario")
+    pairs: list[tuple[str, str | None]]
     if scenario is not None:
-        if scenario not in set(scenarios["label"]):
-            raise ValueError(f"no scenario labelled {scenario!r}; have: {', '.join(scenarios['label'])}")
         pairs = [(scenario, baseline)] if baseline else [p for p in baseline_pairs(scenarios) if p[0] == scenario]
         if not pairs or pairs[0][1] is None:
             raise ValueError(f"scenario {scenario!r} has no baseline without cross traffic; name one with --baseline")
+    elif baseline is not None:
+        # every scenario with cross traffic against the named baseline
+        specs = dict(zip(labels, (json.loads(x) for x in scenarios["spec_json"]), strict=True))
+        pairs = [(label, baseline) for label in labels if label != baseline and _traffic(specs[label])]
+        if not pairs:
+            raise ValueError(f"--baseline {baseline!r}: no scenario with cross traffic to compare with it")
     else:
-        pairs = baseline_pairs(scenarios)
+        pairs = list(baseline_pairs(scenarios))
     runs = store.query("SELECT r.*, s.label FROM runs r JOIN scenarios s USING (scenario_id) WHERE r.status = 'ok'")
     if "total_cores" not in runs.columns or runs["total_cores"].isna().any():
-        import json
-
         cores = {}
         for _, row in scenarios.iterrows():
             sp = json.loads(row["spec_json"])

@@ -11,7 +11,7 @@ import base64
 import html
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +19,12 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
 
-from shufflelab.results import Store  # noqa: E402
-from shufflelab.stats import compare, summarize  # noqa: E402
+from shufflelab.results import Store, StoreError  # noqa: E402
+from shufflelab.stats import MIN_N, Comparison, compare, summarize  # noqa: E402
 
 CC_KEY = "tcp.congestion_control"
 UDP_KEY = "cross_traffic.udp_percent"
@@ -33,6 +35,7 @@ class ReportPaths:
     html: Path
     markdown: Path
     figures: list[Path]
+    headline: list[str] = field(default_factory=list)  # the report's finding, as in its Headline section
 
 
 @dataclass
@@ -56,7 +59,7 @@ def load(db: Path) -> Data:
     store = Store(db)
     exp = store.query("SELECT * FROM experiments LIMIT 1")
     if exp.empty:
-        raise ValueError(f"{db}: no experiment recorded")
+        raise StoreError(f"{db}: a results file with no experiment recorded")
     spec = json.loads(exp.loc[0, "spec_json"])
     runs, keys = store.runs_with_values()
     env: dict[str, Any] = {}
@@ -88,9 +91,12 @@ def scenario_table(d: Data) -> pd.DataFrame:
             not_ok=int((g["status"] != "ok").sum()),
             job_mean_s=s.mean,
             job_sd_s=s.sd,
-            job_ci_low_s=s.ci_low,
-            job_ci_high_s=s.ci_high,
+            job_ci_low_s=s.ci_low if s.has_interval() else float("nan"),
+            job_ci_high_s=s.ci_high if s.has_interval() else float("nan"),
+            job_ci_95_s=s.ci_text(),
             cpu_mean_s=cpu.mean,
+            cpu_ci_low_s=cpu.ci_low if cpu.has_interval() else float("nan"),
+            cpu_ci_high_s=cpu.ci_high if cpu.has_interval() else float("nan"),
             cpu_sd_s=cpu.sd,
             remote_mb=good["remote_bytes_read"].mean() / 1e6 if s.n else float("nan"),
             bottleneck_mb=good["bottleneck_tx_bytes"].mean() / 1e6 if s.n else float("nan"),
@@ -105,8 +111,14 @@ def seed000_table(d: Data, table: pd.DataFrame) -> pd.DataFrame | None:
     if CC_KEY not in d.keys or table.empty:
         return None
     row_keys = [k for k in d.keys if k != CC_KEY]
-    pairs = zip(table["job_mean_s"], table["job_sd_s"], strict=True)
-    cell = table.assign(cell=[f"{_fmt(m)} ± {_fmt(s)}" for m, s in pairs])
+
+    def text(m: float, s: float, n: int) -> str:
+        if n == 0:
+            return "no run"
+        return f"{_fmt(m)} ± {_fmt(s)}" if n >= 2 else f"{_fmt(m)} (n = 1)"
+
+    cells = zip(table["job_mean_s"], table["job_sd_s"], table["n"], strict=True)
+    cell = table.assign(cell=[text(m, s, n) for m, s, n in cells])
     if not row_keys:
         return cell.set_index(CC_KEY)[["cell"]].T
     pivot = cell.pivot_table(index=row_keys, columns=CC_KEY, values="cell", aggfunc="first", sort=False)
@@ -114,8 +126,24 @@ def seed000_table(d: Data, table: pd.DataFrame) -> pd.DataFrame | None:
     return pivot
 
 
+def verdict(c: Comparison) -> str:
+    """One word for a job-time comparison, from the one inference of ``stats.compare``."""
+    if c.too_few:
+        return "too few runs for a verdict"
+    if not c.has_interval:
+        return "no verdict (no run-to-run variation)"
+    if c.significant:
+        return "slower" if c.ratio > 1 else "faster"
+    return "no significant change"
+
+
+def _p_text(c: Comparison) -> str:
+    return "–" if math.isnan(c.p_value) else f"{c.p_value:.2g}"
+
+
 def slowdown_table(d: Data) -> pd.DataFrame | None:
-    """Each scenario vs the same scenario without UDP: ratio of mean job times, bootstrap 95 % CI, Welch p."""
+    """Each scenario vs the same scenario without UDP: ratio of mean job times, its 95 % CI and Welch p
+    (one inference, ``stats.compare``; no interval or verdict below ``MIN_N`` runs a side)."""
     if UDP_KEY not in d.keys:
         return None
     ok = d.runs[d.runs["status"] == "ok"]
@@ -129,18 +157,17 @@ def slowdown_table(d: Data) -> pd.DataFrame | None:
             if udp == 0:
                 continue
             c = compare(base, h["job_time_s"].tolist())
-            cpu = compare(g[g[UDP_KEY] == 0]["executor_cpu_s"].tolist(), h["executor_cpu_s"].tolist(), seed=1)
+            cpu = compare(g[g[UDP_KEY] == 0]["executor_cpu_s"].tolist(), h["executor_cpu_s"].tolist())
             row = {k: h.iloc[0][k] for k in others}
             row.update(
                 udp_percent=udp,
-                job_ratio=c.ratio,
-                ci_low=c.ratio_ci_low,
-                ci_high=c.ratio_ci_high,
-                p_welch=c.p_value,
-                cpu_ratio=cpu.ratio,
-                cpu_ci_low=cpu.ratio_ci_low,
-                cpu_ci_high=cpu.ratio_ci_high,
                 n=f"{c.n_baseline}/{c.n_treatment}",
+                job_ratio=c.ratio,
+                job_ci_95=c.ci_text(),
+                p_welch=_p_text(c),
+                verdict=verdict(c),
+                cpu_ratio=cpu.ratio,
+                cpu_ci_95=cpu.ci_text(),
             )
             rows.append(row)
     return pd.DataFrame(rows) if rows else None
@@ -153,7 +180,25 @@ def _finish(fig: plt.Figure, path: Path) -> None:
 
 
 # -- figures ---------------------------------------------------------------------------------------
+def _interval_bars(
+    ax: Axes, xs: list[float], means: list[float], lows: list[float], highs: list[float], ns: list[int]
+) -> None:
+    """95 % CI bars where there is an interval (n >= MIN_N), and an 'n = k' note over every bar
+    whose interval is withheld (none is drawn with zero length)."""
+    have = [k for k, (lo, hi) in enumerate(zip(lows, highs, strict=True)) if math.isfinite(lo) and math.isfinite(hi)]
+    if have:
+        ax.errorbar(
+            [xs[k] for k in have], [means[k] for k in have],
+            yerr=[[means[k] - lows[k] for k in have], [highs[k] - means[k] for k in have]],
+            fmt="none", ecolor="black", capsize=3, lw=1,
+        )  # fmt: skip
+    for k, (x, m, n) in enumerate(zip(xs, means, ns, strict=True)):
+        if k not in have and math.isfinite(m):
+            ax.annotate(f"n = {n}", (x, m), xytext=(0, 2), textcoords="offset points", ha="center", fontsize=7)
+
+
 def fig_job_times(d: Data, table: pd.DataFrame, path: Path) -> Path:
+    """Mean job time per scenario; 95 % CI bars only where a scenario has >= MIN_N successful runs."""
     fig, ax = plt.subplots(figsize=(8, 4.2))
     hue = CC_KEY if CC_KEY in d.keys else None
     xkey = UDP_KEY if UDP_KEY in d.keys else None
@@ -163,28 +208,29 @@ def fig_job_times(d: Data, table: pd.DataFrame, path: Path) -> Path:
         width = 0.8 / max(1, len(hues))
         for i, h in enumerate(hues):
             sub = table[table[hue] == h].set_index(xkey)
-            means = [sub["job_mean_s"].get(x, float("nan")) for x in xs]
-            errs = [(sub["job_ci_high_s"].get(x, float("nan")) - sub["job_mean_s"].get(x, float("nan"))) for x in xs]
+
+            def col(name: str, default: float = float("nan"), sub: pd.DataFrame = sub) -> list[Any]:
+                return [sub[name].get(x, default) for x in xs]
+
             pos = [j + (i - (len(hues) - 1) / 2) * width for j in range(len(xs))]
-            ax.bar(
-                pos,
-                means,
-                width,
-                yerr=[0 if math.isnan(e) else e for e in errs],
-                capsize=3,
-                label=str(h),
-            )
+            means = col("job_mean_s")
+            ax.bar(pos, means, width, label=str(h))
+            _interval_bars(ax, pos, means, col("job_ci_low_s"), col("job_ci_high_s"), col("n", 0))
         ax.set_xticks(range(len(xs)))
         ax.set_xticklabels([f"{x:g} %" for x in xs])
         ax.set_xlabel("UDP cross traffic (% of bottleneck rate)")
         ax.legend(title="congestion control")
     else:
         labels = table["scenario"].tolist()
-        errs = (table["job_ci_high_s"] - table["job_mean_s"]).fillna(0).tolist()
-        ax.bar(range(len(labels)), table["job_mean_s"], yerr=errs, capsize=3, color="#4c72b0")
-        ax.set_xticks(range(len(labels)))
+        pos = list(range(len(labels)))
+        means = table["job_mean_s"].tolist()
+        ax.bar(pos, means, color="#4c72b0")
+        _interval_bars(ax, pos, means, table["job_ci_low_s"].tolist(), table["job_ci_high_s"].tolist(),
+                       table["n"].tolist())  # fmt: skip
+        ax.set_xticks(pos)
         ax.set_xticklabels(labels, rotation=20, ha="right")
-    ax.set_ylabel("job time (s), mean and 95 % CI")
+    ax.set_ylim(bottom=0)
+    ax.set_ylabel(f"job time (s), mean; 95 % CI if n >= {MIN_N}")
     ax.set_title("Spark job time")
     ax.grid(axis="y", alpha=0.3)
     _finish(fig, path)
@@ -241,6 +287,9 @@ def fig_backlog(
         labels.append(label)
         axes[0].plot(q["t"] - t0, q["backlog_bytes"] / 1e3, lw=0.8, label=label)
         axes[1].plot(q["t"] - t0, q["backlog_packets"], lw=0.8, label=label)
+    if not labels:  # no queue samples (e.g. a store rebuilt from the exported tables): no empty figure
+        plt.close(fig)
+        return None
     axes[0].set_ylabel("backlog (kB)")
     axes[1].set_ylabel("backlog (packets)")
     axes[1].set_xlabel("time since the first Spark job started (s)")
@@ -252,54 +301,81 @@ def fig_backlog(
     return path, labels
 
 
+def _legend_outside(ax: Axes, **kw: Any) -> None:
+    """The legend right of the axes, where it cannot cover data."""
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, **kw)
+
+
+def log_limits(values: list[float]) -> tuple[float, float]:
+    """Limits of a log axis that show every positive value with room: from the decade at or below
+    the smallest value / 1.3 to the decade at or above the largest x 1.3."""
+    lo, hi = min(values), max(values)
+    return 10.0 ** math.floor(math.log10(lo / 1.3)), 10.0 ** math.ceil(math.log10(hi * 1.3))
+
+
 def fig_bytes(d: Data, path: Path) -> Path | None:
     ok = d.runs[(d.runs["status"] == "ok") & d.runs["bottleneck_tx_bytes"].notna()]
     if ok.empty:
         return None
-    fig, ax = plt.subplots(figsize=(8, 4))
-    x = range(len(ok))
-    ax.bar(
-        [i - 0.2 for i in x],
-        ok["remote_bytes_read"] / 1e6,
-        0.4,
-        label="remote shuffle bytes read (event log)",
-    )
-    ax.bar(
-        [i + 0.2 for i in x],
-        ok["bottleneck_tx_bytes"] / 1e6,
-        0.4,
-        label="bytes sent by the bottleneck (qdisc)",
-    )
+    remote = (pd.to_numeric(ok["remote_bytes_read"], errors="coerce").astype(float) / 1e6).tolist()
+    sent = (pd.to_numeric(ok["bottleneck_tx_bytes"], errors="coerce").astype(float) / 1e6).tolist()
+    shown = [v for v in remote + sent if math.isfinite(v) and v > 0]  # a log axis has no place for 0
+    if not shown:
+        return None
+    fig, ax = plt.subplots(figsize=(10, 4.4))
+    for offset, vals, label in (
+        (-0.2, remote, "remote shuffle bytes read (event log)"),
+        (0.2, sent, "bytes sent by the bottleneck (qdisc)"),
+    ):
+        keep = [(i + offset, v) for i, v in enumerate(vals) if math.isfinite(v) and v > 0]
+        ax.bar([x for x, _ in keep], [v for _, v in keep], 0.4, label=label)
     ax.set_yscale("log")
-    ax.set_xticks(list(x))
-    ax.set_xticklabels(
-        [f"{lbl} #{r}" for lbl, r in zip(ok["label"], ok["rep"], strict=True)],
-        rotation=70,
-        ha="right",
-        fontsize=7,
-    )
+    ax.set_ylim(*log_limits(shown))  # every bar inside the axes, whatever the autoscaler would pick
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    if len(ok) <= 60:
+        ax.set_xticks(list(range(len(ok))))
+        ax.set_xticklabels(
+            [f"{lbl} #{r}" for lbl, r in zip(ok["label"], ok["rep"], strict=True)],
+            rotation=70,
+            ha="right",
+            fontsize=7,
+        )
+    else:  # too many runs to name each one legibly
+        ax.set_xlabel(f"{len(ok)} successful runs, in start order")
     ax.set_ylabel("MB (log scale)")
     ax.set_title("Bytes through the bottleneck vs shuffle bytes fetched remotely, per run")
-    ax.legend(fontsize=8)
+    _legend_outside(ax, fontsize=8)
     ax.grid(axis="y", alpha=0.3)
     _finish(fig, path)
     return path
 
 
 def fig_cpu_vs_job(d: Data, table: pd.DataFrame, path: Path) -> Path | None:
-    if table.empty:
+    """Mean executor CPU time against mean job time per scenario, both axes from 0 so that a flat
+    CPU looks flat; 95 % CI bars where a scenario has >= MIN_N runs."""
+    rows = table[table["job_mean_s"].notna() & table["cpu_mean_s"].notna()] if not table.empty else table
+    if rows.empty:
         return None
-    fig, ax = plt.subplots(figsize=(7, 4))
-    ax.errorbar(
-        table["job_mean_s"], table["cpu_mean_s"], xerr=table["job_sd_s"].fillna(0), yerr=table["cpu_sd_s"].fillna(0),
-        fmt="o", capsize=3,
-    )  # fmt: skip
-    for _, r in table.iterrows():
-        ax.annotate(str(r["scenario"]), (r["job_mean_s"], r["cpu_mean_s"]), fontsize=7, xytext=(3, 3),
-                    textcoords="offset points")  # fmt: skip
+    fig, ax = plt.subplots(figsize=(9, 4.4))
+    cmap = plt.get_cmap("tab10" if len(rows) <= 10 else "tab20")
+    x_top = y_top = 0.0
+    for k, (_, r) in enumerate(rows.iterrows()):
+        x, y = float(r["job_mean_s"]), float(r["cpu_mean_s"])
+        xlo, xhi, ylo, yhi = (float(r[c]) for c in ("job_ci_low_s", "job_ci_high_s", "cpu_ci_low_s", "cpu_ci_high_s"))
+        both = all(math.isfinite(v) for v in (xlo, xhi, ylo, yhi))
+        ax.errorbar(
+            [x], [y],
+            xerr=[[x - xlo], [xhi - x]] if both else None, yerr=[[y - ylo], [yhi - y]] if both else None,
+            fmt="o", capsize=3, color=cmap(k % cmap.N), label=f"{r['scenario']} (n = {int(r['n'])})",
+        )  # fmt: skip
+        x_top, y_top = max(x_top, xhi if both else x), max(y_top, yhi if both else y)
+    ax.set_xlim(0, x_top * 1.1)
+    ax.set_ylim(0, y_top * 1.15)
     ax.set_xlabel("job time (s)")
     ax.set_ylabel("executor CPU time, all tasks (s)")
-    ax.set_title("CPU time vs job time (flat CPU with rising job time = waiting on the network)")
+    ax.set_title("CPU time vs job time, both axes from 0\n(flat CPU while job time rises = waiting on the network)",
+                 fontsize=10)  # fmt: skip
+    _legend_outside(ax, fontsize=7, title=f"scenario (95 % CI if n >= {MIN_N})", title_fontsize=7)
     ax.grid(alpha=0.3)
     _finish(fig, path)
     return path
@@ -484,6 +560,83 @@ def fig_fetch_progress(db: Path, pairs: list[tuple[str, str]], path: Path) -> Pa
 
 
 # -- text ----------------------------------------------------------------------------------------------
+SLOWDOWN_NOTE = (
+    "job_ratio = mean job time with the cross traffic / without it (0 % UDP), the same for executor CPU time "
+    "(cpu_ratio). One inference: Welch's t-test (unequal variances) of 'mean with = ratio x mean without'; "
+    "the 95 % CI is the set of ratios that test does not reject (Fieller's method), so it excludes 1 exactly "
+    f"when p < 0.05. With fewer than {MIN_N} successful runs on a side there is no interval, p or verdict."
+)
+
+
+def _comparison_line(scenario: str, baseline: str, c: Comparison) -> str:
+    n = f"n = {c.n_baseline}/{c.n_treatment}"
+    if math.isnan(c.ratio):
+        return f"{scenario} vs {baseline}: no successful run with a job time on a side ({n})"
+    head = f"{scenario} vs {baseline}: job time x{c.ratio:.2f} ({c.percent_change:+.0f} %)"
+    if c.too_few:
+        return f"{head}, {n}: too few runs for an interval/verdict (need {MIN_N} per side)"
+    return f"{head}, 95 % CI {c.ci_text()}, Welch p = {_p_text(c)}, {n}: {verdict(c)}"
+
+
+def vcc_headline(closure: pd.DataFrame | None) -> list[str]:
+    """Seed 002's finding: the share of the legacy hosts' gap that VCC closes, per number of pairs."""
+    lines = []
+    for _, r in (closure if closure is not None else pd.DataFrame()).iterrows():
+        if not math.isfinite(r["closure"]):
+            continue
+        ci = (f"bootstrap 95 % CI {r['closure_ci_low']:.3f}-{r['closure_ci_high']:.3f}"
+              if math.isfinite(r["closure_ci_low"]) else "no interval")  # fmt: skip
+        kind = {"lower": "a lower", "upper": "an upper"}.get(str(r["closure_bound"]))
+        bound = f"; legacy runs timed out, so {kind} bound" if kind else ""
+        lines.append(
+            f"{int(r['pairs'])} competing pairs: VCC closes {r['closure']:.3f} of the legacy-ECN gap ({ci}{bound})."
+        )
+    return lines
+
+
+def headline(
+    table: pd.DataFrame,
+    slow: pd.DataFrame | None,
+    diagnoses: list[Any],
+    not_ok: int = 0,
+    first: list[str] | None = None,
+) -> list[str]:
+    """The report's finding in a few lines: ``first`` (an experiment's own finding), then each scenario
+    with cross traffic against its baseline (job-time ratio, interval, p, verdict; and the starvation
+    diagnosis), else the job-time range of the successful runs and how many runs did not finish."""
+    return (first or []) + _headline(table, slow, diagnoses, not_ok)
+
+
+def _headline(table: pd.DataFrame, slow: pd.DataFrame | None, diagnoses: list[Any], not_ok: int) -> list[str]:
+    if diagnoses:
+        return [f"{_comparison_line(x.scenario, x.baseline, x.job)}; starvation diagnosis: {x.verdict}."
+                for x in diagnoses]  # fmt: skip
+    if slow is not None and not slow.empty:
+        keys = [c for c in slow.columns if c not in ("udp_percent", "n", "job_ratio", "job_ci_95", "p_welch",
+                                                     "verdict", "cpu_ratio", "cpu_ci_95")]  # fmt: skip
+        lines = []
+        for _, r in slow.iterrows():
+            where = ", ".join(f"{k}={r[k]}" for k in keys)
+            head = f"{where + ', ' if where else ''}UDP at {r['udp_percent']:g} % vs none"
+            head += f": job time x{r['job_ratio']:.2f}, n = {r['n']}"
+            if r["verdict"].startswith("too few"):
+                lines.append(f"{head}: too few runs for an interval/verdict (need {MIN_N} per side).")
+            else:
+                lines.append(f"{head}, 95 % CI {r['job_ci_95']}, Welch p = {r['p_welch']}: {r['verdict']}.")
+        return lines
+    measured = table[table["n"] > 0] if not table.empty else table
+    if measured.empty:
+        return ["No successful run: nothing was measured (see 'Runs that did not finish')."]
+    lo = measured.loc[measured["job_mean_s"].idxmin()]
+    hi = measured.loc[measured["job_mean_s"].idxmax()]
+    unfinished = f"; {not_ok} run(s) did not finish (see 'Runs that did not finish')" if not_ok else ""
+    return [
+        f"{int(measured['n'].sum())} successful runs over {len(measured)} scenario(s); mean job time from "
+        f"{lo['job_mean_s']:.1f} s ({lo['scenario']}, n = {lo['n']}) to {hi['job_mean_s']:.1f} s "
+        f"({hi['scenario']}, n = {hi['n']}){unfinished}."
+    ]
+
+
 WHATIF_NOTE = (
     "Each run with cross traffic is replayed by shufflelab.whatif with its network waits (fetch wait, and "
     "scheduler delay and task-binary wait above the run's quiet floor) shortened by the bandwidth the UDP "
@@ -632,7 +785,7 @@ def write(db: Path, out: Path | None = None) -> ReportPaths:
     if not table.empty:
         figures.append(
             (
-                "Job time per scenario (mean, 95 % CI).",
+                f"Job time per scenario (mean; 95 % CI where n ≥ {MIN_N}, else the n is shown).",
                 fig_job_times(d, table, figdir / "job_times.png"),
             )
         )
@@ -659,7 +812,8 @@ def write(db: Path, out: Path | None = None) -> ReportPaths:
         figures.append(("Fetch rate of tasks blocked on fetches, per heartbeat interval (task listener).", fp))
     fc = None if mapreduce else fig_cpu_vs_job(d, table, figdir / "cpu_vs_job.png")
     if fc:
-        figures.append(("Executor CPU time vs job time per scenario (mean ± σ).", fc))
+        figures.append((f"Executor CPU time vs job time per scenario (mean; 95 % CI where n ≥ {MIN_N}; axes from 0).",
+                        fc))  # fmt: skip
 
     vcc_cells: list[vcc.Cell] = []
     vcc_table = None
@@ -715,11 +869,13 @@ def write(db: Path, out: Path | None = None) -> ReportPaths:
     if st:
         facts.append(st)
     scale = scale_note(d)
-    summary_cols = [*d.keys, "n", "not_ok", "job_mean_s", "job_sd_s", "job_ci_low_s", "job_ci_high_s",
+    summary_cols = [*d.keys, "n", "not_ok", "job_mean_s", "job_sd_s", "job_ci_95_s",
                     "cpu_mean_s", "cpu_sd_s", "remote_mb", "bottleneck_mb", "max_backlog_kb"]  # fmt: skip
+    head = headline(table, slow, diagnoses, len(failed), vcc_headline(vcc_table))
     summary = table[[c for c in summary_cols if c in table.columns]] if not table.empty else table
 
-    md = [f"# {d.name}", "", d.description, "", "## Scale and limits", ""]
+    md = [f"# {d.name}", "", d.description, "", "## Headline", ""] + [f"- {line}" for line in head]
+    md += ["", "## Scale and limits", ""]
     md += [f"- {line}" for line in scale] + ["", "## Facts", ""] + [f"- {f}" for f in facts]
     if t000 is not None:
         md += [
@@ -731,7 +887,9 @@ def write(db: Path, out: Path | None = None) -> ReportPaths:
     if slow is not None:
         md += [
             "",
-            "## Slowdown from cross traffic (ratio of mean job times, bootstrap 95 % CI, Welch p)",
+            "## Slowdown from cross traffic (ratio of mean job times, 95 % CI, Welch p)",
+            "",
+            SLOWDOWN_NOTE,
             "",
         ]
         md += [_md_table(slow)]
@@ -785,6 +943,9 @@ def write(db: Path, out: Path | None = None) -> ReportPaths:
         "figcaption{font-size:13px;color:#555}.note{background:#fff8e1;padding:.6em 1em;border-radius:4px}",
         "</style></head><body>",
         f"<h1>{html.escape(d.name)}</h1><p>{html.escape(d.description)}</p>",
+        "<h2>Headline</h2><ul>",
+        *[f"<li>{html.escape(line)}</li>" for line in head],
+        "</ul>",
         "<h2>Scale and limits</h2><div class='note'><ul>",
         *[f"<li>{html.escape(line)}</li>" for line in scale],
         "</ul></div><h2>Facts</h2><ul>",
@@ -795,8 +956,8 @@ def write(db: Path, out: Path | None = None) -> ReportPaths:
         h += ["<h2>Job time (s, mean ± σ)</h2><p>rows: cross traffic; columns: congestion control</p>"]
         h += [_html_table(t000, index=True)]
     if slow is not None:
-        h += ["<h2>Slowdown from cross traffic</h2><p>ratio of mean job times vs 0 % UDP with bootstrap 95 % CI;"
-              " Welch p; the same for executor CPU time</p>", _html_table(slow)]  # fmt: skip
+        h += ["<h2>Slowdown from cross traffic</h2>", f"<p>{html.escape(SLOWDOWN_NOTE)}</p>",
+              _html_table(slow)]  # fmt: skip
     if vcc_cells:
         h += ["<h2>Seed 002: job time by competing pairs and host kind</h2>", f"<p>{html.escape(VCC_NOTE)}</p>",
               _html_table(grid, index=True)]  # fmt: skip
@@ -831,4 +992,4 @@ def write(db: Path, out: Path | None = None) -> ReportPaths:
     h += ["</body></html>"]
     html_path = out / "report.html"
     html_path.write_text("\n".join(h))
-    return ReportPaths(html_path, md_path, [p for _, p in figures])
+    return ReportPaths(html_path, md_path, [p for _, p in figures], head)

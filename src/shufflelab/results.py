@@ -150,6 +150,19 @@ def _restore_keys(con: duckdb.DuckDBPyConnection) -> None:
         con.execute(f"DROP TABLE {old}")
 
 
+class StoreError(ValueError):
+    """The file is not a shufflelab results store; the message names the file and why."""
+
+
+class MissingStoreError(StoreError, FileNotFoundError):
+    """No results file at that path."""
+
+
+# Every results file has these since the first release (the runner creates them before the first
+# run) and every analysis reads them; a file without them is not a results store.
+REQUIRED_TABLES = ("experiments", "scenarios", "runs", "jobs", "stages", "tasks")
+
+
 @dataclass
 class RunRecord:
     """Everything one run contributes to the store."""
@@ -168,11 +181,17 @@ class Store:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        self._checked = False
 
     @contextlib.contextmanager
     def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A connection to the file (created with the schema when writing). Reading a path that
+        is missing, a folder, not a DuckDB file, or a DuckDB file without the lab's tables raises
+        :class:`StoreError` naming the file."""
         if read_only and not self.path.exists():
-            raise FileNotFoundError(f"{self.path}: no such results file")
+            raise MissingStoreError(f"{self.path}: no such results file")
+        if self.path.is_dir():
+            raise StoreError(f"{self.path}: is a folder, not a results file (.duckdb)")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         con = self._open(read_only)
         try:
@@ -180,9 +199,20 @@ class Store:
                 for stmt in SCHEMA + MIGRATIONS:
                     con.execute(stmt)
                 _restore_keys(con)
+            elif not self._checked:
+                self._check_tables(con)
             yield con
         finally:
             con.close()
+
+    def _check_tables(self, con: duckdb.DuckDBPyConnection) -> None:
+        names = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        missing = [t for t in REQUIRED_TABLES if t not in names]
+        if missing:
+            raise StoreError(
+                f"{self.path}: not a shufflelab results file (a DuckDB file without the table(s) {', '.join(missing)})"
+            )
+        self._checked = True
 
     def _open(self, read_only: bool) -> duckdb.DuckDBPyConnection:
         """Open the file, waiting (up to ``LOCK_WAIT_S``) while another process holds its lock:
@@ -193,10 +223,21 @@ class Store:
             try:
                 return duckdb.connect(str(self.path), read_only=read_only)
             except duckdb.IOException as exc:
-                if "lock" not in str(exc).lower() or time.monotonic() > deadline:
+                text = str(exc)
+                if "lock" not in text.lower():
+                    raise self._not_a_store(exc) from None
+                if time.monotonic() > deadline:
                     raise
                 time.sleep(delay)
                 delay = min(1.0, delay * 2)
+            except duckdb.Error as exc:  # e.g. a file written by an incompatible DuckDB version
+                raise self._not_a_store(exc) from None
+
+    def _not_a_store(self, exc: Exception) -> StoreError:
+        text = str(exc)
+        if "not a valid duckdb database file" in text.lower():
+            return StoreError(f"{self.path}: not a shufflelab results file (not a DuckDB database)")
+        return StoreError(f"{self.path}: cannot open as a results file ({text.splitlines()[0] if text else exc})")
 
     def init_experiment(self, name: str, description: str, spec_json: str, spec_path: str) -> None:
         with self.connect() as con:

@@ -1,8 +1,12 @@
 """Statistics for repeated runs: mean, standard deviation, 95 % confidence intervals, comparisons.
 
-Pure functions over sequences of floats. Confidence intervals of a mean use Student's t; the
-ratio of two means (e.g. job time with / without cross traffic) uses a seeded percentile bootstrap,
-and the difference is tested with Welch's t-test (unequal variances).
+Pure functions over sequences of floats. Confidence intervals of a mean use Student's t. A
+comparison of two sets of runs (e.g. job time with / without cross traffic) is ONE inference:
+Welch's t-test (unequal variances) of "treatment mean = rho x baseline mean", whose p-value at
+rho = 1 is the reported p, and whose inversion over rho (Fieller's method with the Welch-
+Satterthwaite degrees of freedom) is the reported interval of the ratio of means. The interval
+excludes 1 exactly when p < 1 - confidence. Below ``MIN_N`` runs on either side neither an
+interval nor a p-value is given (see docs/design.md, "Statistics and reports").
 """
 
 from __future__ import annotations
@@ -12,7 +16,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import optimize
 from scipy import stats as sps
+
+MIN_N = 3  # fewer runs than this on a side: no interval, no test, no verdict
+
+
+def _finite(values: Sequence[float | None]) -> np.ndarray:
+    xs = np.asarray([np.nan if v is None else v for v in values], dtype=float)
+    kept: np.ndarray = xs[np.isfinite(xs)]
+    return kept
 
 
 @dataclass(frozen=True)
@@ -27,10 +40,26 @@ class Summary:
     def half_width(self) -> float:
         return (self.ci_high - self.ci_low) / 2
 
+    def has_interval(self, min_n: int = MIN_N) -> bool:
+        """Whether the interval is worth showing: at least ``min_n`` runs and a finite interval."""
+        return self.n >= min_n and math.isfinite(self.ci_low) and math.isfinite(self.ci_high)
 
-def summarize(values: Sequence[float], confidence: float = 0.95) -> Summary:
-    """n, mean, sample σ and the t-based confidence interval of the mean."""
-    xs = np.asarray([v for v in values if v is not None and not math.isnan(v)], dtype=float)
+    def ci_text(self, digits: int = 1, min_n: int = MIN_N) -> str:
+        """The 95 % interval as text, or why there is none."""
+        if self.n == 0:
+            return "no runs"
+        if self.n == 1:
+            return "n = 1, no interval"
+        if self.n < min_n:
+            return f"too few runs for an interval (n = {self.n}, need {min_n})"
+        if not self.has_interval(min_n):
+            return "no interval"
+        return f"[{self.ci_low:.{digits}f}, {self.ci_high:.{digits}f}]"
+
+
+def summarize(values: Sequence[float | None], confidence: float = 0.95) -> Summary:
+    """n, mean, sample σ and the t-based confidence interval of the mean (None and NaN are skipped)."""
+    xs = _finite(values)
     n = int(xs.size)
     if n == 0:
         nan = float("nan")
@@ -45,43 +74,112 @@ def summarize(values: Sequence[float], confidence: float = 0.95) -> Summary:
 
 @dataclass(frozen=True)
 class Comparison:
-    """``treatment`` relative to ``baseline``: ratio of means with a bootstrap CI, Welch p-value."""
+    """``treatment`` relative to ``baseline``: ratio of means, its Welch/Fieller interval, Welch's p."""
 
     n_baseline: int
     n_treatment: int
     ratio: float
-    ratio_ci_low: float
-    ratio_ci_high: float
-    p_value: float  # Welch's two-sided t-test; nan when either side has n < 2
+    ratio_ci_low: float  # nan when either side has fewer than min_n runs (or no spread at all)
+    ratio_ci_high: float  # inf when the data cannot bound the ratio from above
+    p_value: float  # Welch's two-sided t-test of equal means; nan like the interval
+    confidence: float = 0.95
+    min_n: int = MIN_N
 
     @property
     def percent_change(self) -> float:
         return (self.ratio - 1.0) * 100.0
 
+    @property
+    def too_few(self) -> bool:
+        return min(self.n_baseline, self.n_treatment) < self.min_n
+
+    @property
+    def has_interval(self) -> bool:
+        return not self.too_few and not math.isnan(self.ratio_ci_low)
+
+    @property
+    def significant(self) -> bool:
+        """The ratio differs from 1 at level 1 - confidence (the interval excludes 1, p < alpha)."""
+        return self.has_interval and self.p_value < 1 - self.confidence
+
+    def ci_text(self, digits: int = 2) -> str:
+        """The interval as text, or why there is none."""
+        n = f"{self.n_baseline}/{self.n_treatment}"
+        if min(self.n_baseline, self.n_treatment) == 0:
+            return f"no runs on a side (n = {n})"
+        if min(self.n_baseline, self.n_treatment) == 1:
+            return f"n = {n}, no interval"
+        if self.too_few:
+            return f"too few runs for an interval (n = {n}, need {self.min_n} per side)"
+        if math.isnan(self.ratio_ci_low):
+            return "no interval (no run-to-run variation)"
+        hi = "unbounded" if math.isinf(self.ratio_ci_high) else f"{self.ratio_ci_high:.{digits}f}"
+        return f"[{self.ratio_ci_low:.{digits}f}, {hi}]"
+
+
+def _welch_p(ma: float, va: float, na: int, mb: float, vb: float, nb: int, rho: float) -> float:
+    """Two-sided p of Welch's test of mean_b = rho * mean_a (va, vb: squared standard errors)."""
+    se2 = vb + rho * rho * va
+    diff = mb - rho * ma
+    if se2 <= 0:
+        return 1.0 if diff == 0 else 0.0
+    den = (vb * vb / (nb - 1) if vb > 0 else 0.0) + (rho**4 * va * va / (na - 1) if va > 0 else 0.0)
+    df = se2 * se2 / den
+    return float(2 * sps.t.sf(abs(diff) / math.sqrt(se2), df))
+
 
 def compare(
-    baseline: Sequence[float],
-    treatment: Sequence[float],
+    baseline: Sequence[float | None],
+    treatment: Sequence[float | None],
     confidence: float = 0.95,
-    n_boot: int = 10_000,
-    seed: int = 0,
+    min_n: int = MIN_N,
 ) -> Comparison:
-    """Ratio mean(treatment)/mean(baseline) with a seeded percentile-bootstrap CI."""
-    a = np.asarray(baseline, dtype=float)
-    b = np.asarray(treatment, dtype=float)
-    if a.size == 0 or b.size == 0 or a.mean() == 0:
-        nan = float("nan")
-        return Comparison(int(a.size), int(b.size), nan, nan, nan, nan)
-    ratio = float(b.mean() / a.mean())
-    lo = hi = float("nan")
-    if a.size >= 2 and b.size >= 2:
-        rng = np.random.default_rng(seed)
-        ra = rng.choice(a, size=(n_boot, a.size), replace=True).mean(axis=1)
-        rb = rng.choice(b, size=(n_boot, b.size), replace=True).mean(axis=1)
-        ratios = rb / ra
-        alpha = (1 - confidence) / 2
-        lo, hi = (float(x) for x in np.quantile(ratios, [alpha, 1 - alpha]))
-    p = float("nan")
-    if a.size >= 2 and b.size >= 2 and (a.std() > 0 or b.std() > 0):
-        p = float(sps.ttest_ind(b, a, equal_var=False).pvalue)
-    return Comparison(int(a.size), int(b.size), ratio, lo, hi, p)
+    """Ratio mean(treatment) / mean(baseline) with the interval of the Welch test inverted over
+    the ratio, and Welch's p (module doc). None/NaN values are skipped; fewer than ``min_n``
+    (at least 2) runs on either side give the ratio only."""
+    a, b = _finite(baseline), _finite(treatment)
+    na, nb = int(a.size), int(b.size)
+    min_n = max(2, min_n)
+    nan = float("nan")
+    if na == 0 or nb == 0 or a.mean() <= 0 or b.mean() < 0:
+        return Comparison(na, nb, nan, nan, nan, nan, confidence, min_n)
+    ma, mb = float(a.mean()), float(b.mean())
+    ratio = mb / ma
+    if min(na, nb) < min_n:
+        return Comparison(na, nb, ratio, nan, nan, nan, confidence, min_n)
+    va, vb = float(a.var(ddof=1)) / na, float(b.var(ddof=1)) / nb
+    if va == 0 and vb == 0:
+        return Comparison(na, nb, ratio, nan, nan, nan, confidence, min_n)
+    alpha = 1 - confidence
+
+    def f(rho: float) -> float:  # >= 0: rho is not rejected (inside the interval)
+        return _welch_p(ma, va, na, mb, vb, nb, rho) - alpha
+
+    def root(inside: float, outside: float) -> float:
+        return float(optimize.brentq(f, min(inside, outside), max(inside, outside), xtol=1e-12, rtol=1e-10))
+
+    p = f(1.0) + alpha
+    # Each bound is searched between a point inside and a point outside the interval; 1 is used as
+    # one of them whenever it lies on that side of the ratio, so "1 inside" and "p >= alpha" agree.
+    inside = ratio
+    if ratio < 1.0 and f(1.0) < 0:
+        hi = root(ratio, 1.0)
+    else:
+        if ratio < 1.0:
+            inside = 1.0
+        hi = math.inf
+        step = max(inside, 1e-9)
+        for _ in range(80):
+            step *= 2
+            if f(step) < 0:
+                hi = root(inside, step)
+                break
+            inside = step
+    inside = ratio
+    if ratio > 1.0 and f(1.0) < 0:
+        lo = root(ratio, 1.0)
+    else:
+        if ratio > 1.0:
+            inside = 1.0
+        lo = root(inside, 0.0) if f(0.0) < 0 else 0.0
+    return Comparison(na, nb, ratio, lo, hi, p, confidence, min_n)

@@ -17,7 +17,7 @@ A tune file is an experiment TOML (the base configuration, which is also "the de
 Knob paths are the spec's dotted paths; ``spark.conf.<key>`` sets one Spark conf entry. The
 search uses Optuna (TPE sampler, seeded); every trial is a scenario of one results file, so the
 trials can be reported, diagnosed and resumed like any experiment. The outcome: the best
-configuration, its gain over the default with a bootstrap 95 % CI from the confirmation runs,
+configuration, its gain over the default with a Welch 95 % CI from the confirmation runs,
 and each knob's importance (Optuna's PED-ANOVA over the completed trials).
 """
 
@@ -221,7 +221,7 @@ def search(
 
 
 def confirm(default: list[float], best: list[float]) -> dict[str, Any]:
-    """Best vs default from the interleaved confirmation runs: ratio of means with its bootstrap CI."""
+    """Best vs default from the interleaved confirmation runs: ratio of means with its Welch CI (stats.compare)."""
     c = stats.compare(default, best)
     d, b = stats.summarize(default), stats.summarize(best)
     return {
@@ -232,10 +232,12 @@ def confirm(default: list[float], best: list[float]) -> dict[str, Any]:
         "n_default": d.n,
         "n_best": b.n,
         "ratio": c.ratio,
-        "ratio_ci": [c.ratio_ci_low, c.ratio_ci_high],
+        # no interval (None) below stats.MIN_N runs a side; JSON has no NaN
+        "ratio_ci": [c.ratio_ci_low, c.ratio_ci_high] if c.has_interval else None,
+        "ratio_ci_text": c.ci_text(3),
         "gain_percent": -c.percent_change,
-        "p_value": c.p_value,
-        "significant": bool(c.ratio_ci_high < 1.0),
+        "p_value": c.p_value if c.has_interval else None,
+        "significant": bool(c.significant and c.ratio < 1.0),
     }
 
 
@@ -327,8 +329,8 @@ def write(result: TuneResult, out: Path, cfg: TuneConfig) -> Path:
             "",
             f"default {c['default_mean_s']:.2f} ± {c['default_sd_s']:.2f} s (n = {c['n_default']}), "
             f"best {c['best_mean_s']:.2f} ± {c['best_sd_s']:.2f} s (n = {c['n_best']}): "
-            f"ratio {c['ratio']:.3f} [{c['ratio_ci'][0]:.3f}, {c['ratio_ci'][1]:.3f}] (bootstrap 95 % CI), "
-            f"gain {c['gain_percent']:.1f} %, Welch p = {c['p_value']:.3g}; {verdict}.",
+            f"ratio {c['ratio']:.3f}, Welch 95 % CI {c['ratio_ci_text']}, gain {c['gain_percent']:.1f} %, "
+            + (f"Welch p = {c['p_value']:.3g}; {verdict}." if c["p_value"] is not None else "no verdict."),
         ]
     if result.importance:
         md += ["", "## Knob importance (PED-ANOVA over completed trials)", ""]

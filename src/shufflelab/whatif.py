@@ -286,7 +286,7 @@ def validate(db: Any, pairs: list[tuple[str, str]] | None = None) -> pd.DataFram
                 "observed_with_traffic_s": stats.summarize(observed).mean,
                 "predicted_without_s": ps.mean,
                 "measured_without_s": bs.mean,
-                "measured_ci_s": f"[{bs.ci_low:.1f}, {bs.ci_high:.1f}]",
+                "measured_ci_s": bs.ci_text(),
                 "error": ps.mean / bs.mean - 1,
             }
         )

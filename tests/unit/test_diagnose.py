@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import numpy as np
 import pandas as pd
+import pytest
 
 from shufflelab import diagnose as dg
 
@@ -183,3 +187,62 @@ def test_control_of_pairs_scenarios_with_the_same_load_elsewhere() -> None:
     )
     got = dg.control_of(sc)
     assert got["shared"] == "control" and "none" not in got and "other-rate" not in got
+
+
+def test_a_run_without_job_time_is_left_out_and_counted() -> None:
+    """Regression: one successful run without a job time (NULL) made every job-time statistic NaN
+    and the verdict 'inconclusive (ratio nan)'. It is left out, and the reasons say so."""
+    base = _runs(_noisy(300), _noisy(400, sd=0.01))
+    scen = _runs(_noisy(620), _noisy(400, sd=0.01), wait_share=0.5)
+    holed = pd.concat([scen, _runs([float("nan")], [400.0]).assign(run_id="r-null")], ignore_index=True)
+    d = dg.diagnose("udp", "none", base, holed, _tasks(base, 100), _tasks(scen, 101))
+    same = dg.diagnose("udp", "none", base, scen, _tasks(base, 100), _tasks(scen, 101))
+    assert d.verdict == same.verdict == "starved", d.reasons
+    assert (d.n_baseline, d.n_scenario, d.excluded) == (10, 10, 1)
+    assert d.job == same.job
+    assert not any("nan" in r for r in d.reasons)
+    assert d.reasons[-1] == "1 successful run(s) without a job time left out: r-null (udp)"
+
+
+def test_store_with_a_null_job_time(tmp_path: Path) -> None:
+    """The same through a results file: the NULL comes from DuckDB."""
+    import synthetic_store
+
+    db = synthetic_store.build(tmp_path / "s.duckdb", 5, null_job_time=1)
+    (d,) = dg.diagnose_store(db)
+    assert d.verdict == "starved" and (d.n_baseline, d.n_scenario, d.excluded) == (5, 5, 1), d.reasons
+    assert "without a job time left out: udp=75-r6 (udp=75)" in d.reasons[-1]
+    assert not any("nan" in r for r in d.reasons)
+
+
+def _cli(*args: str) -> Any:
+    from typer.testing import CliRunner
+
+    from shufflelab.cli import app
+
+    return CliRunner().invoke(app, list(args), env={"COLUMNS": "1000"})
+
+
+@pytest.mark.parametrize(
+    "options",
+    [["--baseline", "nope"], ["--scenario", "udp=75", "--baseline", "nope"], ["--scenario", "nope"]],
+)
+def test_unknown_labels_are_refused(tmp_path: Path, options: list[str]) -> None:
+    """Regression: an unknown --baseline was accepted silently (ignored without --scenario)."""
+    import synthetic_store
+
+    db = synthetic_store.build(tmp_path / "s.duckdb", 3)
+    r = _cli("diagnose", str(db), *options)
+    assert r.exit_code == 2 and isinstance(r.exception, SystemExit), r.output
+    option = "--baseline" if "--baseline" in options else "--scenario"
+    assert f"error: {option} 'nope': no scenario has this label (known labels: udp=0, udp=75)" in r.output
+
+
+def test_a_named_baseline_is_used(tmp_path: Path) -> None:
+    import synthetic_store
+
+    db = synthetic_store.build(tmp_path / "s.duckdb", 3)
+    r = _cli("diagnose", str(db), "--baseline", "udp=0")
+    assert r.exit_code == 0 and "udp=75 vs udp=0" in r.output, r.output
+    r = _cli("diagnose", str(db), "--scenario", "udp=75", "--baseline", "udp=75")
+    assert r.exit_code == 2 and "is the scenario itself" in r.output

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -179,3 +181,56 @@ def test_a_file_whose_tables_lost_their_keys_can_be_resumed(tmp_path: Path) -> N
     assert st.query("SELECT description FROM experiments")["description"].tolist() == ["second"]
     keys = st.query("SELECT table_name FROM duckdb_constraints() WHERE constraint_type = 'PRIMARY KEY'")
     assert set(keys["table_name"]) >= {"experiments", "scenarios", "runs"}
+
+
+def _cli(*args: str) -> Any:
+    from typer.testing import CliRunner
+
+    from shufflelab.cli import app
+
+    return CliRunner().invoke(app, list(args), env={"COLUMNS": "1000"})
+
+
+def _not_a_store(tmp_path: Path, kind: str) -> Path:
+    import duckdb
+
+    path = tmp_path / f"{kind}.duckdb"
+    if kind == "text":
+        path.write_text("run_id,job_time_s\nr1,12.0\n")
+    elif kind == "empty":
+        path.write_bytes(b"")
+    elif kind == "other-duckdb":
+        with duckdb.connect(str(path)) as con:
+            con.execute("CREATE TABLE runs (run_id VARCHAR)")
+    elif kind == "folder":
+        path.mkdir()
+    return path  # "missing": nothing there
+
+
+@pytest.mark.parametrize("kind", ["text", "empty", "other-duckdb", "folder", "missing"])
+@pytest.mark.parametrize("command", ["diagnose", "report", "whatif", "calibrate"])
+def test_a_file_that_is_not_a_results_store(tmp_path: Path, kind: str, command: str) -> None:
+    """Regression: a text file, an empty file or a DuckDB file without the lab's tables ended in a
+    traceback. Every command that reads a results file names the file and says why (exit 2)."""
+    path = _not_a_store(tmp_path, kind)
+    r = _cli(command, str(path))
+    assert r.exit_code == 2 and isinstance(r.exception, SystemExit), (r.output, r.exception)
+    why = {
+        "text": "not a shufflelab results file (not a DuckDB database)",
+        "empty": "not a shufflelab results file (not a DuckDB database)",
+        "other-duckdb": "not a shufflelab results file (a DuckDB file without the table(s) experiments, "
+        "scenarios, jobs, stages, tasks)",
+        "folder": "is a folder, not a results file (.duckdb)",
+        "missing": "no such results file",
+    }[kind]
+    assert f"{path}: {why}" in r.output, r.output
+    assert "Traceback" not in r.output
+
+
+@pytest.mark.parametrize("kind", ["text", "empty", "other-duckdb", "folder", "missing"])
+def test_the_store_refuses_what_is_not_a_results_file(tmp_path: Path, kind: str) -> None:
+    from shufflelab.results import Store, StoreError
+
+    path = _not_a_store(tmp_path, kind)
+    with pytest.raises(StoreError, match=f"^{re.escape(str(path))}: "):
+        Store(path).query("SELECT * FROM runs")

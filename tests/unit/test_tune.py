@@ -125,3 +125,13 @@ def test_confirm_gain_with_ci() -> None:
     assert c["significant"] and 15 < c["gain_percent"] < 25 and c["ratio_ci"][1] < 1
     same = tune.confirm([10.0, 10.5, 9.8], [10.1, 9.9, 10.4])
     assert not same["significant"]
+
+
+def test_confirm_with_two_runs_a_side_gives_no_interval() -> None:
+    """Two runs a side: no interval, no p, not significant; the JSON has no NaN."""
+    import json
+
+    c = tune.confirm([10.0, 10.5], [8.0, 8.3])
+    assert c["ratio_ci"] is None and c["p_value"] is None and not c["significant"]
+    assert c["ratio_ci_text"].startswith("too few runs for an interval (n = 2/2")
+    assert "NaN" not in json.dumps(c)

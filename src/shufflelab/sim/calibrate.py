@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import numpy as np
 import pandas as pd
 
+from shufflelab.results import Store, StoreError
 from shufflelab.sim import sparkjob
 
 MSS_BYTES = 1448  # TCP payload per segment with timestamps at a 1500 B MTU
@@ -363,16 +363,16 @@ def _iperf_cpu_cores_per_gbps(run_dirs: list[str]) -> float | None:
 def _load(path: Path) -> dict[str, pd.DataFrame]:
     if not path.exists():
         raise CalibrationError(f"{path}: no such results file")
-    con = duckdb.connect(str(path), read_only=True)
     try:
-        out = {
-            "runs": con.execute("SELECT * FROM runs").df(),
-            "scenarios": con.execute("SELECT * FROM scenarios").df(),
-        }
-        for t in ("tasks", "stages", "jobs"):
-            out[t] = con.execute(f"SELECT * FROM {t}").df()
-    finally:
-        con.close()
+        with Store(path).connect(read_only=True) as con:
+            out = {
+                "runs": con.execute("SELECT * FROM runs").df(),
+                "scenarios": con.execute("SELECT * FROM scenarios").df(),
+            }
+            for t in ("tasks", "stages", "jobs"):
+                out[t] = con.execute(f"SELECT * FROM {t}").df()
+    except StoreError as exc:
+        raise CalibrationError(str(exc)) from None
     return out
 
 
