@@ -154,7 +154,7 @@ def report(
     db: Annotated[Path, typer.Argument(help="Results file (.duckdb).")],
     out: Annotated[Path | None, typer.Option(help="Output folder (default: next to the results).")] = None,
     tables: Annotated[
-        bool, typer.Option(help="Also export the results tables as Parquet to OUT/data (queue samples omitted).")
+        bool, typer.Option(help="Also export the results tables as Parquet to OUT/data (everything the report reads, so it can be rebuilt).")
     ] = False,
 ) -> None:
     """Write the HTML + Markdown report (tables and figures) of an experiment's results."""
@@ -170,7 +170,7 @@ def report(
         from shufflelab.results import Store
 
         dest = (out or db.with_name(db.stem + "-report")) / "data"
-        written = Store(db).export_parquet(dest, skip=("queue_samples", "task_progress"))
+        written = Store(db).export_parquet(dest)
         console.print(f"tables: {dest} ({', '.join(written)})")
 
 
