@@ -848,12 +848,11 @@ def write(db: Path, out: Path | None = None) -> ReportPaths:
             figures.insert(0, ("Seed 003: mean query time per pushdown policy and condition.", nf))
     from shufflelab import whatif
 
+    wi_error: str | None = None
     try:
         wi = whatif.validate(db, pairs) if pairs else None
     except Exception as exc:  # noqa: BLE001 - a model failure must not cost the report
         wi, wi_error = None, f"{type(exc).__name__}: {exc}"
-    else:
-        wi_error = None
     if wi is not None and wi.empty:
         wi = None
     n_ok = int((d.runs["status"] == "ok").sum())
