@@ -242,7 +242,10 @@ def diagnose(
     task_cpu = cmp(task_cpu_per_run(base_tasks), task_cpu_per_run(scen_tasks))
     idle_b, wait_b = _shares(base_runs)
     idle_s, wait_s = _shares(scen_runs)
-    mean = lambda v: float(np.mean(v)) if v else float("nan")  # noqa: E731
+
+    def mean(v: list[float]) -> float:
+        return float(np.mean(v)) if v else float("nan")
+
     rho, rho_p = backlog_progress(scen_tasks, scen_samples if scen_samples is not None else pd.DataFrame())
     n_b, n_s = len(base_runs), len(scen_runs)
     reasons: list[str] = []
