@@ -502,3 +502,16 @@ def test_parse_request_and_config_errors() -> None:
     plan = P.parse(json.dumps(FILTER_PROJECT))
     again = NP.parse_request(C.request_body(plan, SCHEMA, [1]))
     assert again.plan == plan and again.schema == SCHEMA and again.row_groups == (1,)
+
+
+def test_project_all_columns_means_the_declared_ones(tmp_path: Path) -> None:
+    """``project: []`` returns every *declared* column, as a plan without project does: a column of
+    the file that the request did not declare is never reachable."""
+
+    async def go() -> None:
+        async with _stack(tmp_path) as (client, _, _fake):
+            for extra in ({}, {"row_groups": [0]}):
+                status, t, _ = await _pushdown(client, _body({"project": []}, **extra))
+                assert status == 200 and t.column_names == list(SCHEMA), extra
+
+    _run(go())

@@ -75,9 +75,8 @@ def _select(plan: Plan, schema: dict[str, str], params: list[Any]) -> str:
             else:
                 cols.append(f"{a.fn}({arg()}) AS {_q(a.alias)}")
         return ", ".join(cols)
-    if plan.project is not None:
-        return ", ".join(_q(c) for c in plan.project) if plan.project else "*"
-    return ", ".join(_q(c) for c in schema)
+    # project [] is "every column" as no project is: the declared ones, never others the file has
+    return ", ".join(_q(c) for c in (plan.project or schema))
 
 
 def sql(
