@@ -504,6 +504,101 @@ def test_parse_request_and_config_errors() -> None:
     assert again.plan == plan and again.schema == SCHEMA and again.row_groups == (1,)
 
 
+# -- values: what the engine cannot hold is a 4xx naming the field, never a 500 ------------------------
+def _agg(expr: dict[str, Any], fn: str = "sum", **plan: Any) -> bytes:
+    return _body({**plan, "aggregates": [{"fn": fn, "alias": "s", "expr": expr}]})
+
+
+def _times(col: str, lit: int | float) -> dict[str, Any]:
+    return {"op": "*", "args": [{"col": col}, {"lit": lit}]}
+
+
+VALUE_CASES: list[tuple[str, bytes, int, str]] = [
+    # string literals that cannot be encoded: a JSON \ud800 escape decodes to a lone surrogate
+    ("surrogate value", b'{"plan": {"filters": [{"column": "l_shipmode", "op": "=", "value": "AIR\\ud800"}]}, '
+     b'"schema": ' + json.dumps(SCHEMA).encode() + b"}", 400, "plan.filters.0.value"),
+    ("surrogate in list", _body({"filters": [{"column": "l_shipmode", "op": "in", "values": ["AIR", "\udfff"]}]}),
+     400, "plan.filters.0.values.1"),
+    ("surrogate plan key", _body({"project": ["l_orderkey"], "\ud800x": 1}), 400, "plan.\\ud800x"),
+    # integer overflow inside an aggregate expression (BIGINT * BIGINT; INTEGER literals * INTEGER)
+    ("int64 overflow", _agg(_times("l_orderkey", 2**62)), 422, "plan.aggregates.0.expr"),
+    ("int32 overflow", _agg({"op": "*", "args": [{"lit": 100_000}, {"lit": 100_000}]}, fn="max"), 422,
+     "plan.aggregates.0.expr"),
+    ("second aggregate", _body({"group_by": ["l_returnflag"], "aggregates": [
+        {"fn": "count", "alias": "n"}, {"fn": "min", "alias": "m", "expr": _times("l_orderkey", -(2**62))}]}),
+     422, "plan.aggregates.1.expr"),
+    # a sum that fits the engine's 128 bits but not the 38 digits of its Arrow decimal: 4 x 4e37
+    ("sum beyond 38 digits", _agg({"lit": 4 * 10**37}, filters=[{"column": "l_orderkey", "op": "=", "value": 0}]),
+     422, "plan.aggregates.0.expr"),
+    # integer literals beyond 128 bits (and beyond what the engine's integer types hold)
+    ("2**128 value", _body({"filters": [{"column": "l_orderkey", "op": "<", "value": 2**128}]}), 400,
+     "plan.filters.0.value"),
+    ("2**127 value", _body({"filters": [{"column": "l_orderkey", "op": "between", "values": [0, 2**127]}]}), 400,
+     "plan.filters.0.values.1"),
+    ("2**130 literal", _agg(_times("l_quantity", 2**130)), 400, "plan.aggregates.0.expr.args.1.lit"),
+    # dates Python's fromisoformat takes and the engine's CAST(... AS DATE) does not
+    ("week date", _body({"filters": [{"column": "l_shipdate", "op": ">=", "value": "1994-W01-1"}]}), 400,
+     "plan.filters.0.value"),
+    ("basic date", _body({"filters": [{"column": "l_shipdate", "op": "in", "values": ["1994-01-01", "19940102"]}]}),
+     400, "plan.filters.0.values.1"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("body", "status", "field"), [c[1:] for c in VALUE_CASES], ids=[c[0] for c in VALUE_CASES])
+def test_values_the_engine_cannot_hold_get_a_4xx_naming_the_field(
+    tmp_path: Path, body: bytes, status: int, field: str
+) -> None:
+    async def go() -> None:
+        async with _stack(tmp_path) as (client, proxy, _):
+            got, doc, _ = await _pushdown(client, body)
+            assert (got, doc.get("field") if isinstance(doc, dict) else None) == (status, field), doc
+            assert doc["error"]
+            assert proxy.counters["failed"] == 0 and proxy.counters["invalid"] == 1
+            got, table, _ = await _pushdown(client, _body(FILTER_PROJECT))  # the proxy is unharmed
+            assert got == 200 and table.num_rows > 0
+
+    _run(go())
+
+
+def test_nul_bytes_and_wide_values_that_fit_get_the_right_answer(tmp_path: Path) -> None:
+    """What the engine can hold is answered, and correctly: NUL in strings, 38-digit integers, a
+    product that overflows BIGINT only for the rows the filter drops."""
+
+    async def go() -> None:
+        async with _stack(tmp_path) as (client, _, _fake):
+            status, t, _ = await _pushdown(
+                client,
+                _body(
+                    {
+                        "filters": [{"column": "l_shipmode", "op": "in", "values": ["AIR", "\x00", "A\x00IR"]}],
+                        "project": ["l_shipmode"],
+                    }
+                ),
+            )
+            assert status == 200 and t.num_rows == LINEITEM.column("l_shipmode").to_pylist().count("AIR")
+            big = 10**38 - 1
+            status, t, _ = await _pushdown(
+                client,
+                _body(
+                    {
+                        "filters": [{"column": "l_orderkey", "op": "between", "values": [-big, big]}],
+                        "project": ["l_orderkey"],
+                    }
+                ),
+            )
+            assert status == 200 and t.num_rows == LINEITEM.num_rows
+            status, t, _ = await _pushdown(
+                client, _agg(_times("l_orderkey", 2**61), filters=[{"column": "l_orderkey", "op": "<=", "value": 3}])
+            )
+            assert status == 200, t
+            assert t.column("s").to_pylist() == [sum(k * 2**61 for k in LINEITEM.column("l_orderkey").to_pylist()
+                                                     if k <= 3)]  # fmt: skip
+            status, t, _ = await _pushdown(client, _agg({"lit": 10**38 - 1}, fn="max"))
+            assert status == 200 and t.column("s").to_pylist() == [10**38 - 1]
+
+    _run(go())
+
+
 def test_project_all_columns_means_the_declared_ones(tmp_path: Path) -> None:
     """``project: []`` returns every *declared* column, as a plan without project does: a column of
     the file that the request did not declare is never reachable."""

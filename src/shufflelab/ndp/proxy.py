@@ -17,17 +17,20 @@ It serves three things:
 ``POST /ndp/v1/<hdfs path>`` -- a pushdown
     Body: ``{"plan": <plan document>, "schema": {column: type}, "row_groups": [i, ...]}``
     (``row_groups`` optional: only these Parquet row groups of the file). The body is parsed and
-    checked first (:func:`parse_request`: size, strict JSON, no duplicate keys, known fields, the
-    plan by :func:`~shufflelab.ndp.plan.parse` and :func:`~shufflelab.ndp.plan.validate` against the
-    declared schema); a bad one gets 400 ``{"error", "field"}`` (413 when too large) before it takes
-    a place in the queue. Admitted requests wait for one of ``--workers`` slots (503 when
-    ``--max-queue`` are already waiting). In its slot a request reads the file from the NameNode's
-    redirect -- followed only to this host's DataNode (``--datanode``, by default the listen address
-    on port 9864), which holds a replica when replication covers every DataNode -- streaming it to
-    a spool file, checks the file's Parquet schema against the declared one, executes the plan with
+    checked first (:func:`parse_request`: size, strict JSON, valid Unicode, no duplicate keys, known
+    fields, the plan by :func:`~shufflelab.ndp.plan.parse` and :func:`~shufflelab.ndp.plan.validate`
+    against the declared schema, literals within what the engine holds); a bad one gets 400
+    ``{"error", "field"}`` (413 when too large) before it takes a place in the queue. Admitted
+    requests wait for one of ``--workers`` slots (503 when ``--max-queue`` are already waiting).
+    In its slot a request reads the file from the NameNode's redirect -- followed only to this
+    host's DataNode (``--datanode``, by default the listen address on port 9864), which holds a
+    replica when replication covers every DataNode -- streaming it to a spool file, checks the
+    file's Parquet schema against the declared one, executes the plan with
     :func:`shufflelab.ndp.execute.run` (DuckDB, one thread per worker, reading only the columns and
     row groups it needs) in a thread pool of ``--workers`` threads, and answers Arrow IPC
-    (``application/vnd.apache.arrow.stream``) with the statistics in ``X-NDP-*`` headers. The only
+    (``application/vnd.apache.arrow.stream``) with the statistics in ``X-NDP-*`` headers. The whole
+    result is computed before the status line is sent, so a plan that cannot be computed on the
+    file's values (an arithmetic overflow) still gets its 422 naming the plan part. The only
     request a pushdown makes to HDFS is a ``GET ...?op=OPEN``.
 
 ``GET /ndp/v1/status``
@@ -117,6 +120,29 @@ def _strict_constant(name: str) -> Any:
     raise P.PlanError("body", f"{name} is not JSON")
 
 
+def _check_text(doc: Any) -> None:
+    """Every string in ``doc`` (keys too) can be encoded as UTF-8; else PlanError naming its path.
+    (JSON's ``\\ud800`` escapes decode to lone surrogates, which nothing downstream can encode.)"""
+    stack: list[tuple[str, Any]] = [("", doc)]
+    while stack:
+        path, node = stack.pop()
+        items: Any = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        if isinstance(node, str):
+            try:
+                P.check_text(node)
+            except ValueError as exc:
+                raise P.PlanError(path or "body", str(exc)) from None
+        for k, v in items:
+            name = json.dumps(k)[1:-1][:70] if isinstance(k, str) else str(k)  # ASCII: escapes shown as such
+            sub = f"{path}.{name}" if path else name
+            if isinstance(k, str):
+                try:
+                    P.check_text(k)
+                except ValueError as exc:
+                    raise P.PlanError(sub, f"key {exc}") from None
+            stack.append((sub, v))
+
+
 def _check_schema(raw: Any) -> dict[str, str]:
     if not isinstance(raw, dict):
         raise P.PlanError("schema", "must be an object {column: type}")
@@ -163,6 +189,7 @@ def parse_request(body: bytes) -> PushdownRequest:
         raise P.PlanError("body", f"not JSON: {str(exc)[:200]}") from None
     if not isinstance(doc, dict):
         raise P.PlanError("body", "must be a JSON object with plan and schema")
+    _check_text(doc)
     for k in doc:
         if k not in REQUEST_FIELDS:
             raise P.PlanError(str(k)[:70], f"unknown field (known: {', '.join(REQUEST_FIELDS)})")
@@ -563,6 +590,9 @@ class NdpProxy:
                     await job
                 self.counters["timed_out"] += 1
                 return _error(504, f"the pushdown exceeded the execution limit of {self.config.exec_timeout_s:g} s")
+            except X.ValueRangeError as exc:  # a valid plan whose arithmetic overflows on this file's values
+                self.counters["invalid"] += 1
+                return _error(422, exc.reason, f"plan.{exc.field}")
             except P.PlanError as exc:
                 self.counters["invalid"] += 1
                 status = 422 if exc.field == "path" else 400
