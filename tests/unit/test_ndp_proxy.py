@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import gzip
 import io
 import json
 import random
@@ -595,6 +596,70 @@ def test_nul_bytes_and_wide_values_that_fit_get_the_right_answer(tmp_path: Path)
                                                      if k <= 3)]  # fmt: skip
             status, t, _ = await _pushdown(client, _agg({"lit": 10**38 - 1}, fn="max"))
             assert status == 200 and t.column("s").to_pylist() == [10**38 - 1]
+
+    _run(go())
+
+
+def test_compressed_pushdown_body_is_refused_with_415(tmp_path: Path) -> None:
+    async def go() -> None:
+        async with _stack(tmp_path) as (client, proxy, _):
+            for payload in (gzip.compress(_body(FILTER_PROJECT)), b"not gzip at all"):
+                r = await client.post("/ndp/v1/data/lineitem.parquet", data=payload,
+                                      headers={"Content-Encoding": "gzip"})  # fmt: skip
+                assert r.status == 415 and (await r.json())["field"] == "Content-Encoding"
+            assert proxy.counters["invalid"] == 2
+
+    _run(go())
+
+
+def test_path_that_is_not_utf8_is_refused_not_read_literally(tmp_path: Path) -> None:
+    """``%ff`` is not a UTF-8 path: refused, not read as the file literally named ``%ff`` (which a
+    client reaches as ``%25ff``)."""
+
+    async def go() -> None:
+        async with _stack(tmp_path) as (client, _, fake):
+            fake.files["/data/%ff.parquet"] = FILES["/data/lineitem.parquet"]
+            b = _body({"project": ["l_orderkey"]})
+            for path in ("/data/%ff.parquet", "/data/%ed%a0%80.parquet"):
+                head, raw = await _raw(
+                    client, f"POST /ndp/v1{path} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(b)}\r\n", b
+                )
+                assert head[0].split()[1] == "400" and json.loads(raw)["field"] == "path", (path, head, raw)
+            assert fake.seen == []
+            status, _, _ = await _pushdown(client, b, path="/data/%25ff.parquet")
+            assert status == 200 and "/data/%25ff.parquet?" in fake.seen[-1]["target"]
+
+    _run(go())
+
+
+def test_forwarded_compressed_body_keeps_its_bytes(tmp_path: Path) -> None:
+    async def go() -> None:
+        async with _stack(tmp_path) as (client, _, fake):
+            packed = gzip.compress(b"hello world" * 100)
+            r = await client.put("/webhdfs/v1/data/up?op=CREATE", data=packed, headers={"Content-Encoding": "gzip"})
+            assert r.status == 201, await r.text()
+            assert fake.seen[-1]["body"] == b"hello world" * 100  # the NameNode decoded exactly what was sent
+            assert fake.seen[-1]["headers"]["Content-Length"] == str(len(packed))
+
+    _run(go())
+
+
+def test_forwarded_body_with_broken_framing_gets_408(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """aiohttp leaves a body whose chunked framing breaks mid-way as one that never ends: the forward
+    answers the client's 408 once it stalls, not the NameNode's 504 after its read timeout."""
+    monkeypatch.setattr(NP, "BODY_TIMEOUT_S", 0.5)
+
+    async def go() -> None:
+        async with _stack(tmp_path) as (client, _, _fake):
+            rd, wr = await asyncio.open_connection(client.host, client.port)
+            wr.write(b"PUT /webhdfs/v1/data/up?op=CREATE HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+                     b"Connection: close\r\n\r\n5\r\nhello\r\n")  # fmt: skip
+            await wr.drain()
+            await asyncio.sleep(0.2)  # ordering only: the forward is under way when the framing breaks
+            wr.write(b"zz\r\nbroken\r\n0\r\n\r\n")
+            status_line = await asyncio.wait_for(rd.readline(), 30)
+            wr.close()
+            assert status_line.split()[1] == b"408", status_line
 
     _run(go())
 
