@@ -8,9 +8,10 @@ Partial aggregates: ``sum``/``count``/``min``/``max`` as themselves, ``avg`` as 
 the final answer (avg = Σ sum / Σ count).
 
 Values the plan cannot be computed on -- arithmetic that overflows its type (``sum(l_orderkey *
-4611686018427387904)`` overflows BIGINT) or a result wider than the 38 digits Arrow's decimal holds
--- raise :class:`ValueRangeError` naming the plan part that overflowed (found by evaluating the
-filters, then each aggregate on its own: only on this error path), never an engine exception.
+4611686018427387904)`` overflows BIGINT), an integer compared with a decimal column that does not
+fit the DECIMAL(38, scale) DuckDB compares in, a result wider than the 38 digits Arrow's decimal
+holds -- raise :class:`ValueRangeError` naming the plan part (an overflow is located by evaluating
+the filters, then each aggregate on its own: only on this error path), never an engine exception.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from shufflelab.ndp.plan import Expr, Plan, PlanError
 
@@ -121,6 +123,7 @@ def run(
         else:  # a table function over the file: the path is bound as a parameter, never spliced
             source = "read_parquet(?)"
         source_params = () if source == "src" else (str(data),)
+        _check_decimal_values(plan, data.schema if isinstance(data, pa.Table) else pq.read_schema(data))
         q, params = sql(plan, schema, source, source_params)
         try:
             table = con.execute(q, params).to_arrow_table()
@@ -133,6 +136,26 @@ def run(
         return table
     finally:
         con.close()
+
+
+def _check_decimal_values(plan: Plan, source: pa.Schema) -> None:
+    """Integers compared with a DECIMAL(p, s) column are cast to a decimal of scale s and at most 38
+    digits: one with 38 - s integer digits or more cannot be (DuckDB: "Could not cast value"), so it
+    is refused naming the value. (With a float among the values the comparison is in DOUBLE.)"""
+    for i, p in enumerate(plan.filters):
+        t = source.field(p.column).type if p.column in source.names else None
+        values = (
+            [("value", p.value)] if p.value is not None else [(f"values.{j}", v) for j, v in enumerate(p.values or [])]
+        )
+        if t is None or not pa.types.is_decimal(t) or any(isinstance(v, float) for _, v in values):
+            continue
+        for where, v in values:
+            if isinstance(v, int) and abs(v) >= 10 ** (38 - t.scale):
+                raise ValueRangeError(
+                    f"filters.{i}.{where}",
+                    f"{v} does not fit DECIMAL(38, {t.scale}), the type column {p.column!r} ({t}) is compared in "
+                    f"(at most {38 - t.scale} integer digits; a float compares in DOUBLE)",
+                )
 
 
 def _first_line(exc: BaseException) -> str:
@@ -179,7 +202,7 @@ def _culprit(
     if plan.filters and fails(plan.model_copy(update={**bare, "filters": plan.filters})):
         for i, f in enumerate(plan.filters):
             if fails(plan.model_copy(update={**bare, "filters": [f]})):
-                return f"filters.{i}"
+                return f"filters.{i}" + (".value" if f.value is not None else ".values" if f.values else "")
         return "filters"
     for i, a in enumerate(plan.aggregates):
         if fails(plan.model_copy(update={"aggregates": [a]})):
