@@ -136,7 +136,7 @@ def test_arithmetic_aggregates_equal_duckdb_and_combine(tmp_path) -> None:  # ty
         ({"op": "/", "args": [{"col": "l_quantity"}, {"lit": 0}]}, "Input should be"),
         ({"op": "+", "args": [{"col": "l_quantity"}]}, "at least 2"),
         ({"col": "l_quantity", "lit": 1}, "exactly one of"),
-        ({"lit": True}, "valid integer"),
+        ({"lit": True}, "a literal is a number, got bool"),
         ({"sql": "1"}, "Extra inputs"),
         (_deep(9), "deeper than 8"),
     ],

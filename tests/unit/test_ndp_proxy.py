@@ -8,8 +8,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import decimal
+import gzip
 import io
 import json
+import math
 import random
 import threading
 from collections.abc import AsyncIterator
@@ -18,11 +21,14 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 
 from shufflelab.ndp import client as C
 from shufflelab.ndp import execute as X
@@ -502,3 +508,613 @@ def test_parse_request_and_config_errors() -> None:
     plan = P.parse(json.dumps(FILTER_PROJECT))
     again = NP.parse_request(C.request_body(plan, SCHEMA, [1]))
     assert again.plan == plan and again.schema == SCHEMA and again.row_groups == (1,)
+
+
+# -- values: what the engine cannot hold is a 4xx naming the field, never a 500 ------------------------
+def _agg(expr: dict[str, Any], fn: str = "sum", **plan: Any) -> bytes:
+    return _body({**plan, "aggregates": [{"fn": fn, "alias": "s", "expr": expr}]})
+
+
+def _times(col: str, lit: int | float) -> dict[str, Any]:
+    return {"op": "*", "args": [{"col": col}, {"lit": lit}]}
+
+
+VALUE_CASES: list[tuple[str, bytes, int, str]] = [
+    # string literals that cannot be encoded: a JSON \ud800 escape decodes to a lone surrogate
+    ("surrogate value", b'{"plan": {"filters": [{"column": "l_shipmode", "op": "=", "value": "AIR\\ud800"}]}, '
+     b'"schema": ' + json.dumps(SCHEMA).encode() + b"}", 400, "plan.filters.0.value"),
+    ("surrogate in list", _body({"filters": [{"column": "l_shipmode", "op": "in", "values": ["AIR", "\udfff"]}]}),
+     400, "plan.filters.0.values.1"),
+    ("surrogate plan key", _body({"project": ["l_orderkey"], "\ud800x": 1}), 400, "plan.\\ud800x"),
+    # integer overflow inside an aggregate expression (BIGINT * BIGINT; INTEGER literals * INTEGER)
+    ("int64 overflow", _agg(_times("l_orderkey", 2**62)), 422, "plan.aggregates.0.expr"),
+    ("int32 overflow", _agg({"op": "*", "args": [{"lit": 100_000}, {"lit": 100_000}]}, fn="max"), 422,
+     "plan.aggregates.0.expr"),
+    ("second aggregate", _body({"group_by": ["l_returnflag"], "aggregates": [
+        {"fn": "count", "alias": "n"}, {"fn": "min", "alias": "m", "expr": _times("l_orderkey", -(2**62))}]}),
+     422, "plan.aggregates.1.expr"),
+    # a sum that fits the engine's 128 bits but not the 38 digits of its Arrow decimal: 4 x 4e37
+    ("sum beyond 38 digits", _agg({"lit": 4 * 10**37}, filters=[{"column": "l_orderkey", "op": "=", "value": 0}]),
+     422, "plan.aggregates.0.expr"),
+    # integer literals beyond 128 bits (and beyond what the engine's integer types hold)
+    ("2**128 value", _body({"filters": [{"column": "l_orderkey", "op": "<", "value": 2**128}]}), 400,
+     "plan.filters.0.value"),
+    ("2**127 value", _body({"filters": [{"column": "l_orderkey", "op": "between", "values": [0, 2**127]}]}), 400,
+     "plan.filters.0.values.1"),
+    ("2**130 literal", _agg(_times("l_quantity", 2**130)), 400, "plan.aggregates.0.expr.args.1.lit"),
+    # dates Python's fromisoformat takes and the engine's CAST(... AS DATE) does not
+    ("week date", _body({"filters": [{"column": "l_shipdate", "op": ">=", "value": "1994-W01-1"}]}), 400,
+     "plan.filters.0.value"),
+    ("basic date", _body({"filters": [{"column": "l_shipdate", "op": "in", "values": ["1994-01-01", "19940102"]}]}),
+     400, "plan.filters.0.values.1"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("body", "status", "field"), [c[1:] for c in VALUE_CASES], ids=[c[0] for c in VALUE_CASES])
+def test_values_the_engine_cannot_hold_get_a_4xx_naming_the_field(
+    tmp_path: Path, body: bytes, status: int, field: str
+) -> None:
+    async def go() -> None:
+        async with _stack(tmp_path) as (client, proxy, _):
+            got, doc, _ = await _pushdown(client, body)
+            assert (got, doc.get("field") if isinstance(doc, dict) else None) == (status, field), doc
+            assert doc["error"]
+            assert proxy.counters["failed"] == 0 and proxy.counters["invalid"] == 1
+            got, table, _ = await _pushdown(client, _body(FILTER_PROJECT))  # the proxy is unharmed
+            assert got == 200 and table.num_rows > 0
+
+    _run(go())
+
+
+def test_nul_bytes_and_wide_values_that_fit_get_the_right_answer(tmp_path: Path) -> None:
+    """What the engine can hold is answered, and correctly: NUL in strings, 38-digit integers, a
+    product that overflows BIGINT only for the rows the filter drops."""
+
+    async def go() -> None:
+        async with _stack(tmp_path) as (client, _, _fake):
+            status, t, _ = await _pushdown(
+                client,
+                _body(
+                    {
+                        "filters": [{"column": "l_shipmode", "op": "in", "values": ["AIR", "\x00", "A\x00IR"]}],
+                        "project": ["l_shipmode"],
+                    }
+                ),
+            )
+            assert status == 200 and t.num_rows == LINEITEM.column("l_shipmode").to_pylist().count("AIR")
+            big = 10**38 - 1
+            status, t, _ = await _pushdown(
+                client,
+                _body(
+                    {
+                        "filters": [{"column": "l_orderkey", "op": "between", "values": [-big, big]}],
+                        "project": ["l_orderkey"],
+                    }
+                ),
+            )
+            assert status == 200 and t.num_rows == LINEITEM.num_rows
+            status, t, _ = await _pushdown(
+                client, _agg(_times("l_orderkey", 2**61), filters=[{"column": "l_orderkey", "op": "<=", "value": 3}])
+            )
+            assert status == 200, t
+            assert t.column("s").to_pylist() == [sum(k * 2**61 for k in LINEITEM.column("l_orderkey").to_pylist()
+                                                     if k <= 3)]  # fmt: skip
+            status, t, _ = await _pushdown(client, _agg({"lit": 10**38 - 1}, fn="max"))
+            assert status == 200 and t.column("s").to_pylist() == [10**38 - 1]
+
+    _run(go())
+
+
+def test_compressed_pushdown_body_is_refused_with_415(tmp_path: Path) -> None:
+    async def go() -> None:
+        async with _stack(tmp_path) as (client, proxy, _):
+            for payload in (gzip.compress(_body(FILTER_PROJECT)), b"not gzip at all"):
+                r = await client.post("/ndp/v1/data/lineitem.parquet", data=payload,
+                                      headers={"Content-Encoding": "gzip"})  # fmt: skip
+                assert r.status == 415 and (await r.json())["field"] == "Content-Encoding"
+            assert proxy.counters["invalid"] == 2
+
+    _run(go())
+
+
+def test_path_that_is_not_utf8_is_refused_not_read_literally(tmp_path: Path) -> None:
+    """``%ff`` is not a UTF-8 path: refused, not read as the file literally named ``%ff`` (which a
+    client reaches as ``%25ff``)."""
+
+    async def go() -> None:
+        async with _stack(tmp_path) as (client, _, fake):
+            fake.files["/data/%ff.parquet"] = FILES["/data/lineitem.parquet"]
+            b = _body({"project": ["l_orderkey"]})
+            for path in ("/data/%ff.parquet", "/data/%ed%a0%80.parquet"):
+                head, raw = await _raw(
+                    client, f"POST /ndp/v1{path} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(b)}\r\n", b
+                )
+                assert head[0].split()[1] == "400" and json.loads(raw)["field"] == "path", (path, head, raw)
+            assert fake.seen == []
+            status, _, _ = await _pushdown(client, b, path="/data/%25ff.parquet")
+            assert status == 200 and "/data/%25ff.parquet?" in fake.seen[-1]["target"]
+
+    _run(go())
+
+
+def test_forwarded_compressed_body_keeps_its_bytes(tmp_path: Path) -> None:
+    async def go() -> None:
+        async with _stack(tmp_path) as (client, _, fake):
+            packed = gzip.compress(b"hello world" * 100)
+            r = await client.put("/webhdfs/v1/data/up?op=CREATE", data=packed, headers={"Content-Encoding": "gzip"})
+            assert r.status == 201, await r.text()
+            assert fake.seen[-1]["body"] == b"hello world" * 100  # the NameNode decoded exactly what was sent
+            assert fake.seen[-1]["headers"]["Content-Length"] == str(len(packed))
+
+    _run(go())
+
+
+def test_forwarded_body_with_broken_framing_gets_408(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """aiohttp leaves a body whose chunked framing breaks mid-way as one that never ends: the forward
+    answers the client's 408 once it stalls, not the NameNode's 504 after its read timeout."""
+    monkeypatch.setattr(NP, "BODY_TIMEOUT_S", 0.5)
+
+    async def go() -> None:
+        async with _stack(tmp_path) as (client, _, _fake):
+            rd, wr = await asyncio.open_connection(client.host, client.port)
+            wr.write(b"PUT /webhdfs/v1/data/up?op=CREATE HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+                     b"Connection: close\r\n\r\n5\r\nhello\r\n")  # fmt: skip
+            await wr.drain()
+            await asyncio.sleep(0.2)  # ordering only: the forward is under way when the framing breaks
+            wr.write(b"zz\r\nbroken\r\n0\r\n\r\n")
+            status_line = await asyncio.wait_for(rd.readline(), 30)
+            wr.close()
+            assert status_line.split()[1] == b"408", status_line
+
+    _run(go())
+
+
+def test_project_all_columns_means_the_declared_ones(tmp_path: Path) -> None:
+    """``project: []`` returns every *declared* column, as a plan without project does: a column of
+    the file that the request did not declare is never reachable."""
+
+    async def go() -> None:
+        async with _stack(tmp_path) as (client, _, _fake):
+            for extra in ({}, {"row_groups": [0]}):
+                status, t, _ = await _pushdown(client, _body({"project": []}, **extra))
+                assert status == 200 and t.column_names == list(SCHEMA), extra
+
+    _run(go())
+
+
+# -- fuzzing values: any request is answered 2xx with the right answer or 4xx naming the field -------
+# A file of edge values (64 rows, two row groups): the extremes of each type, NUL and non-BMP
+# strings, the first and last dates, NULLs, and a column the requests do not declare. Requests are
+# plans drawn over it whose values come from the file and from the edges of what JSON can carry; each
+# draw records whether every value is one the proxy must accept. A clean request must get 200, or 422
+# naming an aggregate whose arithmetic truly overflows (or an integer beyond the DECIMAL(38, 2) a
+# decimal column is compared in); a hostile one 400; every 4xx names a field of the request. The
+# answer of a 200 is checked against a reference evaluation in Python (exact integers and decimals,
+# DOUBLE where a float meets a number, as DuckDB casts).
+def _cycle(values: list[Any], n: int = 64) -> list[Any]:
+    return [values[(i * 7 + i // len(values)) % len(values)] for i in range(n)]
+
+
+INT_LIMIT = 10**38 - 1  # integers of up to 38 digits: decimal(38, 0), inside the engine's HUGEINT
+VSCHEMA = {"k": "int", "i32": "int", "f": "float", "d": "decimal", "s": "string", "dt": "date"}
+_DEC = [decimal.Decimal(x) for x in ("0.00", "1.05", "-3.10", "9999999999999.99", "-9999999999999.99", "0.01", "7")]
+VALUES = pa.table(
+    {
+        "k": pa.array(_cycle([0, 1, -1, 7, 2**62, -(2**62), 2**63 - 1, -(2**63), 123456789, None]), pa.int64()),
+        "i32": pa.array(_cycle([0, 3, -5, 2**31 - 1, -(2**31), 1000, None]), pa.int32()),
+        "f": pa.array(_cycle([0.0, 1.5, -2.25, 1e300, -1e300, 5e-324, 2.0**53, 0.1, None]), pa.float64()),
+        "d": pa.array(_cycle([*_DEC, None]), pa.decimal128(15, 2)),
+        "s": pa.array(_cycle(["", "\x00", "a\x00b", "AIR", "é", "\U0001f600", "ZZZ", "a", "ab", None]), pa.string()),
+        "dt": pa.array(
+            _cycle([dt.date(1, 1, 1), dt.date(1970, 1, 1), dt.date(1994, 6, 30), dt.date(9999, 12, 31), None]),
+            pa.date32(),
+        ),
+        "secret": pa.array([f"undeclared {i}" for i in range(64)]),  # in the file, not in VSCHEMA: unreachable
+    }
+)
+VALUES_PATH = "/data/values.parquet"
+VROWS = VALUES.drop_columns(["secret"]).to_pylist()
+NUMERIC = ["k", "i32", "f", "d"]
+
+EDGE_INTS = [0, 1, -1, 2, 7, 100_000, 2**31 - 1, -(2**31), 2**31, 2**53 + 1, 2**62, -(2**62), 2**63 - 1, -(2**63),
+             2**63, 2**64 - 1, 2**64, 2**127 - 1, -(2**127), 2**127, 2**128, 10**38 - 1, -(10**38 - 1), 10**38,
+             2**200]  # fmt: skip
+EDGE_FLOATS = [0.0, -0.0, 0.5, 1.5, -2.25, 0.1, 2.0**53, 1e300, -1e300, 1e308, 5e-324, math.inf, -math.inf]
+EDGE_STRINGS = ["", "\x00", "a\x00b", "AIR", "é", "\U0001f600", "\ud800", "a\udfff", "x" * 1025, "'; DROP TABLE t; --"]
+EDGE_DATES = ["1994-06-30", "0001-01-01", "9999-12-31", "1970-01-01", "1994-W01-1", "19940630", "1994-6-30",
+              "1994-06-30T00:00", "0000-01-01", "1994-02-30", " 1994-06-30", "1994-06-30 "]  # fmt: skip
+
+
+def _encodable(s: str) -> bool:
+    try:
+        s.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _date_ok(s: str) -> bool:
+    try:
+        return len(s) == 10 and s[4] == s[7] == "-" and s.replace("-", "").isascii() and bool(dt.date.fromisoformat(s))
+    except ValueError:
+        return False
+
+
+Tagged = tuple[Any, bool]  # a JSON value and whether the proxy must accept it
+_numbers: st.SearchStrategy[Tagged] = st.one_of(
+    st.sampled_from(EDGE_INTS), st.integers(-1000, 1000), st.integers(-(2**70), 2**70), st.integers()
+).map(lambda v: (v, abs(v) <= INT_LIMIT)) | st.one_of(
+    st.sampled_from(EDGE_FLOATS), st.floats(allow_nan=False, allow_infinity=False), st.floats(allow_nan=False)
+).map(lambda v: (v, math.isfinite(v)))
+_strings: st.SearchStrategy[Tagged] = st.one_of(
+    st.sampled_from(EDGE_STRINGS),
+    st.text(max_size=8),
+    st.text(alphabet=st.sampled_from(["a", "b", "\x00", "é", "\ud800", "\U0001f600"]), max_size=6),
+).map(lambda s: (s, _encodable(s) and len(s) <= P.MAX_STRING))
+_dates: st.SearchStrategy[Tagged] = st.one_of(st.dates().map(lambda d: d.isoformat()), st.sampled_from(EDGE_DATES)).map(
+    lambda s: (s, _date_ok(s))
+)
+_wrong: st.SearchStrategy[Tagged] = st.one_of(st.none(), st.booleans(), st.lists(st.integers(), max_size=2)).map(
+    lambda v: (v, False)
+)
+
+
+def _accepts(ctype: str, v: Any) -> bool:
+    """Whether a column of ``ctype`` must accept the value ``v``."""
+    if ctype in ("int", "float", "decimal"):
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            return False
+        return abs(v) <= INT_LIMIT if isinstance(v, int) else math.isfinite(v)
+    if not isinstance(v, str):
+        return False
+    return _date_ok(v) if ctype == "date" else _encodable(v) and len(v) <= P.MAX_STRING
+
+
+def _json_value(v: Any) -> Any:
+    if isinstance(v, dt.date):
+        return v.isoformat()
+    if isinstance(v, decimal.Decimal):
+        return int(v) if v == v.to_integral_value() else float(v)
+    return v
+
+
+@st.composite
+def _values_for(draw: st.DrawFn, col: str) -> Tagged:
+    """A value for a predicate on ``col``: mostly one of its own values in the file or one from the
+    edges of its type, sometimes one of another type; tagged with whether the proxy must accept it.
+    (The mix is drawn explicitly: ``one_of`` flattens nested choices, so its branches weigh alike.)"""
+    ctype = VSCHEMA[col]
+    typed = {"string": _strings, "date": _dates}.get(ctype, _numbers)
+    pick = draw(st.integers(0, 19))
+    if pick < 8:
+        v = draw(st.sampled_from([_json_value(r[col]) for r in VROWS]))
+    elif pick < 18:
+        v = draw(typed)[0]
+    elif ctype == "date" and pick == 18:
+        v = draw(st.sampled_from(EDGE_DATES))  # among them Python's ISO forms DuckDB's CAST lacks
+    else:
+        v = draw(st.one_of(*[s for s in (_numbers, _strings, _dates) if s is not typed], _wrong))[0]
+    return v, _accepts(ctype, v)
+
+
+@st.composite
+def _predicate(draw: st.DrawFn) -> Tagged:
+    col = draw(st.sampled_from(list(VSCHEMA)))
+    ctype = VSCHEMA[col]
+    op = draw(st.sampled_from(["=", "!=", "<", "<=", ">", ">=", "between", "in", "is_null", "not_null", "starts_with"]))
+    p: dict[str, Any] = {"column": col, "op": op}
+    ok = op != "starts_with" or ctype == "string"
+    vs: list[Tagged] | None = None
+    if op == "between":
+        vs = [draw(_values_for(col)) for _ in range(2)]
+    elif op == "in":
+        vs = draw(st.lists(_values_for(col), min_size=1, max_size=4))
+    elif op not in ("is_null", "not_null"):
+        v, vok = draw(_values_for(col))
+        p["value"] = v
+        ok = ok and vok and (op != "starts_with" or isinstance(v, str))
+    if vs is not None:
+        p["values"] = [v for v, _ in vs]
+        ok = ok and all(vok for _, vok in vs)
+    return p, ok
+
+
+_leaf: st.SearchStrategy[Tagged] = st.sampled_from(NUMERIC).map(lambda c: ({"col": c}, True)) | _numbers.map(
+    lambda t: ({"lit": t[0]}, t[1])
+)
+_big_product: st.SearchStrategy[Tagged] = st.tuples(st.sampled_from(["k", "i32", "d"]), _numbers).map(
+    lambda t: ({"op": "*", "args": [{"col": t[0]}, {"lit": t[1][0]}]}, t[1][1])
+)  # overflows where the column's extremes pass the filters
+_expr: st.SearchStrategy[Tagged] = st.recursive(
+    _leaf | _big_product,
+    lambda kids: st.tuples(st.sampled_from(["+", "-", "*"]), kids, kids).map(
+        lambda t: ({"op": t[0], "args": [t[1][0], t[2][0]]}, t[1][1] and t[2][1])
+    ),
+    max_leaves=6,
+)
+
+
+@st.composite
+def _aggregate(draw: st.DrawFn, alias: str) -> Tagged:
+    fn = draw(st.sampled_from(["sum", "count", "min", "max", "avg"]))
+    a: dict[str, Any] = {"fn": fn, "alias": alias}
+    arg = draw(st.sampled_from(["none", "column", "column", "expr", "expr", "expr"]))
+    if arg == "none" and (fn == "count" or draw(st.integers(0, 9)) == 0):
+        return a, fn == "count"
+    if arg in ("none", "column"):
+        anything = fn not in ("sum", "avg") or draw(st.integers(0, 9)) == 0
+        a["column"] = col = draw(st.sampled_from(list(VSCHEMA) if anything else NUMERIC))
+        return a, fn not in ("sum", "avg") or col in NUMERIC
+    a["expr"], ok = draw(_expr)
+    return a, ok
+
+
+@st.composite
+def _request(draw: st.DrawFn) -> tuple[bytes, bool]:
+    tagged = draw(st.lists(_predicate(), max_size=3))
+    plan: dict[str, Any] = {"filters": [p for p, _ in tagged]}
+    ok = all(pok for _, pok in tagged)
+    shape = draw(st.sampled_from(["aggregate", "aggregate", "project", "all"]))
+    if shape == "project":
+        plan["project"] = draw(st.lists(st.sampled_from(list(VSCHEMA)), unique=True, max_size=4))
+    elif shape == "aggregate":
+        plan["group_by"] = draw(st.lists(st.sampled_from(list(VSCHEMA)), unique=True, max_size=2))
+        aggs = [draw(_aggregate(f"a{i}")) for i in range(draw(st.integers(1, 3)))]
+        plan["aggregates"] = [a for a, _ in aggs]
+        ok = ok and all(aok for _, aok in aggs)
+    if draw(st.integers(0, 29)) == 0:  # a key that is not valid Unicode
+        plan["\ud800"] = 1
+        ok = False
+    doc: dict[str, Any] = {"plan": plan, "schema": VSCHEMA}
+    if draw(st.booleans()):
+        doc["row_groups"] = draw(st.lists(st.sampled_from([0, 1]), min_size=1, max_size=2, unique=True))
+    # floats beyond a double's range travel as what JSON can say: 1e999
+    text = json.dumps(doc, allow_nan=True).replace("-Infinity", "-1e999").replace("Infinity", "1e999")
+    return text.encode(), ok
+
+
+# -- the reference --------------------------------------------------------------------------------
+class _Overflow(Exception):
+    """A value of the reference evaluation that no engine type holds (justifies a 422)."""
+
+
+def _holds(v: int | decimal.Decimal, scale: int = 0) -> None:
+    limit = 2**31 if scale == 0 and isinstance(v, int) else 10**18  # the narrowest types involved
+    if abs(v * 10**scale) >= limit:
+        raise _Overflow(str(v))
+
+
+def _compare(x: Any, op: str, v: Any, as_float: bool, ctype: str) -> bool:
+    if ctype == "date":
+        v = dt.date.fromisoformat(v)
+    elif as_float:
+        x, v = float(x), float(v)
+    return bool({"=": x == v, "!=": x != v, "<": x < v, "<=": x <= v, ">": x > v, ">=": x >= v}[op])
+
+
+def _keeps(p: dict[str, Any], row: dict[str, Any]) -> bool:
+    x, op, ctype = row[p["column"]], p["op"], VSCHEMA[p["column"]]
+    if op in ("is_null", "not_null"):
+        return (x is None) == (op == "is_null")
+    if x is None:
+        return False
+    if op == "starts_with":
+        return bool(x.startswith(p["value"]))
+    vs = p.get("values") or [p["value"]]
+    as_float = isinstance(x, float) or any(isinstance(v, float) for v in vs)  # DuckDB: one common type
+    if op == "between":
+        return _compare(x, ">=", vs[0], as_float, ctype) and _compare(x, "<=", vs[1], as_float, ctype)
+    if op == "in":
+        return any(_compare(x, "=", v, as_float, ctype) for v in vs)
+    return _compare(x, op, p["value"], isinstance(x, float) or isinstance(p["value"], float), ctype)
+
+
+def _value(e: dict[str, Any], row: dict[str, Any], loose: bool) -> tuple[Any, int]:
+    """(value, decimal scale) of an expression on one row, exact but where DuckDB computes in DOUBLE;
+    ``loose``: raise _Overflow for a value beyond the narrowest engine type that could hold it."""
+    if "col" in e:
+        return row[e["col"]], 2 if VSCHEMA[e["col"]] == "decimal" else 0
+    if "lit" in e:
+        return e["lit"], 0
+    (a, sa), (b, sb) = (_value(x, row, loose) for x in e["args"])
+    if a is None or b is None:
+        return None, 0
+    if isinstance(a, float) or isinstance(b, float):
+        a, b = float(a), float(b)
+        with np.errstate(all="ignore"):  # IEEE: overflow to inf, inf - inf = nan, like DuckDB's DOUBLE
+            r = {"+": np.add, "-": np.subtract, "*": np.multiply}[e["op"]](np.float64(a), np.float64(b))
+        return float(r), 0
+    r = {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b}[e["op"]]()
+    scale = sa + sb if e["op"] == "*" else max(sa, sb)
+    if loose:
+        _holds(r, scale)
+    return r, scale
+
+
+def _close(got: Any, want: Any, scale: float) -> bool:
+    if isinstance(got, float) or isinstance(want, float):
+        g, w = float(got), float(want)
+        if math.isnan(w) or not math.isfinite(scale):
+            return isinstance(got, float)  # the order of a floating sum decides: only the type is fixed
+        return g == w or abs(g - w) <= 1e-9 * scale + 1e-300
+    return bool(got == want)
+
+
+def _reference_aggregates(
+    plan: dict[str, Any], rows: list[dict[str, Any]], loose: bool = False
+) -> dict[tuple[Any, ...], dict]:
+    """{group key: {output column: (value, scale for float comparison)}}; raises _Overflow for a sum
+    beyond 38 digits (and, ``loose``, for any value some engine type involved might not hold)."""
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault(tuple(r[g] for g in plan.get("group_by", [])), []).append(r)
+    if not plan.get("group_by") and not groups:
+        groups[()] = []
+    out: dict[tuple[Any, ...], dict] = {}
+    for key, members in groups.items():
+        cols: dict[str, tuple[Any, float]] = {}
+        for a in plan["aggregates"]:
+            if "expr" in a:
+                vals = [_value(a["expr"], r, loose)[0] for r in members]
+            elif "column" in a:
+                vals = [r[a["column"]] for r in members]
+            else:
+                vals = [1] * len(members)
+            vals = [v for v in vals if v is not None]
+            numeric = all(isinstance(v, int | float | decimal.Decimal) for v in vals)
+            mag = sum(abs(float(v)) for v in vals) if numeric else 0.0
+            total: Any = None
+            if vals and numeric and a["fn"] in ("sum", "avg"):
+                if any(isinstance(v, float) for v in vals):
+                    total = math.fsum(float(v) for v in vals) if math.isfinite(mag) else math.nan
+                else:
+                    total = sum(vals)
+                    scale = max((x.as_tuple().exponent * -1 for x in vals if isinstance(x, decimal.Decimal)), default=0)
+                    if abs(total) * 10**scale >= 10**38 or (loose and sum(abs(v) for v in vals) >= 2**127):
+                        raise _Overflow(str(total))
+            if a["fn"] in ("min", "max"):
+                finite = not any(isinstance(v, float) and math.isnan(v) for v in vals)
+                pick = (min if a["fn"] == "min" else max)(vals) if vals and finite else (math.nan if vals else None)
+                cols[a["alias"]] = (pick, abs(float(pick)) if vals and finite and numeric else math.inf)
+            elif a["fn"] == "count":
+                cols[a["alias"]] = (len(vals), 0.0)
+            elif a["fn"] == "sum":
+                cols[a["alias"]] = (total, mag)
+            else:
+                cols[a["alias"] + "__sum"] = (total, mag)
+                cols[a["alias"] + "__count"] = (len(vals), 0.0)
+        out[key] = cols
+    return out
+
+
+def _check_answer(doc: dict[str, Any], table: pa.Table) -> None:
+    with decimal.localcontext(prec=200):  # exact: 38 digits and more never round
+        _check_answer_exactly(doc, table)
+
+
+def _check_answer_exactly(doc: dict[str, Any], table: pa.Table) -> None:
+    plan = doc["plan"]
+    groups = doc.get("row_groups")
+    rows = [r for i, r in enumerate(VROWS) if groups is None or i // 32 in groups]
+    rows = [r for r in rows if all(_keeps(p, r) for p in plan.get("filters", []))]
+    if not plan.get("aggregates"):
+        cols = plan.get("project") or list(VSCHEMA)
+        assert table.column_names == cols
+        want = sorted(repr(tuple(r[c] for c in cols)) for r in rows)
+        got = sorted(repr(tuple(r[c] for c in cols)) for r in table.to_pylist())
+        assert got == want
+        return
+    want_groups = _reference_aggregates(plan, rows)
+    got_rows = table.to_pylist()
+    assert len(got_rows) == len(want_groups), (got_rows, want_groups)
+    for g in got_rows:
+        key = tuple(g[c] for c in plan.get("group_by", []))
+        assert key in want_groups, (key, list(want_groups))
+        for col, (want, scale) in want_groups[key].items():
+            got = g[col]
+            assert (got is None) == (want is None), (col, got, want)
+            assert want is None or _close(got, want, scale), (col, got, want)
+
+
+def _justified(doc: dict[str, Any], field: str) -> bool:
+    """A 422 names an aggregate whose reference evaluation overflows some engine type, or an integer
+    compared with the decimal(15, 2) column that DECIMAL(38, 2) cannot hold (and no float beside it)."""
+    plan = doc["plan"]
+    parts = field.split(".")
+    if parts[:2] == ["plan", "filters"]:
+        p = plan["filters"][int(parts[2])]
+        v = p["value"] if parts[3:] == ["value"] else p["values"][int(parts[4])]
+        floats = any(isinstance(x, float) for x in p.get("values") or [p.get("value")])
+        return VSCHEMA[p["column"]] == "decimal" and isinstance(v, int) and abs(v) >= 10**36 and not floats
+    if parts[:2] != ["plan", "aggregates"]:
+        return False
+    one = {**plan, "aggregates": [plan["aggregates"][int(parts[2])]]}
+    groups = doc.get("row_groups")
+    rows = [r for i, r in enumerate(VROWS) if groups is None or i // 32 in groups]
+    rows = [r for r in rows if all(_keeps(p, r) for p in plan.get("filters", []))]
+    try:
+        with decimal.localcontext(prec=200):
+            _reference_aggregates(one, rows, loose=True)
+    except _Overflow:
+        return True
+    return False
+
+
+def _names_a_field(doc: Any, field: str) -> bool:
+    """``field`` is a path into the request (its last step may name a missing key)."""
+    node = doc
+    steps = field.split(".")
+    for i, step in enumerate(steps):
+        if isinstance(node, dict) and step in node:
+            node = node[step]
+        elif isinstance(node, list) and step.isdigit() and int(step) < len(node):
+            node = node[int(step)]
+        elif isinstance(node, dict) and json.dumps(list(node))[1:-1].find(step) >= 0:
+            return True  # a key shown with its escapes (\ud800)
+        else:
+            return i == len(steps) - 1 and isinstance(node, dict)
+    return True
+
+
+def test_integer_beyond_a_decimal_columns_type(values_proxy: Any) -> None:
+    """DuckDB compares an integer with a decimal(15, 2) column in DECIMAL(38, 2): 10**36 does not fit
+    (was a 500, "Could not cast value"); now a 422 naming the value. With a float beside it the
+    comparison is in DOUBLE and answered."""
+    post, _ = values_proxy
+    for pred, want in (
+        ({"column": "d", "op": "=", "value": 10**36}, "plan.filters.0.value"),
+        ({"column": "d", "op": "between", "values": [-(10**37), 0]}, "plan.filters.0.values.0"),
+    ):
+        status, data = post(json.dumps({"plan": {"filters": [pred], "project": ["d"]}, "schema": VSCHEMA}).encode())
+        assert (status, json.loads(data)["field"]) == (422, want), data
+    for pred in (
+        {"column": "d", "op": "<", "value": 10**36 - 1},
+        {"column": "d", "op": "in", "values": [10**36, 1.05]},
+    ):
+        doc = {"plan": {"filters": [pred], "project": ["d"]}, "schema": VSCHEMA}
+        status, data = post(json.dumps(doc).encode())
+        assert status == 200, data
+        _check_answer(doc, X.from_ipc(data))
+
+
+@pytest.fixture(scope="module")
+def values_proxy(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A proxy over a fake WebHDFS holding VALUES, on its own event loop: post(body) -> (status, body)."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    stack = _stack(tmp_path_factory.mktemp("spool"))
+    client, proxy, fake = asyncio.run_coroutine_threadsafe(stack.__aenter__(), loop).result(30)
+    fake.files[VALUES_PATH] = _parquet(VALUES, row_group=32)
+
+    async def post(body: bytes) -> tuple[int, bytes]:
+        r = await client.post(f"/ndp/v1{VALUES_PATH}", data=body)
+        return r.status, await r.read()
+
+    yield lambda body: asyncio.run_coroutine_threadsafe(post(body), loop).result(60), proxy
+    asyncio.run_coroutine_threadsafe(stack.__aexit__(None, None, None), loop).result(30)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(10)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(_request())
+def test_fuzz_values_get_the_right_answer_or_a_4xx_naming_the_field(values_proxy: Any, req: tuple[bytes, bool]) -> None:
+    post, proxy = values_proxy
+    body, clean = req
+    status, data = post(body)  # a dropped connection raises here
+    doc = json.loads(body)
+    event(f"HTTP {status}, {'clean' if clean else 'hostile'}")
+    if status == 200:
+        assert clean, f"accepted a value it must refuse: {body[:300]!r}"
+        _check_answer(doc, X.from_ipc(data))
+        return
+    assert status in (400, 422), (status, data[:300], body[:300])
+    err = json.loads(data)
+    assert isinstance(err["field"], str) and err["error"], err
+    assert _names_a_field(doc, err["field"]), (err, body[:300])
+    if status == 422:
+        assert _justified(doc, err["field"]), f"422 without an overflow: {err} <- {body[:300]!r}"
+    else:
+        assert not clean, f"refused a request it must accept: {err} <- {body[:300]!r}"
+    assert proxy.counters["failed"] == 0

@@ -6,6 +6,12 @@ is an Arrow table or a Parquet file; the result is an Arrow table (``to_ipc`` st
 Partial aggregates: ``sum``/``count``/``min``/``max`` as themselves, ``avg`` as two columns
 ``<alias>__sum`` and ``<alias>__count``; :func:`combine` merges the partials of several blocks into
 the final answer (avg = Σ sum / Σ count).
+
+Values the plan cannot be computed on -- arithmetic that overflows its type (``sum(l_orderkey *
+4611686018427387904)`` overflows BIGINT), an integer compared with a decimal column that does not
+fit the DECIMAL(38, scale) DuckDB compares in, a result wider than the 38 digits Arrow's decimal
+holds -- raise :class:`ValueRangeError` naming the plan part (an overflow is located by evaluating
+the filters, then each aggregate on its own: only on this error path), never an engine exception.
 """
 
 from __future__ import annotations
@@ -16,8 +22,13 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
+import pyarrow.parquet as pq
 
-from shufflelab.ndp.plan import Expr, Plan
+from shufflelab.ndp.plan import Expr, Plan, PlanError
+
+
+class ValueRangeError(PlanError):
+    """A valid plan that cannot be computed on these values (an overflow): ``field`` is the plan part."""
 
 
 def _q(name: str) -> str:
@@ -75,9 +86,8 @@ def _select(plan: Plan, schema: dict[str, str], params: list[Any]) -> str:
             else:
                 cols.append(f"{a.fn}({arg()}) AS {_q(a.alias)}")
         return ", ".join(cols)
-    if plan.project is not None:
-        return ", ".join(_q(c) for c in plan.project) if plan.project else "*"
-    return ", ".join(_q(c) for c in schema)
+    # project [] is "every column" as no project is: the declared ones, never others the file has
+    return ", ".join(_q(c) for c in (plan.project or schema))
 
 
 def sql(
@@ -112,10 +122,92 @@ def run(
             source = "src"
         else:  # a table function over the file: the path is bound as a parameter, never spliced
             source = "read_parquet(?)"
-        q, params = sql(plan, schema, source, () if source == "src" else (str(data),))
-        return con.execute(q, params).to_arrow_table()
+        source_params = () if source == "src" else (str(data),)
+        _check_decimal_values(plan, data.schema if isinstance(data, pa.Table) else pq.read_schema(data))
+        q, params = sql(plan, schema, source, source_params)
+        try:
+            table = con.execute(q, params).to_arrow_table()
+        except duckdb.DataError as exc:  # Out of Range / Conversion: the values, not the engine
+            field = _culprit(con, plan, schema, source, source_params) or "plan"
+            raise ValueRangeError(field, f"cannot be computed on this data: {_first_line(exc)}") from None
+        bad = _out_of_range(plan, table)
+        if bad is not None:
+            raise ValueRangeError(*bad)
+        return table
     finally:
         con.close()
+
+
+def _check_decimal_values(plan: Plan, source: pa.Schema) -> None:
+    """Integers compared with a DECIMAL(p, s) column are cast to a decimal of scale s and at most 38
+    digits: one with 38 - s integer digits or more cannot be (DuckDB: "Could not cast value"), so it
+    is refused naming the value. (With a float among the values the comparison is in DOUBLE.)"""
+    for i, p in enumerate(plan.filters):
+        t = source.field(p.column).type if p.column in source.names else None
+        values = (
+            [("value", p.value)] if p.value is not None else [(f"values.{j}", v) for j, v in enumerate(p.values or [])]
+        )
+        if t is None or not pa.types.is_decimal(t) or any(isinstance(v, float) for _, v in values):
+            continue
+        for where, v in values:
+            if isinstance(v, int) and abs(v) >= 10 ** (38 - t.scale):
+                raise ValueRangeError(
+                    f"filters.{i}.{where}",
+                    f"{v} does not fit DECIMAL(38, {t.scale}), the type column {p.column!r} ({t}) is compared in "
+                    f"(at most {38 - t.scale} integer digits; a float compares in DOUBLE)",
+                )
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
+
+
+def _agg_field(plan: Plan, i: int) -> str:
+    a = plan.aggregates[i]
+    return f"aggregates.{i}." + ("expr" if a.expr is not None else "column" if a.column is not None else "fn")
+
+
+def _out_of_range(plan: Plan, table: pa.Table) -> tuple[str, str] | None:
+    """(field, reason) of the first aggregate whose result does not fit its Arrow type (DuckDB hands
+    128-bit integer sums over as decimal128(38, 0) without checking the 38 digits), else None."""
+    for i, a in enumerate(plan.aggregates):
+        for name in (a.alias + "__sum", a.alias + "__count") if a.fn == "avg" else (a.alias,):
+            if name not in table.column_names or not pa.types.is_decimal(table.schema.field(name).type):
+                continue
+            try:
+                table.column(name).validate(full=True)
+            except pa.ArrowInvalid as exc:
+                return _agg_field(plan, i), f"the result does not fit its type: {_first_line(exc)}"
+    return None
+
+
+def _culprit(
+    con: duckdb.DuckDBPyConnection, plan: Plan, schema: dict[str, str], source: str, source_params: Sequence[Any]
+) -> str | None:
+    """The plan part whose evaluation fails on these values: a filter (alone), else an aggregate
+    (alone, under all the filters and the grouping), else None."""
+
+    def fails(p: Plan) -> bool:
+        q, params = sql(p, schema, source, source_params)
+        try:
+            if p.aggregates:
+                t = con.execute(q, params).to_arrow_table()  # every aggregate column is computed
+                return _out_of_range(p, t) is not None
+            con.execute(f"SELECT count(*) FROM ({q})", params).fetchall()
+        except duckdb.DataError:
+            return True
+        return False
+
+    bare: dict[str, Any] = {"project": [], "group_by": [], "aggregates": []}
+    if plan.filters and fails(plan.model_copy(update={**bare, "filters": plan.filters})):
+        for i, f in enumerate(plan.filters):
+            if fails(plan.model_copy(update={**bare, "filters": [f]})):
+                return f"filters.{i}" + (".value" if f.value is not None else ".values" if f.values else "")
+        return "filters"
+    for i, a in enumerate(plan.aggregates):
+        if fails(plan.model_copy(update={"aggregates": [a]})):
+            return _agg_field(plan, i)
+    return None
 
 
 def combine(plan: Plan, partials: list[pa.Table]) -> pa.Table:

@@ -7,7 +7,12 @@ storage side validates it against the data's schema before doing anything:
 * version must be known; unknown fields are rejected;
 * operators come from a whitelist (aggregate arguments may be ``+ - *`` over numeric columns and
   number literals, at most 8 deep); every column must exist in the schema; a value must have the
-  column's type (numbers for numeric columns, ISO dates for dates, strings for strings);
+  column's type (numbers for numeric columns, ISO dates ``YYYY-MM-DD`` for dates, strings for
+  strings);
+* every value is one the engine can hold: integers of at most 38 digits (the widest decimal Spark
+  and Arrow have, inside DuckDB's 128-bit HUGEINT), finite floats (a JSON number beyond a double's
+  range parses as infinity), strings that are valid Unicode (no lone surrogates, which JSON's
+  ``\\ud800`` escapes can produce and UTF-8 cannot encode);
 * size limits: the document, the number of predicates, columns, IN-list items and string lengths.
 
 A bad plan raises :class:`PlanError` with the field path and the reason (the proxy turns it into
@@ -19,14 +24,15 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from typing import Literal
+import math
+import re
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    StrictFloat,
-    StrictInt,
+    PlainValidator,
     ValidationError,
     field_validator,
     model_validator,
@@ -44,7 +50,9 @@ Op = Literal["=", "!=", "<", "<=", ">", ">=", "between", "in", "is_null", "not_n
 AggFn = Literal["sum", "count", "min", "max", "avg"]
 ArithOp = Literal["+", "-", "*"]
 MAX_EXPR_DEPTH = 8
-Scalar = int | float | str
+MAX_INT_DIGITS = 38  # decimal(38, 0): Spark's and Arrow's widest, inside DuckDB's HUGEINT (< 2**127)
+MAX_INT = 10**MAX_INT_DIGITS - 1
+ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")  # what DuckDB's CAST(... AS DATE) and Python agree on
 
 
 class PlanError(ValueError):
@@ -58,6 +66,52 @@ class PlanError(ValueError):
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def check_text(v: str) -> str:
+    """``v`` if it can be encoded as UTF-8 (no lone surrogates), else ValueError saying where."""
+    try:
+        v.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(
+            f"not valid Unicode: a lone surrogate {v[exc.start]!r} at character {exc.start} (UTF-8 cannot encode it)"
+        ) from None
+    return v
+
+
+def _number(v: int | float) -> int | float:
+    if isinstance(v, int) and abs(v) > MAX_INT:
+        raise ValueError(
+            f"an integer of {len(str(abs(v)))} digits; at most {MAX_INT_DIGITS} "
+            f"(the widest decimal, inside the engine's 128-bit integers): write a float instead"
+        )
+    if isinstance(v, float) and not math.isfinite(v):
+        raise ValueError("a number must be finite (NaN, or beyond a double's range)")
+    return v
+
+
+def _scalar(v: Any) -> int | float | str:
+    """A predicate value: a number the engine can hold or a valid Unicode string of bounded length."""
+    if isinstance(v, bool):
+        raise ValueError("booleans are not values here")
+    if isinstance(v, int | float):
+        return _number(v)
+    if isinstance(v, str):
+        if len(v) > MAX_STRING:
+            raise ValueError(f"string longer than {MAX_STRING} characters")
+        return check_text(v)
+    raise ValueError(f"a value is a number or a string, got {type(v).__name__}")
+
+
+def _literal(v: Any) -> int | float:
+    """An arithmetic literal: a number the engine can hold."""
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        raise ValueError(f"a literal is a number, got {type(v).__name__}")
+    return _number(v)
+
+
+Scalar = Annotated[int | float | str, PlainValidator(_scalar)]
+Number = Annotated[int | float, PlainValidator(_literal)]
 
 
 def _name(v: str) -> str:
@@ -87,13 +141,6 @@ class Predicate(_Model):
                 raise ValueError("in takes a non-empty values list")
         elif self.value is None or self.values is not None:
             raise ValueError(f"{self.op} takes one value")
-        for v in [self.value, *(self.values or [])]:
-            if isinstance(v, str) and len(v) > MAX_STRING:
-                raise ValueError(f"string longer than {MAX_STRING} characters")
-            if isinstance(v, bool):
-                raise ValueError("booleans are not values here")
-            if isinstance(v, float) and v != v:
-                raise ValueError("NaN is not a value")
         if self.op == "starts_with" and not isinstance(self.value, str):
             raise ValueError("starts_with takes a string")
         return self
@@ -105,7 +152,7 @@ class Expr(_Model):
     division-by-zero semantics to agree on between DuckDB and Spark."""
 
     col: str | None = None
-    lit: StrictInt | StrictFloat | None = None
+    lit: Number | None = None
     op: ArithOp | None = None
     args: list[Expr] | None = Field(default=None, min_length=2, max_length=2)
 
@@ -121,10 +168,6 @@ class Expr(_Model):
             raise ValueError("an expression is exactly one of col, lit or op")
         if (self.op is None) != (self.args is None):
             raise ValueError("op and args go together")
-        if isinstance(self.lit, bool):
-            raise ValueError("booleans are not values here")
-        if isinstance(self.lit, float) and (self.lit != self.lit or self.lit in (float("inf"), float("-inf"))):
-            raise ValueError("a literal must be a finite number")
         if self.depth() > MAX_EXPR_DEPTH:
             raise ValueError(f"expression deeper than {MAX_EXPR_DEPTH}")
         return self
@@ -203,13 +246,16 @@ class Plan(_Model):
 
 def parse(text: str | bytes) -> Plan:
     """Parse and structurally validate a plan document (no schema yet)."""
-    raw = text.encode() if isinstance(text, str) else text
+    try:
+        raw = text.encode() if isinstance(text, str) else text
+    except UnicodeEncodeError as exc:
+        raise PlanError("plan", f"not valid Unicode: a lone surrogate at character {exc.start}") from None
     if len(raw) > MAX_PLAN_BYTES:
         raise PlanError("plan", f"{len(raw)} bytes, at most {MAX_PLAN_BYTES}")
     try:
         data = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise PlanError("plan", f"not JSON: {exc}") from None
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, too many digits
+        raise PlanError("plan", f"not JSON: {str(exc)[:200]}") from None
     if not isinstance(data, dict):
         raise PlanError("plan", "must be a JSON object")
     try:
@@ -231,9 +277,11 @@ def _check_value(path: str, ctype: str, v: Scalar) -> None:
         if not isinstance(v, str):
             raise PlanError(path, "a date column needs an ISO date string")
         try:
+            if not ISO_DATE.fullmatch(v):
+                raise ValueError(v)
             dt.date.fromisoformat(v)
         except ValueError:
-            raise PlanError(path, f"{v[:40]!r} is not an ISO date (YYYY-MM-DD)") from None
+            raise PlanError(path, f"{v[:40]!r} is not an ISO date (YYYY-MM-DD, years 0001-9999)") from None
     elif not isinstance(v, str):
         raise PlanError(path, f"a string column needs a string, got {type(v).__name__}")
 

@@ -13,21 +13,28 @@ It serves three things:
     DataNode (``OPEN``, ``CREATE``, ``APPEND``) are passed back *as they are*: the client then talks
     to the DataNode itself, exactly as without the proxy. Paths with ``.``/``..`` segments (also
     percent-encoded) are refused, so nothing outside ``/webhdfs/v1/`` on the NameNode is reachable.
+    Bodies are not decoded (a ``Content-Encoding`` goes through with the bytes it describes); a body
+    that breaks off is the client's 400 and one that stalls for ``BODY_TIMEOUT_S`` (also what a
+    broken chunked framing leaves behind) its 408, not the NameNode's 502/504.
 
 ``POST /ndp/v1/<hdfs path>`` -- a pushdown
     Body: ``{"plan": <plan document>, "schema": {column: type}, "row_groups": [i, ...]}``
-    (``row_groups`` optional: only these Parquet row groups of the file). The body is parsed and
-    checked first (:func:`parse_request`: size, strict JSON, no duplicate keys, known fields, the
-    plan by :func:`~shufflelab.ndp.plan.parse` and :func:`~shufflelab.ndp.plan.validate` against the
-    declared schema); a bad one gets 400 ``{"error", "field"}`` (413 when too large) before it takes
-    a place in the queue. Admitted requests wait for one of ``--workers`` slots (503 when
-    ``--max-queue`` are already waiting). In its slot a request reads the file from the NameNode's
-    redirect -- followed only to this host's DataNode (``--datanode``, by default the listen address
-    on port 9864), which holds a replica when replication covers every DataNode -- streaming it to
-    a spool file, checks the file's Parquet schema against the declared one, executes the plan with
+    (``row_groups`` optional: only these Parquet row groups of the file), not content-encoded (415).
+    The path is the percent-decoded request path, which must be UTF-8. The body is parsed and
+    checked first (:func:`parse_request`: size, strict JSON, valid Unicode, no duplicate keys, known
+    fields, the plan by :func:`~shufflelab.ndp.plan.parse` and :func:`~shufflelab.ndp.plan.validate`
+    against the declared schema, literals within what the engine holds); a bad one gets 400
+    ``{"error", "field"}`` (413 when too large) before it takes a place in the queue. Admitted
+    requests wait for one of ``--workers`` slots (503 when ``--max-queue`` are already waiting).
+    In its slot a request reads the file from the NameNode's redirect -- followed only to this
+    host's DataNode (``--datanode``, by default the listen address on port 9864), which holds a
+    replica when replication covers every DataNode -- streaming it to a spool file, checks the
+    file's Parquet schema against the declared one, executes the plan with
     :func:`shufflelab.ndp.execute.run` (DuckDB, one thread per worker, reading only the columns and
     row groups it needs) in a thread pool of ``--workers`` threads, and answers Arrow IPC
-    (``application/vnd.apache.arrow.stream``) with the statistics in ``X-NDP-*`` headers. The only
+    (``application/vnd.apache.arrow.stream``) with the statistics in ``X-NDP-*`` headers. The whole
+    result is computed before the status line is sent, so a plan that cannot be computed on the
+    file's values (an arithmetic overflow) still gets its 422 naming the plan part. The only
     request a pushdown makes to HDFS is a ``GET ...?op=OPEN``.
 
 ``GET /ndp/v1/status``
@@ -51,7 +58,7 @@ import sys
 import tempfile
 import time
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,7 +94,8 @@ HOP_BY_HOP = frozenset(
 )  # fmt: skip
 REDIRECTS = (301, 302, 303, 307, 308)
 CHUNK = 1 << 20
-BODY_TIMEOUT_S = 30.0  # a pushdown body (at most MAX_BODY_BYTES) must arrive within this
+# a pushdown body (at most MAX_BODY_BYTES) must arrive within this; a forwarded one may pause this long
+BODY_TIMEOUT_S = 30.0
 
 
 # -- the request document (pure; fuzzed by benchmarks/ndp_fuzz.py) ----------------------------------
@@ -115,6 +123,29 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def _strict_constant(name: str) -> Any:
     raise P.PlanError("body", f"{name} is not JSON")
+
+
+def _check_text(doc: Any) -> None:
+    """Every string in ``doc`` (keys too) can be encoded as UTF-8; else PlanError naming its path.
+    (JSON's ``\\ud800`` escapes decode to lone surrogates, which nothing downstream can encode.)"""
+    stack: list[tuple[str, Any]] = [("", doc)]
+    while stack:
+        path, node = stack.pop()
+        items: Any = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        if isinstance(node, str):
+            try:
+                P.check_text(node)
+            except ValueError as exc:
+                raise P.PlanError(path or "body", str(exc)) from None
+        for k, v in items:
+            name = json.dumps(k)[1:-1][:70] if isinstance(k, str) else str(k)  # ASCII: escapes shown as such
+            sub = f"{path}.{name}" if path else name
+            if isinstance(k, str):
+                try:
+                    P.check_text(k)
+                except ValueError as exc:
+                    raise P.PlanError(sub, f"key {exc}") from None
+            stack.append((sub, v))
 
 
 def _check_schema(raw: Any) -> dict[str, str]:
@@ -163,6 +194,7 @@ def parse_request(body: bytes) -> PushdownRequest:
         raise P.PlanError("body", f"not JSON: {str(exc)[:200]}") from None
     if not isinstance(doc, dict):
         raise P.PlanError("body", "must be a JSON object with plan and schema")
+    _check_text(doc)
     for k in doc:
         if k not in REQUEST_FIELDS:
             raise P.PlanError(str(k)[:70], f"unknown field (known: {', '.join(REQUEST_FIELDS)})")
@@ -179,6 +211,19 @@ def parse_request(body: bytes) -> PushdownRequest:
     except P.PlanError as exc:
         raise P.PlanError("plan" if exc.field == "plan" else f"plan.{exc.field}", exc.reason) from None
     return PushdownRequest(plan, schema, row_groups)
+
+
+def request_path(raw_path: str) -> str:
+    """The HDFS path a pushdown names: its raw request path after ``/ndp/v1``, percent-decoded as
+    UTF-8 (``%ff`` is refused, not read as a file literally named ``%ff``)."""
+    try:
+        decoded = urllib.parse.unquote_to_bytes(raw_path).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise P.PlanError("path", f"percent-encoded bytes that are not UTF-8 (at byte {exc.start})") from None
+    prefix = "/ndp/v1"
+    if not decoded.startswith(prefix + "/"):
+        raise P.PlanError("path", "give the file's absolute HDFS path after /ndp/v1")
+    return check_hdfs_path(decoded[len(prefix) :])
 
 
 def check_hdfs_path(path: str) -> str:
@@ -357,6 +402,36 @@ def _error(status: int, error: str, field: str | None = None, headers: dict[str,
     return web.json_response({"error": error, "field": field}, status=status, headers=headers)
 
 
+class BodyStalled(Exception):
+    """A forwarded request's body stopped arriving (HTTP 408)."""
+
+
+async def _body_chunks(request: web.Request) -> AsyncIterator[bytes]:
+    """The request body as it arrives, each chunk within :data:`BODY_TIMEOUT_S` of the last: a body
+    that stalls (or whose chunked framing broke, which aiohttp leaves as a body that never ends) is
+    the client's 408, not an upstream timeout."""
+    while True:
+        try:
+            chunk = await asyncio.wait_for(request.content.readany(), BODY_TIMEOUT_S)
+        except TimeoutError:
+            raise BodyStalled(f"the request body stalled for {BODY_TIMEOUT_S:g} s") from None
+        if not chunk:
+            return
+        yield chunk
+
+
+def _client_body_error(exc: BaseException) -> BaseException | None:
+    """The incoming request's body error behind an upstream client error, if that is its cause."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        if isinstance(e, web.RequestPayloadError | BodyStalled):
+            return e
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return None
+
+
 def _end_to_end(headers: Any) -> CIMultiDict[str]:
     """Copy of ``headers`` without the hop-by-hop ones (and those named in ``Connection``)."""
     named = {t.strip().lower() for v in headers.getall("Connection", []) for t in v.split(",")}
@@ -387,7 +462,8 @@ class NdpProxy:
 
     # -- lifecycle --------------------------------------------------------------------------------
     def app(self) -> web.Application:
-        app = web.Application(client_max_size=MAX_BODY_BYTES)
+        # bodies are never decoded: forwarded ones keep their Content-Encoding and bytes, pushdowns refuse one
+        app = web.Application(client_max_size=MAX_BODY_BYTES, handler_args={"auto_decompress": False})
         app.router.add_get("/ndp/v1/status", self.status)
         app.router.add_post("/ndp/v1/{path:.*}", self.pushdown)
         app.router.add_route("*", "/webhdfs/v1{tail:(/.*)?}", self.forward)
@@ -445,7 +521,7 @@ class NdpProxy:
         qs = request.rel_url.raw_query_string
         url = URL(self.config.webhdfs + raw + (f"?{qs}" if qs else ""), encoded=True)
         headers = _end_to_end(request.headers)
-        data = request.content if request.body_exists else None
+        data = _body_chunks(request) if request.body_exists else None
         try:
             upstream = await self._session.request(
                 request.method,
@@ -458,6 +534,11 @@ class NdpProxy:
         except TimeoutError:
             return _error(504, f"the NameNode {self.config.webhdfs} did not answer in time")
         except aiohttp.ClientError as exc:
+            cause = _client_body_error(exc)
+            if isinstance(cause, BodyStalled):
+                return _error(408, str(cause), "body")
+            if cause is not None:  # the client's body broke off or had bad framing while it was sent on
+                return _error(400, f"the request body could not be read: {cause}", "body")
             return _error(502, f"the NameNode {self.config.webhdfs} could not be reached: {exc}")
         self.counters["forwarded"] += 1
         try:
@@ -491,12 +572,19 @@ class NdpProxy:
 
     async def pushdown(self, request: web.Request) -> web.Response:
         t_arrive = time.monotonic()
+        encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
+        if encoding not in ("", "identity"):
+            self.counters["invalid"] += 1
+            return _error(415, f"a pushdown body is plain JSON, not {encoding[:40]!r}", "Content-Encoding")
         try:
-            path = check_hdfs_path("/" + request.match_info["path"])
+            path = request_path(request.rel_url.raw_path)
             req = parse_request(await asyncio.wait_for(self._read_body(request), BODY_TIMEOUT_S))
         except TimeoutError:
             self.counters["invalid"] += 1
             return _error(408, f"the request body did not arrive within {BODY_TIMEOUT_S:.0f} s", "body")
+        except web.RequestPayloadError as exc:  # broken chunked framing, a body cut short
+            self.counters["invalid"] += 1
+            return _error(400, f"the request body could not be read: {exc}", "body")
         except BodyTooLarge as exc:
             self.counters["invalid"] += 1
             return _error(413, exc.reason, exc.field)
@@ -563,6 +651,9 @@ class NdpProxy:
                     await job
                 self.counters["timed_out"] += 1
                 return _error(504, f"the pushdown exceeded the execution limit of {self.config.exec_timeout_s:g} s")
+            except X.ValueRangeError as exc:  # a valid plan whose arithmetic overflows on this file's values
+                self.counters["invalid"] += 1
+                return _error(422, exc.reason, f"plan.{exc.field}")
             except P.PlanError as exc:
                 self.counters["invalid"] += 1
                 status = 422 if exc.field == "path" else 400
