@@ -154,7 +154,8 @@ def report(
     db: Annotated[Path, typer.Argument(help="Results file (.duckdb).")],
     out: Annotated[Path | None, typer.Option(help="Output folder (default: next to the results).")] = None,
     tables: Annotated[
-        bool, typer.Option(help="Also export the results tables as Parquet to OUT/data (everything the report reads, so it can be rebuilt).")
+        bool,
+        typer.Option(help="Also export every results table as Parquet to OUT/data (a report can be rebuilt from it)."),
     ] = False,
 ) -> None:
     """Write the HTML + Markdown report (tables and figures) of an experiment's results."""
@@ -249,9 +250,7 @@ def tune(
 @app.command()
 def whatif(
     db: Annotated[Path, typer.Argument(help="Results file (.duckdb).")],
-    speedup: Annotated[
-        float, typer.Option(min=0.01, help="Network speed-up (2 = twice as fast).")
-    ] = 2.0,
+    speedup: Annotated[float, typer.Option(min=0.01, help="Network speed-up (2 = twice as fast).")] = 2.0,
     cpu_saving_per_gb_s: Annotated[
         float, typer.Option(min=0.0, help="CPU seconds saved per GB of remote shuffle data (an RDMA-like path).")
     ] = 0.0,
