@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 
@@ -652,7 +652,7 @@ class EmulateRunner:
                 "mr_fetches": fetches[[c for c in keep if c in fetches.columns]] if not fetches.empty else fetches,
             }
             self.store.write_run(RunRecord(run=run, tables=tables))
-        return RunOutcome(run_id, sc.label, rep, status, run["job_time_s"], cause)
+        return RunOutcome(run_id, sc.label, rep, status, cast(float | None, run["job_time_s"]), cause)
 
     def _record(
         self,
@@ -700,7 +700,9 @@ class EmulateRunner:
                     prog = llog.progress.copy()
                     prog["app_index"] = k
                     per_app["task_progress"].append(prog)
-            plugin_files = sorted((run_dir / "logs" / app_id).glob(f"executors-*/*/{listener.PLUGIN_FILE}"))
+            plugin_files = (
+                sorted((run_dir / "logs" / app_id).glob(f"executors-*/*/{listener.PLUGIN_FILE}")) if app_id else []
+            )
             if plugin_files:
                 tc = listener.task_cpu(plugin_files)
                 row["plugin_tasks"] = len(tc)
