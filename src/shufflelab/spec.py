@@ -420,6 +420,11 @@ class CrossTraffic(_Model):
     sink: str | None = Field(default=None, description="Host receiving; default: the traffic-sink host.")
     warmup_s: float = Field(default=1.0, ge=0, le=60, description="Seconds of traffic before the job starts.")
 
+    @property
+    def active(self) -> bool:
+        """Whether a run of this spec carries cross traffic (UDP, TCP flows or both)."""
+        return self.udp_percent > 0 or self.tcp_pairs > 0
+
 
 class Telemetry(_Model):
     queue_period_ms: float = Field(
@@ -532,7 +537,7 @@ class ExperimentSpec(_Model):
         if storage and self.workload.name != "tpch":
             raise ValueError(f"role 'storage' is used by workload 'tpch' only (workload is {self.workload.name!r})")
         ct = self.cross_traffic
-        if ct.udp_percent > 0 or ct.tcp_pairs > 0:
+        if ct.active:
             src, dst = self.traffic_endpoints()
             if src is None or dst is None:
                 raise ValueError(
