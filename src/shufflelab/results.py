@@ -119,6 +119,15 @@ MIGRATIONS = [
     "ALTER TABLE runs ADD COLUMN IF NOT EXISTS failed_tasks INTEGER",
     "ALTER TABLE runs ADD COLUMN IF NOT EXISTS fetch_failures INTEGER",
     "ALTER TABLE runs ADD COLUMN IF NOT EXISTS stage_reattempts INTEGER",
+    # cross traffic as delivered: the rate asked of iperf3, whether its client survived the run, when its
+    # test started, what the server received, and what the client sent during the job (run validity)
+    "ALTER TABLE cross_traffic ADD COLUMN IF NOT EXISTS configured_bps DOUBLE",
+    "ALTER TABLE cross_traffic ADD COLUMN IF NOT EXISTS alive_at_end BOOLEAN",
+    "ALTER TABLE cross_traffic ADD COLUMN IF NOT EXISTS started_at DOUBLE",
+    "ALTER TABLE cross_traffic ADD COLUMN IF NOT EXISTS received_bytes BIGINT",
+    "ALTER TABLE cross_traffic ADD COLUMN IF NOT EXISTS job_bytes BIGINT",
+    "ALTER TABLE cross_traffic ADD COLUMN IF NOT EXISTS job_seconds DOUBLE",
+    "ALTER TABLE cross_traffic ADD COLUMN IF NOT EXISTS job_bits_per_second DOUBLE",
 ]
 
 

@@ -151,6 +151,10 @@ class Injector:
                 rows = a.traffic.stop()
                 if rows and rows[0].get("bytes") is not None:
                     ev.detail += f"; sent {rows[0]['bytes'] / 1e6:.1f} MB"
+                if not ev.error and rows and (rows[0].get("error") or rows[0].get("alive_at_end") is False):
+                    # the burst's client died before its end: the burst did not happen as specified
+                    why = rows[0].get("error") or "its iperf3 client exited before the burst's end"
+                    ev.error = f"burst traffic: {why}"[:500]
         except Exception as exc:  # noqa: BLE001
             ev.error = (ev.error or "") + f" ending: {type(exc).__name__}: {exc}"[:500]
         ev.ended_at = time.time()

@@ -29,7 +29,7 @@ from typing import Any, cast
 import pandas as pd
 
 from shufflelab import capabilities, eventlog, listener, sparkconf, topology
-from shufflelab.emulate import cds, faults, netns, selftest
+from shufflelab.emulate import cds, faults, netns, selftest, traffic, validity
 from shufflelab.emulate.fabric import Fabric
 from shufflelab.emulate.spark import DAEMON_PORTS, ClusterSpec, SparkCluster, spark_version
 from shufflelab.emulate.traffic import CrossTraffic, udp_payload_rate_bps
@@ -100,7 +100,7 @@ def _start_telemetry_and_traffic(
             args += ["--dev", p.ifname]
         live.sampler = netns.Process(fabric.ns[topology.ROUTER], args, run_dir / "sampler.log")
     ct = spec.cross_traffic
-    if ct.udp_percent > 0 or ct.tcp_pairs > 0:
+    if ct.active:
         src, dst = spec.traffic_endpoints()
         assert src is not None and dst is not None
         progress.on_phase("starting cross traffic")
@@ -139,6 +139,45 @@ def _bottleneck_deltas(before: dict[str, Any], after: dict[str, Any]) -> tuple[i
     return (
         sum(after[k].tx_bytes - before[k].tx_bytes for k in keys),
         sum(after[k].drops - before[k].drops for k in keys),
+    )
+
+
+def _job_window(apps: pd.DataFrame | None) -> validity.Window | None:
+    """The span of a Spark run's jobs on the wall clock: first submission to last completion over
+    its applications (None unless every application has both)."""
+    if apps is None or apps.empty or not {"first_job_at_ms", "last_job_end_at_ms"} <= set(apps.columns):
+        return None
+    if apps["first_job_at_ms"].isna().any() or apps["last_job_end_at_ms"].isna().any():
+        return None
+    return validity.Window(float(apps["first_job_at_ms"].min()) / 1000, float(apps["last_job_end_at_ms"].max()) / 1000)
+
+
+def _traffic_during(rows: list[dict[str, Any]], traffic_dir: Path, window: validity.Window | None) -> None:
+    """Add to each cross-traffic row what its client sent during the job (``job_*``)."""
+    for row in rows:
+        if window is None or row.get("started_at") is None:
+            continue
+        ivs = traffic.sent_intervals(traffic_dir / row["result_file"], row["started_at"])
+        if not ivs:  # no JSON result (a killed client): what it sent is unknown
+            continue
+        sent, covered = traffic.sent_between(ivs, window.start, window.end)
+        row["job_bytes"], row["job_seconds"] = sent, covered
+        row["job_bits_per_second"] = sent * 8 / window.seconds if window.seconds > 0 else None
+
+
+def _promises(
+    spec: ExperimentSpec,
+    run_dir: Path,
+    rows: list[dict[str, Any]],
+    window: validity.Window | None,
+    events: list[faults.FaultEvent],
+) -> list[str]:
+    """What the scenario promised and the run did not deliver (empty: the run is what it claims)."""
+    _traffic_during(rows, run_dir / "traffic", window)
+    return (
+        validity.traffic_problems(spec.cross_traffic, spec.topology.bottleneck.rate_mbps, rows, window)
+        + validity.fault_problems(spec.faults, events)
+        + validity.selftest_problems(spec.telemetry.selftest, _selftest_rows(run_dir))
     )
 
 
@@ -537,6 +576,11 @@ class EmulateRunner:
                 sc, rep, attempt, run_id, run_dir, status, cause, started, t_mono, setup_s,
                 driver_results, cc_seen, traffic_rows, live.before, after, env, total_cores,
             )  # fmt: skip
+            problems = _promises(spec, run_dir, traffic_rows, _job_window(record.tables.get("apps")), fault_events)
+            record.tables["cross_traffic"] = pd.DataFrame(traffic_rows)
+            record.run["status"], record.run["cause"] = validity.verdict(
+                record.run["status"], record.run["cause"], problems
+            )
             if fault_events:
                 record.tables["faults"] = pd.DataFrame([dataclasses.asdict(e) for e in fault_events])
             if spec.workload.name == "tpch":
@@ -577,6 +621,7 @@ class EmulateRunner:
         net = fabric.network
         status, cause = "ok", None
         job = None
+        job_started = job_ended = None
         live = _Live()
         traffic_rows: list[dict[str, Any]] = []
         after: dict[str, Any] = {}
@@ -597,6 +642,7 @@ class EmulateRunner:
                 placement=p.placement, timeout_s=spec.experiment.run_timeout_s,
             )  # fmt: skip
             self.progress.on_phase("replaying the shuffle")
+            job_started = time.time()
             job.start()
             deadline = time.monotonic() + spec.experiment.run_timeout_s + 15
             while job.running():
@@ -610,6 +656,7 @@ class EmulateRunner:
                     status, cause = "failed", failure[:500]
                     break
                 time.sleep(0.2)
+            job_ended = time.time()
             result = job.result()
             if status == "ok" and not result.ok:
                 status, cause = "failed", "; ".join(result.errors[:3]) or "an agent failed"
@@ -625,6 +672,8 @@ class EmulateRunner:
             if job is not None:
                 job.stop()
             traffic_rows, after = _stop_telemetry_and_traffic(fabric, run_dir, live)
+            window = validity.Window(job_started, job_ended) if job_started and job_ended else None
+            status, cause = validity.verdict(status, cause, _promises(spec, run_dir, traffic_rows, window, []))
             samples = load_samples(run_dir / "queue_samples.csv", started)
             fetches = result.fetches if result is not None else pd.DataFrame()
             nodes_all = spec.hosts_with("mapreduce")

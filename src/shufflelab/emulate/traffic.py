@@ -25,6 +25,8 @@ class Flowset:
     server: Process
     client: Process
     result_path: Path
+    configured_bps: int | None = None  # the payload rate asked of iperf3 (UDP); TCP flows are elastic
+    launched_at: float = 0.0  # wall clock when the client was started
 
 
 class CrossTraffic:
@@ -43,7 +45,7 @@ class CrossTraffic:
         self.max_duration_s = max(1, int(max_duration_s))
         self.flows: list[Flowset] = []
 
-    def _start(self, kind: str, port: int, client_args: list[str]) -> None:
+    def _start(self, kind: str, port: int, client_args: list[str], configured_bps: int | None = None) -> None:
         server = Process(
             self.dst_ns,
             ["iperf3", "-s", "-1", "-B", self.dst_ip, "-p", str(port), "-J"],
@@ -57,6 +59,7 @@ class CrossTraffic:
                 raise RuntimeError(f"iperf3 server did not listen on {self.dst_ip}:{port} within 10 s")
             time.sleep(0.05)
         result = self.out_dir / f"iperf3-{kind}-client.json"
+        launched_at = time.time()
         client = Process(
             self.src_ns,
             [
@@ -72,7 +75,7 @@ class CrossTraffic:
             ],
             result,
         )
-        self.flows.append(Flowset(kind, server, client, result))
+        self.flows.append(Flowset(kind, server, client, result, configured_bps, launched_at))
 
     def _listening(self, port: int) -> bool:
         out = run(["ss", "-Hltn", f"sport = :{port}"], ns=self.dst_ns, check=False)
@@ -81,7 +84,7 @@ class CrossTraffic:
     def start(self, udp_rate_bps: int, tcp_pairs: int) -> None:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         if udp_rate_bps > 0:
-            self._start("udp", 5201, ["-u", "-b", str(udp_rate_bps), "-l", str(UDP_PAYLOAD_BYTES)])
+            self._start("udp", 5201, ["-u", "-b", str(udp_rate_bps), "-l", str(UDP_PAYLOAD_BYTES)], udp_rate_bps)
         if tcp_pairs > 0:
             self._start("tcp", 5202, ["-P", str(tcp_pairs)])
         for f in self.flows:
@@ -89,12 +92,27 @@ class CrossTraffic:
                 raise RuntimeError(f"iperf3 {f.kind} client failed, see {f.result_path}")
 
     def stop(self) -> list[dict[str, Any]]:
-        """Stop every client (SIGINT makes iperf3 print its JSON summary) and collect results."""
+        """Stop every client (SIGINT makes iperf3 print its JSON summary) and collect results.
+
+        Each row also says whether the client was still running when it was stopped (a client that
+        died during the run stopped sending then) and when its test started (wall clock), so that
+        what it sent during the job can be cut out of its per-second intervals (:func:`sent_between`).
+        """
         results = []
         for f in self.flows:
+            alive = f.client.poll() is None
+            stopped_at = time.time()
             f.client.stop(signal.SIGINT, grace_s=5)
             f.server.stop(signal.SIGTERM, grace_s=3)
-            results.append(summarize(f.kind, f.result_path))
+            row = summarize(f.kind, f.result_path)
+            row["configured_bps"] = f.configured_bps
+            row["alive_at_end"] = alive
+            row["received_bytes"] = received_bytes(f.server.log)
+            # SIGINT ends the test at once, so its duration counts back from the signal; a client that
+            # ended by itself is placed at its launch (its start is after that by the connection setup)
+            duration = row.get("seconds")
+            row["started_at"] = stopped_at - duration if alive and duration is not None else f.launched_at
+            results.append(row)
         self.flows.clear()
         return results
 
@@ -131,3 +149,49 @@ def summarize(kind: str, path: Path) -> dict[str, Any]:
     # SIGINT is how shufflelab ends a client at the end of a run: not a failure
     row["error"] = None if error is None or str(error).startswith("interrupt") else error
     return row
+
+
+def _load(path: Path) -> dict[str, Any] | None:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def received_bytes(server_json: Path) -> int | None:
+    """Bytes the iperf3 server received (its JSON result; None without one)."""
+    doc = _load(server_json)
+    if doc is None:
+        return None
+    got = doc.get("end", {}).get("sum_received", {}).get("bytes")
+    return int(got) if got is not None else None
+
+
+def sent_intervals(path: Path, started_at: float) -> list[tuple[float, float, int]]:
+    """The client's per-interval bytes sent, as (start, end, bytes) on the wall clock (its test
+    starting at ``started_at``); empty without a JSON result."""
+    doc = _load(path)
+    if doc is None:
+        return []
+    out = []
+    for iv in doc.get("intervals", []):
+        s = iv.get("sum", {})
+        if s.get("start") is None or s.get("end") is None or s.get("bytes") is None:
+            continue
+        out.append((started_at + float(s["start"]), started_at + float(s["end"]), int(s["bytes"])))
+    return out
+
+
+def sent_between(intervals: list[tuple[float, float, int]], a: float, b: float) -> tuple[int, float]:
+    """Bytes sent within [a, b] (an interval cut by the window counts pro rata) and the seconds of
+    that window the intervals cover."""
+    total = 0.0
+    covered = 0.0
+    for s, e, n in intervals:
+        lo, hi = max(s, a), min(e, b)
+        if hi <= lo or e <= s:
+            continue
+        total += n * (hi - lo) / (e - s)
+        covered += hi - lo
+    return int(round(total)), covered
