@@ -7,21 +7,24 @@ its own local dirs. Daemon logs live for the cluster's lifetime; :meth:`SparkClu
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from shufflelab import listener
 from shufflelab import sparkconf as sc
-from shufflelab.emulate import cds
+from shufflelab.emulate import cds, netns
 from shufflelab.emulate.netns import Process
 from shufflelab.spec import ExperimentSpec
 
 MASTER_PORT = 7077
 WORKER_PORT = 7078  # fixed so that daemon (control-plane) connections can be told apart
+MASTER_UI_PORT = 8080  # the master's web UI; its /json/ is the master's own view of the cluster
 DAEMON_PORTS = (MASTER_PORT, WORKER_PORT)
 FAST_JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
@@ -72,6 +75,36 @@ def spark_version() -> str:
 
 class ClusterError(RuntimeError):
     pass
+
+
+def not_ready(status: dict[str, Any] | None, url: str, workers: dict[str, int]) -> str | None:
+    """What keeps a standalone cluster from being ready, judged from its master's status (the web
+    UI's ``/json/``): the master ALIVE at ``url`` and every worker of ``workers`` (address -> cores)
+    registered, ALIVE and offering its cores. None when ready."""
+    if not status:
+        return "the master does not answer yet"
+    if status.get("url") != url:
+        return f"the master's URL is {status.get('url')!r}, not {url!r}"
+    if status.get("status") != "ALIVE":
+        return f"the master is {status.get('status')!r}"
+    alive = {w.get("host"): w for w in status.get("workers", []) if w.get("state") == "ALIVE"}
+    missing = [h for h in workers if h not in alive]
+    if missing:
+        return f"workers not registered and alive: {', '.join(missing)}"
+    short = [f"{h} ({alive[h].get('cores')} of {c})" for h, c in workers.items() if alive[h].get("cores") != c]
+    if short:
+        return f"workers offering fewer cores than configured: {', '.join(short)}"
+    return None
+
+
+# Fetches the master's status inside its namespace (the runner lives outside the fabric).
+_FETCH = (
+    "import sys, urllib.request\n"
+    "try:\n"
+    "    sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=2).read().decode())\n"
+    "except Exception:\n"
+    "    pass\n"
+)
 
 
 @dataclass(frozen=True)
@@ -146,7 +179,8 @@ class SparkCluster:
             self.log_dir / f"master-{m}.log",
             env=self._env(m),
         )  # fmt: skip
-        self._wait_for(self.daemons[m], "Starting Spark master at", 1, timeout_s)
+        deadline = time.monotonic() + timeout_s
+        self._wait_until_ready({}, deadline)  # the master first: workers register with it
         for w in self.spec.workers:
             self.daemons[w] = Process(
                 self.ns[w],
@@ -157,7 +191,21 @@ class SparkCluster:
                 self.log_dir / f"worker-{w}.log",
                 env=self._env(w),
             )  # fmt: skip
-        self._wait_for(self.daemons[m], "Registering worker", len(self.spec.workers), timeout_s)
+        self._wait_until_ready({self.addresses[w]: self.spec.worker_cores for w in self.spec.workers}, deadline)
+
+    def master_status(self) -> dict[str, Any] | None:
+        """The master's own view of the cluster (its web UI's JSON), None if it does not answer."""
+        out = netns.run(
+            [sys.executable, "-I", "-S", "-c", _FETCH, f"http://{self.master_ip}:{MASTER_UI_PORT}/json/"],
+            ns=self.ns[self.spec.master],
+            check=False,
+            timeout=10,
+        )
+        try:
+            doc = json.loads(out)
+        except ValueError:
+            return None
+        return doc if isinstance(doc, dict) else None
 
     def worker_pids(self) -> list[int]:
         return [self.daemons[w].pid for w in self.spec.workers if w in self.daemons]
@@ -178,18 +226,20 @@ class SparkCluster:
             user, system = user + t[0], system + t[1]
         return user, system
 
-    def _wait_for(self, proc: Process, needle: str, count: int, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
+    def _wait_until_ready(self, workers: dict[str, int], deadline: float) -> None:
+        """Until the master reports itself and ``workers`` (address -> cores) alive. Its status, not
+        its log: the log outlives a cluster (a restarted cluster appends to it), the status does not."""
         while True:
-            text = proc.log.read_text(errors="replace") if proc.log.exists() else ""
-            if text.count(needle) >= count:
-                return
             for name, d in self.daemons.items():
                 if d.poll() is not None:
                     raise ClusterError(f"Spark daemon on {name} exited ({d.poll()}); see {d.log}")
+            why = not_ready(self.master_status(), self.url, workers)
+            if why is None:
+                return
             if time.monotonic() > deadline:
-                raise ClusterError(f"timed out after {timeout_s:.0f} s waiting for {needle!r} in {proc.log}")
-            time.sleep(0.2)
+                m = self.daemons[self.spec.master]
+                raise ClusterError(f"Spark cluster not ready in time: {why}; see {m.log}")
+            time.sleep(0.3)
 
     def alive(self) -> bool:
         return bool(self.daemons) and all(d.poll() is None for d in self.daemons.values())
