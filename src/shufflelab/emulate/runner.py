@@ -37,6 +37,9 @@ from shufflelab.results import RunRecord, Store
 from shufflelab.spec import ExperimentSpec, Scenario, SpecError, expand
 
 _CC_NAMES = ("cubic", "reno", "bbr", "dctcp", "vegas", "westwood", "htcp")
+# a cluster that does not start (a daemon died, never became ready) is torn down and started again this
+# many times for a run before the run is given up (each failed start is recorded as a failed run)
+CLUSTER_START_ATTEMPTS = 3
 
 
 class Interrupted(KeyboardInterrupt):
@@ -375,19 +378,11 @@ class EmulateRunner:
                         if cluster is None or not cluster.alive() or not sc.spec.spark.reuse_cluster:
                             if cluster is not None:
                                 cluster.stop()
-                            # daemons start under the scenario's TCP settings
-                            fabric.configure(sc.spec)
-                            self.progress.on_phase("starting Spark cluster")
-                            t1 = time.monotonic()
-                            cluster = SparkCluster(
-                                ClusterSpec.of(sc.spec),
-                                fabric.ns,
-                                net.host_addresses,
-                                lease.scratch / "spark",
-                                self.results_dir / self.name / "clusters" / lease.lease_id,
-                            )
-                            cluster.start()
-                            setup_s += time.monotonic() - t1
+                                cluster = None
+                            cluster, setup_s, failed = self._start_cluster(sc, rep, fabric, lease, env, setup_s)
+                            outcomes.extend(failed)
+                            if cluster is None:  # every attempt failed (each recorded): on to the next run
+                                continue
                         outcome = self._run_one(sc, rep, fabric, cluster, env, setup_s)
                         outcomes.append(outcome)
                         self.progress.on_done(sc.label, outcome.status, outcome.job_time_s)
@@ -400,6 +395,58 @@ class EmulateRunner:
                         self._storage.stop()
                         self._storage = None
         return outcomes
+
+    def _start_cluster(
+        self, sc: Scenario, rep: int, fabric: Fabric, lease: Any, env: dict[str, Any], setup_s: float
+    ) -> tuple[SparkCluster | None, float, list[RunOutcome]]:
+        """Start the Spark cluster for run ``(sc, rep)``, up to ``CLUSTER_START_ATTEMPTS`` times. A
+        failed start is recorded as a failed run of ``(sc, rep)`` with its cause, and what it started
+        is torn down (daemons, their scratch folders) before the next attempt. Returns the cluster
+        (None if every attempt failed), the run's setup time and the failed attempts."""
+        failed: list[RunOutcome] = []
+        scratch = lease.scratch / "spark"
+        for k in range(1, CLUSTER_START_ATTEMPTS + 1):
+            fabric.configure(sc.spec)  # daemons start under the scenario's TCP settings
+            self.progress.on_phase("starting Spark cluster" + (f" (attempt {k})" if k > 1 else ""))
+            started, t1 = time.time(), time.monotonic()
+            cluster = SparkCluster(
+                ClusterSpec.of(sc.spec),
+                fabric.ns,
+                fabric.network.host_addresses,
+                scratch,
+                self.results_dir / self.name / "clusters" / lease.lease_id,
+            )
+            try:
+                cluster.start()
+                return cluster, setup_s + time.monotonic() - t1, failed
+            except Exception as exc:  # a daemon died or never became ready: record, tear down, retry
+                cluster.stop()
+                shutil.rmtree(scratch, ignore_errors=True)
+                why = f"{type(exc).__name__}: {exc}"
+                cause = f"Spark cluster did not start (attempt {k} of {CLUSTER_START_ATTEMPTS}): {why}"
+                outcome = self._record_failed_start(sc, rep, env, started, setup_s + time.monotonic() - t1, cause)
+                failed.append(outcome)
+                self.progress.on_done(sc.label, outcome.status, None)
+                setup_s = 0.0
+            except BaseException:
+                cluster.stop()
+                raise
+        return None, 0.0, failed
+
+    def _record_failed_start(
+        self, sc: Scenario, rep: int, env: dict[str, Any], started: float, setup_s: float, cause: str
+    ) -> RunOutcome:
+        """A run that never began because its cluster did not start: stored failed with the cause."""
+        attempt, run_id, run_dir = self._new_run(sc, rep)
+        run = {
+            "run_id": run_id, "scenario_id": sc.scenario_id, "rep": rep, "attempt": attempt,
+            "status": "failed", "cause": cause[:500], "backend": "emulate", "started_at": started,
+            "finished_at": time.time(), "wall_s": time.time() - started, "setup_s": setup_s,
+            "n_apps": sc.spec.workload.apps, "run_dir": str(run_dir),
+            "environment_json": json.dumps({**env, "emulation": capabilities.emulation(sc.spec)}),
+        }  # fmt: skip
+        self.store.write_run(RunRecord(run=run, tables={}))
+        return RunOutcome(run_id, sc.label, rep, "failed", None, run["cause"])
 
     # -- near-data processing (workload tpch) ---------------------------------------------------------
     def _start_storage(self, spec: ExperimentSpec, fabric: Fabric, scratch: Path) -> Any:
