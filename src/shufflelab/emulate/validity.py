@@ -24,10 +24,11 @@ from shufflelab.emulate.traffic import udp_payload_rate_bps
 from shufflelab.spec import CrossTraffic, Fault
 
 # iperf3's UDP sender during healthy Spark runs on this 2-core host, shared with other work
-# (docs/design.md, "Run validity"): offered / configured over the job 0.9993-1.0001 (14 runs at
-# 60-100 % of 20 and 40 Mbit/s, jobs of 18-133 s; the window's edges cut pro rata from 1 s
-# intervals). A client stalled or dead for 1 s of a 10 s job is off by 10 %; 5 % keeps every
-# measured healthy run far inside and leaves room for short jobs.
+# (docs/design.md, "Run validity"): offered / configured over the job 0.9993-1.007 (15 runs at
+# 50-100 % of 20 and 40 Mbit/s, jobs of 18-133 s; the window's edges cut pro rata from 1 s
+# intervals). Under CPU contention single seconds dip to 0.78 and the sender catches up at 1.2 the
+# next second, so a short job whose edge falls between the two is off by a percent or two. A client
+# stalled or dead for 1 s of a 10 s job is off by 10 %; 5 % keeps every healthy run inside.
 UDP_RATE_TOLERANCE = 0.05
 # how far (s) the traffic's recorded start may lie after the job's start: the test's start is placed
 # from the moment it was stopped and its duration (both to a few ms)
