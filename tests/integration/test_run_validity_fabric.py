@@ -174,7 +174,8 @@ def test_a_run_whose_cross_traffic_died_is_failed_and_rerun_on_resume(lab: Lab, 
     (client,) = _wait_for(lambda: _pids("^iperf3 -c 10.77"), 30, "the iperf3 client", p)
     os.kill(client, signal.SIGKILL)
     assert not (ready[0].parent / "driver_result_0.json").exists(), "the job ended before the kill: make it longer"
-    _finish(p)
+    out = _finish(p)
+    assert p.returncode == 1, out  # the command says a run failed
     db = Store(tmp_path / "results" / "udpkill.duckdb")
     run = db.query("SELECT * FROM runs").iloc[0]
     assert run["status"] == "failed", run.to_dict()
@@ -186,6 +187,7 @@ def test_a_run_whose_cross_traffic_died_is_failed_and_rerun_on_resume(lab: Lab, 
     # resuming runs it again; undisturbed, it keeps its promise
     p = lab.start("udpkill", udp=50, rows=120_000)
     out = _finish(p)
+    assert p.returncode == 0, out
     assert "resuming" not in out  # nothing was kept: the failed run is not a finished one
     runs = db.query("SELECT run_id, attempt, status, job_time_s, bottleneck_tx_bytes FROM runs ORDER BY attempt")
     assert list(runs["status"]) == ["failed", "ok"], runs.to_string()
@@ -227,6 +229,7 @@ def test_a_worker_killed_while_the_cluster_starts_is_recorded_and_the_start_retr
     (worker,) = _wait_for(lambda: _worker_jvm("w1"), 600, "w1's worker", p)
     os.kill(worker, signal.SIGKILL)
     out = _finish(p)
+    assert p.returncode == 0, out  # the run ended ok: a start that was retried does not fail the command
     runs = Store(tmp_path / "results" / "startkill.duckdb").query("SELECT * FROM runs ORDER BY attempt")
     assert list(runs["status"]) == ["failed", "ok"], out + runs[["status", "cause"]].to_string()
     assert runs["cause"][0].startswith("Spark cluster did not start (attempt 1 of 3)"), runs["cause"][0]

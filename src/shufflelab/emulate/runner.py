@@ -380,8 +380,9 @@ class EmulateRunner:
                                 cluster.stop()
                                 cluster = None
                             cluster, setup_s, failed = self._start_cluster(sc, rep, fabric, lease, env, setup_s)
-                            outcomes.extend(failed)
                             if cluster is None:  # every attempt failed (each recorded): on to the next run
+                                outcomes.append(failed[-1])
+                                self.progress.on_done(sc.label, failed[-1].status, None)
                                 continue
                         outcome = self._run_one(sc, rep, fabric, cluster, env, setup_s)
                         outcomes.append(outcome)
@@ -402,7 +403,8 @@ class EmulateRunner:
         """Start the Spark cluster for run ``(sc, rep)``, up to ``CLUSTER_START_ATTEMPTS`` times. A
         failed start is recorded as a failed run of ``(sc, rep)`` with its cause, and what it started
         is torn down (daemons, their scratch folders) before the next attempt. Returns the cluster
-        (None if every attempt failed), the run's setup time and the failed attempts."""
+        (None if every attempt failed), the run's setup time and the failed attempts (stored; the
+        run's outcome is the run itself if a start succeeded, else the last of them)."""
         failed: list[RunOutcome] = []
         scratch = lease.scratch / "spark"
         for k in range(1, CLUSTER_START_ATTEMPTS + 1):
@@ -424,9 +426,8 @@ class EmulateRunner:
                 shutil.rmtree(scratch, ignore_errors=True)
                 why = f"{type(exc).__name__}: {exc}"
                 cause = f"Spark cluster did not start (attempt {k} of {CLUSTER_START_ATTEMPTS}): {why}"
-                outcome = self._record_failed_start(sc, rep, env, started, setup_s + time.monotonic() - t1, cause)
-                failed.append(outcome)
-                self.progress.on_done(sc.label, outcome.status, None)
+                failed.append(self._record_failed_start(sc, rep, env, started, setup_s + time.monotonic() - t1, cause))
+                self.progress.on_phase(cause[:200])
                 setup_s = 0.0
             except BaseException:
                 cluster.stop()
