@@ -439,15 +439,16 @@ class EmulateRunner:
     ) -> RunOutcome:
         """A run that never began because its cluster did not start: stored failed with the cause."""
         attempt, run_id, run_dir = self._new_run(sc, rep)
-        run = {
+        cause = cause[:500]
+        run: dict[str, Any] = {
             "run_id": run_id, "scenario_id": sc.scenario_id, "rep": rep, "attempt": attempt,
-            "status": "failed", "cause": cause[:500], "backend": "emulate", "started_at": started,
+            "status": "failed", "cause": cause, "backend": "emulate", "started_at": started,
             "finished_at": time.time(), "wall_s": time.time() - started, "setup_s": setup_s,
             "n_apps": sc.spec.workload.apps, "run_dir": str(run_dir),
             "environment_json": json.dumps({**env, "emulation": capabilities.emulation(sc.spec)}),
         }  # fmt: skip
         self.store.write_run(RunRecord(run=run, tables={}))
-        return RunOutcome(run_id, sc.label, rep, "failed", None, run["cause"])
+        return RunOutcome(run_id, sc.label, rep, "failed", None, cause)
 
     # -- near-data processing (workload tpch) ---------------------------------------------------------
     def _start_storage(self, spec: ExperimentSpec, fabric: Fabric, scratch: Path) -> Any:
