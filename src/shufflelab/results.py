@@ -20,7 +20,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from shufflelab.eventlog import JobRow, StageRow, TaskRow
+from shufflelab.eventlog import ExecutorRow, JobRow, SqlExecutionRow, StageRow, TaskRow
 
 _SQL_TYPES = {int: "BIGINT", float: "DOUBLE", str: "VARCHAR", bool: "BOOLEAN"}
 
@@ -88,13 +88,22 @@ SCHEMA = [
     """CREATE TABLE IF NOT EXISTS task_progress (
         run_id VARCHAR, app_index INTEGER, t_ms BIGINT, task BIGINT, stage INTEGER, executor VARCHAR,
         remote_bytes BIGINT, fetch_wait_ms BIGINT, remote_reqs_ms BIGINT)""",
+    # event logs read by `shufflelab analyze` (shufflelab.eventlog.ingest)
+    f"CREATE TABLE IF NOT EXISTS executors (run_id VARCHAR, app_index INTEGER DEFAULT 0, {_ddl_from(ExecutorRow)})",
+    f"CREATE TABLE IF NOT EXISTS sql_executions (run_id VARCHAR, app_index INTEGER DEFAULT 0, "
+    f"{_ddl_from(SqlExecutionRow)})",
+    """CREATE TABLE IF NOT EXISTS eventlog_sources (
+        source VARCHAR, run_id VARCHAR, kind VARCHAR, codecs VARCHAR, size_bytes BIGINT, mtime DOUBLE,
+        last_index INTEGER, n_files INTEGER, in_progress BOOLEAN, partial BOOLEAN, bytes_read BIGINT,
+        n_events BIGINT, spark_version VARCHAR, problems_json VARCHAR, unknown_json VARCHAR,
+        ingested_at TIMESTAMP DEFAULT current_timestamp)""",
 ]
 
 LOCK_WAIT_S = 120.0
 
 RUN_TABLES = (
     "apps", "jobs", "stages", "tasks", "queue_samples", "cross_traffic", "task_progress", "mr_fetches", "faults",
-    "ndp_queries", "ndp_reads",
+    "ndp_queries", "ndp_reads", "executors", "sql_executions",
 )  # fmt: skip
 
 # Columns added after the first release; applied to older files when they are opened for writing.
@@ -128,6 +137,10 @@ MIGRATIONS = [
     "ALTER TABLE cross_traffic ADD COLUMN IF NOT EXISTS job_bytes BIGINT",
     "ALTER TABLE cross_traffic ADD COLUMN IF NOT EXISTS job_seconds DOUBLE",
     "ALTER TABLE cross_traffic ADD COLUMN IF NOT EXISTS job_bits_per_second DOUBLE",
+    # event logs of any application (shufflelab analyze): speculation, the stage DAG, SQL executions
+    "ALTER TABLE tasks ADD COLUMN IF NOT EXISTS speculative BOOLEAN DEFAULT false",
+    "ALTER TABLE stages ADD COLUMN IF NOT EXISTS parent_ids VARCHAR",
+    "ALTER TABLE jobs ADD COLUMN IF NOT EXISTS sql_execution_id BIGINT",
 ]
 
 

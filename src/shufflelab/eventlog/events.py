@@ -1,0 +1,581 @@
+"""Spark listener events -> rows, streamed line by line.
+
+The parser reads each line's event name from its start (Spark writes ``{"Event":"<name>",...``)
+and decodes the JSON only of the events it turns into rows; the others (task starts, block
+manager and environment events, SQL plans, ...) are counted and passed over, which is most of the
+bytes of a big log. Events and fields this version does not know (a newer Spark) are counted per
+event type, never fatal. Task rows leave the parser in batches (``on_tasks``) so a log of any size
+is read in bounded memory; everything else (stages, jobs, executors, SQL executions) is small and
+kept.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from shufflelab.eventlog.compression import LogReadError, TruncatedLog
+from shufflelab.eventlog.model import (
+    NS_PER_MS,
+    EventLog,
+    ExecutorRow,
+    JobRow,
+    SqlExecutionRow,
+    StageRow,
+    TaskRow,
+)
+
+try:  # a C parser: several times faster than json on task events
+    from orjson import loads as _loads
+except ImportError:  # pragma: no cover - orjson is a dependency
+    _loads = json.loads  # type: ignore[assignment]
+
+_PREFIX = b'{"Event":"'
+_SQL = "org.apache.spark.sql.execution.ui."
+
+# Events Spark 3.x/4.x write that carry nothing the tables need: counted, not decoded.
+PASSED_OVER = frozenset(
+    {
+        "SparkListenerTaskStart",
+        "SparkListenerTaskGettingResult",
+        "SparkListenerStageSubmitted",
+        "SparkListenerBlockManagerAdded",
+        "SparkListenerBlockManagerRemoved",
+        "SparkListenerBlockUpdated",
+        "SparkListenerUnpersistRDD",
+        "SparkListenerResourceProfileAdded",
+        "SparkListenerExecutorMetricsUpdate",
+        "SparkListenerStageExecutorMetrics",
+        "SparkListenerSpeculativeTaskSubmitted",
+        "SparkListenerUnschedulableTaskSetAdded",
+        "SparkListenerUnschedulableTaskSetRemoved",
+        "SparkListenerMiscellaneousProcessAdded",
+        "SparkListenerExecutorBlacklisted",
+        "SparkListenerExecutorExcluded",
+        "SparkListenerExecutorUnblacklisted",
+        "SparkListenerExecutorUnexcluded",
+        "SparkListenerExecutorBlacklistedForStage",
+        "SparkListenerExecutorExcludedForStage",
+        "SparkListenerNodeBlacklisted",
+        "SparkListenerNodeExcluded",
+        "SparkListenerNodeUnblacklisted",
+        "SparkListenerNodeUnexcluded",
+        "SparkListenerNodeBlacklistedForStage",
+        "SparkListenerNodeExcludedForStage",
+        _SQL + "SparkListenerSQLAdaptiveSQLMetricUpdates",
+        _SQL + "SparkListenerDriverAccumUpdates",
+        "org.apache.spark.sql.streaming.StreamingQueryListener$QueryStartedEvent",
+        "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent",
+        "org.apache.spark.sql.streaming.StreamingQueryListener$QueryIdleEvent",
+        "org.apache.spark.sql.streaming.StreamingQueryListener$QueryTerminatedEvent",
+    }
+)
+
+# The fields each decoded event has in Spark 3.5 and 4.x; any other is counted as unknown.
+KNOWN_FIELDS: dict[str, frozenset[str]] = {
+    "SparkListenerLogStart": frozenset({"Event", "Spark Version"}),
+    "SparkListenerApplicationStart": frozenset(
+        {"Event", "App Name", "App ID", "Timestamp", "User", "App Attempt ID", "Driver Logs", "Driver Attributes"}
+    ),
+    "SparkListenerApplicationEnd": frozenset({"Event", "Timestamp", "ExitCode"}),
+    "SparkListenerEnvironmentUpdate": frozenset(
+        {
+            "Event",
+            "JVM Information",
+            "Spark Properties",
+            "Hadoop Properties",
+            "System Properties",
+            "Metrics Properties",
+            "Classpath Entries",
+            "Resource Profiles",
+        }
+    ),
+    "SparkListenerExecutorAdded": frozenset({"Event", "Timestamp", "Executor ID", "Executor Info"}),
+    "SparkListenerExecutorRemoved": frozenset({"Event", "Timestamp", "Executor ID", "Removed Reason"}),
+    "SparkListenerTaskEnd": frozenset(
+        {
+            "Event",
+            "Stage ID",
+            "Stage Attempt ID",
+            "Task Type",
+            "Task End Reason",
+            "Task Info",
+            "Task Executor Metrics",
+            "Task Metrics",
+        }
+    ),
+    "SparkListenerTaskEnd.Task Info": frozenset(
+        {
+            "Task ID",
+            "Index",
+            "Attempt",
+            "Partition ID",
+            "Launch Time",
+            "Executor ID",
+            "Host",
+            "Locality",
+            "Speculative",
+            "Getting Result Time",
+            "Finish Time",
+            "Failed",
+            "Killed",
+            "Accumulables",
+        }
+    ),
+    "SparkListenerTaskEnd.Task Metrics": frozenset(
+        {
+            "Executor Deserialize Time",
+            "Executor Deserialize CPU Time",
+            "Executor Run Time",
+            "Executor CPU Time",
+            "Peak Execution Memory",
+            "Peak On Heap Execution Memory",
+            "Peak Off Heap Execution Memory",
+            "Result Size",
+            "JVM GC Time",
+            "Result Serialization Time",
+            "Memory Bytes Spilled",
+            "Disk Bytes Spilled",
+            "Shuffle Read Metrics",
+            "Shuffle Write Metrics",
+            "Input Metrics",
+            "Output Metrics",
+            "Updated Blocks",
+        }
+    ),
+    "SparkListenerStageCompleted": frozenset({"Event", "Stage Info"}),
+    "SparkListenerJobStart": frozenset(
+        {"Event", "Job ID", "Submission Time", "Stage Infos", "Stage IDs", "Properties"}
+    ),
+    "SparkListenerJobEnd": frozenset({"Event", "Job ID", "Completion Time", "Job Result"}),
+    _SQL + "SparkListenerSQLExecutionStart": frozenset(
+        {
+            "Event",
+            "executionId",
+            "rootExecutionId",
+            "description",
+            "details",
+            "physicalPlanDescription",
+            "sparkPlanInfo",
+            "time",
+            "modifiedConfigs",
+            "jobTags",
+            "jobGroupId",
+            "queryId",
+        }
+    ),
+    _SQL + "SparkListenerSQLExecutionEnd": frozenset({"Event", "executionId", "time", "errorMessage", "queryId"}),
+}
+
+# Spark settings kept with the application (they explain its schedule and shuffle).
+KEPT_CONF = (
+    "spark.master",
+    "spark.submit.deployMode",
+    "spark.executor.cores",
+    "spark.executor.instances",
+    "spark.executor.memory",
+    "spark.task.cpus",
+    "spark.default.parallelism",
+    "spark.sql.shuffle.partitions",
+    "spark.sql.adaptive.enabled",
+    "spark.dynamicAllocation.enabled",
+    "spark.dynamicAllocation.maxExecutors",
+    "spark.speculation",
+    "spark.shuffle.service.enabled",
+    "spark.shuffle.compress",
+    "spark.io.compression.codec",
+    "spark.eventLog.compress",
+    "spark.eventLog.compression.codec",
+    "spark.eventLog.rolling.enabled",
+)
+
+TASK_COLUMNS = tuple(f for f in TaskRow.__dataclass_fields__)
+
+
+def _i(d: dict[str, Any], key: str) -> int:
+    v = d.get(key, 0)
+    return int(v) if v is not None else 0
+
+
+def _opt_int(v: Any) -> int | None:
+    try:
+        return int(v) if v is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+_EMPTY: dict[str, Any] = {}
+
+
+class Parser:
+    """Feed it lines (:meth:`feed_stream` for decompressed chunks), then :meth:`finish`.
+
+    With ``on_tasks`` the task rows go there as tuples in :class:`TaskRow` field order, ``batch``
+    at a time (with the log parsed so far); without it they are collected as :class:`TaskRow` in
+    ``log.tasks``."""
+
+    def __init__(
+        self, on_tasks: Callable[[list[tuple[Any, ...]], EventLog], None] | None = None, batch: int = 50_000
+    ) -> None:
+        self.log = EventLog()
+        self._on_tasks = on_tasks
+        self._batch = batch
+        self._pending: list[tuple[Any, ...]] = []
+        self._job_start: dict[int, tuple[int, list[int], int | None]] = {}
+        self._execs: dict[str, list[Any]] = {}
+        self._sql: dict[int, dict[str, Any]] = {}
+        self._task_starts = 0
+        self._task_ends = 0
+        self._handlers: dict[str, Callable[[dict[str, Any]], None]] = {
+            "SparkListenerLogStart": self._log_start,
+            "SparkListenerApplicationStart": self._app_start,
+            "SparkListenerApplicationEnd": self._app_end,
+            "SparkListenerEnvironmentUpdate": self._environment,
+            "SparkListenerExecutorAdded": self._executor_added,
+            "SparkListenerExecutorRemoved": self._executor_removed,
+            "SparkListenerTaskEnd": self._task_end,
+            "SparkListenerStageCompleted": self._stage_completed,
+            "SparkListenerJobStart": self._job_started,
+            "SparkListenerJobEnd": self._job_ended,
+            _SQL + "SparkListenerSQLExecutionStart": self._sql_start,
+            _SQL + "SparkListenerSQLExecutionEnd": self._sql_end,
+        }
+        self._bhandlers = {k.encode(): v for k, v in self._handlers.items()}
+        self._bpassed = {k.encode() for k in PASSED_OVER}
+
+    # ------------------------------------------------------------------ reading
+
+    def feed_stream(self, chunks: Iterable[bytes], name: str) -> bool:
+        """Read one file's decompressed chunks. A read error is recorded as a problem naming the
+        file and ends this file (what came before it is kept). Returns False when the file ended
+        in a torn line or a truncated frame."""
+        rest = b""
+        log = self.log
+        line_fn = self._line
+        clean = True
+        try:
+            for chunk in chunks:
+                log.bytes_read += len(chunk)
+                if rest:
+                    chunk = rest + chunk
+                lines = chunk.split(b"\n")
+                rest = lines.pop()
+                for line in lines:
+                    line_fn(line, False)
+        except TruncatedLog as exc:
+            log.problems.append(str(exc))
+            clean = False
+        except LogReadError as exc:
+            log.problems.append(str(exc))
+            clean = False
+        if rest.strip() and not self._line(rest, True):
+            log.truncated_last_line = True
+            log.skipped_lines -= 1  # counted as torn, not as a malformed line
+            if clean:
+                log.problems.append(f"{name}: the last line is incomplete ({len(rest)} bytes; the log was cut)")
+            clean = False
+        return clean
+
+    def feed(self, line: bytes | str) -> None:
+        """One line (compatibility with line iterables)."""
+        if isinstance(line, str):
+            line = line.encode("utf-8", errors="replace")
+        self.log.bytes_read += len(line) + 1
+        if line.strip():
+            self._line(line.rstrip(b"\r\n"), False)
+
+    def _line(self, line: bytes, tail: bool) -> bool:
+        log = self.log
+        log.lines += 1
+        if line.startswith(_PREFIX):
+            end = line.find(b'"', 10)
+            kind = line[10:end]
+            handler = self._bhandlers.get(kind)
+            if handler is None and not tail:
+                log.events += 1
+                if kind == b"SparkListenerTaskStart":
+                    self._task_starts += 1
+                elif kind == b"org.apache.spark.sql.execution.ui.SparkListenerSQLAdaptiveExecutionUpdate":
+                    self._adaptive_update(line)
+                elif kind not in self._bpassed:
+                    log.unknown_events[kind.decode("utf-8", errors="replace")] += 1
+                return True
+        elif not line.strip():
+            log.lines -= 1
+            return True
+        try:
+            ev = _loads(line)
+        except ValueError:
+            log.skipped_lines += 1
+            return False
+        if not isinstance(ev, dict) or not isinstance(ev.get("Event"), str):
+            log.skipped_lines += 1  # JSON, but not a Spark event
+            return True
+        name = ev["Event"]
+        log.events += 1
+        h = self._handlers.get(name)
+        if h is not None:
+            known = KNOWN_FIELDS.get(name)
+            if known is not None and not known.issuperset(ev):
+                for k in ev.keys() - known:
+                    log.unknown_fields[f"{name}.{k}"] += 1
+            h(ev)
+        elif name == "SparkListenerTaskStart":
+            self._task_starts += 1
+        elif name == _SQL + "SparkListenerSQLAdaptiveExecutionUpdate":
+            self._count_adaptive(_opt_int(ev.get("executionId")))
+        elif name not in PASSED_OVER:
+            log.unknown_events[name] += 1
+        return True
+
+    # ------------------------------------------------------------------ events
+
+    def _log_start(self, ev: dict[str, Any]) -> None:
+        self.log.spark_version = ev.get("Spark Version")
+
+    def _app_start(self, ev: dict[str, Any]) -> None:
+        log = self.log
+        log.app_id = ev.get("App ID")
+        log.app_name = ev.get("App Name")
+        log.app_start_ms = _opt_int(ev.get("Timestamp"))
+        log.user = ev.get("User")
+        attempt = ev.get("App Attempt ID")
+        log.app_attempt_id = str(attempt) if attempt is not None else None
+
+    def _app_end(self, ev: dict[str, Any]) -> None:
+        self.log.app_end_ms = _opt_int(ev.get("Timestamp"))
+        self.log.exit_code = _opt_int(ev.get("ExitCode"))
+
+    def _environment(self, ev: dict[str, Any]) -> None:
+        props = ev.get("Spark Properties") or {}
+        if isinstance(props, list):  # very old logs: [[key, value], ...]
+            props = {p[0]: p[1] for p in props if isinstance(p, list) and len(p) == 2}
+        self.log.spark_conf = {k: str(props[k]) for k in KEPT_CONF if k in props}
+
+    def _executor_added(self, ev: dict[str, Any]) -> None:
+        eid = str(ev.get("Executor ID"))
+        info = ev.get("Executor Info") or _EMPTY
+        host = str(info.get("Host", ""))
+        self.log.executors[eid] = host
+        row = self._execs.setdefault(eid, [eid, host, None, None, None, None, None])
+        row[1] = host
+        row[2] = _opt_int(info.get("Total Cores"))
+        row[3] = _opt_int(ev.get("Timestamp"))
+        row[6] = _opt_int(info.get("Resource Profile Id"))
+
+    def _executor_removed(self, ev: dict[str, Any]) -> None:
+        eid = str(ev.get("Executor ID"))
+        row = self._execs.setdefault(eid, [eid, "", None, None, None, None, None])
+        row[4] = _opt_int(ev.get("Timestamp"))
+        row[5] = str(ev.get("Removed Reason", ""))[:1000]
+
+    def _task_end(self, ev: dict[str, Any]) -> None:
+        info: dict[str, Any] = ev.get("Task Info") or _EMPTY
+        m: dict[str, Any] = ev.get("Task Metrics") or _EMPTY
+        log = self.log
+        known = KNOWN_FIELDS["SparkListenerTaskEnd.Task Info"]
+        if not known.issuperset(info):
+            for k in info.keys() - known:
+                log.unknown_fields[f"SparkListenerTaskEnd.Task Info.{k}"] += 1
+        known = KNOWN_FIELDS["SparkListenerTaskEnd.Task Metrics"]
+        if not known.issuperset(m):
+            for k in m.keys() - known:
+                log.unknown_fields[f"SparkListenerTaskEnd.Task Metrics.{k}"] += 1
+        sr: dict[str, Any] = m.get("Shuffle Read Metrics") or _EMPTY
+        sw: dict[str, Any] = m.get("Shuffle Write Metrics") or _EMPTY
+        im: dict[str, Any] = m.get("Input Metrics") or _EMPTY
+        reason = (ev.get("Task End Reason") or _EMPTY).get("Reason", "")
+        launch = _i(info, "Launch Time")
+        finish = _i(info, "Finish Time")
+        ok = reason == "Success" and not info.get("Failed", False)
+        spec = bool(info.get("Speculative", False))
+        cpu = _i(m, "Executor CPU Time") / NS_PER_MS
+        run = float(_i(m, "Executor Run Time"))
+        wait = float(_i(sr, "Fetch Wait Time"))
+        remote = _i(sr, "Remote Bytes Read")
+        local = _i(sr, "Local Bytes Read")
+        written = _i(sw, "Shuffle Bytes Written")
+        row = (
+            _i(ev, "Stage ID"),
+            _i(ev, "Stage Attempt ID"),
+            _i(info, "Task ID"),
+            _i(info, "Index"),
+            _i(info, "Attempt"),
+            str(info.get("Executor ID", "")),
+            str(info.get("Host", "")),
+            launch,
+            finish,
+            float(finish - launch) if finish else 0.0,
+            ok,
+            str(reason),
+            run,
+            cpu,
+            float(_i(m, "Executor Deserialize Time")),
+            _i(m, "Executor Deserialize CPU Time") / NS_PER_MS,
+            float(_i(m, "JVM GC Time")),
+            float(_i(m, "Result Serialization Time")),
+            _i(m, "Result Size"),
+            _i(m, "Memory Bytes Spilled"),
+            _i(m, "Disk Bytes Spilled"),
+            _i(im, "Bytes Read"),
+            _i(im, "Records Read"),
+            wait,
+            _i(sr, "Remote Blocks Fetched"),
+            _i(sr, "Local Blocks Fetched"),
+            remote,
+            _i(sr, "Remote Bytes Read To Disk"),
+            local,
+            _i(sr, "Total Records Read"),
+            float(_i(sr, "Remote Requests Duration")),
+            written,
+            _i(sw, "Shuffle Records Written"),
+            _i(sw, "Shuffle Write Time") / NS_PER_MS,
+            spec,
+        )
+        t = log.totals
+        t.n_tasks += 1
+        if not ok:
+            t.failed_tasks += 1
+            if reason == "FetchFailed":
+                t.fetch_failures += 1
+        if spec:
+            t.speculative_tasks += 1
+        t.executor_cpu_ms += cpu
+        t.executor_run_ms += run
+        t.fetch_wait_ms += wait
+        t.remote_bytes += remote
+        t.local_bytes += local
+        t.shuffle_write_bytes += written
+        self._task_ends += 1
+        if self._on_tasks is None:
+            log.tasks.append(TaskRow(*row))
+            return
+        self._pending.append(row)
+        if len(self._pending) >= self._batch:
+            self._on_tasks(self._pending, log)
+            self._pending = []
+
+    def _stage_completed(self, ev: dict[str, Any]) -> None:
+        info = ev.get("Stage Info") or _EMPTY
+        sub = _opt_int(info.get("Submission Time"))
+        comp = _opt_int(info.get("Completion Time"))
+        parents = info.get("Parent IDs") or []
+        self.log.stages.append(
+            StageRow(
+                stage_id=_i(info, "Stage ID"),
+                stage_attempt=_i(info, "Stage Attempt ID"),
+                name=str(info.get("Stage Name", "")),
+                num_tasks=_i(info, "Number of Tasks"),
+                submitted_at_ms=sub,
+                completed_at_ms=comp,
+                duration_ms=float(comp - sub) if sub is not None and comp is not None else None,
+                failure_reason=info.get("Failure Reason"),
+                parent_ids=",".join(str(p) for p in sorted(parents)),
+            )
+        )
+
+    def _job_started(self, ev: dict[str, Any]) -> None:
+        props = ev.get("Properties") or _EMPTY
+        sql_id = _opt_int(props.get("spark.sql.execution.id")) if isinstance(props, dict) else None
+        jid = _i(ev, "Job ID")
+        self._job_start[jid] = (_i(ev, "Submission Time"), list(ev.get("Stage IDs") or []), sql_id)
+        if sql_id is not None and sql_id in self._sql:
+            self._sql[sql_id]["job_ids"].append(jid)
+
+    def _job_ended(self, ev: dict[str, Any]) -> None:
+        jid = _i(ev, "Job ID")
+        sub, stage_ids, sql_id = self._job_start.pop(jid, (0, [], None))
+        comp = _opt_int(ev.get("Completion Time"))
+        result = ev.get("Job Result") or _EMPTY
+        exc = result.get("Exception") if isinstance(result, dict) else None
+        if isinstance(exc, dict) and exc.get("Message"):
+            self.log.job_errors[jid] = str(exc["Message"]).split("\n")[0][:500]
+        self.log.jobs.append(
+            JobRow(
+                job_id=jid,
+                submitted_at_ms=sub,
+                completed_at_ms=comp,
+                duration_ms=float(comp - sub) if comp is not None else None,
+                result=str(result.get("Result", "")),
+                stage_ids=",".join(str(s) for s in stage_ids),
+                sql_execution_id=sql_id,
+            )
+        )
+
+    def _sql_start(self, ev: dict[str, Any]) -> None:
+        xid = _opt_int(ev.get("executionId"))
+        if xid is None:
+            return
+        s = self._sql.setdefault(xid, {"job_ids": [], "adaptive": 0, "end": None, "error": None})
+        s["root"] = _opt_int(ev.get("rootExecutionId"))
+        s["description"] = str(ev.get("description") or "")[:2000]
+        s["start"] = _opt_int(ev.get("time"))
+
+    def _sql_end(self, ev: dict[str, Any]) -> None:
+        xid = _opt_int(ev.get("executionId"))
+        if xid is None:
+            return
+        s = self._sql.setdefault(xid, {"job_ids": [], "adaptive": 0, "root": None, "description": "", "start": None})
+        s["end"] = _opt_int(ev.get("time"))
+        err = ev.get("errorMessage")
+        s["error"] = str(err)[:2000] if err else None
+
+    def _adaptive_update(self, line: bytes) -> None:
+        """A re-plan by adaptive query execution: only its execution id is read (the plan is big)."""
+        at = line.find(b'"executionId":', 0, 400)
+        if at < 0:
+            return
+        at += 14
+        end = at
+        while end < len(line) and line[end : end + 1].isdigit():
+            end += 1
+        self._count_adaptive(_opt_int(line[at:end]) if end > at else None)
+
+    def _count_adaptive(self, xid: int | None) -> None:
+        if xid is not None and xid in self._sql:
+            self._sql[xid]["adaptive"] += 1
+
+    # ------------------------------------------------------------------ the end
+
+    def finish(self) -> EventLog:
+        log = self.log
+        if self._pending and self._on_tasks is not None:
+            self._on_tasks(self._pending, log)
+            self._pending = []
+        for jid, (sub, stage_ids, sql_id) in self._job_start.items():  # jobs that never ended (killed run)
+            log.jobs.append(JobRow(jid, sub, None, None, "Unfinished", ",".join(str(s) for s in stage_ids), sql_id))
+        self._job_start = {}
+        log.jobs.sort(key=lambda j: j.job_id)
+        log.executor_rows = [ExecutorRow(*r) for r in sorted(self._execs.values(), key=_exec_order)]
+        log.sql_executions = [
+            SqlExecutionRow(
+                execution_id=xid,
+                root_execution_id=s.get("root"),
+                description=s.get("description") or "",
+                started_at_ms=s.get("start"),
+                completed_at_ms=s.get("end"),
+                duration_ms=float(s["end"] - s["start"])
+                if s.get("end") is not None and s.get("start") is not None
+                else None,
+                error=s.get("error"),
+                job_ids=",".join(str(j) for j in sorted(s["job_ids"])),
+                adaptive_updates=s["adaptive"],
+            )
+            for xid, s in sorted(self._sql.items())
+        ]
+        log.running_tasks = max(0, self._task_starts - self._task_ends)
+        return log
+
+
+def _exec_order(row: list[Any]) -> tuple[int, str]:
+    eid = str(row[0])
+    return (int(eid), eid) if eid.isdigit() else (-1, eid)
+
+
+def parse_lines(lines: Iterable[bytes | str]) -> EventLog:
+    """Parse an iterable of event-log lines. Malformed lines (e.g. a torn last line) are counted."""
+    p = Parser()
+    for line in lines:
+        p.feed(line)
+    return p.finish()
