@@ -1,4 +1,4 @@
-"""The ``shufflelab`` command: run | report | doctor | clean | demo (and ``sim`` when present)."""
+"""The ``shufflelab`` command: run | report | analyze | doctor | clean | demo (and ``sim`` when present)."""
 
 from __future__ import annotations
 
@@ -293,6 +293,30 @@ def whatif(
     console.print(
         "Model: shufflelab.whatif (network waits / speed-up on the observed stage DAG); a prediction, not a run."
     )
+
+
+@app.command()
+def analyze(
+    logs: Annotated[
+        list[Path] | None,
+        typer.Argument(help="Event logs: files (any Spark codec), rolling log directories, directories of logs, zips."),
+    ] = None,
+    db: Annotated[Path, typer.Option(help="DuckDB file to write (re-running adds only new or grown logs).")] = Path(
+        "results/eventlogs.duckdb"
+    ),
+    history_server: Annotated[str | None, typer.Option(help="A Spark History Server's URL (with --app).")] = None,
+    app_id: Annotated[
+        str | None, typer.Option("--app", help="Application id to fetch from the History Server.")
+    ] = None,
+    force: Annotated[bool, typer.Option(help="Read every log again, even unchanged ones.")] = False,
+) -> None:
+    """Read Spark event logs of any application into the lab's tables (apps, jobs, stages, tasks,
+    executors, sql_executions)."""
+    from shufflelab.eventlog import command
+
+    code = command.run(logs or [], db, history_server, app_id, force, console, err)
+    if code:
+        raise typer.Exit(code)
 
 
 @app.command()

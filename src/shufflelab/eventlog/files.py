@@ -93,11 +93,16 @@ def codec_of(part: Part, head: bytes) -> str | None:
         if codec is None:
             if sniffed is not None:
                 return sniffed
-            if head.lstrip()[:1] in (b"{", b""):
-                return None  # a dotted name over plain JSON
+            if _is_text(head):
+                return None  # a dotted name over text: read as an uncompressed log
             raise UnknownCodec(part.name, hint)
         return codec
     return sniffed
+
+
+def _is_text(head: bytes) -> bool:
+    """No control bytes (UTF-8's multibyte characters allowed): text, not a binary format."""
+    return all(b >= 0x20 or b in (9, 10, 13) for b in head)
 
 
 def _file_part(path: Path, index: int | None = None) -> Part:

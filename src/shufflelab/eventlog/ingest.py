@@ -1,0 +1,294 @@
+"""Event logs -> the results store, incrementally and one application at a time, atomically.
+
+Each application attempt becomes one ``runs`` row (``backend = 'eventlog'``, ``run_id`` = its
+application id, plus ``_<attempt>`` for an attempt) with its ``apps``, ``jobs``, ``stages``,
+``tasks``, ``executors`` and ``sql_executions`` rows, and one ``eventlog_sources`` row recording
+where it came from (path, size, modification time, last rolling index). All of an application is
+written in one transaction: an error or an interruption leaves the store as it was. Tasks are
+inserted in batches while the log is read, so memory does not grow with the log.
+
+Re-running over the same logs skips every source whose size, time and files are unchanged, and
+re-reads one that grew (an in-progress log, a new rolling file) or changed, replacing its rows.
+Applications with the same name are grouped as one scenario (``app:<name>``): repeated runs of
+one job are repetitions of it, so baselines can be compared like lab runs.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+
+from shufflelab.eventlog.events import TASK_COLUMNS
+from shufflelab.eventlog.files import LogSource, discover
+from shufflelab.eventlog.model import EventLog, records
+from shufflelab.eventlog.read import read_source
+from shufflelab.eventlog.summary import app_row, app_status, peak_cores
+from shufflelab.results import RUN_TABLES, Store
+
+EXPERIMENT = "eventlogs"
+BACKEND = "eventlog"
+
+
+@dataclass
+class Outcome:
+    """What happened to one source."""
+
+    source: str
+    action: str  # "ingested" | "skipped" (unchanged) | "unreadable"
+    run_id: str | None = None
+    status: str | None = None  # the application's: ok | failed | incomplete | partial
+    cause: str | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+    bytes_read: int = 0
+    seconds: float = 0.0
+
+
+@dataclass
+class IngestReport:
+    outcomes: list[Outcome]
+    problems: list[str]  # paths that held no log
+
+    @property
+    def anything_read(self) -> bool:
+        return any(o.action in ("ingested", "skipped") for o in self.outcomes)
+
+
+def run_id_of(log: EventLog, hint: str) -> str:
+    if log.app_id:
+        return f"{log.app_id}_{log.app_attempt_id}" if log.app_attempt_id else str(log.app_id)
+    return hint
+
+
+def _unchanged(src: LogSource, stored: tuple[Any, ...] | None) -> bool:
+    """The source is as it was when it was ingested (same size, time, files and state)."""
+    if stored is None:
+        return False
+    size, mtime, last_index, n_files, in_progress = stored
+    return (
+        size == src.size
+        and abs((mtime or 0.0) - src.mtime) < 1e-3
+        and last_index == src.last_index
+        and n_files == len(src.parts)
+        and bool(in_progress) == src.in_progress
+    )
+
+
+def _stored(store: Store) -> dict[str, tuple[Any, ...]]:
+    if not store.path.exists():
+        return {}
+    with store.connect() as con:
+        rows = con.execute(
+            "SELECT source, size_bytes, mtime, last_index, n_files, in_progress FROM eventlog_sources"
+        ).fetchall()
+    return {r[0]: tuple(r[1:]) for r in rows}
+
+
+def ingest(
+    paths: list[Path],
+    db: Path,
+    *,
+    sources: list[LogSource] | None = None,
+    force: bool = False,
+    on_source: Callable[[LogSource], None] | None = None,
+    on_bytes: Callable[[int], None] | None = None,
+    batch: int = 50_000,
+) -> IngestReport:
+    """Ingest every log under ``paths`` (and any ``sources`` given directly) into ``db``."""
+    found, problems = discover(paths) if paths else ([], [])
+    found += sources or []
+    store = Store(db)
+    known = {} if force else _stored(store)
+    outcomes = []
+    seen: set[str] = set()
+    for src in found:
+        if src.key in seen:  # named twice (a directory and a file in it)
+            continue
+        seen.add(src.key)
+        if on_source:
+            on_source(src)
+        if _unchanged(src, known.get(src.key)):
+            outcomes.append(Outcome(src.display, "skipped"))
+            if on_bytes:
+                on_bytes(src.size)
+            continue
+        outcomes.append(ingest_source(store, src, on_bytes=on_bytes, batch=batch))
+    return IngestReport(outcomes, problems)
+
+
+def ingest_source(
+    store: Store, src: LogSource, *, on_bytes: Callable[[int], None] | None = None, batch: int = 50_000
+) -> Outcome:
+    """Read one application's log and write it in one transaction (nothing when nothing could be
+    read)."""
+    t0 = time.monotonic()
+    with store.connect() as con:
+        state: dict[str, Any] = {"run_id": None}
+
+        def begin(log: EventLog) -> str:
+            if state["run_id"] is None:
+                run_id = run_id_of(log, src.app_hint)
+                con.execute("BEGIN TRANSACTION")
+                state["run_id"] = run_id
+                state["rep"] = con.execute("SELECT rep FROM runs WHERE run_id = ?", [run_id]).fetchone()
+                con.execute("DELETE FROM runs WHERE run_id = ?", [run_id])
+                for t in RUN_TABLES:
+                    con.execute(f"DELETE FROM {t} WHERE run_id = ?", [run_id])
+                con.execute("DELETE FROM eventlog_sources WHERE source = ?", [src.key])
+            return str(state["run_id"])
+
+        def on_tasks(rows: list[tuple[Any, ...]], log: EventLog) -> None:
+            run_id = begin(log)
+            cols = list(zip(*rows, strict=True))
+            tbl = pa.table({name: pa.array(col) for name, col in zip(TASK_COLUMNS, cols, strict=True)})
+            con.register("_task_batch", tbl)
+            con.execute("INSERT INTO tasks BY NAME SELECT *, ? AS run_id, 0 AS app_index FROM _task_batch", [run_id])
+            con.unregister("_task_batch")
+
+        try:
+            res = read_source(src, on_tasks=on_tasks, batch=batch, on_bytes=on_bytes)
+            log = res.log
+            if res.nothing_read:
+                if state["run_id"] is not None:
+                    con.execute("ROLLBACK")
+                return Outcome(src.display, "unreadable", problems=log.problems, seconds=time.monotonic() - t0)
+            run_id = begin(log)
+            status, cause = app_status(log, res.partial)
+            _write_rest(con, src, res.codecs, log, run_id, status, cause, state.get("rep"), res.partial)
+            con.execute("COMMIT")
+        except BaseException:
+            if state["run_id"] is not None:
+                con.execute("ROLLBACK")
+            raise
+    counts = {
+        "tasks": log.totals.n_tasks,
+        "stages": len(log.stages),
+        "jobs": len(log.jobs),
+        "executors": len(log.executor_rows),
+        "sql_executions": len(log.sql_executions),
+    }
+    return Outcome(src.display, "ingested", run_id, status, cause, counts, log.problems, log.bytes_read,
+                   time.monotonic() - t0)  # fmt: skip
+
+
+def _insert(con: Any, table: str, df: pd.DataFrame, run_id: str) -> None:
+    if df.empty:
+        return
+    df = df.copy()
+    df["run_id"] = run_id
+    if table != "runs" and "app_index" not in df:
+        df["app_index"] = 0
+    con.register("_rows", df)
+    con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _rows")
+    con.unregister("_rows")
+
+
+def _write_rest(
+    con: Any,
+    src: LogSource,
+    codecs: list[str],
+    log: EventLog,
+    run_id: str,
+    status: str,
+    cause: str | None,
+    old_rep: tuple[Any, ...] | None,
+    partial: bool,
+) -> None:
+    name = log.app_name or src.app_hint
+    scenario = f"app:{name}"
+    con.execute(
+        "INSERT OR REPLACE INTO experiments (name, description, spec_json, spec_path) VALUES (?, ?, ?, ?)",
+        [EXPERIMENT, "Spark event logs read by shufflelab analyze", json.dumps({"source": BACKEND}), None],
+    )
+    con.execute(
+        "INSERT OR REPLACE INTO scenarios VALUES (?, ?, ?, ?, ?)",
+        [scenario, name, json.dumps({"app": name}), json.dumps({"source": BACKEND, "app_name": name}), BACKEND],
+    )
+    if old_rep is not None:
+        rep = int(old_rep[0])
+    else:
+        rep = int(con.execute("SELECT count(*) FROM runs WHERE scenario_id = ?", [scenario]).fetchone()[0]) + 1
+    for table, rows in (
+        ("stages", log.stages),
+        ("jobs", log.jobs),
+        ("executors", log.executor_rows),
+        ("sql_executions", log.sql_executions),
+    ):
+        _insert(con, table, pd.DataFrame(records(rows)), run_id)
+    _insert(con, "apps", pd.DataFrame([app_row(log, status, cause)]), run_id)
+    t = log.totals
+    span = log.workload_span_ms()
+    attempt = log.app_attempt_id
+    start, end = log.app_start_ms, log.app_end_ms
+    run = {
+        "scenario_id": scenario,
+        "rep": rep,
+        "attempt": int(attempt) if attempt and attempt.isdigit() else 1,
+        "status": status,
+        "cause": cause[:500] if cause else None,
+        "backend": BACKEND,
+        "started_at": start / 1000.0 if start is not None else None,
+        "finished_at": end / 1000.0 if end is not None else None,
+        "wall_s": (end - start) / 1000.0 if start is not None and end is not None else None,
+        "app_id": log.app_id,
+        "job_time_s": span / 1000.0 if span is not None else None,
+        "n_jobs": len(log.jobs),
+        "n_tasks": t.n_tasks,
+        "n_apps": 1,
+        "total_cores": peak_cores(log),
+        "executor_cpu_s": t.executor_cpu_ms / 1000.0,
+        "executor_run_s": t.executor_run_ms / 1000.0,
+        "fetch_wait_s": t.fetch_wait_ms / 1000.0,
+        "remote_bytes_read": t.remote_bytes,
+        "local_bytes_read": t.local_bytes,
+        "shuffle_bytes_written": t.shuffle_write_bytes,
+        "failed_tasks": t.failed_tasks,
+        "fetch_failures": t.fetch_failures,
+        "stage_reattempts": sum(1 for s in log.stages if s.stage_attempt > 0),
+        "run_dir": src.display,
+        "environment_json": json.dumps(
+            {
+                "source": BACKEND,
+                "log": src.display,
+                "spark_version": log.spark_version,
+                "app_name": log.app_name,
+                "user": log.user,
+                "spark_conf": log.spark_conf,
+                "codecs": sorted(set(codecs)),
+                "speculative_tasks": t.speculative_tasks,
+                "running_tasks": log.running_tasks,
+                "problems": log.problems,
+            }
+        ),
+    }
+    _insert(con, "runs", pd.DataFrame([run]), run_id)
+    unknown = {"events": dict(log.unknown_events), "fields": dict(log.unknown_fields)}
+    con.execute(
+        "INSERT INTO eventlog_sources (source, run_id, kind, codecs, size_bytes, mtime, last_index, n_files, "
+        "in_progress, partial, bytes_read, n_events, spark_version, problems_json, unknown_json) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            src.key,
+            run_id,
+            src.kind,
+            ",".join(sorted(set(codecs))),
+            src.size,
+            src.mtime,
+            src.last_index,
+            len(src.parts),
+            src.in_progress,
+            partial,
+            log.bytes_read,
+            log.events,
+            log.spark_version,
+            json.dumps(log.problems),
+            json.dumps(unknown),
+        ],
+    )
