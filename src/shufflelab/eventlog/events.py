@@ -25,6 +25,8 @@ from shufflelab.eventlog.model import (
     StageRow,
     TaskRow,
 )
+from shufflelab.eventlog.taskend import DecodeError as _FAST_ERRORS
+from shufflelab.eventlog.taskend import row as _fast_task_row
 
 try:  # a C parser: several times faster than json on task events
     from orjson import loads as _loads
@@ -192,6 +194,11 @@ KEPT_CONF = (
 
 TASK_COLUMNS = tuple(f for f in TaskRow.__dataclass_fields__)
 
+# Task-end events whose fields are all checked against KNOWN_FIELDS: the first CHECK_FIRST and then
+# one in CHECK_EVERY (the others are decoded into typed structs that skip unknown fields).
+CHECK_FIRST = 1000
+CHECK_EVERY = 1000
+
 
 def _i(d: dict[str, Any], key: str) -> int:
     v = d.get(key, 0)
@@ -291,6 +298,20 @@ class Parser:
         if line.startswith(_PREFIX):
             end = line.find(b'"', 10)
             kind = line[10:end]
+            if kind == b"SparkListenerTaskEnd" and not tail:
+                # the hot event: typed decoding; every CHECK_EVERY-th one (and the first ones) also
+                # as a dictionary, to count fields this version does not know
+                n = self._task_ends
+                if n >= CHECK_FIRST and n % CHECK_EVERY:
+                    try:
+                        row = _fast_task_row(line)
+                    except _FAST_ERRORS:
+                        pass  # unexpected types: the dictionary path below decides
+                    else:
+                        log.events += 1
+                        self._add_task(row)
+                        return True
+                log.task_ends_checked += 1
             handler = self._bhandlers.get(kind)
             if handler is None and not tail:
                 log.events += 1
@@ -371,6 +392,9 @@ class Parser:
         row[5] = str(ev.get("Removed Reason", ""))[:1000]
 
     def _task_end(self, ev: dict[str, Any]) -> None:
+        self._add_task(self._task_row(ev))
+
+    def _task_row(self, ev: dict[str, Any]) -> tuple[Any, ...]:
         info: dict[str, Any] = ev.get("Task Info") or _EMPTY
         m: dict[str, Any] = ev.get("Task Metrics") or _EMPTY
         log = self.log
@@ -385,18 +409,10 @@ class Parser:
         sr: dict[str, Any] = m.get("Shuffle Read Metrics") or _EMPTY
         sw: dict[str, Any] = m.get("Shuffle Write Metrics") or _EMPTY
         im: dict[str, Any] = m.get("Input Metrics") or _EMPTY
-        reason = (ev.get("Task End Reason") or _EMPTY).get("Reason", "")
+        reason = str((ev.get("Task End Reason") or _EMPTY).get("Reason", ""))
         launch = _i(info, "Launch Time")
         finish = _i(info, "Finish Time")
-        ok = reason == "Success" and not info.get("Failed", False)
-        spec = bool(info.get("Speculative", False))
-        cpu = _i(m, "Executor CPU Time") / NS_PER_MS
-        run = float(_i(m, "Executor Run Time"))
-        wait = float(_i(sr, "Fetch Wait Time"))
-        remote = _i(sr, "Remote Bytes Read")
-        local = _i(sr, "Local Bytes Read")
-        written = _i(sw, "Shuffle Bytes Written")
-        row = (
+        return (
             _i(ev, "Stage ID"),
             _i(ev, "Stage Attempt ID"),
             _i(info, "Task ID"),
@@ -407,10 +423,10 @@ class Parser:
             launch,
             finish,
             float(finish - launch) if finish else 0.0,
-            ok,
-            str(reason),
-            run,
-            cpu,
+            reason == "Success" and not info.get("Failed", False),
+            reason,
+            float(_i(m, "Executor Run Time")),
+            _i(m, "Executor CPU Time") / NS_PER_MS,
             float(_i(m, "Executor Deserialize Time")),
             _i(m, "Executor Deserialize CPU Time") / NS_PER_MS,
             float(_i(m, "JVM GC Time")),
@@ -420,40 +436,43 @@ class Parser:
             _i(m, "Disk Bytes Spilled"),
             _i(im, "Bytes Read"),
             _i(im, "Records Read"),
-            wait,
+            float(_i(sr, "Fetch Wait Time")),
             _i(sr, "Remote Blocks Fetched"),
             _i(sr, "Local Blocks Fetched"),
-            remote,
+            _i(sr, "Remote Bytes Read"),
             _i(sr, "Remote Bytes Read To Disk"),
-            local,
+            _i(sr, "Local Bytes Read"),
             _i(sr, "Total Records Read"),
             float(_i(sr, "Remote Requests Duration")),
-            written,
+            _i(sw, "Shuffle Bytes Written"),
             _i(sw, "Shuffle Records Written"),
             _i(sw, "Shuffle Write Time") / NS_PER_MS,
-            spec,
+            bool(info.get("Speculative", False)),
         )
-        t = log.totals
+
+    def _add_task(self, row: tuple[Any, ...]) -> None:
+        """Running totals, then the row to the batch (or the in-memory list)."""
+        t = self.log.totals
         t.n_tasks += 1
-        if not ok:
+        if not row[10]:
             t.failed_tasks += 1
-            if reason == "FetchFailed":
+            if row[11] == "FetchFailed":
                 t.fetch_failures += 1
-        if spec:
+        if row[34]:
             t.speculative_tasks += 1
-        t.executor_cpu_ms += cpu
-        t.executor_run_ms += run
-        t.fetch_wait_ms += wait
-        t.remote_bytes += remote
-        t.local_bytes += local
-        t.shuffle_write_bytes += written
+        t.executor_run_ms += row[12]
+        t.executor_cpu_ms += row[13]
+        t.fetch_wait_ms += row[23]
+        t.remote_bytes += row[26]
+        t.local_bytes += row[28]
+        t.shuffle_write_bytes += row[31]
         self._task_ends += 1
         if self._on_tasks is None:
-            log.tasks.append(TaskRow(*row))
+            self.log.tasks.append(TaskRow(*row))
             return
         self._pending.append(row)
         if len(self._pending) >= self._batch:
-            self._on_tasks(self._pending, log)
+            self._on_tasks(self._pending, self.log)
             self._pending = []
 
     def _stage_completed(self, ev: dict[str, Any]) -> None:

@@ -7,13 +7,19 @@ The zip is streamed to a temporary file and read from there like any zip of logs
 
 from __future__ import annotations
 
+import os
 import shutil
+import socket
+import subprocess
 import tempfile
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from shufflelab.eventlog.files import LogSource, zip_sources
 
@@ -54,3 +60,78 @@ def fetch_logs(url: str, app_id: str, dest_dir: Path, timeout_s: float = 60.0) -
 
 def temp_dir() -> tempfile.TemporaryDirectory[str]:
     return tempfile.TemporaryDirectory(prefix="shufflelab-hs-")
+
+
+class LocalHistoryServer:
+    """A real Spark History Server from the installed pyspark's jars, on 127.0.0.1 only, over
+    ``log_dir`` (for tests and the ingest benchmark). Use as a context manager: it is always
+    stopped."""
+
+    def __init__(self, log_dir: Path, work_dir: Path, heap: str = "1g", extra_conf: dict[str, str] | None = None):
+        self.log_dir, self.work_dir, self.heap = Path(log_dir), Path(work_dir), heap
+        self.extra_conf = extra_conf or {}
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> LocalHistoryServer:
+        import pyspark
+
+        home = Path(pyspark.__file__).resolve().parent
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = int(s.getsockname()[1])
+        conf = {
+            "spark.history.fs.logDirectory": self.log_dir.resolve().as_uri(),
+            "spark.history.ui.port": str(self.port),
+            "spark.history.fs.update.interval": "1s",
+            **self.extra_conf,
+        }
+        cmd = ["java", f"-Xmx{self.heap}", "-cp", f"{home}/jars/*", *(f"-D{k}={v}" for k, v in conf.items()),
+               "org.apache.spark.deploy.history.HistoryServer"]  # fmt: skip
+        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_HOME": str(home)}
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.log_path = self.work_dir / "history-server.log"
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=self.work_dir)
+        try:
+            self.wait(lambda: self.get("/api/v1/version") is not None, 180.0, "start")
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def get(self, path: str) -> Any:
+        """The JSON at ``path``, or None while the server does not answer."""
+        import json
+
+        if self.proc is not None and self.proc.poll() is not None:
+            raise HistoryServerError(f"the History Server exited ({self.proc.returncode}); see {self.log_path}")
+        try:
+            with urllib.request.urlopen(self.url + path, timeout=30) as r:
+                return json.load(r)
+        except (urllib.error.URLError, OSError, ValueError):
+            return None
+
+    def wait(self, ready: Callable[[], bool], timeout_s: float, what: str) -> float:
+        """Poll until ``ready()``; the seconds it took (bounded by ``timeout_s``)."""
+        t0 = time.monotonic()
+        while not ready():
+            if time.monotonic() - t0 > timeout_s:
+                raise HistoryServerError(
+                    f"the History Server did not {what} within {timeout_s:.0f} s ({self.log_path})"
+                )
+            time.sleep(0.2)
+        return time.monotonic() - t0
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()

@@ -108,65 +108,69 @@ def ingest(
     known = {} if force else _stored(store)
     outcomes = []
     seen: set[str] = set()
+    todo = []
     for src in found:
         if src.key in seen:  # named twice (a directory and a file in it)
             continue
         seen.add(src.key)
-        if on_source:
-            on_source(src)
         if _unchanged(src, known.get(src.key)):
             outcomes.append(Outcome(src.display, "skipped"))
             if on_bytes:
                 on_bytes(src.size)
             continue
-        outcomes.append(ingest_source(store, src, on_bytes=on_bytes, batch=batch))
+        todo.append(src)
+    if todo:
+        with store.connect() as con:  # one connection, one transaction per application
+            for src in todo:
+                if on_source:
+                    on_source(src)
+                outcomes.append(ingest_source(con, src, on_bytes=on_bytes, batch=batch))
     return IngestReport(outcomes, problems)
 
 
 def ingest_source(
-    store: Store, src: LogSource, *, on_bytes: Callable[[int], None] | None = None, batch: int = 50_000
+    con: Any, src: LogSource, *, on_bytes: Callable[[int], None] | None = None, batch: int = 50_000
 ) -> Outcome:
-    """Read one application's log and write it in one transaction (nothing when nothing could be
-    read)."""
+    """Read one application's log and write it in one transaction on ``con`` (a connection from
+    :meth:`Store.connect`); nothing when nothing could be read."""
     t0 = time.monotonic()
-    with store.connect() as con:
-        state: dict[str, Any] = {"run_id": None}
+    state: dict[str, Any] = {"run_id": None}
 
-        def begin(log: EventLog) -> str:
-            if state["run_id"] is None:
-                run_id = run_id_of(log, src.app_hint)
-                con.execute("BEGIN TRANSACTION")
-                state["run_id"] = run_id
-                state["rep"] = con.execute("SELECT rep FROM runs WHERE run_id = ?", [run_id]).fetchone()
-                con.execute("DELETE FROM runs WHERE run_id = ?", [run_id])
-                for t in RUN_TABLES:
-                    con.execute(f"DELETE FROM {t} WHERE run_id = ?", [run_id])
-                con.execute("DELETE FROM eventlog_sources WHERE source = ?", [src.key])
-            return str(state["run_id"])
+    def begin(log: EventLog) -> str:
+        if state["run_id"] is None:
+            run_id = run_id_of(log, src.app_hint)
+            con.execute("BEGIN TRANSACTION")
+            state["run_id"] = run_id
+            state["rep"] = con.execute("SELECT rep FROM runs WHERE run_id = ?", [run_id]).fetchone()
+            con.execute("DELETE FROM runs WHERE run_id = ?", [run_id])
+            for t in RUN_TABLES:
+                con.execute(f"DELETE FROM {t} WHERE run_id = ?", [run_id])
+            con.execute("DELETE FROM eventlog_sources WHERE source = ?", [src.key])
+        return str(state["run_id"])
 
-        def on_tasks(rows: list[tuple[Any, ...]], log: EventLog) -> None:
-            run_id = begin(log)
-            cols = list(zip(*rows, strict=True))
-            tbl = pa.table({name: pa.array(col) for name, col in zip(TASK_COLUMNS, cols, strict=True)})
-            con.register("_task_batch", tbl)
-            con.execute("INSERT INTO tasks BY NAME SELECT *, ? AS run_id, 0 AS app_index FROM _task_batch", [run_id])
-            con.unregister("_task_batch")
+    def on_tasks(rows: list[tuple[Any, ...]], log: EventLog) -> None:
+        run_id = begin(log)
+        cols = list(zip(*rows, strict=True))
+        tbl = pa.table({name: pa.array(col) for name, col in zip(TASK_COLUMNS, cols, strict=True)})
+        con.register("_task_batch", tbl)
+        con.execute("INSERT INTO tasks BY NAME SELECT *, ? AS run_id, 0 AS app_index FROM _task_batch", [run_id])
+        con.unregister("_task_batch")
 
-        try:
-            res = read_source(src, on_tasks=on_tasks, batch=batch, on_bytes=on_bytes)
-            log = res.log
-            if res.nothing_read:
-                if state["run_id"] is not None:
-                    con.execute("ROLLBACK")
-                return Outcome(src.display, "unreadable", problems=log.problems, seconds=time.monotonic() - t0)
-            run_id = begin(log)
-            status, cause = app_status(log, res.partial)
-            _write_rest(con, src, res.codecs, log, run_id, status, cause, state.get("rep"), res.partial)
-            con.execute("COMMIT")
-        except BaseException:
+    try:
+        res = read_source(src, on_tasks=on_tasks, batch=batch, on_bytes=on_bytes)
+        log = res.log
+        if res.nothing_read:
             if state["run_id"] is not None:
                 con.execute("ROLLBACK")
-            raise
+            return Outcome(src.display, "unreadable", problems=log.problems, seconds=time.monotonic() - t0)
+        run_id = begin(log)
+        status, cause = app_status(log, res.partial)
+        _write_rest(con, src, res.codecs, log, run_id, status, cause, state.get("rep"), res.partial)
+        con.execute("COMMIT")
+    except BaseException:
+        if state["run_id"] is not None:
+            con.execute("ROLLBACK")
+        raise
     counts = {
         "tasks": log.totals.n_tasks,
         "stages": len(log.stages),

@@ -152,7 +152,8 @@ class EventLog:
     lines: int = 0
     bytes_read: int = 0  # uncompressed
     unknown_events: Counter[str] = field(default_factory=Counter)
-    unknown_fields: Counter[str] = field(default_factory=Counter)  # "Event.Field" -> count
+    unknown_fields: Counter[str] = field(default_factory=Counter)  # "Event.Field" -> events carrying it
+    task_ends_checked: int = 0  # task-end events whose fields were checked (a sample in big logs)
     job_errors: dict[int, str] = field(default_factory=dict)  # failed job -> its exception's message
     running_tasks: int = 0  # task starts without an end (an unfinished application)
     truncated_last_line: bool = False
