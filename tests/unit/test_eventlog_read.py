@@ -265,3 +265,12 @@ def test_not_a_spark_log_and_empty_inputs_are_named(tmp_path: Path) -> None:
     assert (
         res.nothing_read and "unknown event-log codec 'brotli'" in res.log.problems[0] and str(g) in res.log.problems[0]
     )
+
+
+def test_a_line_longer_than_many_chunks_is_read_whole() -> None:
+    big = {"Event": "SparkListenerEnvironmentUpdate", "Spark Properties": {"spark.master": "x" * 3_000_000}}
+    text = json.dumps(big).encode() + b"\n" + TEXT
+    p = eventlog.Parser()
+    p.feed_stream((text[i : i + 1000] for i in range(0, len(text), 1000)), "f")
+    log = p.finish()
+    assert log.spark_conf == {"spark.master": "x" * 3_000_000} and len(log.tasks) == 300 and log.problems == []

@@ -38,6 +38,7 @@ CODECS = ("zstd", "lz4", "snappy", "lzf", "gzip")
 SUFFIXES = {"zstd": "zstd", "zst": "zstd", "lz4": "lz4", "snappy": "snappy", "lzf": "lzf", "gz": "gzip"}
 
 READ_SIZE = 1 << 16
+MAX_BLOCK = 1 << 26  # lz4-java allows blocks up to 32 MiB; Spark's lz4 and snappy blocks are 32 KiB
 
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _LZ4_MAGIC = b"LZ4Block"
@@ -178,7 +179,7 @@ def _lz4(src: _Counted, name: str) -> Iterator[bytes]:
         token = head[8]
         clen, olen, _checksum = struct.unpack_from("<iii", head, 9)
         method = token & 0xF0
-        if clen < 0 or olen < 0 or method not in (0x10, 0x20):
+        if not (0 <= clen <= MAX_BLOCK and 0 <= olen <= MAX_BLOCK) or method not in (0x10, 0x20):
             raise CorruptLog(name, "lz4", f"has a bad block header (method {method:#x}, lengths {clen}/{olen})", at)
         if olen == 0:  # the end mark of one LZ4BlockOutputStream; another may follow
             continue
@@ -219,8 +220,8 @@ def _snappy(src: _Counted, name: str) -> Iterator[bytes]:
         if len(head) < 4:
             raise TruncatedLog(name, "snappy", "ends inside a block length", at)
         (clen,) = struct.unpack(">i", head)
-        if clen < 0:
-            raise CorruptLog(name, "snappy", f"has a negative block length {clen}", at)
+        if not 0 <= clen <= MAX_BLOCK:
+            raise CorruptLog(name, "snappy", f"has a bad block length {clen}", at)
         data = src.exact(clen)
         if len(data) < clen:
             raise TruncatedLog(name, "snappy", "ends inside a block", at)

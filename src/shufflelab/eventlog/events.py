@@ -257,17 +257,22 @@ class Parser:
         """Read one file's decompressed chunks. A read error is recorded as a problem naming the
         file and ends this file (what came before it is kept). Returns False when the file ended
         in a torn line or a truncated frame."""
-        rest = b""
+        pieces: list[bytes] = []  # the start of a line that continues in the next chunk(s)
         log = self.log
         line_fn = self._line
         clean = True
         try:
             for chunk in chunks:
                 log.bytes_read += len(chunk)
-                if rest:
-                    chunk = rest + chunk
+                if b"\n" not in chunk:  # inside a long line (a big SQL plan): no quadratic joins
+                    pieces.append(chunk)
+                    continue
+                if pieces:
+                    pieces.append(chunk)
+                    chunk = b"".join(pieces)
                 lines = chunk.split(b"\n")
-                rest = lines.pop()
+                last = lines.pop()
+                pieces = [last] if last else []
                 for line in lines:
                     line_fn(line, False)
         except TruncatedLog as exc:
@@ -276,6 +281,7 @@ class Parser:
         except LogReadError as exc:
             log.problems.append(str(exc))
             clean = False
+        rest = b"".join(pieces)
         if rest.strip() and not self._line(rest, True):
             log.truncated_last_line = True
             log.skipped_lines -= 1  # counted as torn, not as a malformed line
