@@ -143,5 +143,8 @@ def test_cli_exit_status_is_nonzero_only_when_nothing_was_read(tmp_path: Path) -
     assert "1 application(s) written" in r.output and f"{bad}: not a Spark event log" in r.output
     r = runner.invoke(app, ["analyze", str(good), "--db", str(db)])
     assert r.exit_code == 0 and "1 unchanged since the last run (skipped)" in r.output
+    newer = _write(tmp_path / "new" / "app-10", _app("app-10") + b'{"Event":"SparkListenerNew","a":1}\n')
+    r = runner.invoke(app, ["analyze", str(newer), "--db", str(db)])
+    assert r.exit_code == 0 and "app-10: events this version does not know, ignored: SparkListenerNew x1" in r.output
     r = runner.invoke(app, ["analyze", "--db", str(db), "--history-server", "http://127.0.0.1:9"])
     assert r.exit_code == 2 and "--history-server and --app go together" in r.output

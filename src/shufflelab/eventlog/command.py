@@ -94,6 +94,12 @@ def _print(report: IngestReport, db: Path, console: Console, err: Console) -> No
             )
         console.print(t)
     for o in ingested:
+        for what, seen in o.unknown.items():
+            if seen:
+                listed = ", ".join(f"{k} x{v}" for k, v in sorted(seen.items(), key=lambda kv: -kv[1])[:5])
+                more = f" and {len(seen) - 5} more" if len(seen) > 5 else ""
+                err.print(f"[yellow]{o.run_id}:[/] {what} this version does not know, ignored: {listed}{more}",
+                          highlight=False, soft_wrap=True)  # fmt: skip
         for p in o.problems:
             style = "yellow" if o.status in ("ok", "failed", "incomplete") else "bold red"
             err.print(f"[{style}]{o.run_id}:[/] {p}", highlight=False, soft_wrap=True)

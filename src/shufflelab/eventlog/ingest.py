@@ -49,6 +49,7 @@ class Outcome:
     problems: list[str] = field(default_factory=list)
     bytes_read: int = 0
     seconds: float = 0.0
+    unknown: dict[str, dict[str, int]] = field(default_factory=dict)  # events/fields this version ignores
 
 
 @dataclass
@@ -178,8 +179,9 @@ def ingest_source(
         "executors": len(log.executor_rows),
         "sql_executions": len(log.sql_executions),
     }
+    unknown = {"events": dict(log.unknown_events), "fields": dict(log.unknown_fields)}
     return Outcome(src.display, "ingested", run_id, status, cause, counts, log.problems, log.bytes_read,
-                   time.monotonic() - t0)  # fmt: skip
+                   time.monotonic() - t0, unknown)  # fmt: skip
 
 
 def _insert(con: Any, table: str, df: pd.DataFrame, run_id: str) -> None:
