@@ -223,7 +223,7 @@ class Parser:
     ``log.tasks``."""
 
     def __init__(
-        self, on_tasks: Callable[[list[tuple[Any, ...]], EventLog], None] | None = None, batch: int = 50_000
+        self, on_tasks: Callable[[list[tuple[Any, ...]], EventLog], None] | None = None, batch: int = 10_000
     ) -> None:
         self.log = EventLog()
         self._on_tasks = on_tasks

@@ -100,7 +100,7 @@ def ingest(
     force: bool = False,
     on_source: Callable[[LogSource], None] | None = None,
     on_bytes: Callable[[int], None] | None = None,
-    batch: int = 50_000,
+    batch: int = 10_000,
 ) -> IngestReport:
     """Ingest every log under ``paths`` (and any ``sources`` given directly) into ``db``."""
     found, problems = discover(paths) if paths else ([], [])
@@ -130,7 +130,7 @@ def ingest(
 
 
 def ingest_source(
-    con: Any, src: LogSource, *, on_bytes: Callable[[int], None] | None = None, batch: int = 50_000
+    con: Any, src: LogSource, *, on_bytes: Callable[[int], None] | None = None, batch: int = 10_000
 ) -> Outcome:
     """Read one application's log and write it in one transaction on ``con`` (a connection from
     :meth:`Store.connect`); nothing when nothing could be read."""

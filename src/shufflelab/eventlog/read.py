@@ -32,7 +32,7 @@ class ReadResult:
 def read_source(
     src: LogSource,
     on_tasks: Callable[[list[tuple[Any, ...]], EventLog], None] | None = None,
-    batch: int = 50_000,
+    batch: int = 10_000,
     on_bytes: Callable[[int], None] | None = None,
 ) -> ReadResult:
     """Parse every file of ``src`` in order. Problems are recorded in ``log.problems``, naming the
