@@ -12,6 +12,7 @@ kept.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -515,7 +516,7 @@ class Parser:
         result = ev.get("Job Result") or _EMPTY
         exc = result.get("Exception") if isinstance(result, dict) else None
         if isinstance(exc, dict) and exc.get("Message"):
-            self.log.job_errors[jid] = str(exc["Message"]).split("\n")[0][:500]
+            self.log.job_errors[jid] = _headline(str(exc["Message"]))
         self.log.jobs.append(
             JobRow(
                 job_id=jid,
@@ -591,6 +592,23 @@ class Parser:
         ]
         log.running_tasks = max(0, self._task_starts - self._task_ends)
         return log
+
+
+_ERROR_LINE = re.compile(r"^[\w.$]+(Error|Exception|Exit|Interrupt)\b.*:")
+
+
+def _headline(message: str) -> str:
+    """A failed job's cause in one line: Spark's first line and, for an exception from the user's
+    code (a Python traceback inside it), that exception's own line."""
+    lines = message.split("\n")
+    first = lines[0].strip()
+    for line in lines[1:]:
+        if line.startswith("\tat "):  # the JVM stack: the user's exception came before it
+            break
+        if _ERROR_LINE.match(line.strip()):
+            first = f"{first} ... {line.strip()}"
+            break
+    return first[:500]
 
 
 def _exec_order(row: list[Any]) -> tuple[int, str]:
