@@ -134,14 +134,14 @@ def test_typed_task_end_decoding_equals_the_dictionary_path(line: str, variant: 
     from shufflelab.eventlog.files import codec_of
 
     src = discover([path])[0][0]
-    parser, n = Parser(), 0
+    parser, lines = Parser(), []
     for part in src.parts:
         with part.open() as fh:
             head = fh.read(16)
         with part.open() as fh:
             text = b"".join(decompress(fh, codec_of(part, head), part.name)) if part.size else b""
-        for raw in text.splitlines():
-            if raw.startswith(b'{"Event":"SparkListenerTaskEnd"') and raw.endswith(b"}"):
-                assert taskend.row(raw) == parser._task_row(orjson.loads(raw))
-                n += 1
-    assert n > 0
+        lines += [x for x in text.splitlines() if x.startswith(b'{"Event":"SparkListenerTaskEnd"') and x.endswith(b"}")]
+    expected = [parser._task_row(orjson.loads(x)) for x in lines]
+    assert lines and [taskend.row(x) for x in lines] == expected  # one line at a time
+    cols = taskend.columns(taskend.decode_many(lines))  # a chunk's task ends at once, as columns
+    assert list(zip(*cols.values(), strict=True)) == expected

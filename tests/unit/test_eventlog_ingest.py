@@ -109,7 +109,7 @@ def test_one_application_is_written_atomically(tmp_path: Path, monkeypatch: pyte
 
     monkeypatch.setattr(ing, "_write_rest", crash)
     with pytest.raises(KeyboardInterrupt):
-        ing.ingest([d], db, batch=100)  # task rows went in three batches before the interruption
+        ing.ingest([d], db, batch=100)  # three batches of task rows, then the interruption
     assert _counts(db) == before  # the old copy intact, nothing of the new one
 
 
@@ -148,3 +148,27 @@ def test_cli_exit_status_is_nonzero_only_when_nothing_was_read(tmp_path: Path) -
     assert r.exit_code == 0 and "app-10: events this version does not know, ignored: SparkListenerNew x1" in r.output
     r = runner.invoke(app, ["analyze", "--db", str(db), "--history-server", "http://127.0.0.1:9"])
     assert r.exit_code == 2 and "--history-server and --app go together" in r.output
+
+
+def test_an_interrupted_read_leaves_nothing_and_stale_staged_rows_are_removed(tmp_path: Path) -> None:
+    d, db = tmp_path / "logs", tmp_path / "e.duckdb"
+    _write(d / "app-1", _app("app-1"))
+    ing.ingest([d], db)
+    before = _counts(db)
+    _write(d / "app-2", _app("app-2") * 20)  # 6000 task rows: staged in batches while read
+    seen = [0]
+
+    def interrupt(n: int) -> None:
+        seen[0] += n
+        if seen[0] > 1_500_000:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        ing.ingest([d], db, batch=500, on_bytes=interrupt)
+    assert _counts(db) == before
+    # a killed ingest (no cleanup ran) leaves staged rows under a run id no run has
+    with Store(db).connect() as con:
+        con.execute("INSERT INTO tasks (run_id, task_id) VALUES ('ingesting:dead', 1)")
+    ing.ingest([d], db)
+    assert Store(db).query("SELECT count(*) AS n FROM tasks WHERE run_id LIKE 'ingesting:%'")["n"][0] == 0
+    assert _counts(db)["runs"] == 2

@@ -16,6 +16,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from shufflelab.eventlog import taskend
 from shufflelab.eventlog.compression import LogReadError, TruncatedLog
 from shufflelab.eventlog.model import (
     NS_PER_MS,
@@ -35,6 +36,9 @@ except ImportError:  # pragma: no cover - orjson is a dependency
     _loads = json.loads  # type: ignore[assignment]
 
 _PREFIX = b'{"Event":"'
+_TASK_END = b'{"Event":"SparkListenerTaskEnd",'
+_TASK_START = b'{"Event":"SparkListenerTaskStart",'
+_TASK_EVENTS = (_TASK_END, _TASK_START)
 _SQL = "org.apache.spark.sql.execution.ui."
 
 # Events Spark 3.x/4.x write that carry nothing the tables need: counted, not decoded.
@@ -219,17 +223,18 @@ _EMPTY: dict[str, Any] = {}
 class Parser:
     """Feed it lines (:meth:`feed_stream` for decompressed chunks), then :meth:`finish`.
 
-    With ``on_tasks`` the task rows go there as tuples in :class:`TaskRow` field order, ``batch``
-    at a time (with the log parsed so far); without it they are collected as :class:`TaskRow` in
-    ``log.tasks``."""
+    With ``on_tasks`` the task rows go there as columns (:class:`TaskRow` field name -> values),
+    about ``batch`` rows at a time, with the log parsed so far; without it they are collected as
+    :class:`TaskRow` in ``log.tasks``."""
 
     def __init__(
-        self, on_tasks: Callable[[list[tuple[Any, ...]], EventLog], None] | None = None, batch: int = 10_000
+        self, on_tasks: Callable[[dict[str, list[Any]], EventLog], None] | None = None, batch: int = 10_000
     ) -> None:
         self.log = EventLog()
         self._on_tasks = on_tasks
         self._batch = batch
-        self._pending: list[tuple[Any, ...]] = []
+        self._pending: dict[str, list[Any]] = {c: [] for c in TASK_COLUMNS}
+        self._n_pending = 0
         self._job_start: dict[int, tuple[int, list[int], int | None]] = {}
         self._execs: dict[str, list[Any]] = {}
         self._sql: dict[int, dict[str, Any]] = {}
@@ -274,8 +279,7 @@ class Parser:
                 lines = chunk.split(b"\n")
                 last = lines.pop()
                 pieces = [last] if last else []
-                for line in lines:
-                    line_fn(line, False)
+                self._lines(lines, line_fn)
         except TruncatedLog as exc:
             log.problems.append(str(exc))
             clean = False
@@ -290,6 +294,55 @@ class Parser:
                 log.problems.append(f"{name}: the last line is incomplete ({len(rest)} bytes; the log was cut)")
             clean = False
         return clean
+
+    def _lines(self, lines: list[bytes], line_fn: Callable[[bytes, bool], bool]) -> None:
+        """Whole lines of one chunk: task ends decoded together, task starts counted, every other
+        event one by one (before the chunk's task ends, so the application is known first)."""
+        task_ends = [x for x in lines if x.startswith(_TASK_END)]
+        n_other = len(lines) - len(task_ends)
+        if n_other:
+            others = [x for x in lines if not x.startswith(_TASK_EVENTS)]
+            starts = n_other - len(others)
+            self._task_starts += starts
+            self.log.lines += starts
+            self.log.events += starts
+            for line in others:
+                line_fn(line, False)
+        if task_ends:
+            self._task_lines(task_ends)
+
+    def _task_lines(self, lines: list[bytes]) -> None:
+        log = self.log
+        n0 = self._task_ends
+        log.lines += len(lines)
+        log.events += len(lines)
+        # the fields of the first CHECK_FIRST task ends and one in CHECK_EVERY after them are checked
+        first = range(max(0, min(len(lines), CHECK_FIRST - n0)))
+        every = range((-n0) % CHECK_EVERY, len(lines), CHECK_EVERY)
+        for i in sorted({*first, *(i for i in every if n0 + i >= CHECK_FIRST)}):
+            try:
+                ev = _loads(lines[i])
+            except ValueError:
+                continue
+            if isinstance(ev, dict):
+                self._check_task_fields(ev)
+        try:
+            events = taskend.decode_many(lines)
+        except _FAST_ERRORS:  # some line does not fit the typed decoder: one by one
+            events = []
+            for line in lines:
+                try:
+                    events.append(taskend.decode_one(line))
+                except _FAST_ERRORS:
+                    try:
+                        ev = _loads(line)
+                    except ValueError:
+                        log.skipped_lines += 1
+                        log.events -= 1
+                        continue
+                    self._add_task(self._task_row(ev, check=False))
+        if events:
+            self._add_columns(taskend.columns(events), len(events))
 
     def feed(self, line: bytes | str) -> None:
         """One line (compatibility with line iterables)."""
@@ -318,7 +371,6 @@ class Parser:
                         log.events += 1
                         self._add_task(row)
                         return True
-                log.task_ends_checked += 1
             handler = self._bhandlers.get(kind)
             if handler is None and not tail:
                 log.events += 1
@@ -344,7 +396,7 @@ class Parser:
         log.events += 1
         h = self._handlers.get(name)
         if h is not None:
-            known = KNOWN_FIELDS.get(name)
+            known = KNOWN_FIELDS.get(name) if name != "SparkListenerTaskEnd" else None  # (its own check)
             if known is not None and not known.issuperset(ev):
                 for k in ev.keys() - known:
                     log.unknown_fields[f"{name}.{k}"] += 1
@@ -401,18 +453,23 @@ class Parser:
     def _task_end(self, ev: dict[str, Any]) -> None:
         self._add_task(self._task_row(ev))
 
-    def _task_row(self, ev: dict[str, Any]) -> tuple[Any, ...]:
+    def _check_task_fields(self, ev: dict[str, Any]) -> None:
+        """Count the fields of a task end this version does not know (top level, task info, metrics)."""
+        log = self.log
+        log.task_ends_checked += 1
+        for key, d in (("", ev), ("Task Info.", ev.get("Task Info")), ("Task Metrics.", ev.get("Task Metrics"))):
+            if not isinstance(d, dict):
+                continue
+            known = KNOWN_FIELDS["SparkListenerTaskEnd" + ("." + key[:-1] if key else "")]
+            if not known.issuperset(d):
+                for k in d.keys() - known:
+                    log.unknown_fields[f"SparkListenerTaskEnd.{key}{k}"] += 1
+
+    def _task_row(self, ev: dict[str, Any], check: bool = True) -> tuple[Any, ...]:
+        if check:
+            self._check_task_fields(ev)
         info: dict[str, Any] = ev.get("Task Info") or _EMPTY
         m: dict[str, Any] = ev.get("Task Metrics") or _EMPTY
-        log = self.log
-        known = KNOWN_FIELDS["SparkListenerTaskEnd.Task Info"]
-        if not known.issuperset(info):
-            for k in info.keys() - known:
-                log.unknown_fields[f"SparkListenerTaskEnd.Task Info.{k}"] += 1
-        known = KNOWN_FIELDS["SparkListenerTaskEnd.Task Metrics"]
-        if not known.issuperset(m):
-            for k in m.keys() - known:
-                log.unknown_fields[f"SparkListenerTaskEnd.Task Metrics.{k}"] += 1
         sr: dict[str, Any] = m.get("Shuffle Read Metrics") or _EMPTY
         sw: dict[str, Any] = m.get("Shuffle Write Metrics") or _EMPTY
         im: dict[str, Any] = m.get("Input Metrics") or _EMPTY
@@ -458,29 +515,37 @@ class Parser:
         )
 
     def _add_task(self, row: tuple[Any, ...]) -> None:
-        """Running totals, then the row to the batch (or the in-memory list)."""
+        """One task row (the dictionary path)."""
+        self._add_columns({c: [v] for c, v in zip(TASK_COLUMNS, row, strict=True)}, 1)
+
+    def _add_columns(self, cols: dict[str, list[Any]], n: int) -> None:
+        """Running totals, then the rows to the batch (or the in-memory list)."""
         t = self.log.totals
-        t.n_tasks += 1
-        if not row[10]:
-            t.failed_tasks += 1
-            if row[11] == "FetchFailed":
-                t.fetch_failures += 1
-        if row[34]:
-            t.speculative_tasks += 1
-        t.executor_run_ms += row[12]
-        t.executor_cpu_ms += row[13]
-        t.fetch_wait_ms += row[23]
-        t.remote_bytes += row[26]
-        t.local_bytes += row[28]
-        t.shuffle_write_bytes += row[31]
-        self._task_ends += 1
+        t.n_tasks += n
+        t.failed_tasks += n - sum(cols["successful"])
+        t.fetch_failures += cols["end_reason"].count("FetchFailed")
+        t.speculative_tasks += sum(cols["speculative"])
+        t.executor_run_ms += sum(cols["executor_run_ms"])
+        t.executor_cpu_ms += sum(cols["executor_cpu_ms"])
+        t.fetch_wait_ms += sum(cols["fetch_wait_ms"])
+        t.remote_bytes += sum(cols["remote_bytes"])
+        t.local_bytes += sum(cols["local_bytes"])
+        t.shuffle_write_bytes += sum(cols["shuffle_write_bytes"])
+        self._task_ends += n
         if self._on_tasks is None:
-            self.log.tasks.append(TaskRow(*row))
+            self.log.tasks.extend(TaskRow(*r) for r in zip(*cols.values(), strict=True))
             return
-        self._pending.append(row)
-        if len(self._pending) >= self._batch:
+        for c, values in cols.items():
+            self._pending[c].extend(values)
+        self._n_pending += n
+        if self._n_pending >= self._batch:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._n_pending and self._on_tasks is not None:
             self._on_tasks(self._pending, self.log)
-            self._pending = []
+        self._pending = {c: [] for c in TASK_COLUMNS}
+        self._n_pending = 0
 
     def _stage_completed(self, ev: dict[str, Any]) -> None:
         info = ev.get("Stage Info") or _EMPTY
@@ -566,9 +631,7 @@ class Parser:
 
     def finish(self) -> EventLog:
         log = self.log
-        if self._pending and self._on_tasks is not None:
-            self._on_tasks(self._pending, log)
-            self._pending = []
+        self._flush()
         for jid, (sub, stage_ids, sql_id) in self._job_start.items():  # jobs that never ended (killed run)
             log.jobs.append(JobRow(jid, sub, None, None, "Unfinished", ",".join(str(s) for s in stage_ids), sql_id))
         self._job_start = {}

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +28,14 @@ import pyarrow as pa
 
 from shufflelab.eventlog.events import TASK_COLUMNS
 from shufflelab.eventlog.files import LogSource, discover
-from shufflelab.eventlog.model import EventLog, records
+from shufflelab.eventlog.model import EventLog, TaskRow, records
 from shufflelab.eventlog.read import read_source
 from shufflelab.eventlog.summary import app_row, app_status, peak_cores
 from shufflelab.results import RUN_TABLES, Store
 
 EXPERIMENT = "eventlogs"
+MEMORY_LIMIT = "64MB"
+STAGING = "ingesting:"  # the run id of task rows staged while their log is read
 BACKEND = "eventlog"
 
 
@@ -122,6 +125,9 @@ def ingest(
         todo.append(src)
     if todo:
         with store.connect() as con:  # one connection, one transaction per application
+            con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")  # DuckDB's cache, not Python's
+            con.execute("SET enable_progress_bar = false")
+            con.execute("DELETE FROM tasks WHERE starts_with(run_id, ?)", [STAGING])  # an interrupted ingest's
             for src in todo:
                 if on_source:
                     on_source(src)
@@ -132,46 +138,50 @@ def ingest(
 def ingest_source(
     con: Any, src: LogSource, *, on_bytes: Callable[[int], None] | None = None, batch: int = 10_000
 ) -> Outcome:
-    """Read one application's log and write it in one transaction on ``con`` (a connection from
-    :meth:`Store.connect`); nothing when nothing could be read."""
+    """Read one application's log and write it atomically on ``con`` (a connection from
+    :meth:`Store.connect`); nothing when nothing could be read.
+
+    Task rows go into ``tasks`` while the log is read, each batch committed under a staging run id
+    (``ingesting:...``) that no ``runs`` row has; one final transaction deletes the application's
+    previous rows, renames the staged ones to its run id and writes everything else. So the
+    application appears whole or not at all, and DuckDB can write each batch out instead of holding
+    a transaction of the whole log in memory. Staged rows of an interrupted ingest are removed by
+    the next one."""
     t0 = time.monotonic()
-    state: dict[str, Any] = {"run_id": None}
+    staging = f"{STAGING}{uuid.uuid4().hex}"
+    staged: list[bool] = []
 
-    def begin(log: EventLog) -> str:
-        if state["run_id"] is None:
-            run_id = run_id_of(log, src.app_hint)
-            con.execute("BEGIN TRANSACTION")
-            state["run_id"] = run_id
-            state["rep"] = con.execute("SELECT rep FROM runs WHERE run_id = ?", [run_id]).fetchone()
-            con.execute("DELETE FROM runs WHERE run_id = ?", [run_id])
-            for t in RUN_TABLES:
-                con.execute(f"DELETE FROM {t} WHERE run_id = ?", [run_id])
-            con.execute("DELETE FROM eventlog_sources WHERE source = ?", [src.key])
-        return str(state["run_id"])
-
-    def on_tasks(rows: list[tuple[Any, ...]], log: EventLog) -> None:
-        run_id = begin(log)
-        cols = list(zip(*rows, strict=True))
-        tbl = pa.table({name: pa.array(col) for name, col in zip(TASK_COLUMNS, cols, strict=True)})
+    def on_tasks(cols: dict[str, list[Any]], log: EventLog) -> None:
+        tbl = pa.table({name: pa.array(cols[name], type=_ARROW[name]) for name in TASK_COLUMNS})
         con.register("_task_batch", tbl)
-        con.execute("INSERT INTO tasks BY NAME SELECT *, ? AS run_id, 0 AS app_index FROM _task_batch", [run_id])
+        con.execute("INSERT INTO tasks BY NAME SELECT *, ? AS run_id, 0 AS app_index FROM _task_batch", [staging])
         con.unregister("_task_batch")
+        staged[:] = [True]
 
     try:
         res = read_source(src, on_tasks=on_tasks, batch=batch, on_bytes=on_bytes)
         log = res.log
         if res.nothing_read:
-            if state["run_id"] is not None:
-                con.execute("ROLLBACK")
             return Outcome(src.display, "unreadable", problems=log.problems, seconds=time.monotonic() - t0)
-        run_id = begin(log)
+        run_id = run_id_of(log, src.app_hint)
         status, cause = app_status(log, res.partial)
-        _write_rest(con, src, res.codecs, log, run_id, status, cause, state.get("rep"), res.partial)
-        con.execute("COMMIT")
-    except BaseException:
-        if state["run_id"] is not None:
+        con.execute("BEGIN TRANSACTION")
+        try:
+            old_rep = con.execute("SELECT rep FROM runs WHERE run_id = ?", [run_id]).fetchone()
+            con.execute("DELETE FROM runs WHERE run_id = ?", [run_id])
+            for t in RUN_TABLES:
+                con.execute(f"DELETE FROM {t} WHERE run_id = ?", [run_id])
+            con.execute("DELETE FROM eventlog_sources WHERE source = ?", [src.key])
+            if staged:
+                con.execute("UPDATE tasks SET run_id = ? WHERE run_id = ?", [run_id, staging])
+            _write_rest(con, src, res.codecs, log, run_id, status, cause, old_rep, res.partial)
+            con.execute("COMMIT")
+        except BaseException:
             con.execute("ROLLBACK")
-        raise
+            raise
+    finally:
+        if staged:  # whatever is still staged (nothing after a commit)
+            con.execute("DELETE FROM tasks WHERE run_id = ?", [staging])
     counts = {
         "tasks": log.totals.n_tasks,
         "stages": len(log.stages),
@@ -182,6 +192,10 @@ def ingest_source(
     unknown = {"events": dict(log.unknown_events), "fields": dict(log.unknown_fields)}
     return Outcome(src.display, "ingested", run_id, status, cause, counts, log.problems, log.bytes_read,
                    time.monotonic() - t0, unknown)  # fmt: skip
+
+
+_ARROW_TYPES = {"int": pa.int64(), "float": pa.float64(), "bool": pa.bool_(), "str": pa.string()}
+_ARROW = {f.name: _ARROW_TYPES[str(f.type).split(" ")[0]] for f in fields(TaskRow)}
 
 
 def _insert(con: Any, table: str, df: pd.DataFrame, run_id: str) -> None:

@@ -31,7 +31,7 @@ class ReadResult:
 
 def read_source(
     src: LogSource,
-    on_tasks: Callable[[list[tuple[Any, ...]], EventLog], None] | None = None,
+    on_tasks: Callable[[dict[str, list[Any]], EventLog], None] | None = None,
     batch: int = 10_000,
     on_bytes: Callable[[int], None] | None = None,
 ) -> ReadResult:
