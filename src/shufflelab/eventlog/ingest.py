@@ -16,6 +16,8 @@ one job are repetitions of it, so baselines can be compared like lab runs.
 from __future__ import annotations
 
 import json
+import queue
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -151,15 +153,17 @@ def ingest_source(
     staging = f"{STAGING}{uuid.uuid4().hex}"
     staged: list[bool] = []
 
+    writer = _BatchWriter(con, staging)
+
     def on_tasks(cols: dict[str, list[Any]], log: EventLog) -> None:
-        tbl = pa.table({name: pa.array(cols[name], type=_ARROW[name]) for name in TASK_COLUMNS})
-        con.register("_task_batch", tbl)
-        con.execute("INSERT INTO tasks BY NAME SELECT *, ? AS run_id, 0 AS app_index FROM _task_batch", [staging])
-        con.unregister("_task_batch")
+        writer.put(pa.table({name: pa.array(cols[name], type=_ARROW[name]) for name in TASK_COLUMNS}))
         staged[:] = [True]
 
     try:
-        res = read_source(src, on_tasks=on_tasks, batch=batch, on_bytes=on_bytes)
+        try:
+            res = read_source(src, on_tasks=on_tasks, batch=batch, on_bytes=on_bytes)
+        finally:
+            writer.close()  # every batch inserted (or the writer's error raised) before going on
         log = res.log
         if res.nothing_read:
             return Outcome(src.display, "unreadable", problems=log.problems, seconds=time.monotonic() - t0)
@@ -192,6 +196,42 @@ def ingest_source(
     unknown = {"events": dict(log.unknown_events), "fields": dict(log.unknown_fields)}
     return Outcome(src.display, "ingested", run_id, status, cause, counts, log.problems, log.bytes_read,
                    time.monotonic() - t0, unknown)  # fmt: skip
+
+
+class _BatchWriter:
+    """Inserts task batches in a thread while the parser goes on (DuckDB releases the GIL while it
+    inserts): reading and writing overlap on two cores. At most two batches wait."""
+
+    def __init__(self, con: Any, run_id: str) -> None:
+        self.con, self.run_id = con, run_id
+        self.queue: queue.Queue[pa.Table | None] = queue.Queue(maxsize=2)
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name="eventlog-writer", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while (tbl := self.queue.get()) is not None:
+            if self.error is not None:
+                continue  # drain after a failure
+            try:
+                self.con.register("_task_batch", tbl)
+                self.con.execute(
+                    "INSERT INTO tasks BY NAME SELECT *, ? AS run_id, 0 AS app_index FROM _task_batch", [self.run_id]
+                )
+                self.con.unregister("_task_batch")
+            except BaseException as exc:  # raised in the reading thread by put/close
+                self.error = exc
+
+    def put(self, tbl: pa.Table) -> None:
+        if self.error is not None:
+            raise self.error
+        self.queue.put(tbl)
+
+    def close(self) -> None:
+        self.queue.put(None)
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
 
 
 _ARROW_TYPES = {"int": pa.int64(), "float": pa.float64(), "bool": pa.bool_(), "str": pa.string()}
