@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -83,19 +84,25 @@ def test_link_fidelity_tcp_goodput(spec_dict: dict[str, Any]) -> None:
         assert 0.85 * 20e6 < bps < 1.02 * 20e6
 
 
+def _marker() -> str:
+    return f"300.{secrets.randbelow(10**9):09d}"
+
+
 def test_exception_inside_fabric_removes_everything(spec_dict: dict[str, Any]) -> None:
     net = T.build(S.parse(spec_dict))
+    marker = _marker()  # a duration no other process on the machine runs
     before = set(_ours())
     with pytest.raises(RuntimeError, match="boom"), netns.lease() as lz, Fabric(lz, net) as fab:
-        netns.Process(fab.ns["w1"], ["sleep", "300"], lz.scratch / "sleep.log")
+        netns.Process(fab.ns["w1"], ["sleep", marker], lz.scratch / "sleep.log")
         raise RuntimeError("boom")
     assert set(_ours()) == before
-    assert not subprocess.run(["pgrep", "-f", "sleep 300"], capture_output=True).stdout
+    assert not subprocess.run(["pgrep", "-f", f"sleep {marker}$"], capture_output=True).stdout
 
 
 def test_clean_after_sigkill(spec_dict: dict[str, Any], tmp_path: Any) -> None:
     """A runner killed with SIGKILL leaves namespaces and processes; ``clean`` removes them."""
     script = tmp_path / "victim.py"
+    marker = _marker()
     script.write_text(
         "import json, sys, time\n"
         "from shufflelab import spec as S, topology as T\n"
@@ -103,7 +110,7 @@ def test_clean_after_sigkill(spec_dict: dict[str, Any], tmp_path: Any) -> None:
         "from shufflelab.emulate.fabric import Fabric\n"
         f"sp = S.parse(json.loads({json.dumps(json.dumps(spec_dict))}))\n"
         "with netns.lease() as lz, Fabric(lz, T.build(sp)) as fab:\n"
-        "    netns.Process(fab.ns['w1'], ['sleep', '301'], lz.scratch / 'x.log')\n"
+        f"    netns.Process(fab.ns['w1'], ['sleep', '{marker}'], lz.scratch / 'x.log')\n"
         "    print('ready', flush=True)\n"
         "    time.sleep(120)\n"
     )
@@ -120,7 +127,7 @@ def test_clean_after_sigkill(spec_dict: dict[str, Any], tmp_path: Any) -> None:
     assert set(_ours()) - before == left  # SIGKILL cannot clean up
     netns.clean()
     assert set(_ours()) == before
-    assert not subprocess.run(["pgrep", "-f", "sleep 301"], capture_output=True).stdout
+    assert not subprocess.run(["pgrep", "-f", f"sleep {marker}$"], capture_output=True).stdout
 
 
 @pytest.mark.parametrize("datapath", ["kernel", "switch"])
