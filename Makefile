@@ -13,8 +13,8 @@ test: setup
 check: setup
 	scripts/gates.sh --quick
 lint: setup
-	.venv/bin/ruff check src tests benchmarks scripts
-	.venv/bin/ruff format --check src tests benchmarks scripts
+	.venv/bin/ruff check src tests benchmarks scripts examples
+	.venv/bin/ruff format --check src tests benchmarks scripts examples
 	.venv/bin/mypy
 clean:
 	.venv/bin/shufflelab clean

@@ -17,8 +17,8 @@ gate() {
   timings+=("$(printf '%-14s %4d s' "$name" $((SECONDS - t0)))")
 }
 
-gate ruff .venv/bin/ruff check src tests benchmarks scripts
-gate ruff-format .venv/bin/ruff format --check src tests benchmarks scripts
+gate ruff .venv/bin/ruff check src tests benchmarks scripts examples
+gate ruff-format .venv/bin/ruff format --check src tests benchmarks scripts examples
 gate mypy .venv/bin/mypy
 if command -v cargo >/dev/null 2>&1; then
   gate cargo-fmt cargo fmt --all --check
