@@ -686,6 +686,17 @@ def selftest_fact(d: Data) -> str | None:
     )
 
 
+def user_app_line(w: dict[str, Any]) -> str:
+    """What a user application workload was, for the report: not a built-in, its entry point and inputs."""
+    entry = Path(w["script"]).name if w.get("script") else f"{w.get('main_class')} in {Path(w.get('jar') or '').name}"
+    args = " ".join(w.get("args") or []) or "no arguments"
+    conf = ", ".join(f"{k}={v}" for k, v in (w.get("conf") or {}).items())
+    return (
+        f"Workload: the user's own application {entry} ({args}{'; conf ' + conf if conf else ''}), "
+        "not one of the lab's built-in workloads: its data sizes are whatever it was given here."
+    )
+
+
 def scale_note(d: Data) -> list[str]:
     s = d.spec
     hosts = s.get("hosts", {})
@@ -709,13 +720,15 @@ def scale_note(d: Data) -> list[str]:
     lines = [
         f"Scaled to one host ({d.environment.get('cpus', '?')} CPUs): {who}, "
         f"topology '{s['topology'].get('kind', 'shared')}' with a "
-        f"{link['rate_mbps']:g} Mbit/s bottleneck, workload {s['workload']['name']} "
-        + ", ".join(f"{k}={v}" for k, v in params.items())
+        f"{link['rate_mbps']:g} Mbit/s bottleneck, workload {s['workload']['name']}"
+        + (" " + ", ".join(f"{k}={v}" for k, v in params.items()) if params else "")
         + ".",
     ]
     seed = SEED_SCALE.get(str(s["workload"]["name"]))
     if seed:
         lines.append(seed)
+    if s["workload"]["name"] == "app":
+        lines.append(user_app_line(s["workload"]))
     caps = d.environment.get("capabilities", {})
     missing_q = [q for q in ("netem", "red") if q not in caps.get("qdiscs", [])]
     missing_cc = [c for c in ("dctcp",) if c not in caps.get("congestion_controls", [])]

@@ -300,7 +300,36 @@ SparkSeed = Annotated[int, Field(ge=-(2**63), le=SPARK_LONG_MAX - 1)]  # the wor
 SPARK_MAX_ARRAY = 2**31 - 1 - 15
 """The most elements a Spark array holds (``ByteArrayMethods.MAX_ROUNDED_ARRAY_LENGTH``)."""
 
-WorkloadName = Literal["sort-aggregate", "groupby-test", "small-records", "mapreduce", "tpch"]
+WorkloadName = Literal["sort-aggregate", "groupby-test", "small-records", "mapreduce", "tpch", "app"]
+APP_FIELDS = ("script", "jar", "main_class", "args", "py_files", "conf")
+"""The fields of ``[workload]`` that describe a user application (``name = "app"``)."""
+
+
+class AppParams(_Model):
+    """The user's own application: a PySpark script, or a jar and its main class, with arguments.
+
+    It runs on the emulated cluster inside the session the lab creates (shufflelab.workloads.userapp);
+    ``conf`` is applied like ``spark.conf`` (the keys the lab relies on are refused).
+    """
+
+    script: str | None = Field(default=None, description="A PySpark script (.py), relative to the spec file.")
+    jar: str | None = Field(default=None, description="An application jar, relative to the spec file.")
+    main_class: str | None = Field(default=None, description="The jar's main class (fully qualified).")
+    args: list[str] = Field(default_factory=list, max_length=1000, description="The application's arguments.")
+    py_files: list[str] = Field(default_factory=list, max_length=100, description="Python modules it imports.")
+    conf: dict[SparkConfKey, str] = Field(default_factory=dict, description="Spark conf of this application.")
+
+    @model_validator(mode="after")
+    def _one_entry_point(self) -> AppParams:
+        if (self.script is None) == (self.jar is None):
+            raise ValueError("a user application ('app') needs exactly one of script = 'job.py' or jar = 'app.jar'")
+        if self.script is not None and not self.script.endswith(".py"):
+            raise ValueError(f"script {self.script!r}: give a PySpark script ending in .py (or use jar)")
+        if self.jar is not None and not self.main_class:
+            raise ValueError("jar needs main_class, the fully qualified class whose main() runs the application")
+        if self.script is not None and self.main_class:
+            raise ValueError("main_class goes with jar, not with script")
+        return self
 
 
 class Workload(_Model):
@@ -312,6 +341,27 @@ class Workload(_Model):
         le=8,
         description="Identical applications run at the same time, the cluster's cores split evenly between them.",
     )
+    script: str | None = Field(default=None, description="name = 'app': the PySpark script to run.")
+    jar: str | None = Field(default=None, description="name = 'app': the application jar (with main_class).")
+    main_class: str | None = Field(default=None, description="name = 'app': the jar's main class.")
+    args: list[str] = Field(default_factory=list, description="name = 'app': the application's arguments.")
+    py_files: list[str] = Field(default_factory=list, description="name = 'app': Python files it imports.")
+    conf: dict[SparkConfKey, str] = Field(default_factory=dict, description="name = 'app': its Spark conf.")
+
+    @model_validator(mode="after")
+    def _app_fields(self) -> Workload:
+        given = [f for f in APP_FIELDS if getattr(self, f)]
+        if self.name != "app" and given:
+            raise ValueError(f"{', '.join(given)}: only for a user application (workload.name = 'app')")
+        if self.name == "app" and self.params:
+            raise ValueError("a user application takes script/jar, args and conf, not params")
+        return self
+
+    def param_data(self) -> dict[str, Any]:
+        """What ``WORKLOAD_PARAMS[name]`` validates: ``params``, or the application's fields for 'app'."""
+        if self.name == "app":
+            return {f: getattr(self, f) for f in APP_FIELDS}
+        return dict(self.params)
 
 
 class SortAggregateParams(_Model):
@@ -410,6 +460,7 @@ WORKLOAD_PARAMS: dict[str, type[_Model]] = {
     "groupby-test": GroupByTestParams,
     "small-records": SmallRecordsParams,
     "mapreduce": MapReduceParams,
+    "app": AppParams,
 }
 
 
@@ -557,10 +608,15 @@ class ExperimentSpec(_Model):
             if name is not None and name not in self.hosts:
                 raise ValueError(f"cross_traffic.{field}: no host named {name!r}")
         try:
-            WORKLOAD_PARAMS[self.workload.name].model_validate(self.workload.params)
+            WORKLOAD_PARAMS[self.workload.name].model_validate(self.workload.param_data())
         except ValidationError as exc:
             raise ValueError(
-                f"workload.params ({self.workload.name}): " + "; ".join(_describe(e) for e in exc.errors())
+                (
+                    "workload (user application): "
+                    if self.workload.name == "app"
+                    else f"workload.params ({self.workload.name}): "
+                )
+                + "; ".join(_describe(e) for e in exc.errors())
             ) from None
         if self.faults and self.workload.name == "mapreduce":
             raise ValueError("faults: injected into Spark runs only (not the mapreduce replay)")
@@ -682,7 +738,7 @@ class ExperimentSpec(_Model):
 
     def workload_params(self) -> Any:
         """The workload's validated parameter model (see ``WORKLOAD_PARAMS``)."""
-        return WORKLOAD_PARAMS[self.workload.name].model_validate(self.workload.params)
+        return WORKLOAD_PARAMS[self.workload.name].model_validate(self.workload.param_data())
 
 
 class Scenario(BaseModel):
@@ -835,9 +891,32 @@ def parse(data: dict[str, Any], where: str = "<spec>") -> ExperimentSpec:
     return spec
 
 
+def resolve_app_files(data: dict[str, Any], base: Path, where: str) -> None:
+    """Make a user application's files (script, jar, py_files) absolute, relative to ``base``; each must exist."""
+    w = data.get("workload")
+    if not isinstance(w, dict):
+        return
+
+    def one(value: Any, field: str) -> Any:
+        if not isinstance(value, str) or not value:
+            return value  # validation names the bad type
+        p = (base / value).expanduser().resolve()
+        if not p.is_file():
+            raise SpecError(f"{where}: workload.{field}: no file {p}")
+        return str(p)
+
+    for key in ("script", "jar"):
+        if key in w:
+            w[key] = one(w[key], key)
+    if isinstance(w.get("py_files"), list):
+        w["py_files"] = [one(v, f"py_files[{i}]") for i, v in enumerate(w["py_files"])]
+
+
 def load(path: str | Path) -> ExperimentSpec:
-    """Read and validate a TOML experiment file."""
-    return parse(read_toml(path), str(path))
+    """Read and validate a TOML experiment file (a user application's files relative to it)."""
+    data = read_toml(path)
+    resolve_app_files(data, Path(path).parent, str(path))
+    return parse(data, str(path))
 
 
 class PathError(ValueError):
@@ -915,6 +994,12 @@ _HASH_NEUTRAL_DEFAULTS: dict[tuple[str, ...], Any] = {
     ("telemetry", "selftest"): "warn",
     ("topology", "switch_spin"): False,
     ("faults",): [],
+    ("workload", "script"): None,  # the user-application fields
+    ("workload", "jar"): None,
+    ("workload", "main_class"): None,
+    ("workload", "args"): [],
+    ("workload", "py_files"): [],
+    ("workload", "conf"): {},
 }
 _HOST_HASH_NEUTRAL_DEFAULTS: dict[str, Any] = {"vcc": None}
 

@@ -550,7 +550,7 @@ class EmulateRunner:
                     "app_name": f"shufflelab:{self.name}:{sc.label}:rep{rep}:app{k}",
                     "master": cluster.url,
                     "workload": spec.workload.name,
-                    "params": dict(spec.workload.params),
+                    "params": spec.workload.param_data(),
                     "conf": cluster.app_conf(
                         spec,
                         event_dir,

@@ -314,8 +314,11 @@ class SparkCluster:
             lab["spark.executor.extraJavaOptions"] = " ".join(jvm_opts)
         if listener_out is not None and s.listener:
             lab.update(listener.spark_conf(listener.ensure_jar(), listener_out, s.heartbeat_s))
+        user = {**s.conf, **spec.workload.conf}  # a user application's own conf, then the spec's
+        if spec.workload.jar:  # the application's jar, after any jars its conf lists
+            user["spark.jars"] = ",".join(j for j in [user.get("spark.jars"), spec.workload.jar] if j)
         # the spec's conf wins over the lab's defaults, never over what the lab relies on (sparkconf)
-        return sc.application_conf(lab, s.conf)
+        return sc.application_conf(lab, user)
 
     def driver(self, request_path: Path, log: Path) -> Process:
         m = self.spec.master

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from shufflelab.workloads import groupby_test, small_records, sort_aggregate, tpch
+from shufflelab.workloads import groupby_test, small_records, sort_aggregate, tpch, userapp
 
 
 class WorkloadFailed(RuntimeError):
@@ -21,4 +21,5 @@ REGISTRY: dict[str, Callable[..., dict[str, Any]]] = {
     "sort-aggregate": sort_aggregate.run,
     "groupby-test": groupby_test.run,
     "small-records": small_records.run,
+    "app": userapp.run,
 }
