@@ -19,6 +19,7 @@ def main() -> None:
     ap.add_argument("--customers", type=int, default=5_000)
     ap.add_argument("--hot-share", type=float, default=0.2, help="share of orders from one customer")
     ap.add_argument("--partitions", type=int, default=12)
+    ap.add_argument("--note-bytes", type=int, default=200, help="payload per order (shuffled with it)")
     a = ap.parse_args()
 
     spark = SparkSession.builder.appName("skewed-join").getOrCreate()
@@ -31,7 +32,7 @@ def main() -> None:
             F.when(F.col("r") < a.hot_share, F.lit(0)).otherwise((F.rand(seed=11) * a.customers).cast("long")),
         )
         .withColumn("amount", (F.rand(seed=13) * 100).cast("double"))
-        .withColumn("note", F.repeat(F.lit("x"), 64))
+        .withColumn("note", F.concat(F.col("id").cast("string"), F.repeat(F.lit("x"), a.note_bytes)))
     )
     customers = (
         spark.range(a.customers)
@@ -39,7 +40,9 @@ def main() -> None:
         .withColumn("region", (F.col("customer") % 7).cast("int"))
     )
     joined = orders.join(customers, "customer")
-    per_region = joined.groupBy("region").agg(F.count("*").alias("orders"), F.sum("amount").alias("amount"))
+    per_region = joined.groupBy("region").agg(
+        F.count("*").alias("orders"), F.sum("amount").alias("amount"), F.max("note").alias("last_note")
+    )
     rows = per_region.orderBy("region").collect()
     total = sum(r["orders"] for r in rows)
     print(f"skewed-join: {total} orders in {len(rows)} regions")
