@@ -110,21 +110,29 @@ def general(facts: Mapping[str, HostFacts]) -> list[Finding]:
         )
         if f.clock_offset_s is not None and f.clock_uncertainty_s is not None:
             off, unc = f.clock_offset_s, f.clock_uncertainty_s
-            level: Level = "warn" if abs(off) - unc > CLOCK_WARN_S else "ok"
-            note = "" if level == "ok" else "; cross-host timelines in the report are shifted by this much"
-            out.append(
-                Finding(h, "clock offset", level, f"{off * 1e3:+.2f} ms ± {unc * 1e3:.2f} ms vs controller{note}")
-            )
+            shown = f"{off * 1e3:+.2f} ms ± {unc * 1e3:.2f} ms vs controller"
+            if unc > CLOCK_WARN_S:
+                out.append(Finding(h, "clock offset", "warn", f"{shown}: round trips too slow to tell"))
+            elif abs(off) - unc > CLOCK_WARN_S:
+                out.append(Finding(h, "clock offset", "warn", f"{shown}; cross-host timelines are shifted by this"))
+            else:
+                out.append(Finding(h, "clock offset", "ok", shown))
     good = {h: f for h, f in facts.items() if f.error is None}
-    offsets = [f.clock_offset_s for f in good.values() if f.clock_offset_s is not None]
-    if len(offsets) > 1:
-        spread = max(offsets) - min(offsets)
+    clocks = [
+        (f.clock_offset_s, f.clock_uncertainty_s)
+        for f in good.values()
+        if f.clock_offset_s is not None and f.clock_uncertainty_s is not None
+    ]
+    if len(clocks) > 1:
+        spread = max(o for o, _ in clocks) - min(o for o, _ in clocks)
+        unc = 2 * max(u for _, u in clocks)
+        at_least = max(o - u for o, u in clocks) - min(o + u for o, u in clocks)
         out.append(
             Finding(
                 "*",
                 "clock spread",
-                "warn" if spread > CLOCK_WARN_S else "ok",
-                f"{spread * 1e3:.2f} ms between the hosts' clocks",
+                "warn" if at_least > CLOCK_WARN_S else "ok",
+                f"{spread * 1e3:.2f} ms ± {unc * 1e3:.2f} ms between the hosts' clocks",
             )
         )
     out += _versions(good, "java", needed=False)
