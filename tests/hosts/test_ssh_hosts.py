@@ -226,3 +226,21 @@ def test_sigkill_then_clean_restores_exactly_the_lease(lab: Lab, tmp_path: Path)
 def _sshd_pid(lab: Lab, i: int) -> int:
     """The stand-in's OpenSSH server (its mount namespace holds the host's lease files)."""
     return int((lab.root / f"sshd_host{i + 1}.pid").read_text())
+
+
+def test_clean_keeps_a_live_controllers_lease(lab: Lab, tmp_path: Path) -> None:
+    before = state(lab, 0)
+    inv = lab.inventory(tmp_path / "inv.toml")
+    p = _start_controller(inv, "host1")
+    try:
+        lease_id = _read_until(p, "changed all").split()[-1]
+        changed = state(lab, 0)
+        r = cli("clean", "--hosts", str(inv))
+        assert r.returncode == 0 and f"host1: {lease_id}" in r.stdout and "kept 1 leases" in r.stdout, r.stdout
+        assert state(lab, 0) == changed  # its controller still runs: untouched
+        p.send_signal(signal.SIGTERM)
+        p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert state(lab, 0) == before

@@ -114,7 +114,9 @@ def clean(inv_path: Path, force: bool, console: Console, err: Console) -> int:
     for r in restored:
         console.print(f"  {r}")
     if live:
-        console.print(f"kept {len(live)} leases of controllers still running here (use --force): {' '.join(live)}")
+        console.print(f"kept {len(live)} leases of controllers still running here (use --force):")
+        for r in live:
+            console.print(f"  {r}")
     for p in problems:
         err.print(f"[red]problem:[/] {p}", highlight=False)
     return 1 if problems else 0

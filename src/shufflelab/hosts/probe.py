@@ -40,7 +40,7 @@ if [ "$(id -u)" = 0 ] || sudo -n true 2>/dev/null; then
   S=; [ "$(id -u)" = 0 ] || S="sudo -n"
   ns=slprobe-$$
   if $S ip netns add "$ns" 2>/dev/null; then
-    trap '$S ip netns delete "$ns" 2>/dev/null' EXIT
+    trap '$S ip netns delete "$ns" 2>/dev/null' EXIT; trap 'exit 1' HUP INT TERM
     $S ip -n "$ns" link add p0 type veth peer name p1 2>/dev/null
     for k in QDISCS; do
       if $S tc -n "$ns" qdisc replace dev p0 root $k 2>/dev/null; then
