@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -244,3 +245,35 @@ def test_clean_keeps_a_live_controllers_lease(lab: Lab, tmp_path: Path) -> None:
         if p.poll() is None:
             p.kill()
     assert state(lab, 0) == before
+
+
+def test_agent_auth_and_sftp(lab: Lab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    sock = tmp_path / "agent.sock"
+    agent = subprocess.Popen(["ssh-agent", "-D", "-a", str(sock)], stdout=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            if sock.exists():
+                break
+            time.sleep(0.05)
+        subprocess.run(["ssh-add", "-q", str(lab.client_key)], env={**ENV, "SSH_AUTH_SOCK": str(sock)}, check=True)
+        p = lab.inventory(tmp_path / "inv.toml")
+        p.write_text(p.read_text().replace(f'key_file = "{lab.client_key}"', "agent = true"))
+        inv = inventory.load(p)
+        assert all(h.agent and h.key_file is None for h in inv.hosts.values())
+        monkeypatch.setenv("SSH_AUTH_SOCK", str(sock))
+        payload = tmp_path / "payload.bin"
+        payload.write_bytes(os.urandom(300_000))
+
+        async def go() -> None:
+            async with connect(inv) as sessions:
+                for name, s in sessions.items():
+                    await s.put("upload", payload, f"/tmp/slssh-{name}.bin")
+                    await s.get("download", f"/tmp/slssh-{name}.bin", tmp_path / f"{name}.bin")
+                    await s.run("remove", ["rm", "-f", f"/tmp/slssh-{name}.bin"])
+
+        asyncio.run(go())
+        for h in lab.hosts:
+            assert (tmp_path / f"{h.name}.bin").read_bytes() == payload.read_bytes()
+    finally:
+        agent.terminate()
+        agent.wait(timeout=10)
