@@ -6,4 +6,5 @@ probe.py      what each host has (qdiscs, congestion controls, versions, ports, 
 findings.py   what a probe means for a spec (refusals, warnings)                     (pure)
 safety.py     only inventory addresses; never shape the SSH control interface unless allowed
 lease.py      a lease file per host recording every change before it is made; restore, clean
+commands.py   ``shufflelab doctor --hosts`` and ``shufflelab clean --hosts``
 """
