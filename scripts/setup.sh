@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what shufflelab needs on a fresh Debian 12 machine; cheap to re-run (idempotent).
-#   - Debian packages: iperf3, iproute2, ethtool, Java 17 JDK (only those missing)
+#   - Debian packages: iperf3, iproute2, ethtool, Java 17 JDK, openssh-server (the SSH backend's
+#     stand-in hosts in tests/hosts run it in namespaces; only those missing)
 #   - shufflelab's Spark listener jar (javac against pyspark's jars)
 #   - .venv with the pinned Python dependencies (pyspark from PyPI) and shufflelab itself
 #   - the Rust extensions under crates/ that have a pyproject.toml (built by maturin via pip)
@@ -15,7 +16,8 @@ fi
 missing=()
 for pair in iperf3:iperf3 ethtool:ethtool ip:iproute2 ss:iproute2 tc:iproute2 java:openjdk-17-jre-headless \
             javac:openjdk-17-jdk-headless \
-            ping:iputils-ping modprobe:kmod ucx_info:ucx-utils mvn:maven; do
+            ping:iputils-ping modprobe:kmod ucx_info:ucx-utils mvn:maven \
+            /usr/sbin/sshd:openssh-server; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")
 done
 if [ ${#missing[@]} -gt 0 ]; then

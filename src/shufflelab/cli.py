@@ -320,8 +320,16 @@ def analyze(
 
 
 @app.command()
-def doctor() -> None:
-    """Show what this host can and cannot emulate, and how shufflelab works around it."""
+def doctor(
+    hosts: Annotated[Path | None, typer.Option(help="Inventory TOML: probe those hosts over SSH instead.")] = None,
+    spec: Annotated[Path | None, typer.Option(help="With --hosts: what the findings mean for this experiment.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="With --hosts: print JSON.")] = False,
+) -> None:
+    """Show what this host (or, with --hosts, each inventory host) can and cannot emulate."""
+    if hosts is not None:
+        from shufflelab.hosts import commands
+
+        raise typer.Exit(commands.doctor(hosts, spec, as_json, console, err))
     from shufflelab import capabilities
 
     caps = capabilities.probe()
@@ -398,8 +406,15 @@ def doctor() -> None:
 @app.command()
 def clean(
     force: Annotated[bool, typer.Option(help="Also remove resources of runs that are still alive.")] = False,
+    hosts: Annotated[
+        Path | None, typer.Option(help="Inventory TOML: restore what the lease files on those hosts record.")
+    ] = None,
 ) -> None:
-    """Remove every namespace, process and scratch folder shufflelab left behind."""
+    """Remove every namespace, process and scratch folder shufflelab left behind (--hosts: on inventory hosts)."""
+    if hosts is not None:
+        from shufflelab.hosts import commands
+
+        raise typer.Exit(commands.clean(hosts, force, console, err))
     from shufflelab.emulate import netns
 
     r = netns.clean(force=force)

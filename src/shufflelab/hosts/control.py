@@ -1,0 +1,199 @@
+"""SSH control of inventory hosts with asyncssh: concurrent sessions, commands that name the host
+and the step when they fail, SFTP, host keys verified against known_hosts.
+
+Only :func:`connect` opens connections, and only to an inventory host's own address
+(:func:`shufflelab.hosts.safety.check_target`); no ``~/.ssh/config`` is read, so nothing can
+redirect a connection elsewhere (no ProxyJump, no HostName rewrite).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shlex
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncssh
+
+from shufflelab.hosts.inventory import Inventory, InventoryHost
+from shufflelab.hosts.safety import check_target
+
+
+class HostError(RuntimeError):
+    """A step failed on a host; the message names the host, its address and the step."""
+
+    def __init__(self, host: str, address: str, step: str, reason: str) -> None:
+        super().__init__(f"host {host} ({address}): {step}: {reason}")
+        self.host, self.address, self.step, self.reason = host, address, step, reason
+
+
+class HostKeyError(HostError):
+    """The host's key is not the one known_hosts has for its address (or it has none)."""
+
+
+@dataclass(frozen=True)
+class Result:
+    stdout: str
+    stderr: str
+    exit_status: int
+
+
+class Session:
+    """One SSH connection to one inventory host. Commands are argument lists (quoted here)."""
+
+    def __init__(self, name: str, host: InventoryHost, conn: asyncssh.SSHClientConnection, timeout_s: float) -> None:
+        self.name, self.host, self.conn, self.timeout_s = name, host, conn, timeout_s
+
+    def _error(self, step: str, reason: str) -> HostError:
+        return HostError(self.name, self.host.address, step, reason)
+
+    async def run(
+        self,
+        step: str,
+        argv: Sequence[str],
+        *,
+        check: bool = True,
+        privileged: bool = False,
+        input: str | None = None,
+        timeout_s: float | None = None,
+    ) -> Result:
+        """Run ``argv`` on the host (through ``sudo -n`` when ``privileged`` and the user is not
+        root); a non-zero exit, a timeout or a lost connection raise :class:`HostError` naming ``step``."""
+        words = list(argv)
+        if privileged and self.host.needs_sudo:
+            words = ["sudo", "-n", "--", *words]
+        command = shlex.join(words)
+        limit = timeout_s or self.timeout_s
+        try:
+            r = await asyncio.wait_for(self.conn.run(command, input=input, check=False), limit)
+        except TimeoutError:
+            raise self._error(step, f"`{command}` did not finish within {limit:g} s") from None
+        except (asyncssh.Error, OSError) as exc:
+            raise self._error(step, f"`{command}`: connection lost: {exc}") from None
+        out = r.stdout if isinstance(r.stdout, str) else (r.stdout or b"").decode(errors="replace")
+        err = r.stderr if isinstance(r.stderr, str) else (r.stderr or b"").decode(errors="replace")
+        status = r.exit_status if r.exit_status is not None else -1
+        if check and status != 0:
+            detail = err.strip() or out.strip() or "no output"
+            if r.exit_signal:
+                detail = f"killed by {r.exit_signal[0]}; {detail}"
+            raise self._error(step, f"`{command}` exited {status}: {detail[-2000:]}")
+        return Result(out, err, status)
+
+    async def write_file(self, step: str, path: str, text: str, mode: str = "600") -> None:
+        """Replace ``path`` atomically (a temporary file renamed over it), as root when needed."""
+        folder = os.path.dirname(path) or "/"
+        tmp = f"{path}.tmp"
+        script = f"umask 077 && mkdir -p {shlex.quote(folder)} && cat > {shlex.quote(tmp)} && chmod {mode} "
+        script += f"{shlex.quote(tmp)} && mv -f {shlex.quote(tmp)} {shlex.quote(path)}"
+        await self.run(step, ["sh", "-c", script], privileged=True, input=text)
+
+    async def put(self, step: str, local: str | Path, remote: str) -> None:
+        """Copy a local file to the host with SFTP (as the SSH user)."""
+        try:
+            async with self.conn.start_sftp_client() as sftp:
+                await sftp.put(str(local), remote)
+        except (asyncssh.Error, OSError) as exc:
+            raise self._error(step, f"SFTP put {local} -> {remote}: {exc}") from None
+
+    async def get(self, step: str, remote: str, local: str | Path) -> None:
+        """Copy a file from the host with SFTP (as the SSH user)."""
+        try:
+            async with self.conn.start_sftp_client() as sftp:
+                await sftp.get(remote, str(local))
+        except (asyncssh.Error, OSError) as exc:
+            raise self._error(step, f"SFTP get {remote} -> {local}: {exc}") from None
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+async def open_session(inv: Inventory, name: str) -> Session:
+    """Connect to inventory host ``name``; errors name the host and say what to do."""
+    host = inv.hosts[name]
+    check_target(inv, host.address)
+    known = inv.ssh.known_hosts
+    if not os.path.isfile(known):
+        raise HostKeyError(
+            name, host.address, "connect", f"known_hosts file {known} does not exist (host keys must be verified)"
+        )
+    options: dict[str, object] = {
+        "username": host.user,
+        "port": host.port,
+        "known_hosts": known,
+        "config": None,  # no ~/.ssh/config: nothing may redirect the connection
+        "connect_timeout": inv.ssh.connect_timeout_s,
+        "login_timeout": inv.ssh.connect_timeout_s,
+        "keepalive_interval": 15,
+    }
+    if host.key_file is not None:
+        options["client_keys"] = [host.key_file]
+        options["agent_path"] = None
+    else:
+        sock = os.environ.get("SSH_AUTH_SOCK")
+        if not sock:
+            raise HostError(name, host.address, "connect", "agent = true, but SSH_AUTH_SOCK is not set")
+        options["agent_path"] = sock
+    step = "connect"
+    try:
+        conn = await asyncio.wait_for(
+            asyncssh.connect(host.address, **options),  # type: ignore[arg-type]
+            inv.ssh.connect_timeout_s + 5,
+        )
+    except asyncssh.HostKeyNotVerifiable as exc:
+        raise HostKeyError(
+            name,
+            host.address,
+            step,
+            f"host key not verified against {known}: {exc.reason}. If the host was reinstalled, check its "
+            f"key out of band and replace its line (ssh-keygen -R '[{host.address}]:{host.port}' -f {known}); "
+            "otherwise someone may be in the middle",
+        ) from None
+    except asyncssh.PermissionDenied:
+        how = f"key {host.key_file}" if host.key_file else "the agent's keys"
+        raise HostError(name, host.address, step, f"authentication as {host.user!r} with {how} was refused") from None
+    except TimeoutError:
+        raise HostError(
+            name,
+            host.address,
+            step,
+            f"unreachable: no SSH answer on port {host.port} within {inv.ssh.connect_timeout_s:g} s",
+        ) from None
+    except (OSError, asyncssh.Error) as exc:
+        reason = getattr(exc, "strerror", None) or getattr(exc, "reason", None) or str(exc)
+        raise HostError(name, host.address, step, f"unreachable on port {host.port}: {reason}") from None
+    return Session(name, host, conn, inv.ssh.command_timeout_s)
+
+
+@contextlib.asynccontextmanager
+async def connect(inv: Inventory, names: Sequence[str] | None = None) -> AsyncIterator[dict[str, Session]]:
+    """Open sessions to ``names`` (default: every inventory host) concurrently. If any fails, the
+    others are closed and one :class:`HostError` names every host that failed."""
+    wanted = list(names) if names is not None else list(inv.hosts)
+    results = await asyncio.gather(*(open_session(inv, n) for n in wanted), return_exceptions=True)
+    sessions = {n: r for n, r in zip(wanted, results, strict=True) if isinstance(r, Session)}
+    failures = [r for r in results if isinstance(r, BaseException)]
+    if failures:
+        for s in sessions.values():
+            s.close()
+        first = failures[0]
+        if len(failures) == 1 or not all(isinstance(f, HostError) for f in failures):
+            raise first
+        assert isinstance(first, HostError)
+        raise type(first)(
+            first.host,
+            first.address,
+            first.step,
+            first.reason
+            + "".join(
+                f"; also host {f.host} ({f.address}): {f.reason}" for f in failures[1:] if isinstance(f, HostError)
+            ),
+        )
+    try:
+        yield sessions
+    finally:
+        for s in sessions.values():
+            s.close()

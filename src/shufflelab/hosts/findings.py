@@ -1,0 +1,205 @@
+"""What the hosts' probes mean, in general and for a given spec (pure).
+
+Each finding is ``ok``, ``warn`` (runs, with a caveat the report should carry) or ``refuse``
+(the spec's cells that need it cannot run on these hosts), and says why in words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from shufflelab.hosts.probe import HostFacts
+from shufflelab.spec import ExperimentSpec, SpecError, expand
+
+Level = Literal["ok", "warn", "refuse"]
+CLOCK_WARN_S = 0.010
+
+# Ports the daemons of each role listen on (as the emulate backend runs them).
+ROLE_PORTS: dict[str, tuple[int, ...]] = {
+    "spark-master": (7077, 8080),
+    "spark-worker": (7078, 8081),
+    "traffic-sink": (5201, 5202),
+}
+
+
+@dataclass(frozen=True)
+class Finding:
+    host: str  # "*" for findings about all hosts
+    check: str
+    level: Level
+    detail: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _versions(facts: Mapping[str, HostFacts], what: str, needed: bool) -> list[Finding]:
+    seen = {h: getattr(f, what) for h, f in facts.items() if f.error is None}
+    missing = [h for h, v in seen.items() if v is None]
+    found = {v for v in seen.values() if v is not None}
+    out = []
+    if missing:
+        level: Level = "refuse" if needed else "warn"
+        out.append(Finding("*", what, level, f"missing on {', '.join(missing)}"))
+    if len(found) > 1:
+        by = ", ".join(f"{h}: {v}" for h, v in seen.items() if v is not None)
+        out.append(Finding("*", what, "warn", f"versions differ ({by}); results may not compare across hosts"))
+    elif found and not missing:
+        out.append(Finding("*", what, "ok", f"{found.pop()} everywhere"))
+    return out
+
+
+def general(facts: Mapping[str, HostFacts]) -> list[Finding]:
+    """Findings that hold whatever the spec."""
+    out: list[Finding] = []
+    for h, f in facts.items():
+        if f.error is not None:
+            out.append(Finding(h, "probe", "refuse", f.error))
+            continue
+        if not (f.root or f.sudo):
+            out.append(Finding(h, "privileges", "refuse", "neither root nor passwordless sudo: cannot shape or tune"))
+        else:
+            out.append(Finding(h, "privileges", "ok", "root" if f.root else "passwordless sudo"))
+        if not f.data_interface_present:
+            out.append(Finding(h, "data interface", "refuse", f"{f.data_interface}: no such interface"))
+        elif f.control_interface == f.data_interface:
+            out.append(
+                Finding(
+                    h,
+                    "data interface",
+                    "warn",
+                    f"{f.data_interface} also carries the SSH control connection: shaping it is refused unless "
+                    "the inventory sets control_interface_shaping_allowed",
+                )
+            )
+        else:
+            out.append(
+                Finding(
+                    h,
+                    "data interface",
+                    "ok",
+                    f"{f.data_interface} (mtu {f.data_interface_mtu}); control over {f.control_interface}",
+                )
+            )
+        if f.qdiscs is None:
+            out.append(Finding(h, "qdiscs", "warn", "not tried (needs root or sudo)"))
+        else:
+            lacking = [k for k in ("htb", "bfifo", "pfifo") if k not in f.qdiscs]
+            out.append(
+                Finding(
+                    h,
+                    "qdiscs",
+                    "refuse" if lacking else "ok",
+                    f"has {' '.join(f.qdiscs) or 'none'}"
+                    + (f"; lacks {', '.join(lacking)} for shaping" if lacking else ""),
+                )
+            )
+        ccs = sorted(set(f.congestion_controls) | set(f.loadable_congestion_controls))
+        out.append(
+            Finding(
+                h,
+                "congestion controls",
+                "ok",
+                f"available {' '.join(f.congestion_controls)}; "
+                f"loadable {' '.join(f.loadable_congestion_controls) or 'none'}"
+                if ccs
+                else "none",
+            )
+        )
+        if f.clock_offset_s is not None and f.clock_uncertainty_s is not None:
+            off, unc = f.clock_offset_s, f.clock_uncertainty_s
+            shown = f"{off * 1e3:+.2f} ms ± {unc * 1e3:.2f} ms vs controller"
+            if unc > CLOCK_WARN_S:
+                out.append(Finding(h, "clock offset", "warn", f"{shown}: round trips too slow to tell"))
+            elif abs(off) - unc > CLOCK_WARN_S:
+                out.append(Finding(h, "clock offset", "warn", f"{shown}; cross-host timelines are shifted by this"))
+            else:
+                out.append(Finding(h, "clock offset", "ok", shown))
+    good = {h: f for h, f in facts.items() if f.error is None}
+    clocks = [
+        (f.clock_offset_s, f.clock_uncertainty_s)
+        for f in good.values()
+        if f.clock_offset_s is not None and f.clock_uncertainty_s is not None
+    ]
+    if len(clocks) > 1:
+        spread = max(o for o, _ in clocks) - min(o for o, _ in clocks)
+        unc = 2 * max(u for _, u in clocks)
+        at_least = max(o - u for o, u in clocks) - min(o + u for o, u in clocks)
+        out.append(
+            Finding(
+                "*",
+                "clock spread",
+                "warn" if at_least > CLOCK_WARN_S else "ok",
+                f"{spread * 1e3:.2f} ms ± {unc * 1e3:.2f} ms between the hosts' clocks",
+            )
+        )
+    out += _versions(good, "java", needed=False)
+    out += _versions(good, "python", needed=False)
+    out += _versions(good, "pyspark", needed=False)
+    out += _versions(good, "iperf3", needed=False)
+    return out
+
+
+def for_spec(spec: ExperimentSpec, mapping: Mapping[str, str], facts: Mapping[str, HostFacts]) -> list[Finding]:
+    """What the facts mean for ``spec`` run with ``mapping`` (spec host -> inventory host)."""
+    out: list[Finding] = []
+    try:
+        scenarios = expand(spec)
+    except SpecError as exc:
+        return [Finding("*", "spec", "refuse", str(exc))]
+    for spec_host, inv_host in mapping.items():
+        f = facts.get(inv_host)
+        if f is None or f.error is not None:
+            continue
+        roles = spec.hosts[spec_host].roles
+        busy = [p for r in roles for p in ROLE_PORTS.get(r, ()) if p in f.listening_ports]
+        if busy:
+            out.append(
+                Finding(
+                    inv_host,
+                    "ports",
+                    "refuse",
+                    f"{spec_host} ({', '.join(roles)}) needs ports {', '.join(map(str, busy))}, which are in use",
+                )
+            )
+        elif roles:
+            out.append(Finding(inv_host, "ports", "ok", f"ports for {spec_host} ({', '.join(roles)}) are free"))
+        if ({"spark-master", "spark-worker"} & set(roles)) and (f.java is None or f.pyspark is None):
+            out.append(
+                Finding(
+                    inv_host,
+                    "spark",
+                    "refuse",
+                    f"{spec_host} runs Spark but " + ("java" if f.java is None else "pyspark") + " is missing",
+                )
+            )
+        if ({"traffic-source", "traffic-sink"} & set(roles)) and f.iperf3 is None:
+            out.append(Finding(inv_host, "iperf3", "refuse", f"{spec_host} has a traffic role but iperf3 is missing"))
+    refused: dict[str, list[str]] = {}
+    for sc in scenarios:
+        for spec_host, inv_host in mapping.items():
+            f = facts.get(inv_host)
+            if f is None or f.error is not None:
+                continue
+            cc = sc.spec.tcp_for(spec_host).congestion_control
+            if cc not in f.congestion_controls and cc not in f.loadable_congestion_controls:
+                refused.setdefault(sc.label, []).append(f"{cc} missing on {inv_host} ({spec_host})")
+            link = sc.spec.topology.bottleneck
+            if link.delay_ms > 0 and f.qdiscs is not None and "netem" not in f.qdiscs:
+                refused.setdefault(sc.label, []).append(f"delay_ms needs netem, missing on {inv_host}")
+            if link.discipline == "red" and f.qdiscs is not None and "red" not in f.qdiscs:
+                refused.setdefault(sc.label, []).append(f"RED/ECN needs the red qdisc, missing on {inv_host}")
+    for label, why in refused.items():
+        out.append(Finding("*", f"cell {label}", "refuse", "; ".join(sorted(set(why)))))
+    runnable = len(scenarios) - len(refused)
+    out.append(
+        Finding(
+            "*",
+            "cells",
+            "ok" if not refused else ("warn" if runnable else "refuse"),
+            f"{runnable} of {len(scenarios)} cells can run on these hosts",
+        )
+    )
+    return out

@@ -1,0 +1,203 @@
+"""The inventory: the real hosts an experiment runs on, how to reach them, and which spec host
+runs where. A TOML file validated with pydantic; every error names the file and the field. Pure
+(no network): :func:`load` only reads the file and checks that key files exist.
+
+```toml
+[ssh]                      # optional
+known_hosts = "~/.ssh/known_hosts"
+connect_timeout_s = 10
+
+[hosts.node1]
+address = "192.0.2.10"     # an IP address: a name could resolve to a machine not listed here
+user = "root"              # or a user with passwordless sudo
+port = 22
+key_file = "~/.ssh/id_ed25519"   # or agent = true
+data_interface = "eth1"
+# control_interface_shaping_allowed = true   # only if data and SSH share the interface
+
+[map]                      # spec host -> inventory host
+master = "node1"
+```
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from shufflelab.spec import ExperimentSpec, SpecError, field_path, read_toml
+
+DEFAULT_LEASE_DIR = "/var/lib/shufflelab/leases"
+_IFACE = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
+_HOST_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,62}$")
+
+
+class InventoryError(SpecError):
+    """An inventory that cannot be used; the message names the file, the field and why."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+class SshSettings(_Model):
+    known_hosts: str = Field(
+        default="~/.ssh/known_hosts", description="OpenSSH known_hosts file every host key is verified against."
+    )
+    connect_timeout_s: float = Field(default=10.0, gt=0, le=600)
+    command_timeout_s: float = Field(default=120.0, gt=0, le=86_400)
+    lease_dir: str = Field(default=DEFAULT_LEASE_DIR, description="Where each host keeps its lease files.")
+
+    @field_validator("lease_dir")
+    @classmethod
+    def _absolute(cls, v: str) -> str:
+        if not v.startswith("/") or any(c in v for c in "'\"\\$`\n ") or ".." in v.split("/"):
+            raise ValueError("an absolute path without quotes, spaces, '$', '`' or '..'")
+        return v.rstrip("/") or "/"
+
+
+class InventoryHost(_Model):
+    address: str = Field(description="IPv4 or IPv6 address of the host's SSH server.")
+    user: str = "root"
+    port: int = Field(default=22, ge=1, le=65535)
+    key_file: str | None = Field(default=None, description="Private key file (relative to the inventory file).")
+    agent: bool = Field(default=False, description="Use the SSH agent (SSH_AUTH_SOCK) instead of a key file.")
+    data_interface: str = Field(description="The interface that carries the experiment's traffic.")
+    control_interface_shaping_allowed: bool = Field(
+        default=False,
+        description="Allow shaping the interface that carries the SSH control connection (off: refused).",
+    )
+
+    @field_validator("address")
+    @classmethod
+    def _ip(cls, v: str) -> str:
+        try:
+            return str(ipaddress.ip_address(v))
+        except ValueError:
+            raise ValueError(
+                f"{v!r} is not an IP address (give the address itself: a name could resolve to a machine not listed)"
+            ) from None
+
+    @field_validator("user")
+    @classmethod
+    def _user(cls, v: str) -> str:
+        if not re.match(r"^[a-z_][a-z0-9_.-]{0,31}$", v):
+            raise ValueError(f"{v!r} is not a user name")
+        return v
+
+    @field_validator("data_interface")
+    @classmethod
+    def _iface(cls, v: str) -> str:
+        if not _IFACE.match(v):
+            raise ValueError(f"{v!r} is not an interface name (1-15 characters, no spaces or slashes)")
+        return v
+
+    @model_validator(mode="after")
+    def _auth(self) -> InventoryHost:
+        if (self.key_file is None) == (not self.agent):
+            raise ValueError("give exactly one of key_file = '...' or agent = true")
+        return self
+
+    @property
+    def needs_sudo(self) -> bool:
+        return self.user != "root"
+
+
+class Inventory(_Model):
+    ssh: SshSettings = SshSettings()
+    hosts: dict[str, InventoryHost]
+    map: dict[str, str] = Field(default_factory=dict, description="Spec host name -> inventory host name.")
+
+    @field_validator("hosts")
+    @classmethod
+    def _names(cls, v: dict[str, InventoryHost]) -> dict[str, InventoryHost]:
+        if not v:
+            raise ValueError("list at least one host ([hosts.NAME] with address, key_file or agent, data_interface)")
+        for name in v:
+            if not _HOST_NAME.match(name):
+                raise ValueError(f"host name {name!r}: letters, digits, '_' or '-', starting with a letter")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Inventory:
+        seen: dict[tuple[str, int], str] = {}
+        for name, h in self.hosts.items():
+            other = seen.get((h.address, h.port))
+            if other is not None:
+                raise ValueError(f"hosts.{name}.address: {h.address} port {h.port} is also hosts.{other}'s")
+            seen[(h.address, h.port)] = name
+        for spec_host, inv_host in self.map.items():
+            if inv_host not in self.hosts:
+                have = ", ".join(self.hosts)
+                raise ValueError(f"map.{spec_host}: no inventory host named {inv_host!r} (have {have})")
+        by_target: dict[str, str] = {}
+        for spec_host, inv_host in self.map.items():
+            if inv_host in by_target:
+                raise ValueError(
+                    f"map.{spec_host}: inventory host {inv_host!r} already runs spec host {by_target[inv_host]!r} "
+                    "(one spec host per machine: their daemons would share ports and interfaces)"
+                )
+            by_target[inv_host] = spec_host
+        return self
+
+    def addresses(self) -> frozenset[str]:
+        """The only addresses the backend may contact or send traffic to."""
+        return frozenset(h.address for h in self.hosts.values())
+
+
+def _describe(err: Any) -> str:
+    loc = field_path(tuple(err["loc"]))
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        msg = "unknown field"
+    elif err["type"] == "missing":
+        msg = "missing (required)"
+    return f"{loc}: {msg}" if loc else msg
+
+
+def parse(data: dict[str, Any], where: str = "<inventory>", base: Path | None = None) -> Inventory:
+    """Validate an inventory dictionary; key files are resolved against ``base`` and must exist."""
+    try:
+        inv = Inventory.model_validate(data)
+    except ValidationError as exc:
+        raise InventoryError(f"{where}: " + "; ".join(_describe(e) for e in exc.errors())) from None
+    hosts = {}
+    for name, h in inv.hosts.items():
+        if h.key_file is not None:
+            key = Path(h.key_file).expanduser()
+            if not key.is_absolute() and base is not None:
+                key = base / key
+            if not key.is_file():
+                raise InventoryError(f"{where}: hosts.{name}.key_file: {key}: no such file")
+            h = h.model_copy(update={"key_file": str(key)})
+        hosts[name] = h
+    known = Path(inv.ssh.known_hosts).expanduser()
+    if not known.is_absolute() and base is not None:
+        known = base / known
+    ssh = inv.ssh.model_copy(update={"known_hosts": str(known)})
+    return inv.model_copy(update={"hosts": hosts, "ssh": ssh})
+
+
+def load(path: str | Path) -> Inventory:
+    """Read and validate an inventory TOML file (errors name the file and the field)."""
+    p = Path(path)
+    return parse(read_toml(p, InventoryError), str(p), p.resolve().parent)
+
+
+def check_mapping(inv: Inventory, spec: ExperimentSpec, where: str = "<inventory>") -> dict[str, str]:
+    """Spec host -> inventory host for ``spec``; raise :class:`InventoryError` if a spec host is not
+    mapped or the map names hosts the spec does not have."""
+    problems = []
+    unmapped = [h for h in spec.hosts if h not in inv.map]
+    if unmapped:
+        problems.append(f"map: spec hosts {', '.join(unmapped)} are not mapped to inventory hosts")
+    extra = [h for h in inv.map if h not in spec.hosts]
+    if extra:
+        problems.append(f"map: {', '.join(extra)} are not hosts of experiment {spec.experiment.name!r}")
+    if problems:
+        raise InventoryError(f"{where}: " + "; ".join(problems))
+    return {h: inv.map[h] for h in spec.hosts}

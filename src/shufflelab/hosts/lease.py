@@ -1,0 +1,262 @@
+"""Leases: every change the backend makes on a host is recorded in a lease file *on that host*
+before it is made, with what was there before, so that it can be undone after anything -- an
+exception, Ctrl-C, SIGTERM (:func:`leased` restores on the way out), or a SIGKILL of the
+controller or a lost connection (``shufflelab clean --hosts`` restores what the files record,
+and nothing else).
+
+A lease file is ``<lease_dir>/<id>.json``: the controller (machine, pid), the host, and the
+changes in order -- ``sysctl`` (name, previous value), ``qdisc`` (interface; only a kernel-default
+root qdisc is replaced, and restoring deletes ours so the kernel's default comes back) and
+``process`` (a tag in the environment of everything started, so no pid is ever guessed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import secrets
+import shlex
+import socket
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from shufflelab.hosts.control import HostError, Session
+from shufflelab.hosts.safety import SafetyError, check_shaping
+
+_SYSCTL = re.compile(r"^[a-z0-9_]+(\.[A-Za-z0-9_-]+)+$")
+_LEASE_ID = re.compile(r"^[0-9a-f]{12}$")
+TAG_VAR = "SHUFFLELAB_LEASE"
+
+
+def new_lease_id() -> str:
+    return secrets.token_hex(6)
+
+
+@dataclass
+class HostLease:
+    """The changes made on one host under one lease id (mirrored to the host's lease file)."""
+
+    session: Session
+    lease_id: str
+    lease_dir: str
+    changes: list[dict[str, Any]] = field(default_factory=list)
+    created: float = field(default_factory=time.time)
+
+    @property
+    def path(self) -> str:
+        return f"{self.lease_dir}/{self.lease_id}.json"
+
+    def document(self) -> dict[str, Any]:
+        return {
+            "id": self.lease_id,
+            "host": self.session.name,
+            "address": self.session.host.address,
+            "controller": {"machine": socket.gethostname(), "pid": os.getpid()},
+            "created": self.created,
+            "changes": self.changes,
+        }
+
+    async def _record(self, change: dict[str, Any]) -> None:
+        self.changes.append(change)
+        await self.session.write_file("write the lease file", self.path, json.dumps(self.document(), indent=1))
+
+    async def open(self) -> None:
+        await self.session.write_file("write the lease file", self.path, json.dumps(self.document(), indent=1))
+
+    async def set_sysctl(self, name: str, value: str) -> None:
+        """Set a sysctl, recording its previous value first (the first one, if set twice)."""
+        if not _SYSCTL.match(name):
+            raise ValueError(f"{name!r} is not a sysctl name")
+        step = f"sysctl {name} = {value}"
+        if not any(c["kind"] == "sysctl" and c["name"] == name for c in self.changes):
+            prev = await self.session.run(step, ["sysctl", "-n", name])
+            await self._record({"kind": "sysctl", "name": name, "previous": prev.stdout.strip()})
+        await self.session.run(step, ["sysctl", "-w", f"{name}={value}"], privileged=True)
+
+    async def replace_root_qdisc(self, interface: str, qdisc: Sequence[str]) -> None:
+        """Replace ``interface``'s root qdisc (e.g. ``["htb", "default", "1"]``). Refused on the
+        control interface (unless allowed) and on an interface whose root qdisc someone configured:
+        only a kernel default can be given back exactly."""
+        step = f"shape {interface}"
+        try:
+            await check_shaping(self.session, interface)
+        except SafetyError as exc:
+            raise HostError(self.session.name, self.session.host.address, step, str(exc)) from None
+        if not any(c["kind"] == "qdisc" and c["interface"] == interface for c in self.changes):
+            root = await root_qdisc(self.session, interface, step)
+            if root.get("handle") != "0:":
+                raise HostError(
+                    self.session.name,
+                    self.session.host.address,
+                    step,
+                    f"{interface} has a configured root qdisc ({root.get('kind')} {root.get('handle')}); shufflelab "
+                    "replaces only a kernel-default root qdisc, which it can restore exactly (remove it first)",
+                )
+            await self._record({"kind": "qdisc", "interface": interface, "previous": root.get("kind")})
+        await self.session.run(step, ["tc", "qdisc", "replace", "dev", interface, "root", *qdisc], privileged=True)
+
+    async def tc(self, interface: str, args: Sequence[str]) -> None:
+        """Further tc changes (classes, children) below a root qdisc this lease replaced."""
+        if not any(c["kind"] == "qdisc" and c["interface"] == interface for c in self.changes):
+            raise ValueError(f"{interface}: replace its root qdisc under the lease first")
+        await self.session.run(f"shape {interface}", ["tc", *args], privileged=True)
+
+    async def start(self, step: str, argv: Sequence[str], log: str = "/dev/null") -> None:
+        """Start a daemon in its own session, tagged with this lease in its environment."""
+        if not any(c["kind"] == "process" for c in self.changes):
+            await self._record({"kind": "process", "tag": f"{TAG_VAR}={self.lease_id}"})
+        script = f'{TAG_VAR}={self.lease_id} setsid "$@" >{shlex.quote(log)} 2>&1 </dev/null & echo $!'
+        await self.session.run(step, ["sh", "-c", script, "sh", *argv], privileged=True)
+
+    async def restore(self) -> list[str]:
+        """Undo every recorded change, newest first; remove the lease file if all went back.
+        Returns the problems (empty: the host is as it was)."""
+        return await restore_changes(self.session, self.lease_id, self.changes, self.path)
+
+
+async def root_qdisc(session: Session, interface: str, step: str) -> dict[str, Any]:
+    r = await session.run(step, ["tc", "-j", "qdisc", "show", "dev", interface, "root"])
+    found = json.loads(r.stdout or "[]")
+    if not found:
+        raise HostError(session.name, session.host.address, step, f"{interface}: no such interface (no root qdisc)")
+    return dict(found[0])
+
+
+_KILL_TAGGED = (
+    'for p in /proc/[0-9]*; do if tr "\\000" "\\n" < "$p/environ" 2>/dev/null | grep -qxF "$1"; then '
+    'kill -{sig} "${{p#/proc/}}" 2>/dev/null; fi; done; exit 0'
+)
+
+
+async def restore_changes(session: Session, lease_id: str, changes: list[dict[str, Any]], path: str) -> list[str]:
+    problems: list[str] = []
+    for c in reversed(changes):
+        try:
+            if c["kind"] == "sysctl":
+                await session.run(
+                    f"restore sysctl {c['name']}", ["sysctl", "-w", f"{c['name']}={c['previous']}"], privileged=True
+                )
+            elif c["kind"] == "qdisc":
+                step = f"restore the root qdisc of {c['interface']}"
+                await session.run(
+                    step, ["tc", "qdisc", "del", "dev", c["interface"], "root"], check=False, privileged=True
+                )
+                root = await root_qdisc(session, c["interface"], step)
+                if root.get("handle") != "0:":
+                    problems.append(f"{c['interface']}: root qdisc is still {root.get('kind')} {root.get('handle')}")
+            elif c["kind"] == "process":
+                tag = str(c["tag"])
+                if not tag.startswith(f"{TAG_VAR}="):
+                    raise ValueError(f"process tag {tag!r}")
+                for sig in ("TERM", "KILL"):
+                    await session.run(
+                        "stop processes", ["sh", "-c", _KILL_TAGGED.format(sig=sig), "sh", tag], privileged=True
+                    )
+                    if sig == "TERM":
+                        await asyncio.sleep(1.0)
+            else:
+                problems.append(f"unknown change kind {c['kind']!r} (written by a newer shufflelab?)")
+        except (HostError, KeyError, ValueError) as exc:
+            problems.append(str(exc))
+    if not problems:
+        await session.run("remove the lease file", ["rm", "-f", path], privileged=True)
+    return [f"host {session.name} ({session.host.address}) lease {lease_id}: {p}" for p in problems]
+
+
+@contextlib.asynccontextmanager
+async def leased(
+    sessions: dict[str, Session], lease_dir: str, lease_id: str | None = None
+) -> AsyncIterator[dict[str, HostLease]]:
+    """A lease on every host; on the way out -- normally, on an error, on cancellation (Ctrl-C,
+    SIGTERM through :func:`run_controller`) -- every host is restored concurrently."""
+    lid = lease_id or new_lease_id()
+    leases = {n: HostLease(s, lid, lease_dir) for n, s in sessions.items()}
+    try:
+        await asyncio.gather(*(lease.open() for lease in leases.values()))
+        yield leases
+    finally:
+        results = await asyncio.gather(*(lease.restore() for lease in leases.values()), return_exceptions=True)
+        problems = [p for r in results if isinstance(r, list) for p in r]
+        problems += [str(r) for r in results if isinstance(r, BaseException)]
+        if problems:
+            raise RestoreError(problems)
+
+
+class RestoreError(RuntimeError):
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__(
+            "could not restore everything (the lease files stay; run shufflelab clean --hosts): " + "; ".join(problems)
+        )
+        self.problems = problems
+
+
+@dataclass
+class CleanReport:
+    restored: list[str] = field(default_factory=list)  # "host: lease id (n changes)"
+    skipped_live: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def _alive_here(controller: dict[str, Any]) -> bool:
+    if controller.get("machine") != socket.gethostname():
+        return False
+    pid = int(controller.get("pid") or 0)
+    if pid <= 0 or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+async def clean_host(session: Session, lease_dir: str, force: bool = False) -> CleanReport:
+    """Restore what every lease file on the host records (and only that); a lease whose
+    controller still runs on this machine is kept unless ``force``."""
+    report = CleanReport()
+    listing = await session.run(
+        "list lease files", ["sh", "-c", 'ls -1 "$1" 2>/dev/null; exit 0', "sh", lease_dir], privileged=True
+    )
+    for entry in listing.stdout.split():
+        stem = entry.removesuffix(".json")
+        if not entry.endswith(".json") or not _LEASE_ID.match(stem):
+            continue
+        path = f"{lease_dir}/{entry}"
+        text = (await session.run(f"read lease {stem}", ["cat", path], privileged=True)).stdout
+        try:
+            doc = json.loads(text)
+            changes = list(doc["changes"])
+        except (ValueError, KeyError, TypeError):
+            report.problems.append(f"host {session.name}: {path}: not a lease file shufflelab can read; left as is")
+            continue
+        if not force and _alive_here(doc.get("controller") or {}):
+            report.skipped_live.append(f"{session.name}: {stem}")
+            continue
+        problems = await restore_changes(session, stem, changes, path)
+        report.problems += problems
+        if not problems:
+            report.restored.append(f"{session.name}: {stem} ({len(changes)} changes)")
+    return report
+
+
+def run_controller(main: Any) -> Any:
+    """``asyncio.run(main)`` where SIGTERM and SIGHUP, like Ctrl-C, cancel the main task, so every
+    :func:`leased` block restores its hosts before the process exits."""
+    import signal
+
+    async def wrapper() -> Any:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            loop.add_signal_handler(sig, task.cancel)
+        return await main
+
+    return asyncio.run(wrapper())

@@ -1,0 +1,188 @@
+"""Stand-in hosts for the SSH backend: network namespaces (``slssh...``) on a control bridge,
+each running Debian's OpenSSH server on its own address with a generated host key, an authorized
+key for a generated client key, a data interface (``data0``, on a second bridge) and a private
+``/var/lib/shufflelab`` (a tmpfs in the server's own mount namespace), so each has its own lease
+files. The backend reaches them only over SSH; tests inspect them directly to check its work."""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+SSHD = "/usr/sbin/sshd"
+LEASE_PARENT = Path("/var/lib/shufflelab")
+
+
+@dataclass
+class StandIn:
+    name: str
+    ns: str
+    address: str
+    host_key_pub: str
+
+
+@dataclass
+class Lab:
+    root: Path
+    controller: str
+    client_key: Path
+    known_hosts: Path
+    hosts: list[StandIn] = field(default_factory=list)
+
+    def inventory(self, path: Path | None = None, extra: dict[str, str] | None = None, **ssh: object) -> Path:
+        """Write an inventory of every stand-in host (host1 -> spec host h1 ...)."""
+        lines = ["[ssh]", f'known_hosts = "{self.known_hosts}"', "connect_timeout_s = 5", "command_timeout_s = 60"]
+        lines += [f"{k} = {json.dumps(v)}" for k, v in ssh.items()]
+        for h in self.hosts:
+            lines += [f"[hosts.{h.name}]", f'address = "{h.address}"', f'key_file = "{self.client_key}"']
+            lines += ['data_interface = "data0"']
+            for k, v in (extra or {}).items():
+                if k.startswith(f"{h.name}."):
+                    lines.append(f"{k.split('.', 1)[1]} = {v}")
+        lines.append("[map]")
+        lines += [f'{h.name.replace("host", "h")} = "{h.name}"' for h in self.hosts]
+        p = path or self.root / "inventory.toml"
+        p.write_text("\n".join(lines) + "\n")
+        return p
+
+
+def sh(*argv: str, ns: str | None = None, check: bool = True) -> str:
+    full = ["ip", "netns", "exec", ns, *argv] if ns else list(argv)
+    p = subprocess.run(full, capture_output=True, text=True, timeout=30)
+    if check and p.returncode:
+        raise RuntimeError(f"{' '.join(full)}: {p.stderr.strip()}")
+    return p.stdout
+
+
+def _free_subnet() -> ipaddress.IPv4Network:
+    used = {
+        ipaddress.ip_interface(f"{a['local']}/{a['prefixlen']}").network
+        for link in json.loads(sh("ip", "-j", "addr"))
+        for a in link.get("addr_info", [])
+        if a.get("family") == "inet"
+    }
+    for _ in range(50):
+        net = ipaddress.ip_network(f"10.213.{secrets.randbelow(250) + 1}.0/24")
+        if not any(net.overlaps(u) for u in used):
+            return net
+    raise RuntimeError("no free 10.213.x.0/24 subnet for the stand-in hosts")
+
+
+def _wait_port(address: str, timeout: float = 15.0) -> None:
+    end = time.monotonic() + timeout
+    while True:
+        try:
+            with socket.create_connection((address, 22), timeout=1):
+                return
+        except OSError:
+            if time.monotonic() > end:
+                raise
+            time.sleep(0.1)
+
+
+@contextlib.contextmanager
+def stand_in_hosts(root: Path, n: int) -> Iterator[Lab]:
+    if not os.path.exists(SSHD):
+        pytest.skip(f"{SSHD} is missing (scripts/setup.sh installs openssh-server)")
+    tag = secrets.token_hex(2)
+    net = _free_subnet()
+    addrs = list(net.hosts())
+    bridge, data_bridge = f"slsshb{tag}", f"slsshd{tag}"
+    created_parent = not LEASE_PARENT.exists()
+    servers: list[subprocess.Popen[bytes]] = []
+    namespaces: list[str] = []
+    lab = Lab(root, str(addrs[0]), root / "client_key", root / "known_hosts")
+    try:
+        LEASE_PARENT.mkdir(parents=True, exist_ok=True)
+        Path("/run/sshd").mkdir(exist_ok=True)  # OpenSSH's privilege separation directory
+        sh("ip", "link", "add", bridge, "type", "bridge")
+        sh("ip", "addr", "add", f"{addrs[0]}/{net.prefixlen}", "dev", bridge)
+        sh("ip", "link", "set", bridge, "up")
+        sh("ip", "link", "add", data_bridge, "type", "bridge")
+        sh("ip", "link", "set", data_bridge, "up")
+        sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "slssh-client", "-f", str(lab.client_key))
+        (root / "authorized_keys").write_text(Path(f"{lab.client_key}.pub").read_text())
+        known = []
+        for i in range(1, n + 1):
+            ns, addr = f"slssh{tag}h{i}", str(addrs[9 + i])
+            sh("ip", "netns", "add", ns)
+            namespaces.append(ns)
+            sh("ip", "link", "add", f"slssh{tag}v{i}", "type", "veth", "peer", "name", "ctl0", "netns", ns)
+            sh("ip", "link", "set", f"slssh{tag}v{i}", "master", bridge, "up")
+            sh("ip", "link", "set", "lo", "up", ns=ns)
+            sh("ip", "addr", "add", f"{addr}/{net.prefixlen}", "dev", "ctl0", ns=ns)
+            sh("ip", "link", "set", "ctl0", "up", ns=ns)
+            # data0: the data network (a second bridge, no controller on it); data1: a veth pair inside
+            # the host, state the backend must leave alone
+            sh("ip", "link", "add", f"slssh{tag}d{i}", "type", "veth", "peer", "name", "data0", "netns", ns)
+            sh("ip", "link", "set", f"slssh{tag}d{i}", "master", data_bridge, "up")
+            sh("ip", "link", "add", "data1", "type", "veth", "peer", "name", "data1p", ns=ns)
+            third = net.network_address.packed[2]
+            for dev, octet in (("data0", 214), ("data1", 215)):
+                sh("ip", "addr", "add", f"10.{octet}.{third}.{9 + i}/24", "dev", dev, ns=ns)
+                sh("ip", "link", "set", dev, "up", ns=ns)
+            sh("ip", "link", "set", "data1p", "up", ns=ns)
+            key = root / f"host{i}_key"
+            sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"slssh-host{i}", "-f", str(key))
+            cfg = root / f"sshd_host{i}.conf"
+            cfg.write_text(
+                f"ListenAddress {addr}\nPort 22\nHostKey {key}\nAuthorizedKeysFile {root}/authorized_keys\n"
+                f"PidFile {root}/sshd_host{i}.pid\nStrictModes no\nUsePAM no\nPasswordAuthentication no\n"
+                "KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\n"
+                "Subsystem sftp internal-sftp\nMaxSessions 50\nMaxStartups 50\n"
+            )
+            script = f"mount -t tmpfs slssh {LEASE_PARENT} && exec {SSHD} -D -e -f {cfg}"
+            log = open(root / f"sshd_host{i}.log", "wb")  # noqa: SIM115 (closed with the process)
+            servers.append(
+                subprocess.Popen(
+                    ["ip", "netns", "exec", ns, "unshare", "--mount", "--propagation", "private", "sh", "-c", script],
+                    stdout=log,
+                    stderr=log,
+                    start_new_session=True,
+                )
+            )
+            pub = Path(f"{key}.pub").read_text().split()
+            known.append(f"{addr} {pub[0]} {pub[1]}")
+            lab.hosts.append(StandIn(f"host{i}", ns, addr, f"{pub[0]} {pub[1]}"))
+        lab.known_hosts.write_text("\n".join(known) + "\n")
+        for h in lab.hosts:
+            _wait_port(h.address)
+        yield lab
+    finally:
+        for p in servers:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGTERM)
+        for ns in namespaces:  # sessions the servers forked, and anything started through them
+            for pid in sh("ip", "netns", "pids", ns, check=False).split():
+                with contextlib.suppress(ProcessLookupError, ValueError):
+                    os.kill(int(pid), signal.SIGKILL)
+        for p in servers:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(timeout=10)
+        for ns in namespaces:
+            sh("ip", "netns", "delete", ns, check=False)
+        sh("ip", "link", "delete", bridge, check=False)
+        sh("ip", "link", "delete", data_bridge, check=False)
+        if created_parent:
+            with contextlib.suppress(OSError):
+                LEASE_PARENT.rmdir()
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    if os.geteuid() != 0:
+        pytest.skip("needs root (network namespaces)")
+    with stand_in_hosts(tmp_path_factory.mktemp("slssh"), 3) as lab:
+        yield lab
