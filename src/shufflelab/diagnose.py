@@ -37,7 +37,9 @@ change is the host's, not the job's, and the verdict may be "starved" -- the rea
 both ratios and name the control.
 
 **not starved** when the job is not significantly slower and its mean ratio is below
-1 + ``cpu_tolerance``, or when it is slower but its fetch wait did not grow (the executors lost the
+1 + ``cpu_tolerance``, or when it is slower but its fetch wait did not grow (not significantly,
+and its mean ratio below 1 + ``cpu_tolerance``: a large ratio that is merely not significant is
+no evidence of no growth, so that case is inconclusive) (the executors lost the
 time to something else -- CPU taken by other processes, as in the control case, where idle
 executor time grows although nothing waits on the network); **inconclusive** otherwise (too few
 runs, or slower and waiting on fetches with CPU time changed too), always with the reasons and
@@ -285,7 +287,7 @@ def diagnose(
             f"too few runs for an interval/verdict ({n_b} baseline, {n_s} scenario with a job time; "
             f"need >= {min_reps} each)"
         )
-    elif slower and not fetch_up:
+    elif slower and not fetch_up and fetch.has_interval and fetch.ratio < 1 + cpu_tolerance:
         # the executors lost time, but not waiting for shuffle data: CPU taken by others, not the network
         verdict = "not starved"
         reasons.append(
@@ -320,6 +322,12 @@ def diagnose(
         reasons.append(f"job time not significantly longer: ratio {job.ratio:.2f} ({_ci(job)}, Welch p = {_p(job)})")
     else:
         verdict = "inconclusive"
+        if slower and not fetch_up and not fetch.ratio < 1 + cpu_tolerance:
+            # no evidence either way: a large fetch-wait ratio that is not significant is not "no growth"
+            reasons.append(
+                f"job slower ({pct:+.0f} %, {_ci(job)}); fetch wait ratio {fetch.ratio:.2f} ({_ci(fetch)}) "
+                "is not significant: whether the tasks waited longer for shuffle data needs more repetitions"
+            )
         if slower and not cpu_same:
             reasons.append(
                 f"job slower ({pct:+.0f} %) but {cpu_name} not shown unchanged (ratio {cpu.ratio:.2f}, "
@@ -437,6 +445,11 @@ def diagnose_store(
     scenarios = store.query("SELECT label, spec_json FROM scenarios")
     labels = [str(x) for x in scenarios["label"]]
     known = ", ".join(labels) or "none"
+    if any(json.loads(x).get("workload", {}).get("name") == "mapreduce" for x in scenarios["spec_json"]):
+        raise ValueError(
+            "a MapReduce replay has no Spark tasks: the starvation diagnosis needs their fetch wait and CPU time "
+            "(the report's seed 002 section compares the job times)"
+        )
     for option, label in (("--scenario", scenario), ("--baseline", baseline)):
         if label is not None and label not in labels:
             raise ValueError(f"{option} {label!r}: no scenario has this label (known labels: {known})")

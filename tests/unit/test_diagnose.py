@@ -146,6 +146,19 @@ def test_cpu_theft_without_more_fetch_wait_is_not_network_starvation() -> None:
     assert d.idle_share_scenario > d.idle_share_baseline and d.fetch is not None and d.fetch.ratio_ci_low < 1.0
 
 
+def test_a_large_fetch_wait_ratio_that_is_not_significant_is_no_evidence() -> None:
+    """Slower, with fetch wait x7 on average but too noisy to be significant (3 runs a side): the
+    tasks may well have waited on the network, so the verdict is inconclusive, not "not starved"."""
+    base = _runs([18.3, 18.0, 18.4], [5.2, 5.7, 6.1])
+    scen = _runs([42.4, 37.7, 28.4], [6.5, 7.0, 7.4])
+    scen["fetch_wait_s"] = [30.0, 2.0, 0.5]
+    base["fetch_wait_s"] = [0.9, 1.0, 1.1]
+    d = dg.diagnose("udp", "none", base, scen, _tasks(base, 100), _tasks(scen, 100))
+    assert d.job.significant and d.fetch is not None and not d.fetch.ratio_ci_low > 1.0 and d.fetch.ratio > 5
+    assert d.verdict == "inconclusive", d.reasons
+    assert "is not significant" in d.reasons[0] and "did not wait longer" not in " ".join(d.reasons)
+
+
 def test_load_matched_control_separates_the_hosts_cpu_cost() -> None:
     """CPU +12 % vs the quiet baseline (the host forwards the traffic on the executors' CPUs) and
     the same +12 % in a control whose traffic avoids the job's path: against the control the CPU is
