@@ -141,8 +141,13 @@ def run(
 
 
 def _write_report(db: Path, out: Path | None) -> None:
+    from shufflelab import appreport
     from shufflelab import report as reportmod
 
+    if appreport.is_eventlog_store(db):  # applications read from event logs: their own report
+        html_path, md_path = appreport.write(db, out or db.with_name(db.stem + "-report"))
+        console.print(f"report: {html_path}\n        {md_path}")
+        return
     paths = reportmod.write(db, out)
     for line in paths.headline:
         console.print(f"finding: {line}", highlight=False)
@@ -309,14 +314,42 @@ def analyze(
         str | None, typer.Option("--app", help="Application id to fetch from the History Server.")
     ] = None,
     force: Annotated[bool, typer.Option(help="Read every log again, even unchanged ones.")] = False,
+    out: Annotated[
+        Path | None, typer.Option(help="Write the analysis report (HTML + Markdown) to this folder.")
+    ] = None,
+    link_gbps: Annotated[
+        float | None, typer.Option(min=0.001, max=10_000, help="The cluster's link rate, for network efficiency.")
+    ] = None,
+    baseline: Annotated[
+        list[Path] | None,
+        typer.Option(help="Logs of the same application on a quiet network: the starvation verdict (repeatable)."),
+    ] = None,
 ) -> None:
     """Read Spark event logs of any application into the lab's tables (apps, jobs, stages, tasks,
-    executors, sql_executions)."""
+    executors, sql_executions); with --out, write the analysis: network cost, bounds, what pays off."""
     from shufflelab.eventlog import command
 
+    if out is None and (link_gbps is not None or baseline):
+        _fail("--link-gbps and --baseline shape the report: give --out DIR too")
     code = command.run(logs or [], db, history_server, app_id, force, console, err)
     if code:
         raise typer.Exit(code)
+    if out is None:
+        return
+    from shufflelab import appreport
+    from shufflelab.results import StoreError
+
+    base_db = None
+    if baseline:
+        base_db = db.with_name(db.stem + "-baseline.duckdb")
+        code = command.run(baseline, base_db, None, None, force, console, err)
+        if code:
+            raise typer.Exit(code)
+    try:
+        html_path, md_path = appreport.write(db, out, link_gbps, base_db)
+    except StoreError as exc:
+        _fail(str(exc))
+    console.print(f"report: {html_path}\n        {md_path}")
 
 
 @app.command()

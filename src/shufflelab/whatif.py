@@ -86,9 +86,13 @@ def predict(
     speedup: Speedup,
     cpu_saving_per_gb_s: float = 0.0,
     cores: int | Mapping[str, int] | None = None,
+    network: Callable[[pd.DataFrame], pd.Series] | None = None,
+    delay_scheduling: bool = True,
 ) -> Prediction:
     """Replay one application's run with a faster network (see the module doc). ``cores``: task
-    slots per executor (one number, or per executor id); inferred from the recording when None."""
+    slots per executor (one number, or per executor id); inferred from the recording when None.
+    ``network``: each task's network-bound time (ms); :func:`network_ms` when None.
+    ``delay_scheduling``: launch gaps above the run's typical one shrink by k (False: kept as recorded)."""
     if tasks.empty or jobs.empty:
         raise ValueError("a prediction needs the run's tasks and jobs")
     t0 = float(jobs["submitted_at_ms"].min())
@@ -96,7 +100,7 @@ def predict(
     t = tasks.copy()
     t["executor_id"] = t["executor_id"].astype(str)
     t["k"] = [max(1e-9, _k(speedup, h)) for h in t["host"]]
-    saved = network_ms(t) * (1 - 1 / t["k"]) + t["remote_bytes"] / 1e9 * cpu_saving_per_gb_s * 1000
+    saved = (network or network_ms)(t) * (1 - 1 / t["k"]) + t["remote_bytes"] / 1e9 * cpu_saving_per_gb_s * 1000
     t["new_ms"] = (t["duration_ms"] - saved).clip(lower=0)
     t["stage_key"] = list(zip(t["stage_id"].astype(int), t["stage_attempt"].astype(int), strict=True))
     st = stages.dropna(subset=["submitted_at_ms", "completed_at_ms"]).copy()
@@ -147,7 +151,7 @@ def predict(
         # Up to the run's typical value it is scheduler latency, kept; the excess is Spark's delay
         # scheduling (locality wait) reacting to slow executors, which shrinks with the network.
         gap = float(task.launch_at_ms) - max(sub, of[j])
-        excess = max(0.0, gap - typical_latency)
+        excess = max(0.0, gap - typical_latency) if delay_scheduling else 0.0
         latency = gap - excess + excess / float(task.k)
         start = max(new_sub[key], max(new_sub[key], nf[i]) + latency)
         of[j] = float(task.finish_at_ms)

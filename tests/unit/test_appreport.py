@@ -1,0 +1,171 @@
+"""The event-log analysis report: critical path, bounds, stage health and what pays off, checked
+against independent computations on real Spark 3.5 / 4.3 logs and on hand-made schedules."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from shufflelab import appreport
+from shufflelab.appreport import analysis as an
+from shufflelab.cli import app as cli
+from shufflelab.eventlog.ingest import ingest
+from shufflelab.results import Store
+
+HERE = Path(__file__).resolve().parents[1] / "fixtures" / "eventlogs"
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    db = tmp_path_factory.mktemp("appreport") / "logs.duckdb"
+    ingest([HERE / "spark-3.5", HERE / "spark-4.3"], db)
+    return db
+
+
+def _apps(db: Path) -> list[an.App]:
+    s = Store(db)
+    return [appreport.load(s, r, i, n) for r, i, n in appreport.applications(s)]
+
+
+def test_critical_path_is_a_gating_chain_within_the_job(store: Path) -> None:
+    apps = _apps(store)
+    assert len(apps) >= 14
+    for a in apps:
+        cp = an.critical_path(a)
+        if cp.empty:
+            continue
+        assert cp["duration_s"].sum() <= a.job_time_s + 1e-6, a.name
+        # each stage starts after the previous one on the path ended, and the path ends with the last stage
+        assert (cp["start_s"].iloc[1:].to_numpy() >= cp["end_s"].iloc[:-1].to_numpy() - 1e-9).all(), a.name
+        last = a.stages.dropna(subset=["completed_at_ms"])["completed_at_ms"].max()
+        t0 = a.jobs["submitted_at_ms"].min()
+        assert cp["end_s"].iloc[-1] == pytest.approx((last - t0) / 1000)
+
+
+def test_network_bounds_never_exceed_the_recording_and_order_by_speed(store: Path) -> None:
+    for a in _apps(store):
+        if a.tasks.empty or a.jobs.empty:
+            continue
+        b = {x.what: x.predicted_s for x in an.bounds(a).rows}
+        inf, two = b["infinitely fast network"], b["2x faster network"]
+        assert inf <= two + 1e-6 <= a.job_time_s + 1e-6, a.name
+        assert inf >= 0
+
+
+def test_stage_health_equals_a_count_from_the_raw_rows(store: Path) -> None:
+    a = max(_apps(store), key=lambda x: len(x.tasks))
+    h = an.stage_health(a).set_index("stage")
+    for sid, g in a.tasks.groupby("stage_id"):
+        ok = g[g["successful"].astype(bool)]["duration_ms"].astype(float)
+        if ok.empty:
+            continue
+        med = float(ok.median())
+        assert h.loc[sid, "tasks"] == len(g)
+        assert h.loc[sid, "failed"] == int((~g["successful"].astype(bool)).sum())
+        if med > 0:
+            assert h.loc[sid, "skew"] == pytest.approx(float(ok.max()) / med, abs=0.01)
+            assert h.loc[sid, "stragglers"] == int((ok > 1.5 * med).sum())
+
+
+def _app(durations: list[list[float]], fetch: float = 0.0) -> an.App:
+    """Stages one after another, each with tasks of the given durations (ms) on two one-core executors."""
+    tasks, stages, t = [], [], 0.0
+    tid = 0
+    for sid, ds in enumerate(durations):
+        free = [t, t]
+        for i, d in enumerate(ds):
+            e = min(range(2), key=free.__getitem__)
+            start = free[e]
+            tasks.append(
+                {
+                    "stage_id": sid,
+                    "stage_attempt": 0,
+                    "task_id": tid,
+                    "task_index": i,
+                    "executor_id": str(e),
+                    "host": f"h{e}",
+                    "launch_at_ms": start,
+                    "finish_at_ms": start + d,
+                    "duration_ms": d,
+                    "successful": True,
+                    "fetch_wait_ms": fetch * d,
+                    "remote_bytes": 0,
+                    "speculative": False,
+                    "executor_run_ms": d,
+                    "deserialize_ms": 0.0,
+                    "result_serialization_ms": 0.0,
+                    "gc_ms": 0.0,
+                    "memory_spilled_bytes": 0,
+                    "disk_spilled_bytes": 0,
+                    "input_bytes": 0,
+                    "shuffle_write_ms": 0.0,
+                    "remote_reqs_duration_ms": 0.0,
+                    "shuffle_write_bytes": 0,
+                    "executor_cpu_ms": d,
+                }  # fmt: skip
+            )
+            tid += 1
+            free[e] = start + d
+        end = max(free)
+        stages.append({"stage_id": sid, "stage_attempt": 0, "name": f"s{sid}", "submitted_at_ms": t,
+                       "completed_at_ms": end, "parent_ids": None})  # fmt: skip
+        t = end
+    jobs = pd.DataFrame([{"job_id": 0, "submitted_at_ms": 0.0, "completed_at_ms": t}])
+    ex = pd.DataFrame({"executor_id": ["0", "1"], "total_cores": [1, 1]})
+    return an.App("r", 0, "hand", pd.DataFrame(tasks), pd.DataFrame(stages), jobs, ex, t / 1000, "ok")
+
+
+def test_stage_model_by_hand() -> None:
+    a = _app([[100, 100, 100, 700]])
+    assert a.slots == 2
+    assert an.scaled_time_s(a, 2) == pytest.approx(0.7)  # max(700, 1000 / 2)
+    assert an.scaled_time_s(a, 8) == pytest.approx(0.7)  # the longest task bounds it
+    assert an.scaled_time_s(a, 2, equal_tasks=True) == pytest.approx(0.5)  # max(250, 500)
+    assert an.scaled_time_s(a, 1) == pytest.approx(1.0)
+
+
+def test_no_fetch_wait_means_no_network_gain_and_half_fetch_wait_bounds_it() -> None:
+    quiet = _app([[400, 400], [300, 300]])
+    b = {x.what: x.predicted_s for x in an.bounds(quiet).rows}
+    assert b["infinitely fast network"] == pytest.approx(quiet.job_time_s)
+    waiting = _app([[400, 400], [300, 300]], fetch=0.5)
+    b = {x.what: x.predicted_s for x in an.bounds(waiting).rows}
+    assert b["infinitely fast network"] == pytest.approx(waiting.job_time_s / 2)
+    assert b["2x faster network"] == pytest.approx(waiting.job_time_s * 0.75)
+    fixes = an.what_pays_off(waiting, an.bounds(waiting), an.stage_health(waiting))
+    assert fixes[0].fix == "a perfect network" and fixes[0].gain == pytest.approx(0.5)
+    assert math.isnan(fixes[-1].gain) and "congestion control" in fixes[-1].fix
+
+
+def test_report_and_analyze_write_the_app_report(store: Path, tmp_path: Path) -> None:
+    r = CliRunner().invoke(cli, ["report", str(store), "--out", str(tmp_path / "rep")])
+    assert r.exit_code == 0, r.output
+    md = (tmp_path / "rep" / "report.md").read_text()
+    for text in ("## Headline", "### What pays off", "### Critical path", "model estimate", "## Limits", "baseline"):
+        assert text in md
+    assert "nan" not in md
+    r = CliRunner().invoke(
+        cli,
+        [
+            "analyze",
+            str(HERE / "spark-4.3" / "zstd"),
+            "--db",
+            str(tmp_path / "a.duckdb"),
+            "--out",
+            str(tmp_path / "a"),
+            "--link-gbps",
+            "1",
+            "--baseline",
+            str(HERE / "spark-4.3" / "lz4"),
+        ],  # fmt: skip
+    )
+    assert r.exit_code == 0, r.output
+    md = (tmp_path / "a" / "report.md").read_text()
+    assert "network efficiency at 1 Gbit/s" in md and "too few runs" in md
+    r = CliRunner().invoke(cli, ["analyze", str(HERE / "spark-4.3" / "zstd"), "--db", str(tmp_path / "b.duckdb"),
+                                 "--link-gbps", "1"])  # fmt: skip
+    assert r.exit_code == 2 and "give --out" in r.output
