@@ -286,9 +286,10 @@ def whatif(
         t.add_column(col, justify="right")
     for label, g in runs.groupby("label", sort=False):
         obs, pred = [], []
-        cores = wi.spec_cores(json.loads(g["spec_json"].iloc[0]))
+        lab_cores = wi.spec_cores(json.loads(g["spec_json"].iloc[0]))
         for run_id in g["run_id"]:
             tasks, stages, jobs = wi.run_inputs(store, run_id)
+            cores = lab_cores if lab_cores is not None else wi.recorded_cores(store, run_id)
             p = wi.predict(tasks, stages, jobs, speedup, cpu_saving_per_gb_s, cores=cores)
             obs.append(p.observed_s)
             pred.append(p.predicted_s)

@@ -230,14 +230,23 @@ def udp_speedup(spec: dict[str, Any]) -> float:
 def spec_cores(spec: Mapping[str, Any]) -> int | None:
     """Task slots per executor that a scenario's spec gives its applications, or None when the spec
     leaves it to Spark (several applications sharing multi-core workers)."""
-    spark = spec.get("spark", {})
-    conf = spark.get("conf", {})
-    if "spark.executor.cores" in conf:
-        return int(conf["spark.executor.cores"])
+    if "spark" not in spec and "topology" not in spec:  # not a lab spec (an imported event log)
+        return None
+    spark = spec.get("spark", {})  # spark.executor.cores is the lab's to set (sparkconf.RESERVED)
     worker = int(spark.get("worker_cores", 1))
     if worker == 1 or int(spec.get("workload", {}).get("apps", 1)) == 1:
         return worker
     return None
+
+
+def recorded_cores(store: Any, run_id: str, app_index: int = 0) -> dict[str, int] | None:
+    """Task slots per executor as the event log recorded them (None when it did not)."""
+    ex = store.query(
+        "SELECT executor_id, total_cores FROM executors WHERE run_id = ? AND coalesce(app_index, 0) = ? "
+        "AND total_cores IS NOT NULL",
+        [run_id, app_index],
+    )
+    return {str(e): max(1, int(c)) for e, c in ex.itertuples(index=False, name=None)} or None
 
 
 def run_inputs(store: Any, run_id: str, app_index: int = 0) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:

@@ -169,3 +169,15 @@ def test_report_and_analyze_write_the_app_report(store: Path, tmp_path: Path) ->
     r = CliRunner().invoke(cli, ["analyze", str(HERE / "spark-4.3" / "zstd"), "--db", str(tmp_path / "b.duckdb"),
                                  "--link-gbps", "1"])  # fmt: skip
     assert r.exit_code == 2 and "give --out" in r.output
+
+
+def test_whatif_takes_an_imported_logs_cores_from_its_executors(store: Path) -> None:
+    from shufflelab import whatif
+
+    assert whatif.spec_cores({"source": "eventlog"}) is None  # not a lab spec: no cores from it
+    assert whatif.spec_cores({"topology": {}, "spark": {"worker_cores": 2}, "workload": {"apps": 1}}) == 2
+    s = Store(store)
+    r, i, _ = appreport.applications(s)[0]
+    cores = whatif.recorded_cores(s, r, i)
+    ex = s.query("SELECT executor_id, total_cores FROM executors WHERE run_id = ?", [r])
+    assert cores == {str(e): int(c) for e, c in ex.itertuples(index=False, name=None)}
