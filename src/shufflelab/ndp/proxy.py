@@ -71,11 +71,12 @@ from aiohttp import web
 from multidict import CIMultiDict
 from yarl import URL
 
+from shufflelab import cgroups
 from shufflelab.ndp import execute as X
 from shufflelab.ndp import plan as P
 
 DEFAULT_PORT = 9880
-DATANODE_HTTP_PORT = 9864  # hdfs.DN_HTTP_PORT (not imported: keeps this module light)
+DATANODE_HTTP_PORT = 9864  # hdfs_config.DN_HTTP_PORT (not imported: keeps this module light)
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 MAX_SCHEMA_BYTES = 32 * 1024  # room for the schema next to a plan of at most plan.MAX_PLAN_BYTES
 MAX_BODY_BYTES = P.MAX_PLAN_BYTES + MAX_SCHEMA_BYTES
@@ -322,32 +323,10 @@ def usable_cpus() -> int:
     """CPUs this process may use: its affinity mask, capped by a cgroup CPU quota where visible
     (inside ``ip netns exec`` /sys has no cgroup hierarchy: pass ``--workers`` for a limited host)."""
     n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    quota = _cgroup_quota()
+    quota = cgroups.cpu_quota()
     if quota is not None:
         n = min(n, max(1, math.ceil(quota)))
     return max(1, n)
-
-
-def _cgroup_quota() -> float | None:
-    try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        parts = line.split(":", 2)
-        if len(parts) != 3:
-            continue
-        try:
-            if parts[0] == "0" and parts[1] == "":  # v2: cpu.max = "<quota|max> <period>"
-                q, p = (Path("/sys/fs/cgroup") / parts[2].lstrip("/") / "cpu.max").read_text().split()
-                return None if q == "max" else int(q) / int(p)
-            if "cpu" in parts[1].split(","):
-                d = Path("/sys/fs/cgroup/cpu") / parts[2].lstrip("/")
-                q2 = int((d / "cpu.cfs_quota_us").read_text())
-                return None if q2 <= 0 else q2 / int((d / "cpu.cfs_period_us").read_text())
-        except (OSError, ValueError):
-            return None
-    return None
 
 
 # -- the service ---------------------------------------------------------------------------------
