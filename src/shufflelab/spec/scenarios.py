@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import itertools
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from shufflelab.spec.experiment import ExperimentSpec
 from shufflelab.spec.loader import SpecError, check_nesting, describe_error, field_path, read_toml
-from shufflelab.spec.matrix import MAX_SCENARIOS, MISSING, PathError, get_path, set_path
+from shufflelab.spec.matrix import MISSING, PathError, check_bound, get_path, points, set_path
 
 
 class Scenario(BaseModel):
@@ -140,21 +138,15 @@ def expand(spec: ExperimentSpec, where: str = "<spec>") -> list[Scenario]:
     Order follows the matrix table's key order, last key varying fastest; cases vary fastest of
     all, so a case and its siblings run next to each other. One scenario if there is neither.
     """
-    keys = list(spec.matrix)
     cases: list[tuple[str | None, dict[str, Any]]] = list(spec.cases.items()) or [(None, {})]
-    total = math.prod(len(spec.matrix[k]) for k in keys) * len(cases)
-    if total > MAX_SCENARIOS:  # counted before anything is expanded
-        sizes = [f"{len(spec.matrix[k])} {k}" for k in keys] + ([f"{len(spec.cases)} cases"] if spec.cases else [])
-        raise SpecError(
-            f"{where}: matrix: {total:,} scenarios ({' x '.join(sizes)}) exceed the bound of "
-            f"{MAX_SCENARIOS:,} per experiment; vary fewer values or split the experiment"
-        )
+    counts = [(len(v), k) for k, v in spec.matrix.items()] + ([(len(spec.cases), "cases")] if spec.cases else [])
+    check_bound(counts, where, SpecError, "scenarios")  # counted before anything is expanded
     base = spec.model_dump(mode="json", exclude={"matrix", "cases"})
     scenarios: list[Scenario] = []
-    for combo in itertools.product(*(spec.matrix[k] for k in keys)):
+    for point in points(spec.matrix):
         for case, overrides in cases:
             data = copy.deepcopy(base)
-            values: dict[str, Any] = dict(zip(keys, combo, strict=True))
+            values: dict[str, Any] = dict(point)
             for path, value in values.items():
                 try:
                     set_path(data, path, copy.deepcopy(value))  # never alias the matrix's own values
