@@ -1,4 +1,4 @@
-"""Benchmark: the simulator's flow model vs ns-3 on a micro-scenario (issue 5's acceptance list).
+"""Benchmark: the simulator's flow model vs ns-3 on a micro-scenario.
 
     .venv/bin/pip install ns3          # the PyPI wheel ships ns-3's C++ headers and libraries
     nice -n 10 .venv/bin/python benchmarks/sim_vs_ns3.py [--repeat 3] [--out /tmp/sim-vs-ns3.md]

@@ -1,4 +1,4 @@
-"""Calibration (issue 5, item 4): the Spark-job model, fitting from a task table, and the
+"""Calibration: the Spark-job model, fitting from a task table, and the
 sim-vs-real error computation of ``shufflelab calibrate``. Pure Python: no compiled core needed."""
 
 from __future__ import annotations

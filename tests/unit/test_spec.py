@@ -383,7 +383,7 @@ def test_mapreduce_workload_needs_no_spark(spec_dict: dict[str, Any]) -> None:
         S.parse(spec_dict)
 
 
-# -- malformed files and values the fabric cannot apply (issue 18, item 6) ---------------------------------
+# -- malformed files and values the fabric cannot apply --------------------------------------------------
 
 
 def _toml_value(v: Any) -> str:

@@ -1,4 +1,4 @@
-"""Same spec, two backends: simulate an emulated experiment and compare job times (issue 5, item 4).
+"""Same spec, two backends: simulate an emulated experiment and compare job times.
 
 ``shufflelab calibrate RESULTS.duckdb`` takes an experiment the emulation backend ran, fits each
 workload from **one** real run's event log (the median-job-time run without cross traffic), maps
