@@ -182,10 +182,10 @@ class Topology(SpecModel):
     kind: Literal["shared", "star", "dumbbell"] = Field(
         default="shared",
         description=(
-            "shared: hosts sit on one access switch whose single uplink to the router carries every "
+            "shared: hosts sit on one access bridge whose single uplink to the router carries every "
             "host-to-host packet (one bottleneck queue, the router's downlink port); "
             "star: every host has its own router port, each shaped; "
-            "dumbbell: two racks (hosts' rack = 1 or 2), each an access switch, joined through the "
+            "dumbbell: two racks (hosts' rack = 1 or 2), each an access bridge, joined through the "
             "router: traffic between racks leaves through the far rack's shaped router port (one queue "
             "per direction, like a full-duplex inter-switch link); traffic within a rack is routed too and "
             "leaves through its own rack's port."
