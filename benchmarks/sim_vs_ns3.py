@@ -105,7 +105,7 @@ def sim_config(udp_share: float) -> dict[str, Any]:
 
 def run_sim(udp_share: float, repeat: int) -> dict[str, Any]:
     sys.path.insert(0, str(HERE.parent / "src"))
-    from shufflelab.sim.calibrate import run_model
+    from shufflelab.sim.calibration_model import run_model
 
     cfg = sim_config(udp_share)
     res = run_model(cfg)
