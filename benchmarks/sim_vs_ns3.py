@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import shutil
 import statistics
 import subprocess
@@ -28,9 +27,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from shufflelab.artifacts import cache_root
+
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "ns3" / "bottleneck.cc"
-CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "shufflelab" / "ns3-bench"
+CACHE = cache_root() / "ns3-bench"
 FLOWS, MEGABYTES, RATE_GBPS = 4, 100.0, 1.0
 MSS, WIRE_PER_SEGMENT = 1448, 1448 + 32 + 20 + 2  # TCP payload; + TCP (timestamps) + IPv4 + PPP headers
 
