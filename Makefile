@@ -3,7 +3,8 @@
 #   make test   -- runs every gate: ruff, mypy, cargo fmt/clippy/test, then the test suite
 #                  (unit, simulation, switch, root integration with real Spark)
 #   make check  -- the same gates with only the tests that need neither root nor Spark
-.PHONY: setup demo test check lint clean
+#   make cycles -- no import cycle between shufflelab's modules (also part of make check/test)
+.PHONY: setup demo test check lint cycles clean
 setup:
 	@scripts/setup.sh
 demo: setup
@@ -16,5 +17,7 @@ lint: setup
 	.venv/bin/ruff check src tests benchmarks scripts examples
 	.venv/bin/ruff format --check src tests benchmarks scripts examples
 	.venv/bin/mypy
+cycles: setup
+	.venv/bin/python -m pytest -q tests/unit/test_import_cycles.py
 clean:
 	.venv/bin/shufflelab clean

@@ -1,4 +1,4 @@
-"""Benchmark: the simulator's flow model vs ns-3 on a micro-scenario (issue 5's acceptance list).
+"""Benchmark: the simulator's flow model vs ns-3 on a micro-scenario.
 
     .venv/bin/pip install ns3          # the PyPI wheel ships ns-3's C++ headers and libraries
     nice -n 10 .venv/bin/python benchmarks/sim_vs_ns3.py [--repeat 3] [--out /tmp/sim-vs-ns3.md]
@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import shutil
 import statistics
 import subprocess
@@ -28,9 +27,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from shufflelab.artifacts import cache_root
+
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "ns3" / "bottleneck.cc"
-CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "shufflelab" / "ns3-bench"
+CACHE = cache_root() / "ns3-bench"
 FLOWS, MEGABYTES, RATE_GBPS = 4, 100.0, 1.0
 MSS, WIRE_PER_SEGMENT = 1448, 1448 + 32 + 20 + 2  # TCP payload; + TCP (timestamps) + IPv4 + PPP headers
 
@@ -105,7 +106,7 @@ def sim_config(udp_share: float) -> dict[str, Any]:
 
 def run_sim(udp_share: float, repeat: int) -> dict[str, Any]:
     sys.path.insert(0, str(HERE.parent / "src"))
-    from shufflelab.sim.calibrate import run_model
+    from shufflelab.sim.calibration_model import run_model
 
     cfg = sim_config(udp_share)
     res = run_model(cfg)

@@ -1,4 +1,4 @@
-// ns-3 micro-scenario for benchmarks/sim_vs_ns3.py (issue 5's acceptance list):
+// ns-3 micro-scenario for benchmarks/sim_vs_ns3.py:
 // N TCP flows of B bytes each through one RED/ECN bottleneck, optionally next to constant-rate UDP.
 //
 //   senders s0..sN-1, udp source u  --10G-->  router a  --bottleneck (RED, ECN)-->  router b  --10G-->  sinks

@@ -417,7 +417,7 @@ def doctor(
         "log grows with traffic; shufflelab also measures task user CPU (executor plugin) and judges on it",
     )
     try:
-        from shufflelab.emulate.spark import spark_version
+        from shufflelab.jvm import spark_version
 
         row("pyspark", True, spark_version())
     except ImportError:

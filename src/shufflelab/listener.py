@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import subprocess
 import tempfile
@@ -29,7 +28,7 @@ from typing import Any
 
 import pandas as pd
 
-from shufflelab import sparkconf
+from shufflelab import artifacts, jvm, sparkconf
 
 JAVA_DIR = Path(__file__).parent / "java"
 SOURCE = JAVA_DIR / "TaskFlowListener.java"
@@ -52,19 +51,10 @@ class ListenerBuildError(RuntimeError):
     pass
 
 
-def _spark_jars() -> Path:
-    from shufflelab.emulate.spark import spark_home
-
-    return spark_home() / "jars"
-
-
 def jar_path() -> Path:
     """Where the jar for this source and this Spark lives (it may not exist yet)."""
-    from shufflelab.emulate.spark import spark_version
-
-    key = hashlib.sha256(b"".join(p.read_bytes() for p in SOURCES) + spark_version().encode()).hexdigest()[:12]
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "shufflelab"
-    return cache / f"shufflelab-listener-{key}.jar"
+    key = hashlib.sha256(b"".join(p.read_bytes() for p in SOURCES) + jvm.spark_version().encode()).hexdigest()[:12]
+    return artifacts.cache_root() / f"shufflelab-listener-{key}.jar"
 
 
 def ensure_jar() -> Path:
@@ -78,7 +68,7 @@ def ensure_jar() -> Path:
     jar.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="shufflelab-listener-") as tmp:
         classes = Path(tmp) / "classes"
-        cmd = [javac, "-nowarn", "-d", str(classes), "-cp", f"{_spark_jars()}/*", *map(str, SOURCES)]
+        cmd = [javac, "-nowarn", "-d", str(classes), "-cp", f"{jvm.spark_jars()}/*", *map(str, SOURCES)]
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
             raise ListenerBuildError(f"javac failed for {SOURCE}:\n{r.stderr[-2000:]}")
@@ -86,7 +76,7 @@ def ensure_jar() -> Path:
         r = subprocess.run([jartool, "cf", str(partial), "-C", str(classes), "."], capture_output=True, text=True)
         if r.returncode != 0:
             raise ListenerBuildError(f"jar failed: {r.stderr[-2000:]}")
-        shutil.move(str(partial), jar)  # whole file or nothing: a crash never leaves half a jar
+        artifacts.publish_file(partial, jar)  # whole file or nothing: a crash never leaves half a jar
     return jar
 
 

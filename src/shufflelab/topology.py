@@ -2,8 +2,8 @@
 
 :func:`build` turns a spec into a :class:`Network`; the ``emulate`` backend applies it to the
 kernel. Nothing here touches the system. Names are predictable (Mininet style): hosts keep their
-spec names, the router is ``r``, the access switch is ``sw``; inside every namespace a host's
-interface is ``eth0`` and a router/switch port is named after the node on its other end.
+spec names, the router is ``r``, the access bridge (a Linux bridge) is ``sw``; inside every namespace a host's
+interface is ``eth0`` and a router/bridge port is named after the node on its other end.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from typing import Literal
 from shufflelab.shaping import htb_burst_bytes, htb_quantum_bytes  # noqa: F401 - re-exported
 from shufflelab.spec import ExperimentSpec, Link
 
-NodeKind = Literal["host", "router", "switch"]
+NodeKind = Literal["host", "router", "bridge"]  # "switch" is only the userspace switch
 Datapath = Literal["kernel", "switch"]
 
 ROUTER = "r"
-SWITCH = "sw"
+BRIDGE = "sw"
 SUBNET_BASE = ipaddress.ip_network("10.77.0.0/16")
 
 
@@ -45,7 +45,7 @@ class Wire:
 class Node:
     name: str
     kind: NodeKind
-    bridge: bool = False  # a switch: every port is enslaved to one Linux bridge "br0"
+    bridge: bool = False  # every port is enslaved to one Linux bridge "br0"
     forwarding: bool = False  # a router whose kernel forwards (ip_forward on); redirects are off on routers
 
 
@@ -61,7 +61,7 @@ class Network:
     datapath: Datapath = "kernel"
 
     def router_port_of(self, host: str) -> Port:
-        """The router port behind which ``host`` sits: its own port (star) or the access switch's
+        """The router port behind which ``host`` sits: its own port (star) or the access bridge's
         uplink (shared, one-armed)."""
         for w in self.wires:
             for near, far in ((w.a, w.b), (w.b, w.a)):
@@ -69,7 +69,7 @@ class Network:
                     continue
                 if far.node == host:
                     return near
-                if self.nodes[far.node].kind == "switch" and any(
+                if self.nodes[far.node].kind == "bridge" and any(
                     {x.node for x in (v.a, v.b)} == {far.node, host} for v in self.wires
                 ):
                     return near
@@ -99,11 +99,11 @@ def _subnet(index: int) -> ipaddress.IPv4Network:
 def build(spec: ExperimentSpec) -> Network:
     """The network of ``spec``: every host in its own /24 behind router ``r``.
 
-    ``shared``: hosts hang off switch ``sw`` whose single uplink reaches ``r``; hosts route to each
+    ``shared``: hosts hang off bridge ``sw`` whose single uplink reaches ``r``; hosts route to each
     other via ``r`` (one-armed router), so every host-to-host packet leaves ``r`` through its
     downlink port ``r:sw`` -- the one bottleneck queue, like a cluster's shared uplink.
     ``star``: each host has its own port on ``r``; each ``r:<host>`` port is shaped.
-    ``dumbbell``: two access switches ``sw1``/``sw2`` (the hosts' racks), each with an uplink to ``r``;
+    ``dumbbell``: two access bridges ``sw1``/``sw2`` (the hosts' racks), each with an uplink to ``r``;
     traffic from one rack to the other leaves ``r`` through the far rack's port ``r:sw<k>``, so each
     direction of the inter-rack link has its own shaped queue (data one way, its ACKs the other);
     traffic within a rack is routed as well and leaves through that rack's own port.
@@ -127,23 +127,23 @@ def build(spec: ExperimentSpec) -> Network:
         router_addresses.append(f"{net.network_address + 254}/24")
 
     if spec.topology.kind == "shared":
-        nodes[SWITCH] = Node(SWITCH, "switch", bridge=True)
+        nodes[BRIDGE] = Node(BRIDGE, "bridge", bridge=True)
         for h in hosts:
-            wires.append(Wire(Port(h, "eth0", f"{addresses[h]}/24"), Port(SWITCH, h)))
+            wires.append(Wire(Port(h, "eth0", f"{addresses[h]}/24"), Port(BRIDGE, h)))
         down = Port(
             ROUTER,
-            SWITCH,
+            BRIDGE,
             address=router_addresses[0],
             extra_addresses=tuple(router_addresses[1:]),
             shaping=link,
             monitored=True,
         )
-        wires.append(Wire(down, Port(SWITCH, "uplink")))
+        wires.append(Wire(down, Port(BRIDGE, "uplink")))
         bottlenecks.append(down)
     elif spec.topology.kind == "dumbbell":
         for side in (1, 2):
-            sw = f"{SWITCH}{side}"
-            nodes[sw] = Node(sw, "switch", bridge=True)
+            sw = f"{BRIDGE}{side}"
+            nodes[sw] = Node(sw, "bridge", bridge=True)
             members = [i for i, h in enumerate(hosts) if spec.hosts[h].rack == side]
             for i in members:
                 wires.append(Wire(Port(hosts[i], "eth0", f"{addresses[hosts[i]]}/24"), Port(sw, hosts[i])))

@@ -1,4 +1,5 @@
-"""Seed 002's comparison: job time vs competing TCP pairs for ECN, legacy and VCC hosts.
+"""Seed 002's analysis (not VCC itself: the VCC datapath is the userspace switch, ``crates/switch``):
+job time vs competing TCP pairs for ECN, legacy and VCC hosts, as the report's seed-002 section shows it.
 
 Inputs are the runs of an experiment whose matrix varies ``cross_traffic.tcp_pairs`` and whose cases
 name the host kinds (by default ``ecn``, ``legacy``, ``vcc``). A run that hit its ``run_timeout_s``

@@ -13,14 +13,15 @@ import pytest
 
 from shufflelab import spec as S
 from shufflelab import topology as T
+from shufflelab.cgroups import CPU_ROOT
 from shufflelab.emulate import netns
 from shufflelab.emulate.fabric import Fabric
-from shufflelab.ndp import hdfs
+from shufflelab.ndp import hadoop_jars, hdfs
 
 pytestmark = [
     pytest.mark.root,
     pytest.mark.skipif(
-        not hdfs.jars_available(),
+        not hadoop_jars.jars_available(),
         reason="Hadoop jars not fetched: run `make setup` (or `python -m shufflelab.ndp.hdfs --fetch`)",
     ),
 ]
@@ -50,7 +51,7 @@ def test_hdfs_put_read_and_replicas_on_both_datanodes() -> None:
     sp = S.parse(SPEC)
     net = T.build(sp)
     data = random.Random(7).randbytes(5 * 1024 * 1024 + 123)  # five full 1 MiB blocks and a short one
-    cgroups = (hdfs.CGROUP_CPU_ROOT / "cpu.cfs_quota_us").exists()
+    cgroups = (CPU_ROOT / "cpu.cfs_quota_us").exists()
     with netns.lease() as lz, Fabric(lz, net) as fab:
         fab.configure(sp)
         cluster = hdfs.HdfsCluster.on_fabric(

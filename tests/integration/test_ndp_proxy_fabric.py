@@ -24,13 +24,13 @@ from shufflelab import topology as T
 from shufflelab.emulate import netns
 from shufflelab.emulate.fabric import Fabric
 from shufflelab.ndp import execute as X
-from shufflelab.ndp import hdfs
+from shufflelab.ndp import hadoop_jars, hdfs, hdfs_config
 from shufflelab.ndp import proxy as NP
 
 pytestmark = [
     pytest.mark.root,
     pytest.mark.skipif(
-        not hdfs.jars_available(),
+        not hadoop_jars.jars_available(),
         reason="Hadoop jars not fetched: run `make setup` (or `python -m shufflelab.ndp.hdfs --fetch`)",
     ),
 ]
@@ -155,7 +155,7 @@ def test_ndp_proxy_pushdown_forwarding_and_hostile_plans() -> None:
             proc = netns.Process(
                 fab.ns["s1"],
                 [sys.executable, "-m", "shufflelab.ndp.proxy", "--listen", f"{addr['s1']}:{PROXY_PORT}",
-                 "--webhdfs", f"http://{addr['nn']}:{hdfs.NN_HTTP_PORT}", "--workers", "1", "--max-queue", "4",
+                 "--webhdfs", f"http://{addr['nn']}:{hdfs_config.NN_HTTP_PORT}", "--workers", "1", "--max-queue", "4",
                  "--user", user, "--spool", str(spool)],
                 lz.scratch / "logs" / "ndp-proxy-s1.log",
                 env={"PYTHONPATH": _pythonpath()},
@@ -180,7 +180,7 @@ def test_ndp_proxy_pushdown_forwarding_and_hostile_plans() -> None:
                 assert got.sort_by(keys).to_pylist() == want.sort_by(keys).to_pylist()
                 stats = res["stats"]
                 assert stats["rows"] == want.num_rows and stats["input_bytes"] == local.stat().st_size
-                assert stats["datanode"] == f"{addr['s1']}:{hdfs.DN_HTTP_PORT}"  # read from the local DataNode
+                assert stats["datanode"] == f"{addr['s1']}:{hdfs_config.DN_HTTP_PORT}"  # read from the local DataNode
                 assert stats["output_bytes"] > 0 and stats["exec_s"] > 0
 
                 res = pushdown("agg", {"plan": PARTIAL_AGG, "schema": SCHEMA})
@@ -205,8 +205,8 @@ def test_ndp_proxy_pushdown_forwarding_and_hostile_plans() -> None:
                 q = f"op=OPEN&user.name={user}"
                 r = cluster._request("client", "GET", f"{proxy_url}/webhdfs/v1/data/lineitem.parquet?{q}", download=via)
                 assert r["status"] == 200 and via.read_bytes() == direct
-                assert r["url"].startswith(f"http://{addr['s1']}:{hdfs.DN_HTTP_PORT}/") or r["url"].startswith(
-                    f"http://{addr['s2']}:{hdfs.DN_HTTP_PORT}/"
+                assert r["url"].startswith(f"http://{addr['s1']}:{hdfs_config.DN_HTTP_PORT}/") or r["url"].startswith(
+                    f"http://{addr['s2']}:{hdfs_config.DN_HTTP_PORT}/"
                 )  # the client followed the NameNode's redirect to a DataNode itself
                 small = lz.scratch / "small.bin"
                 small.write_bytes(random.Random(5).randbytes(300_000))

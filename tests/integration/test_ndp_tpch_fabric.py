@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from shufflelab import cgroups
 from shufflelab.emulate import netns
-from shufflelab.ndp import hdfs
+from shufflelab.ndp import hadoop_jars
 from shufflelab.results import Store
 
 pytestmark = [pytest.mark.root, pytest.mark.spark]
@@ -70,7 +71,7 @@ def _ours() -> set[str]:
 
 
 def test_tpch_through_ndp_under_three_policies(tmp_path: Path) -> None:
-    if not hdfs.jars_available():
+    if not hadoop_jars.jars_available():
         pytest.skip("Hadoop jars not fetched: python -m shufflelab.ndp.hdfs --fetch (make setup does it)")
     spec = tmp_path / "ndp.toml"
     spec.write_text(SPEC)
@@ -114,4 +115,4 @@ def test_tpch_through_ndp_under_three_policies(tmp_path: Path) -> None:
         ["pgrep", "-af", "NameNode|DataNode|shufflelab.ndp.proxy|deploy.worker.Worker"], capture_output=True, text=True
     ).stdout
     assert not left, left
-    assert not hdfs.stale_cgroups()
+    assert not cgroups.stale()

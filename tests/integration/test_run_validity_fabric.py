@@ -195,7 +195,7 @@ def test_a_run_whose_cross_traffic_died_is_failed_and_rerun_on_resume(lab: Lab, 
     assert (
         ok["alive_at_end"] and abs(ok["job_bits_per_second"] / ok["configured_bps"] - 1) <= validity.UDP_RATE_TOLERANCE
     )
-    print(  # the before/after of the case, for the record
+    print(  # the before/after of a killed UDP client, for the record
         "killed client:", runs.iloc[0].to_dict(), "\nundisturbed:", runs.iloc[1].to_dict(),
         "\nUDP received (MB):", ct["received_bytes"] / 1e6, "vs", ok["received_bytes"] / 1e6,
         "\nUDP sent during the job (MB):", ct["job_bytes"], "vs", ok["job_bytes"] / 1e6,

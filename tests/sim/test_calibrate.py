@@ -1,4 +1,4 @@
-"""Calibration (issue 5, item 4): the Spark-job model, fitting from a task table, and the
+"""Calibration: the Spark-job model, fitting from a task table, and the
 sim-vs-real error computation of ``shufflelab calibrate``. Pure Python: no compiled core needed."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import pytest
 
 from shufflelab.results import RunRecord, Store
 from shufflelab.sim import calibrate as cal
+from shufflelab.sim import calibration_model as model
 from shufflelab.sim import sparkjob
 
 C = 12.5e6  # 100 Mbit/s in bytes/s
@@ -183,12 +184,12 @@ def _task(stage: int, tid: int, index: int, ex: str, launch: int, dur: int, **kw
 def test_ps_rates_follow_concurrency() -> None:
     import numpy as np
 
-    rates = cal.ps_rates(np.array([0.0, 0.0, 0.0, 10.0]), np.array([10.0, 10.0, 10.0, 20.0]), 2.0)
+    rates = model.ps_rates(np.array([0.0, 0.0, 0.0, 10.0]), np.array([10.0, 10.0, 10.0, 20.0]), 2.0)
     assert rates == pytest.approx([2 / 3, 2 / 3, 2 / 3, 1.0])
 
 
 def test_fit_on_a_synthetic_task_table() -> None:
-    w = cal.fit_workload(**synthetic_run(), host_cores=2.0)
+    w = model.fit_workload(**synthetic_run(), host_cores=2.0)
     s0, s1 = w["stages"]
     assert w["executors"] == 3
     # gaps: job start -> first launch (100 ms); last map finish (1000) -> first reducer (1300)
@@ -204,7 +205,7 @@ def test_fit_on_a_synthetic_task_table() -> None:
     assert s0["tasks"][0]["cpu_s"] == pytest.approx(0.8 * 7 / 9)
     # reducers: 2 MB remote (wire bytes) from two executors; CPU excludes the fetch wait
     r = s1["tasks"][0]
-    assert r["fetch_bytes"] == pytest.approx([1e6 * cal.WIRE_FACTOR] * 2)
+    assert r["fetch_bytes"] == pytest.approx([1e6 * model.WIRE_FACTOR] * 2)
     assert r["local_fraction"] == pytest.approx(1 / 3)
     assert r["cpu_s"] == pytest.approx((0.4 + 0.02 - 0.05) * 2 / 3)
     assert [t["executor"] for t in s1["tasks"]] == [0, 1, 2]
@@ -215,7 +216,7 @@ def test_fit_counts_the_task_binary_fetch_once_per_executor_and_stage() -> None:
     # a second stage-0 task on executor 0, after its first one
     extra = _task(0, 99, 3, "0", 1000, 200, run=150, deser=10)
     run["tasks"] = pd.concat([run["tasks"], pd.DataFrame([extra])], ignore_index=True)
-    s0, s1 = cal.fit_workload(**run, host_cores=2.0)["stages"]
+    s0, s1 = model.fit_workload(**run, host_cores=2.0)["stages"]
     # launch + status, and the task binary for the first task of the stage on each executor
     assert [t["control_round_trips"] for t in s0["tasks"]] == [2.0, 2.0, 2.0, 1.0]
     # readers add the map-output lookup + fetch request
@@ -225,7 +226,7 @@ def test_fit_counts_the_task_binary_fetch_once_per_executor_and_stage() -> None:
 def test_fit_by_replay_reproduces_the_fitted_run() -> None:
     run = synthetic_run()
     p = platform()
-    w = cal.fit_workload(**run, host_cores=2.0, platform=p)
+    w = model.fit_workload(**run, host_cores=2.0, platform=p)
     res = sparkjob.simulate({"platform": p, "stages": w["stages"], "tail_s": w["tail_s"]})
     assert res["job_time_s"] == pytest.approx(1.9, rel=0.02)
     want = {(int(t.stage_id), int(t.task_index)): t.duration_ms / 1000 for t in run["tasks"].itertuples()}
@@ -240,7 +241,7 @@ def test_failed_attempts_are_not_fitted() -> None:
     bad = dict(run["tasks"].iloc[0])
     bad.update(task_id=99, successful=False, duration_ms=5000.0)
     run["tasks"] = pd.concat([run["tasks"], pd.DataFrame([bad])], ignore_index=True)
-    w = cal.fit_workload(**run, host_cores=2.0)
+    w = model.fit_workload(**run, host_cores=2.0)
     assert len(w["stages"][0]["tasks"]) == 3
 
 
@@ -281,18 +282,18 @@ def _spec(udp: float, cc: str = "cubic") -> dict[str, Any]:
 
 
 def test_cross_traffic_cpu_from_a_constant_or_measured_points() -> None:
-    assert cal.cross_cpu_cores(0.09, 2.0) == pytest.approx(0.18)
+    assert model.cross_cpu_cores(0.09, 2.0) == pytest.approx(0.18)
     pts = ((0.0, 0.0), (0.05, 0.1), (0.1, 0.5))
-    assert cal.cross_cpu_cores(0.0, pts) == 0.0
-    assert cal.cross_cpu_cores(0.075, pts) == pytest.approx(0.3)  # halfway between the points
-    assert cal.cross_cpu_cores(0.2, pts) == pytest.approx(1.0)  # beyond: the last point's 5 cores/Gbit/s
-    p = cal.platform_for(_spec(100, "cubic"), 2.0, cal.HOST_CROSS_CPU_CORES, control_loss_s=0.05)
-    assert p["background_cores"] == pytest.approx(dict(cal.HOST_CROSS_CPU_CORES)[0.1])
+    assert model.cross_cpu_cores(0.0, pts) == 0.0
+    assert model.cross_cpu_cores(0.075, pts) == pytest.approx(0.3)  # halfway between the points
+    assert model.cross_cpu_cores(0.2, pts) == pytest.approx(1.0)  # beyond: the last point's 5 cores/Gbit/s
+    p = model.platform_for(_spec(100, "cubic"), 2.0, model.HOST_CROSS_CPU_CORES, control_loss_s=0.05)
+    assert p["background_cores"] == pytest.approx(dict(model.HOST_CROSS_CPU_CORES)[0.1])
     assert p["control_loss_s"] == 0.05
 
 
 def test_platform_from_spec() -> None:
-    p = cal.platform_for(_spec(90, "bbr"), host_cores=2.0, cross_cpu=2.0)
+    p = model.platform_for(_spec(90, "bbr"), host_cores=2.0, cross_cpu=2.0)
     assert p["slots"] == 3 and p["tcp"] == "bbr" and p["host_cores"] == 2.0
     assert p["link_bytes_per_s"] == pytest.approx(C)
     assert p["cross_bytes_per_s"] == pytest.approx(0.9 * C)
@@ -300,7 +301,7 @@ def test_platform_from_spec() -> None:
     star = _spec(0)
     star["topology"]["kind"] = "star"
     with pytest.raises(cal.CalibrationError, match="shared"):
-        cal.platform_for(star, 2.0, 2.0)
+        model.platform_for(star, 2.0, 2.0)
 
 
 def test_platform_of_a_switch_spec_models_delay_red_and_dctcp() -> None:
@@ -308,12 +309,12 @@ def test_platform_of_a_switch_spec_models_delay_red_and_dctcp() -> None:
     sp["topology"]["bottleneck"].update(
         {"delay_ms": 5, "discipline": "red", "red": {"min_bytes": 30_000, "max_bytes": 30_000, "max_p": 1.0}}
     )
-    p = cal.platform_for(sp, 2.0, 2.0)
+    p = model.platform_for(sp, 2.0, 2.0)
     assert p["tcp"] == "dctcp" and p["base_rtt_s"] == pytest.approx(0.010)
     assert p["red"]["min_bytes"] == 30_000 and p["red"]["ecn"] is True
     legacy = _spec(0, "cubic")
     legacy["tcp"]["vcc"] = True
-    assert cal.platform_for(legacy, 2.0, 2.0)["tcp"] == "dctcp", "VCC runs DCTCP for legacy hosts"
+    assert model.platform_for(legacy, 2.0, 2.0)["tcp"] == "dctcp", "VCC runs DCTCP for legacy hosts"
     # the host's cross-traffic CPU profile was measured with the kernel forwarding: not for these
     assert cal._datapath(sp) == "switch" and cal._datapath(_spec(50, "cubic")) == "kernel"
     # same delay, droptail + cubic: the FIFO stands full and the UDP keeps its half; the marking
@@ -321,8 +322,8 @@ def test_platform_of_a_switch_spec_models_delay_red_and_dctcp() -> None:
     job = sparkjob_config(p)
     fifo_spec = _spec(50, "cubic")
     fifo_spec["topology"]["bottleneck"]["delay_ms"] = 5
-    fifo = sparkjob_config(cal.platform_for(fifo_spec, 2.0, 2.0))
-    assert cal.run_model(job)["job_time_s"] < cal.run_model(fifo)["job_time_s"]
+    fifo = sparkjob_config(model.platform_for(fifo_spec, 2.0, 2.0))
+    assert model.run_model(job)["job_time_s"] < model.run_model(fifo)["job_time_s"]
 
 
 def sparkjob_config(platform: dict[str, Any]) -> dict[str, Any]:

@@ -11,8 +11,10 @@ from typing import Any
 
 import pytest
 
-from shufflelab.ndp import hdfs
-from shufflelab.ndp.hdfs import HdfsCluster, HdfsConfig, HdfsError
+from shufflelab import cgroups
+from shufflelab.ndp import hadoop_jars, hdfs_config, webhdfs
+from shufflelab.ndp.hdfs import HdfsCluster
+from shufflelab.ndp.hdfs_config import HdfsConfig, HdfsError
 
 ADDR = {"nn": "10.77.1.1", "s1": "10.77.2.1", "s2": "10.77.3.1", "client": "10.77.4.1"}
 
@@ -31,10 +33,10 @@ def _props(xml: str) -> dict[str, str]:
 
 def test_site_files_bind_each_daemon_to_its_host(tmp_path: Path) -> None:
     cfg = _cfg(tmp_path, block_bytes=1 << 20)
-    core = hdfs.core_site(cfg, "nn")
+    core = hdfs_config.core_site(cfg, "nn")
     assert core["fs.defaultFS"] == "hdfs://10.77.1.1:9000"
     assert core["hadoop.tmp.dir"] == str(tmp_path / "nn" / "tmp")
-    nn = hdfs.hdfs_site(cfg, "nn")
+    nn = hdfs_config.hdfs_site(cfg, "nn")
     assert nn["dfs.replication"] == "2" and nn["dfs.blocksize"] == str(1 << 20)
     assert nn["dfs.namenode.rpc-address"] == "10.77.1.1:9000"
     assert nn["dfs.namenode.rpc-bind-host"] == "10.77.1.1"
@@ -45,7 +47,7 @@ def test_site_files_bind_each_daemon_to_its_host(tmp_path: Path) -> None:
     assert nn["dfs.namenode.datanode.registration.ip-hostname-check"] == "false"
     assert nn["dfs.client.use.datanode.hostname"] == "false"
     assert "dfs.datanode.address" not in nn  # the NameNode host is no DataNode here
-    s2 = hdfs.hdfs_site(cfg, "s2")
+    s2 = hdfs_config.hdfs_site(cfg, "s2")
     assert s2["dfs.datanode.hostname"] == "10.77.3.1"
     assert s2["dfs.datanode.address"] == "10.77.3.1:9866"
     assert s2["dfs.datanode.http.address"] == "10.77.3.1:9864"
@@ -56,14 +58,14 @@ def test_site_files_bind_each_daemon_to_its_host(tmp_path: Path) -> None:
 
 def test_site_xml_round_trips_and_escapes() -> None:
     props = {"a.b": "x<y&z", "c": "1"}
-    xml = hdfs.site_xml(props)
+    xml = hdfs_config.site_xml(props)
     assert _props(xml) == props
     assert "x&lt;y&amp;z" in xml
 
 
 def test_write_configs_creates_one_directory_per_host(tmp_path: Path) -> None:
     cfg = _cfg(tmp_path, namenode="s1")  # a NameNode may share its host with a DataNode
-    hdfs.write_configs(cfg)
+    hdfs_config.write_configs(cfg)
     assert sorted(p.name for p in tmp_path.iterdir() if p.name != "logs") == ["s1", "s2"]
     for h in ("s1", "s2"):
         conf = tmp_path / h / "conf"
@@ -74,7 +76,7 @@ def test_write_configs_creates_one_directory_per_host(tmp_path: Path) -> None:
 
 
 def test_hosts_file_maps_the_machine_name_to_the_hosts_address(tmp_path: Path) -> None:
-    text = hdfs.hosts_file(_cfg(tmp_path), "s1", machine_name="box")
+    text = hdfs_config.hosts_file(_cfg(tmp_path), "s1", machine_name="box")
     lines = text.splitlines()
     assert lines[0] == "127.0.0.1 localhost"
     assert "10.77.2.1 box" in lines
@@ -85,14 +87,14 @@ def test_hosts_file_maps_the_machine_name_to_the_hosts_address(tmp_path: Path) -
 def test_java_command(tmp_path: Path) -> None:
     cfg = _cfg(tmp_path, namenode_heap_mb=320, datanode_heap_mb=200)
     lib = tmp_path / "cache" / "lib"
-    nn = hdfs.java_command(cfg, "nn", lib, hdfs.NAMENODE_CLASS, ["-format"])
-    assert "-Xmx320m" in nn and nn[-2:] == [hdfs.NAMENODE_CLASS, "-format"]
+    nn = hdfs_config.java_command(cfg, "nn", lib, hdfs_config.NAMENODE_CLASS, ["-format"])
+    assert "-Xmx320m" in nn and nn[-2:] == [hdfs_config.NAMENODE_CLASS, "-format"]
     cp = nn[nn.index("-cp") + 1].split(":")
     assert cp == [str(tmp_path / "nn" / "conf"), str(tmp_path / "cache" / "web"), f"{lib}/*"]
     assert f"-Djdk.net.hosts.file={tmp_path / 'nn' / 'conf' / 'hosts'}" in nn
     assert "--add-opens=java.base/java.lang=ALL-UNNAMED" in nn
-    dn = hdfs.java_command(cfg, "s1", lib, hdfs.DATANODE_CLASS)
-    assert "-Xmx200m" in dn and dn[-1] == hdfs.DATANODE_CLASS
+    dn = hdfs_config.java_command(cfg, "s1", lib, hdfs_config.DATANODE_CLASS)
+    assert "-Xmx200m" in dn and dn[-1] == hdfs_config.DATANODE_CLASS
     assert "-XX:TieredStopAtLevel=1" not in dn  # the data path keeps the optimising compiler
 
 
@@ -134,27 +136,27 @@ def test_cluster_checks_namespaces_and_defaults(tmp_path: Path) -> None:
 
 
 def test_cfs_quota() -> None:
-    assert hdfs.cfs_quota_us(1) == 100_000
-    assert hdfs.cfs_quota_us(2) == 200_000
-    assert hdfs.cfs_quota_us(0.5) == 50_000
-    assert hdfs.cfs_quota_us(0.001) == 1000  # the kernel's minimum
-    with pytest.raises(HdfsError, match="cores"):
-        hdfs.cfs_quota_us(-1)
+    assert cgroups.cfs_quota_us(1) == 100_000
+    assert cgroups.cfs_quota_us(2) == 200_000
+    assert cgroups.cfs_quota_us(0.5) == 50_000
+    assert cgroups.cfs_quota_us(0.001) == 1000  # the kernel's minimum
+    with pytest.raises(cgroups.CgroupError, match="cores"):
+        cgroups.cfs_quota_us(-1)
 
 
 def test_cpu_cgroup_on_a_fake_hierarchy(tmp_path: Path) -> None:
     root = tmp_path / "cpu"
     root.mkdir()
-    with pytest.raises(HdfsError, match="no cgroup v1 cpu controller"):
-        hdfs.CpuCgroup(root / "g", 1).create()
+    with pytest.raises(cgroups.CgroupError, match="no cgroup v1 cpu controller"):
+        cgroups.CpuCgroup(root / "g", 1).create()
     (root / "cpu.cfs_quota_us").write_text("-1")
     (root / "cgroup.procs").write_text("")
-    cg = hdfs.CpuCgroup(root / f"{hdfs.CGROUP_PREFIX}x-s1", 1.5)
+    cg = cgroups.CpuCgroup(root / f"{cgroups.PREFIX}x-s1", 1.5)
     cg.create()
     assert (cg.path / "cpu.cfs_quota_us").read_text() == "150000"
     assert (cg.path / "cpu.cfs_period_us").read_text() == "100000"
     (cg.path / "cgroup.procs").write_text("")
-    assert hdfs.stale_cgroups(root) == [cg.path]
+    assert cgroups.stale(root) == [cg.path]
     for f in cg.path.iterdir():  # a real cgroup's files vanish with it; a plain directory needs emptying
         f.unlink()
     cg.remove()
@@ -176,7 +178,7 @@ def test_parse_block_locations_both_forms() -> None:
             ]
         }
     }
-    blocks = hdfs.parse_block_locations(doc, by_ip)
+    blocks = webhdfs.parse_block_locations(doc, by_ip)
     assert [(b.offset, b.length, b.hosts) for b in blocks] == [(0, 1048576, ("s1", "s2")), (1048576, 10, ("s2",))]
     assert blocks[0].addresses == ("10.77.2.1:9866", "10.77.3.1:9866")
     located = {
@@ -190,10 +192,10 @@ def test_parse_block_locations_both_forms() -> None:
             ]
         }
     }
-    (b,) = hdfs.parse_block_locations(located, by_ip)
+    (b,) = webhdfs.parse_block_locations(located, by_ip)
     assert b.hosts == ("s2", "10.9.9.9") and b.length == 7
     with pytest.raises(HdfsError, match="unexpected block-location answer"):
-        hdfs.parse_block_locations({"RemoteException": {}}, by_ip)
+        webhdfs.parse_block_locations({"RemoteException": {}}, by_ip)
 
 
 def test_live_datanodes_from_jmx() -> None:
@@ -202,44 +204,44 @@ def test_live_datanodes_from_jmx() -> None:
         "10.77.3.1:9866": {"xferaddr": "10.77.3.1:9866", "remaining": 0},
     }
     jmx = {"beans": [{"name": "Hadoop:service=NameNode,name=NameNodeInfo", "LiveNodes": json.dumps(live)}]}
-    assert hdfs.live_datanodes(jmx) == {"10.77.2.1": 5000, "10.77.3.1": 0}
-    assert hdfs.live_datanodes({"beans": []}) == {}
+    assert webhdfs.live_datanodes(jmx) == {"10.77.2.1": 5000, "10.77.3.1": 0}
+    assert webhdfs.live_datanodes({"beans": []}) == {}
 
 
 def test_http_helper_refuses_addresses_outside_the_cluster() -> None:
-    r = hdfs._http({"method": "GET", "url": "http://192.0.2.1:9870/x", "allow": ["10.77.1.1"], "timeout": 1})
+    r = webhdfs.exchange({"method": "GET", "url": "http://192.0.2.1:9870/x", "allow": ["10.77.1.1"], "timeout": 1})
     assert "refusing to contact" in r["error"]
-    r = hdfs._http({"method": "GET", "url": "https://10.77.1.1/x", "allow": ["10.77.1.1"], "timeout": 1})
+    r = webhdfs.exchange({"method": "GET", "url": "https://10.77.1.1/x", "allow": ["10.77.1.1"], "timeout": 1})
     assert "refusing" in r["error"]
 
 
 def test_jars_dir_is_keyed_by_the_pom(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    assert hdfs.hadoop_version().startswith("3.")
-    a = hdfs.jars_dir()
+    assert hadoop_jars.hadoop_version().startswith("3.")
+    a = hadoop_jars.jars_dir()
     assert a.parent == tmp_path / "shufflelab" and a.name.startswith("hadoop-")
     pom = tmp_path / "pom.xml"
-    pom.write_text(hdfs.POM.read_text().replace(hdfs.hadoop_version(), "3.4.0"))
-    assert hdfs.jars_dir(pom) != a
-    assert hdfs.hadoop_version(pom) == "3.4.0"
-    assert not hdfs.jars_available(pom)
+    pom.write_text(hadoop_jars.POM.read_text().replace(hadoop_jars.hadoop_version(), "3.4.0"))
+    assert hadoop_jars.jars_dir(pom) != a
+    assert hadoop_jars.hadoop_version(pom) == "3.4.0"
+    assert not hadoop_jars.jars_available(pom)
 
 
 def test_ensure_jars_errors_name_what_failed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     pom = tmp_path / "pom.xml"
-    pom.write_text(hdfs.POM.read_text())
+    pom.write_text(hadoop_jars.POM.read_text())
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    with pytest.raises(hdfs.HadoopFetchError, match="mvn not found"):
-        hdfs.ensure_jars(pom)
+    with pytest.raises(hadoop_jars.HadoopFetchError, match="mvn not found"):
+        hadoop_jars.ensure_jars(pom)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     fake = bin_dir / "mvn"
     fake.write_text("#!/bin/sh\nprintf '\\033[0m[ERROR] Could not resolve dependencies\\n' >&2\nexit 1\n")
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin")
-    with pytest.raises(hdfs.HadoopFetchError) as exc:
-        hdfs.ensure_jars(pom)
+    with pytest.raises(hadoop_jars.HadoopFetchError) as exc:
+        hadoop_jars.ensure_jars(pom)
     msg = str(exc.value)
     assert "offline (local Maven repository)" in msg and "online (Maven Central)" in msg
     assert "[ERROR] Could not resolve dependencies" in msg and "\x1b" not in msg  # colour codes stripped

@@ -1,4 +1,4 @@
-"""Reports at small n (issue 18, item 9): every section at n = 1, 2 and 10 on synthetic stores;
+"""Reports at small n: every section at n = 1, 2 and 10 on synthetic stores;
 no 'nan', no zero-length or withheld-but-drawn intervals, a headline; figures that do not mislead."""
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ def test_a_killed_iperf3_client_breaks_the_promise() -> None:
     problems = validity.traffic_problems(CrossTraffic(udp_percent=100), 20, [dead], JOB)
     assert any("exited before the run ended" in p for p in problems), problems
     assert any("no JSON result" in p for p in problems), problems
-    # the case: a client that stopped after a few seconds, 7.7 MB of a promised ~145 MB
+    # a UDP client killed early: a client that stopped after a few seconds, 7.7 MB of a promised ~145 MB
     short = _udp_row(alive_at_end=False, job_bytes=7_700_000, job_seconds=3.2)
     problems = validity.traffic_problems(CrossTraffic(udp_percent=100), 20, [short], JOB)
     assert any("ratio 0.05" in p for p in problems), problems

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from shufflelab import shaping
 from shufflelab import spec as S
+from shufflelab.spec import scenarios
 
 
 def test_valid_spec_and_defaults(spec_dict: dict[str, Any]) -> None:
@@ -382,7 +383,7 @@ def test_mapreduce_workload_needs_no_spark(spec_dict: dict[str, Any]) -> None:
         S.parse(spec_dict)
 
 
-# -- malformed files and values the fabric cannot apply (issue 18, item 6) ---------------------------------
+# -- malformed files and values the fabric cannot apply --------------------------------------------------
 
 
 def _toml_value(v: Any) -> str:
@@ -581,7 +582,7 @@ def test_a_matrix_beyond_the_bound_is_refused_before_it_is_expanded(
     def never(*args: Any) -> None:
         raise AssertionError("a point was expanded")
 
-    monkeypatch.setattr(S, "set_path", never)
+    monkeypatch.setattr(scenarios, "set_path", never)  # where expand looks it up
     spec_dict["matrix"] = {
         "experiment.run_timeout_s": list(range(1, 101)),
         "telemetry.queue_period_ms": list(range(10, 110)),

@@ -44,7 +44,7 @@ def test_htb_parameters() -> None:
 
 
 def test_router_port_of_each_host(spec_dict: dict[str, Any]) -> None:
-    net = T.build(S.parse(spec_dict))  # shared: every host behind the access switch's uplink
+    net = T.build(S.parse(spec_dict))  # shared: every host behind the access bridge's uplink
     assert {h: net.router_port_of(h).ifname for h in spec_dict["hosts"]} == {h: "sw" for h in spec_dict["hosts"]}
     spec_dict["topology"]["kind"] = "star"
     star = T.build(S.parse(spec_dict))

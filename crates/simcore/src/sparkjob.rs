@@ -1,5 +1,5 @@
-//! A Spark application on a small cluster: the model behind `shufflelab calibrate` (issue 5,
-//! item 4), fitted from a real run's event log and simulated on the network of an experiment spec.
+//! A Spark application on a small cluster: the model behind `shufflelab calibrate`,
+//! fitted from a real run's event log and simulated on the network of an experiment spec.
 //!
 //! The Python twin `src/shufflelab/sim/sparkjob.py` documents the model in full and is the
 //! oracle the tests compare this engine against, operation for operation. In short: stages run

@@ -23,25 +23,17 @@ import sys
 import tempfile
 from pathlib import Path
 
-from shufflelab import listener, sparkconf
+from shufflelab import artifacts, jvm, listener, sparkconf
 
 
 class CdsError(RuntimeError):
     pass
 
 
-def _java_version() -> str:
-    r = subprocess.run(["java", "-version"], capture_output=True, text=True)
-    return (r.stderr or r.stdout).strip()
-
-
 def archive_path() -> Path:
-    from shufflelab.emulate.spark import spark_version
-
     jar = listener.jar_path()
-    key = hashlib.sha256(f"{_java_version()}|{spark_version()}|{jar.name}".encode()).hexdigest()[:12]
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "shufflelab"
-    return cache / f"spark-cds-{key}.jsa"
+    key = hashlib.sha256(f"{jvm.java_version()}|{jvm.spark_version()}|{jar.name}".encode()).hexdigest()[:12]
+    return artifacts.cache_root() / f"spark-cds-{key}.jsa"
 
 
 def java_options() -> str:

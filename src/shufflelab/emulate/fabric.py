@@ -87,7 +87,7 @@ def switch_config(network: Network, spec: ExperimentSpec, macs: dict[str, str]) 
     """The userspace switch's configuration realizing ``spec`` on ``network``'s router ports.
 
     Every shaped router port gets the spec's link (rate, delay, queue limit, RED); every host is
-    routed to the router port behind which it sits (its own port on a star, the access switch's
+    routed to the router port behind which it sits (its own port on a star, the access bridge's
     uplink on the shared topology) with its TCP mode (``dctcp``, ``vcc`` or off). ``macs`` maps
     hosts to their ``eth0`` MAC addresses. Pure."""
     link = spec.topology.bottleneck

@@ -25,8 +25,8 @@ from typing import Any
 
 import pandas as pd
 
+from shufflelab import procfs
 from shufflelab.emulate import netns
-from shufflelab.emulate.spark import _children
 from shufflelab.emulate.traffic import CrossTraffic, udp_payload_rate_bps
 from shufflelab.spec import ExperimentSpec, Fault
 
@@ -107,7 +107,7 @@ class Injector:
             elif f.kind == "executor-kill":
                 assert f.host is not None
                 pid = self.cluster.daemons[f.host].pid
-                kids = _children(pid)
+                kids = procfs.live_children(pid)
                 if not kids:
                     raise RuntimeError(f"no executor process under {f.host}'s worker (pid {pid})")
                 for k in kids:

@@ -21,6 +21,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from shufflelab import cgroups, procfs
+
 LEASE_DIR = Path(os.environ.get("SHUFFLELAB_LEASE_DIR", "/run/shufflelab"))
 SCRATCH_ROOT = Path(os.environ.get("SHUFFLELAB_SCRATCH", "/var/tmp/shufflelab"))
 NS_PATTERN = re.compile(r"^sl([0-9a-f]{6})-([a-z0-9]+)$")
@@ -201,9 +203,7 @@ def clean(force: bool = False) -> CleanReport:
             if d.name not in live and d.is_dir():
                 shutil.rmtree(d, ignore_errors=True)
                 report.scratch_dirs.append(str(d))
-    from shufflelab.ndp import hdfs  # storage hosts' CPU groups; imported here: hdfs imports this module
-
-    for cg in hdfs.stale_cgroups():  # only groups without a process: a live run's groups are never empty
+    for cg in cgroups.stale():  # only groups without a process: a live run's groups are never empty
         with contextlib.suppress(OSError):
             cg.rmdir()
             report.cgroups.append(str(cg))
@@ -216,26 +216,14 @@ _LIVE: set[Process] = set()
 
 def _kill_unregistered_children(cmdlines: tuple[list[str], ...]) -> None:
     """Kill this process's children running one of ``cmdlines`` that no Process object owns."""
-    import glob
-
     owned = {p.popen.pid for p in _LIVE if getattr(p, "popen", None) is not None}
-    for path in glob.glob(f"/proc/{os.getpid()}/task/*/children"):
-        try:
-            with open(path) as f:
-                kids = [int(x) for x in f.read().split()]
-        except OSError:
+    for pid in procfs.children(os.getpid()):
+        if pid in owned:
             continue
-        for pid in kids:
-            if pid in owned:
-                continue
-            try:
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    argv = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
-            except OSError:
-                continue
-            if any(argv == c for c in cmdlines):
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(pid, signal.SIGKILL)
+        argv = procfs.cmdline(pid)
+        if argv is not None and any(argv == c for c in cmdlines):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
 
 
 class Process:

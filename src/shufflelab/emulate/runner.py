@@ -31,8 +31,9 @@ import pandas as pd
 from shufflelab import capabilities, eventlog, listener, sparkconf, topology
 from shufflelab.emulate import cds, faults, netns, selftest, traffic, validity
 from shufflelab.emulate.fabric import Fabric
-from shufflelab.emulate.spark import DAEMON_PORTS, ClusterSpec, SparkCluster, spark_version
+from shufflelab.emulate.spark import DAEMON_PORTS, ClusterSpec, SparkCluster
 from shufflelab.emulate.traffic import CrossTraffic, udp_payload_rate_bps
+from shufflelab.jvm import spark_version
 from shufflelab.results import RunRecord, Store
 from shufflelab.spec import ExperimentSpec, Scenario, SpecError, expand
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shufflelab import listener
+from shufflelab import jvm, listener, procfs
 from shufflelab import sparkconf as sc
 from shufflelab.emulate import cds, netns
 from shufflelab.emulate.netns import Process
@@ -27,50 +27,6 @@ WORKER_PORT = 7078  # fixed so that daemon (control-plane) connections can be to
 MASTER_UI_PORT = 8080  # the master's web UI; its /json/ is the master's own view of the cluster
 DAEMON_PORTS = (MASTER_PORT, WORKER_PORT)
 FAST_JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-
-
-def spark_home() -> Path:
-    import pyspark
-
-    return Path(pyspark.__file__).resolve().parent
-
-
-def _children(pid: int) -> list[int]:
-    """Live (not zombie) child processes of ``pid`` (each thread keeps its own children list)."""
-    import glob
-
-    out = []
-    for path in glob.glob(f"/proc/{pid}/task/*/children"):
-        try:
-            with open(path) as f:
-                kids = [int(x) for x in f.read().split()]
-        except OSError:
-            continue
-        for k in kids:
-            try:
-                with open(f"/proc/{k}/stat") as f:
-                    state = f.read().rsplit(")", 1)[1].split()[0]
-            except OSError:
-                continue
-            if state != "Z":
-                out.append(k)
-    return out
-
-
-def _child_times(pid: int) -> tuple[int, int] | None:
-    """(cutime, cstime) of ``pid`` in clock ticks: CPU time of its reaped children."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return int(fields[13]), int(fields[14])  # fields 16 and 17 of proc(5), counted from "state"
-
-
-def spark_version() -> str:
-    import pyspark
-
-    return str(pyspark.__version__)
 
 
 class ClusterError(RuntimeError):
@@ -154,7 +110,7 @@ class SparkCluster:
 
     def _env(self, host: str) -> dict[str, str]:
         env = {
-            "SPARK_HOME": str(spark_home()),
+            "SPARK_HOME": str(jvm.spark_home()),
             "SPARK_LOCAL_IP": self.addresses[host],
             "SPARK_LOCAL_DIRS": str(self.scratch / host / "local"),
             "SPARK_WORKER_DIR": str(self.scratch / host / "work"),
@@ -169,7 +125,7 @@ class SparkCluster:
         return env
 
     def start(self, timeout_s: float = 120) -> None:
-        cls = str(spark_home() / "bin" / "spark-class")
+        cls = str(jvm.spark_home() / "bin" / "spark-class")
         m = self.spec.master
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.daemons[m] = Process(
@@ -216,11 +172,11 @@ class SparkCluster:
         Waits (up to ``wait_s``) until no executor is alive, so a run's executors are all counted."""
         deadline = time.monotonic() + wait_s
         pids = self.worker_pids()
-        while any(_children(p) for p in pids) and time.monotonic() < deadline:
+        while any(procfs.live_children(p) for p in pids) and time.monotonic() < deadline:
             time.sleep(0.2)
         user = system = 0
         for pid in pids:
-            t = _child_times(pid)
+            t = procfs.child_times(pid)
             if t is None:
                 return None
             user, system = user + t[0], system + t[1]

@@ -16,14 +16,13 @@ the Spark version; ``make setup`` builds it once.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import os
 import re
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
+
+from shufflelab import artifacts, jvm
 
 CONNECTOR_DIR = Path(__file__).parent / "connector"
 POM = CONNECTOR_DIR / "pom.xml"
@@ -35,26 +34,17 @@ class ConnectorBuildError(RuntimeError):
     pass
 
 
-def _spark_jars() -> Path:
-    from shufflelab.emulate.spark import spark_home
-
-    return spark_home() / "jars"
-
-
 def _sources() -> list[Path]:
     return sorted(p for p in (CONNECTOR_DIR / "src").rglob("*") if p.is_file())
 
 
 def jar_path() -> Path:
     """Where the jar for these sources and this Spark lives (it may not exist yet)."""
-    from shufflelab.emulate.spark import spark_version
-
     h = hashlib.sha256()
     for p in [POM, *_sources()]:
         h.update(str(p.relative_to(CONNECTOR_DIR)).encode() + b"\0" + p.read_bytes() + b"\0")
-    h.update(spark_version().encode())
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "shufflelab"
-    return cache / f"ndp-connector-{h.hexdigest()[:12]}.jar"
+    h.update(jvm.spark_version().encode())
+    return artifacts.cache_root() / f"ndp-connector-{h.hexdigest()[:12]}.jar"
 
 
 def jar_properties(jars: Path, pom: Path = POM) -> dict[str, str]:
@@ -82,46 +72,36 @@ def ensure_jar(timeout_s: float = 900) -> Path:
     jar = jar_path()
     if jar.exists():
         return jar
-    mvn = shutil.which("mvn")
-    if mvn is None:
+    if artifacts.mvn() is None:
         raise ConnectorBuildError("mvn not found: install Maven (apt-get install maven; make setup does it)")
     if shutil.which("javac") is None:
         raise ConnectorBuildError("javac not found: install a JDK 17 (openjdk-17-jdk-headless)")
-    jars = _spark_jars()
+    jars = jvm.spark_jars()
     props = jar_properties(jars)
-    jar.parent.mkdir(parents=True, exist_ok=True)
-    errors: list[str] = []
     with tempfile.TemporaryDirectory(prefix="shufflelab-ndp-connector-") as tmp:
         build = Path(tmp) / "target"
-        for mode in (["-o"], []):
-            cmd = [
-                mvn, "-B", "-q", "-Dstyle.color=never", *mode, "-f", str(POM), "package",
-                f"-Dndp.build.dir={build}", f"-Dpyspark.jars={jars}", *(f"-D{k}={v}" for k, v in props.items()),
-            ]  # fmt: skip
-            try:
-                r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=CONNECTOR_DIR)
-            except subprocess.TimeoutExpired:
-                errors.append(f"`mvn {' '.join(mode)} package` timed out after {timeout_s:.0f} s")
-                continue
-            built = build / BUILT_NAME
-            if r.returncode == 0 and built.is_file():
-                # copy next to the target, then rename: the cache only ever holds whole jars
-                partial = jar.parent / f".{jar.name}.tmp-{os.getpid()}"
-                try:
-                    shutil.copyfile(built, partial)
-                    os.replace(partial, jar)
-                finally:
-                    with contextlib.suppress(FileNotFoundError):
-                        partial.unlink()
-                return jar
-            out = re.sub(r"\x1b\[[0-9;]*m", "", r.stdout + r.stderr).strip()  # Maven colours even with -B
-            tail = "\n".join(out.splitlines()[-25:])
-            what = "offline (local Maven repository)" if mode else "online (Maven Central, for Maven's plugins)"
-            errors.append(f"{what}: mvn exited {r.returncode}:\n{tail}")
-            shutil.rmtree(build, ignore_errors=True)
-            if "COMPILATION ERROR" in out:
-                break  # the sources are wrong: going online fetches nothing that fixes that
-    raise ConnectorBuildError(f"could not build the NDP connector from {POM}:\n" + "\n".join(errors))
+        built = build / BUILT_NAME
+        try:
+            artifacts.maven(
+                [
+                    "package",
+                    f"-Dndp.build.dir={build}",
+                    f"-Dpyspark.jars={jars}",
+                    *(f"-D{k}={v}" for k, v in props.items()),
+                ],
+                pom=POM,
+                timeout_s=timeout_s,
+                succeeded=built.is_file,
+                after_failure=lambda: shutil.rmtree(build, ignore_errors=True),
+                online_for="Maven Central, for Maven's plugins",
+                tail_lines=25,
+                # the sources are wrong: going online fetches nothing that fixes that
+                hopeless="COMPILATION ERROR",
+            )
+        except artifacts.MavenError as exc:
+            raise ConnectorBuildError(f"could not build the NDP connector from {POM}:\n{exc}") from None
+        artifacts.publish_file(built, jar)  # the cache only ever holds whole jars
+    return jar
 
 
 def spark_conf(jar: Path) -> dict[str, str]:

@@ -62,7 +62,7 @@ from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
 import aiohttp
 import pyarrow as pa
@@ -73,16 +73,19 @@ from yarl import URL
 
 from shufflelab.ndp import execute as X
 from shufflelab.ndp import plan as P
+from shufflelab.ndp.load import DrainMeter, usable_cpus
+from shufflelab.ndp.pushdown_request import (
+    MAX_BODY_BYTES,
+    BodyTooLarge,
+    PushdownRequest,
+    check_file_schema,
+    parse_request,
+    request_path,
+)
 
 DEFAULT_PORT = 9880
-DATANODE_HTTP_PORT = 9864  # hdfs.DN_HTTP_PORT (not imported: keeps this module light)
+DATANODE_HTTP_PORT = 9864  # hdfs_config.DN_HTTP_PORT (not imported: keeps this module light)
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
-MAX_SCHEMA_BYTES = 32 * 1024  # room for the schema next to a plan of at most plan.MAX_PLAN_BYTES
-MAX_BODY_BYTES = P.MAX_PLAN_BYTES + MAX_SCHEMA_BYTES
-MAX_ROW_GROUPS = 10_000
-MAX_PATH_CHARS = 4096
-COLUMN_TYPES: tuple[str, ...] = get_args(P.ColumnType)
-REQUEST_FIELDS = ("plan", "schema", "row_groups")
 # RFC 9110 section 7.6.1: these describe one connection and are never forwarded; Expect is answered by
 # the proxy itself (100-continue), Host names the proxy.
 HOP_BY_HOP = frozenset(
@@ -96,258 +99,6 @@ REDIRECTS = (301, 302, 303, 307, 308)
 CHUNK = 1 << 20
 # a pushdown body (at most MAX_BODY_BYTES) must arrive within this; a forwarded one may pause this long
 BODY_TIMEOUT_S = 30.0
-
-
-# -- the request document (pure; fuzzed by benchmarks/ndp_fuzz.py) ----------------------------------
-class BodyTooLarge(P.PlanError):
-    """The request body exceeds :data:`MAX_BODY_BYTES` (HTTP 413)."""
-
-
-@dataclass(frozen=True)
-class PushdownRequest:
-    """A checked pushdown request: a plan valid against ``schema``, optionally a row-group subset."""
-
-    plan: P.Plan
-    schema: dict[str, str]
-    row_groups: tuple[int, ...] | None = None
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in pairs:
-        if k in out:
-            raise P.PlanError("body", f"key {k[:70]!r} repeats in one object")
-        out[k] = v
-    return out
-
-
-def _strict_constant(name: str) -> Any:
-    raise P.PlanError("body", f"{name} is not JSON")
-
-
-def _check_text(doc: Any) -> None:
-    """Every string in ``doc`` (keys too) can be encoded as UTF-8; else PlanError naming its path.
-    (JSON's ``\\ud800`` escapes decode to lone surrogates, which nothing downstream can encode.)"""
-    stack: list[tuple[str, Any]] = [("", doc)]
-    while stack:
-        path, node = stack.pop()
-        items: Any = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
-        if isinstance(node, str):
-            try:
-                P.check_text(node)
-            except ValueError as exc:
-                raise P.PlanError(path or "body", str(exc)) from None
-        for k, v in items:
-            name = json.dumps(k)[1:-1][:70] if isinstance(k, str) else str(k)  # ASCII: escapes shown as such
-            sub = f"{path}.{name}" if path else name
-            if isinstance(k, str):
-                try:
-                    P.check_text(k)
-                except ValueError as exc:
-                    raise P.PlanError(sub, f"key {exc}") from None
-            stack.append((sub, v))
-
-
-def _check_schema(raw: Any) -> dict[str, str]:
-    if not isinstance(raw, dict):
-        raise P.PlanError("schema", "must be an object {column: type}")
-    if not raw:
-        raise P.PlanError("schema", "declares no column")
-    if len(raw) > P.MAX_COLUMNS:
-        raise P.PlanError("schema", f"{len(raw)} columns, at most {P.MAX_COLUMNS}")
-    for name, ctype in raw.items():
-        if not name or len(name) > 64 or not set(name) <= P.NAME_CHARS or name[0].isdigit():
-            raise P.PlanError(
-                f"schema.{name[:70]}", f"{name[:70]!r} is not a column name (lowercase letters, digits, _; at most 64)"
-            )
-        if ctype not in COLUMN_TYPES:
-            raise P.PlanError(f"schema.{name}", f"type {str(ctype)[:40]!r} is not one of {', '.join(COLUMN_TYPES)}")
-    return {str(k): str(v) for k, v in raw.items()}
-
-
-def _check_row_groups(raw: Any) -> tuple[int, ...] | None:
-    if raw is None:
-        return None
-    if not isinstance(raw, list) or not raw:
-        raise P.PlanError("row_groups", "must be a non-empty list of row-group numbers")
-    if len(raw) > MAX_ROW_GROUPS:
-        raise P.PlanError("row_groups", f"{len(raw)} entries, at most {MAX_ROW_GROUPS}")
-    for i, g in enumerate(raw):
-        if not isinstance(g, int) or isinstance(g, bool) or not 0 <= g < 2**31:
-            raise P.PlanError(f"row_groups.{i}", f"{str(g)[:40]} is not a row-group number (an integer >= 0)")
-    if len(set(raw)) != len(raw):
-        raise P.PlanError("row_groups", "row groups repeat")
-    return tuple(raw)
-
-
-def parse_request(body: bytes) -> PushdownRequest:
-    """Parse and check a pushdown request body; raises :class:`~shufflelab.ndp.plan.PlanError`
-    (:class:`BodyTooLarge` for an oversized body) whose ``field`` is the path in the body, e.g.
-    ``plan.filters.0.column`` or ``schema.l_tax``."""
-    if len(body) > MAX_BODY_BYTES:
-        raise BodyTooLarge("body", f"{len(body)} bytes, at most {MAX_BODY_BYTES}")
-    try:
-        doc = json.loads(body, object_pairs_hook=_no_duplicates, parse_constant=_strict_constant)
-    except P.PlanError:
-        raise
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
-        raise P.PlanError("body", f"not JSON: {str(exc)[:200]}") from None
-    if not isinstance(doc, dict):
-        raise P.PlanError("body", "must be a JSON object with plan and schema")
-    _check_text(doc)
-    for k in doc:
-        if k not in REQUEST_FIELDS:
-            raise P.PlanError(str(k)[:70], f"unknown field (known: {', '.join(REQUEST_FIELDS)})")
-    for k in ("plan", "schema"):
-        if k not in doc:
-            raise P.PlanError(k, "missing")
-    if not isinstance(doc["plan"], dict):
-        raise P.PlanError("plan", "must be a JSON object")
-    schema = _check_schema(doc["schema"])
-    row_groups = _check_row_groups(doc.get("row_groups"))
-    text = json.dumps(doc["plan"], separators=(",", ":"), ensure_ascii=False).encode()
-    try:
-        plan = P.validate(P.parse(text), schema)
-    except P.PlanError as exc:
-        raise P.PlanError("plan" if exc.field == "plan" else f"plan.{exc.field}", exc.reason) from None
-    return PushdownRequest(plan, schema, row_groups)
-
-
-def request_path(raw_path: str) -> str:
-    """The HDFS path a pushdown names: its raw request path after ``/ndp/v1``, percent-decoded as
-    UTF-8 (``%ff`` is refused, not read as a file literally named ``%ff``)."""
-    try:
-        decoded = urllib.parse.unquote_to_bytes(raw_path).decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise P.PlanError("path", f"percent-encoded bytes that are not UTF-8 (at byte {exc.start})") from None
-    prefix = "/ndp/v1"
-    if not decoded.startswith(prefix + "/"):
-        raise P.PlanError("path", "give the file's absolute HDFS path after /ndp/v1")
-    return check_hdfs_path(decoded[len(prefix) :])
-
-
-def check_hdfs_path(path: str) -> str:
-    """An absolute HDFS path without ``.``/``..``/empty segments or control characters."""
-    if not path.startswith("/") or path == "/":
-        raise P.PlanError("path", "give the file's absolute HDFS path after /ndp/v1")
-    if len(path) > MAX_PATH_CHARS:
-        raise P.PlanError("path", f"{len(path)} characters, at most {MAX_PATH_CHARS}")
-    if any(ord(c) < 32 or ord(c) == 127 for c in path):
-        raise P.PlanError("path", "control characters are not allowed")
-    if any(seg in ("", ".", "..") for seg in path[1:].split("/")):
-        raise P.PlanError("path", "empty, '.' and '..' segments are not allowed")
-    return path
-
-
-# -- the file's schema against the declared one -------------------------------------------------
-def arrow_kind(t: pa.DataType) -> str | None:
-    """The plan column type an Arrow type stands for (None: no plan type)."""
-    if pa.types.is_integer(t):
-        return "int"
-    if pa.types.is_floating(t):
-        return "float"
-    if pa.types.is_decimal(t):
-        return "decimal"
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or getattr(pa.types, "is_string_view", bool)(t):
-        return "string"
-    if pa.types.is_date(t):
-        return "date"
-    if pa.types.is_dictionary(t):
-        return arrow_kind(t.value_type)
-    return None
-
-
-def check_file_schema(declared: dict[str, str], actual: pa.Schema) -> None:
-    """Every declared column exists in the file with the declared type; else PlanError(schema.<col>)."""
-    names = actual.names
-    for col, ctype in declared.items():
-        if names.count(col) != 1:
-            what = "no column" if col not in names else "more than one column"
-            raise P.PlanError(f"schema.{col}", f"the file has {what} {col!r} (it has {', '.join(names[:40])})")
-        t = actual.field(col).type
-        kind = arrow_kind(t)
-        if kind != ctype:
-            raise P.PlanError(f"schema.{col}", f"declared {ctype}, the file has {t} ({kind or 'no plan type'})")
-
-
-# -- load measurement -------------------------------------------------------------------------------
-class DrainMeter:
-    """Completions per second of *busy* time (at least one pushdown running), as an EWMA of the
-    busy time between completions: idle gaps do not count, so it estimates how fast this node
-    drains its queue, not how fast requests happened to arrive. Also an EWMA of the service time."""
-
-    def __init__(self, alpha: float = 0.2, clock: Callable[[], float] = time.monotonic) -> None:
-        if not 0 < alpha <= 1:
-            raise ValueError(f"alpha {alpha} must be in (0, 1]")
-        self.alpha = alpha
-        self.clock = clock
-        self.active = 0
-        self.busy_s = 0.0
-        self._t = clock()
-        self._busy_at_last = 0.0
-        self.interval_s: float | None = None
-        self.service_s: float | None = None
-
-    def _advance(self) -> None:
-        now = self.clock()
-        if self.active > 0:
-            self.busy_s += now - self._t
-        self._t = now
-
-    def start(self) -> None:
-        self._advance()
-        self.active += 1
-
-    def finish(self, service_s: float | None = None) -> None:
-        """One pushdown left its slot; ``service_s`` (its time in the slot) when it completed."""
-        self._advance()
-        self.active = max(0, self.active - 1)
-        if service_s is None:  # failed: frees the slot, is not a completion
-            return
-        gap = self.busy_s - self._busy_at_last
-        self._busy_at_last = self.busy_s
-        a = self.alpha
-        self.interval_s = gap if self.interval_s is None else a * gap + (1 - a) * self.interval_s
-        self.service_s = service_s if self.service_s is None else a * service_s + (1 - a) * self.service_s
-
-    @property
-    def rate(self) -> float:
-        """Completions per busy second (0.0 before the first completion)."""
-        if self.interval_s is None:
-            return 0.0
-        return 1.0 / max(self.interval_s, 1e-6)
-
-
-def usable_cpus() -> int:
-    """CPUs this process may use: its affinity mask, capped by a cgroup CPU quota where visible
-    (inside ``ip netns exec`` /sys has no cgroup hierarchy: pass ``--workers`` for a limited host)."""
-    n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    quota = _cgroup_quota()
-    if quota is not None:
-        n = min(n, max(1, math.ceil(quota)))
-    return max(1, n)
-
-
-def _cgroup_quota() -> float | None:
-    try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        parts = line.split(":", 2)
-        if len(parts) != 3:
-            continue
-        try:
-            if parts[0] == "0" and parts[1] == "":  # v2: cpu.max = "<quota|max> <period>"
-                q, p = (Path("/sys/fs/cgroup") / parts[2].lstrip("/") / "cpu.max").read_text().split()
-                return None if q == "max" else int(q) / int(p)
-            if "cpu" in parts[1].split(","):
-                d = Path("/sys/fs/cgroup/cpu") / parts[2].lstrip("/")
-                q2 = int((d / "cpu.cfs_quota_us").read_text())
-                return None if q2 <= 0 else q2 / int((d / "cpu.cfs_period_us").read_text())
-        except (OSError, ValueError):
-            return None
-    return None
 
 
 # -- the service ---------------------------------------------------------------------------------

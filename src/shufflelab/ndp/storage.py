@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from shufflelab.emulate import netns
-from shufflelab.ndp import hdfs, tpch
+from shufflelab.ndp import hdfs, hdfs_config, tpch
 
 PROXY_PORT = 9880
 HDFS_ROOT = "/tpch"
@@ -113,7 +113,7 @@ class NdpStorage:
         argv = [
             sys.executable, "-m", "shufflelab.ndp.proxy",
             "--listen", f"{addr[host]}:{PROXY_PORT}",
-            "--webhdfs", f"http://{addr[self.hosts[0]]}:{hdfs.NN_HTTP_PORT}",
+            "--webhdfs", f"http://{addr[self.hosts[0]]}:{hdfs_config.NN_HTTP_PORT}",
             "--workers", str(self.proxy_workers), "--max-queue", str(self.proxy_max_queue),
             "--exec-timeout", f"{self.exec_timeout_s:g}",
             "--user", self.cluster.config.user, "--spool", str(spool),

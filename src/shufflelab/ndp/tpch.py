@@ -77,7 +77,7 @@ def _tpchgen() -> str:
 
 
 def cache_dir(scale_factor: float, file_mb: int) -> Path:
-    from shufflelab.ndp.hdfs import cache_root
+    from shufflelab.artifacts import cache_root
 
     key = hashlib.sha256(f"{scale_factor}:{file_mb}:{ROW_GROUP_ROWS}:v1".encode()).hexdigest()[:10]
     return cache_root() / f"tpch-sf{scale_factor:g}-{key}"

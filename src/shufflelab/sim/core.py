@@ -1,4 +1,5 @@
-"""The adapter to the Rust simulator core (``crates/simcore``, module ``shufflelab_simcore``).
+"""A binding, not a model: the Python face of the Rust simulator core (``crates/simcore``, module
+``shufflelab_simcore``). Every simulated figure is computed in Rust; nothing is modelled here.
 
 The core takes and returns JSON documents (fields and units in ``crates/simcore/src/model.rs``);
 this module turns them into Python dicts and says how to build the core when it is missing.

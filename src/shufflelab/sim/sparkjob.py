@@ -1,6 +1,6 @@
 """A Spark application on a small cluster, as the calibration model of the ``sim`` backend.
 
-This is the model behind ``shufflelab calibrate`` (issue 5, item 4): the same experiment spec the
+This is the model behind ``shufflelab calibrate``: the same experiment spec the
 emulation backend runs, simulated from a workload fitted to one real run's event log. It is a
 fluid discrete-event model in virtual time, pure (no clock, no I/O) and deterministic. The
 document it reads and writes is plain JSON (units in the names), the format of the Rust core's

@@ -9,7 +9,6 @@ A spec becomes one core configuration per (matrix point, policy, seed) with :fun
 from __future__ import annotations
 
 import copy
-import itertools
 import json
 import math
 from pathlib import Path
@@ -17,7 +16,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from shufflelab.spec import MAX_SCENARIOS, SpecError, check_nesting, field_path, read_toml
+from shufflelab.spec.loader import SpecError, check_nesting, field_path, read_toml
+from shufflelab.spec.matrix import PathError, check_bound, points, set_path
 
 GIB = 2**30
 MIB = 2**20
@@ -207,29 +207,6 @@ def load(path: str | Path) -> SimSpec:
     return parse(read_toml(path, SimSpecError), str(path))
 
 
-def _set_path(doc: dict[str, Any], dotted: str, value: Any, where: str) -> None:
-    parts = dotted.split(".")
-    node: Any = doc
-    for i, part in enumerate(parts):
-        last = i == len(parts) - 1
-        if isinstance(node, list):
-            if not part.isdigit() or int(part) >= len(node):
-                raise SimSpecError(f"{where}: matrix.{dotted}: {part!r} is not an index of the list")
-            if last:
-                node[int(part)] = value
-            else:
-                node = node[int(part)]
-        elif isinstance(node, dict):
-            if part not in node and not last:
-                node[part] = {}
-            if last:
-                node[part] = value
-            else:
-                node = node[part]
-        else:
-            raise SimSpecError(f"{where}: matrix.{dotted}: {part!r} is inside a value, not a table")
-
-
 class Scenario(_Model):
     """One matrix point: its varied values, a readable label and the full spec."""
 
@@ -242,29 +219,24 @@ class Scenario(_Model):
 def expand(spec: SimSpec, where: str = "<spec>") -> list[Scenario]:
     """The matrix's cartesian product, in file order (the base scenario if there is no matrix).
     At most :data:`~shufflelab.spec.MAX_SCENARIOS` points, counted before expanding."""
-    keys = list(spec.matrix)
-    total = math.prod(len(spec.matrix[k]) for k in keys)
-    if total > MAX_SCENARIOS:
-        sizes = " x ".join(f"{len(spec.matrix[k])} {k}" for k in keys)
-        raise SimSpecError(
-            f"{where}: matrix: {total:,} points ({sizes}) exceed the bound of {MAX_SCENARIOS:,} per experiment; "
-            "vary fewer values or split the experiment"
-        )
+    check_bound([(len(v), k) for k, v in spec.matrix.items()], where, SimSpecError, "points")
     base = spec.model_dump(mode="json")
     base.pop("matrix")
     out = []
-    for combo in itertools.product(*(spec.matrix[k] for k in keys)):
+    for values in points(spec.matrix):
         doc = copy.deepcopy(base)
-        for k, v in zip(keys, combo, strict=True):
-            _set_path(doc, k, v, where)
+        for k, v in values.items():
+            try:
+                set_path(doc, k, v, lists=True)
+            except PathError as exc:
+                raise SimSpecError(f"{where}: matrix.{k}: {exc}") from None
         doc["matrix"] = {}
         doc["experiment"]["x"] = None  # a matrix point has no matrix left
         try:
             point = SimSpec.model_validate(doc)
         except ValidationError as err:
-            shown = ", ".join(f"{k}={v}" for k, v in zip(keys, combo, strict=True))
+            shown = ", ".join(f"{k}={v}" for k, v in values.items())
             raise SimSpecError(_format_error(f"{where} [{shown}]", err)) from None
-        values = dict(zip(keys, combo, strict=True))
         label = ", ".join(f"{k.split('.')[-1]}={v}" for k, v in values.items()) or "base"
         sid = f"{spec.experiment.name}/" + ("_".join(f"{k.split('.')[-1]}={v}" for k, v in values.items()) or "base")
         out.append(Scenario(scenario_id=sid, label=label, values=values, spec=point))

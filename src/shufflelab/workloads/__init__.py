@@ -6,14 +6,9 @@ from collections.abc import Callable
 from typing import Any
 
 from shufflelab.workloads import groupby_test, small_records, sort_aggregate, tpch, userapp
+from shufflelab.workloads.failure import WorkloadFailed
 
-
-class WorkloadFailed(RuntimeError):
-    """A workload that failed after measuring something: ``output`` is kept with the error."""
-
-    def __init__(self, message: str, output: dict[str, Any]) -> None:
-        super().__init__(message)
-        self.output = output
+__all__ = ["REGISTRY", "WorkloadFailed"]
 
 
 REGISTRY: dict[str, Callable[..., dict[str, Any]]] = {

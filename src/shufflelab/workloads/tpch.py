@@ -18,6 +18,7 @@ from typing import Any
 
 from shufflelab.ndp import advisor, tpch
 from shufflelab.spec import TpchParams
+from shufflelab.workloads.failure import WorkloadFailed
 
 MIX = ("q1", "q6", "q14", "q19")
 
@@ -123,8 +124,6 @@ def run(spark: Any, p: TpchParams, ndp: dict[str, Any] | None = None) -> dict[st
         "makespan_s": time.time() - t_start,
         "mean_query_s": sum(r.get("time_s", 0.0) for r in done) / max(1, len(done)),
     }
-    from shufflelab.workloads import WorkloadFailed
-
     if failed:
         raise WorkloadFailed(f"{len(failed)} of {len(done)} queries failed; first: {failed[0]['error']}", out)
     if wrong:

@@ -1,0 +1,92 @@
+"""No import cycle between shufflelab's modules, counting imports inside functions (that is how a
+cycle hides: the import runs late, so nothing fails until the order changes). Imports under
+``if TYPE_CHECKING:`` are left out: they never run.
+
+The same check from a shell: ``.venv/bin/python -m pytest tests/unit/test_import_cycles.py``.
+"""
+
+from __future__ import annotations
+
+import grimp
+
+
+def _strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's components of more than one module (iterative: no recursion limit)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    out: list[list[str]] = []
+    counter = 0
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                comp = []
+                while True:
+                    m = stack.pop()
+                    on_stack.discard(m)
+                    comp.append(m)
+                    if m == node:
+                        break
+                if len(comp) > 1:
+                    out.append(sorted(comp))
+    return out
+
+
+def _cycle_in(graph: dict[str, set[str]], comp: list[str]) -> list[str]:
+    """One concrete cycle through a component's first module, for the failure message."""
+    members = set(comp)
+    start = comp[0]
+    path, seen = [start], {start}
+    while True:
+        nxt = sorted(m for m in graph[path[-1]] if m in members)
+        if start in nxt and len(path) > 1:
+            return [*path, start]
+        fresh = [m for m in nxt if m not in seen]
+        if not fresh:
+            return [*path, "..."]
+        path.append(fresh[0])
+        seen.add(fresh[0])
+
+
+def import_graph() -> dict[str, set[str]]:
+    g = grimp.build_graph("shufflelab", exclude_type_checking_imports=True, cache_dir=None)
+    # A package's __init__ may import its submodules (that is how it re-exports); a submodule
+    # importing its own package back is then a cycle like any other, and is counted.
+    return {m: set(g.find_modules_directly_imported_by(m)) for m in g.modules}
+
+
+def test_no_import_cycle() -> None:
+    graph = import_graph()
+    assert len(graph) > 50  # the whole package was read
+    comps = _strongly_connected(graph)
+    detail = "\n".join(" -> ".join(_cycle_in(graph, c)) + f"   (component: {', '.join(c)})" for c in comps)
+    assert not comps, f"import cycles in shufflelab:\n{detail}"
+
+
+def test_the_check_sees_a_cycle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _strongly_connected(graph) == [["a", "b", "c"]]
+    assert _cycle_in(graph, ["a", "b", "c"]) == ["a", "b", "c", "a"]
