@@ -16,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from shufflelab import report, whatif
+from shufflelab import document, report, whatif
 from shufflelab.results import Store
 
 MD_HEAD = "## What-if check: predicted vs measured job time without the cross traffic"
@@ -32,9 +32,10 @@ def refresh(folder: Path) -> bool:
         store = Store(Path(tmp) / "results.duckdb")
         store.import_parquet(folder / "data")
         table = whatif.validate(store.path)
-    md_section = "\n".join([MD_HEAD, "", report.WHATIF_NOTE, "", report._md_table(table), ""])
+    t = document.Table(table)
+    md_section = "\n".join([MD_HEAD, "", report.WHATIF_NOTE, "", document.markdown_table(t), ""])
     md = re.sub(re.escape(MD_HEAD) + r".*?(?=\n## |\Z)", lambda _: md_section, md, count=1, flags=re.S)
-    html_section = "\n".join([HTML_HEAD, f"<p>{html.escape(report.WHATIF_NOTE)}</p>", report._html_table(table)])
+    html_section = "\n".join([HTML_HEAD, f"<p>{html.escape(report.WHATIF_NOTE)}</p>", document.html_table(t)])
     page = re.sub(re.escape(HTML_HEAD) + r".*?(?=\n<h2>)", lambda _: html_section, page, count=1, flags=re.S)
     md_path.write_text(md)
     html_path.write_text(page)

@@ -24,13 +24,15 @@ from shufflelab.results import RunRecord, Store
 def figures(monkeypatch: pytest.MonkeyPatch) -> dict[str, plt.Figure]:
     """Every figure the report saves, by file name (kept open after saving)."""
     seen: dict[str, plt.Figure] = {}
-    finish = report._finish
+    from shufflelab.report import figures as report_figures
+
+    finish = report_figures._finish
 
     def keep(fig: plt.Figure, path: Path) -> None:
         seen[path.name] = fig
         finish(fig, path)
 
-    monkeypatch.setattr(report, "_finish", keep)
+    monkeypatch.setattr(report_figures, "_finish", keep)
     return seen
 
 

@@ -1,0 +1,195 @@
+"""The experiment report's words: the headline, the scale and limits, the self-test fact."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from shufflelab.report.data import Data, _p_text, verdict
+from shufflelab.stats import MIN_N, Comparison
+
+
+def _comparison_line(scenario: str, baseline: str, c: Comparison) -> str:
+    n = f"n = {c.n_baseline}/{c.n_treatment}"
+    if math.isnan(c.ratio):
+        return f"{scenario} vs {baseline}: no successful run with a job time on a side ({n})"
+    head = f"{scenario} vs {baseline}: job time x{c.ratio:.2f} ({c.percent_change:+.0f} %)"
+    if c.too_few:
+        return f"{head}, {n}: too few runs for an interval/verdict (need {MIN_N} per side)"
+    return f"{head}, 95 % CI {c.ci_text()}, Welch p = {_p_text(c)}, {n}: {verdict(c)}"
+
+
+def vcc_headline(closure: pd.DataFrame | None) -> list[str]:
+    """Seed 002's finding: the share of the legacy hosts' gap that VCC closes, per number of pairs."""
+    lines = []
+    for _, r in (closure if closure is not None else pd.DataFrame()).iterrows():
+        if not math.isfinite(r["closure"]):
+            continue
+        ci = (f"bootstrap 95 % CI {r['closure_ci_low']:.3f}-{r['closure_ci_high']:.3f}"
+              if math.isfinite(r["closure_ci_low"]) else "no interval")  # fmt: skip
+        kind = {"lower": "a lower", "upper": "an upper"}.get(str(r["closure_bound"]))
+        bound = f"; legacy runs timed out, so {kind} bound" if kind else ""
+        lines.append(
+            f"{int(r['pairs'])} competing pairs: VCC closes {r['closure']:.3f} of the legacy-ECN gap ({ci}{bound})."
+        )
+    return lines
+
+
+def headline(
+    table: pd.DataFrame,
+    slow: pd.DataFrame | None,
+    diagnoses: list[Any],
+    not_ok: int = 0,
+    first: list[str] | None = None,
+) -> list[str]:
+    """The report's finding in a few lines: ``first`` (an experiment's own finding), then each scenario
+    with cross traffic against its baseline (job-time ratio, interval, p, verdict; and the starvation
+    diagnosis), else the job-time range of the successful runs and how many runs did not finish."""
+    return (first or []) + _headline(table, slow, diagnoses, not_ok)
+
+
+def _headline(table: pd.DataFrame, slow: pd.DataFrame | None, diagnoses: list[Any], not_ok: int) -> list[str]:
+    if diagnoses:
+        return [f"{_comparison_line(x.scenario, x.baseline, x.job)}; starvation diagnosis: {x.verdict}."
+                for x in diagnoses]  # fmt: skip
+    if slow is not None and not slow.empty:
+        keys = [c for c in slow.columns if c not in ("udp_percent", "n", "job_ratio", "job_ci_95", "p_welch",
+                                                     "verdict", "cpu_ratio", "cpu_ci_95")]  # fmt: skip
+        lines = []
+        for _, r in slow.iterrows():
+            where = ", ".join(f"{k}={r[k]}" for k in keys)
+            head = f"{where + ', ' if where else ''}UDP at {r['udp_percent']:g} % vs none"
+            head += f": job time x{r['job_ratio']:.2f}, n = {r['n']}"
+            if r["verdict"].startswith("too few"):
+                lines.append(f"{head}: too few runs for an interval/verdict (need {MIN_N} per side).")
+            else:
+                lines.append(f"{head}, 95 % CI {r['job_ci_95']}, Welch p = {r['p_welch']}: {r['verdict']}.")
+        return lines
+    measured = table[table["n"] > 0] if not table.empty else table
+    if measured.empty:
+        return ["No successful run: nothing was measured (see 'Runs that did not finish')."]
+    lo = measured.loc[measured["job_mean_s"].idxmin()]
+    hi = measured.loc[measured["job_mean_s"].idxmax()]
+    unfinished = f"; {not_ok} run(s) did not finish (see 'Runs that did not finish')" if not_ok else ""
+    return [
+        f"{int(measured['n'].sum())} successful runs over {len(measured)} scenario(s); mean job time from "
+        f"{lo['job_mean_s']:.1f} s ({lo['scenario']}, n = {lo['n']}) to {hi['job_mean_s']:.1f} s "
+        f"({hi['scenario']}, n = {hi['n']}){unfinished}."
+    ]
+
+
+SEED_SCALE = {
+    "sort-aggregate": "Seed 000 used 1 master + 4 workers (1 core each), a 1 Gbit/s link with 10 ms added delay, "
+    "400-1000 partitions and 500-600 M rows, and DCTCP as the third congestion control.",
+    "small-records": "Seed 001 used 7 VMs (master + 4 executors of 1 core / 2 GB, a traffic VM, a central router "
+    "with RED under a 10 Gbit/s HTB class), 2 ms delay, DCTCP + ECN, 100 M records and 10 runs per scenario.",
+}
+SEED_SCALE["mapreduce"] = (
+    "Seed 002 used MRemu (Hadoop MapReduce traffic from job traces, no compute) on 2 switches joined by a "
+    "1 Gbit/s link with 8 servers per switch at 1 Gbit/s, iperf TCP pairs on ECN-capable hosts, 10 runs per point."
+)
+SEED_SCALE["groupby-test"] = SEED_SCALE["small-records"].replace("100 M records", "Spark's GroupByTest")
+
+
+def selftest_fact(d: Data) -> str | None:
+    """One line on the link self-tests recorded with the runs (None if no run had one)."""
+    checks: dict[tuple[str, str], dict[str, Any]] = {}
+    n_runs = 0
+    for env in d.runs.get("environment_json", pd.Series(dtype=object)).dropna():
+        rows = json.loads(env).get("selftest") or []
+        n_runs += bool(rows)
+        for r in rows:
+            checks[(str(r.get("port")), json.dumps(r.get("rate_mbps")))] = r
+    if not checks:
+        return None
+    bad = [r for r in checks.values() if not r.get("ok")]
+    ratios = [r["rate_ratio"] for r in checks.values() if r.get("rate_ratio") is not None]
+    span = f" (goodput / configured rate {min(ratios):.2f}-{max(ratios):.2f})" if ratios else ""
+    if not bad:
+        return f"Link self-test before the runs: every checked port within tolerance{span}; {n_runs} runs covered."
+    return (
+        f"Link self-test: {len(bad)} port configuration(s) deviated{span} -- "
+        + "; ".join(f"{r['port']} at {r['rate_mbps']:g} Mbit/s: {r['problem']}" for r in bad)
+        + " (telemetry.selftest = 'warn': the runs went on; read their network results with care)."
+    )
+
+
+def user_app_line(w: dict[str, Any]) -> str:
+    """What a user application workload was, for the report: not a built-in, its entry point and inputs."""
+    entry = Path(w["script"]).name if w.get("script") else f"{w.get('main_class')} in {Path(w.get('jar') or '').name}"
+    args = " ".join(w.get("args") or []) or "no arguments"
+    conf = ", ".join(f"{k}={v}" for k, v in (w.get("conf") or {}).items())
+    return (
+        f"Workload: the user's own application {entry} ({args}{'; conf ' + conf if conf else ''}), "
+        "not one of the lab's built-in workloads: its data sizes are whatever it was given here."
+    )
+
+
+def scale_note(d: Data) -> list[str]:
+    s = d.spec
+    hosts = s.get("hosts", {})
+    workers = [h for h, v in hosts.items() if "spark-worker" in v.get("roles", [])]
+    link = s["topology"]["bottleneck"]
+    params = s["workload"].get("params", {})
+    varied = {
+        json.dumps(json.loads(v)["workload"], sort_keys=True)
+        for v in d.runs.get("values_json", [])
+        if "workload" in json.loads(v)
+    }
+    if varied:  # the matrix replaces the whole workload: show what actually ran
+        params = {"varied": "; ".join(sorted(varied))}
+    mr = s["workload"]["name"] == "mapreduce"
+    mr_hosts = [h for h, v in hosts.items() if "mapreduce" in v.get("roles", [])]
+    who = (
+        f"{len(mr_hosts)} MapReduce hosts (trace replay over real TCP, no Hadoop)"
+        if mr
+        else f"{len(workers)} workers x {s['spark'].get('worker_cores', 1)} core(s)"
+    )
+    lines = [
+        f"Scaled to one host ({d.environment.get('cpus', '?')} CPUs): {who}, "
+        f"topology '{s['topology'].get('kind', 'shared')}' with a "
+        f"{link['rate_mbps']:g} Mbit/s bottleneck, workload {s['workload']['name']}"
+        + (" " + ", ".join(f"{k}={v}" for k, v in params.items()) if params else "")
+        + ".",
+    ]
+    seed = SEED_SCALE.get(str(s["workload"]["name"]))
+    if seed:
+        lines.append(seed)
+    if s["workload"]["name"] == "app":
+        lines.append(user_app_line(s["workload"]))
+    caps = d.environment.get("capabilities", {})
+    missing_q = [q for q in ("netem", "red") if q not in caps.get("qdiscs", [])]
+    missing_cc = [c for c in ("dctcp",) if c not in caps.get("congestion_controls", [])]
+    emu = d.environment.get("emulation") or {}
+    if emu.get("datapath") == "switch":
+        # the union over the runs: scenarios differ (e.g. which hosts run dctcp or vcc)
+        items: list[str] = []
+        for env in d.runs.get("environment_json", pd.Series(dtype=object)).dropna():
+            for item in (json.loads(env).get("emulation") or {}).get("emulated_by_switch", []):
+                if item not in items:
+                    items.append(item)
+        items = items or list(emu.get("emulated_by_switch", []))
+        lines.append("Network emulated by shufflelab's userspace switch (over all scenarios): " + "; ".join(items))
+    elif missing_q or missing_cc:
+        lines.append(
+            "The kernel has no "
+            + ", ".join([f"{q} qdisc" for q in missing_q] + [f"{c} congestion control" for c in missing_cc])
+            + "; this experiment ran on the kernel datapath (HTB + FIFO), so it has no added delay, no RED/ECN "
+            "marking and no DCTCP. Specs that ask for them run on the userspace switch "
+            "(e.g. experiments/starvation-red.toml)."
+        )
+    if caps.get("irq_time_accounting") is False and not mr:
+        lines.append(
+            "Executor CPU time from the event log includes interrupt work (packet forwarding) charged to the "
+            "executors by this kernel (no IRQ time accounting); see docs/design.md, 'CPU time and interrupts'."
+        )
+    lines.append(
+        f"Environment: kernel {d.environment.get('kernel', '?')}, pyspark {d.environment.get('pyspark', '?')}, "
+        f"shufflelab {d.environment.get('shufflelab_commit') or '?'}. All figures are measured on the emulated "
+        "fabric, none simulated."
+    )
+    return lines
