@@ -67,16 +67,31 @@ def cell(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
+MAX_COLUMNS = 10
+"""A table wider than this is split into parts that fit the page, each repeating the key columns."""
+
+
 def _frame(t: Table) -> pd.DataFrame:
     return t.df.reset_index() if t.index else t.df
+
+
+def parts(t: Table) -> list[pd.DataFrame]:
+    """The table as printed: whole, or split column-wise into parts of at most MAX_COLUMNS columns,
+    each starting with the row's key (the index columns, else the first column)."""
+    df = _frame(t)
+    if len(df.columns) <= MAX_COLUMNS:
+        return [df]
+    n_keys = max(1, t.df.index.nlevels if t.index else 1)
+    keys, rest = list(df.columns[:n_keys]), list(df.columns[n_keys:])
+    width = max(1, MAX_COLUMNS - n_keys)
+    return [df[keys + rest[i : i + width]] for i in range(0, len(rest), width)]
 
 
 def _md_escape(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def markdown_table(t: Table) -> str:
-    df = _frame(t)
+def _markdown_part(df: pd.DataFrame) -> str:
     cols = [_md_escape(str(c)) for c in df.columns]
     out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for row in df.itertuples(index=False, name=None):
@@ -84,14 +99,21 @@ def markdown_table(t: Table) -> str:
     return "\n".join(out)
 
 
-def html_table(t: Table) -> str:
-    df = _frame(t)
+def markdown_table(t: Table) -> str:
+    return "\n\n".join(_markdown_part(df) for df in parts(t))
+
+
+def _html_part(df: pd.DataFrame) -> str:
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in df.columns)
     rows = [
         "<tr>" + "".join(f"<td>{html.escape(cell(v))}</td>" for v in row) + "</tr>"
         for row in df.itertuples(index=False, name=None)
     ]
     return f"<table class='t'><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def html_table(t: Table) -> str:
+    return "\n".join(_html_part(df) for df in parts(t))
 
 
 def to_markdown(doc: Document, figure_dir: str = "figures") -> str:

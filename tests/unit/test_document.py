@@ -36,3 +36,17 @@ def test_markdown_and_html_carry_the_same_sections_and_cells() -> None:
     for text in ("<h2>Per scenario</h2>", "<li>found it</li>", "a|b", "<td>3</td>", "&lt;y&gt;", "class='note'"):
         assert text in h
     assert md.index("Headline") < md.index("Per scenario") < md.index("Limits")
+
+
+def test_wide_tables_are_split_repeating_the_key() -> None:
+    wide = pd.DataFrame({f"c{i}": [i, i + 1] for i in range(23)})
+    wide.insert(0, "scenario", ["a", "b"])
+    ps = doc.parts(doc.Table(wide))
+    assert [len(p.columns) for p in ps] == [10, 10, 6]
+    assert all(p.columns[0] == "scenario" for p in ps)
+    assert sorted({c for p in ps for c in p.columns}) == sorted(wide.columns)
+    md = doc.markdown_table(doc.Table(wide))
+    assert md.count("| scenario |") == 3
+    indexed = doc.parts(doc.Table(wide.set_index("scenario"), index=True))
+    assert all(p.columns[0] == "scenario" for p in indexed)
+    assert doc.html_table(doc.Table(wide)).count("<table") == 3
