@@ -371,9 +371,10 @@ def diagnose(
 
 # -- over a results file --------------------------------------------------------------------------
 def _traffic(spec: dict[str, object]) -> bool:
-    ct = spec.get("cross_traffic") or {}
-    assert isinstance(ct, dict)
-    return float(ct.get("udp_percent", 0) or 0) > 0 or int(ct.get("tcp_pairs", 0) or 0) > 0
+    from shufflelab.spec import stored
+
+    s = stored(spec)
+    return s is not None and s.cross_traffic.active
 
 
 def _without_traffic(spec: dict[str, object]) -> str:
@@ -470,11 +471,13 @@ def diagnose_store(
         pairs = list(baseline_pairs(scenarios))
     runs = store.query("SELECT r.*, s.label FROM runs r JOIN scenarios s USING (scenario_id) WHERE r.status = 'ok'")
     if "total_cores" not in runs.columns or runs["total_cores"].isna().any():
+        from shufflelab.spec import stored
+
         cores = {}
         for _, row in scenarios.iterrows():
-            sp = json.loads(row["spec_json"])
-            n = sum(1 for h in sp["hosts"].values() if "spark-worker" in h.get("roles", []))
-            cores[row["label"]] = n * int(sp["spark"].get("worker_cores", 1))
+            sp = stored(row["spec_json"])
+            if sp is not None:
+                cores[row["label"]] = len(sp.hosts_with("spark-worker")) * sp.spark.worker_cores
         runs["total_cores"] = [cores.get(lbl) for lbl in runs["label"]]
     controls = control_of(scenarios)
     out = []

@@ -213,28 +213,29 @@ def udp_speedup(spec: dict[str, Any]) -> float:
     reducer fetch a block from that host (and that host's ACKs wait in the same queue), so every
     task's fetch wait ends on the congested port: the speed-up is applied to all tasks. A UDP
     sink outside the job (no worker role) shares no queue with it: speed-up 1."""
-    ct = spec.get("cross_traffic", {})
-    pct = float(ct.get("udp_percent", 0))
-    if pct <= 0:
+    from shufflelab.spec import stored
+
+    s = stored(spec)
+    if s is None or s.cross_traffic.udp_percent <= 0:
         return 1.0
-    if spec["topology"].get("kind", "shared") == "star":
-        sink = ct.get("sink") or next(
-            (h for h, v in spec["hosts"].items() if "traffic-sink" in v.get("roles", [])), None
-        )
-        roles = spec["hosts"].get(sink, {}).get("roles", []) if sink else []
+    if s.topology.kind == "star":
+        sink = s.traffic_endpoints()[1]
+        roles = s.hosts[sink].roles if sink in s.hosts else []
         if not any(r in roles for r in ("spark-worker", "spark-master")):
             return 1.0
-    return 1 / max(0.02, 1 - pct / 100)
+    return 1 / max(0.02, 1 - s.cross_traffic.udp_percent / 100)
 
 
 def spec_cores(spec: Mapping[str, Any]) -> int | None:
     """Task slots per executor that a scenario's spec gives its applications, or None when the spec
     leaves it to Spark (several applications sharing multi-core workers)."""
-    if "spark" not in spec and "topology" not in spec:  # not a lab spec (an imported event log)
+    from shufflelab.spec import stored
+
+    s = stored(spec)
+    if s is None:  # not a lab spec (an imported event log)
         return None
-    spark = spec.get("spark", {})  # spark.executor.cores is the lab's to set (sparkconf.RESERVED)
-    worker = int(spark.get("worker_cores", 1))
-    if worker == 1 or int(spec.get("workload", {}).get("apps", 1)) == 1:
+    worker = s.spark.worker_cores  # spark.executor.cores is the lab's to set (sparkconf.RESERVED)
+    if worker == 1 or s.workload.apps == 1:
         return worker
     return None
 

@@ -273,10 +273,12 @@ def _spec(udp: float, cc: str = "cubic") -> dict[str, Any]:
         "hosts": {
             "master": {"roles": ["spark-master"]},
             **{f"w{i}": {"roles": ["spark-worker"]} for i in range(3)},
+            "tgen": {"roles": ["traffic-source"]},
+            "tsink": {"roles": ["traffic-sink"]},
         },
         "tcp": {"congestion_control": cc},
         "spark": {"worker_cores": 1},
-        "workload": {"name": "sort-aggregate", "params": {"rows": 10}},
+        "workload": {"name": "sort-aggregate", "params": {"rows": 10, "partitions": 4}},
         "cross_traffic": {"udp_percent": udp},
     }
 

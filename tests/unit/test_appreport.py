@@ -3,6 +3,7 @@ against independent computations on real Spark 3.5 / 4.3 logs and on hand-made s
 
 from __future__ import annotations
 
+import copy
 import math
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from conftest import BASE_SPEC
 from shufflelab import appreport
 from shufflelab.appreport import analysis as an
 from shufflelab.cli import app as cli
@@ -175,7 +177,11 @@ def test_whatif_takes_an_imported_logs_cores_from_its_executors(store: Path) -> 
     from shufflelab import whatif
 
     assert whatif.spec_cores({"source": "eventlog"}) is None  # not a lab spec: no cores from it
-    assert whatif.spec_cores({"topology": {}, "spark": {"worker_cores": 2}, "workload": {"apps": 1}}) == 2
+    lab = copy.deepcopy(BASE_SPEC)
+    lab["spark"] = {"worker_cores": 2}
+    assert whatif.spec_cores(lab) == 2
+    lab["workload"]["apps"] = 2
+    assert whatif.spec_cores(lab) is None  # two applications share a worker's cores: left to Spark
     s = Store(store)
     r, i, _ = appreport.applications(s)[0]
     cores = whatif.recorded_cores(s, r, i)

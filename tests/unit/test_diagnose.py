@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from conftest import BASE_SPEC
 from shufflelab import diagnose as dg
 
 
@@ -115,9 +117,10 @@ def test_baseline_pairs_match_on_everything_but_traffic() -> None:
     import json
 
     def spec(udp: float, sink: str, rows: int) -> str:
-        return json.dumps(
-            {"cross_traffic": {"udp_percent": udp, "sink": sink}, "workload": {"params": {"rows": rows}}, "hosts": {}}
-        )
+        d = copy.deepcopy(BASE_SPEC)
+        d["cross_traffic"] = {"udp_percent": udp, "sink": sink}
+        d["workload"]["params"]["rows"] = rows
+        return json.dumps(d)
 
     scenarios = pd.DataFrame(
         {
@@ -189,8 +192,10 @@ def test_control_of_pairs_scenarios_with_the_same_load_elsewhere() -> None:
     import json
 
     def spec(udp: float, sink: str | None, rate: int = 20) -> str:
-        return json.dumps({"topology": {"rate": rate}, "cross_traffic": {"udp_percent": udp, "sink": sink},
-                           "experiment": {"name": "x"}})  # fmt: skip
+        d = copy.deepcopy(BASE_SPEC)
+        d["topology"]["bottleneck"]["rate_mbps"] = rate
+        d["cross_traffic"] = {"udp_percent": udp, "sink": sink}
+        return json.dumps(d)
 
     sc = pd.DataFrame(
         {

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import copy
+
 import pandas as pd
 import pytest
 
+from conftest import BASE_SPEC
 from shufflelab import whatif
 
 
@@ -89,13 +92,15 @@ def test_stages_running_at_once_share_their_executors() -> None:
 
 
 def test_udp_speedup_per_topology() -> None:
-    base = {"topology": {"kind": "shared"}, "hosts": {"w1": {"roles": ["spark-worker"]},
-            "tsink": {"roles": ["traffic-sink"]}}, "cross_traffic": {"udp_percent": 75}}  # fmt: skip
+    base = copy.deepcopy(BASE_SPEC)
+    base["cross_traffic"] = {"udp_percent": 75}
     assert whatif.udp_speedup(base) == pytest.approx(4.0)
-    star = {**base, "topology": {"kind": "star"}}
+    star = copy.deepcopy(base)
+    star["topology"]["kind"] = "star"
     assert whatif.udp_speedup(star) == 1.0  # towards tsink: shares no queue with the job
     assert whatif.udp_speedup({**star, "cross_traffic": {"udp_percent": 95, "sink": "w1"}}) == pytest.approx(20.0)
     assert whatif.udp_speedup({**base, "cross_traffic": {"udp_percent": 0}}) == 1.0
+    assert whatif.udp_speedup({"source": "eventlog"}) == 1.0  # imported logs: no lab spec
 
 
 def test_network_time_counts_control_waits_above_the_quiet_floor() -> None:

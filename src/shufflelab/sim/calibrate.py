@@ -43,6 +43,7 @@ from shufflelab.sim.calibration_model import (
     platform_for,
     run_model,
 )
+from shufflelab.spec import stored
 
 # ---------------------------------------------------------------------------------------------
 # errors
@@ -291,24 +292,14 @@ def _real_stage_spans(tasks: pd.DataFrame, run_ids: list[str]) -> dict[int, floa
 
 def _datapath(spec: dict[str, Any]) -> str:
     """``kernel`` or ``switch``: who forwards the bottleneck's traffic in the runs of ``spec`` (a
-    stored, resolved spec; the rule of ``ExperimentSpec.datapath``: ``auto`` is the switch when the
-    bottleneck has delay or RED, or a host runs DCTCP or VCC)."""
-    link = spec["topology"]["bottleneck"]
-    chosen = link.get("datapath", "auto")
-    if chosen != "auto":
-        return "switch" if chosen == "switch" else "kernel"
-    tcps = [spec.get("tcp") or {}] + [(h.get("tcp") or {}) for h in spec["hosts"].values()]
-    needs = (
-        float(link.get("delay_ms", 0) or 0) > 0
-        or link.get("discipline", "droptail") == "red"
-        or any(t.get("congestion_control") == "dctcp" or t.get("vcc") for t in tcps)
-    )
-    return "switch" if needs else "kernel"
+    stored, resolved spec), by the spec's own rule (``ExperimentSpec.datapath``)."""
+    s = stored(spec)
+    return "kernel" if s is None else s.datapath()
 
 
 def _has_cross_traffic(spec: dict[str, Any]) -> bool:
-    ct = spec.get("cross_traffic", {}) or {}
-    return float(ct.get("udp_percent", 0)) > 0 or int(ct.get("tcp_pairs", 0)) > 0
+    s = stored(spec)
+    return s is not None and s.cross_traffic.active
 
 
 def to_markdown(cal: Calibration, command: str, results: str) -> str:

@@ -106,6 +106,9 @@ from shufflelab.spec.scenarios import (
 from shufflelab.spec.scenarios import (
     spec_hash as spec_hash,
 )
+from shufflelab.spec.scenarios import (
+    stored as stored,
+)
 from shufflelab.spec.workload import (
     APP_FIELDS as APP_FIELDS,
 )
@@ -162,6 +165,7 @@ __all__ = [
     "APP_FIELDS",
     "AppParams",
     "resolve_app_files",
+    "stored",
     "CongestionControl",
     "CrossTraffic",
     "DCTCP_BASE",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,16 @@ def parse(data: dict[str, Any], where: str = "<spec>") -> ExperimentSpec:
                 raise SpecError(f"{where}: {field_path(('cases', case, path))}: this field cannot be varied")
     expand(spec, where)  # every matrix point must validate, so errors surface at load time
     return spec
+
+
+def stored(spec: str | Mapping[str, Any]) -> ExperimentSpec | None:
+    """A scenario's spec as a results store keeps it (JSON or its dictionary), validated again, so
+    analyses use the spec's own rules (``cross_traffic.active``, ``datapath()``, ...) instead of
+    re-deriving them from JSON. None for a store of imported event logs (no lab spec)."""
+    data = json.loads(spec) if isinstance(spec, str) else dict(spec)
+    if "topology" not in data:
+        return None
+    return ExperimentSpec.model_validate(data)
 
 
 def resolve_app_files(data: dict[str, Any], base: Path, where: str) -> None:
