@@ -155,9 +155,9 @@ pub enum Policy {
     Fixed,
     /// Seed 003's Net-Aware model, evaluated on the simulated state at each job's arrival.
     NetAware,
-    /// [`crate::netaware::plan_chain`]: every prefix priced as a whole (an extension).
+    /// `netaware::plan_chain`: every prefix priced as a whole (an extension).
     NetAwareChain,
-    /// [`crate::netaware::plan_fluid`]: the chain pricing with a per-transfer fluid view of the
+    /// `netaware::plan_fluid`: the chain pricing with a per-transfer fluid view of the
     /// network and the delay a choice imposes on the transfers already in it (an extension).
     NetAwareFluid,
     /// For each job in arrival order, simulate every prefix (earlier jobs fixed, later ones
@@ -274,7 +274,7 @@ pub struct PlannerRecord {
     pub network: NetworkEstimate,
     /// the per-transfer view (Net-Aware fluid only)
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub transfers: Option<crate::netaware::TransferView>,
+    pub transfers: Option<TransferView>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -321,4 +321,23 @@ pub struct RunResult {
     pub compute_busy_core_s: f64,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub trace: Vec<TraceRecord>,
+}
+
+/// A transfer already in the system, as the fluid planner sees it: `ready_gb` can move now,
+/// `produced_gb` more appears uniformly over `[from_s, until_s]` seconds from now (the storage
+/// cluster's FIFO working through its pushed operators; `from_s == until_s` means all at once).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PendingTransfer {
+    pub ready_gb: f64,
+    pub produced_gb: f64,
+    pub from_s: f64,
+    pub until_s: f64,
+}
+
+/// The transfers a new job would join, in admission order; the first `queued` of them are
+/// admitted or waiting for admission now, the rest will queue when their storage work emits data.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TransferView {
+    pub transfers: Vec<PendingTransfer>,
+    pub queued: usize,
 }

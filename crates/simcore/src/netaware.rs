@@ -8,9 +8,8 @@
 //! * Push operator i when `Tc(Q_c, X_c) + Tn(D_in) > Tc(Q_s, X_s) + Tn(D_out)`; push the longest
 //!   prefix of operators that all benefit.
 
-use serde::{Deserialize, Serialize};
-
 use crate::model::{NetworkEstimate, OperatorEstimate};
+pub use crate::model::{PendingTransfer, TransferView};
 
 /// Seconds to drain `queued` partitions plus `partitions` at `drain_per_s` partitions/s.
 pub fn compute_time_s(queued: f64, drain_per_s: f64, partitions: f64) -> f64 {
@@ -130,25 +129,6 @@ pub fn plan_chain(ops: &[OperatorEstimate], net: &NetworkEstimate) -> u32 {
         }
     }
     best.1
-}
-
-/// A transfer already in the system, as the fluid planner sees it: `ready_gb` can move now,
-/// `produced_gb` more appears uniformly over `[from_s, until_s]` seconds from now (the storage
-/// cluster's FIFO working through its pushed operators; `from_s == until_s` means all at once).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct PendingTransfer {
-    pub ready_gb: f64,
-    pub produced_gb: f64,
-    pub from_s: f64,
-    pub until_s: f64,
-}
-
-/// The transfers a new job would join, in admission order; the first `queued` of them are
-/// admitted or waiting for admission now, the rest will queue when their storage work emits data.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TransferView {
-    pub transfers: Vec<PendingTransfer>,
-    pub queued: usize,
 }
 
 const EPS_GB: f64 = 1e-12;
