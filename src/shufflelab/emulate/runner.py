@@ -29,7 +29,7 @@ from typing import Any, cast
 import pandas as pd
 
 from shufflelab import capabilities, eventlog, listener, sparkconf, topology
-from shufflelab.emulate import cds, faults, netns, selftest, traffic, validity
+from shufflelab.emulate import cds, faults, netns, selftest, traffic, validity, waiting
 from shufflelab.emulate.fabric import Fabric
 from shufflelab.emulate.spark import DAEMON_PORTS, ClusterSpec, SparkCluster
 from shufflelab.emulate.traffic import CrossTraffic, udp_payload_rate_bps
@@ -570,30 +570,29 @@ class EmulateRunner:
                 req_path.write_text(json.dumps(request, indent=1))
                 drivers.append(cluster.driver(req_path, run_dir / f"driver_{k}.log"))
             self.progress.on_phase("running the job" if n_apps == 1 else f"running {n_apps} applications")
-            deadline = time.monotonic() + spec.experiment.run_timeout_s
-            next_ss = time.monotonic() + 2.0
             workers = ClusterSpec.of(spec).workers
-            while any(d.poll() is None for d in drivers):
+
+            def sample_cc() -> None:  # which congestion control the job's connections use
+                for w in workers:
+                    out = netns.run(["ss", "-tin", "state", "established"], ns=fabric.ns[w], check=False)
+                    for name in _cc_in_ss(out):
+                        cc_seen[name] = cc_seen.get(name, 0) + 1
+
+            every = waiting.Every(3.0, sample_cc, first_s=2.0)
+
+            def tick() -> None:
                 injector.tick()
-                if time.monotonic() > deadline:
-                    for d in drivers:
-                        d.stop(grace_s=10)
-                    status = "timeout"
-                    cause = f"job exceeded run_timeout_s={spec.experiment.run_timeout_s:g}"
-                    break
-                failure = fabric.switch_failure()
-                if failure is not None:  # nothing crosses the router any more: do not wait for the timeout
-                    for d in drivers:
-                        d.stop(grace_s=5)
-                    status, cause = "failed", failure[:500]
-                    break
-                if time.monotonic() >= next_ss:
-                    next_ss = time.monotonic() + 3.0
-                    for w in workers:
-                        out = netns.run(["ss", "-tin", "state", "established"], ns=fabric.ns[w], check=False)
-                        for name in _cc_in_ss(out):
-                            cc_seen[name] = cc_seen.get(name, 0) + 1
-                time.sleep(0.25)
+                every()
+
+            waited = waiting.wait(
+                [waiting.ProcessJob(d) for d in drivers],
+                fabric,
+                spec.experiment.run_timeout_s,
+                f"job exceeded run_timeout_s={spec.experiment.run_timeout_s:g}",
+                tick=tick,
+            )
+            if waited.status != "ok":
+                status, cause = waited.status, waited.cause
             for k, d in enumerate(drivers):
                 d.stop()
                 res_path = run_dir / f"driver_result_{k}.json"
@@ -694,18 +693,16 @@ class EmulateRunner:
             self.progress.on_phase("replaying the shuffle")
             job_started = time.time()
             job.start()
-            deadline = time.monotonic() + spec.experiment.run_timeout_s + 15
-            while job.running():
-                if time.monotonic() > deadline:
-                    job.stop()
-                    status, cause = "timeout", f"job exceeded run_timeout_s={spec.experiment.run_timeout_s:g}"
-                    break
-                failure = fabric.switch_failure()
-                if failure is not None:  # nothing crosses the router any more
-                    job.stop()
-                    status, cause = "failed", failure[:500]
-                    break
-                time.sleep(0.2)
+            # the agents give up at run_timeout_s themselves; the runner allows them 15 s to report
+            waited = waiting.wait(
+                [waiting.GraceFree(job)],
+                fabric,
+                spec.experiment.run_timeout_s + 15,
+                f"job exceeded run_timeout_s={spec.experiment.run_timeout_s:g}",
+                period_s=0.2,
+            )
+            if waited.status != "ok":
+                status, cause = waited.status, waited.cause
             job_ended = time.time()
             result = job.result()
             if status == "ok" and not result.ok:
