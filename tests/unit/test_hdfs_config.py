@@ -215,6 +215,59 @@ def test_http_helper_refuses_addresses_outside_the_cluster() -> None:
     assert "refusing" in r["error"]
 
 
+def test_an_upload_sends_its_data_only_where_the_namenode_redirects(tmp_path: Path) -> None:
+    """WebHDFS's two-step create: the NameNode answers 307 without reading a body and closes; a body
+    sent to it raced that close (a broken pipe on a loaded machine). The data goes to the DataNode."""
+    import http.server
+    import threading
+
+    got: dict[str, object] = {}
+
+    class DataNode(http.server.BaseHTTPRequestHandler):
+        def do_PUT(self) -> None:  # noqa: N802 - http.server's naming
+            got["data"] = self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(201)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *a: object) -> None:
+            pass
+
+    dn = http.server.HTTPServer(("127.0.0.1", 0), DataNode)
+
+    class NameNode(http.server.BaseHTTPRequestHandler):
+        def do_PUT(self) -> None:  # noqa: N802
+            got["nn_length"] = self.headers["Content-Length"]
+            self.send_response(307)
+            self.send_header("Location", f"http://127.0.0.1:{dn.server_port}/webhdfs/v1/f?op=CREATE")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            self.close_connection = True  # and never reads a body
+
+        def log_message(self, *a: object) -> None:
+            pass
+
+    nn = http.server.HTTPServer(("127.0.0.1", 0), NameNode)
+    for srv in (dn, nn):
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        data = bytes(range(256)) * 4000  # 1 MB
+        f = tmp_path / "up.bin"
+        f.write_bytes(data)
+        url = f"http://127.0.0.1:{nn.server_port}/webhdfs/v1/f?op=CREATE"
+        r = webhdfs.exchange({"method": "PUT", "url": url, "allow": ["127.0.0.1"], "upload": str(f), "timeout": 10})
+        assert r.get("status") == 201, r
+        assert got["nn_length"] == "0" and got["data"] == data
+        # a server that answers the data-less first step without redirecting: nothing is uploaded, said so
+        r = webhdfs.exchange({"method": "PUT", "url": f"http://127.0.0.1:{dn.server_port}/x", "allow": ["127.0.0.1"],
+                              "upload": str(f), "timeout": 10})  # fmt: skip
+        assert "nothing was uploaded" in r["error"]
+    finally:
+        for srv in (dn, nn):
+            srv.shutdown()
+            srv.server_close()
+
+
 def test_jars_dir_is_keyed_by_the_pom(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert hadoop_jars.hadoop_version().startswith("3.")

@@ -66,13 +66,18 @@ def live_datanodes(jmx: Mapping[str, Any]) -> dict[str, int]:
 def exchange(req: Mapping[str, Any]) -> dict[str, Any]:
     """One WebHDFS exchange: ``method`` on ``url`` with an optional file ``upload`` as the body,
     following up to 3 redirects to ``allow``-ed addresses only (307 keeps the method and body);
-    the answer body goes to ``download`` (a path) or, as text, into the result."""
+    the answer body goes to ``download`` (a path) or, as text, into the result.
+
+    An upload follows WebHDFS's two steps: the first request carries no data (the NameNode answers
+    with a redirect to a DataNode without reading a body, and closes: a body sent to it races that
+    close and can fail with a broken pipe), the data goes to where it redirects."""
     method = str(req["method"])
     url = str(req["url"])
     allow = set(req.get("allow") or [])
     timeout = float(req.get("timeout", 60))
     upload = req.get("upload")
     download = req.get("download")
+    redirected = False
     for _ in range(4):
         u = urllib.parse.urlsplit(url)
         host = u.hostname or ""
@@ -82,7 +87,7 @@ def exchange(req: Mapping[str, Any]) -> dict[str, Any]:
         try:
             path = u.path + (f"?{u.query}" if u.query else "")
             headers = {"Connection": "close"}
-            if upload is not None and method in ("PUT", "POST"):
+            if upload is not None and method in ("PUT", "POST") and redirected:
                 size = os.path.getsize(upload)
                 headers["Content-Length"] = str(size)
                 headers["Content-Type"] = "application/octet-stream"
@@ -94,14 +99,20 @@ def exchange(req: Mapping[str, Any]) -> dict[str, Any]:
                     while chunk := f.read(1 << 20):
                         conn.send(chunk)
             else:
-                conn.request(method, path, headers={**headers, "Content-Length": "0"} if method == "PUT" else headers)
+                empty = method == "PUT" or (upload is not None and method == "POST")
+                conn.request(method, path, headers={**headers, "Content-Length": "0"} if empty else headers)
             resp = conn.getresponse()
             if resp.status in (301, 302, 303, 307) and resp.getheader("Location"):
                 resp.read()
                 url = urllib.parse.urljoin(url, resp.getheader("Location") or "")
+                redirected = True
                 if resp.status == 303:
                     method, upload = "GET", None
                 continue
+            if upload is not None and not redirected and 200 <= resp.status < 300:
+                resp.read()
+                return {"error": f"{method} {url}: answered {resp.status} without redirecting the data to a "
+                                 "DataNode: nothing was uploaded", "url": url}  # fmt: skip
             if download is not None and resp.status == 200:
                 n = 0
                 with open(download, "wb") as f:
