@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from shufflelab import interrupts
 from shufflelab.spec import SpecError
 
 app = typer.Typer(
@@ -51,6 +52,7 @@ def _install_signal_handlers() -> None:
     # SIGTERM/SIGHUP become exceptions, so every context manager tears down what it built.
     global _MAIN_PID
     _MAIN_PID = os.getpid()
+    interrupts.install()  # a signal Python swallowed is raised again at the next safe point
     signal.signal(signal.SIGTERM, _raise_interrupt)
     # A shell starting us in the background may have set SIGINT to "ignore", which Python then
     # keeps; a run must always be stoppable with SIGINT (and tear down), so take it back.
@@ -120,6 +122,7 @@ def run(
         )
         try:
             r = runmod.EmulateRunner(spec, str(spec_path), results, progress, select=select).run()
+            interrupts.check()
         except (SpecError, StoreError) as exc:
             _fail(str(exc))
         except KeyboardInterrupt:
@@ -243,6 +246,7 @@ def tune(
             d, b = confirm_runs(res.best_params, cfg.confirm_reps)
             if len(d) >= 2 and len(b) >= 2:
                 res.confirm = tunemod.confirm(d, b)
+        interrupts.check()
     except SpecError as exc:
         _fail(str(exc))
     except KeyboardInterrupt:

@@ -9,7 +9,8 @@ rules are written once and tested without root (tests/unit/test_waiting.py, with
   jobs at once (``failure_grace_s``) and the run ``failed`` with that cause, without waiting for
   the timeout;
 * Ctrl-C (KeyboardInterrupt) is not caught here: the caller records the run as interrupted and
-  tears everything down.
+  tears everything down. One that Python swallowed (raised inside an at-fork callback, see
+  ``shufflelab.interrupts``) is raised again at the next period.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
+
+from shufflelab import interrupts
 
 
 class Job(Protocol):
@@ -56,6 +59,7 @@ def wait(
     """Wait for ``jobs`` (see the module doc); ``timeout_cause`` is the run's cause on a timeout."""
     deadline = clock() + timeout_s
     while any(j.running() for j in jobs):
+        interrupts.check()
         if tick is not None:
             tick()
         if clock() > deadline:
