@@ -34,7 +34,7 @@ from shufflelab.emulate.fabric import Fabric
 from shufflelab.emulate.spark import DAEMON_PORTS, ClusterSpec, SparkCluster
 from shufflelab.emulate.traffic import CrossTraffic, udp_payload_rate_bps
 from shufflelab.jvm import spark_version
-from shufflelab.results import RunRecord, Store
+from shufflelab.results import RunRecord, RunRow, Store
 from shufflelab.spec import ExperimentSpec, Scenario, SpecError, expand
 
 _CC_NAMES = ("cubic", "reno", "bbr", "dctcp", "vegas", "westwood", "htcp")
@@ -448,7 +448,7 @@ class EmulateRunner:
             "n_apps": sc.spec.workload.apps, "run_dir": str(run_dir),
             "environment_json": json.dumps({**env, "emulation": capabilities.emulation(sc.spec)}),
         }  # fmt: skip
-        self.store.write_run(RunRecord(run=run, tables={}))
+        self.store.write_run(RunRecord(run=RunRow.of(run), tables={}))
         return RunOutcome(run_id, sc.label, rep, "failed", None, cause)
 
     # -- near-data processing (workload tpch) ---------------------------------------------------------
@@ -627,9 +627,7 @@ class EmulateRunner:
             )  # fmt: skip
             problems = _promises(spec, run_dir, traffic_rows, _job_window(record.tables.get("apps")), fault_events)
             record.tables["cross_traffic"] = pd.DataFrame(traffic_rows)
-            record.run["status"], record.run["cause"] = validity.verdict(
-                record.run["status"], record.run["cause"], problems
-            )
+            record.run.status, record.run.cause = validity.verdict(record.run.status, record.run.cause, problems)
             if fault_events:
                 record.tables["faults"] = pd.DataFrame([dataclasses.asdict(e) for e in fault_events])
             if spec.workload.name == "tpch":
@@ -639,9 +637,9 @@ class EmulateRunner:
             run_id,
             sc.label,
             rep,
-            record.run["status"],
-            record.run["job_time_s"],
-            record.run["cause"],
+            record.run.status,
+            record.run.job_time_s,
+            record.run.cause,
         )
 
     def _new_run(self, sc: Scenario, rep: int) -> tuple[int, str, Path]:
@@ -747,7 +745,7 @@ class EmulateRunner:
                 "cross_traffic": pd.DataFrame(traffic_rows),
                 "mr_fetches": fetches[[c for c in keep if c in fetches.columns]] if not fetches.empty else fetches,
             }
-            self.store.write_run(RunRecord(run=run, tables=tables))
+            self.store.write_run(RunRecord(run=RunRow.of(run), tables=tables))
         return RunOutcome(run_id, sc.label, rep, status, cast(float | None, run["job_time_s"]), cause)
 
     def _record(
@@ -893,7 +891,7 @@ class EmulateRunner:
                 {**env, "emulation": capabilities.emulation(spec), "selftest": _selftest_rows(run_dir)}
             ),
         }
-        return RunRecord(run=run, tables=tables)
+        return RunRecord(run=RunRow.of(run), tables=tables)
 
 
 NDP_READ_COLUMNS = (
