@@ -1,21 +1,46 @@
-"""Fakes for unit tests of the runner's control logic (never used by the product)."""
+"""Fakes of the runner's seams (shufflelab.emulate.protocols) for unit tests of its control logic
+without root: a clock that moves only when something sleeps, a fabric whose switch may die, a Spark
+cluster that may fail to start, driver processes that end (or not) when told. Never used by the product.
+
+A fake driver that succeeds leaves what a real one leaves: its result file and a real Spark event
+log (a fixture), so the run's record is assembled by the product's own code."""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import shutil
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from shufflelab.emulate.fabric import PortCounters
+from shufflelab.emulate.protocols import Backend as BackendSeams
+from shufflelab.emulate.protocols import ProcessLauncher
+from shufflelab.emulate.spark import ClusterError, ClusterSpec
+from shufflelab.spec import ExperimentSpec
+from shufflelab.topology import Network, Port
+
+EVENT_LOG = Path(__file__).parent / "fixtures" / "eventlogs" / "spark-3.5" / "plain" / "app-20261124133740-0000"
 
 
 @dataclass
 class Clock:
-    """A monotonic clock that moves only when something sleeps."""
+    """A monotonic clock that moves only when something sleeps; ``interrupt_at``: the sleep that
+    reaches that time raises KeyboardInterrupt (Ctrl-C), once."""
 
     now: float = 0.0
+    interrupt_at: float | None = None
 
     def __call__(self) -> float:
         return self.now
 
     def sleep(self, s: float) -> None:
         self.now += s
+        if self.interrupt_at is not None and self.now >= self.interrupt_at:
+            self.interrupt_at = None
+            raise KeyboardInterrupt
 
 
 @dataclass
@@ -36,12 +61,184 @@ class Job:
 
 
 @dataclass
+class Lease:
+    lease_id: str
+    scratch: Path
+
+
+@dataclass
 class Fabric:
-    """A fabric whose switch dies at ``dies_at`` (never when None)."""
+    """A fabric whose switch dies at ``dies_at`` (never when None); records what was asked of it."""
 
     clock: Clock
     dies_at: float | None = None
     why: str = "switch exited with status 1: port r:sw1 gone"
+    network: Network | None = None
+    lease: Lease | None = None
+    configured: list[ExperimentSpec] = field(default_factory=list)
+    closed: bool = False
 
     def switch_failure(self) -> str | None:
         return self.why if self.dies_at is not None and self.clock() >= self.dies_at else None
+
+    @property
+    def places(self) -> Mapping[str, str]:
+        assert self.network is not None
+        return {n: f"place-{n}" for n in self.network.nodes}
+
+    def configure(self, spec: ExperimentSpec, restart_switch: bool = False) -> None:
+        self.configured.append(spec)
+
+    def counters(self, port: Port) -> PortCounters:
+        return PortCounters(tx_bytes=0, tx_packets=0, drops=0, backlog_bytes=0, backlog_packets=0)
+
+    def selftest(self, spec: ExperimentSpec, run_dir: Path) -> list[dict[str, Any]]:
+        return []
+
+    def start_queue_sampler(self, spec: ExperimentSpec, out: Path, launch: ProcessLauncher) -> Process | None:
+        return None  # as the userspace switch: it samples itself
+
+    def save_telemetry(self, run_dir: Path) -> None:
+        pass
+
+
+@dataclass
+class Behaviour:
+    """What a fake driver process does: ends ``ends_after`` s after it started (never when None) and
+    then leaves ``result`` ("ok": a result and the fixture event log; "error": a result saying the
+    job failed; "none": no result at all, as a driver that crashed)."""
+
+    ends_after: float | None = 3.0
+    result: str = "ok"
+
+
+@dataclass
+class Process:
+    """A process that ends at ``ends_at`` on ``clock`` (never when None), calling ``on_end`` once."""
+
+    clock: Clock
+    ends_at: float | None
+    on_end: Any = None
+    pid: int = 4242
+    stopped_with: list[float] = field(default_factory=list)
+    code: int | None = None
+
+    def poll(self) -> int | None:
+        if self.code is None and self.ends_at is not None and self.clock() >= self.ends_at:
+            self.code = 0
+            if self.on_end is not None:
+                self.on_end()
+        return self.code
+
+    def stop(self, sig: int = 15, grace_s: float = 5.0) -> int | None:
+        self.stopped_with.append(grace_s)
+        if self.poll() is None:
+            self.code = -sig
+        return self.code
+
+
+class Cluster:
+    """A Spark cluster whose drivers behave as ``behaviours`` says (in launch order; the last one
+    repeats); its start fails while ``backend.start_failures`` is positive."""
+
+    def __init__(self, backend: Backend, spec: ClusterSpec, scratch: Path) -> None:
+        self.backend, self.spec, self.scratch = backend, spec, scratch
+        self.started = self.stopped = False
+        self.dies = False  # alive() says False from now on (a daemon died between runs)
+        self.found_leftovers = False
+
+    @property
+    def url(self) -> str:
+        return "spark://10.77.1.1:7077"
+
+    def start(self) -> None:
+        left = self.scratch / "w1" / "work" / "app-1"  # state a start leaves behind
+        self.found_leftovers = left.exists()
+        left.mkdir(parents=True, exist_ok=True)
+        if self.backend.start_failures > 0:
+            self.backend.start_failures -= 1
+            raise ClusterError("Spark daemon on w1 exited (-9); see worker-w1.log")
+        self.started = True
+
+    def stop(self) -> None:
+        self.stopped = True
+
+    def alive(self) -> bool:
+        return self.started and not self.stopped and not self.dies
+
+    def app_conf(self, spec: ExperimentSpec, event_dir: Path, partitions: int | None, **kw: Any) -> dict[str, str]:
+        return {"spark.eventLog.dir": f"file://{event_dir}"}
+
+    def driver(self, request_path: Path, log: Path) -> Process:
+        b = self.backend
+        k = len(b.drivers)
+        how = b.behaviours[min(k, len(b.behaviours) - 1)]
+        request = json.loads(request_path.read_text())
+        result = Path(request["result"])
+        event_dir = Path(request["conf"]["spark.eventLog.dir"].removeprefix("file://"))
+
+        def end() -> None:
+            app_id = f"app-fake-{k:04d}"
+            if how.result == "ok":
+                shutil.copyfile(EVENT_LOG, event_dir / app_id)
+                result.write_text(json.dumps({"ok": True, "app_id": app_id}))
+            elif how.result == "error":
+                result.write_text(json.dumps({"ok": False, "app_id": None, "error": "Py4JJavaError: boom\n\tat x"}))
+
+        ends = None if how.ends_after is None else b.clock() + how.ends_after
+        proc = Process(b.clock, ends, on_end=end)
+        b.drivers.append(proc)
+        return proc
+
+    def log_marks(self) -> dict[str, int]:
+        return {}
+
+    def copy_logs_since(self, marks: dict[str, int], dest: Path, app_ids: list[str]) -> None:
+        pass
+
+    def executor_cpu_ticks(self) -> tuple[int, int] | None:
+        return None
+
+
+@dataclass
+class Backend:
+    """Every seam faked; keeps what was made so that tests can look at it."""
+
+    scratch: Path
+    clock: Clock = field(default_factory=Clock)
+    behaviours: list[Behaviour] = field(default_factory=lambda: [Behaviour()])
+    start_failures: int = 0
+    switch_dies_at: float | None = None
+    fabrics: list[Fabric] = field(default_factory=list)
+    clusters: list[Cluster] = field(default_factory=list)
+    drivers: list[Process] = field(default_factory=list)
+    commands: list[list[str]] = field(default_factory=list)
+
+    def seams(self) -> BackendSeams:
+        return BackendSeams(
+            open_fabric=self.open_fabric, new_cluster=self.new_cluster, run=self.run, launch=self.launch,
+            clock=self.clock, sleep=self.clock.sleep,
+        )  # fmt: skip
+
+    @contextlib.contextmanager
+    def open_fabric(self, network: Network, offloads: bool) -> Iterator[Fabric]:
+        lease = Lease(f"f{len(self.fabrics)}", self.scratch / f"lease{len(self.fabrics)}")
+        lease.scratch.mkdir(parents=True)
+        fabric = Fabric(self.clock, dies_at=self.switch_dies_at, network=network, lease=lease)
+        self.fabrics.append(fabric)
+        try:
+            yield fabric
+        finally:
+            fabric.closed = True
+
+    def new_cluster(self, spec: ClusterSpec, fabric: Any, scratch: Path, log_dir: Path) -> Cluster:
+        cluster = Cluster(self, spec, scratch)
+        self.clusters.append(cluster)
+        return cluster
+
+    def run(self, argv: Sequence[str], *, place: str | None = None, check: bool = True, timeout: float = 60) -> str:
+        self.commands.append(list(argv))
+        return ""
+
+    def launch(self, place: str, argv: Sequence[str], log: Path, /, env: Mapping[str, str] | None = None) -> Process:
+        return Process(self.clock, None)

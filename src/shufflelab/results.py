@@ -12,8 +12,8 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import Field, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -25,18 +25,94 @@ from shufflelab.eventlog import ExecutorRow, JobRow, SqlExecutionRow, StageRow, 
 _SQL_TYPES = {int: "BIGINT", float: "DOUBLE", str: "VARCHAR", bool: "BOOLEAN"}
 
 
+def _sql_type(f: Field[Any]) -> str:
+    """A dataclass field's column type: its ``sql`` metadata if given, else from its Python type."""
+    if "sql" in f.metadata:
+        return str(f.metadata["sql"])
+    t = str(f.type)
+    for py, sql in _SQL_TYPES.items():
+        if t.startswith(py.__name__):
+            return sql
+    return "VARCHAR"
+
+
 def _ddl_from(row_type: type) -> str:
-    cols = []
-    hints = {f.name: f.type for f in fields(row_type)}
-    for name, hint in hints.items():
-        t = str(hint)
-        base = "VARCHAR"
-        for py, sql in _SQL_TYPES.items():
-            if t.startswith(py.__name__):
-                base = sql
-                break
-        cols.append(f"{name} {base}")
-    return ", ".join(cols)
+    return ", ".join(f"{f.name} {_sql_type(f)}" for f in fields(row_type))
+
+
+def _column(sql: str | None = None) -> Any:
+    """A nullable column (None unless set); ``sql`` overrides the type derived from the annotation."""
+    return field(default=None, metadata={"sql": sql} if sql else {})
+
+
+_INT = "INTEGER"  # counts and indices: 32-bit in the store, as since the first release
+
+
+@dataclass(kw_only=True)
+class RunRow:
+    """One row of ``runs``: a run of a scenario on some backend. The table's DDL and its migrations
+    are generated from these fields (their order is the column order of a new store)."""
+
+    run_id: str = field(metadata={"sql": "VARCHAR PRIMARY KEY"})
+    scenario_id: str
+    rep: int = field(metadata={"sql": _INT})
+    attempt: int | None = _column(_INT)
+    status: str
+    cause: str | None = None
+    backend: str | None = None
+    started_at: float | None = None  # epoch seconds
+    finished_at: float | None = None
+    wall_s: float | None = None
+    setup_s: float | None = None  # building what the run needed (fabric, cluster, storage), charged to it
+    session_s: float | None = None  # the slowest application's Spark session start
+    app_id: str | None = None  # the applications' ids, comma-separated
+    job_time_s: float | None = None  # with several applications: the mean of their job times
+    n_jobs: int | None = _column(_INT)
+    n_tasks: int | None = _column(_INT)
+    executor_cpu_s: float | None = None
+    executor_run_s: float | None = None
+    fetch_wait_s: float | None = None
+    remote_bytes_read: int | None = None
+    local_bytes_read: int | None = None
+    shuffle_bytes_written: int | None = None
+    bottleneck_tx_bytes: int | None = None
+    bottleneck_drops: int | None = None
+    bottleneck_max_backlog_bytes: int | None = None
+    cc_configured: str | None = None
+    cc_observed: str | None = None  # "cubic:12,reno:1": congestion controls seen on the job's connections
+    run_dir: str | None = None
+    environment_json: str | None = None
+    bottleneck_marks: int | None = None  # ECN marks (the userspace switch; None on the kernel path)
+    n_apps: int | None = field(default=None, metadata={"sql": f"{_INT} DEFAULT 1"})
+    total_cores: int | None = _column(_INT)
+    # executor JVMs' user and system CPU from the OS (reaped by the worker daemons): unlike the event
+    # log's executorCpuTime it separates interrupt work charged as system time
+    executor_user_s: float | None = None
+    executor_sys_s: float | None = None
+    # the task threads' user-mode CPU (executor plugin): the event log's executorCpuTime without the
+    # interrupt work this kernel charges to whatever thread runs
+    task_user_cpu_s: float | None = None
+    task_thread_cpu_s: float | None = None
+    failed_tasks: int | None = _column(_INT)
+    fetch_failures: int | None = _column(_INT)
+    stage_reattempts: int | None = _column(_INT)
+
+    @staticmethod
+    def of(values: Mapping[str, Any]) -> RunRow:
+        """A row from a mapping of its columns; a key that is not a column is refused, named."""
+        known = {f.name for f in fields(RunRow)}
+        unknown = sorted(k for k in values if k not in known)
+        if unknown:
+            raise ValueError(f"runs row: unknown column(s) {', '.join(unknown)}")
+        return RunRow(**values)
+
+    def columns(self) -> dict[str, Any]:
+        """The row's set columns (None left out: the store's NULL or the column's default)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+
+
+# the first of the columns ``runs`` gained after the first release (those after it are newer too)
+_RUNS_ADDED_FROM = "bottleneck_marks"
 
 
 SCHEMA = [
@@ -46,16 +122,7 @@ SCHEMA = [
     """CREATE TABLE IF NOT EXISTS scenarios (
         scenario_id VARCHAR PRIMARY KEY, label VARCHAR, values_json VARCHAR, spec_json VARCHAR,
         backend VARCHAR)""",
-    """CREATE TABLE IF NOT EXISTS runs (
-        run_id VARCHAR PRIMARY KEY, scenario_id VARCHAR, rep INTEGER, attempt INTEGER,
-        status VARCHAR, cause VARCHAR, backend VARCHAR,
-        started_at DOUBLE, finished_at DOUBLE, wall_s DOUBLE, setup_s DOUBLE, session_s DOUBLE,
-        app_id VARCHAR, job_time_s DOUBLE, n_jobs INTEGER, n_tasks INTEGER,
-        executor_cpu_s DOUBLE, executor_run_s DOUBLE, fetch_wait_s DOUBLE,
-        remote_bytes_read BIGINT, local_bytes_read BIGINT, shuffle_bytes_written BIGINT,
-        bottleneck_tx_bytes BIGINT, bottleneck_drops BIGINT, bottleneck_max_backlog_bytes BIGINT,
-        cc_configured VARCHAR, cc_observed VARCHAR, run_dir VARCHAR, environment_json VARCHAR,
-        bottleneck_marks BIGINT)""",
+    f"CREATE TABLE IF NOT EXISTS runs ({_ddl_from(RunRow)})",
     f"CREATE TABLE IF NOT EXISTS jobs (run_id VARCHAR, app_index INTEGER DEFAULT 0, {_ddl_from(JobRow)})",
     f"CREATE TABLE IF NOT EXISTS stages (run_id VARCHAR, app_index INTEGER DEFAULT 0, {_ddl_from(StageRow)})",
     f"CREATE TABLE IF NOT EXISTS tasks (run_id VARCHAR, app_index INTEGER DEFAULT 0, {_ddl_from(TaskRow)})",
@@ -111,23 +178,12 @@ MIGRATIONS = [
     "ALTER TABLE jobs ADD COLUMN IF NOT EXISTS app_index INTEGER DEFAULT 0",
     "ALTER TABLE stages ADD COLUMN IF NOT EXISTS app_index INTEGER DEFAULT 0",
     "ALTER TABLE tasks ADD COLUMN IF NOT EXISTS app_index INTEGER DEFAULT 0",
-    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS n_apps INTEGER DEFAULT 1",
-    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS total_cores INTEGER",
     "ALTER TABLE apps ADD COLUMN IF NOT EXISTS listener_tasks INTEGER",
-    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS executor_user_s DOUBLE",
-    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS executor_sys_s DOUBLE",
-    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS task_user_cpu_s DOUBLE",
-    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS task_thread_cpu_s DOUBLE",
     "ALTER TABLE apps ADD COLUMN IF NOT EXISTS plugin_tasks INTEGER",
     "ALTER TABLE apps ADD COLUMN IF NOT EXISTS task_user_cpu_s DOUBLE",
     "ALTER TABLE apps ADD COLUMN IF NOT EXISTS task_thread_cpu_s DOUBLE",
     # ECN marks: the userspace switch's telemetry has them, the kernel sampler's does not (NULL)
     "ALTER TABLE queue_samples ADD COLUMN IF NOT EXISTS marks BIGINT",
-    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS bottleneck_marks BIGINT",
-    # Spark's recovery (fault injection): failed task attempts, fetch failures, stage re-attempts
-    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS failed_tasks INTEGER",
-    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS fetch_failures INTEGER",
-    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS stage_reattempts INTEGER",
     # cross traffic as delivered: the rate asked of iperf3, whether its client survived the run, when its
     # test started, what the server received, and what the client sent during the job (run validity)
     "ALTER TABLE cross_traffic ADD COLUMN IF NOT EXISTS configured_bps DOUBLE",
@@ -141,6 +197,11 @@ MIGRATIONS = [
     "ALTER TABLE tasks ADD COLUMN IF NOT EXISTS speculative BOOLEAN DEFAULT false",
     "ALTER TABLE stages ADD COLUMN IF NOT EXISTS parent_ids VARCHAR",
     "ALTER TABLE jobs ADD COLUMN IF NOT EXISTS sql_execution_id BIGINT",
+]
+_run_fields = [f.name for f in fields(RunRow)]
+MIGRATIONS += [
+    f"ALTER TABLE runs ADD COLUMN IF NOT EXISTS {f.name} {_sql_type(f)}"
+    for f in fields(RunRow)[_run_fields.index(_RUNS_ADDED_FROM) :]
 ]
 
 
@@ -187,10 +248,15 @@ REQUIRED_TABLES = ("experiments", "scenarios", "runs", "jobs", "stages", "tasks"
 
 @dataclass
 class RunRecord:
-    """Everything one run contributes to the store."""
+    """Everything one run contributes to the store: its ``runs`` row (a mapping of the row's
+    columns is accepted too, for fixtures) and its rows of the other tables."""
 
-    run: dict[str, Any]
+    run: RunRow
     tables: dict[str, pd.DataFrame]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.run, RunRow):
+            self.run = RunRow.of(self.run)
 
 
 def _table_names() -> list[str]:
@@ -301,14 +367,14 @@ class Store:
 
     def write_run(self, record: RunRecord) -> None:
         """Insert one run and all its rows atomically (replacing a previous copy of the same run)."""
-        run_id = record.run["run_id"]
+        run_id = record.run.run_id
         with self.connect() as con:
             con.execute("BEGIN TRANSACTION")
             try:
                 con.execute("DELETE FROM runs WHERE run_id = ?", [run_id])
                 for t in RUN_TABLES:
                     con.execute(f"DELETE FROM {t} WHERE run_id = ?", [run_id])
-                run_df = pd.DataFrame([record.run])
+                run_df = pd.DataFrame([record.run.columns()])
                 con.register("run_df", run_df)
                 con.execute("INSERT INTO runs BY NAME SELECT * FROM run_df")
                 con.unregister("run_df")

@@ -19,7 +19,7 @@ from shufflelab import spec as S
 from shufflelab import topology as T
 from shufflelab.emulate import netns
 from shufflelab.emulate.fabric import Fabric
-from shufflelab.emulate.runner import load_samples
+from shufflelab.emulate.telemetry import load_samples
 from shufflelab.switch import binary_path
 
 pytestmark = [

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from shufflelab.emulate import netns
-from shufflelab.emulate.runner import parse_cc_observed
+from shufflelab.emulate.record import parse_cc_observed
 from shufflelab.results import Store
 
 pytestmark = [pytest.mark.root, pytest.mark.spark]

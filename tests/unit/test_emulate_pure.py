@@ -11,7 +11,8 @@ from conftest import FIXTURES
 from shufflelab import spec as S
 from shufflelab import topology as T
 from shufflelab.emulate import fabric, traffic
-from shufflelab.emulate.runner import _cc_in_ss, parse_cc_observed
+from shufflelab.emulate.drivers.spark import cc_in_ss
+from shufflelab.emulate.record import parse_cc_observed
 from shufflelab.spec import Link, Tcp
 from shufflelab.switch import Red, SwitchHost, SwitchPort
 
@@ -139,14 +140,14 @@ def test_iperf3_summary_from_a_real_result(tmp_path) -> None:  # type: ignore[no
 
 def test_cc_names_from_ss_output() -> None:
     text = (FIXTURES / "ss-tin-worker.txt").read_text()  # recorded in a worker: its link to the master
-    assert _cc_in_ss(text, skip_ports=()) == ["cubic"]
-    assert _cc_in_ss(text) == []  # daemon (port 7077) connections do not count
+    assert cc_in_ss(text, skip_ports=()) == ["cubic"]
+    assert cc_in_ss(text) == []  # daemon (port 7077) connections do not count
     executor = (
         "0 0 [::ffff:10.77.3.1]:41234 [::ffff:10.77.4.1]:39017\n"
         "\t reno wscale:10,10 rto:204 rtt:0.2/0.1 mss:1448 cwnd:10\n"
         "0 0 127.0.0.1:5000 127.0.0.1:5001\n\t bbr wscale:7,7\n"
     )
-    assert _cc_in_ss(text + executor) == ["reno"]  # loopback is not an inter-host connection
+    assert cc_in_ss(text + executor) == ["reno"]  # loopback is not an inter-host connection
     assert parse_cc_observed("cubic:3,reno:1") == {"cubic": 3, "reno": 1}
     assert parse_cc_observed(None) == {}
 

@@ -116,7 +116,7 @@ def test_queue_samples_marks_column_is_nullable_and_old_files_gain_it(tmp_path: 
         st.write_run(_record("kernel-r1", "k", 1))  # the kernel sampler's columns: no marks
         switch = _record("switch-r1", "s", 1)
         switch.tables["queue_samples"] = pd.DataFrame({"t": [1.0, 1.1], "backlog_bytes": [0, 1500], "marks": [0, 7]})
-        switch.run["bottleneck_marks"] = 7
+        switch.run.bottleneck_marks = 7
         st.write_run(switch)
         df = st.query("SELECT run_id, marks FROM queue_samples WHERE run_id <> 'old' ORDER BY run_id, t")
         assert df["run_id"].tolist() == ["kernel-r1", "kernel-r1", "switch-r1", "switch-r1"]
@@ -234,3 +234,43 @@ def test_the_store_refuses_what_is_not_a_results_file(tmp_path: Path, kind: str)
     path = _not_a_store(tmp_path, kind)
     with pytest.raises(StoreError, match=f"^{re.escape(str(path))}: "):
         Store(path).query("SELECT * FROM runs")
+
+
+def test_the_runs_table_is_the_run_row_and_old_files_gain_its_new_columns(tmp_path: Path) -> None:
+    import dataclasses
+
+    import duckdb
+
+    from shufflelab.results import RunRow
+
+    old = tmp_path / "old.duckdb"
+    con = duckdb.connect(str(old))  # the first release's runs table: none of the later columns
+    con.execute(
+        "CREATE TABLE runs (run_id VARCHAR PRIMARY KEY, scenario_id VARCHAR, rep INTEGER, attempt INTEGER, "
+        "status VARCHAR, cause VARCHAR, backend VARCHAR, started_at DOUBLE, finished_at DOUBLE, wall_s DOUBLE, "
+        "setup_s DOUBLE, session_s DOUBLE, app_id VARCHAR, job_time_s DOUBLE, n_jobs INTEGER, n_tasks INTEGER, "
+        "executor_cpu_s DOUBLE, executor_run_s DOUBLE, fetch_wait_s DOUBLE, remote_bytes_read BIGINT, "
+        "local_bytes_read BIGINT, shuffle_bytes_written BIGINT, bottleneck_tx_bytes BIGINT, bottleneck_drops BIGINT, "
+        "bottleneck_max_backlog_bytes BIGINT, cc_configured VARCHAR, cc_observed VARCHAR, run_dir VARCHAR, "
+        "environment_json VARCHAR)"
+    )
+    con.execute("INSERT INTO runs (run_id, scenario_id, rep, status) VALUES ('old-r1', 'old', 1, 'ok')")
+    con.close()
+    names = [f.name for f in dataclasses.fields(RunRow)]
+    for path in (tmp_path / "new.duckdb", old):
+        st = Store(path)
+        st.write_run(RunRecord(RunRow(run_id="a-r1", scenario_id="a", rep=1, status="ok", n_tasks=4), {}))
+        cols = st.query("DESCRIBE runs")
+        have = dict(zip(cols["column_name"], cols["column_type"], strict=True))
+        assert set(names) <= set(have)
+        assert have["rep"] == "INTEGER" and have["remote_bytes_read"] == "BIGINT" and have["wall_s"] == "DOUBLE"
+        rows = st.query("SELECT run_id, n_tasks, n_apps FROM runs ORDER BY run_id")
+        assert rows.loc[rows["run_id"] == "a-r1", "n_tasks"].tolist() == [4]
+        assert set(rows["n_apps"]) == {1}  # the column's default, old rows too
+    # a fresh store has exactly the row's columns, in its order
+    assert list(Store(tmp_path / "new.duckdb").query("DESCRIBE runs")["column_name"]) == names
+
+
+def test_a_run_row_with_an_unknown_column_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match="unknown column"):
+        RunRecord({"run_id": "a", "scenario_id": "a", "rep": 1, "status": "ok", "job_secs": 1.0}, {})

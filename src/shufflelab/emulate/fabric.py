@@ -13,12 +13,17 @@ when only those values differ.
 from __future__ import annotations
 
 import contextlib
+import shutil
+import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from pyroute2 import NetNS
 
 from shufflelab import shaping
+from shufflelab.emulate import selftest as link_selftest
 from shufflelab.emulate.netns import Lease, run
 from shufflelab.spec import ExperimentSpec, Link, Tcp
 from shufflelab.switch.controller import (
@@ -34,6 +39,9 @@ from shufflelab.switch.controller import (
 )
 from shufflelab.switch.controller import Red as SwitchRed
 from shufflelab.topology import ROUTER, Network, Port
+
+if TYPE_CHECKING:
+    from shufflelab.emulate.protocols import Process, ProcessLauncher
 
 
 @dataclass(frozen=True)
@@ -175,6 +183,11 @@ class Fabric:
         self._up = False
         # link self-tests done on this fabric, by link configuration (see emulate.selftest.for_run)
         self.selftest_cache: dict[str, Any] = {}
+
+    @property
+    def places(self) -> Mapping[str, str]:
+        """Host name -> its namespace (where its commands run)."""
+        return self.ns
 
     # -- lifecycle -------------------------------------------------------------------------
     def up(self) -> None:
@@ -354,6 +367,34 @@ class Fabric:
             run(leaf)
 
     # -- observation -----------------------------------------------------------------------------
+    def selftest(self, spec: ExperimentSpec, run_dir: Path) -> list[dict[str, Any]]:
+        """The link self-test of ``spec`` on this idle fabric, once per link configuration
+        (:func:`shufflelab.emulate.selftest.for_run`), written to ``run_dir/selftest.json``."""
+        return link_selftest.for_run(spec, self, run_dir, self.selftest_cache)
+
+    def start_queue_sampler(self, spec: ExperimentSpec, out: Path, launch: ProcessLauncher) -> Process | None:
+        """The kernel datapath's queue sampler on the bottleneck ports, writing ``out`` (None on the
+        switch datapath: the switch samples its queues itself, see :meth:`save_telemetry`)."""
+        if self.switch is not None:
+            return None
+        args = [sys.executable, "-m", "shufflelab.emulate.sampler",
+                "--period-ms", str(spec.telemetry.queue_period_ms),
+                "--max-s", str(spec.experiment.run_timeout_s + 120),
+                "--out", str(out)]  # fmt: skip
+        for p in self.network.bottlenecks:
+            args += ["--dev", p.ifname]
+        return launch(self.ns[ROUTER], args, out.parent / "sampler.log")
+
+    def save_telemetry(self, run_dir: Path) -> None:
+        """On the switch datapath: the switch's telemetry (the kernel sampler's columns + marks) as
+        ``queue_samples.csv``, its configuration and log, in ``run_dir``."""
+        if self.switch is None:
+            return
+        with contextlib.suppress(OSError):
+            self.switch.save_telemetry(run_dir / "queue_samples.csv")
+            shutil.copyfile(self.switch.config_path, run_dir / "switch.json")
+            shutil.copyfile(self.switch.log, run_dir / "switch.log")
+
     def counters(self, port: Port) -> PortCounters:
         """Cumulative egress counters of ``port``: its root qdisc's on the kernel path; on the switch
         datapath the switch's latest telemetry row (counted since the switch's last start)."""

@@ -1,0 +1,42 @@
+"""The local backend: the fabric as network namespaces on this machine, Spark's daemons in them."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+
+from shufflelab.emulate import netns
+from shufflelab.emulate.fabric import Fabric
+from shufflelab.emulate.protocols import Backend
+from shufflelab.emulate.protocols import Fabric as FabricLike
+from shufflelab.emulate.spark import ClusterSpec, SparkCluster
+from shufflelab.topology import Network
+
+
+def run_command(argv: Sequence[str], *, place: str | None = None, check: bool = True, timeout: float = 60) -> str:
+    """:func:`netns.run` as a :class:`~shufflelab.emulate.protocols.CommandRunner` (a place is a namespace)."""
+    return netns.run(argv, ns=place, check=check, timeout=timeout)
+
+
+def launch(place: str, argv: Sequence[str], log: Path, /, env: Mapping[str, str] | None = None) -> netns.Process:
+    return netns.Process(place, argv, log, env=env)
+
+
+@contextlib.contextmanager
+def open_fabric(network: Network, offloads: bool) -> Iterator[Fabric]:
+    """A fabric under a fresh lease: namespaces, links and shaping up; everything removed on exit."""
+    with netns.lease() as lease, Fabric(lease, network, offloads=offloads) as fabric:
+        yield fabric
+
+
+def new_cluster(spec: ClusterSpec, fabric: FabricLike, scratch: Path, log_dir: Path) -> SparkCluster:
+    return SparkCluster(spec, dict(fabric.places), fabric.network.host_addresses, scratch, log_dir)
+
+
+def _clean() -> None:
+    netns.clean()  # leftovers of crashed earlier runs (live runs are left alone)
+
+
+def backend() -> Backend:
+    return Backend(open_fabric=open_fabric, new_cluster=new_cluster, run=run_command, launch=launch, clean=_clean)

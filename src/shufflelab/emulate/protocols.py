@@ -1,0 +1,157 @@
+"""The seams between the runner and the machines it runs on: commands, processes, fabric, cluster.
+
+The runner and its workload drivers (:mod:`shufflelab.emulate.drivers`) reach the machines only
+through these. Today's implementation is the local one (:mod:`shufflelab.emulate.local`: network
+namespaces on this machine, :class:`~shufflelab.emulate.fabric.Fabric`,
+:class:`~shufflelab.emulate.spark.SparkCluster`); a backend on real hosts is a second
+implementation of :class:`Fabric` and :class:`Cluster`, and ``tests/fakes.py`` a third (the
+runner's control logic tested without root).
+
+A *place* is where the commands of one of the fabric's hosts run: a network namespace here, a
+host's address on real hosts. The runner never looks inside it; it hands it back to the backend's
+:class:`CommandRunner` and :class:`ProcessLauncher`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from shufflelab.emulate.fabric import PortCounters
+    from shufflelab.emulate.spark import ClusterSpec
+    from shufflelab.spec import ExperimentSpec
+    from shufflelab.topology import Network, Port
+
+
+class Process(Protocol):
+    """A long-running process the runner started (a driver, a sampler, an agent)."""
+
+    @property
+    def pid(self) -> int: ...
+
+    def poll(self) -> int | None: ...
+
+    def stop(self, sig: int = ..., grace_s: float = ...) -> int | None: ...
+
+
+class CommandRunner(Protocol):
+    """Runs a short command at ``place`` (None: where the runner is) and returns its stdout;
+    ``check``: a non-zero exit raises with the command and its stderr."""
+
+    def __call__(
+        self, argv: Sequence[str], *, place: str | None = None, check: bool = True, timeout: float = 60
+    ) -> str: ...
+
+
+class ProcessLauncher(Protocol):
+    """Starts ``argv`` at ``place`` with its output in ``log``; the process lives until stopped."""
+
+    def __call__(
+        self, place: str, argv: Sequence[str], log: Path, /, env: Mapping[str, str] | None = None
+    ) -> Process: ...
+
+
+class Lease(Protocol):
+    """A fabric's claim on the machines: its id and its scratch folder (removed with the fabric)."""
+
+    @property
+    def lease_id(self) -> str: ...
+
+    @property
+    def scratch(self) -> Path: ...
+
+
+class Fabric(Protocol):
+    """A live emulated network (see :class:`shufflelab.emulate.fabric.Fabric`)."""
+
+    @property
+    def network(self) -> Network: ...
+
+    @property
+    def lease(self) -> Lease: ...
+
+    @property
+    def places(self) -> Mapping[str, str]:
+        """Host name -> its place."""
+        ...
+
+    def configure(self, spec: ExperimentSpec, restart_switch: bool = False) -> None:
+        """Apply ``spec``'s datapath, shaping and TCP settings (idempotent); ``restart_switch``: fresh
+        telemetry and counters for a new run."""
+        ...
+
+    def counters(self, port: Port) -> PortCounters: ...
+
+    def switch_failure(self) -> str | None:
+        """Why the datapath stopped forwarding (None: all is well)."""
+        ...
+
+    def selftest(self, spec: ExperimentSpec, run_dir: Path) -> list[dict[str, Any]]:
+        """The link self-test of ``spec``'s links (once per link configuration), in ``run_dir``."""
+        ...
+
+    def start_queue_sampler(self, spec: ExperimentSpec, out: Path, launch: ProcessLauncher) -> Process | None:
+        """Start sampling the bottleneck queues into ``out`` (None: the datapath samples itself)."""
+        ...
+
+    def save_telemetry(self, run_dir: Path) -> None:
+        """Keep the datapath's own telemetry and configuration with the run (if it has any)."""
+        ...
+
+
+class Cluster(Protocol):
+    """A Spark cluster on the fabric (see :class:`shufflelab.emulate.spark.SparkCluster`)."""
+
+    @property
+    def url(self) -> str: ...
+
+    def start(self) -> None:
+        """Until every daemon is ready; raises (and leaves the rest to :meth:`stop`) if one is not."""
+        ...
+
+    def stop(self) -> None: ...
+
+    def alive(self) -> bool: ...
+
+    def app_conf(
+        self,
+        spec: ExperimentSpec,
+        event_dir: Path,
+        partitions: int | None,
+        cores_max: int | None = None,
+        listener_out: Path | None = None,
+    ) -> dict[str, str]:
+        """The Spark conf of one application of ``spec`` on this cluster."""
+        ...
+
+    def driver(self, request_path: Path, log: Path) -> Process:
+        """Start an application's driver (``shufflelab.workloads.driver`` on ``request_path``)."""
+        ...
+
+    def log_marks(self) -> dict[str, int]: ...
+
+    def copy_logs_since(self, marks: dict[str, int], dest: Path, app_ids: list[str]) -> None: ...
+
+    def executor_cpu_ticks(self) -> tuple[int, int] | None:
+        """Executors' user and system CPU so far in clock ticks (None: not known)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Backend:
+    """How the runner reaches its machines (:func:`shufflelab.emulate.local.backend` by default)."""
+
+    # a fabric for ``network`` (``offloads``: leave segmentation offloads on), torn down on exit
+    open_fabric: Callable[[Network, bool], AbstractContextManager[Fabric]]
+    # a (not yet started) cluster of ``ClusterSpec`` on the fabric: scratch folder, log folder
+    new_cluster: Callable[[ClusterSpec, Fabric, Path, Path], Cluster]
+    run: CommandRunner
+    launch: ProcessLauncher
+    clean: Callable[[], object] = lambda: None  # what crashed runs left behind
+    clock: Callable[[], float] = field(default=time.monotonic)
+    sleep: Callable[[float], None] = field(default=time.sleep)

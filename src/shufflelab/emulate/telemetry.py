@@ -1,0 +1,83 @@
+"""What runs around every job, whatever the workload: the fabric set up for the run, the link
+self-test, the queue sampler, the cross traffic, and the bottleneck counters before and after."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from shufflelab.emulate.fabric import PortCounters
+from shufflelab.emulate.protocols import Backend, Fabric, Process
+from shufflelab.emulate.traffic import CrossTraffic, udp_payload_rate_bps
+from shufflelab.spec import ExperimentSpec
+
+
+@dataclass
+class Telemetry:
+    """What a run started around its job (filled step by step, so a failure stops what exists) and
+    what it observed: the bottleneck counters before and after, the cross traffic's results."""
+
+    before: dict[str, PortCounters] = field(default_factory=dict)
+    after: dict[str, PortCounters] = field(default_factory=dict)
+    traffic_rows: list[dict[str, Any]] = field(default_factory=list)
+    sampler: Process | None = None
+    traffic: CrossTraffic | None = None
+
+
+def start(
+    spec: ExperimentSpec,
+    fabric: Fabric,
+    run_dir: Path,
+    tel: Telemetry,
+    phase: Callable[[str], None],
+    backend: Backend,
+) -> None:
+    """Configure the fabric for this run, start the queue sampler (kernel datapath; the switch samples
+    itself) and the cross traffic, and record the bottleneck counters."""
+    net = fabric.network
+    # the userspace switch (if this spec needs it) restarts: its telemetry and counters are this run's
+    fabric.configure(spec, restart_switch=True)
+    if spec.telemetry.selftest != "off":  # the idle fabric, before telemetry and traffic start
+        phase("self-testing the links")
+        fabric.selftest(spec, run_dir)  # -> run_dir/selftest.json
+    tel.before = {p.ifname: fabric.counters(p) for p in net.bottlenecks}
+    tel.sampler = fabric.start_queue_sampler(spec, run_dir / "queue_samples.csv", backend.launch)
+    ct = spec.cross_traffic
+    if ct.active:
+        src, dst = spec.traffic_endpoints()
+        assert src is not None and dst is not None
+        phase("starting cross traffic")
+        tel.traffic = CrossTraffic(
+            fabric.places[src], fabric.places[dst], net.host_addresses[dst], run_dir / "traffic",
+            spec.experiment.run_timeout_s + 60,
+        )  # fmt: skip
+        tel.traffic.start(udp_payload_rate_bps(spec.topology.bottleneck.rate_mbps, ct.udp_percent), ct.tcp_pairs)
+        backend.sleep(ct.warmup_s)
+
+
+def stop(fabric: Fabric, run_dir: Path, tel: Telemetry) -> None:
+    """Stop what :func:`start` started; keep the traffic results and the bottleneck counters after
+    the run in ``tel``; save the datapath's own telemetry and config with the run."""
+    tel.traffic_rows = tel.traffic.stop() if tel.traffic is not None else []
+    if tel.sampler is not None:
+        tel.sampler.stop()
+    try:
+        tel.after = {p.ifname: fabric.counters(p) for p in fabric.network.bottlenecks}
+    except Exception:  # noqa: BLE001 - fabric may be half gone on interrupt
+        tel.after = {}
+    fabric.save_telemetry(run_dir)
+
+
+def load_samples(path: Path, t0: float) -> pd.DataFrame:
+    """The queue samples a run wrote (``t_rel_s``: seconds since ``t0``); empty if none."""
+    if not path.exists() or path.stat().st_size == 0:
+        return pd.DataFrame()
+    df = pd.read_csv(path)
+    if df.empty:
+        return df
+    df["t_rel_s"] = df["t"] - t0
+    return df
