@@ -161,3 +161,11 @@ def test_figures_of_an_application_with_remote_reads(tmp_path: Path) -> None:
     assert figs == ["app0_fct.png", "app0_timeline.png", "app0_what_pays_off.png"]
     md = (tmp_path / "report.md").read_text()
     assert "figures/app0_fct.png" in md and "nan" not in md
+
+
+def test_lab_only_commands_refuse_event_log_stores_by_name(stores: dict[str, Path], tmp_path: Path) -> None:
+    r = CliRunner().invoke(cli, ["calibrate", str(stores["zstd"]), "--cores", "4"])
+    assert r.exit_code == 2 and "holds applications read from event logs" in _said(r)
+    r = CliRunner().invoke(cli, ["report", str(stores["zstd"]), "--out", str(tmp_path / "r"), "--tables"])
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "r" / "report.md").is_file() and (tmp_path / "r" / "data" / "tasks.parquet").is_file()
