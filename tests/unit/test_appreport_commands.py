@@ -169,3 +169,21 @@ def test_lab_only_commands_refuse_event_log_stores_by_name(stores: dict[str, Pat
     r = CliRunner().invoke(cli, ["report", str(stores["zstd"]), "--out", str(tmp_path / "r"), "--tables"])
     assert r.exit_code == 0, r.output
     assert (tmp_path / "r" / "report.md").is_file() and (tmp_path / "r" / "data" / "tasks.parquet").is_file()
+
+
+def test_a_cut_log_is_reported_partial_with_what_was_read(tmp_path: Path) -> None:
+    src = HERE / "spark-4.3" / "plain" / "app-20261124131230-0000"
+    data = src.read_bytes()
+    cut = tmp_path / "logs" / src.name
+    cut.parent.mkdir()
+    cut.write_bytes(data[: int(len(data) * 0.6)])  # a copy cut short, its last line torn
+    r = CliRunner().invoke(cli, ["analyze", str(cut), "--db", str(tmp_path / "c.duckdb"), "--out", str(tmp_path / "r")])
+    assert r.exit_code == 0, r.output
+    (row,) = _runs(tmp_path / "c.duckdb").itertuples(index=False)
+    assert row.status == "partial"
+    text = (tmp_path / "r" / "report.md").read_text()
+    md = " ".join(text.split())
+    assert "**partial: what the reader found**" in md and str(cut) in md
+    # the summary row: the application marked partial with the tasks that could be read
+    (line,) = [x for x in text.splitlines() if f"| {row.app_id} | partial |" in x]
+    assert row.n_tasks > 0 and f"| {row.n_tasks} |" in line

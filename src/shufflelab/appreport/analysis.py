@@ -42,6 +42,10 @@ class App:
     executors: pd.DataFrame
     job_time_s: float
     status: str
+    app_id: str = ""
+    log: str = ""  # where it was read from
+    spark_version: str = ""
+    problems: list[str] = field(default_factory=list)  # what the reader found wrong (a cut log, ...)
 
     @property
     def slots(self) -> int:

@@ -123,7 +123,9 @@ def app_sections(app: App, figdir: Path, link_gbps: float | None, idx: int) -> t
     health = an.stage_health(app)
     fixes = an.what_pays_off(app, b, health)
     sh = an.shuffle_summary(app, link_gbps)
+    about = ", ".join(x for x in (app.app_id, f"Spark {app.spark_version}" if app.spark_version else "") if x)
     facts = [
+        f"{about}; read from {app.log}" if app.log else about,
         f"status {app.status}; job time {app.job_time_s:.2f} s (first job submitted to last job end); "
         f"{len(app.tasks)} tasks in {app.stages['stage_id'].nunique() if not app.stages.empty else 0} stages on "
         f"{app.slots} task slots",
@@ -131,6 +133,12 @@ def app_sections(app: App, figdir: Path, link_gbps: float | None, idx: int) -> t
         f"run time; fetch wait is {_pct(sh['fetch_wait_of_core_time'])} of the application's core time; "
         f"{sh['remote_mb']:.3g} MB read remotely",
     ]
+    if app.status == "partial" or app.problems:
+        facts.append(
+            f"**{'partial: ' if app.status == 'partial' else ''}what the reader found**: "
+            + "; ".join(app.problems)
+            + (" (the numbers cover what could be read)" if app.status == "partial" else "")
+        )
     if link_gbps and sh["network_efficiency"] is None:
         facts.append(f"network efficiency at {link_gbps:g} Gbit/s: not defined (no remote shuffle data was read)")
     elif link_gbps:
@@ -240,6 +248,7 @@ def document(
         [
             {
                 "application": a.name,
+                "app id": a.app_id,
                 "status": a.status,
                 "job_s": round(a.job_time_s, 2),
                 "tasks": len(a.tasks),

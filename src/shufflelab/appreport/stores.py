@@ -49,6 +49,14 @@ def load(store: Store, run_id: str, app_index: int = 0, name: str | None = None)
     a = apps.iloc[0]
     tables = {t: store.query(f"SELECT * FROM {t} {where}", args) for t in ("tasks", "stages", "jobs", "executors")}
     job_time = float(a["job_time_s"]) if a["job_time_s"] == a["job_time_s"] else 0.0
+    env: dict[str, object] = {}
+    run = store.query("SELECT run_dir, environment_json FROM runs WHERE run_id = ?", [run_id])
+    if not run.empty:
+        try:
+            env = json.loads(str(run.iloc[0]["environment_json"] or "{}"))
+        except ValueError:
+            env = {}
+    problems = env.get("problems")
     return App(
         run_id,
         app_index,
@@ -59,4 +67,8 @@ def load(store: Store, run_id: str, app_index: int = 0, name: str | None = None)
         tables["executors"],
         job_time,
         str(a["status"]),
+        str(a["app_id"]),
+        str(env.get("log") or (run.iloc[0]["run_dir"] if not run.empty else "") or ""),
+        str(env.get("spark_version") or ""),
+        [str(p) for p in problems] if isinstance(problems, list) else [],
     )
