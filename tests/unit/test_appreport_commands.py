@@ -3,6 +3,7 @@ application report's figures and network efficiency, checked against computation
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -187,3 +188,18 @@ def test_a_cut_log_is_reported_partial_with_what_was_read(tmp_path: Path) -> Non
     # the summary row: the application marked partial with the tasks that could be read
     (line,) = [x for x in text.splitlines() if f"| {row.app_id} | partial |" in x]
     assert row.n_tasks > 0 and f"| {row.n_tasks} |" in line
+
+
+def test_gc_bound_and_spills_by_hand() -> None:
+    from test_appreport import _app
+
+    a = _app([[400, 400, 200], [300, 300]])
+    a.tasks["gc_ms"] = a.tasks["duration_ms"] * 0.5  # half of every task is GC
+    a.tasks.loc[a.tasks["stage_id"] == 1, "memory_spilled_bytes"] = 5e6
+    b = an.bounds(a)
+    no_gc = next(x for x in b.rows if x.what == an.NO_GC)
+    assert no_gc.predicted_s == pytest.approx(a.job_time_s / 2)  # stages back to back: every stage halves
+    fixes = {f.fix: f for f in an.what_pays_off(a, b, an.stage_health(a))}
+    assert fixes["less GC (executor memory, GC settings)"].gain == pytest.approx(0.5)
+    spill = fixes["more memory per task or more partitions where stages spill"]
+    assert math.isnan(spill.gain) and "stages 1 spilled 10 MB" in spill.how

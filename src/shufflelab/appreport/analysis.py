@@ -13,8 +13,9 @@ Pure functions over the tables ``shufflelab analyze`` (or a lab run) writes for 
   for Spark 2: a stage with total task time W, longest task L and S slots takes max(L, W / S);
   the application takes its driver time (job time not covered by any stage) plus the stages on
   its critical path. Perfect parallelism is the same model with every task of a stage equal
-  (L = W / n). The model's own answer at the recorded slot count is reported next to the
-  recorded time, so its error is visible.
+  (L = W / n), and "no garbage collection" the same model with each task's GC time taken off.
+  The model's own answer at the recorded slot count is reported next to the recorded time, so
+  its error is visible.
 """
 
 from __future__ import annotations
@@ -109,18 +110,22 @@ def stage_model_s(tasks: pd.DataFrame, slots: int, equal_tasks: bool = False) ->
     return max(longest, work / slots) / 1000
 
 
-def scaled_time_s(app: App, slots: int, equal_tasks: bool = False) -> float:
-    """Job time by the stage-level model with ``slots`` task slots (see the module doc)."""
+def scaled_time_s(app: App, slots: int, equal_tasks: bool = False, tasks: pd.DataFrame | None = None) -> float:
+    """Job time by the stage-level model with ``slots`` task slots (see the module doc); ``tasks``:
+    the application's tasks changed (e.g. without their GC time), default as recorded."""
     cp = critical_path(app)
     if cp.empty:
         return float("nan")
     on_path = float(cp["duration_s"].sum())
     driver = max(0.0, app.job_time_s - on_path)
-    t = app.tasks
+    t = app.tasks if tasks is None else tasks
     total = 0.0
     for sid, attempt in zip(cp["stage_id"], cp["attempt"], strict=True):  # the attempt that completed
         total += stage_model_s(t[(t["stage_id"] == sid) & (t["stage_attempt"] == attempt)], slots, equal_tasks)
     return driver + total
+
+
+NO_GC = "no garbage collection (upper bound)"
 
 
 @dataclass
@@ -220,6 +225,12 @@ def bounds(app: App, speedups: tuple[float, ...] = (2.0, 4.0)) -> Bounds:
             n = max(1, int(round(slots * factor)))
             out.append(Bound(f"{label} ({n} slots)", rel(scaled_time_s(app, n)), stage))
         out.append(Bound("perfect parallelism (no skew)", rel(scaled_time_s(app, slots, equal_tasks=True)), stage))
+        gc = app.tasks["gc_ms"].fillna(0).astype(float)
+        if gc.sum() > 0:
+            no_gc = app.tasks.assign(duration_ms=(app.tasks["duration_ms"].astype(float) - gc).clip(lower=0))
+            out.append(
+                Bound(NO_GC, rel(scaled_time_s(app, slots, tasks=no_gc)), stage + "; each task minus its GC time")
+            )
     return Bounds(app.job_time_s, model_now, out, replay_now)
 
 
@@ -252,6 +263,9 @@ def _num(x: object) -> float | None:
 def fct_table(app: App) -> pd.DataFrame:
     return fct.summary(fct.flows(app.tasks)) if not app.tasks.empty else fct.summary(pd.DataFrame())
 
+
+GC_WORTH = 0.02
+"""GC is listed as a fix when it takes at least this share of executor run time."""
 
 STRAGGLER = 1.5
 """A task is a straggler when it took longer than this many times its stage's median task."""
@@ -325,6 +339,23 @@ def what_pays_off(app: App, b: Bounds, health: pd.DataFrame) -> list[Fix]:
                     "halving the task count halves that overhead (upper bound, first order)",
                 )
             )
+    gc = by.get(NO_GC)
+    run = float(app.tasks["executor_run_ms"].sum()) if not app.tasks.empty else 0.0
+    gc_share = float(app.tasks["gc_ms"].sum()) / run if run > 0 else 0.0
+    if gc is not None and gc_share >= GC_WORTH:
+        fixes.append(
+            Fix("less GC (executor memory, GC settings)", gc.gain(obs), gc.how + f" ({gc_share:.0%} of run time)")
+        )
+    spilled = health[health["spill_mb"] > 0] if not health.empty else health
+    if not spilled.empty:
+        fixes.append(
+            Fix(
+                "more memory per task or more partitions where stages spill",
+                float("nan"),
+                f"stages {', '.join(str(x) for x in spilled['stage'].head(8))} spilled "
+                f"{spilled['spill_mb'].sum():.0f} MB; a log records how much was spilled, not how long it took",
+            )
+        )
     scans = float(app.tasks["input_bytes"].sum()) if not app.tasks.empty else 0.0
     if scans > 0:
         scan_stages = health[health["input_mb"] > 0]["stage"].tolist() if not health.empty else []
