@@ -203,3 +203,16 @@ def test_gc_bound_and_spills_by_hand() -> None:
     assert fixes["less GC (executor memory, GC settings)"].gain == pytest.approx(0.5)
     spill = fixes["more memory per task or more partitions where stages spill"]
     assert math.isnan(spill.gain) and "stages 1 spilled 10 MB" in spill.how
+
+
+def test_a_log_without_a_job_is_named_not_analysed(tmp_path: Path) -> None:
+    log = tmp_path / "started.json"
+    log.write_text('{"Event":"SparkListenerLogStart","Spark Version":"3.5.0"}\n')
+    db, out = tmp_path / "s.duckdb", tmp_path / "r"
+    r = CliRunner().invoke(cli, ["analyze", str(log), "--db", str(db), "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    md = (out / "report.md").read_text()
+    assert "no job recorded in this log: nothing to analyse" in md and "started.json" in md
+    assert "nan" not in md and "None" not in md
+    r = CliRunner().invoke(cli, ["whatif", str(db)])
+    assert r.exit_code == 0 and "not replayed" in _said(r)

@@ -45,6 +45,17 @@ def _pct(x: float | None) -> str:
     return f"{100 * x:.1g}%" if 0 < abs(x) < 0.005 else f"{x:.0%}"
 
 
+def _table(title: str, df: pd.DataFrame, empty: str) -> Section:
+    """A level-3 section of one table, or a sentence saying why there is none."""
+    if df.empty:
+        return Section(title, paragraphs=[f"None: {empty}."], level=3)
+    return Section(title, tables=[Table(df)], level=3)
+
+
+def _s(x: float) -> str:
+    return "– (not computable)" if math.isnan(x) else f"{x:.2f} s"
+
+
 def fig_timeline(app: App, cp: pd.DataFrame, path: Path) -> Path | None:
     st = app.stages.dropna(subset=["submitted_at_ms", "completed_at_ms"])
     if st.empty or app.jobs.empty:
@@ -118,14 +129,28 @@ def fig_fct(app: App, fl: pd.DataFrame, path: Path) -> Path | None:
 
 def app_sections(app: App, figdir: Path, link_gbps: float | None, idx: int) -> tuple[list[Section], str]:
     """The sections of one application and its headline line."""
+    about = ", ".join(x for x in (app.app_id, f"Spark {app.spark_version}" if app.spark_version else "") if x)
+    where = f"{about}; read from {app.log}" if app.log else about
+    found = (
+        [
+            f"**{'partial: ' if app.status == 'partial' else ''}what the reader found**: "
+            + "; ".join(app.problems)
+            + (" (the numbers cover what could be read)" if app.status == "partial" else "")
+        ]
+        if app.status == "partial" or app.problems
+        else []
+    )
+    if app.jobs.empty or app.tasks.empty:  # nothing ran, or the log was cut before it did
+        what = "no job" if app.jobs.empty else "no task"
+        bullets = [where, f"status {app.status}; {what} recorded in this log: nothing to analyse", *found]
+        return [Section(app.name, bullets=bullets, level=2)], f"{app.name}: {what} recorded ({app.status})."
     cp = an.critical_path(app)
     b = an.bounds(app)
     health = an.stage_health(app)
     fixes = an.what_pays_off(app, b, health)
     sh = an.shuffle_summary(app, link_gbps)
-    about = ", ".join(x for x in (app.app_id, f"Spark {app.spark_version}" if app.spark_version else "") if x)
     facts = [
-        f"{about}; read from {app.log}" if app.log else about,
+        where,
         f"status {app.status}; job time {app.job_time_s:.2f} s (first job submitted to last job end); "
         f"{len(app.tasks)} tasks in {app.stages['stage_id'].nunique() if not app.stages.empty else 0} stages on "
         f"{app.slots} task slots",
@@ -133,12 +158,7 @@ def app_sections(app: App, figdir: Path, link_gbps: float | None, idx: int) -> t
         f"run time; fetch wait is {_pct(sh['fetch_wait_of_core_time'])} of the application's core time; "
         f"{sh['remote_mb']:.3g} MB read remotely",
     ]
-    if app.status == "partial" or app.problems:
-        facts.append(
-            f"**{'partial: ' if app.status == 'partial' else ''}what the reader found**: "
-            + "; ".join(app.problems)
-            + (" (the numbers cover what could be read)" if app.status == "partial" else "")
-        )
+    facts += found
     if link_gbps and sh["network_efficiency"] is None:
         facts.append(f"network efficiency at {link_gbps:g} Gbit/s: not defined (no remote shuffle data was read)")
     elif link_gbps:
@@ -153,8 +173,8 @@ def app_sections(app: App, figdir: Path, link_gbps: float | None, idx: int) -> t
             f"(the rest is driver time between stages)"
         )
     facts.append(
-        f"the models at the recorded settings: replay {b.replay_at_recorded_s:.2f} s, stage model "
-        f"{b.model_at_recorded_s:.2f} s, vs {app.job_time_s:.2f} s recorded (predictions below are scaled by these)"
+        f"the models at the recorded settings: replay {_s(b.replay_at_recorded_s)}, stage model "
+        f"{_s(b.model_at_recorded_s)}, vs {app.job_time_s:.2f} s recorded (predictions below are scaled by these)"
     )
     figures = []
     tl = fig_timeline(app, cp, figdir / f"app{idx}_timeline.png")
@@ -178,17 +198,18 @@ def app_sections(app: App, figdir: Path, link_gbps: float | None, idx: int) -> t
     sections = [
         Section(f"{app.name}", bullets=facts, level=2),
         Section("What pays off", tables=[Table(pays)], level=3),
-        Section("Bounds (model estimates)", tables=[Table(b.table())], level=3),
-        Section("Critical path", tables=[Table(cp.round(3))], level=3),
+        _table("Bounds (model estimates)", b.table(), "no bound computable from this log"),
+        _table("Critical path", cp.round(3), "no completed stage"),
         Section(
             "Stages: skew, stragglers, spills, GC",
             paragraphs=[f"skew = longest / median task; stragglers: tasks over {an.STRAGGLER:g}x the median."],
             tables=[Table(health[[c for c in health_cols if c in health.columns]])] if not health.empty else [],
             level=3,
         ),
-        Section("Shuffle-read FCT per volume bucket", tables=[Table(an.fct_table(app).round(1))], level=3),
-        Section("Figures", figures=figures, level=3),
+        _table("Shuffle-read FCT per volume bucket", an.fct_table(app).round(1), "no task read or wrote shuffle data"),
     ]
+    if figures:
+        sections.append(Section("Figures", figures=figures, level=3))
     best = next((f for f in fixes if not math.isnan(f.gain)), None)
     inf = next((x for x in b.rows if x.what == "infinitely fast network"), None)
     head = (
@@ -250,7 +271,7 @@ def document(
                 "application": a.name,
                 "app id": a.app_id,
                 "status": a.status,
-                "job_s": round(a.job_time_s, 2),
+                "job_s": round(a.job_time_s, 2) if not a.jobs.empty else None,
                 "tasks": len(a.tasks),
                 "slots": a.slots,
                 "remote_mb": round(float(a.tasks["remote_bytes"].sum()) / 1e6, 1) if not a.tasks.empty else 0.0,

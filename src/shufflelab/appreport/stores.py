@@ -67,7 +67,7 @@ def load(store: Store, run_id: str, app_index: int = 0, name: str | None = None)
         tables["executors"],
         job_time,
         str(a["status"]),
-        str(a["app_id"]),
+        str(a["app_id"] or ""),
         str(env.get("log") or (run.iloc[0]["run_dir"] if not run.empty else "") or ""),
         str(env.get("spark_version") or ""),
         [str(p) for p in problems] if isinstance(problems, list) else [],
