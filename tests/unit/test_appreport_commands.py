@@ -3,6 +3,7 @@ application report's figures and network efficiency, checked against computation
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -216,3 +217,11 @@ def test_a_log_without_a_job_is_named_not_analysed(tmp_path: Path) -> None:
     assert "nan" not in md and "None" not in md
     r = CliRunner().invoke(cli, ["whatif", str(db)])
     assert r.exit_code == 0 and "not replayed" in _said(r)
+
+
+def test_the_labs_whatif_validation_has_nothing_to_pair_in_event_logs(stores: dict[str, Path]) -> None:
+    from shufflelab import whatif
+
+    spec = Store(stores["zstd"]).query("SELECT spec_json FROM scenarios")["spec_json"].iloc[0]
+    assert whatif.udp_speedup(json.loads(spec)) == 1.0 and whatif.spec_cores(json.loads(spec)) is None
+    assert whatif.validate(stores["zstd"]).empty  # no scenario with cross traffic, no KeyError on a lab field
