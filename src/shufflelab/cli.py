@@ -193,18 +193,24 @@ def diagnose(
         str | None,
         typer.Option(
             help="Baseline label (default: the same scenario without traffic); without --scenario, every "
-            "scenario with cross traffic is compared with it."
+            "scenario with cross traffic is compared with it. On a store of event logs: the store of baseline "
+            "logs of the same application(s)."
         ),
     ] = None,
     min_reps: Annotated[int, typer.Option(help="Fewer successful runs than this on either side: inconclusive.")] = 3,
 ) -> None:
     """Is the job starving for the network? Compare scenarios with their no-traffic baselines."""
+    from shufflelab import appreport
     from shufflelab import diagnose as dg
+    from shufflelab.appreport import starvation
 
     if not db.exists():
         _fail(f"{db}: no such results file")
     try:
-        found = dg.diagnose_store(db, scenario, baseline, min_reps=min_reps)
+        if appreport.is_eventlog_store(db):  # applications read from event logs: --baseline names a store
+            found = starvation.diagnose_command(db, scenario, baseline, min_reps)
+        else:
+            found = dg.diagnose_store(db, scenario, baseline, min_reps=min_reps)
     except ValueError as exc:
         _fail(str(exc))
     if not found:
@@ -272,6 +278,8 @@ def whatif(
 
     if not db.exists():
         _fail(f"{db}: no such results file")
+    if _whatif_eventlogs(db, speedup, cpu_saving_per_gb_s, select):
+        return
     store = Store(db)
     try:
         runs = store.query(
@@ -303,6 +311,34 @@ def whatif(
     console.print(
         "Model: shufflelab.whatif (network waits / speed-up on the observed stage DAG); a prediction, not a run."
     )
+
+
+def _whatif_eventlogs(db: Path, speedup: float, cpu_saving: float, select: list[str] | None) -> bool:
+    """``whatif`` on a store of event logs (False for a lab store): one row per application."""
+    from shufflelab import appreport
+
+    if not appreport.is_eventlog_store(db):
+        return False
+    rows = appreport.whatif_table(db, speedup, cpu_saving, select)
+    if rows.empty:
+        _fail("no application matches")
+    t = Table(title=f"what if the network were {speedup:g}x faster"
+              + (f" and {cpu_saving:g} CPU-s/GB cheaper" if cpu_saving else ""))  # fmt: skip
+    for col, just in (("application", "left"), ("recorded job (s)", "right"), ("replay at 1x (s)", "right"),
+                      ("predicted (s)", "right"), ("change", "right")):  # fmt: skip
+        t.add_column(col, justify=just, overflow="fold")  # type: ignore[arg-type]
+    for r in rows.itertuples(index=False):
+        if r.note:
+            t.add_row(str(r.application), f"{r.recorded_s:.1f}", "", "", f"not replayed: {r.note}")
+        else:
+            t.add_row(str(r.application), f"{r.recorded_s:.1f}", f"{r.replay_at_1x_s:.1f}", f"{r.predicted_s:.1f}",
+                      f"{r.change:+.1%}")  # fmt: skip
+    console.print(t)
+    console.print(
+        "Model estimate (shufflelab.whatif): the recorded schedule replayed with each task's fetch wait / k, "
+        "scaled by the replay's own answer at 1x; a prediction, not a run."
+    )
+    return True
 
 
 @app.command()
@@ -344,14 +380,10 @@ def analyze(
     from shufflelab import appreport
     from shufflelab.results import StoreError
 
-    base_db = None
-    if baseline:
-        base_db = db.with_name(db.stem + "-baseline.duckdb")
-        code = command.run(baseline, base_db, None, None, force, console, err)
-        if code:
-            raise typer.Exit(code)
+    base_db = command.baseline_store(baseline, db, console, err) if baseline else None
+    no_base = "none of the baseline logs could be read" if baseline and base_db is None else None
     try:
-        html_path, md_path = appreport.write(db, out, link_gbps, base_db)
+        html_path, md_path = appreport.write(db, out, link_gbps, base_db, no_base)
     except StoreError as exc:
         _fail(str(exc))
     console.print(f"report: {html_path}\n        {md_path}")

@@ -98,3 +98,34 @@ def test_missing_application_and_server_down_are_named(history_server: LocalHist
         HistoryServerError, match=f"^{down}/api/v1/applications/a/logs: the History Server cannot be reached"
     ):
         fetch_logs(down, "a", tmp_path)
+
+
+def test_analyze_from_the_history_server_writes_the_report(history_server: LocalHistoryServer, tmp_path: Path) -> None:
+    line, variant = LOGS[0]
+    app_id = _app_id(_variant(line, variant))
+    out = tmp_path / "rep"
+    args = ["analyze", "--history-server", history_server.url, "--app", app_id, "--db", str(tmp_path / "hs.duckdb")]
+    r = CliRunner().invoke(app, [*args, "--out", str(out), "--link-gbps", "1"])
+    assert r.exit_code == 0, r.output
+    md = (out / "report.md").read_text()
+    assert f"| {app_id} |" in md and "### What pays off" in md and "network efficiency at 1 Gbit/s" in md
+    # the server gone: the URL is named, nothing was read, no report
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        down = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    r = CliRunner().invoke(
+        app,
+        [
+            "analyze",
+            "--history-server",
+            down,
+            "--app",
+            app_id,
+            "--db",
+            str(tmp_path / "x.duckdb"),
+            "--out",
+            str(tmp_path / "none"),
+        ],  # fmt: skip
+    )
+    assert r.exit_code == 1 and "the History Server cannot be reached" in " ".join(r.output.split())
+    assert not (tmp_path / "none").exists()

@@ -1,85 +1,80 @@
 """The report of applications read from event logs (``shufflelab analyze``): the lab's questions for
 any Spark application -- how much the network costs it, why, and which fix pays off.
 
-``load`` reads one application's tables from a store; :mod:`.analysis` computes; :mod:`.render`
+:mod:`.stores` reads one application's tables from a store; :mod:`.analysis` computes; :mod:`.render`
 builds the :class:`shufflelab.document.Document`; :func:`write` does all three for a store.
+:mod:`.starvation` compares a store with baseline logs (``diagnose``); :func:`whatif_table` is
+``whatif`` on such a store.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from shufflelab.appreport.analysis import App
+import pandas as pd
+
+from shufflelab.appreport.stores import applications, is_eventlog_store, load
 from shufflelab.results import Store, StoreError
 
-
-def is_eventlog_store(db: Path) -> bool:
-    """True for a store ``shufflelab analyze`` wrote (its experiment is the event logs, not a lab spec)."""
-    try:
-        exp = Store(db).query("SELECT spec_json FROM experiments LIMIT 1")
-    except Exception:  # noqa: BLE001 - not a results file: the caller's own error applies
-        return False
-    if exp.empty:
-        return False
-    try:
-        return json.loads(str(exp.iloc[0, 0])).get("source") == "eventlog"
-    except ValueError:
-        return False
+__all__ = ["applications", "is_eventlog_store", "load", "whatif_table", "write"]
 
 
-def applications(store: Store) -> list[tuple[str, int, str]]:
-    """(run_id, app_index, name) of every application in the store, oldest first."""
-    q = (
-        "SELECT a.run_id, coalesce(a.app_index, 0) AS app_index, coalesce(s.label, a.app_id) AS name, a.app_id "
-        "FROM apps a LEFT JOIN runs r USING (run_id) LEFT JOIN scenarios s USING (scenario_id) "
-        "ORDER BY a.first_job_at_ms NULLS LAST, a.run_id"
-    )
-    rows = list(store.query(q).itertuples(index=False, name=None))
-    names = [str(n) for _, _, n, _ in rows]
-    # an application's name, with its id where several share it (the same job run again)
-    return [
-        (str(r), int(i), str(n) if names.count(str(n)) == 1 or str(n) == str(a) else f"{n} ({a})")
-        for r, i, n, a in rows
-    ]
-
-
-def load(store: Store, run_id: str, app_index: int = 0, name: str | None = None) -> App:
-    """One application's tables."""
-    args = [run_id, app_index]
-    where = "WHERE run_id = ? AND coalesce(app_index, 0) = ?"
-    apps = store.query(f"SELECT * FROM apps {where}", args)
-    if apps.empty:
-        raise StoreError(f"no application {run_id!r} (index {app_index}) in the store")
-    a = apps.iloc[0]
-    tables = {t: store.query(f"SELECT * FROM {t} {where}", args) for t in ("tasks", "stages", "jobs", "executors")}
-    job_time = float(a["job_time_s"]) if a["job_time_s"] == a["job_time_s"] else 0.0
-    return App(
-        run_id,
-        app_index,
-        name or str(a["app_id"]),
-        tables["tasks"],
-        tables["stages"],
-        tables["jobs"],
-        tables["executors"],
-        job_time,
-        str(a["status"]),
-    )
-
-
-def write(db: Path, out: Path, link_gbps: float | None = None, baseline_db: Path | None = None) -> tuple[Path, Path]:
-    """Write ``report.md``/``report.html`` (and ``figures/``) for every application in ``db``."""
-    from shufflelab.appreport import render
+def write(
+    db: Path,
+    out: Path,
+    link_gbps: float | None = None,
+    baseline_db: Path | None = None,
+    baseline_problem: str | None = None,
+) -> tuple[Path, Path]:
+    """Write ``report.md``/``report.html`` (and ``figures/``) for every application in ``db``; with a
+    store of baseline logs, the starvation verdict of each application it has logs of
+    (``baseline_problem``: why baseline logs given could not be used)."""
+    from shufflelab import document
+    from shufflelab.appreport import render, starvation
 
     store = Store(db)
     apps = [load(store, r, i, n) for r, i, n in applications(store)]
     if not apps:
         raise StoreError(f"{db}: no application with a recorded job in the store")
-    base = None
+    verdicts, problem = None, baseline_problem
     if baseline_db is not None:
-        bstore = Store(baseline_db)
-        base = [load(bstore, r, i, n) for r, i, n in applications(bstore)]
-    doc = render.document(db.name, apps, out / "figures", link_gbps, base)
-    from shufflelab import document
-
+        try:
+            verdicts = starvation.diagnose_stores(db, baseline_db)
+        except (ValueError, StoreError) as exc:
+            problem = str(exc)
+    doc = render.document(db.name, apps, out / "figures", link_gbps, verdicts, problem)
     return document.write(doc, out)
+
+
+def whatif_table(
+    db: Path, speedup: float, cpu_saving_per_gb_s: float = 0.0, select: list[str] | None = None
+) -> pd.DataFrame:
+    """``shufflelab whatif`` on a store of event logs: one row per application (each log is its own
+    recording), the network-bound time being the fetch wait only, as in the application report
+    (:func:`analysis.network_prediction_s`)."""
+    from shufflelab.appreport import analysis
+
+    store = Store(db)
+    rows = []
+    for run_id, idx, name in applications(store):
+        if not all(p in name for p in (select or [])):
+            continue
+        app = load(store, run_id, idx, name)
+        try:
+            at_one = analysis.replay_s(app, 1.0)
+            pred = analysis.network_prediction_s(app, speedup, cpu_saving_per_gb_s, at_one=at_one)
+        except ValueError as exc:  # no tasks or no completed stage: nothing to replay
+            rows.append({"application": name, "status": app.status, "recorded_s": app.job_time_s, "note": str(exc)})
+            continue
+        rows.append(
+            {
+                "application": name,
+                "status": app.status,
+                "recorded_s": app.job_time_s,
+                "replay_at_1x_s": at_one,
+                "predicted_s": pred,
+                "change": pred / app.job_time_s - 1 if app.job_time_s > 0 else float("nan"),
+                "note": "",
+            }
+        )
+    return pd.DataFrame(rows)

@@ -13,8 +13,9 @@ Pure functions over the tables ``shufflelab analyze`` (or a lab run) writes for 
   for Spark 2: a stage with total task time W, longest task L and S slots takes max(L, W / S);
   the application takes its driver time (job time not covered by any stage) plus the stages on
   its critical path. Perfect parallelism is the same model with every task of a stage equal
-  (L = W / n). The model's own answer at the recorded slot count is reported next to the
-  recorded time, so its error is visible.
+  (L = W / n), and "no garbage collection" the same model with each task's GC time taken off.
+  The model's own answer at the recorded slot count is reported next to the recorded time, so
+  its error is visible.
 """
 
 from __future__ import annotations
@@ -42,6 +43,10 @@ class App:
     executors: pd.DataFrame
     job_time_s: float
     status: str
+    app_id: str = ""
+    log: str = ""  # where it was read from
+    spark_version: str = ""
+    problems: list[str] = field(default_factory=list)  # what the reader found wrong (a cut log, ...)
 
     @property
     def slots(self) -> int:
@@ -65,10 +70,11 @@ def _keyed(stages: pd.DataFrame) -> pd.DataFrame:
 
 
 def critical_path(app: App) -> pd.DataFrame:
-    """The stages that gated one another, last first reversed: stage_id, name, start_s, end_s, duration_s."""
+    """The stages that gated one another, in time order: stage_id, attempt (the last one's), name,
+    start_s, end_s, duration_s."""
     st = _keyed(app.stages)
     if st.empty or app.jobs.empty:
-        return pd.DataFrame(columns=["stage_id", "name", "start_s", "end_s", "duration_s"])
+        return pd.DataFrame(columns=["stage_id", "attempt", "name", "start_s", "end_s", "duration_s"])
     t0 = float(app.jobs["submitted_at_ms"].min())
     by_end = st.sort_values("completed_at_ms")
     cur = by_end.iloc[-1]
@@ -83,6 +89,7 @@ def critical_path(app: App) -> pd.DataFrame:
     rows = [
         {
             "stage_id": int(s["stage_id"]),
+            "attempt": int(s["stage_attempt"]),
             "name": str(s.get("name") or "")[:60],
             "start_s": (float(s["submitted_at_ms"]) - t0) / 1000,
             "end_s": (float(s["completed_at_ms"]) - t0) / 1000,
@@ -103,18 +110,22 @@ def stage_model_s(tasks: pd.DataFrame, slots: int, equal_tasks: bool = False) ->
     return max(longest, work / slots) / 1000
 
 
-def scaled_time_s(app: App, slots: int, equal_tasks: bool = False) -> float:
-    """Job time by the stage-level model with ``slots`` task slots (see the module doc)."""
+def scaled_time_s(app: App, slots: int, equal_tasks: bool = False, tasks: pd.DataFrame | None = None) -> float:
+    """Job time by the stage-level model with ``slots`` task slots (see the module doc); ``tasks``:
+    the application's tasks changed (e.g. without their GC time), default as recorded."""
     cp = critical_path(app)
     if cp.empty:
         return float("nan")
     on_path = float(cp["duration_s"].sum())
     driver = max(0.0, app.job_time_s - on_path)
-    t = app.tasks
+    t = app.tasks if tasks is None else tasks
     total = 0.0
-    for sid in cp["stage_id"]:
-        total += stage_model_s(t[t["stage_id"] == sid], slots, equal_tasks)
+    for sid, attempt in zip(cp["stage_id"], cp["attempt"], strict=True):  # the attempt that completed
+        total += stage_model_s(t[(t["stage_id"] == sid) & (t["stage_attempt"] == attempt)], slots, equal_tasks)
     return driver + total
+
+
+NO_GC = "no garbage collection (upper bound)"
 
 
 @dataclass
@@ -155,6 +166,38 @@ def fetch_wait_ms(tasks: pd.DataFrame) -> pd.Series:
     return tasks["fetch_wait_ms"].fillna(0).astype(float)
 
 
+def replay_s(app: App, k: float, cpu_saving_per_gb_s: float = 0.0, cores: dict[str, int] | None = None) -> float:
+    """The what-if replay's job time with the network k times faster (fetch wait / k, launch gaps kept)."""
+    p = whatif.predict(
+        app.tasks,
+        app.stages,
+        app.jobs,
+        k,
+        cpu_saving_per_gb_s,
+        cores=cores if cores is not None else app.cores_per_executor(),
+        network=fetch_wait_ms,
+        delay_scheduling=False,
+    )
+    return p.predicted_s
+
+
+def network_prediction_s(
+    app: App,
+    k: float,
+    cpu_saving_per_gb_s: float = 0.0,
+    cores: dict[str, int] | None = None,
+    at_one: float | None = None,
+) -> float:
+    """The job time predicted with a k times faster network: recorded x replay(k) / replay(1).
+
+    The replay reproduces lab recordings exactly at k = 1; logs with speculation or lost executors
+    can be off by a few per cent, so its prediction is taken relative to its own k = 1 answer."""
+    now = replay_s(app, 1.0, cores=cores) if at_one is None else at_one
+    if not now > 0:
+        return float("nan")
+    return app.job_time_s * replay_s(app, k, cpu_saving_per_gb_s, cores) / now
+
+
 def bounds(app: App, speedups: tuple[float, ...] = (2.0, 4.0)) -> Bounds:
     """Network bounds from the what-if replay, executor scaling and perfect parallelism from the stage model.
 
@@ -165,19 +208,10 @@ def bounds(app: App, speedups: tuple[float, ...] = (2.0, 4.0)) -> Bounds:
     out: list[Bound] = []
     replay_now = float("nan")
     if not app.tasks.empty and not app.jobs.empty:
-
-        def replayed(k: float) -> float:
-            p = whatif.predict(
-                app.tasks, app.stages, app.jobs, k, cores=cores, network=fetch_wait_ms, delay_scheduling=False
-            )
-            return p.predicted_s
-
-        # the replay reproduces lab recordings exactly at k = 1; logs with speculation or lost
-        # executors can be off by a few per cent, so predictions are taken relative to it too
-        replay_now = replayed(1.0)
+        replay_now = replay_s(app, 1.0, cores=cores)
         for k in (*speedups, INFINITE):
             label = "infinitely fast network" if k == INFINITE else f"{k:g}x faster network"
-            scaled = app.job_time_s * replayed(k) / replay_now if replay_now > 0 else float("nan")
+            scaled = network_prediction_s(app, k, cores=cores, at_one=replay_now)
             out.append(Bound(label, scaled, replay + ", relative to its k = 1 answer"))
     slots = app.slots
     model_now = scaled_time_s(app, slots) if slots else float("nan")
@@ -191,6 +225,12 @@ def bounds(app: App, speedups: tuple[float, ...] = (2.0, 4.0)) -> Bounds:
             n = max(1, int(round(slots * factor)))
             out.append(Bound(f"{label} ({n} slots)", rel(scaled_time_s(app, n)), stage))
         out.append(Bound("perfect parallelism (no skew)", rel(scaled_time_s(app, slots, equal_tasks=True)), stage))
+        gc = app.tasks["gc_ms"].fillna(0).astype(float)
+        if gc.sum() > 0:
+            no_gc = app.tasks.assign(duration_ms=(app.tasks["duration_ms"].astype(float) - gc).clip(lower=0))
+            out.append(
+                Bound(NO_GC, rel(scaled_time_s(app, slots, tasks=no_gc)), stage + "; each task minus its GC time")
+            )
     return Bounds(app.job_time_s, model_now, out, replay_now)
 
 
@@ -199,7 +239,8 @@ def shuffle_summary(app: App, link_gbps: float | None) -> dict[str, float | None
     t = app.tasks
     s = shuffle.share(t).iloc[0] if not t.empty else None
     core_ms = app.slots * app.job_time_s * 1000
-    eff = shuffle.network_efficiency(t, link_gbps * 1000, "shared") if link_gbps else {}
+    # each host's own link (a cluster behind a non-blocking switch): the busiest host sets the ideal
+    eff = shuffle.network_efficiency(t, link_gbps * 1000, "star") if link_gbps else {}
     return {
         "read_share": None if s is None else _num(s["read_share"]),
         "write_share": None if s is None else _num(s["write_share"]),
@@ -222,6 +263,9 @@ def _num(x: object) -> float | None:
 def fct_table(app: App) -> pd.DataFrame:
     return fct.summary(fct.flows(app.tasks)) if not app.tasks.empty else fct.summary(pd.DataFrame())
 
+
+GC_WORTH = 0.02
+"""GC is listed as a fix when it takes at least this share of executor run time."""
 
 STRAGGLER = 1.5
 """A task is a straggler when it took longer than this many times its stage's median task."""
@@ -295,6 +339,23 @@ def what_pays_off(app: App, b: Bounds, health: pd.DataFrame) -> list[Fix]:
                     "halving the task count halves that overhead (upper bound, first order)",
                 )
             )
+    gc = by.get(NO_GC)
+    run = float(app.tasks["executor_run_ms"].sum()) if not app.tasks.empty else 0.0
+    gc_share = float(app.tasks["gc_ms"].sum()) / run if run > 0 else 0.0
+    if gc is not None and gc_share >= GC_WORTH:
+        fixes.append(
+            Fix("less GC (executor memory, GC settings)", gc.gain(obs), gc.how + f" ({gc_share:.0%} of run time)")
+        )
+    spilled = health[health["spill_mb"] > 0] if not health.empty else health
+    if not spilled.empty:
+        fixes.append(
+            Fix(
+                "more memory per task or more partitions where stages spill",
+                float("nan"),
+                f"stages {', '.join(str(x) for x in spilled['stage'].head(8))} spilled "
+                f"{spilled['spill_mb'].sum():.0f} MB; a log records how much was spilled, not how long it took",
+            )
+        )
     scans = float(app.tasks["input_bytes"].sum()) if not app.tasks.empty else 0.0
     if scans > 0:
         scan_stages = health[health["input_mb"] > 0]["stage"].tolist() if not health.empty else []

@@ -6,13 +6,16 @@ import math
 from pathlib import Path
 
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from shufflelab import fct  # noqa: E402
 from shufflelab.appreport import analysis as an  # noqa: E402
 from shufflelab.appreport.analysis import App  # noqa: E402
+from shufflelab.diagnose import Diagnosis  # noqa: E402
 from shufflelab.document import Document, Figure, Section, Table  # noqa: E402
 
 DETAILED = 10
@@ -37,7 +40,20 @@ LIMITS = [
 
 
 def _pct(x: float | None) -> str:
-    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.0%}"
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    return f"{100 * x:.1g}%" if 0 < abs(x) < 0.005 else f"{x:.0%}"
+
+
+def _table(title: str, df: pd.DataFrame, empty: str) -> Section:
+    """A level-3 section of one table, or a sentence saying why there is none."""
+    if df.empty:
+        return Section(title, paragraphs=[f"None: {empty}."], level=3)
+    return Section(title, tables=[Table(df)], level=3)
+
+
+def _s(x: float) -> str:
+    return "– (not computable)" if math.isnan(x) else f"{x:.2f} s"
 
 
 def fig_timeline(app: App, cp: pd.DataFrame, path: Path) -> Path | None:
@@ -46,13 +62,18 @@ def fig_timeline(app: App, cp: pd.DataFrame, path: Path) -> Path | None:
         return None
     t0 = float(app.jobs["submitted_at_ms"].min())
     st = st.sort_values("submitted_at_ms").drop_duplicates(["stage_id", "stage_attempt"]).tail(60)
-    on_cp = set(cp["stage_id"]) if not cp.empty else set()
+    on_cp = set(zip(cp["stage_id"], cp["attempt"], strict=True)) if not cp.empty else set()
     fig, ax = plt.subplots(figsize=(8, 0.6 + 0.22 * len(st)))
     for y, s in enumerate(st.itertuples(index=False)):
         a = (float(s.submitted_at_ms) - t0) / 1000
         b = (float(s.completed_at_ms) - t0) / 1000
-        ax.barh(y, max(b - a, 1e-3), left=a, color="#c0392b" if s.stage_id in on_cp else "#95a5a6")
-    ax.set_yticks(range(len(st)), [f"stage {int(s)}" for s in st["stage_id"]], fontsize=7)
+        red = (s.stage_id, s.stage_attempt) in on_cp
+        ax.barh(y, max(b - a, 1e-3), left=a, color="#c0392b" if red else "#95a5a6")
+    labels = [
+        f"stage {int(i)}" + (f" (attempt {int(a)})" if a else "")
+        for i, a in zip(st["stage_id"], st["stage_attempt"], strict=True)
+    ]
+    ax.set_yticks(range(len(st)), labels, fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel("seconds from the first job")
     ax.set_title(f"{app.name}: stages (red: critical path)", fontsize=9)
@@ -80,26 +101,71 @@ def fig_fixes(app: App, fixes: list[an.Fix], path: Path) -> Path | None:
     return path
 
 
+def fig_fct(app: App, fl: pd.DataFrame, path: Path) -> Path | None:
+    """Shuffle-read FCT per task against its remote volume (log-log), bucket medians marked."""
+    reads = fl[(fl["kind"] == "read") & (fl["fct_ms"] > 0)] if not fl.empty else fl
+    if reads.empty:
+        return None
+    fig, ax = plt.subplots(figsize=(6.5, 3.6))
+    ax.scatter(reads["volume_mb"], reads["fct_ms"], s=8, alpha=0.5, color="#2e86c1", label="one task")
+    med = reads.groupby("bucket").agg(v=("volume_mb", "median"), f=("fct_ms", "median"))
+    ax.scatter(med["v"], med["f"], s=60, marker="D", color="#c0392b", label="bucket median")
+    lo, hi = float(reads["volume_mb"].min()), float(reads["volume_mb"].max())
+    for edge in fct.BUCKET_EDGES_MB[1:-1]:
+        if lo < edge < hi:  # bucket edges inside the data only
+            ax.axvline(edge, color="#bbb", lw=0.6, ls=":")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("remote shuffle data read by the task (MB)")
+    ax.set_ylabel("read FCT (ms, remote requests' time)")
+    ax.set_title(f"{app.name}: shuffle-read FCT per volume (recorded)", fontsize=9)
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def app_sections(app: App, figdir: Path, link_gbps: float | None, idx: int) -> tuple[list[Section], str]:
     """The sections of one application and its headline line."""
+    about = ", ".join(x for x in (app.app_id, f"Spark {app.spark_version}" if app.spark_version else "") if x)
+    where = f"{about}; read from {app.log}" if app.log else about
+    found = (
+        [
+            f"**{'partial: ' if app.status == 'partial' else ''}what the reader found**: "
+            + "; ".join(app.problems)
+            + (" (the numbers cover what could be read)" if app.status == "partial" else "")
+        ]
+        if app.status == "partial" or app.problems
+        else []
+    )
+    if app.jobs.empty or app.tasks.empty:  # nothing ran, or the log was cut before it did
+        what = "no job" if app.jobs.empty else "no task"
+        bullets = [where, f"status {app.status}; {what} recorded in this log: nothing to analyse", *found]
+        return [Section(app.name, bullets=bullets, level=2)], f"{app.name}: {what} recorded ({app.status})."
     cp = an.critical_path(app)
     b = an.bounds(app)
     health = an.stage_health(app)
     fixes = an.what_pays_off(app, b, health)
     sh = an.shuffle_summary(app, link_gbps)
     facts = [
+        where,
         f"status {app.status}; job time {app.job_time_s:.2f} s (first job submitted to last job end); "
         f"{len(app.tasks)} tasks in {app.stages['stage_id'].nunique() if not app.stages.empty else 0} stages on "
         f"{app.slots} task slots",
         f"shuffle: fetch wait {_pct(sh['read_share'])} and shuffle write {_pct(sh['write_share'])} of executor "
         f"run time; fetch wait is {_pct(sh['fetch_wait_of_core_time'])} of the application's core time; "
-        f"{sh['remote_mb']:.1f} MB read remotely",
+        f"{sh['remote_mb']:.3g} MB read remotely",
     ]
-    if link_gbps:
-        eff = sh["network_efficiency"]
+    facts += found
+    if link_gbps and sh["network_efficiency"] is None:
+        facts.append(f"network efficiency at {link_gbps:g} Gbit/s: not defined (no remote shuffle data was read)")
+    elif link_gbps:
         facts.append(
-            f"network efficiency at {link_gbps:g} Gbit/s: {_pct(eff)} (ideal {sh['ideal_shuffle_s'] or 0:.2f} s "
-            f"vs {sh['observed_shuffle_s'] or 0:.2f} s of stages fetching remote data)"
+            f"network efficiency at {link_gbps:g} Gbit/s: {_pct(sh['network_efficiency'])} (ideal "
+            f"{sh['ideal_shuffle_s'] or 0:.3g} s: the busiest host's remote shuffle bytes at that rate on its own "
+            f"link; observed {sh['observed_shuffle_s'] or 0:.3g} s: the stages fetching remote data)"
         )
     if not cp.empty:
         facts.append(
@@ -107,13 +173,17 @@ def app_sections(app: App, figdir: Path, link_gbps: float | None, idx: int) -> t
             f"(the rest is driver time between stages)"
         )
     facts.append(
-        f"the models at the recorded settings: replay {b.replay_at_recorded_s:.2f} s, stage model "
-        f"{b.model_at_recorded_s:.2f} s, vs {app.job_time_s:.2f} s recorded (predictions below are scaled by these)"
+        f"the models at the recorded settings: replay {_s(b.replay_at_recorded_s)}, stage model "
+        f"{_s(b.model_at_recorded_s)}, vs {app.job_time_s:.2f} s recorded (predictions below are scaled by these)"
     )
     figures = []
     tl = fig_timeline(app, cp, figdir / f"app{idx}_timeline.png")
     if tl:
         figures.append(Figure(tl, f"{app.name}: stage timeline, critical path in red."))
+    fl = fct.flows(app.tasks) if not app.tasks.empty else pd.DataFrame()
+    fc = fig_fct(app, fl, figdir / f"app{idx}_fct.png")
+    if fc:
+        figures.append(Figure(fc, f"{app.name}: each task's shuffle-read FCT against its remote volume (recorded)."))
     ff = fig_fixes(app, fixes, figdir / f"app{idx}_what_pays_off.png")
     if ff:
         figures.append(Figure(ff, f"{app.name}: predicted gain of each fix (model estimates)."))
@@ -128,17 +198,18 @@ def app_sections(app: App, figdir: Path, link_gbps: float | None, idx: int) -> t
     sections = [
         Section(f"{app.name}", bullets=facts, level=2),
         Section("What pays off", tables=[Table(pays)], level=3),
-        Section("Bounds (model estimates)", tables=[Table(b.table())], level=3),
-        Section("Critical path", tables=[Table(cp.round(3))], level=3),
+        _table("Bounds (model estimates)", b.table(), "no bound computable from this log"),
+        _table("Critical path", cp.round(3), "no completed stage"),
         Section(
             "Stages: skew, stragglers, spills, GC",
             paragraphs=[f"skew = longest / median task; stragglers: tasks over {an.STRAGGLER:g}x the median."],
             tables=[Table(health[[c for c in health_cols if c in health.columns]])] if not health.empty else [],
             level=3,
         ),
-        Section("Shuffle-read FCT per volume bucket", tables=[Table(an.fct_table(app).round(1))], level=3),
-        Section("Figures", figures=figures, level=3),
+        _table("Shuffle-read FCT per volume bucket", an.fct_table(app).round(1), "no task read or wrote shuffle data"),
     ]
+    if figures:
+        sections.append(Section("Figures", figures=figures, level=3))
     best = next((f for f in fixes if not math.isnan(f.gain)), None)
     inf = next((x for x in b.rows if x.what == "infinitely fast network"), None)
     head = (
@@ -150,41 +221,46 @@ def app_sections(app: App, figdir: Path, link_gbps: float | None, idx: int) -> t
     return sections, head
 
 
-def starvation_section(apps: list[App], baselines: list[App] | None) -> Section:
-    if not baselines:
-        return Section("Is it starving for the network?", paragraphs=[ONE_LOG])
-    from shufflelab import diagnose as dg
-
-    def runs(xs: list[App]) -> pd.DataFrame:
-        return pd.DataFrame(
-            [
-                {
-                    "run_id": f"{a.run_id}:{a.app_index}",
-                    "job_time_s": a.job_time_s,
-                    "executor_cpu_s": float(a.tasks["executor_cpu_ms"].sum()) / 1000,
-                    "fetch_wait_s": float(a.tasks["fetch_wait_ms"].sum()) / 1000,
-                    "total_cores": a.slots,
-                }
-                for a in xs
-            ]
-        )
-
-    def tasks(xs: list[App]) -> pd.DataFrame:
-        return pd.concat([a.tasks.assign(run_id=f"{a.run_id}:{a.app_index}") for a in xs], ignore_index=True)
-
-    d = dg.diagnose("these logs", "baseline logs", runs(baselines), runs(apps), tasks(baselines), tasks(apps))
+def starvation_section(verdicts: list[Diagnosis] | None, problem: str | None = None) -> Section:
+    """The verdict per application against its baseline logs, or what one log can and cannot show."""
+    title = "Is it starving for the network?"
+    if problem is not None:
+        return Section(title, paragraphs=[f"No verdict: {problem}.", ONE_LOG])
+    if not verdicts:
+        return Section(title, paragraphs=[ONE_LOG])
+    rows = pd.DataFrame(
+        [
+            {
+                "application": d.scenario,
+                "verdict": d.verdict,
+                "runs (baseline / these)": f"{d.n_baseline} / {d.n_scenario}",
+                "job time ratio": d.job.ratio,
+                "fetch wait of core time": (
+                    f"{_pct(d.fetch_wait_share_baseline)} -> {_pct(d.fetch_wait_share_scenario)}"
+                ),
+            }
+            for d in verdicts
+        ]
+    )
+    bullets = [f"{d.scenario}: **{d.verdict}**: " + "; ".join(d.reasons) for d in verdicts]
     return Section(
-        "Is it starving for the network?",
+        title,
         paragraphs=[
-            f"{len(apps)} application(s) compared with {len(baselines)} baseline run(s) of the same application "
-            f"(shufflelab.diagnose): **{d.verdict}**."
+            "Each application compared with the baseline logs of the same application (shufflelab.diagnose: "
+            "starved when the job is significantly slower with CPU time unchanged and more fetch wait)."
         ],
-        bullets=list(d.reasons),
+        bullets=bullets,
+        tables=[Table(rows)],
     )
 
 
 def document(
-    title: str, apps: list[App], figdir: Path, link_gbps: float | None, baselines: list[App] | None = None
+    title: str,
+    apps: list[App],
+    figdir: Path,
+    link_gbps: float | None,
+    verdicts: list[Diagnosis] | None = None,
+    baseline_problem: str | None = None,
 ) -> Document:
     figdir.mkdir(parents=True, exist_ok=True)
     for stale in figdir.glob("*.png"):
@@ -193,8 +269,9 @@ def document(
         [
             {
                 "application": a.name,
+                "app id": a.app_id,
                 "status": a.status,
-                "job_s": round(a.job_time_s, 2),
+                "job_s": round(a.job_time_s, 2) if not a.jobs.empty else None,
                 "tasks": len(a.tasks),
                 "slots": a.slots,
                 "remote_mb": round(float(a.tasks["remote_bytes"].sum()) / 1e6, 1) if not a.tasks.empty else 0.0,
@@ -219,7 +296,7 @@ def document(
         secs, head = app_sections(apps[i], figdir, link_gbps, i)
         sections += secs
         heads.append(head)
-    sections.append(starvation_section(apps, baselines))
+    sections.append(starvation_section(verdicts, baseline_problem))
     sections.append(Section("Limits", bullets=LIMITS, note=True))
     return Document(
         f"Event-log analysis: {title}",

@@ -3,6 +3,7 @@ with a progress bar over the bytes to read and one line per application."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from rich.console import Console
@@ -22,9 +23,11 @@ def run(
     force: bool,
     console: Console,
     err: Console,
+    shown: Path | None = None,
 ) -> int:
-    """Ingest and print what happened; the exit status: 0 when something was read (or was already
-    in the store), 1 when nothing could be read, 2 for a usage error."""
+    """Ingest and print what happened (naming the store ``shown``, default ``db``); the exit status:
+    0 when something was read (or was already in the store), 1 when nothing could be read, 2 for a
+    usage error."""
     if (history_server is None) != (app_id is None):
         err.print("[bold red]error:[/] --history-server and --app go together", highlight=False, soft_wrap=True)
         return 2
@@ -66,8 +69,24 @@ def run(
                 on_bytes=lambda n: progress.advance(task, n),
             )
     report.problems[:0] = problems
-    _print(report, db, console, err)
+    _print(report, shown or db, console, err)
     return 0 if report.anything_read else 1
+
+
+def baseline_store(paths: list[Path], db: Path, console: Console, err: Console) -> Path | None:
+    """Read baseline logs into ``<db>-baseline.duckdb``, holding exactly these logs (built aside and
+    moved in place, so baselines of an earlier call never mix in); None when none could be read."""
+    final = db.with_name(db.stem + "-baseline.duckdb")
+    tmp = final.with_name(f".{final.name}.{os.getpid()}.tmp")
+    try:
+        code = run(paths, tmp, None, None, True, console, err, shown=final)
+        if code:
+            return None
+        os.replace(tmp, final)
+    finally:
+        for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
+            leftover.unlink(missing_ok=True)
+    return final
 
 
 def _short(name: str, width: int = 40) -> str:

@@ -151,6 +151,11 @@ def calibrate(
     scen = data["scenarios"].set_index("scenario_id")
     specs: dict[str, dict[str, Any]] = {sid: json.loads(row["spec_json"]) for sid, row in scen.iterrows()}
     labels: dict[str, str] = {sid: str(row["label"]) for sid, row in scen.iterrows()}
+    if all(stored(s) is None for s in specs.values()):
+        raise CalibrationError(
+            f"{results}: holds applications read from event logs (shufflelab analyze), not an emulated "
+            "experiment: calibration compares the simulator with runs of a lab spec"
+        )
     if spec_path is not None:
         from shufflelab import spec as labspec
 
