@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import html
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,8 @@ import pandas as pd
 class Table:
     df: pd.DataFrame
     caption: str = ""
-    index: bool = False  # the frame's index is a column of the table
+    index: bool = False  # the frame's index is a column of the table (and the row's key)
+    keys: int = 1  # how many leading columns name a row: repeated in each part of a split table
 
 
 @dataclass
@@ -67,22 +69,50 @@ def cell(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
+def _is_count(col: pd.Series) -> bool:
+    """A float column whose values are all whole numbers holds counts (pandas makes a column of
+    integers float as soon as one value is missing): printed without decimals."""
+    if not pd.api.types.is_float_dtype(col.dtype):
+        return False
+    vals = col.dropna()
+    return bool(len(vals)) and bool(((vals % 1) == 0).all()) and bool((vals.abs() < 2**53).all())
+
+
+def column_text(col: pd.Series) -> list[str]:
+    """A column's cells as text: counts as integers (see :func:`_is_count`), else :func:`cell`."""
+    if _is_count(col):
+        return [cell(v) if pd.isna(v) else str(int(v)) for v in col]
+    return [cell(v) for v in col]
+
+
 MAX_COLUMNS = 10
-"""A table wider than this is split into parts that fit the page, each repeating the key columns."""
+"""A table wider than this does not fit the page: it is transposed when it has at most
+TRANSPOSE_ROWS rows, else split column-wise into parts that each repeat the row's key columns."""
+TRANSPOSE_ROWS = 3
 
 
-def _frame(t: Table) -> pd.DataFrame:
-    return t.df.reset_index() if t.index else t.df
+def _frame(t: Table) -> tuple[pd.DataFrame, int]:
+    """The table as text cells (column names as text) and its number of key columns."""
+    df = t.df.reset_index() if t.index else t.df
+    n_keys = t.df.index.nlevels if t.index else t.keys
+    text = pd.DataFrame({i: column_text(df.iloc[:, i]) for i in range(len(df.columns))})
+    text.columns = [str(c) for c in df.columns]
+    return text, max(1, min(n_keys, len(df.columns)))
 
 
 def parts(t: Table) -> list[pd.DataFrame]:
-    """The table as printed: whole, or split column-wise into parts of at most MAX_COLUMNS columns,
-    each starting with the row's key (the index columns, else the first column)."""
-    df = _frame(t)
+    """The table as printed, as text cells: whole; or, wider than MAX_COLUMNS, transposed (at most
+    TRANSPOSE_ROWS rows: one row per column, one column per row named by its key) or split
+    column-wise into parts of at most MAX_COLUMNS columns, each starting with the key columns."""
+    df, n_keys = _frame(t)
     if len(df.columns) <= MAX_COLUMNS:
         return [df]
-    n_keys = max(1, t.df.index.nlevels if t.index else 1)
     keys, rest = list(df.columns[:n_keys]), list(df.columns[n_keys:])
+    if len(df) <= TRANSPOSE_ROWS:
+        names = [" / ".join(row) for row in df[keys].itertuples(index=False, name=None)]
+        out = df[rest].T.reset_index()
+        out.columns = [" / ".join(keys), *names]
+        return [out]
     width = max(1, MAX_COLUMNS - n_keys)
     return [df[keys + rest[i : i + width]] for i in range(0, len(rest), width)]
 
@@ -92,10 +122,9 @@ def _md_escape(text: str) -> str:
 
 
 def _markdown_part(df: pd.DataFrame) -> str:
-    cols = [_md_escape(str(c)) for c in df.columns]
-    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    out = ["| " + " | ".join(_md_escape(c) for c in df.columns) + " |", "|" + "---|" * len(df.columns)]
     for row in df.itertuples(index=False, name=None):
-        out.append("| " + " | ".join(_md_escape(cell(v)) for v in row) + " |")
+        out.append("| " + " | ".join(_md_escape(v) for v in row) + " |")
     return "\n".join(out)
 
 
@@ -104,9 +133,9 @@ def markdown_table(t: Table) -> str:
 
 
 def _html_part(df: pd.DataFrame) -> str:
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in df.columns)
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in df.columns)
     rows = [
-        "<tr>" + "".join(f"<td>{html.escape(cell(v))}</td>" for v in row) + "</tr>"
+        "<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in row) + "</tr>"
         for row in df.itertuples(index=False, name=None)
     ]
     return f"<table class='t'><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
@@ -114,6 +143,15 @@ def _html_part(df: pd.DataFrame) -> str:
 
 def html_table(t: Table) -> str:
     return "\n".join(_html_part(df) for df in parts(t))
+
+
+_STRONG = re.compile(r"\*\*(.+?)\*\*")
+_CODE = re.compile(r"`([^`]+)`")
+
+
+def inline(text: str) -> str:
+    """Text as HTML, escaped, with the Markdown the analyses write (``**bold**``, backquoted code)."""
+    return _CODE.sub(r"<code>\1</code>", _STRONG.sub(r"<strong>\1</strong>", html.escape(text, quote=False)))
 
 
 def to_markdown(doc: Document, figure_dir: str = "figures") -> str:
@@ -143,6 +181,7 @@ STYLE = (
     "table.t td,table.t th{border-bottom:1px solid #ddd;padding:4px 8px;text-align:right}"
     "table.t th{background:#f3f3f3}figure{margin:1.5em 0}img{max-width:100%}"
     "figcaption{font-size:13px;color:#555}.note{background:#fff8e1;padding:.6em 1em;border-radius:4px}"
+    "code{background:#f3f3f3;padding:0 .2em;border-radius:3px}"
 )
 
 
@@ -155,29 +194,29 @@ def to_html(doc: Document) -> str:
     h = [
         "<!doctype html><html><head><meta charset='utf-8'>",
         f"<title>shufflelab: {esc(doc.title)}</title><style>{STYLE}</style></head><body>",
-        f"<h1>{esc(doc.title)}</h1>",
+        f"<h1>{inline(doc.title)}</h1>",
     ]
     if doc.description:
-        h.append(f"<p>{esc(doc.description)}</p>")
+        h.append(f"<p>{inline(doc.description)}</p>")
     if doc.headline:
-        h += ["<h2>Headline</h2><ul>", *[f"<li>{esc(line)}</li>" for line in doc.headline], "</ul>"]
+        h += ["<h2>Headline</h2><ul>", *[f"<li>{inline(line)}</li>" for line in doc.headline], "</ul>"]
     for s in doc.sections:
-        h.append(f"<h{s.level}>{esc(s.title)}</h{s.level}>")
+        h.append(f"<h{s.level}>{inline(s.title)}</h{s.level}>")
         if s.note:
             h.append("<div class='note'>")
-        h += [f"<p>{esc(p)}</p>" for p in s.paragraphs]
+        h += [f"<p>{inline(p)}</p>" for p in s.paragraphs]
         if s.bullets:
-            h += ["<ul>", *[f"<li>{esc(b)}</li>" for b in s.bullets], "</ul>"]
+            h += ["<ul>", *[f"<li>{inline(b)}</li>" for b in s.bullets], "</ul>"]
         if s.note:
             h.append("</div>")
         for t in s.tables:
             if t.caption:
-                h.append(f"<p>{esc(t.caption)}</p>")
+                h.append(f"<p>{inline(t.caption)}</p>")
             h.append(html_table(t))
         for f in s.figures:
             h.append(
                 f"<figure><img src='{_img(f.path)}' alt='{esc(f.caption)}'>"
-                f"<figcaption>{esc(f.caption)}</figcaption></figure>"
+                f"<figcaption>{inline(f.caption)}</figcaption></figure>"
             )
     h.append("</body></html>")
     return "\n".join(h)

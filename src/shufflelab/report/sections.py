@@ -158,12 +158,12 @@ def analyses(d: Data, db: Path, figdir: Path) -> Analyses:
                             tables=[Table(t000, index=True)]))  # fmt: skip
     if slow is not None:
         secs.append(Section("Slowdown from cross traffic (ratio of mean job times, 95 % CI, Welch p)",
-                            [SLOWDOWN_NOTE], tables=[Table(slow)]))  # fmt: skip
+                            [SLOWDOWN_NOTE], tables=[Table(slow, keys=len(d.keys))]))  # fmt: skip
     secs += vcc_secs
     if diagnoses:
         secs.append(_diagnosis(diagnoses))
     summary = table[[c for c in [*d.keys, *SUMMARY_COLS] if c in table.columns]] if not table.empty else table
-    secs.append(Section("Per scenario", tables=[Table(summary)]))
+    secs.append(Section("Per scenario", tables=[Table(summary, keys=max(1, len(d.keys)))]))
     shuf = shuffle_table(d, db)
     if shuf is not None:
         secs.append(Section("Shuffle path share (mean over runs)", [SHUFFLE_NOTE], tables=[Table(shuf)]))
