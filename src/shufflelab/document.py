@@ -86,9 +86,13 @@ def column_text(col: pd.Series) -> list[str]:
 
 
 MAX_COLUMNS = 10
-"""A table wider than this does not fit the page: it is transposed when it has at most
-TRANSPOSE_ROWS rows, else split column-wise into parts that each repeat the row's key columns."""
+MAX_WIDTH = 120
+"""A table fits the page with at most MAX_COLUMNS columns and MAX_WIDTH characters a row (each
+column as wide as its longest cell or name, plus a separator). A wider table is transposed when it
+has at most TRANSPOSE_ROWS rows, else (or if still too wide) split column-wise into parts that each
+repeat the row's key columns and show at least MIN_PART other columns, however wide they are."""
 TRANSPOSE_ROWS = 3
+MIN_PART = 3
 
 
 def _frame(t: Table) -> tuple[pd.DataFrame, int]:
@@ -100,21 +104,48 @@ def _frame(t: Table) -> tuple[pd.DataFrame, int]:
     return text, max(1, min(n_keys, len(df.columns)))
 
 
+def _widths(df: pd.DataFrame) -> list[int]:
+    return [max([len(str(c)), *(len(v) for v in df.iloc[:, i])]) + 3 for i, c in enumerate(df.columns)]
+
+
+def _too_wide(df: pd.DataFrame) -> bool:
+    return len(df.columns) > MAX_COLUMNS or sum(_widths(df)) > MAX_WIDTH
+
+
+def _transposed(df: pd.DataFrame, n_keys: int) -> pd.DataFrame:
+    """One row per non-key column, one column per row (named by its key values)."""
+    names = [" / ".join(row) for row in df.iloc[:, :n_keys].itertuples(index=False, name=None)]
+    out = df.iloc[:, n_keys:].T.reset_index()
+    out.columns = [" / ".join(df.columns[:n_keys]), *names]
+    return out
+
+
+def _split(df: pd.DataFrame, n_keys: int) -> list[pd.DataFrame]:
+    widths = _widths(df)
+    key_width = sum(widths[:n_keys])
+    groups: list[list[int]] = [[]]
+    used = key_width
+    for i in range(n_keys, len(df.columns)):
+        full = len(groups[-1]) >= MAX_COLUMNS - n_keys
+        if groups[-1] and (full or (used + widths[i] > MAX_WIDTH and len(groups[-1]) >= MIN_PART)):
+            groups.append([])
+            used = key_width
+        groups[-1].append(i)
+        used += widths[i]
+    return [df.iloc[:, [*range(n_keys), *g]] for g in groups]
+
+
 def parts(t: Table) -> list[pd.DataFrame]:
-    """The table as printed, as text cells: whole; or, wider than MAX_COLUMNS, transposed (at most
-    TRANSPOSE_ROWS rows: one row per column, one column per row named by its key) or split
-    column-wise into parts of at most MAX_COLUMNS columns, each starting with the key columns."""
+    """The table as printed, as text cells: whole if it fits the page (MAX_COLUMNS, MAX_WIDTH), else
+    transposed (at most TRANSPOSE_ROWS rows) and/or split column-wise, each part keeping the keys."""
     df, n_keys = _frame(t)
-    if len(df.columns) <= MAX_COLUMNS:
+    if not _too_wide(df):
         return [df]
-    keys, rest = list(df.columns[:n_keys]), list(df.columns[n_keys:])
     if len(df) <= TRANSPOSE_ROWS:
-        names = [" / ".join(row) for row in df[keys].itertuples(index=False, name=None)]
-        out = df[rest].T.reset_index()
-        out.columns = [" / ".join(keys), *names]
-        return [out]
-    width = max(1, MAX_COLUMNS - n_keys)
-    return [df[keys + rest[i : i + width]] for i in range(0, len(rest), width)]
+        df, n_keys = _transposed(df, n_keys), 1
+        if not _too_wide(df):
+            return [df]
+    return _split(df, n_keys)
 
 
 def _md_escape(text: str) -> str:
@@ -179,8 +210,10 @@ STYLE = (
     "body{font-family:system-ui,sans-serif;max-width:1000px;margin:2em auto;color:#222;padding:0 1em}"
     "table.t{border-collapse:collapse;font-size:13px;margin:1em 0;display:block;overflow-x:auto}"
     "table.t td,table.t th{border-bottom:1px solid #ddd;padding:4px 8px;text-align:right}"
-    "table.t th{background:#f3f3f3}figure{margin:1.5em 0}img{max-width:100%}"
-    "figcaption{font-size:13px;color:#555}.note{background:#fff8e1;padding:.6em 1em;border-radius:4px}"
+    "table.t th{background:#f3f3f3;overflow-wrap:anywhere}"
+    "table.t td:first-child,table.t th:first-child{text-align:left}"
+    "figure{margin:1.5em 0}img{max-width:100%}figcaption{font-size:13px;color:#555}"
+    ".note{background:#fff8e1;padding:.6em 1em;border-radius:4px}"
     "code{background:#f3f3f3;padding:0 .2em;border-radius:3px}"
 )
 

@@ -116,3 +116,12 @@ def test_html_is_well_formed(tmp_path: Path) -> None:
     d.sections[0].tables.append(doc.Table(wide))
     tags = well_formed(doc.to_html(d))
     assert tags.count("table") == 1 + 3 and "strong" in tags and "code" in tags and "img" in tags
+
+
+def test_tables_wider_than_the_page_in_characters_are_split() -> None:
+    long = pd.DataFrame({f"c{i}": [f"{'x' * 40}{r}" for r in range(5)] for i in range(7)})
+    long.insert(0, "scenario", list("abcde"))
+    ps = doc.parts(doc.Table(long))
+    assert [list(p.columns) for p in ps] == [["scenario", "c0", "c1", "c2"], ["scenario", "c3", "c4", "c5"],
+                                             ["scenario", "c6"]]  # fmt: skip
+    assert len(doc.parts(doc.Table(long.iloc[:, :3]))) == 1  # 2 x 43 characters + the key: it fits
