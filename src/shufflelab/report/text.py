@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from shufflelab.report.data import Data, _p_text, verdict
 from shufflelab.stats import MIN_N, Comparison
+
+if TYPE_CHECKING:
+    from shufflelab.spec import Workload
 
 
 def _comparison_line(scenario: str, baseline: str, c: Comparison) -> str:
@@ -118,11 +121,11 @@ def selftest_fact(d: Data) -> str | None:
     )
 
 
-def user_app_line(w: dict[str, Any]) -> str:
+def user_app_line(w: Workload) -> str:
     """What a user application workload was, for the report: not a built-in, its entry point and inputs."""
-    entry = Path(w["script"]).name if w.get("script") else f"{w.get('main_class')} in {Path(w.get('jar') or '').name}"
-    args = " ".join(w.get("args") or []) or "no arguments"
-    conf = ", ".join(f"{k}={v}" for k, v in (w.get("conf") or {}).items())
+    entry = Path(w.script).name if w.script else f"{w.main_class} in {Path(w.jar or '').name}"
+    args = " ".join(w.args) or "no arguments"
+    conf = ", ".join(f"{k}={v}" for k, v in w.conf.items())
     return (
         f"Workload: the user's own application {entry} ({args}{'; conf ' + conf if conf else ''}), "
         "not one of the lab's built-in workloads: its data sizes are whatever it was given here."
@@ -131,10 +134,7 @@ def user_app_line(w: dict[str, Any]) -> str:
 
 def scale_note(d: Data) -> list[str]:
     s = d.spec
-    hosts = s.get("hosts", {})
-    workers = [h for h, v in hosts.items() if "spark-worker" in v.get("roles", [])]
-    link = s["topology"]["bottleneck"]
-    params = s["workload"].get("params", {})
+    params: dict[str, Any] = dict(s.workload.params)
     varied = {
         json.dumps(json.loads(v)["workload"], sort_keys=True)
         for v in d.runs.get("values_json", [])
@@ -142,25 +142,24 @@ def scale_note(d: Data) -> list[str]:
     }
     if varied:  # the matrix replaces the whole workload: show what actually ran
         params = {"varied": "; ".join(sorted(varied))}
-    mr = s["workload"]["name"] == "mapreduce"
-    mr_hosts = [h for h, v in hosts.items() if "mapreduce" in v.get("roles", [])]
+    mr = s.workload.name == "mapreduce"
     who = (
-        f"{len(mr_hosts)} MapReduce hosts (trace replay over real TCP, no Hadoop)"
+        f"{len(s.hosts_with('mapreduce'))} MapReduce hosts (trace replay over real TCP, no Hadoop)"
         if mr
-        else f"{len(workers)} workers x {s['spark'].get('worker_cores', 1)} core(s)"
+        else f"{len(s.hosts_with('spark-worker'))} workers x {s.spark.worker_cores} core(s)"
     )
     lines = [
         f"Scaled to one host ({d.environment.get('cpus', '?')} CPUs): {who}, "
-        f"topology '{s['topology'].get('kind', 'shared')}' with a "
-        f"{link['rate_mbps']:g} Mbit/s bottleneck, workload {s['workload']['name']}"
+        f"topology '{s.topology.kind}' with a "
+        f"{s.topology.bottleneck.rate_mbps:g} Mbit/s bottleneck, workload {s.workload.name}"
         + (" " + ", ".join(f"{k}={v}" for k, v in params.items()) if params else "")
         + ".",
     ]
-    seed = SEED_SCALE.get(str(s["workload"]["name"]))
+    seed = SEED_SCALE.get(s.workload.name)
     if seed:
         lines.append(seed)
-    if s["workload"]["name"] == "app":
-        lines.append(user_app_line(s["workload"]))
+    if s.workload.name == "app":
+        lines.append(user_app_line(s.workload))
     caps = d.environment.get("capabilities", {})
     missing_q = [q for q in ("netem", "red") if q not in caps.get("qdiscs", [])]
     missing_cc = [c for c in ("dctcp",) if c not in caps.get("congestion_controls", [])]
