@@ -176,3 +176,20 @@ def test_seed002_headline_is_the_gap_vcc_closes() -> None:
         "4 competing pairs: VCC closes 0.998 of the legacy-ECN gap (bootstrap 95 % CI 0.990-1.001; legacy runs "
         "timed out, so a lower bound)."
     ]
+
+
+def test_many_comparisons_are_summed_up_in_the_headline() -> None:
+    slow = pd.DataFrame(
+        {"cc": ["cubic", "cubic", "reno", "reno"], "udp_percent": [50.0, 100.0, 50.0, 100.0],
+         "n": ["5/5", "5/5", "5/5", "2/2"], "job_ratio": [1.2, 7.3, 1.02, 2.5],
+         "job_ci_95": ["[1.03, 1.42]", "[6.28, 8.69]", "[0.95, 1.10]", "n = 2/2"],
+         "p_welch": ["0.022", "1e-06", "0.5", "–"],
+         "verdict": ["slower", "slower", "no significant change", "too few runs for a verdict"],
+         "cpu_ratio": [1.0] * 4, "cpu_ci_95": ["[0.9, 1.1]"] * 4}
+    )  # fmt: skip
+    assert report.headline(pd.DataFrame(), slow, []) == [
+        "Cross traffic vs none in 4 comparisons: 2 slower, 1 no significant change, 1 too few runs for a verdict; "
+        "job time from x1.02 (cc=reno, UDP at 50 % vs none) to x7.30 (cc=cubic, UDP at 100 % vs none, "
+        "95 % CI [6.28, 8.69], Welch p = 1e-06, n = 5/5)."
+    ]
+    assert len(report.headline(pd.DataFrame(), slow.iloc[:3], [])) == 3  # a few: one line each
