@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +29,7 @@ class Data:
     runs: pd.DataFrame  # one row per run, with the scenario's matrix values as columns
     keys: list[str]  # varied matrix keys
     environment: dict[str, Any]
-    scenarios: dict[str, ExperimentSpec | None]  # label -> the scenario's spec (Store.scenario_specs)
+    scenarios: dict[str, ExperimentSpec | None] = field(default_factory=dict)  # label -> Store.scenario_specs()
 
 
 VCC_NOTE = (
