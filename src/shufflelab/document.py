@@ -92,7 +92,7 @@ column as wide as its longest cell or name, plus a separator). A wider table is 
 has at most TRANSPOSE_ROWS rows, else (or if still too wide) split column-wise into parts that each
 repeat the row's key columns and show at least MIN_PART other columns, however wide they are."""
 TRANSPOSE_ROWS = 3
-MIN_PART = 3
+MIN_PART = 2
 
 
 def _frame(t: Table) -> tuple[pd.DataFrame, int]:
@@ -163,12 +163,17 @@ def markdown_table(t: Table) -> str:
     return "\n\n".join(_markdown_part(df) for df in parts(t))
 
 
+WRAP = 40
+"""In the HTML a cell longer than this (a cause, a sentence) wraps; shorter ones (numbers, intervals) do not."""
+
+
+def _html_cell(v: str) -> str:
+    return f"<td class='w'>{html.escape(v)}</td>" if len(v) > WRAP else f"<td>{html.escape(v)}</td>"
+
+
 def _html_part(df: pd.DataFrame) -> str:
     head = "".join(f"<th>{html.escape(c)}</th>" for c in df.columns)
-    rows = [
-        "<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in row) + "</tr>"
-        for row in df.itertuples(index=False, name=None)
-    ]
+    rows = ["<tr>" + "".join(_html_cell(v) for v in row) + "</tr>" for row in df.itertuples(index=False, name=None)]
     return f"<table class='t'><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
 
@@ -211,7 +216,8 @@ STYLE = (
     "table.t{border-collapse:collapse;font-size:13px;margin:1em 0;display:block;overflow-x:auto}"
     "table.t td,table.t th{border-bottom:1px solid #ddd;padding:4px 8px;text-align:right}"
     "table.t th{background:#f3f3f3;overflow-wrap:anywhere}"
-    "table.t td:first-child,table.t th:first-child{text-align:left}"
+    "table.t td:first-child,table.t th:first-child{text-align:left}table.t td+td{white-space:nowrap}"
+    "table.t td.w{white-space:normal;text-align:left;min-width:16em}"
     "figure{margin:1.5em 0}img{max-width:100%}figcaption{font-size:13px;color:#555}"
     ".note{background:#fff8e1;padding:.6em 1em;border-radius:4px}"
     "code{background:#f3f3f3;padding:0 .2em;border-radius:3px}"
