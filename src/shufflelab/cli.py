@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
@@ -283,9 +282,10 @@ def whatif(
     store = Store(db)
     try:
         runs = store.query(
-            "SELECT r.run_id, s.label, s.spec_json FROM runs r JOIN scenarios s USING (scenario_id) "
+            "SELECT r.run_id, s.label FROM runs r JOIN scenarios s USING (scenario_id) "
             "WHERE r.status = 'ok' AND coalesce(r.n_apps, 1) = 1 ORDER BY s.label, r.rep"
         )
+        specs = store.scenario_specs()
     except StoreError as exc:
         _fail(str(exc))
     runs = runs[[all(p in lbl for p in (select or [])) for lbl in runs["label"]]]
@@ -298,7 +298,7 @@ def whatif(
         t.add_column(col, justify="right")
     for label, g in runs.groupby("label", sort=False):
         obs, pred = [], []
-        lab_cores = wi.spec_cores(json.loads(g["spec_json"].iloc[0]))
+        lab_cores = wi.spec_cores(specs.get(str(label)))
         for run_id in g["run_id"]:
             tasks, stages, jobs = wi.run_inputs(store, run_id)
             cores = lab_cores if lab_cores is not None else wi.recorded_cores(store, run_id)

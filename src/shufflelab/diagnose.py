@@ -50,13 +50,18 @@ verdict. A successful run without a job time is left out, and the reasons say so
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
 from shufflelab.stats import Comparison, compare
+
+if TYPE_CHECKING:
+    from shufflelab.spec import ExperimentSpec
 
 
 @dataclass
@@ -370,65 +375,48 @@ def diagnose(
 
 
 # -- over a results file --------------------------------------------------------------------------
-def _traffic(spec: dict[str, object]) -> bool:
-    from shufflelab.spec import stored
-
-    s = stored(spec)
-    return s is not None and s.cross_traffic.active
+def _traffic(spec: ExperimentSpec | None) -> bool:
+    return spec is not None and spec.cross_traffic.active
 
 
-def _without_traffic(spec: dict[str, object]) -> str:
+def _without_traffic(spec: ExperimentSpec) -> str:
+    """The spec but its cross traffic (and what only names or varies the experiment), comparable as text."""
     import json
 
-    d = {k: v for k, v in spec.items() if k not in ("cross_traffic", "experiment", "matrix", "cases")}
-    return json.dumps(d, sort_keys=True)
+    return json.dumps(spec.model_dump(mode="json", exclude={"cross_traffic", "experiment", "matrix", "cases"}),
+                      sort_keys=True)  # fmt: skip
 
 
-def baseline_pairs(scenarios: pd.DataFrame) -> list[tuple[str, str]]:
+def baseline_pairs(specs: Mapping[str, ExperimentSpec | None]) -> list[tuple[str, str]]:
     """(scenario label, baseline label): each scenario with cross traffic and the scenario that is
-    identical except that it has none."""
-    import json
-
-    specs = {row["label"]: json.loads(row["spec_json"]) for _, row in scenarios.iterrows()}
-    quiet = {_without_traffic(s): label for label, s in specs.items() if not _traffic(s)}
+    identical except that it has none (``specs``: label -> spec, as ``Store.scenario_specs``)."""
+    quiet = {_without_traffic(s): label for label, s in specs.items() if s is not None and not _traffic(s)}
     pairs = []
     for label, s in specs.items():
-        if _traffic(s) and _without_traffic(s) in quiet:
+        if s is not None and _traffic(s) and _without_traffic(s) in quiet:
             pairs.append((label, quiet[_without_traffic(s)]))
     return pairs
 
 
-def _endpoints_removed(spec: dict[str, object]) -> str:
+def _endpoints_removed(spec: ExperimentSpec) -> str:
     import json
 
-    d = {k: v for k, v in spec.items() if k not in ("experiment", "matrix", "cases")}
-    ct = dict(d.get("cross_traffic") or {})  # type: ignore[call-overload]
-    ct.pop("source", None)
-    ct.pop("sink", None)
-    d["cross_traffic"] = ct
-    return json.dumps(d, sort_keys=True)
+    exclude: dict[str, Any] = {"experiment": True, "matrix": True, "cases": True, "cross_traffic": {"source", "sink"}}
+    return json.dumps(spec.model_dump(mode="json", exclude=exclude), sort_keys=True)
 
 
-def _endpoints(spec: dict[str, object]) -> tuple[object, object]:
-    ct = spec.get("cross_traffic") or {}
-    assert isinstance(ct, dict)
-    return ct.get("source"), ct.get("sink")
-
-
-def control_of(scenarios: pd.DataFrame) -> dict[str, str]:
+def control_of(specs: Mapping[str, ExperimentSpec | None]) -> dict[str, str]:
     """scenario label -> a load-matched control: a scenario with cross traffic that differs from it
     only in the traffic's source/sink (the same load, elsewhere). Whether the control is off the
     job's path is checked with the data (its fetch wait must not grow)."""
-    import json
-
-    specs = {row["label"]: json.loads(row["spec_json"]) for _, row in scenarios.iterrows()}
+    lab = {label: s for label, s in specs.items() if s is not None}
     out = {}
-    for label, s in specs.items():
+    for label, s in lab.items():
         if not _traffic(s):
             continue
-        for other, o in specs.items():
+        for other, o in lab.items():
             same_load = _endpoints_removed(o) == _endpoints_removed(s)
-            if other != label and _traffic(o) and _endpoints(o) != _endpoints(s) and same_load:
+            if other != label and _traffic(o) and o.traffic_endpoints() != s.traffic_endpoints() and same_load:
                 out[label] = other
                 break
     return out
@@ -438,15 +426,13 @@ def diagnose_store(
     db: object, scenario: str | None = None, baseline: str | None = None, **kw: object
 ) -> list[Diagnosis]:
     """Diagnose every (scenario, baseline) pair in a results file, or the one named."""
-    import json
-
     from shufflelab.results import Store
 
     store = Store(db)  # type: ignore[arg-type]
-    scenarios = store.query("SELECT label, spec_json FROM scenarios")
-    labels = [str(x) for x in scenarios["label"]]
+    specs = store.scenario_specs()
+    labels = list(specs)
     known = ", ".join(labels) or "none"
-    if any(json.loads(x).get("workload", {}).get("name") == "mapreduce" for x in scenarios["spec_json"]):
+    if any(s is not None and s.workload.name == "mapreduce" for s in specs.values()):
         raise ValueError(
             "a MapReduce replay has no Spark tasks: the starvation diagnosis needs their fetch wait and CPU time "
             "(the report's seed 002 section compares the job times)"
@@ -458,28 +444,22 @@ def diagnose_store(
         raise ValueError(f"--baseline {baseline!r} is the scenario itself: name a different scenario")
     pairs: list[tuple[str, str | None]]
     if scenario is not None:
-        pairs = [(scenario, baseline)] if baseline else [p for p in baseline_pairs(scenarios) if p[0] == scenario]
+        pairs = [(scenario, baseline)] if baseline else [p for p in baseline_pairs(specs) if p[0] == scenario]
         if not pairs or pairs[0][1] is None:
             raise ValueError(f"scenario {scenario!r} has no baseline without cross traffic; name one with --baseline")
     elif baseline is not None:
         # every scenario with cross traffic against the named baseline
-        specs = dict(zip(labels, (json.loads(x) for x in scenarios["spec_json"]), strict=True))
         pairs = [(label, baseline) for label in labels if label != baseline and _traffic(specs[label])]
         if not pairs:
             raise ValueError(f"--baseline {baseline!r}: no scenario with cross traffic to compare with it")
     else:
-        pairs = list(baseline_pairs(scenarios))
+        pairs = list(baseline_pairs(specs))
     runs = store.query("SELECT r.*, s.label FROM runs r JOIN scenarios s USING (scenario_id) WHERE r.status = 'ok'")
     if "total_cores" not in runs.columns or runs["total_cores"].isna().any():
-        from shufflelab.spec import stored
-
-        cores = {}
-        for _, row in scenarios.iterrows():
-            sp = stored(row["spec_json"])
-            if sp is not None:
-                cores[row["label"]] = len(sp.hosts_with("spark-worker")) * sp.spark.worker_cores
+        cores = {lbl: len(sp.hosts_with("spark-worker")) * sp.spark.worker_cores
+                 for lbl, sp in specs.items() if sp is not None}  # fmt: skip
         runs["total_cores"] = [cores.get(lbl) for lbl in runs["label"]]
-    controls = control_of(scenarios)
+    controls = control_of(specs)
     out = []
     for s_label, b_label in pairs:
         assert b_label is not None

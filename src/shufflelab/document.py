@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import html
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,8 @@ import pandas as pd
 class Table:
     df: pd.DataFrame
     caption: str = ""
-    index: bool = False  # the frame's index is a column of the table
+    index: bool = False  # the frame's index is a column of the table (and the row's key)
+    keys: int = 1  # how many leading columns name a row: repeated in each part of a split table
 
 
 @dataclass
@@ -67,24 +69,83 @@ def cell(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
+def _is_count(col: pd.Series) -> bool:
+    """A float column whose values are all whole numbers holds counts (pandas makes a column of
+    integers float as soon as one value is missing): printed without decimals."""
+    if not pd.api.types.is_float_dtype(col.dtype):
+        return False
+    vals = col.dropna()
+    return bool(len(vals)) and bool(((vals % 1) == 0).all()) and bool((vals.abs() < 2**53).all())
+
+
+def column_text(col: pd.Series) -> list[str]:
+    """A column's cells as text: counts as integers (see :func:`_is_count`), else :func:`cell`."""
+    if _is_count(col):
+        return [cell(v) if pd.isna(v) else str(int(v)) for v in col]
+    return [cell(v) for v in col]
+
+
 MAX_COLUMNS = 10
-"""A table wider than this is split into parts that fit the page, each repeating the key columns."""
+MAX_WIDTH = 120
+"""A table fits the page with at most MAX_COLUMNS columns and MAX_WIDTH characters a row (each
+column as wide as its longest cell or name, plus a separator). A wider table is transposed when it
+has at most TRANSPOSE_ROWS rows, else (or if still too wide) split column-wise into parts that each
+repeat the row's key columns and show at least MIN_PART other columns, however wide they are."""
+TRANSPOSE_ROWS = 3
+MIN_PART = 2
 
 
-def _frame(t: Table) -> pd.DataFrame:
-    return t.df.reset_index() if t.index else t.df
+def _frame(t: Table) -> tuple[pd.DataFrame, int]:
+    """The table as text cells (column names as text) and its number of key columns."""
+    df = t.df.reset_index() if t.index else t.df
+    n_keys = t.df.index.nlevels if t.index else t.keys
+    text = pd.DataFrame({i: column_text(df.iloc[:, i]) for i in range(len(df.columns))})
+    text.columns = [str(c) for c in df.columns]
+    return text, max(1, min(n_keys, len(df.columns)))
+
+
+def _widths(df: pd.DataFrame) -> list[int]:
+    return [max([len(str(c)), *(len(v) for v in df.iloc[:, i])]) + 3 for i, c in enumerate(df.columns)]
+
+
+def _too_wide(df: pd.DataFrame) -> bool:
+    return len(df.columns) > MAX_COLUMNS or sum(_widths(df)) > MAX_WIDTH
+
+
+def _transposed(df: pd.DataFrame, n_keys: int) -> pd.DataFrame:
+    """One row per non-key column, one column per row (named by its key values)."""
+    names = [" / ".join(row) for row in df.iloc[:, :n_keys].itertuples(index=False, name=None)]
+    out = df.iloc[:, n_keys:].T.reset_index()
+    out.columns = [" / ".join(df.columns[:n_keys]), *names]
+    return out
+
+
+def _split(df: pd.DataFrame, n_keys: int) -> list[pd.DataFrame]:
+    widths = _widths(df)
+    key_width = sum(widths[:n_keys])
+    groups: list[list[int]] = [[]]
+    used = key_width
+    for i in range(n_keys, len(df.columns)):
+        full = len(groups[-1]) >= MAX_COLUMNS - n_keys
+        if groups[-1] and (full or (used + widths[i] > MAX_WIDTH and len(groups[-1]) >= MIN_PART)):
+            groups.append([])
+            used = key_width
+        groups[-1].append(i)
+        used += widths[i]
+    return [df.iloc[:, [*range(n_keys), *g]] for g in groups]
 
 
 def parts(t: Table) -> list[pd.DataFrame]:
-    """The table as printed: whole, or split column-wise into parts of at most MAX_COLUMNS columns,
-    each starting with the row's key (the index columns, else the first column)."""
-    df = _frame(t)
-    if len(df.columns) <= MAX_COLUMNS:
+    """The table as printed, as text cells: whole if it fits the page (MAX_COLUMNS, MAX_WIDTH), else
+    transposed (at most TRANSPOSE_ROWS rows) and/or split column-wise, each part keeping the keys."""
+    df, n_keys = _frame(t)
+    if not _too_wide(df):
         return [df]
-    n_keys = max(1, t.df.index.nlevels if t.index else 1)
-    keys, rest = list(df.columns[:n_keys]), list(df.columns[n_keys:])
-    width = max(1, MAX_COLUMNS - n_keys)
-    return [df[keys + rest[i : i + width]] for i in range(0, len(rest), width)]
+    if len(df) <= TRANSPOSE_ROWS:
+        df, n_keys = _transposed(df, n_keys), 1
+        if not _too_wide(df):
+            return [df]
+    return _split(df, n_keys)
 
 
 def _md_escape(text: str) -> str:
@@ -92,10 +153,9 @@ def _md_escape(text: str) -> str:
 
 
 def _markdown_part(df: pd.DataFrame) -> str:
-    cols = [_md_escape(str(c)) for c in df.columns]
-    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    out = ["| " + " | ".join(_md_escape(c) for c in df.columns) + " |", "|" + "---|" * len(df.columns)]
     for row in df.itertuples(index=False, name=None):
-        out.append("| " + " | ".join(_md_escape(cell(v)) for v in row) + " |")
+        out.append("| " + " | ".join(_md_escape(v) for v in row) + " |")
     return "\n".join(out)
 
 
@@ -103,17 +163,31 @@ def markdown_table(t: Table) -> str:
     return "\n\n".join(_markdown_part(df) for df in parts(t))
 
 
+WRAP = 40
+"""In the HTML a cell longer than this (a cause, a sentence) wraps; shorter ones (numbers, intervals) do not."""
+
+
+def _html_cell(v: str) -> str:
+    return f"<td class='w'>{html.escape(v)}</td>" if len(v) > WRAP else f"<td>{html.escape(v)}</td>"
+
+
 def _html_part(df: pd.DataFrame) -> str:
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in df.columns)
-    rows = [
-        "<tr>" + "".join(f"<td>{html.escape(cell(v))}</td>" for v in row) + "</tr>"
-        for row in df.itertuples(index=False, name=None)
-    ]
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in df.columns)
+    rows = ["<tr>" + "".join(_html_cell(v) for v in row) + "</tr>" for row in df.itertuples(index=False, name=None)]
     return f"<table class='t'><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
 
 def html_table(t: Table) -> str:
     return "\n".join(_html_part(df) for df in parts(t))
+
+
+_STRONG = re.compile(r"\*\*(.+?)\*\*")
+_CODE = re.compile(r"`([^`]+)`")
+
+
+def inline(text: str) -> str:
+    """Text as HTML, escaped, with the Markdown the analyses write (``**bold**``, backquoted code)."""
+    return _CODE.sub(r"<code>\1</code>", _STRONG.sub(r"<strong>\1</strong>", html.escape(text, quote=False)))
 
 
 def to_markdown(doc: Document, figure_dir: str = "figures") -> str:
@@ -141,8 +215,12 @@ STYLE = (
     "body{font-family:system-ui,sans-serif;max-width:1000px;margin:2em auto;color:#222;padding:0 1em}"
     "table.t{border-collapse:collapse;font-size:13px;margin:1em 0;display:block;overflow-x:auto}"
     "table.t td,table.t th{border-bottom:1px solid #ddd;padding:4px 8px;text-align:right}"
-    "table.t th{background:#f3f3f3}figure{margin:1.5em 0}img{max-width:100%}"
-    "figcaption{font-size:13px;color:#555}.note{background:#fff8e1;padding:.6em 1em;border-radius:4px}"
+    "table.t th{background:#f3f3f3;overflow-wrap:anywhere}"
+    "table.t td:first-child,table.t th:first-child{text-align:left}table.t td+td{white-space:nowrap}"
+    "table.t td.w{white-space:normal;text-align:left;min-width:16em}"
+    "figure{margin:1.5em 0}img{max-width:100%}figcaption{font-size:13px;color:#555}"
+    ".note{background:#fff8e1;padding:.6em 1em;border-radius:4px}"
+    "code{background:#f3f3f3;padding:0 .2em;border-radius:3px}"
 )
 
 
@@ -155,29 +233,29 @@ def to_html(doc: Document) -> str:
     h = [
         "<!doctype html><html><head><meta charset='utf-8'>",
         f"<title>shufflelab: {esc(doc.title)}</title><style>{STYLE}</style></head><body>",
-        f"<h1>{esc(doc.title)}</h1>",
+        f"<h1>{inline(doc.title)}</h1>",
     ]
     if doc.description:
-        h.append(f"<p>{esc(doc.description)}</p>")
+        h.append(f"<p>{inline(doc.description)}</p>")
     if doc.headline:
-        h += ["<h2>Headline</h2><ul>", *[f"<li>{esc(line)}</li>" for line in doc.headline], "</ul>"]
+        h += ["<h2>Headline</h2><ul>", *[f"<li>{inline(line)}</li>" for line in doc.headline], "</ul>"]
     for s in doc.sections:
-        h.append(f"<h{s.level}>{esc(s.title)}</h{s.level}>")
+        h.append(f"<h{s.level}>{inline(s.title)}</h{s.level}>")
         if s.note:
             h.append("<div class='note'>")
-        h += [f"<p>{esc(p)}</p>" for p in s.paragraphs]
+        h += [f"<p>{inline(p)}</p>" for p in s.paragraphs]
         if s.bullets:
-            h += ["<ul>", *[f"<li>{esc(b)}</li>" for b in s.bullets], "</ul>"]
+            h += ["<ul>", *[f"<li>{inline(b)}</li>" for b in s.bullets], "</ul>"]
         if s.note:
             h.append("</div>")
         for t in s.tables:
             if t.caption:
-                h.append(f"<p>{esc(t.caption)}</p>")
+                h.append(f"<p>{inline(t.caption)}</p>")
             h.append(html_table(t))
         for f in s.figures:
             h.append(
                 f"<figure><img src='{_img(f.path)}' alt='{esc(f.caption)}'>"
-                f"<figcaption>{esc(f.caption)}</figcaption></figure>"
+                f"<figcaption>{inline(f.caption)}</figcaption></figure>"
             )
     h.append("</body></html>")
     return "\n".join(h)

@@ -15,12 +15,15 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import Field, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import pandas as pd
 
 from shufflelab.eventlog import ExecutorRow, JobRow, SqlExecutionRow, StageRow, TaskRow
+
+if TYPE_CHECKING:
+    from shufflelab.spec import ExperimentSpec
 
 _SQL_TYPES = {int: "BIGINT", float: "DOUBLE", str: "VARCHAR", bool: "BOOLEAN"}
 
@@ -405,6 +408,36 @@ class Store:
         for k in keys:
             df[k] = [json.loads(v).get(k) for v in df["values_json"]]
         return df, keys
+
+    def experiment_spec(self) -> ExperimentSpec | None:
+        """The experiment's spec validated again (:func:`shufflelab.spec.stored`), so analyses use its
+        rules rather than re-derive them from JSON; None for a store of imported event logs (no lab
+        spec). :class:`StoreError` when no experiment is recorded or its spec does not validate."""
+        exp = self.query("SELECT spec_json FROM experiments LIMIT 1")
+        if exp.empty:
+            raise StoreError(f"{self.path}: a results file with no experiment recorded")
+        return self._validated(str(exp.iloc[0, 0]), "the experiment")
+
+    def scenario_specs(self) -> dict[str, ExperimentSpec | None]:
+        """Scenario label -> its spec validated again (None where it is not a lab spec: imported
+        event logs), in the store's order."""
+        rows = self.query("SELECT label, spec_json FROM scenarios").itertuples(index=False, name=None)
+        return {str(label): self._validated(str(sj), f"scenario {label!r}") for label, sj in rows}
+
+    def _validated(self, spec_json: str, what: str) -> ExperimentSpec | None:
+        from pydantic import ValidationError
+
+        from shufflelab.spec import stored
+        from shufflelab.spec.loader import describe_error
+
+        try:
+            return stored(spec_json)
+        except ValidationError as exc:
+            bad = "; ".join(describe_error(e) for e in exc.errors())
+            msg = f"{self.path}: {what}: its stored spec does not validate with this version: {bad}"
+            raise StoreError(msg) from None
+        except ValueError as exc:  # not JSON
+            raise StoreError(f"{self.path}: {what}: its stored spec is not JSON: {exc}") from None
 
     def export_parquet(self, dest: Path, skip: Sequence[str] = ()) -> list[str]:
         """Every non-empty table as ``dest/<table>.parquet`` (for re-analysis without DuckDB files)."""

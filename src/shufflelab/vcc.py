@@ -18,11 +18,15 @@ is a bootstrap over runs within each case.
 
 from __future__ import annotations
 
-import json
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+
+if TYPE_CHECKING:
+    from shufflelab.spec import ExperimentSpec
 
 PAIRS_KEY = "cross_traffic.tcp_pairs"
 CASES = ("ecn", "legacy", "vcc")
@@ -47,9 +51,9 @@ def observations(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["pairs", "case", "time_s", "censored"])
 
 
-def prepare(runs: pd.DataFrame, specs: dict[str, str]) -> pd.DataFrame:
+def prepare(runs: pd.DataFrame, specs: Mapping[str, ExperimentSpec | None]) -> pd.DataFrame:
     """``runs`` (with matrix values as columns) plus ``_pairs`` and ``_timeout`` (from each scenario's spec)."""
-    timeouts = {lbl: float(json.loads(s)["experiment"]["run_timeout_s"]) for lbl, s in specs.items()}
+    timeouts = {lbl: s.experiment.run_timeout_s for lbl, s in specs.items() if s is not None}
     out = runs.copy()
     out["_pairs"] = out[PAIRS_KEY].astype(int)
     out["_timeout"] = out["label"].map(timeouts)
@@ -167,7 +171,7 @@ def figure(cell_list: list[Cell], path, timeout_note: str = ""):  # noqa: ANN001
     return path
 
 
-def fig_backlog(store, runs: pd.DataFrame, spec: dict, path):  # noqa: ANN001, ANN201 - Store, matplotlib types
+def fig_backlog(store, runs: pd.DataFrame, spec: ExperimentSpec, path):  # noqa: ANN001, ANN201 - Store, matplotlib
     """Bottleneck backlog over time at the largest number of pairs: one run per case (the first
     with samples, finished or timed out), summed over the router's ports per sampling round."""
     import matplotlib
@@ -177,8 +181,8 @@ def fig_backlog(store, runs: pd.DataFrame, spec: dict, path):  # noqa: ANN001, A
 
     top = int(runs["_pairs"].max()) if "_pairs" in runs.columns else int(runs[PAIRS_KEY].max())
     at = runs[(runs[PAIRS_KEY].astype(int) == top) & runs["status"].isin(["ok", "timeout"])]
-    period_ms = float(spec.get("telemetry", {}).get("queue_period_ms", 100))
-    red = (spec.get("topology", {}).get("bottleneck", {}) or {}).get("red") or {}
+    period_ms = float(spec.telemetry.queue_period_ms)
+    red = spec.topology.bottleneck.red
     fig, ax = plt.subplots(figsize=(8, 4))
     colors = {"ecn": "#4c72b0", "legacy": "#c44e52", "vcc": "#55a868"}
     drawn = 0
@@ -201,9 +205,9 @@ def fig_backlog(store, runs: pd.DataFrame, spec: dict, path):  # noqa: ANN001, A
     if not drawn:
         plt.close(fig)
         return None
-    if red.get("min_bytes"):
+    if red is not None and red.min_bytes:
         ax.axhline(
-            red["min_bytes"] / 1e3, color="k", ls="--", lw=0.8, label=f"marking threshold {red['min_bytes'] / 1e3:g} kB"
+            red.min_bytes / 1e3, color="k", ls="--", lw=0.8, label=f"marking threshold {red.min_bytes / 1e3:g} kB"
         )
     ax.set_xlabel("time since the run's first sample (s)")
     ax.set_ylabel("bottleneck backlog (kB), both directions")

@@ -21,12 +21,14 @@ real interventions by :func:`validate` (remove the cross traffic, measure, compa
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
+
+if TYPE_CHECKING:
+    from shufflelab.spec import ExperimentSpec
 
 Speedup = float | dict[str, float] | Callable[[str], float]
 
@@ -205,7 +207,15 @@ def _typical_latency(t: pd.DataFrame, submitted: Mapping[tuple[int, int], float]
     return float(pd.Series(gaps).median()) if gaps else 0.0
 
 
-def udp_speedup(spec: dict[str, Any]) -> float:
+def _lab_spec(spec: ExperimentSpec | Mapping[str, Any] | None) -> ExperimentSpec | None:
+    """A scenario's spec as ``Store.scenario_specs`` gives it (a stored dictionary is validated again);
+    None for an imported event log's, which is no lab spec."""
+    from shufflelab.spec import ExperimentSpec, stored
+
+    return spec if spec is None or isinstance(spec, ExperimentSpec) else stored(spec)
+
+
+def udp_speedup(spec: ExperimentSpec | Mapping[str, Any] | None) -> float:
     """The network speed-up that removing a spec's UDP cross traffic gives the job's fetches:
     rate / (rate - UDP rate), applied to every task when the UDP shares the job's bottleneck.
 
@@ -213,9 +223,7 @@ def udp_speedup(spec: dict[str, Any]) -> float:
     reducer fetch a block from that host (and that host's ACKs wait in the same queue), so every
     task's fetch wait ends on the congested port: the speed-up is applied to all tasks. A UDP
     sink outside the job (no worker role) shares no queue with it: speed-up 1."""
-    from shufflelab.spec import stored
-
-    s = stored(spec)
+    s = _lab_spec(spec)
     if s is None or s.cross_traffic.udp_percent <= 0:
         return 1.0
     if s.topology.kind == "star":
@@ -226,12 +234,10 @@ def udp_speedup(spec: dict[str, Any]) -> float:
     return 1 / max(0.02, 1 - s.cross_traffic.udp_percent / 100)
 
 
-def spec_cores(spec: Mapping[str, Any]) -> int | None:
+def spec_cores(spec: ExperimentSpec | Mapping[str, Any] | None) -> int | None:
     """Task slots per executor that a scenario's spec gives its applications, or None when the spec
     leaves it to Spark (several applications sharing multi-core workers)."""
-    from shufflelab.spec import stored
-
-    s = stored(spec)
+    s = _lab_spec(spec)
     if s is None:  # not a lab spec (an imported event log)
         return None
     worker = s.spark.worker_cores  # spark.executor.cores is the lab's to set (sparkconf.RESERVED)
@@ -266,19 +272,19 @@ def validate(db: Any, pairs: list[tuple[str, str]] | None = None) -> pd.DataFram
     from shufflelab.results import Store
 
     store = Store(db)
-    scen = store.query("SELECT label, spec_json FROM scenarios")
-    specs = {r["label"]: json.loads(r["spec_json"]) for _, r in scen.iterrows()}
-    pairs = pairs if pairs is not None else dg.baseline_pairs(scen)
+    specs = store.scenario_specs()
+    pairs = pairs if pairs is not None else dg.baseline_pairs(specs)
     runs = store.query(
         "SELECT r.run_id, r.job_time_s, r.n_apps, s.label FROM runs r JOIN scenarios s USING (scenario_id) "
         "WHERE r.status = 'ok'"
     )
     out = []
     for s_label, b_label in pairs:
-        if specs[s_label].get("workload", {}).get("apps", 1) != 1:
+        spec = specs[s_label]
+        if spec is None or spec.workload.apps != 1:
             continue  # one application per run: the replay models one app's DAG
-        k = udp_speedup(specs[s_label])
-        cores = spec_cores(specs[s_label])
+        k = udp_speedup(spec)
+        cores = spec_cores(spec)
         preds, observed = [], []
         for run_id in runs[runs["label"] == s_label]["run_id"]:
             tasks, stages, jobs = run_inputs(store, run_id)

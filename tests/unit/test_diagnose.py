@@ -12,6 +12,7 @@ import pytest
 
 from conftest import BASE_SPEC
 from shufflelab import diagnose as dg
+from shufflelab.spec import stored
 
 
 def _runs(job_times: list[float], cpu: list[float], cores: int = 4, wait_share: float = 0.1) -> pd.DataFrame:
@@ -122,16 +123,10 @@ def test_baseline_pairs_match_on_everything_but_traffic() -> None:
         d["workload"]["params"]["rows"] = rows
         return json.dumps(d)
 
-    scenarios = pd.DataFrame(
-        {
-            "label": ["none-1", "shared-1", "control-1", "none-2", "shared-2"],
-            "spec_json": [
-                spec(0, "w1", 1), spec(95, "w1", 1), spec(95, "tsink", 1), spec(0, "w1", 2), spec(95, "w1", 2),
-            ],
-        }
-    )  # fmt: skip
+    labels = ["none-1", "shared-1", "control-1", "none-2", "shared-2"]
+    jsons = [spec(0, "w1", 1), spec(95, "w1", 1), spec(95, "tsink", 1), spec(0, "w1", 2), spec(95, "w1", 2)]
     # a baseline differs only in cross traffic: "none-1" is the baseline of both traffic cases of size 1
-    pairs = dg.baseline_pairs(scenarios)
+    pairs = dg.baseline_pairs({label: stored(j) for label, j in zip(labels, jsons, strict=True)})
     assert ("shared-1", "none-1") in pairs and ("shared-2", "none-2") in pairs
     assert ("control-1", "none-1") in pairs
     assert len(pairs) == 3
@@ -197,13 +192,9 @@ def test_control_of_pairs_scenarios_with_the_same_load_elsewhere() -> None:
         d["cross_traffic"] = {"udp_percent": udp, "sink": sink}
         return json.dumps(d)
 
-    sc = pd.DataFrame(
-        {
-            "label": ["none", "shared", "control", "other-rate"],
-            "spec_json": [spec(0, None), spec(95, "w1"), spec(95, None), spec(95, None, rate=10)],
-        }
-    )
-    got = dg.control_of(sc)
+    jsons = {"none": spec(0, None), "shared": spec(95, "w1"), "control": spec(95, None),
+             "other-rate": spec(95, None, rate=10)}  # fmt: skip
+    got = dg.control_of({label: stored(j) for label, j in jsons.items()})
     assert got["shared"] == "control" and "none" not in got and "other-rate" not in got
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from html.parser import HTMLParser
+from pathlib import Path
 
 import pandas as pd
 
@@ -38,15 +40,95 @@ def test_markdown_and_html_carry_the_same_sections_and_cells() -> None:
     assert md.index("Headline") < md.index("Per scenario") < md.index("Limits")
 
 
-def test_wide_tables_are_split_repeating_the_key() -> None:
-    wide = pd.DataFrame({f"c{i}": [i, i + 1] for i in range(23)})
-    wide.insert(0, "scenario", ["a", "b"])
-    ps = doc.parts(doc.Table(wide))
-    assert [len(p.columns) for p in ps] == [10, 10, 6]
-    assert all(p.columns[0] == "scenario" for p in ps)
+def test_wide_tables_are_split_repeating_the_key_columns() -> None:
+    wide = pd.DataFrame({f"c{i}": range(i, i + 5) for i in range(22)})
+    wide.insert(0, "case", list("abcde"))
+    wide.insert(0, "workload", ["w"] * 5)
+    ps = doc.parts(doc.Table(wide, keys=2))
+    assert [len(p.columns) for p in ps] == [10, 10, 8]  # 22 columns, 8 a part next to the 2 keys
+    assert all(list(p.columns[:2]) == ["workload", "case"] for p in ps)
     assert sorted({c for p in ps for c in p.columns}) == sorted(wide.columns)
-    md = doc.markdown_table(doc.Table(wide))
-    assert md.count("| scenario |") == 3
-    indexed = doc.parts(doc.Table(wide.set_index("scenario"), index=True))
-    assert all(p.columns[0] == "scenario" for p in indexed)
-    assert doc.html_table(doc.Table(wide)).count("<table") == 3
+    md = doc.markdown_table(doc.Table(wide, keys=2))
+    assert md.count("| workload | case |") == 3
+    indexed = doc.parts(doc.Table(wide.set_index(["workload", "case"]), index=True))
+    assert all(list(p.columns[:2]) == ["workload", "case"] for p in indexed)
+    assert doc.html_table(doc.Table(wide)).count("<table") == 3  # one key column: 9 more per part
+
+
+def test_wide_tables_with_few_rows_are_transposed() -> None:
+    wide = pd.DataFrame({f"c{i}": [i, i + 1] for i in range(12)})
+    wide.insert(0, "scenario", ["a", "b"])
+    (p,) = doc.parts(doc.Table(wide))
+    assert list(p.columns) == ["scenario", "a", "b"]
+    assert p.iloc[3].tolist() == ["c3", "3", "4"]
+    assert len(p) == 12
+
+
+def test_float_columns_holding_counts_print_as_integers() -> None:
+    df = pd.DataFrame({"n": [3.0, math.nan, 10.0], "ratio": [1.0, 2.5, math.nan], "mean": [2.0, 2.0, 4.0]})
+    (p,) = doc.parts(doc.Table(df))
+    assert p["n"].tolist() == ["3", "–", "10"]  # a count column made float by a missing value
+    assert p["ratio"].tolist() == ["1.000", "2.500", "–"]
+    assert p["mean"].tolist() == ["2", "2", "4"]  # whole numbers throughout: no decimals to show
+
+
+def test_inline_markdown_becomes_html_and_is_escaped() -> None:
+    assert doc.inline("**a<b** vs `shufflelab diagnose` & c") == (
+        "<strong>a&lt;b</strong> vs <code>shufflelab diagnose</code> &amp; c"
+    )
+
+
+class _Checker(HTMLParser):
+    """Every element closed in order (void elements excepted): the page is well-formed."""
+
+    VOID = {"meta", "img", "br", "hr", "link", "input"}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stack: list[str] = []
+        self.tags: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        if tag not in self.VOID:
+            self.stack.append(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        assert self.stack and self.stack[-1] == tag, f"</{tag}> closes <{self.stack[-1] if self.stack else None}>"
+        self.stack.pop()
+
+
+def well_formed(page: str) -> list[str]:
+    """The page's start tags, after checking that every element is closed in order."""
+    c = _Checker()
+    c.feed(page)
+    c.close()
+    assert not c.stack, f"unclosed: {c.stack}"
+    return c.tags
+
+
+def test_html_is_well_formed(tmp_path: Path) -> None:
+    png = tmp_path / "f.png"
+    png.write_bytes(b"\x89PNG\r\n\x1a\n")
+    d = _doc()
+    d.sections.append(doc.Section("**Figures** `x`", ["a **b** c"], figures=[doc.Figure(png, "cap <1>")]))
+    wide = pd.DataFrame({f"c{i}": range(5) for i in range(25)})
+    d.sections[0].tables.append(doc.Table(wide))
+    tags = well_formed(doc.to_html(d))
+    assert tags.count("table") == 1 + 3 and "strong" in tags and "code" in tags and "img" in tags
+
+
+def test_tables_wider_than_the_page_in_characters_are_split() -> None:
+    long = pd.DataFrame({f"c{i}": [f"{'x' * 40}{r}" for r in range(5)] for i in range(7)})
+    long.insert(0, "scenario", list("abcde"))
+    ps = doc.parts(doc.Table(long))
+    assert [list(p.columns)[1:] for p in ps] == [["c0", "c1"], ["c2", "c3"], ["c4", "c5"], ["c6"]]
+    assert all(p.columns[0] == "scenario" for p in ps)
+    wider = long.assign(c0=long["c0"] * 3)  # 2 columns a part even when they alone are wider than the page
+    assert [list(p.columns)[1:] for p in doc.parts(doc.Table(wider))][0] == ["c0", "c1"]
+    assert len(doc.parts(doc.Table(long.iloc[:, :3]))) == 1  # 2 x 43 characters + the key: it fits
+
+
+def test_only_long_cells_wrap_in_html() -> None:
+    t = doc.html_table(doc.Table(pd.DataFrame({"run": ["r1"], "cause": ["deadline: " + "served 0/8; " * 5]})))
+    assert "<td>r1</td>" in t and "<td class='w'>deadline" in t

@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
-import json
+import copy
 
 import pandas as pd
 import pytest
 
+from conftest import BASE_SPEC
 from shufflelab import vcc
+from shufflelab.spec import ExperimentSpec
 
 
-def _runs(rows: list[tuple[int, str, str, float | None]]) -> tuple[pd.DataFrame, dict[str, str]]:
+def _spec(run_timeout_s: float) -> ExperimentSpec:
+    d = copy.deepcopy(BASE_SPEC)
+    d["experiment"]["run_timeout_s"] = run_timeout_s
+    return ExperimentSpec.model_validate(d)
+
+
+def _runs(rows: list[tuple[int, str, str, float | None]]) -> tuple[pd.DataFrame, dict[str, ExperimentSpec | None]]:
     df = pd.DataFrame(
         [
             {"label": f"tcp_pairs={p},case={c}", vcc.PAIRS_KEY: p, "case": c, "status": st, "job_time_s": t}
@@ -18,7 +26,7 @@ def _runs(rows: list[tuple[int, str, str, float | None]]) -> tuple[pd.DataFrame,
         ]
     )
     timeouts = {"ecn": 180, "legacy": 60, "vcc": 180}
-    specs = {lbl: json.dumps({"experiment": {"run_timeout_s": timeouts[lbl.split("case=")[1]]}}) for lbl in df["label"]}
+    specs: dict[str, ExperimentSpec | None] = {lbl: _spec(timeouts[lbl.split("case=")[1]]) for lbl in df["label"]}
     return df, specs
 
 

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from shufflelab.results import Store, StoreError
 from shufflelab.stats import MIN_N, Comparison, compare, summarize
+
+if TYPE_CHECKING:
+    from shufflelab.spec import ExperimentSpec
 
 CC_KEY = "tcp.congestion_control"
 UDP_KEY = "cross_traffic.udp_percent"
@@ -22,10 +25,11 @@ UDP_KEY = "cross_traffic.udp_percent"
 class Data:
     name: str
     description: str
-    spec: dict[str, Any]
+    spec: ExperimentSpec  # the experiment's spec, validated again (Store.experiment_spec)
     runs: pd.DataFrame  # one row per run, with the scenario's matrix values as columns
     keys: list[str]  # varied matrix keys
     environment: dict[str, Any]
+    scenarios: dict[str, ExperimentSpec | None] = field(default_factory=dict)  # label -> Store.scenario_specs()
 
 
 VCC_NOTE = (
@@ -40,12 +44,18 @@ def load(db: Path) -> Data:
     exp = store.query("SELECT * FROM experiments LIMIT 1")
     if exp.empty:
         raise StoreError(f"{db}: a results file with no experiment recorded")
-    spec = json.loads(exp.loc[0, "spec_json"])
+    spec = store.experiment_spec()
+    if spec is None:
+        raise StoreError(
+            f"{db}: Spark event logs imported by shufflelab analyze, not a lab experiment: "
+            "their report is the application report (shufflelab.appreport)"
+        )
     runs, keys = store.runs_with_values()
     env: dict[str, Any] = {}
     if not runs.empty and runs["environment_json"].notna().any():
         env = json.loads(runs["environment_json"].dropna().iloc[-1])
-    return Data(str(exp.loc[0, "name"]), str(exp.loc[0, "description"] or ""), spec, runs, keys, env)
+    name, description = str(exp.loc[0, "name"]), str(exp.loc[0, "description"] or "")
+    return Data(name, description, spec, runs, keys, env, store.scenario_specs())
 
 
 def _fmt(x: float, digits: int = 1) -> str:
@@ -167,11 +177,10 @@ def shuffle_table(d: Data, db: Path) -> pd.DataFrame | None:
     )
     if tasks.empty:
         return None
-    specs = {row["label"]: json.loads(row["spec_json"]) for _, row in Store(db).query(
-        "SELECT label, spec_json FROM scenarios").iterrows()}  # fmt: skip
-    runs = ok[["run_id", "label"]].copy()
-    runs["rate_mbps"] = [specs[lbl]["topology"]["bottleneck"]["rate_mbps"] for lbl in runs["label"]]
-    runs["kind"] = [specs[lbl]["topology"].get("kind", "shared") for lbl in runs["label"]]
+    runs = ok[["run_id", "label"]][[d.scenarios.get(lbl) is not None for lbl in ok["label"]]].copy()
+    topologies = [d.scenarios[lbl].topology for lbl in runs["label"]]  # type: ignore[union-attr]
+    runs["rate_mbps"] = [t.bottleneck.rate_mbps for t in topologies]
+    runs["kind"] = [t.kind for t in topologies]
     per = shuffle.per_run(tasks, runs).merge(runs[["run_id", "label"]], on="run_id")
     if per.empty:
         return None

@@ -115,7 +115,7 @@ def fig_backlog(
     if chosen.empty:
         return None
     store = Store(db)
-    period_ms = float(d.spec.get("telemetry", {}).get("queue_period_ms", 100))
+    period_ms = float(d.spec.telemetry.queue_period_ms)
     fig, axes = plt.subplots(2, 1, figsize=(9, 5.2), sharex=True)
     labels = []
     for _, run in chosen.iterrows():

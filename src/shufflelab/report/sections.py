@@ -53,8 +53,7 @@ def _add(out: Analyses, path: Path | None, caption: str, at: int | None = None) 
 def _vcc(d: Data, db: Path, figdir: Path, out: Analyses) -> tuple[list[Section], pd.DataFrame | None]:
     from shufflelab import vcc
 
-    specs = dict(Store(db).query("SELECT label, spec_json FROM scenarios").itertuples(index=False, name=None))
-    prepared = vcc.prepare(d.runs, specs)
+    prepared = vcc.prepare(d.runs, d.scenarios)
     obs = vcc.observations(prepared)
     secs: list[Section] = []
     closure = None
@@ -127,9 +126,9 @@ def analyses(d: Data, db: Path, figdir: Path) -> Analyses:
         caption = f"Job time per scenario (mean; 95 % CI where n ≥ {MIN_N}, else the n is shown)."
         _add(out, F.fig_job_times(d, table, figdir / "job_times.png"), caption)
     # a MapReduce replay has no Spark tasks: the Spark analyses (diagnosis, FCT, what-if) do not apply
-    mapreduce = d.spec.get("workload", {}).get("name") == "mapreduce"
+    mapreduce = d.spec.workload.name == "mapreduce"
     seed002 = vcc.applies(d.keys, d.runs)
-    pairs = [] if mapreduce else dg.baseline_pairs(Store(db).query("SELECT label, spec_json FROM scenarios"))
+    pairs = [] if mapreduce else dg.baseline_pairs(d.scenarios)
     bl = None if seed002 else F.fig_backlog(d, db, figdir / "backlog.png", pairs)
     if bl:
         out.figures.append(Figure(bl[0], f"Bottleneck backlog over time: {', '.join(bl[1])}."))
@@ -158,12 +157,12 @@ def analyses(d: Data, db: Path, figdir: Path) -> Analyses:
                             tables=[Table(t000, index=True)]))  # fmt: skip
     if slow is not None:
         secs.append(Section("Slowdown from cross traffic (ratio of mean job times, 95 % CI, Welch p)",
-                            [SLOWDOWN_NOTE], tables=[Table(slow)]))  # fmt: skip
+                            [SLOWDOWN_NOTE], tables=[Table(slow, keys=len(d.keys))]))  # fmt: skip
     secs += vcc_secs
     if diagnoses:
         secs.append(_diagnosis(diagnoses))
     summary = table[[c for c in [*d.keys, *SUMMARY_COLS] if c in table.columns]] if not table.empty else table
-    secs.append(Section("Per scenario", tables=[Table(summary)]))
+    secs.append(Section("Per scenario", tables=[Table(summary, keys=max(1, len(d.keys)))]))
     shuf = shuffle_table(d, db)
     if shuf is not None:
         secs.append(Section("Shuffle path share (mean over runs)", [SHUFFLE_NOTE], tables=[Table(shuf)]))

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from shufflelab.report.data import Data, _p_text, verdict
 from shufflelab.stats import MIN_N, Comparison
+
+if TYPE_CHECKING:
+    from shufflelab.spec import Workload
 
 
 def _comparison_line(scenario: str, baseline: str, c: Comparison) -> str:
@@ -52,22 +57,72 @@ def headline(
     return (first or []) + _headline(table, slow, diagnoses, not_ok)
 
 
+HEADLINE_PAIRS = 3
+"""More comparisons than this are summed up in the headline (each one is in its section)."""
+
+
+@dataclass
+class _Pair:
+    where: str
+    ratio: float
+    ci: str
+    p: str
+    verdict: str
+    n: str
+    too_few: bool
+
+
+def _pairs(slow: pd.DataFrame | None, diagnoses: list[Any]) -> list[_Pair]:
+    if diagnoses:
+        return [_Pair(f"{x.scenario} vs {x.baseline}", x.job.ratio, x.job.ci_text(), _p_text(x.job), verdict(x.job),
+                      f"{x.job.n_baseline}/{x.job.n_treatment}", x.job.too_few) for x in diagnoses]  # fmt: skip
+    if slow is None or slow.empty:
+        return []
+    keys = [c for c in slow.columns if c not in ("udp_percent", "n", "job_ratio", "job_ci_95", "p_welch",
+                                                 "verdict", "cpu_ratio", "cpu_ci_95")]  # fmt: skip
+    out = []
+    for _, r in slow.iterrows():
+        where = ", ".join(f"{k}={r[k]}" for k in keys)
+        where = f"{where + ', ' if where else ''}UDP at {r['udp_percent']:g} % vs none"
+        out.append(_Pair(where, float(r["job_ratio"]), str(r["job_ci_95"]), str(r["p_welch"]), str(r["verdict"]),
+                         str(r["n"]), str(r["verdict"]).startswith("too few")))  # fmt: skip
+    return out
+
+
+def _counts(words: list[str]) -> str:
+    return ", ".join(f"{n} {w}" for w, n in Counter(words).items())
+
+
+def _summary(pairs: list[_Pair], diagnoses: list[Any]) -> list[str]:
+    """Many comparisons in two sentences: the verdicts counted, the smallest and largest slowdown."""
+    measured = sorted((p for p in pairs if math.isfinite(p.ratio)), key=lambda p: p.ratio)
+    line = f"Cross traffic vs none in {len(pairs)} comparisons: {_counts([p.verdict for p in pairs])}"
+    if measured:
+        lo, hi = measured[0], measured[-1]
+        detail = f"n = {hi.n}" if hi.too_few else f"95 % CI {hi.ci}, Welch p = {hi.p}, n = {hi.n}"
+        line += f"; job time from x{lo.ratio:.2f} ({lo.where}) to x{hi.ratio:.2f} ({hi.where}, {detail})"
+    lines = [line + "."]
+    if diagnoses:
+        lines.append(f"Starvation diagnosis: {_counts([x.verdict for x in diagnoses])} (each pair under "
+                     "'Starvation diagnosis').")  # fmt: skip
+    return lines
+
+
 def _headline(table: pd.DataFrame, slow: pd.DataFrame | None, diagnoses: list[Any], not_ok: int) -> list[str]:
+    pairs = _pairs(slow, diagnoses)
+    if len(pairs) > HEADLINE_PAIRS:
+        return _summary(pairs, diagnoses)
     if diagnoses:
         return [f"{_comparison_line(x.scenario, x.baseline, x.job)}; starvation diagnosis: {x.verdict}."
                 for x in diagnoses]  # fmt: skip
-    if slow is not None and not slow.empty:
-        keys = [c for c in slow.columns if c not in ("udp_percent", "n", "job_ratio", "job_ci_95", "p_welch",
-                                                     "verdict", "cpu_ratio", "cpu_ci_95")]  # fmt: skip
+    if pairs:
         lines = []
-        for _, r in slow.iterrows():
-            where = ", ".join(f"{k}={r[k]}" for k in keys)
-            head = f"{where + ', ' if where else ''}UDP at {r['udp_percent']:g} % vs none"
-            head += f": job time x{r['job_ratio']:.2f}, n = {r['n']}"
-            if r["verdict"].startswith("too few"):
+        for p in pairs:
+            head = f"{p.where}: job time x{p.ratio:.2f}, n = {p.n}"
+            if p.too_few:
                 lines.append(f"{head}: too few runs for an interval/verdict (need {MIN_N} per side).")
             else:
-                lines.append(f"{head}, 95 % CI {r['job_ci_95']}, Welch p = {r['p_welch']}: {r['verdict']}.")
+                lines.append(f"{head}, 95 % CI {p.ci}, Welch p = {p.p}: {p.verdict}.")
         return lines
     measured = table[table["n"] > 0] if not table.empty else table
     if measured.empty:
@@ -118,11 +173,11 @@ def selftest_fact(d: Data) -> str | None:
     )
 
 
-def user_app_line(w: dict[str, Any]) -> str:
+def user_app_line(w: Workload) -> str:
     """What a user application workload was, for the report: not a built-in, its entry point and inputs."""
-    entry = Path(w["script"]).name if w.get("script") else f"{w.get('main_class')} in {Path(w.get('jar') or '').name}"
-    args = " ".join(w.get("args") or []) or "no arguments"
-    conf = ", ".join(f"{k}={v}" for k, v in (w.get("conf") or {}).items())
+    entry = Path(w.script).name if w.script else f"{w.main_class} in {Path(w.jar or '').name}"
+    args = " ".join(w.args) or "no arguments"
+    conf = ", ".join(f"{k}={v}" for k, v in w.conf.items())
     return (
         f"Workload: the user's own application {entry} ({args}{'; conf ' + conf if conf else ''}), "
         "not one of the lab's built-in workloads: its data sizes are whatever it was given here."
@@ -131,10 +186,7 @@ def user_app_line(w: dict[str, Any]) -> str:
 
 def scale_note(d: Data) -> list[str]:
     s = d.spec
-    hosts = s.get("hosts", {})
-    workers = [h for h, v in hosts.items() if "spark-worker" in v.get("roles", [])]
-    link = s["topology"]["bottleneck"]
-    params = s["workload"].get("params", {})
+    params: dict[str, Any] = dict(s.workload.params)
     varied = {
         json.dumps(json.loads(v)["workload"], sort_keys=True)
         for v in d.runs.get("values_json", [])
@@ -142,25 +194,24 @@ def scale_note(d: Data) -> list[str]:
     }
     if varied:  # the matrix replaces the whole workload: show what actually ran
         params = {"varied": "; ".join(sorted(varied))}
-    mr = s["workload"]["name"] == "mapreduce"
-    mr_hosts = [h for h, v in hosts.items() if "mapreduce" in v.get("roles", [])]
+    mr = s.workload.name == "mapreduce"
     who = (
-        f"{len(mr_hosts)} MapReduce hosts (trace replay over real TCP, no Hadoop)"
+        f"{len(s.hosts_with('mapreduce'))} MapReduce hosts (trace replay over real TCP, no Hadoop)"
         if mr
-        else f"{len(workers)} workers x {s['spark'].get('worker_cores', 1)} core(s)"
+        else f"{len(s.hosts_with('spark-worker'))} workers x {s.spark.worker_cores} core(s)"
     )
     lines = [
         f"Scaled to one host ({d.environment.get('cpus', '?')} CPUs): {who}, "
-        f"topology '{s['topology'].get('kind', 'shared')}' with a "
-        f"{link['rate_mbps']:g} Mbit/s bottleneck, workload {s['workload']['name']}"
+        f"topology '{s.topology.kind}' with a "
+        f"{s.topology.bottleneck.rate_mbps:g} Mbit/s bottleneck, workload {s.workload.name}"
         + (" " + ", ".join(f"{k}={v}" for k, v in params.items()) if params else "")
         + ".",
     ]
-    seed = SEED_SCALE.get(str(s["workload"]["name"]))
+    seed = SEED_SCALE.get(s.workload.name)
     if seed:
         lines.append(seed)
-    if s["workload"]["name"] == "app":
-        lines.append(user_app_line(s["workload"]))
+    if s.workload.name == "app":
+        lines.append(user_app_line(s.workload))
     caps = d.environment.get("capabilities", {})
     missing_q = [q for q in ("netem", "red") if q not in caps.get("qdiscs", [])]
     missing_cc = [c for c in ("dctcp",) if c not in caps.get("congestion_controls", [])]
