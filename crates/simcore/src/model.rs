@@ -5,6 +5,10 @@
 
 use serde::{Deserialize, Serialize};
 
+// The Net-Aware estimates live with the planner that reads them (netaware does not import this
+// module); they are re-exported here as part of the run's result values.
+pub use crate::netaware::{NetworkEstimate, OperatorEstimate};
+
 /// A cluster of identical machines whose cores form one FIFO pool.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 pub struct ClusterConfig {
@@ -235,37 +239,6 @@ impl Config {
         }
         Ok(())
     }
-}
-
-/// The Net-Aware model's inputs for one operator, as seen at a job's arrival.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-pub struct OperatorEstimate {
-    pub name: String,
-    pub partitions: f64,
-    pub input_gb: f64,
-    pub output_gb: f64,
-    pub compute_queued_partitions: f64,
-    /// Infinite (JSON null) when the operator costs no CPU.
-    #[serde(deserialize_with = "infinite_if_null")]
-    pub compute_drain_partitions_per_s: f64,
-    pub storage_queued_partitions: f64,
-    #[serde(deserialize_with = "infinite_if_null")]
-    pub storage_drain_partitions_per_s: f64,
-    pub pushable: bool,
-}
-
-/// JSON has no infinity: serde_json writes it as null, and null reads back as infinity.
-fn infinite_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
-    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::INFINITY))
-}
-
-/// The network part of the Net-Aware model's inputs.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-pub struct NetworkEstimate {
-    pub bandwidth_gbps: f64,
-    pub concurrent_transfers: f64,
-    pub max_concurrent_transfers: f64,
-    pub backlog_gb: f64,
 }
 
 #[derive(Debug, Clone, Serialize)]

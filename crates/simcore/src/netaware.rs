@@ -10,7 +10,36 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{NetworkEstimate, OperatorEstimate};
+/// The Net-Aware model's inputs for one operator, as seen at a job's arrival.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub struct OperatorEstimate {
+    pub name: String,
+    pub partitions: f64,
+    pub input_gb: f64,
+    pub output_gb: f64,
+    pub compute_queued_partitions: f64,
+    /// Infinite (JSON null) when the operator costs no CPU.
+    #[serde(deserialize_with = "infinite_if_null")]
+    pub compute_drain_partitions_per_s: f64,
+    pub storage_queued_partitions: f64,
+    #[serde(deserialize_with = "infinite_if_null")]
+    pub storage_drain_partitions_per_s: f64,
+    pub pushable: bool,
+}
+
+/// JSON has no infinity: serde_json writes it as null, and null reads back as infinity.
+fn infinite_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::INFINITY))
+}
+
+/// The network part of the Net-Aware model's inputs.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub struct NetworkEstimate {
+    pub bandwidth_gbps: f64,
+    pub concurrent_transfers: f64,
+    pub max_concurrent_transfers: f64,
+    pub backlog_gb: f64,
+}
 
 /// Seconds to drain `queued` partitions plus `partitions` at `drain_per_s` partitions/s.
 pub fn compute_time_s(queued: f64, drain_per_s: f64, partitions: f64) -> f64 {
