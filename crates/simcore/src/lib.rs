@@ -13,6 +13,7 @@
 
 pub mod bottleneck;
 pub mod engine;
+pub mod maxmin;
 pub mod model;
 pub mod netaware;
 pub mod network;
