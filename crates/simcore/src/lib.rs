@@ -18,6 +18,7 @@ pub mod model;
 pub mod netaware;
 pub mod network;
 pub mod sparkjob;
+pub mod topology;
 
 pub use engine::run;
 
