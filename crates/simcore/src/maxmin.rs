@@ -4,8 +4,9 @@
 //! whose remaining capacity per unfrozen flow is the smallest saturates first and freezes its
 //! flows at that share; a flow with a rate cap (a non-responsive sender) freezes at its cap when
 //! the water reaches it. Shares of the other links only rise as flows freeze elsewhere
-//! (`(R - s) / (n - 1) >= R / n` when `s <= R / n`), so a min-heap with stale entries skipped
-//! finds each next bottleneck in O(log L): one solve costs O((F·P + L) log L).
+//! (`(R - s) / (n - 1) >= R / n` when `s <= R / n`), so a min-heap holding one entry per link,
+//! keyed at most at the link's current share, finds each next bottleneck: an entry popped below
+//! its link's current share goes back in with it (raising a key costs nothing until then).
 //!
 //! Incremental: adding or removing a flow or changing a capacity marks links dirty; a solve
 //! recomputes only the connected component(s) of the flow–link graph (flows and the links they
@@ -269,7 +270,7 @@ impl MaxMin {
     /// Progressive filling over `flows`, which use only links in `links` and are every flow on
     /// those links.
     fn fill(&mut self, flows: &[u32], links: &[u32]) {
-        let mut heap: BinaryHeap<Reverse<(Ord64, u32)>> = BinaryHeap::new();
+        let mut entries: Vec<Reverse<(Ord64, u32)>> = Vec::with_capacity(links.len());
         for &l in links {
             let li = l as usize;
             self.left[li] = self.links[li].capacity;
@@ -277,7 +278,7 @@ impl MaxMin {
             self.links[li].load = 0.0;
             if self.count[li] > 0 {
                 self.key[li] = self.left[li] / self.count[li] as f64;
-                heap.push(Reverse((Ord64(self.key[li]), l)));
+                entries.push(Reverse((Ord64(self.key[li]), l)));
             }
         }
         // a flow's own cap is a bottleneck too; `frozen[f] == epoch` marks a frozen flow
@@ -285,27 +286,34 @@ impl MaxMin {
         for &f in flows {
             let cap = self.flows[f as usize].cap;
             if cap.is_finite() {
-                heap.push(Reverse((Ord64(cap), f | FLOW_TAG)));
+                entries.push(Reverse((Ord64(cap), f | FLOW_TAG)));
             }
         }
+        // One entry per link, its key at most the link's current share (shares only rise as
+        // flows freeze): a popped entry below the current share goes back in with it.
+        let mut heap = BinaryHeap::from(entries);
         while let Some(Reverse((Ord64(share), tag))) = heap.pop() {
             if tag & FLOW_TAG != 0 {
                 let f = tag & !FLOW_TAG;
                 if self.frozen[f as usize] != epoch {
-                    self.freeze(f, share, &mut heap);
+                    self.freeze(f, share);
                 }
                 continue;
             }
             let l = tag as usize;
-            if self.count[l] == 0 || self.key[l].to_bits() != share.to_bits() {
-                continue; // stale entry
+            if self.count[l] == 0 {
+                continue;
+            }
+            if self.key[l].to_bits() != share.to_bits() {
+                heap.push(Reverse((Ord64(self.key[l]), l as u32)));
+                continue;
             }
             // every unfrozen flow on the link gets the share
             let mut k = 0;
             while k < self.links[l].flows.len() {
                 let f = self.links[l].flows[k];
                 if self.frozen[f as usize] != epoch {
-                    self.freeze(f, share, &mut heap);
+                    self.freeze(f, share);
                 }
                 k += 1;
             }
@@ -313,7 +321,7 @@ impl MaxMin {
     }
 
     /// Fix flow `f` at `share`: its links lose the share and one unfrozen flow.
-    fn freeze(&mut self, f: u32, share: f64, heap: &mut BinaryHeap<Reverse<(Ord64, u32)>>) {
+    fn freeze(&mut self, f: u32, share: f64) {
         self.frozen[f as usize] = self.epoch;
         self.flows[f as usize].rate = share;
         for k in 0..self.flows[f as usize].path.len() {
@@ -323,7 +331,6 @@ impl MaxMin {
             self.count[m] -= 1;
             if self.count[m] > 0 {
                 self.key[m] = self.left[m].max(0.0) / self.count[m] as f64;
-                heap.push(Reverse((Ord64(self.key[m]), m as u32)));
             }
         }
     }
