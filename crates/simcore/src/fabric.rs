@@ -326,7 +326,6 @@ struct Flow {
     sent: f64,
     t0: f64,
     rate: f64,
-    version: u32,
 }
 
 struct Reducer {
@@ -346,9 +345,10 @@ struct Sim<'a> {
     events: BinaryHeap<Reverse<(Ord64, u64)>>,
     ev_data: Vec<Option<Ev>>,
     ev_free: Vec<u64>,
-    completions: BinaryHeap<Reverse<(Ord64, u32, u32)>>,
+    /// Virtual time each flow slot completes at its current rate (infinity: free, or never).
+    done_at: Vec<f64>,
+    due: Vec<u32>,
     flows: Vec<Option<Flow>>,
-    versions: Vec<u32>,
     stranded: Vec<Flow>,
     reducers: Vec<Reducer>,
     waiting: Vec<std::collections::VecDeque<u32>>,
@@ -551,10 +551,9 @@ impl<'a> Sim<'a> {
                 let id = self.mm.add(&p, f.cap) as usize;
                 if self.flows.len() <= id {
                     self.flows.resize(id + 1, None);
-                    self.versions.resize(id + 1, 0);
+                    self.done_at.resize(id + 1, f64::INFINITY);
                 }
-                self.versions[id] = self.versions[id].wrapping_add(1);
-                f.version = self.versions[id];
+                self.done_at[id] = f64::INFINITY;
                 if let Owner::Cross(i) = f.owner {
                     self.cross_slot[i as usize] = Some(id as u32);
                 }
@@ -569,7 +568,7 @@ impl<'a> Sim<'a> {
         let mut f = self.flows[id as usize].take().expect("flow");
         f.sent += f.rate * (self.now - f.t0);
         f.t0 = self.now;
-        self.versions[id as usize] = self.versions[id as usize].wrapping_add(1);
+        self.done_at[id as usize] = f64::INFINITY;
         self.mm.remove(id);
         if let Owner::Cross(i) = f.owner {
             self.cross_slot[i as usize] = None;
@@ -635,7 +634,6 @@ impl<'a> Sim<'a> {
                     sent: 0.0,
                     t0: self.now,
                     rate: 0.0,
-                    version: 0,
                 });
             }
             Ev::Delivered {
@@ -681,7 +679,6 @@ impl<'a> Sim<'a> {
                     sent: 0.0,
                     t0: self.now,
                     rate: 0.0,
-                    version: 0,
                 });
             }
             Ev::CrossStop(i) => {
@@ -807,40 +804,25 @@ impl<'a> Sim<'a> {
         for &id in solved.iter() {
             let rate = self.mm.rate(id);
             let f = self.flows[id as usize].as_mut().expect("solved flow");
-            if rate.to_bits() == f.rate.to_bits()
-                && f.version == self.versions[id as usize]
-                && rate > 0.0
-            {
-                continue; // its completion entry stays valid
+            if rate.to_bits() == f.rate.to_bits() {
+                continue; // its completion time stays
             }
             f.sent += f.rate * (now - f.t0);
             f.t0 = now;
             f.rate = rate;
-            self.versions[id as usize] = self.versions[id as usize].wrapping_add(1);
-            f.version = self.versions[id as usize];
             let left = f.bytes - f.sent;
-            if rate > 0.0 && left.is_finite() {
-                let done = now + left.max(0.0) / rate;
-                self.completions.push(Reverse((Ord64(done), id, f.version)));
-            }
+            self.done_at[id as usize] = if rate > 0.0 && left.is_finite() {
+                now + left.max(0.0) / rate
+            } else {
+                f64::INFINITY
+            };
         }
     }
 
-    fn next_completion(&mut self) -> f64 {
-        // stale entries pile up when rates change often: drop them now and then
-        if self.completions.len() > 4 * self.flows.len() + 4096 {
-            let (versions, flows) = (&self.versions, &self.flows);
-            self.completions.retain(|Reverse((_, id, v))| {
-                versions[*id as usize] == *v && flows[*id as usize].is_some()
-            });
-        }
-        while let Some(&Reverse((Ord64(t), id, v))) = self.completions.peek() {
-            if self.versions[id as usize] == v && self.flows[id as usize].is_some() {
-                return t;
-            }
-            self.completions.pop();
-        }
-        f64::INFINITY
+    /// The earliest completion: a scan of the slots (rates change for most flows of a
+    /// component at every solve, so a heap would mostly hold stale entries).
+    fn next_completion(&self) -> f64 {
+        self.done_at.iter().copied().fold(f64::INFINITY, f64::min)
     }
 
     fn run(&mut self) {
@@ -860,14 +842,20 @@ impl<'a> Sim<'a> {
             }
             self.now = t;
             // completions due within a nanosecond finish together (one solve for all)
-            while let Some(&Reverse((Ord64(tc), id, v))) = self.completions.peek() {
-                if tc > t + 1e-9 {
-                    break;
+            if t_fl <= t + 1e-9 {
+                let mut due = std::mem::take(&mut self.due);
+                due.clear();
+                due.extend(
+                    (0..self.done_at.len() as u32)
+                        .filter(|&i| self.done_at[i as usize] <= t + 1e-9),
+                );
+                for &id in &due {
+                    // a slot freed and taken again within this loop holds a new flow
+                    if self.flows[id as usize].is_some() && self.done_at[id as usize] <= t + 1e-9 {
+                        self.complete(id);
+                    }
                 }
-                self.completions.pop();
-                if self.versions[id as usize] == v && self.flows[id as usize].is_some() {
-                    self.complete(id);
-                }
+                self.due = due;
             }
             while let Some(&Reverse((Ord64(te), id))) = self.events.peek() {
                 if te > t {
@@ -936,9 +924,9 @@ pub fn run_fabric(cfg: &FabricConfig) -> Result<FabricResult, String> {
         events: BinaryHeap::new(),
         ev_data: Vec::new(),
         ev_free: Vec::new(),
-        completions: BinaryHeap::new(),
+        done_at: Vec::new(),
+        due: Vec::new(),
         flows: Vec::new(),
-        versions: Vec::new(),
         stranded: Vec::new(),
         reducers,
         waiting: vec![Default::default(); h as usize],
