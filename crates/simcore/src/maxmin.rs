@@ -17,7 +17,6 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use crate::network::Ord64;
 
 /// Which flows a solve recomputes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
@@ -73,6 +72,15 @@ pub struct MaxMin {
 
 const FLOW_TAG: u32 = 1 << 31;
 
+/// `x` if positive, else +0.0 (never -0.0 or NaN: heap keys are the bits of these floats).
+fn nonneg(x: f64) -> f64 {
+    if x > 0.0 {
+        x
+    } else {
+        0.0
+    }
+}
+
 impl MaxMin {
     pub fn new(capacities: &[f64], mode: Recompute) -> Self {
         let n = capacities.len();
@@ -80,7 +88,7 @@ impl MaxMin {
             links: capacities
                 .iter()
                 .map(|&c| LinkState {
-                    capacity: c.max(0.0),
+                    capacity: nonneg(c),
                     flows: Vec::new(),
                     load: 0.0,
                 })
@@ -138,7 +146,7 @@ impl MaxMin {
         f.path.clear();
         f.path.extend_from_slice(path);
         f.pos = pos;
-        f.cap = cap.max(0.0);
+        f.cap = nonneg(cap);
         f.rate = 0.0;
         f.active = true;
         for &l in path {
@@ -175,7 +183,7 @@ impl MaxMin {
     }
 
     pub fn set_capacity(&mut self, link: u32, capacity: f64) {
-        self.links[link as usize].capacity = capacity.max(0.0);
+        self.links[link as usize].capacity = nonneg(capacity);
         self.mark(link);
     }
 
@@ -270,15 +278,15 @@ impl MaxMin {
     /// Progressive filling over `flows`, which use only links in `links` and are every flow on
     /// those links.
     fn fill(&mut self, flows: &[u32], links: &[u32]) {
-        let mut entries: Vec<Reverse<(Ord64, u32)>> = Vec::with_capacity(links.len());
+        let mut entries: Vec<Reverse<(u64, u32)>> = Vec::with_capacity(links.len());
         for &l in links {
             let li = l as usize;
             self.left[li] = self.links[li].capacity;
             self.count[li] = self.links[li].flows.len() as u32;
             self.links[li].load = 0.0;
             if self.count[li] > 0 {
-                self.key[li] = self.left[li] / self.count[li] as f64;
-                entries.push(Reverse((Ord64(self.key[li]), l)));
+                self.key[li] = nonneg(self.left[li]) / self.count[li] as f64;
+                entries.push(Reverse((self.key[li].to_bits(), l)));
             }
         }
         // a flow's own cap is a bottleneck too; `frozen[f] == epoch` marks a frozen flow
@@ -286,13 +294,15 @@ impl MaxMin {
         for &f in flows {
             let cap = self.flows[f as usize].cap;
             if cap.is_finite() {
-                entries.push(Reverse((Ord64(cap), f | FLOW_TAG)));
+                entries.push(Reverse((cap.to_bits(), f | FLOW_TAG)));
             }
         }
-        // One entry per link, its key at most the link's current share (shares only rise as
+        // Keys are the bits of non-negative floats, which order as the floats do (cheaper to
+        // compare). One entry per link, its key at most the link's current share (shares only rise as
         // flows freeze): a popped entry below the current share goes back in with it.
         let mut heap = BinaryHeap::from(entries);
-        while let Some(Reverse((Ord64(share), tag))) = heap.pop() {
+        while let Some(Reverse((bits, tag))) = heap.pop() {
+            let share = f64::from_bits(bits);
             if tag & FLOW_TAG != 0 {
                 let f = tag & !FLOW_TAG;
                 if self.frozen[f as usize] != epoch {
@@ -304,8 +314,8 @@ impl MaxMin {
             if self.count[l] == 0 {
                 continue;
             }
-            if self.key[l].to_bits() != share.to_bits() {
-                heap.push(Reverse((Ord64(self.key[l]), l as u32)));
+            if self.key[l].to_bits() != bits {
+                heap.push(Reverse((self.key[l].to_bits(), l as u32)));
                 continue;
             }
             // every unfrozen flow on the link gets the share
@@ -330,7 +340,7 @@ impl MaxMin {
             self.left[m] -= share;
             self.count[m] -= 1;
             if self.count[m] > 0 {
-                self.key[m] = self.left[m].max(0.0) / self.count[m] as f64;
+                self.key[m] = nonneg(self.left[m]) / self.count[m] as f64;
             }
         }
     }
