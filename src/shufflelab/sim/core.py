@@ -83,3 +83,19 @@ def transfer_view(record: dict[str, Any]) -> TransferView | None:
     if view is None:
         return None
     return TransferView(tuple(PendingTransfer(**t) for t in view["transfers"]), int(view["queued"]))
+
+
+def simulate_fabric(config: dict[str, Any]) -> dict[str, Any]:
+    """Run one fabric configuration (``crates/simcore/src/fabric.rs``) and return its result."""
+    module = _module()
+    if not hasattr(module, "run_fabric"):
+        raise CoreMissingError(
+            "the installed simulator core predates fabric simulation: rebuild it with scripts/setup.sh "
+            "(or .venv/bin/pip install crates/simcore)"
+        )
+    try:
+        out = module.run_fabric(json.dumps(config))
+    except ValueError as err:
+        raise ValueError(f"simulator core rejected the fabric configuration: {err}") from None
+    result: dict[str, Any] = json.loads(out)
+    return result
