@@ -4,7 +4,7 @@
 //! whose remaining capacity per unfrozen flow is the smallest saturates first and freezes its
 //! flows at that share; a flow with a rate cap (a non-responsive sender) freezes at its cap when
 //! the water reaches it. Shares of the other links only rise as flows freeze elsewhere
-//! (`(R - s) / (n - 1) >= R / n` when `s <= R / n`), so a min-heap holding one entry per link,
+//! (`(R - s) / (n - 1) >= R / n` when `s <= R / n`), so a monotone (radix) heap holding one entry per link,
 //! keyed at most at the link's current share, finds each next bottleneck: an entry popped below
 //! its link's current share goes back in with it (raising a key costs nothing until then).
 //!
@@ -13,10 +13,6 @@
 //! cross) that contain a dirty link. Flows outside them keep their rates, which stay max-min
 //! fair because components share no capacity. [`Recompute::Full`] solves every flow each time
 //! (the from-scratch reference, same code path).
-
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-
 
 /// Which flows a solve recomputes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
@@ -65,6 +61,7 @@ pub struct MaxMin {
     count: Vec<u32>,
     key: Vec<f64>,
     frozen: Vec<u32>,
+    heap: RadixHeap,
     /// Flows solved over all solves (the work done).
     pub flows_solved: u64,
     pub solves: u64,
@@ -105,6 +102,7 @@ impl MaxMin {
             count: vec![0; n],
             key: vec![0.0; n],
             frozen: Vec::new(),
+            heap: RadixHeap::default(),
             flows_solved: 0,
             solves: 0,
         }
@@ -278,7 +276,8 @@ impl MaxMin {
     /// Progressive filling over `flows`, which use only links in `links` and are every flow on
     /// those links.
     fn fill(&mut self, flows: &[u32], links: &[u32]) {
-        let mut entries: Vec<Reverse<(u64, u32)>> = Vec::with_capacity(links.len());
+        let mut heap = std::mem::take(&mut self.heap);
+        heap.clear();
         for &l in links {
             let li = l as usize;
             self.left[li] = self.links[li].capacity;
@@ -286,7 +285,7 @@ impl MaxMin {
             self.links[li].load = 0.0;
             if self.count[li] > 0 {
                 self.key[li] = nonneg(self.left[li]) / self.count[li] as f64;
-                entries.push(Reverse((self.key[li].to_bits(), l)));
+                heap.push(self.key[li].to_bits(), l);
             }
         }
         // a flow's own cap is a bottleneck too; `frozen[f] == epoch` marks a frozen flow
@@ -294,14 +293,13 @@ impl MaxMin {
         for &f in flows {
             let cap = self.flows[f as usize].cap;
             if cap.is_finite() {
-                entries.push(Reverse((cap.to_bits(), f | FLOW_TAG)));
+                heap.push(cap.to_bits(), f | FLOW_TAG);
             }
         }
-        // Keys are the bits of non-negative floats, which order as the floats do (cheaper to
-        // compare). One entry per link, its key at most the link's current share (shares only rise as
+        // Keys are the bits of non-negative floats, which order as the floats do. One entry per
+        // link, its key at most the link's current share (shares only rise as
         // flows freeze): a popped entry below the current share goes back in with it.
-        let mut heap = BinaryHeap::from(entries);
-        while let Some(Reverse((bits, tag))) = heap.pop() {
+        while let Some((bits, tag)) = heap.pop() {
             let share = f64::from_bits(bits);
             if tag & FLOW_TAG != 0 {
                 let f = tag & !FLOW_TAG;
@@ -314,10 +312,13 @@ impl MaxMin {
             if self.count[l] == 0 {
                 continue;
             }
-            if self.key[l].to_bits() != bits {
-                heap.push(Reverse((self.key[l].to_bits(), l as u32)));
+            let current = self.key[l].to_bits();
+            if current > bits {
+                heap.push(current, l as u32);
                 continue;
             }
+            // (a share a rounding below the popped key is the least one now: take it as it is)
+            let share = f64::from_bits(current);
             // every unfrozen flow on the link gets the share
             let mut k = 0;
             while k < self.links[l].flows.len() {
@@ -328,6 +329,7 @@ impl MaxMin {
                 k += 1;
             }
         }
+        self.heap = heap;
     }
 
     /// Fix flow `f` at `share`: its links lose the share and one unfrozen flow.
@@ -343,6 +345,61 @@ impl MaxMin {
                 self.key[m] = nonneg(self.left[m]) / self.count[m] as f64;
             }
         }
+    }
+}
+
+/// A monotone priority queue on `u64` keys (a radix heap): every key pushed is at least the
+/// last one popped, as the water level only rises. Push O(1); a pop redistributes one bucket.
+#[derive(Debug, Clone)]
+struct RadixHeap {
+    last: u64,
+    len: usize,
+    buckets: [Vec<(u64, u32)>; 65],
+}
+
+impl Default for RadixHeap {
+    fn default() -> Self {
+        RadixHeap {
+            last: 0,
+            len: 0,
+            buckets: std::array::from_fn(|_| Vec::new()),
+        }
+    }
+}
+
+impl RadixHeap {
+    fn bucket(&self, key: u64) -> usize {
+        (64 - (key ^ self.last).leading_zeros()) as usize
+    }
+    fn clear(&mut self) {
+        self.buckets.iter_mut().for_each(Vec::clear);
+        self.last = 0;
+        self.len = 0;
+    }
+    fn push(&mut self, key: u64, item: u32) {
+        let key = key.max(self.last);
+        let b = self.bucket(key);
+        self.buckets[b].push((key, item));
+        self.len += 1;
+    }
+    fn pop(&mut self) -> Option<(u64, u32)> {
+        if self.len == 0 {
+            return None;
+        }
+        if self.buckets[0].is_empty() {
+            let i = (1..65).find(|&i| !self.buckets[i].is_empty())?;
+            let items = std::mem::take(&mut self.buckets[i]);
+            self.last = items.iter().map(|e| e.0).min()?;
+            for &(k, v) in &items {
+                let b = self.bucket(k);
+                self.buckets[b].push((k, v));
+            }
+            let mut items = items;
+            items.clear();
+            self.buckets[i] = items; // keep its allocation
+        }
+        self.len -= 1;
+        self.buckets[0].pop()
     }
 }
 
@@ -497,6 +554,34 @@ mod tests {
             );
         }
         Ok(())
+    }
+
+    proptest! {
+        #[test]
+        fn the_radix_heap_pops_in_order(batches in prop::collection::vec(prop::collection::vec(0u64..1 << 40, 0..20), 1..20)) {
+            // pushes never go below the last pop: each batch adds to the last popped key
+            let mut heap = RadixHeap::default();
+            let mut reference: Vec<(u64, u32)> = Vec::new();
+            let mut last = 0u64;
+            for (i, batch) in batches.iter().enumerate() {
+                for (j, &d) in batch.iter().enumerate() {
+                    heap.push(last + d, (i * 100 + j) as u32);
+                    reference.push((last + d, (i * 100 + j) as u32));
+                }
+                reference.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+                if let Some(want) = reference.pop() {
+                    let got = heap.pop().unwrap();
+                    prop_assert_eq!(got.0, want.0);
+                    last = got.0;
+                    // equal keys may come out in any order: drop the one popped
+                    if got.1 != want.1 {
+                        let k = reference.iter().position(|e| *e == got).unwrap();
+                        reference[k] = want;
+                    }
+                }
+            }
+            prop_assert_eq!(heap.len, reference.len());
+        }
     }
 
     proptest! {
