@@ -194,3 +194,15 @@ def test_cli_runs_a_fabric_spec_and_writes_a_simulated_report(core: Any, tmp_pat
     path.write_text(path.read_text().replace("k = 4", "k = 3"))
     bad = CliRunner().invoke(app, ["run", str(path), "--results", str(tmp_path / "r")])
     assert bad.exit_code == 2 and "topology" in bad.output and "Traceback" not in bad.output
+
+
+def test_every_committed_fabric_spec_loads() -> None:
+    from shufflelab.spec import read_toml
+
+    root = Path(__file__).resolve().parents[2] / "experiments"
+    paths = [p for p in sorted(root.glob("sim-*.toml")) if fabric_spec.is_fabric(read_toml(p))]
+    assert {p.name for p in paths} >= {"sim-alltoall-1000.toml", "sim-alltoall-k8.toml"}
+    for p in paths:
+        s = fabric_spec.load(p)
+        for point in fabric_spec.expand(s):
+            fabric_spec.core_config(point.spec, 0, p.parent)

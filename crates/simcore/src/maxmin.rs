@@ -568,7 +568,7 @@ mod tests {
                     heap.push(last + d, (i * 100 + j) as u32);
                     reference.push((last + d, (i * 100 + j) as u32));
                 }
-                reference.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+                reference.sort_unstable_by_key(|e| std::cmp::Reverse(e.0));
                 if let Some(want) = reference.pop() {
                     let got = heap.pop().unwrap();
                     prop_assert_eq!(got.0, want.0);
