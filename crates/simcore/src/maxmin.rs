@@ -18,9 +18,12 @@
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Recompute {
-    /// The components of the flow–link graph that hold a changed link.
+    /// The components of the flow–link graph that hold a changed link, or every flow once the
+    /// search has reached half of them (then the search costs more than it can save).
     #[default]
     Incremental,
+    /// The components that hold a changed link, however large (to measure the search).
+    Components,
     /// Every flow, every time (the reference).
     Full,
 }
@@ -50,6 +53,7 @@ pub struct MaxMin {
     links: Vec<LinkState>,
     flows: Vec<FlowState>,
     free: Vec<u32>,
+    n_active: usize,
     mode: Recompute,
     dirty: Vec<u32>,
     dirty_mark: Vec<bool>,
@@ -92,6 +96,7 @@ impl MaxMin {
                 .collect(),
             flows: Vec::new(),
             free: Vec::new(),
+            n_active: 0,
             mode,
             dirty: Vec::new(),
             dirty_mark: vec![false; n],
@@ -147,6 +152,7 @@ impl MaxMin {
         f.cap = nonneg(cap);
         f.rate = 0.0;
         f.active = true;
+        self.n_active += 1;
         for &l in path {
             self.mark(l);
         }
@@ -158,6 +164,7 @@ impl MaxMin {
         let f = &mut self.flows[id as usize];
         assert!(f.active, "flow {id} is not in the network");
         f.active = false;
+        self.n_active -= 1;
         let rate = f.rate;
         f.rate = 0.0;
         let path = std::mem::take(&mut f.path);
@@ -231,38 +238,48 @@ impl MaxMin {
             self.epoch = 1;
         }
         let epoch = self.epoch;
-        match self.mode {
-            Recompute::Full => {
-                touched.extend(0..self.links.len() as u32);
-                solved.extend(self.active());
-            }
-            Recompute::Incremental => {
-                // breadth-first over the flow–link graph from the dirty links
-                for &l in &self.dirty {
-                    if self.link_seen[l as usize] != epoch {
-                        self.link_seen[l as usize] = epoch;
-                        touched.push(l);
-                    }
-                }
-                let mut i = 0;
-                while i < touched.len() {
-                    let l = touched[i] as usize;
-                    i += 1;
-                    for &f in &self.links[l].flows {
-                        if self.flow_seen[f as usize] == epoch {
-                            continue;
-                        }
-                        self.flow_seen[f as usize] = epoch;
-                        solved.push(f);
-                        for &m in &self.flows[f as usize].path {
-                            if self.link_seen[m as usize] != epoch {
-                                self.link_seen[m as usize] = epoch;
-                                touched.push(m);
-                            }
-                        }
-                    }
+        let limit = match self.mode {
+            Recompute::Incremental => self.n_active / 2,
+            Recompute::Components => usize::MAX,
+            Recompute::Full => 0,
+        };
+        let mut full = self.mode == Recompute::Full;
+        if !full {
+            // breadth-first over the flow–link graph from the dirty links
+            for &l in &self.dirty {
+                if self.link_seen[l as usize] != epoch {
+                    self.link_seen[l as usize] = epoch;
+                    touched.push(l);
                 }
             }
+            let mut i = 0;
+            'search: while i < touched.len() {
+                let l = touched[i] as usize;
+                i += 1;
+                for &f in &self.links[l].flows {
+                    if self.flow_seen[f as usize] == epoch {
+                        continue;
+                    }
+                    if solved.len() >= limit {
+                        full = true;
+                        break 'search;
+                    }
+                    self.flow_seen[f as usize] = epoch;
+                    solved.push(f);
+                    for &m in &self.flows[f as usize].path {
+                        if self.link_seen[m as usize] != epoch {
+                            self.link_seen[m as usize] = epoch;
+                            touched.push(m);
+                        }
+                    }
+                }
+            }
+        }
+        if full {
+            solved.clear();
+            touched.clear();
+            touched.extend(0..self.links.len() as u32);
+            solved.extend(self.active());
         }
         for &l in &self.dirty {
             self.dirty_mark[l as usize] = false;
@@ -486,17 +503,30 @@ mod tests {
 
     #[test]
     fn a_solve_touches_only_the_changed_component() {
-        let mut mm = MaxMin::new(&[1.0, 1.0, 1.0], Recompute::Incremental);
-        let a = mm.add(&[0], f64::INFINITY);
-        let _b = mm.add(&[1, 2], f64::INFINITY);
+        for mode in [Recompute::Incremental, Recompute::Components] {
+            let mut mm = MaxMin::new(&[1.0; 7], mode);
+            let a = mm.add(&[0], f64::INFINITY);
+            for l in 1..6 {
+                mm.add(&[l, l + 1], f64::INFINITY);
+            }
+            solve_all(&mut mm);
+            let (mut s, mut t) = (Vec::new(), Vec::new());
+            let c = mm.add(&[0], f64::INFINITY);
+            mm.solve(&mut s, &mut t);
+            s.sort();
+            assert_eq!(s, vec![a.min(c), a.max(c)]);
+            assert_eq!(t, vec![0]);
+            assert!((mm.rate(a) - 0.5).abs() < 1e-12);
+        }
+        // a change that reaches half of the flows: everything is solved at once
+        let mut mm = MaxMin::new(&[1.0; 3], Recompute::Incremental);
+        mm.add(&[0], f64::INFINITY);
+        mm.add(&[1, 2], f64::INFINITY);
         solve_all(&mut mm);
         let (mut s, mut t) = (Vec::new(), Vec::new());
-        let c = mm.add(&[0], f64::INFINITY);
+        mm.add(&[0], f64::INFINITY);
         mm.solve(&mut s, &mut t);
-        s.sort();
-        assert_eq!(s, vec![a.min(c), a.max(c)]);
-        assert_eq!(t, vec![0]);
-        assert!((mm.rate(a) - 0.5).abs() < 1e-12);
+        assert_eq!((s.len(), t.len()), (3, 3));
     }
 
     #[test]
@@ -590,6 +620,7 @@ mod tests {
         fn incremental_equals_from_scratch_and_is_max_min((caps, ops) in scenario()) {
             let mut inc = MaxMin::new(&caps, Recompute::Incremental);
             let mut full = MaxMin::new(&caps, Recompute::Full);
+            let mut comp = MaxMin::new(&caps, Recompute::Components);
             let mut caps_now = caps.clone();
             let mut live: Vec<u32> = Vec::new();
             for (kind, path, cap) in ops {
@@ -598,12 +629,14 @@ mod tests {
                         let a = inc.add(&path, cap);
                         let b = full.add(&path, cap);
                         prop_assert_eq!(a, b);
+                        prop_assert_eq!(a, comp.add(&path, cap));
                         live.push(a);
                     }
                     6..=8 if !live.is_empty() => {
                         let f = live.swap_remove(path[0] as usize % live.len());
                         inc.remove(f);
                         full.remove(f);
+                        comp.remove(f);
                     }
                     _ => {
                         let l = path[0];
@@ -611,17 +644,22 @@ mod tests {
                         caps_now[l as usize] = c;
                         inc.set_capacity(l, c);
                         full.set_capacity(l, c);
+                        comp.set_capacity(l, c);
                     }
                 }
                 solve_all(&mut inc);
                 solve_all(&mut full);
+                solve_all(&mut comp);
                 check_invariants(&inc)?;
+                check_invariants(&comp)?;
                 let paths: Vec<Vec<u32>> = live.iter().map(|&f| inc.path(f).to_vec()).collect();
                 let fcaps: Vec<f64> = live.iter().map(|&f| inc.flows[f as usize].cap).collect();
                 let reference = reference_rates(&caps_now, &paths, &fcaps);
                 for (i, &f) in live.iter().enumerate() {
                     let (a, b, r) = (inc.rate(f), full.rate(f), reference[i]);
                     prop_assert!((a - b).abs() <= 1e-9 * a.abs().max(1.0), "inc {a} vs full {b}");
+                    let c = comp.rate(f);
+                    prop_assert!((c - b).abs() <= 1e-9 * c.abs().max(1.0), "components {c} vs full {b}");
                     prop_assert!((a - r).abs() <= 1e-9 * r.abs().max(1.0), "inc {a} vs reference {r}");
                 }
             }
