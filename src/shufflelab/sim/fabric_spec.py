@@ -208,7 +208,11 @@ class Experiment(_Model):
     name: str = Field(pattern=r"^sim-[a-z0-9-]+$", description="Experiment name (sim-...).")
     description: str = ""
     seeds: int = Field(default=1, ge=1, le=100)
-    recompute: Literal["incremental", "full"] = "incremental"
+    recompute: Literal["incremental", "components", "full"] = Field(
+        default="incremental",
+        description="Max-min recomputation: changed components (full once they hold half of the flows), "
+        "changed components however large, or every flow.",
+    )
 
 
 class FabricSpec(_Model):
