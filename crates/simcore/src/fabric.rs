@@ -532,9 +532,10 @@ impl<'a> Sim<'a> {
         if red.outstanding > 0 {
             return;
         }
+        let h = red.host as usize;
         self.reducer_finish[r as usize] = self.now;
         self.reducers_done += 1;
-        let h = red.host as usize;
+        self.reducers[r as usize].todo = Vec::new(); // its memory back
         self.running[h] -= 1;
         if let Some(next) = self.waiting[h].pop_front() {
             self.running[h] += 1;
@@ -1001,7 +1002,8 @@ impl Sim<'_> {
             .filter(|(_, v)| !v.is_empty())
             .map(|(b, v)| {
                 let mut t: Vec<f64> = v.iter().map(|x| x.0).collect();
-                let mut s: Vec<f64> = v.iter().map(|x| x.1).collect();
+                // a fetch that had no path when it started has no ideal time: no slowdown
+                let mut s: Vec<f64> = v.iter().map(|x| x.1).filter(|x| x.is_finite()).collect();
                 t.sort_by(f64::total_cmp);
                 s.sort_by(f64::total_cmp);
                 FctBucket {
@@ -1012,7 +1014,11 @@ impl Sim<'_> {
                     p50_s: quantile(&t, 0.5),
                     p99_s: quantile(&t, 0.99),
                     max_s: *t.last().unwrap_or(&f64::NAN),
-                    mean_slowdown: s.iter().sum::<f64>() / s.len() as f64,
+                    mean_slowdown: if s.is_empty() {
+                        f64::NAN
+                    } else {
+                        s.iter().sum::<f64>() / s.len() as f64
+                    },
                     p99_slowdown: quantile(&s, 0.99),
                 }
             })
