@@ -191,6 +191,10 @@ def test_cli_runs_a_fabric_spec_and_writes_a_simulated_report(core: Any, tmp_pat
     )
     assert again.exit_code == 0, again.output
     assert (tmp_path / "again" / "report.html").read_text().count("SIMULATED") >= 2
+    path.write_text(path.read_text() + '[[failures]]\na = "edge0.0"\nb = "spine9"\ndown_s = 1\n')
+    bad = CliRunner().invoke(app, ["run", str(path), "--results", str(tmp_path / "r")])
+    assert bad.exit_code == 2 and "Traceback" not in bad.output
+    assert "failures[0]: no link between" in bad.output
     path.write_text(path.read_text().replace("k = 4", "k = 3"))
     bad = CliRunner().invoke(app, ["run", str(path), "--results", str(tmp_path / "r")])
     assert bad.exit_code == 2 and "topology" in bad.output and "Traceback" not in bad.output

@@ -18,6 +18,7 @@ from typing import Any
 
 from shufflelab.sim import fabric_spec
 from shufflelab.sim.core import simulate_fabric
+from shufflelab.sim.spec import SimSpecError
 
 
 @dataclass
@@ -26,11 +27,16 @@ class FabricRuns:
     doc: dict[str, Any]
 
 
-def run_point(point: fabric_spec.Point, seed: int, base_dir: Path, *, recompute: str | None = None) -> dict[str, Any]:
+def run_point(
+    point: fabric_spec.Point, seed: int, base_dir: Path, *, recompute: str | None = None, where: str = "<spec>"
+) -> dict[str, Any]:
     """One run: the core's result with the point's label, values, seed and wall time."""
     config = fabric_spec.core_config(point.spec, seed, base_dir, recompute=recompute)
     t0 = time.perf_counter()
-    result = simulate_fabric(config)
+    try:
+        result = simulate_fabric(config)
+    except ValueError as err:  # what only the core can check (e.g. a failure's node names)
+        raise SimSpecError(f"{where} [{point.label}]: {err}") from None
     wall = time.perf_counter() - t0
     return {
         "label": point.label,
@@ -62,7 +68,7 @@ def run_experiment(spec_path: Path, results: Path, data: dict[str, Any] | None =
     spec = fabric_spec.parse(data, str(spec_path)) if data is not None else fabric_spec.load(spec_path)
     base_dir = spec_path.parent
     runs = [
-        run_point(point, seed, base_dir)
+        run_point(point, seed, base_dir, where=str(spec_path))
         for point in fabric_spec.expand(spec, str(spec_path))
         for seed in range(spec.experiment.seeds)
     ]
