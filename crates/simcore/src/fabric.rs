@@ -1,7 +1,7 @@
 //! A shuffle on a data-center fabric: all-to-all fetches as max-min fair fluid flows.
 //!
-//! Map outputs sit on hosts (map task j on host j mod H); reduce task r runs on host r mod H,
-//! at most `cores_per_host` at a time per host (the others wait, FIFO). A reducer fetches one
+//! Map task j of M writes its output on host ⌊j·H/M⌋; reduce task r of R runs on host ⌊r·H/R⌋
+//! (each spread evenly over the H hosts), at most `cores_per_host` at a time per host (the others wait, FIFO). A reducer fetches one
 //! block from every map task, in a seeded random order (as Spark shuffles its fetch requests),
 //! keeping at most `max_reqs_in_flight` fetches and `max_bytes_in_flight` bytes outstanding
 //! (one fetch always may go out: Spark's maxReqsInFlight / maxBytesInFlight, one block per
@@ -410,6 +410,12 @@ impl Hist {
     }
 }
 
+/// Host of task `i` of `n` spread evenly over `hosts` (⌊i·H/n⌋: every host when n ≥ H, hosts
+/// evenly apart across racks when n < H).
+fn spread(i: u32, n: u32, hosts: u32) -> u32 {
+    (i as u64 * hosts as u64 / n as u64) as u32
+}
+
 fn quantile(sorted: &[f64], q: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
@@ -459,7 +465,7 @@ impl<'a> Sim<'a> {
     }
 
     fn map_host(&self, m: u32) -> u32 {
-        m % self.topo.hosts.len() as u32
+        spread(m, self.cfg.shuffle.maps, self.topo.hosts.len() as u32)
     }
 
     fn path_delay(&self, path: &[u32]) -> f64 {
@@ -910,7 +916,7 @@ pub fn run_fabric(cfg: &FabricConfig) -> Result<FabricResult, String> {
     let n_tiers = topo.tiers.len();
     let reducers = (0..cfg.shuffle.reducers)
         .map(|r| Reducer {
-            host: r % h,
+            host: spread(r, cfg.shuffle.reducers, h),
             todo: Vec::new(),
             reqs: 0,
             bytes_in_flight: 0.0,
@@ -1131,6 +1137,23 @@ mod tests {
 
     fn close(a: f64, b: f64) -> bool {
         (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
+    }
+
+    #[test]
+    fn tasks_are_spread_over_all_hosts() {
+        assert_eq!((0..2).map(|i| spread(i, 2, 4)).collect::<Vec<_>>(), [0, 2]);
+        assert_eq!(
+            (0..8).map(|i| spread(i, 8, 4)).collect::<Vec<_>>(),
+            [0, 0, 1, 1, 2, 2, 3, 3]
+        );
+        let hosts: std::collections::BTreeSet<u32> =
+            (0..317).map(|i| spread(i, 317, 1000)).collect();
+        assert_eq!(hosts.len(), 317);
+        assert_eq!(
+            *hosts.last().unwrap() / 40,
+            24,
+            "the last rack holds tasks too"
+        );
     }
 
     #[test]
