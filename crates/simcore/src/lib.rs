@@ -117,11 +117,18 @@ mod python {
             .map_err(PyValueError::new_err)
     }
 
+    /// Max-min fair rates of flows over links (the fabric's solver): JSON in, JSON list out.
+    #[pyfunction]
+    fn max_min_rates(input_json: &str) -> PyResult<String> {
+        super::maxmin::rates_json(input_json).map_err(PyValueError::new_err)
+    }
+
     #[pymodule]
     fn shufflelab_simcore(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.add_function(wrap_pyfunction!(run, m)?)?;
         m.add_function(wrap_pyfunction!(run_spark, m)?)?;
         m.add_function(wrap_pyfunction!(run_fabric, m)?)?;
+        m.add_function(wrap_pyfunction!(max_min_rates, m)?)?;
         m.add_function(wrap_pyfunction!(net_aware_plan, m)?)?;
         m.add_function(wrap_pyfunction!(bottleneck_operating_point, m)?)?;
         m.add_function(wrap_pyfunction!(net_aware_fluid_finish, m)?)?;

@@ -365,6 +365,50 @@ impl MaxMin {
     }
 }
 
+/// Max-min rates of `{"capacities": [...], "paths": [[link, ...], ...], "caps": [rate|null, ...]}`
+/// (caps optional; null: elastic) with [`MaxMin`]: the rates as a JSON list, in flow order.
+pub fn rates_json(input_json: &str) -> Result<String, String> {
+    #[derive(serde::Deserialize)]
+    struct Input {
+        capacities: Vec<f64>,
+        paths: Vec<Vec<u32>>,
+        #[serde(default)]
+        caps: Option<Vec<Option<f64>>>,
+    }
+    let input: Input =
+        serde_json::from_str(input_json).map_err(|e| format!("max-min input: {e}"))?;
+    let n = input.capacities.len();
+    if n > 1_000_000 || input.paths.len() > 1_000_000 {
+        return Err("max-min input: at most 1,000,000 links and 1,000,000 flows".into());
+    }
+    if input.capacities.iter().any(|c| !c.is_finite() || *c < 0.0) {
+        return Err("max-min input: capacities must be finite and >= 0".into());
+    }
+    let caps = input.caps.unwrap_or_else(|| vec![None; input.paths.len()]);
+    if caps.len() != input.paths.len() {
+        return Err("max-min input: one cap (or null) per path".into());
+    }
+    let mut mm = MaxMin::new(&input.capacities, Recompute::Full);
+    let mut ids = Vec::with_capacity(input.paths.len());
+    for (i, (p, c)) in input.paths.iter().zip(&caps).enumerate() {
+        let mut seen = std::collections::HashSet::new();
+        if p.is_empty() || p.iter().any(|&l| l as usize >= n || !seen.insert(l)) {
+            return Err(format!(
+                "max-min input: paths[{i}] must be distinct links below {n}"
+            ));
+        }
+        let cap = c.unwrap_or(f64::INFINITY);
+        if cap.is_nan() || cap < 0.0 {
+            return Err(format!("max-min input: caps[{i}] must be >= 0"));
+        }
+        ids.push(mm.add(p, cap));
+    }
+    let (mut s, mut t) = (Vec::new(), Vec::new());
+    mm.solve(&mut s, &mut t);
+    let rates: Vec<f64> = ids.iter().map(|&f| mm.rate(f)).collect();
+    serde_json::to_string(&rates).map_err(|e| e.to_string())
+}
+
 /// A monotone priority queue on `u64` keys (a radix heap): every key pushed is at least the
 /// last one popped, as the water level only rises. Push O(1); a pop redistributes one bucket.
 #[derive(Debug, Clone)]
@@ -527,6 +571,16 @@ mod tests {
         mm.add(&[0], f64::INFINITY);
         mm.solve(&mut s, &mut t);
         assert_eq!((s.len(), t.len()), (3, 3));
+    }
+
+    #[test]
+    fn rates_from_json() {
+        let out = rates_json(
+            r#"{"capacities": [10, 3], "paths": [[0], [0, 1], [0]], "caps": [null, null, 1]}"#,
+        );
+        assert_eq!(out.unwrap(), "[6.0,3.0,1.0]");
+        let bad = rates_json(r#"{"capacities": [10], "paths": [[0, 0]]}"#);
+        assert!(bad.unwrap_err().contains("paths[0]"));
     }
 
     #[test]
