@@ -99,3 +99,16 @@ def simulate_fabric(config: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(f"simulator core rejected the fabric configuration: {err}") from None
     result: dict[str, Any] = json.loads(out)
     return result
+
+
+def rust_max_min_rates(
+    capacities: list[float], paths: list[list[int]], caps: list[float | None] | None = None
+) -> list[float]:
+    """Max-min fair rates of flows over links with the fabric's solver (``maxmin.rs``); a cap of
+    None is an elastic flow."""
+    module = _module()
+    if not hasattr(module, "max_min_rates"):
+        raise CoreMissingError("the installed simulator core predates max_min_rates: rebuild it with scripts/setup.sh")
+    doc = {"capacities": capacities, "paths": paths, "caps": caps}
+    rates: list[float] = json.loads(module.max_min_rates(json.dumps(doc)))
+    return rates
