@@ -7,16 +7,20 @@
 //! [`sparkjob`] is the calibration model: a Spark application's stages on a few executors that
 //! share a host's cores and one bottleneck (`shufflelab calibrate`). [`bottleneck`] runs the
 //! userspace switch's queue and DCTCP window logic (crate `switchcore`) on virtual packets for the
-//! operating point of a RED/ECN bottleneck.
+//! operating point of a RED/ECN bottleneck. [`fabric`] runs all-to-all shuffles on data-center
+//! [`topology`]s (leaf-spine, fat tree, graphs) with [`maxmin`] rates recomputed incrementally.
 
 #![forbid(unsafe_code)]
 
 pub mod bottleneck;
 pub mod engine;
+pub mod fabric;
+pub mod maxmin;
 pub mod model;
 pub mod netaware;
 pub mod network;
 pub mod sparkjob;
+pub mod topology;
 
 pub use engine::run;
 
@@ -106,10 +110,25 @@ mod python {
             .map_err(PyValueError::new_err)
     }
 
+    /// Simulate a shuffle on a data-center fabric: JSON in, JSON out. Releases the GIL.
+    #[pyfunction]
+    fn run_fabric(py: Python<'_>, config_json: String) -> PyResult<String> {
+        py.allow_threads(move || super::fabric::run_fabric_json(&config_json))
+            .map_err(PyValueError::new_err)
+    }
+
+    /// Max-min fair rates of flows over links (the fabric's solver): JSON in, JSON list out.
+    #[pyfunction]
+    fn max_min_rates(input_json: &str) -> PyResult<String> {
+        super::maxmin::rates_json(input_json).map_err(PyValueError::new_err)
+    }
+
     #[pymodule]
     fn shufflelab_simcore(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.add_function(wrap_pyfunction!(run, m)?)?;
         m.add_function(wrap_pyfunction!(run_spark, m)?)?;
+        m.add_function(wrap_pyfunction!(run_fabric, m)?)?;
+        m.add_function(wrap_pyfunction!(max_min_rates, m)?)?;
         m.add_function(wrap_pyfunction!(net_aware_plan, m)?)?;
         m.add_function(wrap_pyfunction!(bottleneck_operating_point, m)?)?;
         m.add_function(wrap_pyfunction!(net_aware_fluid_finish, m)?)?;

@@ -84,3 +84,32 @@ def transfer_view(record: dict[str, Any]) -> TransferView | None:
     if view is None:
         return None
     return TransferView(tuple(PendingTransfer(**t) for t in view["transfers"]), int(view["queued"]))
+
+
+def simulate_fabric(config: dict[str, Any]) -> dict[str, Any]:
+    """Run one fabric configuration (``crates/simcore/src/fabric.rs``) and return its result."""
+    module = _module()
+    if not hasattr(module, "run_fabric"):
+        raise CoreMissingError(
+            "the installed simulator core predates fabric simulation: rebuild it with scripts/setup.sh "
+            "(or .venv/bin/pip install crates/simcore)"
+        )
+    try:
+        out = module.run_fabric(json.dumps(config))
+    except ValueError as err:
+        raise ValueError(f"simulator core rejected the fabric configuration: {err}") from None
+    result: dict[str, Any] = json.loads(out)
+    return result
+
+
+def rust_max_min_rates(
+    capacities: list[float], paths: list[list[int]], caps: list[float | None] | None = None
+) -> list[float]:
+    """Max-min fair rates of flows over links with the fabric's solver (``maxmin.rs``); a cap of
+    None is an elastic flow."""
+    module = _module()
+    if not hasattr(module, "max_min_rates"):
+        raise CoreMissingError("the installed simulator core predates max_min_rates: rebuild it with scripts/setup.sh")
+    doc = {"capacities": capacities, "paths": paths, "caps": caps}
+    rates: list[float] = json.loads(module.max_min_rates(json.dumps(doc)))
+    return rates

@@ -1,0 +1,1345 @@
+//! A shuffle on a data-center fabric: all-to-all fetches as max-min fair fluid flows.
+//!
+//! Map task j of M writes its output on host ⌊j·H/M⌋; reduce task r of R runs on host ⌊r·H/R⌋
+//! (each spread evenly over the H hosts), at most `cores_per_host` at a time per host (the others wait, FIFO). A reducer fetches one
+//! block from every map task, in a seeded random order (as Spark shuffles its fetch requests),
+//! keeping at most `max_reqs_in_flight` fetches and `max_bytes_in_flight` bytes outstanding
+//! (one fetch always may go out: Spark's maxReqsInFlight / maxBytesInFlight, one block per
+//! request). A block on the reducer's own host is read locally, off the network. A remote fetch's
+//! request takes the path's one-way delay, its data is a fluid flow on the ECMP path from the
+//! map host to the reducer host, and its last byte arrives one one-way delay after the fluid
+//! finished: FCT = 2·delay + transfer time at the max-min rates.
+//!
+//! Cross traffic: UDP at a constant rate either takes its share first (the capacity the other
+//! flows see is reduced by it; nothing is lost unless it alone exceeds a link) or is a
+//! non-responsive flow capped at its rate inside the max-min allocation; TCP cross traffic is an
+//! elastic flow (endless, or of a given size). Link failures take both directions of a cable
+//! down at a time (and optionally back up); flows crossing it are rerouted by ECMP over the
+//! remaining shortest paths, or wait until a path exists.
+//!
+//! Not modelled: packets, queues, losses, slow start, congestion-control differences (every
+//! elastic flow is at its max-min rate at once), CPU time of tasks, disk.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+
+use crate::maxmin::{MaxMin, Recompute};
+use crate::network::Ord64;
+use crate::topology::{Topology, TopologySpec};
+
+/// The most remote + local fetches of one run (maps × reducers).
+pub const MAX_FETCHES: u64 = 20_000_000;
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Sizes {
+    Constant {
+        bytes: f64,
+    },
+    /// Lognormal with this mean and σ of the underlying normal.
+    Lognormal {
+        mean_bytes: f64,
+        sigma: f64,
+    },
+    /// Uniform draws from these sizes (a trace).
+    Empirical {
+        bytes: Vec<f64>,
+    },
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+pub struct Shuffle {
+    pub maps: u32,
+    pub reducers: u32,
+    pub sizes: Sizes,
+    #[serde(default = "unbounded_reqs")]
+    pub max_reqs_in_flight: u32,
+    #[serde(default = "spark_bytes_in_flight")]
+    pub max_bytes_in_flight: f64,
+    #[serde(default)]
+    pub start_s: f64,
+}
+fn unbounded_reqs() -> u32 {
+    i32::MAX as u32 // Spark's default Int.MaxValue
+}
+fn spark_bytes_in_flight() -> f64 {
+    48.0 * 1024.0 * 1024.0 // spark.reducer.maxSizeInFlight = 48m
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CrossKind {
+    Udp,
+    Tcp,
+}
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UdpMode {
+    /// Served before every elastic flow (link capacity reduced by its rate).
+    #[default]
+    Priority,
+    /// A flow capped at its rate inside the max-min allocation.
+    Fair,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+pub struct Cross {
+    pub src: u32,
+    pub dst: u32,
+    pub kind: CrossKind,
+    #[serde(default)]
+    pub rate_bytes_per_s: f64,
+    #[serde(default)]
+    pub udp_mode: UdpMode,
+    #[serde(default)]
+    pub start_s: f64,
+    #[serde(default)]
+    pub stop_s: Option<f64>,
+    /// TCP: bytes to send (absent: until `stop_s` or the end of the shuffle).
+    #[serde(default)]
+    pub bytes: Option<f64>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+pub struct Failure {
+    pub a: String,
+    pub b: String,
+    pub down_s: f64,
+    #[serde(default)]
+    pub up_s: Option<f64>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+pub struct FabricConfig {
+    pub topology: TopologySpec,
+    #[serde(default = "one")]
+    pub cores_per_host: u32,
+    #[serde(default)]
+    pub seed: u64,
+    #[serde(default)]
+    pub recompute: Recompute,
+    pub shuffle: Shuffle,
+    #[serde(default)]
+    pub cross: Vec<Cross>,
+    #[serde(default)]
+    pub failures: Vec<Failure>,
+    #[serde(default = "default_edges")]
+    pub fct_bucket_edges_bytes: Vec<f64>,
+    #[serde(default = "default_bins")]
+    pub heatmap_bins: u32,
+}
+fn one() -> u32 {
+    1
+}
+fn default_edges() -> Vec<f64> {
+    vec![1e5, 1e6, 1e7, 1e8]
+}
+fn default_bins() -> u32 {
+    60
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FctBucket {
+    pub lo_bytes: f64,
+    /// null: no upper bound
+    pub hi_bytes: Option<f64>,
+    pub count: u64,
+    pub mean_s: f64,
+    pub p50_s: f64,
+    pub p99_s: f64,
+    pub max_s: f64,
+    /// FCT over the FCT alone on the path (size / slowest link + 2·delay)
+    pub mean_slowdown: f64,
+    pub p99_slowdown: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TierResult {
+    pub name: String,
+    pub links: u32,
+    pub capacity_bytes_per_s: f64,
+    pub carried_bytes: f64,
+    /// carried / (capacity × (end − start of the shuffle))
+    pub mean_utilisation: f64,
+    /// the busiest link of the tier, its carried / (capacity × duration)
+    pub max_link_utilisation: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Heatmap {
+    pub bin_s: f64,
+    /// `utilisation[tier][bin]`, bins from time 0
+    pub utilisation: Vec<Vec<f64>>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CrossResult {
+    pub delivered_bytes: f64,
+    pub active_s: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FabricResult {
+    pub hosts: u32,
+    pub links: u32,
+    /// From the shuffle's start to its last reducer's end; null if fetches were stranded.
+    pub shuffle_completion_s: Option<f64>,
+    pub reducers_done: u32,
+    pub reducer_finish_s: Vec<f64>,
+    pub remote_fetches: u64,
+    pub local_fetches: u64,
+    pub remote_bytes: f64,
+    pub fct: Vec<FctBucket>,
+    pub tiers: Vec<TierResult>,
+    pub heatmap: Heatmap,
+    pub cross: Vec<CrossResult>,
+    pub rerouted_flows: u64,
+    pub stranded_flows: u64,
+    pub end_s: f64,
+    pub events: u64,
+    pub solves: u64,
+    /// flows whose rates were recomputed, summed over the solves
+    pub flows_solved: u64,
+}
+
+impl FabricConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        let s = &self.shuffle;
+        if s.maps == 0 || s.reducers == 0 {
+            return Err("shuffle: maps and reducers must be > 0".into());
+        }
+        if s.maps as u64 * s.reducers as u64 > MAX_FETCHES {
+            return Err(format!(
+                "shuffle: maps × reducers exceeds {MAX_FETCHES} fetches"
+            ));
+        }
+        if s.max_reqs_in_flight == 0
+            || !(s.max_bytes_in_flight.is_finite() && s.max_bytes_in_flight > 0.0)
+        {
+            return Err("shuffle: max_reqs_in_flight and max_bytes_in_flight must be > 0".into());
+        }
+        if !(s.start_s.is_finite() && s.start_s >= 0.0) {
+            return Err("shuffle: start_s must be >= 0".into());
+        }
+        let size_ok = |b: f64| b.is_finite() && b > 0.0 && b <= 1e15;
+        match &s.sizes {
+            Sizes::Constant { bytes } if !size_ok(*bytes) => {
+                return Err("shuffle.sizes: bytes must be in (0, 1e15]".into())
+            }
+            Sizes::Lognormal { mean_bytes, sigma }
+                if !(size_ok(*mean_bytes) && sigma.is_finite() && (0.0..=5.0).contains(sigma)) =>
+            {
+                return Err("shuffle.sizes: mean_bytes in (0, 1e15], sigma in [0, 5]".into())
+            }
+            Sizes::Empirical { bytes }
+                if bytes.is_empty() || !bytes.iter().all(|&b| size_ok(b)) =>
+            {
+                return Err("shuffle.sizes: a non-empty list of sizes in (0, 1e15]".into())
+            }
+            _ => {}
+        }
+        if self.cores_per_host == 0 {
+            return Err("cores_per_host must be > 0".into());
+        }
+        if self.heatmap_bins == 0 || self.heatmap_bins > 10_000 {
+            return Err("heatmap_bins must be in [1, 10000]".into());
+        }
+        if self.fct_bucket_edges_bytes.len() > 64
+            || self
+                .fct_bucket_edges_bytes
+                .windows(2)
+                .any(|w| w[0].partial_cmp(&w[1]) != Some(std::cmp::Ordering::Less))
+        {
+            return Err("fct_bucket_edges_bytes: at most 64 increasing sizes".into());
+        }
+        for (i, c) in self.cross.iter().enumerate() {
+            let t_ok = c.start_s.is_finite() && c.start_s >= 0.0;
+            let stop_ok = c.stop_s.is_none_or(|s| s.is_finite() && s >= c.start_s);
+            if !(t_ok && stop_ok) {
+                return Err(format!("cross[{i}]: start_s >= 0 and stop_s >= start_s"));
+            }
+            if c.kind == CrossKind::Udp
+                && !(c.rate_bytes_per_s.is_finite() && c.rate_bytes_per_s > 0.0)
+            {
+                return Err(format!("cross[{i}]: UDP needs rate_bytes_per_s > 0"));
+            }
+            if c.bytes.is_some_and(|b| !size_ok(b)) {
+                return Err(format!("cross[{i}]: bytes must be in (0, 1e15]"));
+            }
+        }
+        for (i, f) in self.failures.iter().enumerate() {
+            let ok = f.down_s.is_finite() && f.down_s >= 0.0;
+            if !(ok && f.up_s.is_none_or(|u| u.is_finite() && u >= f.down_s)) {
+                return Err(format!("failures[{i}]: down_s >= 0 and up_s >= down_s"));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Ev {
+    ShuffleStart,
+    /// the request of reducer r for map m reached the map host: its data starts
+    FetchData {
+        r: u32,
+        m: u32,
+        bytes: f64,
+        issued_s: f64,
+    },
+    /// the last byte of a fetch reached the reducer
+    Delivered {
+        r: u32,
+        bytes: f64,
+        issued_s: f64,
+        ideal_s: f64,
+    },
+    CrossStart(u32),
+    CrossStop(u32),
+    LinkDown(u32),
+    LinkUp(u32),
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Owner {
+    Fetch {
+        r: u32,
+        issued_s: f64,
+        ideal_s: f64,
+        delay_s: f64,
+    },
+    Cross(u32),
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Flow {
+    owner: Owner,
+    src: u32,
+    dst: u32,
+    key: u64,
+    cap: f64,
+    bytes: f64,
+    sent: f64,
+    t0: f64,
+    rate: f64,
+}
+
+struct Reducer {
+    host: u32,
+    /// (map, bytes) still to request, in request order (popped from the back)
+    todo: Vec<(u32, f64)>,
+    reqs: u32,
+    bytes_in_flight: f64,
+    outstanding: u32,
+}
+
+struct Sim<'a> {
+    cfg: &'a FabricConfig,
+    topo: Topology,
+    mm: MaxMin,
+    now: f64,
+    events: BinaryHeap<Reverse<(Ord64, u64)>>,
+    ev_data: Vec<Option<Ev>>,
+    ev_free: Vec<u64>,
+    /// Virtual time each flow slot completes at its current rate (infinity: free, or never).
+    done_at: Vec<f64>,
+    due: Vec<u32>,
+    flows: Vec<Option<Flow>>,
+    stranded: Vec<Flow>,
+    reducers: Vec<Reducer>,
+    waiting: Vec<std::collections::VecDeque<u32>>,
+    running: Vec<u32>,
+    reducer_finish: Vec<f64>,
+    reducers_done: u32,
+    has_delay: bool,
+    nominal: Vec<f64>,
+    prio: Vec<f64>,
+    prio_path: Vec<Option<Vec<u32>>>,
+    cross_slot: Vec<Option<u32>>,
+    cross_out: Vec<CrossResult>,
+    cross_since: Vec<f64>,
+    failure_links: Vec<Vec<u32>>,
+    // accounting
+    acc_load: Vec<f64>,
+    acc_t: Vec<f64>,
+    carried: Vec<f64>,
+    tier_load: Vec<f64>,
+    tier_t: f64,
+    hist: Hist,
+    fct: Vec<Vec<(f64, f64)>>,
+    remote: u64,
+    local: u64,
+    remote_bytes: f64,
+    rerouted: u64,
+    n_events: u64,
+}
+
+/// Bytes per tier in time bins whose width doubles when the run outgrows them.
+struct Hist {
+    width: f64,
+    bins: Vec<Vec<f64>>,
+}
+impl Hist {
+    fn add(&mut self, tier: usize, t0: f64, t1: f64, load: f64) {
+        if t1 <= t0 || load <= 0.0 {
+            return;
+        }
+        let n = self.bins[tier].len();
+        while t1 > self.width * n as f64 {
+            for b in &mut self.bins {
+                for i in 0..n / 2 {
+                    b[i] = b[2 * i] + b[2 * i + 1];
+                }
+                b[n / 2..].iter_mut().for_each(|x| *x = 0.0);
+            }
+            self.width *= 2.0;
+        }
+        let first = (t0 / self.width) as usize;
+        let last = ((t1 / self.width) as usize).min(n - 1);
+        for i in first..=last {
+            let lo = t0.max(i as f64 * self.width);
+            let hi = t1.min((i + 1) as f64 * self.width);
+            if hi > lo {
+                self.bins[tier][i] += load * (hi - lo);
+            }
+        }
+    }
+}
+
+/// Host of task `i` of `n` spread evenly over `hosts` (⌊i·H/n⌋: every host when n ≥ H, hosts
+/// evenly apart across racks when n < H).
+fn spread(i: u32, n: u32, hosts: u32) -> u32 {
+    (i as u64 * hosts as u64 / n as u64) as u32
+}
+
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() - 1) as f64 * q).round() as usize;
+    sorted[i]
+}
+
+impl<'a> Sim<'a> {
+    fn push(&mut self, t: f64, ev: Ev) {
+        let id = match self.ev_free.pop() {
+            Some(id) => {
+                self.ev_data[id as usize] = Some(ev);
+                id
+            }
+            None => {
+                self.ev_data.push(Some(ev));
+                (self.ev_data.len() - 1) as u64
+            }
+        };
+        self.events.push(Reverse((Ord64(t), id)));
+    }
+
+    fn sizes_for(&self, r: u32) -> Vec<(u32, f64)> {
+        let s = &self.cfg.shuffle;
+        let mut rng = ChaCha8Rng::seed_from_u64(self.cfg.seed ^ (0xA5A5_0000_0000 + r as u64));
+        let mut draw = || -> f64 {
+            match &s.sizes {
+                Sizes::Constant { bytes } => *bytes,
+                Sizes::Lognormal { mean_bytes, sigma } => {
+                    let mu = mean_bytes.ln() - sigma * sigma / 2.0;
+                    let (u1, u2): (f64, f64) = (rng.random(), rng.random());
+                    let z = (-2.0 * (1.0 - u1).ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+                    (mu + sigma * z).exp().clamp(1.0, 1e15)
+                }
+                Sizes::Empirical { bytes } => bytes[rng.random_range(0..bytes.len())],
+            }
+        };
+        let mut v: Vec<(u32, f64)> = (0..s.maps).map(|m| (m, draw())).collect();
+        // Fisher-Yates with the same stream: the request order
+        for i in (1..v.len()).rev() {
+            let j = rng.random_range(0..=i);
+            v.swap(i, j);
+        }
+        v.reverse(); // popped from the back
+        v
+    }
+
+    fn map_host(&self, m: u32) -> u32 {
+        spread(m, self.cfg.shuffle.maps, self.topo.hosts.len() as u32)
+    }
+
+    fn path_delay(&self, path: &[u32]) -> f64 {
+        path.iter()
+            .map(|&l| self.topo.links[l as usize].delay_s)
+            .sum()
+    }
+
+    fn start_reducer(&mut self, r: u32) {
+        let todo = self.sizes_for(r);
+        let red = &mut self.reducers[r as usize];
+        red.todo = todo;
+        red.outstanding = self.cfg.shuffle.maps;
+        let host = red.host;
+        // local blocks are read at once, off the network
+        let local: Vec<usize> = (0..self.reducers[r as usize].todo.len())
+            .filter(|&i| self.map_host(self.reducers[r as usize].todo[i].0) == host)
+            .collect();
+        for &i in local.iter().rev() {
+            self.reducers[r as usize].todo.remove(i);
+            self.reducers[r as usize].outstanding -= 1;
+            self.local += 1;
+        }
+        self.issue(r);
+        self.check_done(r);
+    }
+
+    fn issue(&mut self, r: u32) {
+        let s = &self.cfg.shuffle;
+        loop {
+            let red = &self.reducers[r as usize];
+            let Some(&(m, bytes)) = red.todo.last() else {
+                return;
+            };
+            let fits = red.reqs == 0
+                || (red.reqs < s.max_reqs_in_flight
+                    && red.bytes_in_flight + bytes <= s.max_bytes_in_flight);
+            if !fits {
+                return;
+            }
+            let red = &mut self.reducers[r as usize];
+            red.todo.pop();
+            red.reqs += 1;
+            red.bytes_in_flight += bytes;
+            let key = r as u64 * s.maps as u64 + m as u64;
+            let (src, dst) = (self.map_host(m), self.reducers[r as usize].host);
+            let delay = match self.has_delay {
+                true => self
+                    .topo
+                    .route(src, dst, key)
+                    .map_or(0.0, |p| self.path_delay(&p)),
+                false => 0.0,
+            };
+            let ev = Ev::FetchData {
+                r,
+                m,
+                bytes,
+                issued_s: self.now,
+            };
+            if delay > 0.0 {
+                self.push(self.now + delay, ev);
+            } else {
+                self.handle(ev);
+            }
+        }
+    }
+
+    fn check_done(&mut self, r: u32) {
+        let red = &self.reducers[r as usize];
+        if red.outstanding > 0 {
+            return;
+        }
+        let h = red.host as usize;
+        self.reducer_finish[r as usize] = self.now;
+        self.reducers_done += 1;
+        self.reducers[r as usize].todo = Vec::new(); // its memory back
+        self.running[h] -= 1;
+        if let Some(next) = self.waiting[h].pop_front() {
+            self.running[h] += 1;
+            self.start_reducer(next);
+        }
+    }
+
+    /// Put a flow on the network along its ECMP path (or strand it if there is none).
+    fn place(&mut self, mut f: Flow) {
+        f.t0 = self.now;
+        f.rate = 0.0;
+        match self.topo.route(f.src, f.dst, f.key) {
+            Some(p) if !p.is_empty() => {
+                let id = self.mm.add(&p, f.cap) as usize;
+                if self.flows.len() <= id {
+                    self.flows.resize(id + 1, None);
+                    self.done_at.resize(id + 1, f64::INFINITY);
+                }
+                self.done_at[id] = f64::INFINITY;
+                if let Owner::Cross(i) = f.owner {
+                    self.cross_slot[i as usize] = Some(id as u32);
+                }
+                self.flows[id] = Some(f);
+            }
+            _ => self.stranded.push(f),
+        }
+    }
+
+    /// Take a flow off the network, its bytes sent counted up to now.
+    fn unplace(&mut self, id: u32) -> Flow {
+        let mut f = self.flows[id as usize].take().expect("flow");
+        f.sent += f.rate * (self.now - f.t0);
+        f.t0 = self.now;
+        self.done_at[id as usize] = f64::INFINITY;
+        self.mm.remove(id);
+        if let Owner::Cross(i) = f.owner {
+            self.cross_slot[i as usize] = None;
+        }
+        f
+    }
+
+    fn set_prio(&mut self, path: &[u32], delta: f64) {
+        for &l in path {
+            self.prio[l as usize] += delta;
+            let cap = (self.nominal[l as usize] - self.prio[l as usize]).max(0.0);
+            self.mm.set_capacity(l, cap);
+        }
+    }
+
+    fn handle(&mut self, ev: Ev) {
+        self.n_events += 1;
+        match ev {
+            Ev::ShuffleStart => {
+                for r in 0..self.reducers.len() as u32 {
+                    let h = self.reducers[r as usize].host as usize;
+                    if self.running[h] < self.cfg.cores_per_host {
+                        self.running[h] += 1;
+                        self.start_reducer(r);
+                    } else {
+                        self.waiting[h].push_back(r);
+                    }
+                }
+            }
+            Ev::FetchData {
+                r,
+                m,
+                bytes,
+                issued_s,
+            } => {
+                let (src, dst) = (self.map_host(m), self.reducers[r as usize].host);
+                let key = r as u64 * self.cfg.shuffle.maps as u64 + m as u64;
+                let (ideal, delay) = match self.topo.route(src, dst, key) {
+                    Some(p) => {
+                        let slowest = p
+                            .iter()
+                            .map(|&l| self.nominal[l as usize])
+                            .fold(f64::INFINITY, f64::min);
+                        let d = self.path_delay(&p);
+                        (bytes / slowest + 2.0 * d, d)
+                    }
+                    None => (f64::NAN, 0.0),
+                };
+                self.remote += 1;
+                self.remote_bytes += bytes;
+                self.place(Flow {
+                    owner: Owner::Fetch {
+                        r,
+                        issued_s,
+                        ideal_s: ideal,
+                        delay_s: delay,
+                    },
+                    src,
+                    dst,
+                    key,
+                    cap: f64::INFINITY,
+                    bytes,
+                    sent: 0.0,
+                    t0: self.now,
+                    rate: 0.0,
+                });
+            }
+            Ev::Delivered {
+                r,
+                bytes,
+                issued_s,
+                ideal_s,
+            } => {
+                let fct = self.now - issued_s;
+                let edges = &self.cfg.fct_bucket_edges_bytes;
+                let b = edges.iter().take_while(|&&e| bytes >= e).count();
+                self.fct[b].push((fct, fct / ideal_s));
+                let red = &mut self.reducers[r as usize];
+                red.reqs -= 1;
+                red.bytes_in_flight -= bytes;
+                red.outstanding -= 1;
+                self.issue(r);
+                self.check_done(r);
+            }
+            Ev::CrossStart(i) => {
+                let c = &self.cfg.cross[i as usize];
+                self.cross_since[i as usize] = self.now;
+                let key = u64::MAX - i as u64;
+                if c.kind == CrossKind::Udp && c.udp_mode == UdpMode::Priority {
+                    if let Some(p) = self.topo.route(c.src, c.dst, key) {
+                        self.set_prio(&p, c.rate_bytes_per_s);
+                        self.prio_path[i as usize] = Some(p);
+                    }
+                    return;
+                }
+                let cap = if c.kind == CrossKind::Udp {
+                    c.rate_bytes_per_s
+                } else {
+                    f64::INFINITY
+                };
+                self.place(Flow {
+                    owner: Owner::Cross(i),
+                    src: c.src,
+                    dst: c.dst,
+                    key,
+                    cap,
+                    bytes: c.bytes.unwrap_or(f64::INFINITY),
+                    sent: 0.0,
+                    t0: self.now,
+                    rate: 0.0,
+                });
+            }
+            Ev::CrossStop(i) => {
+                self.stop_cross(i);
+            }
+            Ev::LinkDown(i) | Ev::LinkUp(i) => {
+                let up = matches!(ev, Ev::LinkUp(_));
+                let links = self.failure_links[i as usize].clone();
+                for &l in &links {
+                    self.topo.set_up(l, up);
+                    let nominal = if up {
+                        self.topo.links[l as usize].capacity
+                    } else {
+                        0.0
+                    };
+                    self.nominal[l as usize] = nominal;
+                    self.mm
+                        .set_capacity(l, (nominal - self.prio[l as usize]).max(0.0));
+                }
+                if up {
+                    for f in std::mem::take(&mut self.stranded) {
+                        self.place(f);
+                    }
+                } else {
+                    let mut moved: Vec<u32> = Vec::new();
+                    for &l in &links {
+                        moved.extend(self.mm.link_flows(l).iter().copied());
+                    }
+                    moved.sort_unstable();
+                    moved.dedup();
+                    for id in moved {
+                        let f = self.unplace(id);
+                        self.rerouted += 1;
+                        self.place(f);
+                    }
+                }
+                // priority UDP follows the new routes
+                for c in 0..self.cfg.cross.len() {
+                    if let Some(p) = self.prio_path[c].take() {
+                        self.set_prio(&p, -self.cfg.cross[c].rate_bytes_per_s);
+                        let key = u64::MAX - c as u64;
+                        let (s, d) = (self.cfg.cross[c].src, self.cfg.cross[c].dst);
+                        if let Some(np) = self.topo.route(s, d, key) {
+                            self.set_prio(&np, self.cfg.cross[c].rate_bytes_per_s);
+                            self.prio_path[c] = Some(np);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn stop_cross(&mut self, i: u32) {
+        let c = &self.cfg.cross[i as usize];
+        let rate = c.rate_bytes_per_s;
+        if let Some(p) = self.prio_path[i as usize].take() {
+            // delivered: its rate, less whatever the path could not carry
+            let carried = p
+                .iter()
+                .map(|&l| self.nominal[l as usize].min(rate))
+                .fold(rate, f64::min);
+            self.cross_out[i as usize].delivered_bytes +=
+                carried * (self.now - self.cross_since[i as usize]);
+            self.set_prio(&p, -rate);
+        }
+        if let Some(id) = self.cross_slot[i as usize] {
+            let f = self.unplace(id);
+            self.cross_out[i as usize].delivered_bytes += f.sent;
+        }
+        self.cross_out[i as usize].active_s += self.now - self.cross_since[i as usize];
+    }
+
+    fn complete(&mut self, id: u32) {
+        let f = self.unplace(id);
+        match f.owner {
+            Owner::Fetch {
+                r,
+                issued_s,
+                ideal_s,
+                delay_s,
+            } => {
+                let ev = Ev::Delivered {
+                    r,
+                    bytes: f.bytes,
+                    issued_s,
+                    ideal_s,
+                };
+                if delay_s > 0.0 {
+                    self.push(self.now + delay_s, ev);
+                } else {
+                    self.handle(ev);
+                }
+            }
+            Owner::Cross(i) => {
+                self.cross_out[i as usize].delivered_bytes += f.bytes;
+                self.cross_out[i as usize].active_s += self.now - self.cross_since[i as usize];
+                self.cross_since[i as usize] = self.now;
+            }
+        }
+    }
+
+    /// Solve the changed rates, reschedule the flows whose rate was recomputed, and account
+    /// link and tier loads up to now.
+    fn settle(&mut self, solved: &mut Vec<u32>, touched: &mut Vec<u32>) {
+        self.mm.solve(solved, touched);
+        if touched.is_empty() {
+            return;
+        }
+        let now = self.now;
+        for (t, load) in self.tier_load.iter().enumerate() {
+            self.hist.add(t, self.tier_t, now, *load);
+        }
+        self.tier_t = now;
+        for &l in touched.iter() {
+            let li = l as usize;
+            self.carried[li] += self.acc_load[li] * (now - self.acc_t[li]);
+            self.acc_t[li] = now;
+            let new = self.mm.link_load(l) + self.prio[li].min(self.nominal[li]);
+            let tier = self.topo.links[li].tier as usize;
+            self.tier_load[tier] += new - self.acc_load[li];
+            self.acc_load[li] = new;
+        }
+        for &id in solved.iter() {
+            let rate = self.mm.rate(id);
+            let f = self.flows[id as usize].as_mut().expect("solved flow");
+            if rate.to_bits() == f.rate.to_bits() {
+                continue; // its completion time stays
+            }
+            f.sent += f.rate * (now - f.t0);
+            f.t0 = now;
+            f.rate = rate;
+            let left = f.bytes - f.sent;
+            self.done_at[id as usize] = if rate > 0.0 && left.is_finite() {
+                now + left.max(0.0) / rate
+            } else {
+                f64::INFINITY
+            };
+        }
+    }
+
+    /// The earliest completion: a scan of the slots (rates change for most flows of a
+    /// component at every solve, so a heap would mostly hold stale entries).
+    fn next_completion(&self) -> f64 {
+        self.done_at.iter().copied().fold(f64::INFINITY, f64::min)
+    }
+
+    fn run(&mut self) {
+        let (mut solved, mut touched) = (Vec::new(), Vec::new());
+        loop {
+            let t_ev = self
+                .events
+                .peek()
+                .map_or(f64::INFINITY, |Reverse((Ord64(t), _))| *t);
+            let t_fl = self.next_completion();
+            let t = t_ev.min(t_fl);
+            if !t.is_finite() {
+                break;
+            }
+            if self.reducers_done as usize == self.reducers.len() {
+                break; // the run ends with the shuffle (cross traffic and later events too)
+            }
+            self.now = t;
+            // completions due within a nanosecond finish together (one solve for all)
+            if t_fl <= t + 1e-9 {
+                let mut due = std::mem::take(&mut self.due);
+                due.clear();
+                due.extend(
+                    (0..self.done_at.len() as u32)
+                        .filter(|&i| self.done_at[i as usize] <= t + 1e-9),
+                );
+                for &id in &due {
+                    // a slot freed and taken again within this loop holds a new flow
+                    if self.flows[id as usize].is_some() && self.done_at[id as usize] <= t + 1e-9 {
+                        self.complete(id);
+                    }
+                }
+                self.due = due;
+            }
+            while let Some(&Reverse((Ord64(te), id))) = self.events.peek() {
+                if te > t {
+                    break;
+                }
+                self.events.pop();
+                let ev = self.ev_data[id as usize].take().expect("event");
+                self.ev_free.push(id);
+                self.handle(ev);
+            }
+            self.settle(&mut solved, &mut touched);
+        }
+        // endless flows end with the run
+        for i in 0..self.cfg.cross.len() as u32 {
+            if self.prio_path[i as usize].is_some() || self.cross_slot[i as usize].is_some() {
+                self.stop_cross(i);
+            }
+        }
+        self.settle(&mut solved, &mut touched);
+        let now = self.now;
+        for (t, load) in self.tier_load.iter().enumerate() {
+            self.hist.add(t, self.tier_t, now, *load);
+        }
+        for l in 0..self.carried.len() {
+            self.carried[l] += self.acc_load[l] * (now - self.acc_t[l]);
+            self.acc_t[l] = now;
+        }
+    }
+}
+
+pub fn run_fabric(cfg: &FabricConfig) -> Result<FabricResult, String> {
+    cfg.validate()?;
+    let topo = Topology::build(&cfg.topology, cfg.seed)?;
+    let h = topo.hosts.len() as u32;
+    for (i, c) in cfg.cross.iter().enumerate() {
+        if c.src >= h || c.dst >= h || c.src == c.dst {
+            return Err(format!(
+                "cross[{i}]: src and dst must be two hosts in [0, {h})"
+            ));
+        }
+    }
+    let mut failure_links = Vec::new();
+    for (i, f) in cfg.failures.iter().enumerate() {
+        let links = topo
+            .cable(&f.a, &f.b)
+            .ok_or_else(|| format!("failures[{i}]: no link between {:?} and {:?}", f.a, f.b))?;
+        failure_links.push(links);
+    }
+    let nominal: Vec<f64> = topo.links.iter().map(|l| l.capacity).collect();
+    let n_links = nominal.len();
+    let n_tiers = topo.tiers.len();
+    let reducers = (0..cfg.shuffle.reducers)
+        .map(|r| Reducer {
+            host: spread(r, cfg.shuffle.reducers, h),
+            todo: Vec::new(),
+            reqs: 0,
+            bytes_in_flight: 0.0,
+            outstanding: 0,
+        })
+        .collect();
+    let nc = cfg.cross.len();
+    let mut sim = Sim {
+        cfg,
+        mm: MaxMin::new(&nominal, cfg.recompute),
+        now: 0.0,
+        events: BinaryHeap::new(),
+        ev_data: Vec::new(),
+        ev_free: Vec::new(),
+        done_at: Vec::new(),
+        due: Vec::new(),
+        flows: Vec::new(),
+        stranded: Vec::new(),
+        reducers,
+        waiting: vec![Default::default(); h as usize],
+        running: vec![0; h as usize],
+        reducer_finish: vec![f64::NAN; cfg.shuffle.reducers as usize],
+        reducers_done: 0,
+        has_delay: topo.links.iter().any(|l| l.delay_s > 0.0),
+        nominal,
+        prio: vec![0.0; n_links],
+        prio_path: vec![None; nc],
+        cross_slot: vec![None; nc],
+        cross_out: vec![
+            CrossResult {
+                delivered_bytes: 0.0,
+                active_s: 0.0
+            };
+            nc
+        ],
+        cross_since: vec![0.0; nc],
+        failure_links,
+        acc_load: vec![0.0; n_links],
+        acc_t: vec![0.0; n_links],
+        carried: vec![0.0; n_links],
+        tier_load: vec![0.0; n_tiers],
+        tier_t: 0.0,
+        hist: Hist {
+            width: 1e-6,
+            bins: vec![vec![0.0; 2 * cfg.heatmap_bins as usize]; n_tiers],
+        },
+        fct: vec![Vec::new(); cfg.fct_bucket_edges_bytes.len() + 1],
+        remote: 0,
+        local: 0,
+        remote_bytes: 0.0,
+        rerouted: 0,
+        n_events: 0,
+        topo,
+    };
+    sim.push(cfg.shuffle.start_s, Ev::ShuffleStart);
+    for (i, c) in cfg.cross.iter().enumerate() {
+        sim.push(c.start_s, Ev::CrossStart(i as u32));
+        if let Some(s) = c.stop_s {
+            sim.push(s, Ev::CrossStop(i as u32));
+        }
+    }
+    for (i, f) in cfg.failures.iter().enumerate() {
+        sim.push(f.down_s, Ev::LinkDown(i as u32));
+        if let Some(u) = f.up_s {
+            sim.push(u, Ev::LinkUp(i as u32));
+        }
+    }
+    sim.run();
+    Ok(sim.result())
+}
+
+impl Sim<'_> {
+    fn result(mut self) -> FabricResult {
+        let start = self.cfg.shuffle.start_s;
+        let done: Vec<f64> = self
+            .reducer_finish
+            .iter()
+            .copied()
+            .filter(|x| !x.is_nan())
+            .collect();
+        let complete = done.len() == self.reducer_finish.len();
+        let end = done.iter().copied().fold(start, f64::max);
+        let span = (end - start).max(1e-300);
+        let edges = &self.cfg.fct_bucket_edges_bytes;
+        let fct = self
+            .fct
+            .iter_mut()
+            .enumerate()
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(b, v)| {
+                let mut t: Vec<f64> = v.iter().map(|x| x.0).collect();
+                // a fetch that had no path when it started has no ideal time: no slowdown
+                let mut s: Vec<f64> = v.iter().map(|x| x.1).filter(|x| x.is_finite()).collect();
+                t.sort_by(f64::total_cmp);
+                s.sort_by(f64::total_cmp);
+                FctBucket {
+                    lo_bytes: if b == 0 { 0.0 } else { edges[b - 1] },
+                    hi_bytes: edges.get(b).copied(),
+                    count: t.len() as u64,
+                    mean_s: t.iter().sum::<f64>() / t.len() as f64,
+                    p50_s: quantile(&t, 0.5),
+                    p99_s: quantile(&t, 0.99),
+                    max_s: *t.last().unwrap_or(&f64::NAN),
+                    mean_slowdown: if s.is_empty() {
+                        f64::NAN
+                    } else {
+                        s.iter().sum::<f64>() / s.len() as f64
+                    },
+                    p99_slowdown: quantile(&s, 0.99),
+                }
+            })
+            .collect();
+        let tiers = (0..self.topo.tiers.len())
+            .map(|t| {
+                let links: Vec<usize> = (0..self.topo.links.len())
+                    .filter(|&l| self.topo.links[l].tier as usize == t)
+                    .collect();
+                let cap: f64 = links.iter().map(|&l| self.topo.links[l].capacity).sum();
+                let carried: f64 = links.iter().map(|&l| self.carried[l]).sum();
+                let max_link = links
+                    .iter()
+                    .map(|&l| self.carried[l] / (self.topo.links[l].capacity * span))
+                    .fold(0.0, f64::max);
+                TierResult {
+                    name: self.topo.tiers[t].clone(),
+                    links: links.len() as u32,
+                    capacity_bytes_per_s: cap,
+                    carried_bytes: carried,
+                    mean_utilisation: carried / (cap * span),
+                    max_link_utilisation: max_link,
+                }
+            })
+            .collect::<Vec<_>>();
+        let w = self.hist.width;
+        let used = ((self.now / w).ceil() as usize)
+            .clamp(1, self.hist.bins.first().map_or(1, |b| b.len()));
+        let heat = tiers
+            .iter()
+            .enumerate()
+            .map(|(t, tr)| {
+                (0..used)
+                    .map(|i| {
+                        let covered = (self.now.min((i + 1) as f64 * w) - i as f64 * w).max(1e-300);
+                        self.hist.bins[t][i] / (tr.capacity_bytes_per_s * covered)
+                    })
+                    .collect()
+            })
+            .collect();
+        FabricResult {
+            hosts: self.topo.hosts.len() as u32,
+            links: self.topo.links.len() as u32,
+            shuffle_completion_s: complete.then_some(end - start),
+            reducers_done: done.len() as u32,
+            reducer_finish_s: done,
+            remote_fetches: self.remote,
+            local_fetches: self.local,
+            remote_bytes: self.remote_bytes,
+            fct,
+            tiers,
+            heatmap: Heatmap {
+                bin_s: w,
+                utilisation: heat,
+            },
+            cross: self.cross_out.clone(),
+            rerouted_flows: self.rerouted,
+            stranded_flows: self.stranded.len() as u64,
+            end_s: self.now,
+            events: self.n_events,
+            solves: self.mm.solves,
+            flows_solved: self.mm.flows_solved,
+        }
+    }
+}
+
+pub fn run_fabric_json(config_json: &str) -> Result<String, String> {
+    let cfg: FabricConfig =
+        serde_json::from_str(config_json).map_err(|e| format!("fabric configuration: {e}"))?;
+    let result = run_fabric(&cfg)?;
+    serde_json::to_string(&result).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn leaf_spine(leaves: u32, hosts: u32, spines: u32, host: f64, up: f64) -> TopologySpec {
+        TopologySpec::LeafSpine {
+            leaves,
+            hosts_per_leaf: hosts,
+            spines,
+            host_bytes_per_s: host,
+            uplink_bytes_per_s: up,
+            host_delay_s: 0.0,
+            uplink_delay_s: 0.0,
+        }
+    }
+
+    fn config(topology: TopologySpec, maps: u32, reducers: u32, sizes: Sizes) -> FabricConfig {
+        FabricConfig {
+            topology,
+            cores_per_host: 1,
+            seed: 1,
+            recompute: Recompute::Incremental,
+            shuffle: Shuffle {
+                maps,
+                reducers,
+                sizes,
+                max_reqs_in_flight: unbounded_reqs(),
+                max_bytes_in_flight: 1e15,
+                start_s: 0.0,
+            },
+            cross: Vec::new(),
+            failures: Vec::new(),
+            fct_bucket_edges_bytes: default_edges(),
+            heatmap_bins: 10,
+        }
+    }
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
+    }
+
+    #[test]
+    fn tasks_are_spread_over_all_hosts() {
+        assert_eq!((0..2).map(|i| spread(i, 2, 4)).collect::<Vec<_>>(), [0, 2]);
+        assert_eq!(
+            (0..8).map(|i| spread(i, 8, 4)).collect::<Vec<_>>(),
+            [0, 0, 1, 1, 2, 2, 3, 3]
+        );
+        let hosts: std::collections::BTreeSet<u32> =
+            (0..317).map(|i| spread(i, 317, 1000)).collect();
+        assert_eq!(hosts.len(), 317);
+        assert_eq!(
+            *hosts.last().unwrap() / 40,
+            24,
+            "the last rack holds tasks too"
+        );
+    }
+
+    #[test]
+    fn two_hosts_swap_blocks_at_link_rate() {
+        let cfg = config(
+            leaf_spine(1, 2, 1, 10.0, 10.0),
+            2,
+            2,
+            Sizes::Constant { bytes: 50.0 },
+        );
+        let r = run_fabric(&cfg).unwrap();
+        assert_eq!((r.remote_fetches, r.local_fetches), (2, 2));
+        assert!(close(r.shuffle_completion_s.unwrap(), 5.0));
+        assert_eq!(r.fct[0].count, 2);
+        assert!(close(r.fct[0].mean_slowdown, 1.0));
+        let up = r.tiers.iter().find(|t| t.name == "host→leaf").unwrap();
+        assert!(close(up.carried_bytes, 100.0));
+        assert!(close(up.mean_utilisation, 1.0));
+    }
+
+    #[test]
+    fn one_request_in_flight_serialises_the_fetches() {
+        // 1 reducer on h0 fetching 3 remote blocks (hosts 1-3 share h0's downlink)
+        let mut cfg = config(
+            leaf_spine(1, 4, 1, 10.0, 10.0),
+            4,
+            1,
+            Sizes::Constant { bytes: 20.0 },
+        );
+        cfg.shuffle.max_reqs_in_flight = 1;
+        let r = run_fabric(&cfg).unwrap();
+        assert!(close(r.shuffle_completion_s.unwrap(), 6.0));
+        assert!(close(r.fct[0].mean_s, 2.0));
+        cfg.shuffle.max_reqs_in_flight = 3;
+        let r = run_fabric(&cfg).unwrap();
+        assert!(close(r.shuffle_completion_s.unwrap(), 6.0));
+        assert!(close(r.fct[0].mean_s, 6.0), "three share the downlink");
+        // bytes in flight: 40 allows two at a time: 2 together (4 s), then 1 alone (2 s)
+        cfg.shuffle.max_bytes_in_flight = 40.0;
+        let r = run_fabric(&cfg).unwrap();
+        assert!(close(r.fct[0].mean_s, (4.0 + 4.0 + 2.0) / 3.0));
+    }
+
+    #[test]
+    fn all_to_all_on_a_fat_tree_conserves_bytes_and_modes_agree() {
+        let ft = TopologySpec::FatTree {
+            k: 4,
+            host_bytes_per_s: 100.0,
+            edge_agg_bytes_per_s: 100.0,
+            agg_core_bytes_per_s: 50.0,
+            host_delay_s: 1e-3,
+            edge_agg_delay_s: 1e-3,
+            agg_core_delay_s: 1e-3,
+        };
+        let sizes = Sizes::Lognormal {
+            mean_bytes: 100.0,
+            sigma: 1.0,
+        };
+        let mut cfg = config(ft, 16, 32, sizes);
+        cfg.cores_per_host = 1;
+        cfg.shuffle.max_reqs_in_flight = 3;
+        let a = run_fabric(&cfg).unwrap();
+        cfg.recompute = Recompute::Full;
+        let b = run_fabric(&cfg).unwrap();
+        let (ta, tb) = (
+            a.shuffle_completion_s.unwrap(),
+            b.shuffle_completion_s.unwrap(),
+        );
+        assert!(
+            (ta - tb).abs() <= 1e-9 * ta,
+            "incremental {ta} vs full {tb}"
+        );
+        assert_eq!(a.remote_fetches, 32 * 15);
+        assert_eq!(a.local_fetches, 32);
+        let up = a.tiers.iter().find(|t| t.name == "host→edge").unwrap();
+        let down = a.tiers.iter().find(|t| t.name == "edge→host").unwrap();
+        assert!(close(up.carried_bytes, a.remote_bytes));
+        assert!(close(down.carried_bytes, a.remote_bytes));
+        assert!(a.tiers.iter().all(|t| t.max_link_utilisation <= 1.0 + 1e-9));
+        assert!(b.flows_solved >= a.flows_solved);
+        // a reducer's host receives its remote bytes through one 100 B/s link
+        assert!(ta >= a.remote_bytes / (16.0 * 100.0) * 0.999);
+        let heat_bytes: f64 = a.heatmap.utilisation[0]
+            .iter()
+            .enumerate()
+            .map(|(i, u)| {
+                let covered =
+                    (a.end_s.min((i + 1) as f64 * a.heatmap.bin_s)) - i as f64 * a.heatmap.bin_s;
+                u * covered * 16.0 * 100.0
+            })
+            .sum();
+        assert!(
+            close(heat_bytes, up.carried_bytes),
+            "heat map integrates to the bytes"
+        );
+    }
+
+    #[test]
+    fn udp_priority_takes_its_share_first_and_fair_udp_is_capped() {
+        let mut cfg = config(
+            leaf_spine(1, 2, 1, 10.0, 10.0),
+            2,
+            1,
+            Sizes::Constant { bytes: 60.0 },
+        );
+        cfg.cross.push(Cross {
+            src: 1,
+            dst: 0,
+            kind: CrossKind::Udp,
+            rate_bytes_per_s: 8.0,
+            udp_mode: UdpMode::Priority,
+            start_s: 0.0,
+            stop_s: None,
+            bytes: None,
+        });
+        let r = run_fabric(&cfg).unwrap();
+        assert!(
+            close(r.shuffle_completion_s.unwrap(), 30.0),
+            "60 B at 10 - 8"
+        );
+        assert!(close(r.cross[0].delivered_bytes, 8.0 * 30.0));
+        cfg.cross[0].udp_mode = UdpMode::Fair;
+        let r = run_fabric(&cfg).unwrap();
+        assert!(
+            close(r.shuffle_completion_s.unwrap(), 12.0),
+            "max-min: 5 each"
+        );
+        cfg.cross[0].kind = CrossKind::Tcp;
+        cfg.cross[0].bytes = Some(10.0);
+        let r = run_fabric(&cfg).unwrap();
+        // TCP 10 B at 5 B/s for 2 s, then the fetch alone: 10 + 50/10 = 7 s
+        assert!(close(r.shuffle_completion_s.unwrap(), 7.0));
+        assert!(close(r.cross[0].delivered_bytes, 10.0));
+    }
+
+    #[test]
+    fn a_failed_spine_link_reroutes_and_a_cut_host_strands() {
+        let mut cfg = config(
+            leaf_spine(2, 2, 2, 10.0, 10.0),
+            4,
+            4,
+            Sizes::Constant { bytes: 100.0 },
+        );
+        cfg.failures.push(Failure {
+            a: "leaf0".into(),
+            b: "spine0".into(),
+            down_s: 1.0,
+            up_s: None,
+        });
+        let r = run_fabric(&cfg).unwrap();
+        assert!(r.shuffle_completion_s.is_some());
+        assert!(r.rerouted_flows > 0);
+        cfg.failures[0] = Failure {
+            a: "h3".into(),
+            b: "leaf1".into(),
+            down_s: 1.0,
+            up_s: Some(50.0),
+        };
+        let r = run_fabric(&cfg).unwrap();
+        assert!(
+            r.shuffle_completion_s.unwrap() > 50.0,
+            "waits for the link to return"
+        );
+        cfg.failures[0].up_s = None;
+        let r = run_fabric(&cfg).unwrap();
+        assert!(r.shuffle_completion_s.is_none());
+        assert!(r.stranded_flows > 0);
+    }
+
+    #[test]
+    fn bad_configurations_are_refused() {
+        let mut cfg = config(
+            leaf_spine(1, 2, 1, 10.0, 10.0),
+            2,
+            2,
+            Sizes::Constant { bytes: 1.0 },
+        );
+        cfg.shuffle.maps = 0;
+        assert!(run_fabric(&cfg).unwrap_err().contains("maps"));
+        cfg.shuffle.maps = 2;
+        cfg.failures.push(Failure {
+            a: "h0".into(),
+            b: "spine9".into(),
+            down_s: 0.0,
+            up_s: None,
+        });
+        assert!(run_fabric(&cfg).unwrap_err().contains("failures[0]"));
+    }
+}

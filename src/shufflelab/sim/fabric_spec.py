@@ -1,0 +1,462 @@
+"""Data-center fabric specs: a topology, a raw all-to-all shuffle, cross traffic and link failures.
+
+A TOML file with a ``[topology]`` table is a fabric spec (``shufflelab sim run`` tells the two
+kinds apart by it). Pure: no clock, no system state, except reading the files a spec names (a
+graph, a size trace), relative to the spec and bounded in size. Units are in every field name;
+``gbps`` is 10^9 bit/s, ``mib`` is 2^20 bytes, ``us`` microseconds. :func:`core_config` turns one
+matrix point into the Rust core's JSON (``crates/simcore/src/fabric.rs``).
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import itertools
+import math
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from shufflelab.sim.spec import SimSpecError
+from shufflelab.spec import MAX_SCENARIOS, check_nesting, field_path, read_toml
+
+MIB = 2**20
+MAX_HOSTS = 20_000
+"""The most hosts of a fabric (the core's tables grow with hosts × switches)."""
+MAX_FETCHES = 2_000_000
+"""The most fetches (maps × reducers) of one run: the core keeps each one's FCT (16 bytes)."""
+MAX_FILE_BYTES = 64 * MIB
+"""The largest graph or trace file a spec may name."""
+MAX_TRACE_SIZES = 1_000_000
+MAX_GRAPH_LINKS = 500_000
+
+Gbps = Annotated[float, Field(gt=0, le=100_000, description="Gbit/s")]
+DelayUs = Annotated[float, Field(ge=0, le=1_000_000, description="one-way delay, microseconds")]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+class LeafSpine(_Model):
+    kind: Literal["leaf_spine"]
+    leaves: int = Field(ge=1, le=10_000)
+    hosts_per_leaf: int = Field(ge=1, le=10_000)
+    spines: int = Field(ge=1, le=1_000)
+    host_gbps: Gbps
+    uplink_gbps: Gbps | None = Field(default=None, description="Each leaf-spine link (or give oversubscription).")
+    oversubscription: float | None = Field(
+        default=None, gt=0, le=1000, description="hosts_per_leaf × host_gbps / (spines × uplink_gbps)."
+    )
+    host_delay_us: DelayUs = 1.0
+    uplink_delay_us: DelayUs = 1.0
+
+    @model_validator(mode="after")
+    def _one_uplink(self) -> LeafSpine:
+        if (self.uplink_gbps is None) == (self.oversubscription is None):
+            raise ValueError("give exactly one of uplink_gbps and oversubscription")
+        if self.leaves * self.hosts_per_leaf > MAX_HOSTS:
+            raise ValueError(f"{self.leaves * self.hosts_per_leaf:,} hosts, more than {MAX_HOSTS:,}")
+        return self
+
+    def uplink(self) -> float:
+        if self.uplink_gbps is not None:
+            return self.uplink_gbps
+        assert self.oversubscription is not None
+        return self.hosts_per_leaf * self.host_gbps / (self.spines * self.oversubscription)
+
+    def ratio(self) -> float:
+        return self.hosts_per_leaf * self.host_gbps / (self.spines * self.uplink())
+
+    def hosts(self) -> int:
+        return self.leaves * self.hosts_per_leaf
+
+
+class FatTree(_Model):
+    kind: Literal["fat_tree"]
+    k: int = Field(ge=2, le=42, description="Ports per switch (even): k³/4 hosts.")
+    host_gbps: Gbps
+    oversubscription: float = Field(
+        default=1.0, gt=0, le=1000, description="At the edge: host_gbps / edge_agg_gbps (when those are absent)."
+    )
+    edge_agg_gbps: Gbps | None = None
+    agg_core_gbps: Gbps | None = None
+    host_delay_us: DelayUs = 1.0
+    edge_agg_delay_us: DelayUs = 1.0
+    agg_core_delay_us: DelayUs = 1.0
+
+    @model_validator(mode="after")
+    def _even(self) -> FatTree:
+        if self.k % 2:
+            raise ValueError(f"k must be even, got {self.k}")
+        return self
+
+    def tier_gbps(self) -> tuple[float, float]:
+        base = self.host_gbps / self.oversubscription
+        return (self.edge_agg_gbps or base, self.agg_core_gbps or base)
+
+    def ratio(self) -> float:
+        return self.host_gbps / self.tier_gbps()[0]
+
+    def hosts(self) -> int:
+        return self.k**3 // 4
+
+
+class GraphFile(_Model):
+    kind: Literal["graph"]
+    file: str = Field(
+        min_length=1,
+        description="CSV a,b,gbps,delay_us,tier per cable; nodes whose name starts with 'h' followed by "
+        "digits are hosts (relative to the spec).",
+    )
+
+
+Topology = Annotated[LeafSpine | FatTree | GraphFile, Field(discriminator="kind")]
+
+
+class Constant(_Model):
+    kind: Literal["constant"]
+    mib: float = Field(gt=0, le=1e6)
+
+
+class Lognormal(_Model):
+    kind: Literal["lognormal"]
+    mean_mib: float = Field(gt=0, le=1e6)
+    sigma: float = Field(ge=0, le=5, description="σ of the underlying normal.")
+
+
+class Empirical(_Model):
+    kind: Literal["empirical"]
+    file: str = Field(min_length=1, description="One block size in bytes per line (or a CSV's first column).")
+
+
+Sizes = Annotated[Constant | Lognormal | Empirical, Field(discriminator="kind")]
+
+
+class Shuffle(_Model):
+    maps: int = Field(ge=1, le=MAX_FETCHES)
+    reducers: int = Field(ge=1, le=MAX_FETCHES)
+    size: Sizes
+    max_reqs_in_flight: int | None = Field(
+        default=None, ge=1, le=2**31 - 1, description="spark.reducer.maxReqsInFlight (absent: unbounded)."
+    )
+    max_mib_in_flight: float = Field(default=48, gt=0, le=1e9, description="spark.reducer.maxSizeInFlight.")
+
+    @model_validator(mode="after")
+    def _bounded(self) -> Shuffle:
+        if self.maps * self.reducers > MAX_FETCHES:
+            raise ValueError(f"maps × reducers = {self.maps * self.reducers:,} fetches, more than {MAX_FETCHES:,}")
+        return self
+
+
+class Hosts(_Model):
+    cores: int = Field(default=1, ge=1, le=1024, description="Reduce tasks a host runs at once.")
+
+
+class Cross(_Model):
+    kind: Literal["udp", "tcp"]
+    src: int = Field(ge=0, description="Host index.")
+    dst: int = Field(ge=0, description="Host index.")
+    gbps: float | None = Field(default=None, gt=0, le=100_000, description="UDP's constant rate.")
+    udp_mode: Literal["priority", "fair"] = Field(
+        default="priority", description="priority: takes its share first; fair: a flow capped at its rate."
+    )
+    start_s: float = Field(default=0, ge=0, le=1e7)
+    stop_s: float | None = Field(default=None, ge=0, le=1e7)
+    mib: float | None = Field(default=None, gt=0, le=1e9, description="TCP: size (absent: endless).")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Cross:
+        if self.kind == "udp" and self.gbps is None:
+            raise ValueError("UDP cross traffic needs gbps")
+        if self.kind == "tcp" and self.gbps is not None:
+            raise ValueError("TCP cross traffic is elastic: give mib (or nothing), not gbps")
+        if self.src == self.dst:
+            raise ValueError("src and dst must differ")
+        if self.stop_s is not None and self.stop_s < self.start_s:
+            raise ValueError("stop_s must be >= start_s")
+        return self
+
+
+class Failure(_Model):
+    a: str = Field(min_length=1, description="Node name, e.g. leaf0, spine1, edge0.1, agg2.0, core3, h5.")
+    b: str = Field(min_length=1)
+    down_s: float = Field(ge=0, le=1e7)
+    up_s: float | None = Field(default=None, ge=0, le=1e7)
+
+    @model_validator(mode="after")
+    def _order(self) -> Failure:
+        if self.up_s is not None and self.up_s < self.down_s:
+            raise ValueError("up_s must be >= down_s")
+        return self
+
+
+class Output(_Model):
+    fct_buckets_mib: list[float] = Field(default=[0.1, 1, 10, 100], max_length=64)
+    heatmap_bins: int = Field(default=60, ge=1, le=10_000)
+
+    @model_validator(mode="after")
+    def _increasing(self) -> Output:
+        b = self.fct_buckets_mib
+        if any(x <= 0 for x in b) or any(y <= x for x, y in itertools.pairwise(b)):
+            raise ValueError("fct_buckets_mib must be positive and increasing")
+        return self
+
+
+class Experiment(_Model):
+    name: str = Field(pattern=r"^sim-[a-z0-9-]+$", description="Experiment name (sim-...).")
+    description: str = ""
+    seeds: int = Field(default=1, ge=1, le=100)
+    recompute: Literal["incremental", "components", "full"] = Field(
+        default="incremental",
+        description="Max-min recomputation: changed components (full once they hold half of the flows), "
+        "changed components however large, or every flow.",
+    )
+
+
+class FabricSpec(_Model):
+    experiment: Experiment
+    topology: Topology
+    hosts: Hosts = Hosts()
+    shuffle: Shuffle
+    cross: list[Cross] = Field(default_factory=list, max_length=10_000)
+    failures: list[Failure] = Field(default_factory=list, max_length=10_000)
+    output: Output = Output()
+    matrix: dict[str, list[Any]] = Field(default_factory=dict)
+
+
+class Point(_Model):
+    """One matrix point: its label, varied values and the full spec."""
+
+    label: str
+    values: dict[str, Any]
+    spec: FabricSpec
+
+
+TOPOLOGY_KINDS = ("leaf_spine", "fat_tree", "graph")
+_TAGS = {"topology": TOPOLOGY_KINDS, "size": ("constant", "lognormal", "empirical")}
+
+
+def is_fabric(data: dict[str, Any]) -> bool:
+    """Whether a spec document is a fabric spec: a shuffle, or a fabric topology."""
+    topology = data.get("topology")
+    return "shuffle" in data or (isinstance(topology, dict) and topology.get("kind") in TOPOLOGY_KINDS)
+
+
+def _loc(loc: tuple[Any, ...]) -> str:
+    # a discriminated union puts its tag in the location (topology.fat_tree.k): drop it
+    parts = [p for i, p in enumerate(loc) if not (i and p in _TAGS.get(str(loc[i - 1]), ()))]
+    return field_path(parts) or "(top level)"
+
+
+def _errors(where: str, err: ValidationError) -> str:
+    return "\n".join(f"{where}: {_loc(tuple(e['loc']))}: {e['msg']}" for e in err.errors())
+
+
+def parse(data: dict[str, Any], where: str = "<spec>") -> FabricSpec:
+    check_nesting(data, where, SimSpecError)
+    try:
+        spec = FabricSpec.model_validate(data)
+    except ValidationError as err:
+        raise SimSpecError(_errors(where, err)) from None
+    expand(spec, where)
+    return spec
+
+
+def load(path: str | Path) -> FabricSpec:
+    return parse(read_toml(path, SimSpecError), str(path))
+
+
+def _set(doc: dict[str, Any], dotted: str, value: Any, where: str) -> None:
+    node = doc
+    parts = dotted.split(".")
+    for part in parts[:-1]:
+        nxt = node.get(part)
+        if not isinstance(nxt, dict):
+            raise SimSpecError(f"{where}: matrix.{dotted}: {part!r} is not a table of the spec")
+        node = nxt
+    node[parts[-1]] = value
+
+
+def expand(spec: FabricSpec, where: str = "<spec>") -> list[Point]:
+    """The matrix's cartesian product in file order (the base scenario without a matrix); every
+    point is validated, naming its values in errors."""
+    keys = list(spec.matrix)
+    for k in keys:
+        if not spec.matrix[k]:
+            raise SimSpecError(f"{where}: matrix.{k}: give a non-empty list of values")
+        if k.split(".")[0] in ("matrix", "experiment"):
+            raise SimSpecError(f"{where}: matrix.{k}: this field cannot be varied")
+    total = math.prod(len(spec.matrix[k]) for k in keys)
+    if total > MAX_SCENARIOS:
+        raise SimSpecError(f"{where}: matrix: {total:,} points exceed the bound of {MAX_SCENARIOS:,}")
+    base = spec.model_dump(mode="json", exclude_none=True)
+    base["matrix"] = {}
+    out = []
+    for combo in itertools.product(*(spec.matrix[k] for k in keys)):
+        doc = copy.deepcopy(base)
+        for k, v in zip(keys, combo, strict=True):
+            _set(doc, k, v, where)
+        shown = ", ".join(f"{k}={v}" for k, v in zip(keys, combo, strict=True))
+        try:
+            point = FabricSpec.model_validate(doc)
+        except ValidationError as err:
+            raise SimSpecError(_errors(f"{where} [{shown}]", err)) from None
+        out.append(Point(label=shown or "base", values=dict(zip(keys, combo, strict=True)), spec=point))
+    return out
+
+
+def _read_small(path: Path, field: str) -> str:
+    try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise SimSpecError(f"{field}: {path}: {size:,} bytes, more than {MAX_FILE_BYTES:,}")
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SimSpecError(f"{field}: {path}: cannot read: {(exc.strerror or str(exc)).lower()}") from None
+    except UnicodeDecodeError:
+        raise SimSpecError(f"{field}: {path}: not UTF-8 text") from None
+
+
+def read_trace(path: Path) -> list[float]:
+    """Block sizes (bytes) from a trace: one per line, or the first column of a CSV (a header
+    line that is not a number is skipped)."""
+    sizes: list[float] = []
+    for i, row in enumerate(csv.reader(_read_small(path, "shuffle.size.file").splitlines()), start=1):
+        if not row or not row[0].strip() or row[0].lstrip().startswith("#"):
+            continue
+        try:
+            b = float(row[0])
+        except ValueError:
+            if i == 1:
+                continue  # a header
+            raise SimSpecError(f"shuffle.size.file: {path}: line {i}: {row[0]!r} is not a size in bytes") from None
+        if not (0 < b <= 1e15):
+            raise SimSpecError(f"shuffle.size.file: {path}: line {i}: size {b} is not in (0, 1e15] bytes")
+        sizes.append(b)
+        if len(sizes) > MAX_TRACE_SIZES:
+            raise SimSpecError(f"shuffle.size.file: {path}: more than {MAX_TRACE_SIZES:,} sizes")
+    if not sizes:
+        raise SimSpecError(f"shuffle.size.file: {path}: no sizes")
+    return sizes
+
+
+def read_graph(path: Path) -> dict[str, Any]:
+    """A graph topology from a CSV of cables ``a,b,gbps,delay_us,tier`` (header optional)."""
+    nodes: dict[str, bool] = {}
+    links = []
+    for i, row in enumerate(csv.reader(_read_small(path, "topology.file").splitlines()), start=1):
+        if not row or row[0].lstrip().startswith("#"):
+            continue
+        if i == 1 and row[0].strip() == "a":
+            continue
+        if len(row) != 5:
+            raise SimSpecError(f"topology.file: {path}: line {i}: want a,b,gbps,delay_us,tier, got {len(row)} fields")
+        a, b, tier = row[0].strip(), row[1].strip(), row[4].strip()
+        try:
+            gbps, delay = float(row[2]), float(row[3])
+        except ValueError:
+            raise SimSpecError(f"topology.file: {path}: line {i}: gbps and delay_us must be numbers") from None
+        if not (0 < gbps <= 100_000 and 0 <= delay <= 1e6) or not (a and b and tier) or a == b:
+            raise SimSpecError(
+                f"topology.file: {path}: line {i}: needs two different nodes, a tier, "
+                "0 < gbps <= 100000 and 0 <= delay_us <= 1e6"
+            )
+        for n in (a, b):
+            nodes.setdefault(n, n[:1] == "h" and n[1:].isdigit())
+        links.append({"a": a, "b": b, "bytes_per_s": gbps * 1e9 / 8, "delay_s": delay * 1e-6, "tier": tier})
+        if len(links) > MAX_GRAPH_LINKS:
+            raise SimSpecError(f"topology.file: {path}: more than {MAX_GRAPH_LINKS:,} links")
+    hosts = sorted((n for n, h in nodes.items() if h), key=lambda n: int(n[1:]))
+    if not hosts:
+        raise SimSpecError(f"topology.file: {path}: no host (nodes named h0, h1, ...)")
+    if len(hosts) > MAX_HOSTS:
+        raise SimSpecError(f"topology.file: {path}: {len(hosts):,} hosts, more than {MAX_HOSTS:,}")
+    order = hosts + [n for n, h in nodes.items() if not h]
+    return {"kind": "graph", "nodes": [{"name": n, "host": nodes[n]} for n in order], "links": links}
+
+
+def host_count(spec: FabricSpec, base_dir: Path) -> int:
+    t = spec.topology
+    if isinstance(t, GraphFile):
+        return sum(1 for n in read_graph(base_dir / t.file)["nodes"] if n["host"])
+    return t.hosts()
+
+
+def oversubscription(spec: FabricSpec) -> float | None:
+    t = spec.topology
+    return None if isinstance(t, GraphFile) else t.ratio()
+
+
+def core_config(spec: FabricSpec, seed: int, base_dir: Path, *, recompute: str | None = None) -> dict[str, Any]:
+    """The Rust core's fabric configuration for one matrix point and seed."""
+    t = spec.topology
+    bps = 1e9 / 8
+    topology: dict[str, Any]
+    if isinstance(t, LeafSpine):
+        topology = {
+            "kind": "leaf_spine",
+            "leaves": t.leaves,
+            "hosts_per_leaf": t.hosts_per_leaf,
+            "spines": t.spines,
+            "host_bytes_per_s": t.host_gbps * bps,
+            "uplink_bytes_per_s": t.uplink() * bps,
+            "host_delay_s": t.host_delay_us * 1e-6,
+            "uplink_delay_s": t.uplink_delay_us * 1e-6,
+        }
+    elif isinstance(t, FatTree):
+        ea, ac = t.tier_gbps()
+        topology = {
+            "kind": "fat_tree",
+            "k": t.k,
+            "host_bytes_per_s": t.host_gbps * bps,
+            "edge_agg_bytes_per_s": ea * bps,
+            "agg_core_bytes_per_s": ac * bps,
+            "host_delay_s": t.host_delay_us * 1e-6,
+            "edge_agg_delay_s": t.edge_agg_delay_us * 1e-6,
+            "agg_core_delay_s": t.agg_core_delay_us * 1e-6,
+        }
+    else:
+        topology = read_graph(base_dir / t.file)
+    hosts = sum(1 for n in topology["nodes"] if n["host"]) if isinstance(t, GraphFile) else t.hosts()
+    for i, c in enumerate(spec.cross):
+        if c.src >= hosts or c.dst >= hosts:
+            raise SimSpecError(f"cross[{i}]: src and dst must be host indices below {hosts}")
+    s = spec.shuffle
+    sizes: dict[str, Any]
+    if isinstance(s.size, Constant):
+        sizes = {"kind": "constant", "bytes": s.size.mib * MIB}
+    elif isinstance(s.size, Lognormal):
+        sizes = {"kind": "lognormal", "mean_bytes": s.size.mean_mib * MIB, "sigma": s.size.sigma}
+    else:
+        sizes = {"kind": "empirical", "bytes": read_trace(base_dir / s.size.file)}
+    return {
+        "topology": topology,
+        "cores_per_host": spec.hosts.cores,
+        "seed": seed,
+        "recompute": recompute or spec.experiment.recompute,
+        "shuffle": {
+            "maps": s.maps,
+            "reducers": s.reducers,
+            "sizes": sizes,
+            "max_reqs_in_flight": s.max_reqs_in_flight or 2**31 - 1,
+            "max_bytes_in_flight": s.max_mib_in_flight * MIB,
+        },
+        "cross": [
+            {
+                "src": c.src,
+                "dst": c.dst,
+                "kind": c.kind,
+                "rate_bytes_per_s": (c.gbps or 0.0) * bps,
+                "udp_mode": c.udp_mode,
+                "start_s": c.start_s,
+                "stop_s": c.stop_s,
+                "bytes": None if c.mib is None else c.mib * MIB,
+            }
+            for c in spec.cross
+        ],
+        "failures": [f.model_dump() for f in spec.failures],
+        "fct_bucket_edges_bytes": [b * MIB for b in spec.output.fct_buckets_mib],
+        "heatmap_bins": spec.output.heatmap_bins,
+    }
