@@ -31,10 +31,33 @@ const G: f64 = 1.0 / 16.0;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Sender {
-    /// cubic, reno: not ECN-capable, halve on loss.
+    /// cubic, reno: cut on loss (or, with [`Probe::ecn_capable`], on a marked window).
     Loss,
     /// DCTCP (in the host or in the switch): ECN-capable, cut by α/2 per marked window.
     Dctcp,
+}
+
+/// How a loss-based sender's window grows and is cut (ignored for DCTCP).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Growth {
+    /// Reno: one segment per round trip, halved on congestion.
+    #[default]
+    Reno,
+    /// Cubic at data-center round trips: its window stays in the TCP-friendly region (the cubic
+    /// curve's K is seconds, the round trip well under a millisecond), so it grows by
+    /// 3(1−β)/(1+β) ≈ 0.53 segments per round trip and is cut to β = 0.7.
+    Cubic,
+}
+
+impl Growth {
+    /// (segments added per round trip, factor kept on a cut)
+    fn aimd(self) -> (f64, f64) {
+        match self {
+            Growth::Reno => (1.0, 0.5),
+            Growth::Cubic => (3.0 * 0.3 / 1.7, 0.7),
+        }
+    }
 }
 
 /// RED with byte thresholds (seed 001's `red limit L min A max B`).
@@ -72,6 +95,13 @@ pub struct Probe {
     pub base_rtt_s: f64,
     pub flows: u32,
     pub sender: Sender,
+    /// Loss-based senders send ECT: a RED queue with `ecn` marks them instead of dropping them,
+    /// and a marked window cuts like a loss (once per window, nothing resent).
+    #[serde(default)]
+    pub ecn_capable: bool,
+    /// The loss-based senders' window rule.
+    #[serde(default)]
+    pub growth: Growth,
     /// Unresponsive cross traffic offered to the queue, wire bytes/s.
     #[serde(default)]
     pub cross_bytes_per_s: f64,
@@ -188,8 +218,8 @@ struct Pkt {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Ev {
-    /// The ACK of segment `seq` of `flow` reaches its sender.
-    Ack { flow: u32, seq: u64 },
+    /// The ACK of segment `seq` of `flow` reaches its sender (`ce`: it echoes a mark).
+    Ack { flow: u32, seq: u64, ce: bool },
     /// The loss of segment `seq` of `flow` is detected by its sender.
     Loss { flow: u32, seq: u64 },
     /// The next cross-traffic packet arrives.
@@ -202,6 +232,37 @@ struct Flow {
     in_flight: u64,
     window_end: u64,
     recover: u64,
+    /// Fractional bytes of additive increase not yet added to the window (loss-based senders).
+    grow: f64,
+}
+
+impl Flow {
+    /// A loss-based sender's congestion response: the window to `keep` of itself.
+    fn cut(&mut self, keep: f64, min_cwnd: u64) {
+        if keep == 0.5 {
+            self.win.on_loss(min_cwnd);
+            return;
+        }
+        self.win.cwnd = ((self.win.cwnd as f64 * keep) as u64).max(min_cwnd);
+        self.win.ssthresh = self.win.cwnd;
+        self.grow = 0.0;
+    }
+
+    /// A loss-based sender's growth for `acked` bytes: slow start below ssthresh, else `ai`
+    /// segments per window of data.
+    fn grow(&mut self, acked: u64, mss: u64, ai: f64) {
+        if self.win.cwnd < self.win.ssthresh || ai == 1.0 {
+            // (Reno's one segment per round trip is the window's own rule)
+            self.win.on_new_ack(acked, mss);
+            return;
+        }
+        self.grow += ai * (acked * mss) as f64 / self.win.cwnd as f64;
+        if self.grow >= 1.0 {
+            let add = self.grow.floor();
+            self.win.cwnd += add as u64;
+            self.grow -= add;
+        }
+    }
 }
 
 const CROSS: u32 = u32::MAX;
@@ -212,7 +273,9 @@ pub fn operating_point(p: &Probe) -> Result<OperatingPoint, String> {
     let mss = p.mss_wire_bytes.round() as u64;
     let min_cwnd = (p.min_window_segments * p.mss_wire_bytes).round() as u64;
     let rtt_ns = (p.base_rtt_s * NS).round() as u64;
-    let ect = p.sender == Sender::Dctcp;
+    let dctcp = p.sender == Sender::Dctcp;
+    let ect = dctcp || p.ecn_capable;
+    let (ai, keep) = p.growth.aimd();
     let tx_ns = ((p.mss_wire_bytes / p.link_bytes_per_s * NS) as u64).max(1);
     if p.flows == 0 && p.cross_bytes_per_s <= 0.0 {
         return Ok(OperatingPoint {
@@ -233,6 +296,7 @@ pub fn operating_point(p: &Probe) -> Result<OperatingPoint, String> {
             in_flight: 0,
             window_end: 0,
             recover: 0,
+            grow: 0.0,
         })
         .collect();
     let cross_gap_ns = if p.cross_bytes_per_s > 0.0 {
@@ -337,7 +401,7 @@ pub fn operating_point(p: &Probe) -> Result<OperatingPoint, String> {
             }
             if pkt.flow != CROSS {
                 let f = &mut flows[pkt.flow as usize];
-                if ect {
+                if dctcp {
                     f.win.count(mss, pkt.marked);
                 }
                 heap.push(Reverse((
@@ -345,6 +409,7 @@ pub fn operating_point(p: &Probe) -> Result<OperatingPoint, String> {
                     Ev::Ack {
                         flow: pkt.flow,
                         seq: pkt.seq,
+                        ce: pkt.marked,
                     },
                 )));
             }
@@ -370,12 +435,20 @@ pub fn operating_point(p: &Probe) -> Result<OperatingPoint, String> {
                     send(&mut q, &mut heap, CROSS, 0, now, measuring, &mut counters);
                     heap.push(Reverse((now + cross_gap_ns, Ev::Cross)));
                 }
-                Ev::Ack { flow, seq } => {
+                Ev::Ack { flow, seq, ce } => {
                     let f = &mut flows[flow as usize];
                     f.in_flight -= mss;
-                    f.win.on_new_ack(mss, mss);
+                    if dctcp {
+                        f.win.on_new_ack(mss, mss);
+                    } else if ce && seq >= f.recover {
+                        // ECN echo: cut as for a loss, once per window; nothing to resend
+                        f.cut(keep, min_cwnd);
+                        f.recover = f.next_seq;
+                    } else {
+                        f.grow(mss, mss, ai);
+                    }
                     if seq >= f.window_end {
-                        if ect {
+                        if dctcp {
                             f.win.end_window(G, min_cwnd);
                         }
                         f.window_end = f.next_seq;
@@ -386,7 +459,11 @@ pub fn operating_point(p: &Probe) -> Result<OperatingPoint, String> {
                     let f = &mut flows[flow as usize];
                     f.in_flight -= mss; // resent as new data: the fluid view of a retransmission
                     if seq >= f.recover {
-                        f.win.on_loss(min_cwnd);
+                        if dctcp {
+                            f.win.on_loss(min_cwnd);
+                        } else {
+                            f.cut(keep, min_cwnd);
+                        }
                         f.recover = f.next_seq;
                         f.window_end = f.next_seq;
                     }
@@ -451,6 +528,8 @@ mod tests {
             base_rtt_s: 0.001,
             flows,
             sender,
+            ecn_capable: false,
+            growth: Growth::Reno,
             cross_bytes_per_s: 0.0,
             mss_wire_bytes: 1514.0,
             min_window_segments: 2.0,
@@ -520,6 +599,64 @@ mod tests {
             over.tcp_bytes_per_s > 0.0,
             "TCP keeps its minimum windows going: {over:?}"
         );
+    }
+
+    #[test]
+    fn ecn_capable_loss_senders_are_marked_not_dropped() {
+        let red = Some(RedSpec {
+            min_bytes: 30_000.0,
+            max_bytes: 90_000.0,
+            max_p: 0.1,
+            ewma_weight: Some(0.002),
+            ecn: true,
+        });
+        let mut plain = probe(4, Sender::Loss, red);
+        plain.cross_bytes_per_s = 0.9 * C;
+        let mut ecn = plain.clone();
+        ecn.ecn_capable = true;
+        let (plain, ecn) = (
+            operating_point(&plain).unwrap(),
+            operating_point(&ecn).unwrap(),
+        );
+        // without ECN every congestion signal is a loss; with it the TCP packets are marked and
+        // only the cross traffic is dropped
+        assert_eq!(plain.mark_share, 0.0, "{plain:?}");
+        assert!(ecn.mark_share > 0.0, "{ecn:?}");
+        assert!(
+            ecn.tcp_bytes_per_s + ecn.cross_bytes_per_s > 0.95 * C,
+            "{ecn:?}"
+        );
+        assert!(
+            ecn.tcp_bytes_per_s > 0.1 * C,
+            "TCP takes part of the link back from the UDP: {ecn:?}"
+        );
+    }
+
+    #[test]
+    fn cubic_and_reno_cut_and_grow_by_their_own_rules() {
+        assert_eq!(Growth::Reno.aimd(), (1.0, 0.5));
+        let (ai, keep) = Growth::Cubic.aimd();
+        assert!((ai - 0.529).abs() < 1e-3 && keep == 0.7);
+        let mut f = Flow {
+            win: DctcpWindow::new(100 * 1514, 1.0),
+            next_seq: 0,
+            in_flight: 0,
+            window_end: 0,
+            recover: 0,
+            grow: 0.0,
+        };
+        f.cut(keep, 2 * 1514);
+        assert_eq!(f.win.cwnd, 70 * 1514);
+        assert_eq!(f.win.ssthresh, f.win.cwnd);
+        // one window of ACKs in congestion avoidance adds about `ai` segments
+        for _ in 0..70 {
+            f.grow(1514, 1514, ai);
+        }
+        let added = (f.win.cwnd - 70 * 1514) as f64 / 1514.0;
+        assert!((added - ai).abs() < 0.05, "{added}");
+        f.cut(keep, 2 * 1514);
+        f.cut(keep, 2 * 1514);
+        assert!(f.win.cwnd >= 2 * 1514);
     }
 
     #[test]

@@ -13,7 +13,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::bottleneck::{operating_point, OperatingPoint, Probe, RedSpec, Sender};
+use crate::bottleneck::{operating_point, Growth, OperatingPoint, Probe, RedSpec, Sender};
 
 const EPS: f64 = 1e-9;
 
@@ -61,6 +61,13 @@ pub struct Platform {
     /// RED/ECN at the bottleneck (the userspace switch); absent: droptail FIFO.
     #[serde(default)]
     pub red: Option<RedSpec>,
+    /// Loss-based senders negotiate ECN (a RED queue with `ecn` marks them, it does not drop
+    /// them); Linux's default (`tcp_ecn = 2`) does not for the connections it opens.
+    #[serde(default)]
+    pub ecn_capable: bool,
+    /// Window rule of the loss-based senders at the packet-level bottleneck.
+    #[serde(default)]
+    pub growth: Growth,
     /// Mean loss-recovery time (retransmission timeouts) a control round trip adds while the
     /// cross traffic alone keeps the droptail FIFO full (`cross_bytes_per_s >= link_bytes_per_s`),
     /// seconds; measured on the fabric by `benchmarks/control_latency.py`.
@@ -87,6 +94,8 @@ impl Platform {
             } else {
                 Sender::Loss
             },
+            ecn_capable: self.ecn_capable,
+            growth: self.growth,
             cross_bytes_per_s: self.cross_bytes_per_s,
             mss_wire_bytes: self.mss_wire_bytes,
             min_window_segments: 2.0,
@@ -727,6 +736,8 @@ mod tests {
             min_window_segments: 1.5,
             base_rtt_s: 0.0,
             red: None,
+            ecn_capable: false,
+            growth: Growth::Reno,
             control_loss_s: 0.0,
         }
     }

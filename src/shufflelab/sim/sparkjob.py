@@ -149,6 +149,8 @@ def probe(platform: dict[str, Any], flows: int) -> dict[str, Any]:
         "base_rtt_s": platform.get("base_rtt_s", 0.0),
         "flows": flows,
         "sender": "dctcp" if platform["tcp"] == "dctcp" else "loss",
+        "ecn_capable": platform.get("ecn_capable", False),
+        "growth": platform.get("growth", "reno"),
         "cross_bytes_per_s": platform.get("cross_bytes_per_s", 0.0),
         "mss_wire_bytes": platform.get("mss_wire_bytes", 1514.0),
         "min_window_segments": 2.0,
