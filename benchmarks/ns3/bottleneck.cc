@@ -1,5 +1,8 @@
 // ns-3 micro-scenario for benchmarks/sim_vs_ns3.py:
 // N TCP flows of B bytes each through one RED/ECN bottleneck, optionally next to constant-rate UDP.
+// The bottleneck is RED on the average queue (--queue=red: minTh/maxTh/maxP/qw, optionally gentle
+// and hard drop above maxTh) or step marking on the instantaneous queue (--queue=step: mark ECT,
+// drop the rest, at K = minTh packets, DCTCP's recommended switch setting).
 //
 //   senders s0..sN-1, udp source u  --10G-->  router a  --bottleneck (RED, ECN)-->  router b  --10G-->  sinks
 //
@@ -19,12 +22,19 @@
 using namespace ns3;
 
 static std::vector<double> g_fct;
+static double g_t25 = -1, g_t75 = -1;  // when all flows together had 25 % / 75 % of their bytes
+static uint64_t g_total = 0;
 static std::vector<uint64_t> g_rx;
 static uint64_t g_bytes = 0;
 static double g_start = 1.0;
 
 static void OnRx(uint32_t flow, Ptr<const Packet> p, const Address &) {
   g_rx[flow] += p->GetSize();
+  double now = Simulator::Now().GetSeconds() - g_start;
+  g_total += p->GetSize();
+  uint64_t all = g_bytes * g_rx.size();
+  if (g_t25 < 0 && g_total * 4 >= all) g_t25 = now;
+  if (g_t75 < 0 && g_total * 4 >= all * 3) g_t75 = now;
   if (g_fct[flow] < 0 && g_rx[flow] >= g_bytes) {
     g_fct[flow] = Simulator::Now().GetSeconds() - g_start;
   }
@@ -37,6 +47,12 @@ int main(int argc, char *argv[]) {
   double udpShare = 0.0;
   double delayUs = 50;  // one-way per link
   std::string cc = "ns3::TcpCubic";
+  std::string queue = "red";
+  double minTh = 60, maxTh = 180, maxP = 0.02, qw = 0.002;
+  uint32_t limit = 600;
+  bool gentle = false, hardDrop = false;
+  double minRtoMs = 200;  // Linux's TCP_RTO_MIN (ns-3's default is 1 s)
+  double stopS = 600;     // virtual-time limit: a flow not done by then is reported as -1
   CommandLine cmd;
   cmd.AddValue("flows", "TCP flows", flows);
   cmd.AddValue("megabytes", "MB (10^6) per flow", megabytes);
@@ -44,6 +60,16 @@ int main(int argc, char *argv[]) {
   cmd.AddValue("udpShare", "UDP rate as a share of the bottleneck (0..1)", udpShare);
   cmd.AddValue("delayUs", "one-way delay of every link, microseconds", delayUs);
   cmd.AddValue("cc", "TCP congestion control TypeId", cc);
+  cmd.AddValue("queue", "red | step", queue);
+  cmd.AddValue("minTh", "RED min threshold, packets (step: K)", minTh);
+  cmd.AddValue("maxTh", "RED max threshold, packets", maxTh);
+  cmd.AddValue("maxP", "RED marking probability at maxTh", maxP);
+  cmd.AddValue("qw", "RED EWMA weight of the average queue", qw);
+  cmd.AddValue("gentle", "RED gentle mode (probability ramps to 1 at 2 maxTh)", gentle);
+  cmd.AddValue("hardDrop", "RED drops (never marks) above maxTh", hardDrop);
+  cmd.AddValue("limit", "queue limit, packets", limit);
+  cmd.AddValue("minRtoMs", "TCP's minimum retransmission timeout, ms", minRtoMs);
+  cmd.AddValue("stopS", "virtual seconds after which unfinished flows are reported as -1", stopS);
   cmd.Parse(argc, argv);
   g_bytes = static_cast<uint64_t>(megabytes * 1e6);
   g_fct.assign(flows, -1.0);
@@ -54,6 +80,7 @@ int main(int argc, char *argv[]) {
   Config::SetDefault("ns3::TcpSocket::SndBufSize", UintegerValue(8 << 20));
   Config::SetDefault("ns3::TcpSocket::RcvBufSize", UintegerValue(8 << 20));
   Config::SetDefault("ns3::TcpSocketBase::UseEcn", StringValue("On"));
+  Config::SetDefault("ns3::TcpSocketBase::MinRto", TimeValue(MilliSeconds(minRtoMs)));
 
   NodeContainer senders, sinks, routers, udp;
   senders.Create(flows);
@@ -75,9 +102,21 @@ int main(int argc, char *argv[]) {
 
   Ipv4AddressHelper ip;
   TrafficControlHelper red;
+  if (queue == "step") {
+    maxTh = minTh;
+    qw = 1.0;
+    gentle = false;
+    hardDrop = false;
+  } else if (queue != "red") {
+    std::fprintf(stderr, "--queue must be red or step, not %s\n", queue.c_str());
+    return 2;
+  }
   red.SetRootQueueDisc("ns3::RedQueueDisc", "UseEcn", BooleanValue(true), "LinkBandwidth",
-                       StringValue(rate), "LinkDelay", StringValue(delay), "MinTh", DoubleValue(60),
-                       "MaxTh", DoubleValue(180), "MaxSize", StringValue("600p"));
+                       StringValue(rate), "LinkDelay", StringValue(delay), "MinTh", DoubleValue(minTh),
+                       "MaxTh", DoubleValue(maxTh), "MaxSize",
+                       StringValue(std::to_string(limit) + "p"), "QW", DoubleValue(qw), "LInterm",
+                       DoubleValue(1.0 / maxP), "Gentle", BooleanValue(gentle), "UseHardDrop",
+                       BooleanValue(hardDrop), "MeanPktSize", UintegerValue(1500));
   TrafficControlHelper fifo;  // access links: plain and never the bottleneck
   fifo.SetRootQueueDisc("ns3::FifoQueueDisc", "MaxSize", StringValue("10000p"));
 
@@ -135,7 +174,7 @@ int main(int argc, char *argv[]) {
     Simulator::Stop();
   };
   Simulator::Schedule(Seconds(g_start), check);
-  Simulator::Stop(Seconds(600));
+  Simulator::Stop(Seconds(g_start + stopS));
   auto t0 = std::chrono::steady_clock::now();
   Simulator::Run();
   double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -146,7 +185,8 @@ int main(int argc, char *argv[]) {
   }
   std::printf("{\"fct_s\": [");
   for (uint32_t i = 0; i < flows; i++) std::printf("%s%.6f", i ? ", " : "", g_fct[i]);
-  std::printf("], \"udp_rx_bps\": %.1f, \"virtual_end_s\": %.6f, \"wall_s\": %.6f}\n", udpRx, end, wall);
+  std::printf("], \"mid_s\": %.6f, \"udp_rx_bps\": %.1f, \"virtual_end_s\": %.6f, \"wall_s\": %.6f}\n",
+              g_t75 - g_t25, udpRx, end, wall);
   Simulator::Destroy();
   return 0;
 }
