@@ -523,12 +523,15 @@ def calibrate(
     control_loss: Annotated[
         float | None, typer.Option(help="Loss recovery per control round trip at a full FIFO, s (default: measured).")
     ] = None,
+    ensemble: Annotated[
+        bool, typer.Option(help="Fit from every run without UDP; simulated = median over the fits.")
+    ] = False,
 ) -> None:
     """Simulate every scenario of an emulated experiment (sim backend) and report sim-vs-real job time."""
     from shufflelab.sim.calibrate import CalibrationError, command
 
     try:
-        cal, md = command(results, spec, out, fit_run, cores, cross_cpu, control_loss)
+        cal, md = command(results, spec, out, fit_run, cores, cross_cpu, control_loss, ensemble)
     except (CalibrationError, FileNotFoundError, SpecError) as e:
         err.print(f"[red]error[/]: {e}")
         raise typer.Exit(2) from None

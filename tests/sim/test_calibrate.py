@@ -399,6 +399,25 @@ def test_calibrate_reports_error_per_scenario_and_the_median(tmp_path: Path) -> 
     assert len(pd.read_csv(csv)) == 2
 
 
+def test_calibrate_as_an_ensemble_fits_every_run_without_cross_traffic(tmp_path: Path) -> None:
+    path = _store(tmp_path, {"udp=0": [1.8, 1.9, 2.5], "udp=100": [3.0, 4.0]})
+    one = cal.calibrate(path, cross_cpu_cores_per_gbps=0.0).table.set_index("scenario")
+    c = cal.calibrate(path, cross_cpu_cores_per_gbps=0.0, ensemble=True)
+    t = c.table.set_index("scenario")
+    assert c.ensemble and sorted(next(iter(c.fitted.values())).split(",")) == ["udp=0-r1", "udp=0-r2", "udp=0-r3"]
+    assert list(t["sim_fits"]) == [3, 3]
+    # every run here carries the same event log: the fits agree with each other and with one fit
+    assert list(t["sim_min_s"]) == pytest.approx(list(t["sim_max_s"]))
+    assert list(t["sim_s"]) == pytest.approx(list(one.loc[t.index, "sim_s"]))
+    sub = cal.calibrate(path, cross_cpu_cores_per_gbps=0.0, ensemble=True, ensemble_runs=["udp=0-r3"])
+    assert set(sub.fitted.values()) == {"udp=0-r3"}
+    md, _ = cal.write(c, tmp_path / "out", "shufflelab calibrate r.duckdb --ensemble", str(path))
+    text = md.read_text()
+    assert "each of the 3 runs without cross traffic" in text and "median [min–max] of the fits" in text
+    with pytest.raises(cal.CalibrationError, match="exclude each other"):
+        cal.calibrate(path, fit_run="udp=0-r1", ensemble=True)
+
+
 def test_calibrate_refuses_a_missing_file_or_no_baseline(tmp_path: Path) -> None:
     with pytest.raises(cal.CalibrationError, match="no such results file"):
         cal.calibrate(tmp_path / "none.duckdb")

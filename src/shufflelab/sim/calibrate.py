@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import json
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,7 +70,7 @@ def median_abs_error(errors: list[float]) -> float:
 @dataclass
 class Calibration:
     table: pd.DataFrame  # one row per scenario
-    fitted: dict[str, str]  # workload key -> run_id it was fitted from
+    fitted: dict[str, str]  # workload key -> run_id it was fitted from (ensemble: comma-separated run_ids)
     median_abs_error: float
     cross_cpu: CrossCpu  # cores per Gbit/s, or measured (UDP wire Gbit/s, cores) points
     cross_cpu_source: str
@@ -77,6 +78,7 @@ class Calibration:
     control_loss_s: float
     host_cores: float
     engine: str
+    ensemble: bool = False  # simulated = median over fits from every run without cross traffic
 
 
 def _workload_key(spec: dict[str, Any]) -> str:
@@ -138,11 +140,20 @@ def calibrate(
     cross_cpu_cores_per_gbps: float | None = None,
     platform_overrides: dict[str, Any] | None = None,
     control_loss_s: float = DEFAULT_CONTROL_LOSS_S,
+    ensemble: bool = False,
+    ensemble_runs: Sequence[str] | None = None,
 ) -> Calibration:
     """Fit, simulate every scenario of ``results`` and compare with its successful runs.
 
+    ``ensemble``: fit the workload from *every* successful run without cross traffic and take, per
+    scenario, the median of the simulations (no single fitted run to choose; the spread of the fits
+    is reported per scenario). ``ensemble_runs`` restricts the ensemble to these runs (the
+    robustness study in ``benchmarks/calibration_fits.py``).
+
     ``platform_overrides`` replaces fields of every scenario's platform (sensitivity studies,
     e.g. ``{"min_window_segments": 1.0}``)."""
+    if ensemble and fit_run is not None:
+        raise CalibrationError("--fit-run and --ensemble exclude each other: one run, or every run without UDP")
     data = _load(Path(results))
     runs = data["runs"]
     runs = runs[(runs["status"] == "ok") & runs["job_time_s"].notna()]
@@ -197,32 +208,41 @@ def calibrate(
         cross_cpu = float(iperf_kappa)
         source = "iperf3's report (the host profile is for the kernel datapath, these runs used the switch)"
 
-    # One fitted workload per distinct workload, from the median baseline run.
+    # One fitted workload per distinct workload, from the median baseline run (ensemble: one per
+    # baseline run).
     fitted: dict[str, str] = {}
-    workloads: dict[str, dict[str, Any]] = {}
+    workloads: dict[str, list[dict[str, Any]]] = {}
     by_key: dict[str, list[str]] = {}
     for sid in runs["scenario_id"].unique():
         by_key.setdefault(_workload_key(specs[sid]), []).append(sid)
     for key, sids in by_key.items():
         if fit_run is not None and fit_run in set(runs["run_id"]):
-            rid = fit_run
-            if runs.set_index("run_id").loc[rid, "scenario_id"] not in sids:
+            rids = [fit_run]
+            if runs.set_index("run_id").loc[fit_run, "scenario_id"] not in sids:
                 continue
         else:
-            base = [s for s in sids if not _has_cross_traffic(specs[s])]
-            rid = choose_fit_run(runs[runs["scenario_id"].isin(base)])
-        fitted[key] = rid
-        fit_sid = str(runs.set_index("run_id").loc[rid, "scenario_id"])
-        workloads[key] = fit_workload(
-            data["tasks"][data["tasks"]["run_id"] == rid],
-            data["stages"][data["stages"]["run_id"] == rid],
-            data["jobs"][data["jobs"]["run_id"] == rid],
-            host_cores,
-            platform={
-                **platform_for(specs[fit_sid], host_cores, cross_cpu, control_loss_s),
-                **(platform_overrides or {}),
-            },
-        )
+            base = runs[runs["scenario_id"].isin([s for s in sids if not _has_cross_traffic(specs[s])])]
+            if ensemble_runs is not None:
+                base = base[base["run_id"].isin(list(ensemble_runs))]
+            rids = sorted(base["run_id"]) if ensemble else [choose_fit_run(base)]
+            if not rids:
+                raise CalibrationError("no run without cross traffic to fit the workload from")
+        fitted[key] = ",".join(rids)
+        workloads[key] = []
+        for rid in rids:
+            fit_sid = str(runs.set_index("run_id").loc[rid, "scenario_id"])
+            workloads[key].append(
+                fit_workload(
+                    data["tasks"][data["tasks"]["run_id"] == rid],
+                    data["stages"][data["stages"]["run_id"] == rid],
+                    data["jobs"][data["jobs"]["run_id"] == rid],
+                    host_cores,
+                    platform={
+                        **platform_for(specs[fit_sid], host_cores, cross_cpu, control_loss_s),
+                        **(platform_overrides or {}),
+                    },
+                )
+            )
     if fit_run is not None and fit_run not in set(fitted.values()):
         raise CalibrationError(f"--fit-run {fit_run}: no such successful run in {results}")
 
@@ -233,9 +253,13 @@ def calibrate(
         if key not in workloads:
             continue
         platform = {**platform_for(specs[sid], host_cores, cross_cpu, control_loss_s), **(platform_overrides or {})}
-        w = workloads[key]
-        config = {"platform": platform, "stages": w["stages"], "tail_s": w["tail_s"]}
-        res = run_model(config)
+        sims = []
+        for w in workloads[key]:
+            config = {"platform": platform, "stages": w["stages"], "tail_s": w["tail_s"]}
+            sims.append((run_model(config), w))
+        # the fit whose simulated job time is the (lower) median stands for the scenario
+        sims.sort(key=lambda rw: float(rw[0]["job_time_s"]))
+        res, w = sims[(len(sims) - 1) // 2]
         engine = res["engine"]
         real = g["job_time_s"].astype(float)
         err = relative_error(res["job_time_s"], float(real.mean()))
@@ -257,10 +281,13 @@ def calibrate(
                 "real_min_s": float(real.min()),
                 "real_max_s": float(real.max()),
                 "sim_s": float(res["job_time_s"]),
+                "sim_fits": len(sims),
+                "sim_min_s": float(sims[0][0]["job_time_s"]),
+                "sim_max_s": float(sims[-1][0]["job_time_s"]),
                 "rel_error": err,
                 "within_real_range": bool(real.min() <= res["job_time_s"] <= real.max()),
                 "fitted_from": fitted[key],
-                "is_fit_scenario": bool(fitted[key] in set(g["run_id"])),
+                "is_fit_scenario": bool(set(fitted[key].split(",")) & set(g["run_id"])),
                 "real_shuffle_stage_s": spans.get(shuffle_id, float("nan")),
                 "sim_shuffle_stage_s": sim_spans.get(shuffle_id, float("nan")),
                 "real_other_stages_s": sum(v for k, v in spans.items() if k != shuffle_id),
@@ -282,6 +309,7 @@ def calibrate(
         control_loss_s=float(control_loss_s),
         host_cores=float(host_cores),
         engine=engine,
+        ensemble=ensemble,
     )
 
 
@@ -310,16 +338,31 @@ def _has_cross_traffic(spec: dict[str, Any]) -> bool:
 def to_markdown(cal: Calibration, command: str, results: str) -> str:
     """The calibration table as Markdown (simulated numbers marked as such)."""
     t = cal.table
+    sim_head = "simulated (s), median [min–max] of the fits" if cal.ensemble else "simulated (s)"
     lines = [
-        "| scenario | n | real job time (s), mean ± σ [min–max] | simulated (s) | error | in real range |",
+        f"| scenario | n | real job time (s), mean ± σ [min–max] | {sim_head} | error | in real range |",
         "|---|---|---|---|---|---|",
     ]
     for _, r in t.iterrows():
-        mark = " (fit)" if r["is_fit_scenario"] else ""
+        mark = " (fit)" if r["is_fit_scenario"] and not cal.ensemble else ""
+        sim = f"{r['sim_s']:.1f}"
+        if cal.ensemble:
+            sim += f" [{r['sim_min_s']:.1f}–{r['sim_max_s']:.1f}]"
         lines.append(
             f"| {r['scenario']}{mark} | {r['n']} | {r['real_mean_s']:.1f} ± {r['real_sd_s']:.1f} "
-            f"[{r['real_min_s']:.1f}–{r['real_max_s']:.1f}] | {r['sim_s']:.1f} | {r['rel_error'] * 100:+.1f} % "
+            f"[{r['real_min_s']:.1f}–{r['real_max_s']:.1f}] | {sim} | {r['rel_error'] * 100:+.1f} % "
             f"| {'yes' if r['within_real_range'] else 'no'} |"
+        )
+    runs_used = sorted({rid for v in cal.fitted.values() for rid in v.split(",")})
+    if cal.ensemble:
+        fit_line = (
+            f"- Workload fitted from each of the {len(runs_used)} runs without cross traffic "
+            f"({', '.join(runs_used)}); each scenario's simulated time is the median over these fits."
+        )
+    else:
+        fit_line = (
+            f"- Workload fitted from run(s): {', '.join(runs_used)} "
+            "(the median-job-time run without cross traffic; marked (fit) is its scenario)."
         )
     head = [
         f"Reproduce: `{command}`",
@@ -328,8 +371,7 @@ def to_markdown(cal: Calibration, command: str, results: str) -> str:
         f"Simulated job times: the `sim` backend's Spark-job model ({cal.engine} engine), "
         "not measured. Error = (simulated − real mean) / real mean.",
         "",
-        f"- Workload fitted from run(s): {', '.join(sorted(set(cal.fitted.values())))} "
-        "(the median-job-time run without cross traffic; marked (fit) is its scenario).",
+        fit_line,
         f"- Host: {cal.host_cores:g} physical cores shared by the executors (processor sharing).",
         f"- Cross-traffic CPU: {_cross_cpu_text(cal.cross_cpu)} ({cal.cross_cpu_source}; iperf3 reports "
         f"{cal.iperf_cores_per_gbps:.2f} cores per Gbit/s for its own processes, a lower bound).",
@@ -382,6 +424,7 @@ def command(
     cores: float | None,
     cross_cpu: float | None,
     control_loss: float | None = None,
+    ensemble: bool = False,
 ) -> tuple[Calibration, Path]:
     """``shufflelab calibrate``: run, write the table (default: ``<results dir>/calibration/<stem>``)."""
     cal = calibrate(
@@ -391,6 +434,7 @@ def command(
         host_cores=cores,
         cross_cpu_cores_per_gbps=cross_cpu,
         control_loss_s=DEFAULT_CONTROL_LOSS_S if control_loss is None else control_loss,
+        ensemble=ensemble,
     )
     folder = out if out is not None else Path(results).parent / "calibration" / Path(results).stem
     parts = ["shufflelab calibrate", str(results)]
@@ -398,6 +442,8 @@ def command(
         parts += ["--spec", str(spec)]
     if fit_run is not None:
         parts += ["--fit-run", fit_run]
+    if ensemble:
+        parts += ["--ensemble"]
     if cores is not None:
         parts += ["--cores", f"{cores:g}"]
     if cross_cpu is not None:
