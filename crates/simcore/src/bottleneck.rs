@@ -73,6 +73,9 @@ pub struct RedSpec {
     /// Mark ECT packets instead of dropping them.
     #[serde(default = "yes")]
     pub ecn: bool,
+    /// RED's gentle mode (probability from max_p at max_bytes to 1 at twice it).
+    #[serde(default)]
+    pub gentle: bool,
 }
 
 fn one() -> f64 {
@@ -194,6 +197,7 @@ impl Probe {
                 max_p: r.max_p,
                 ewma_weight: r.ewma_weight,
                 ecn: r.ecn,
+                gentle: r.gentle,
                 seed: self.seed,
             }),
         };
@@ -546,6 +550,7 @@ mod tests {
             max_p: 1.0,
             ewma_weight: None,
             ecn: true,
+            gentle: false,
         })
     }
 
@@ -609,6 +614,7 @@ mod tests {
             max_p: 0.1,
             ewma_weight: Some(0.002),
             ecn: true,
+            gentle: false,
         });
         let mut plain = probe(4, Sender::Loss, red);
         plain.cross_bytes_per_s = 0.9 * C;

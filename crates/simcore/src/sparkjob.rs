@@ -866,6 +866,7 @@ mod tests {
             max_p: 1.0,
             ewma_weight: None,
             ecn: true,
+            gentle: false,
         });
         let mut net = Bottleneck::new(&p);
         let rtt = net.round_trip_s(6).unwrap();

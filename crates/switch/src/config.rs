@@ -217,6 +217,7 @@ impl PortSpec {
                     max_p: r.max_p,
                     ewma_weight: r.ewma_weight,
                     ecn: r.ecn,
+                    gentle: false,
                     seed: r.seed,
                 })
             }

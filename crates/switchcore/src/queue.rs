@@ -31,6 +31,9 @@ pub struct RedConfig {
     pub ewma_weight: Option<f64>,
     /// Mark ECT packets with CE instead of dropping them.
     pub ecn: bool,
+    /// RED's gentle mode: between `max_bytes` and twice it the probability rises from `max_p`
+    /// to 1 (instead of jumping to 1 at `max_bytes`).
+    pub gentle: bool,
     /// Seed of the marking decisions (reproducible simulations).
     pub seed: u64,
 }
@@ -255,22 +258,29 @@ impl<T> EgressQueue<T> {
         let Discipline::Red(red) = &self.cfg.discipline else {
             return Admit::Accept;
         };
-        let (min, max, max_p, ecn) = (
+        let (min, max, max_p, ecn, gentle) = (
             red.min_bytes as f64,
             red.max_bytes as f64,
             red.max_p,
             red.ecn,
+            red.gentle,
         );
         let avg = self.avg_bytes;
+        let ramp_end = if gentle && max > min { 2.0 * max } else { max };
         let congested = if avg < min {
             self.red_count = -1;
             false
-        } else if avg >= max {
+        } else if avg >= ramp_end {
             self.red_count = 0;
             true
         } else {
             self.red_count += 1;
-            let pb = max_p * (avg - min) / (max - min).max(1.0);
+            let pb = if avg < max {
+                max_p * (avg - min) / (max - min).max(1.0)
+            } else {
+                // gentle: from max_p at max to 1 at 2·max
+                max_p + (1.0 - max_p) * (avg - max) / max.max(1.0)
+            };
             let denom = 1.0 - self.red_count as f64 * pb;
             let pa = if denom <= 0.0 { 1.0 } else { pb / denom };
             let hit = self.rng.next_f64() < pa;
@@ -435,6 +445,7 @@ mod tests {
             max_p: 1.0,
             ewma_weight: None,
             ecn: true,
+            gentle: false,
             seed: 7,
         });
         let mut q = EgressQueue::new(c, 0);
@@ -450,5 +461,45 @@ mod tests {
         assert_eq!(&verdicts[..5], &[Admit::Accept; 5]);
         assert_eq!(verdicts[5], Admit::Drop);
         assert_eq!(verdicts[6], Admit::Mark);
+    }
+
+    #[test]
+    fn red_gentle_ramps_to_certain_between_max_and_twice_max() {
+        // instantaneous average; a queue held at a fixed backlog, then the share of ECT packets
+        // marked counted over many arrivals
+        let share = |gentle: bool, backlog_pkts: u64| {
+            let mut c = cfg(1, 0); // 1 B/s: nothing drains during the test
+            c.limit_bytes = Some(10_000_000);
+            c.discipline = Discipline::Red(RedConfig {
+                min_bytes: 3000,
+                max_bytes: 9000,
+                max_p: 0.1,
+                ewma_weight: None,
+                ecn: true,
+                gentle,
+                seed: 3,
+            });
+            let mut q = EgressQueue::new(c, 0);
+            for i in 0..=backlog_pkts {
+                q.push(i, 1500, 0);
+            }
+            while q.stats().backlog_bytes > backlog_pkts * 1500 {
+                q.poll(0); // the first leaves on the full bucket
+            }
+            assert_eq!(q.stats().backlog_bytes, backlog_pkts * 1500);
+            let marks = (0..4000)
+                .filter(|_| q.admit(1500, true, 0) == Admit::Mark)
+                .count();
+            marks as f64 / 4000.0
+        };
+        // at 10 500 B (max + 1 500): RED without gentle marks all; gentle's probability is
+        // 0.1 + 0.9 · 1500 / 9000 = 0.25, which RED's count spreading turns into a mark at
+        // least every 3rd packet
+        assert_eq!(share(false, 7), 1.0);
+        let g = share(true, 7);
+        assert!(g > 0.33 && g < 0.7, "{g}");
+        // below max both are the same; at 2 × max both mark everything
+        assert_eq!(share(true, 4), share(false, 4));
+        assert_eq!(share(true, 12), 1.0);
     }
 }

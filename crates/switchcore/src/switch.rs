@@ -456,6 +456,7 @@ mod tests {
                 max_p: 1.0,
                 ewma_weight: None,
                 ecn: true,
+                gentle: false,
                 seed: 1,
             }),
             ..PortConfig::default()

@@ -47,6 +47,7 @@ fn switch(senders: &[([u8; 4], Mode)]) -> Switch {
             max_p: 1.0,
             ewma_weight: None,
             ecn: true,
+            gentle: false,
             seed: 1,
         }),
     };

@@ -34,6 +34,7 @@ fn port_config() -> impl Strategy<Value = PortConfig> {
                     max_p: p,
                     ewma_weight: ewma.then_some(0.002),
                     ecn,
+                    gentle: false,
                     seed: 3,
                 }),
             },
