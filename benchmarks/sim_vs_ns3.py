@@ -44,7 +44,7 @@ RED = {"minTh": 20, "maxTh": 60, "maxP": 0.1, "qw": 0.002}
 STEP_K = 20
 CCS = {"reno": "ns3::TcpLinuxReno", "cubic": "ns3::TcpCubic", "dctcp": "ns3::TcpDctcp"}
 UDP_SHARES = (0.0, 0.5, 0.9, 1.0)
-QUEUES = ("red", "step")
+QUEUES = ("red", "red-gentle", "step")
 MSS, WIRE_PER_SEGMENT = 1448, 1448 + 32 + 20 + 2  # TCP payload; + TCP (timestamps) + IPv4 + PPP headers
 
 
@@ -90,12 +90,13 @@ def compile_ns3() -> Path:
 def run_ns3(binary: Path, cc: str, queue: str, udp_share: float, stop_s: float) -> dict[str, Any]:
     args = [str(binary), f"--flows={FLOWS}", f"--megabytes={MEGABYTES}", f"--rateGbps={RATE_GBPS}"]
     args += [f"--stopS={stop_s}"]
-    args += [f"--udpShare={udp_share}", f"--cc={CCS[cc]}", f"--queue={queue}", f"--limit={LIMIT_PACKETS}"]
+    args += [f"--udpShare={udp_share}", f"--cc={CCS[cc]}", f"--limit={LIMIT_PACKETS}"]
     args += [f"--delayUs={DELAY_US}"]
-    if queue == "red":
-        args += [f"--{k}={v}" for k, v in RED.items()]
+    if queue.startswith("red"):
+        args += ["--queue=red"] + [f"--{k}={v}" for k, v in RED.items()]
+        args += ["--gentle=true"] if queue == "red-gentle" else []
     else:
-        args += [f"--minTh={STEP_K}"]
+        args += ["--queue=step", f"--minTh={STEP_K}"]
     t0 = time.perf_counter()
     out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
     result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
@@ -108,9 +109,9 @@ def sim_config(cc: str, queue: str, udp_share: float) -> dict[str, Any]:
     pkt = float(WIRE_PER_SEGMENT)
     wire = MEGABYTES * 1e6 / MSS * WIRE_PER_SEGMENT
     task = {"latency_s": 0.0, "cpu_s": 0.0, "fetch_bytes": [wire], "local_fraction": 0.0}
-    if queue == "red":
+    if queue.startswith("red"):
         red = {"min_bytes": RED["minTh"] * pkt, "max_bytes": RED["maxTh"] * pkt, "max_p": RED["maxP"]}
-        red |= {"ewma_weight": RED["qw"], "ecn": True}
+        red |= {"ewma_weight": RED["qw"], "ecn": True, "gentle": queue == "red-gentle"}
     else:
         red = {"min_bytes": STEP_K * pkt, "max_bytes": STEP_K * pkt, "max_p": 1.0, "ecn": True}
     # base round trip: 3 links each way, plus a segment's serialization on the bottleneck
@@ -151,7 +152,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=Path("/tmp/sim-vs-ns3.md"))
     ap.add_argument("--cc", nargs="*", choices=sorted(CCS), default=list(CCS))
-    ap.add_argument("--queue", nargs="*", choices=QUEUES, default=list(QUEUES))
+    ap.add_argument("--queue", nargs="*", choices=QUEUES, default=["red", "step"])
     ap.add_argument("--udp", nargs="*", type=float, default=list(UDP_SHARES), help="UDP shares of the link")
     ap.add_argument("--stop-s", type=float, default=60.0, help="ns-3 virtual seconds before a flow counts as starved")
     a = ap.parse_args()
