@@ -1,5 +1,6 @@
 //! Time one fabric run from a JSON configuration (the core's `run_fabric` input), without Python:
-//! `cargo run --release -p shufflelab-simcore --example fabric_scale -- CONFIG.json [RECOMPUTE]`.
+//! `cargo run --release -p shufflelab-simcore --example fabric_scale -- CONFIG.json [RECOMPUTE]`
+//! (`benchmarks/fabric_scale/*.json`: the configurations `benchmarks/sim_scale.py` builds).
 //! Prints one JSON line: wall seconds, the result's counters and its shuffle completion.
 
 use std::time::Instant;

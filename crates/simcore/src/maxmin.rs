@@ -23,7 +23,7 @@
 //! the link's other flows and its k new flows (a link saturates no earlier below that level);
 //! a capacity change, level 0 (everything). Flows with a lower rate cannot reach a higher
 //! one: a flow on a saturated link has at most the link's level. On an all-to-all (one
-//! component) this re-solves about half of the flows per change instead of all of them.
+//! component) this re-solves about 40 % of the flows per change instead of all of them.
 
 /// Which flows a solve recomputes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
