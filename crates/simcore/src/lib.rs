@@ -19,6 +19,7 @@ pub mod maxmin;
 pub mod model;
 pub mod netaware;
 pub mod network;
+mod radixheap;
 pub mod sparkjob;
 pub mod topology;
 

@@ -13,13 +13,25 @@
 //! cross) that contain a dirty link. Flows outside them keep their rates, which stay max-min
 //! fair because components share no capacity. [`Recompute::Full`] solves every flow each time
 //! (the from-scratch reference, same code path).
+//!
+//! Level cut ([`Recompute::Incremental`] only): progressive filling below the lowest level that
+//! a change can reach goes exactly as before, so the flows frozen below it keep their rates and
+//! only the flows at or above it are filled again, over what the others leave. A removed flow
+//! reaches no lower than its rate (none of its links saturated before it froze, and they only
+//! get more room); a new flow no lower than its cap and, on each of its links, the level where
+//! that link would saturate with the new flows added, `C = Σ min(r, λ) + k·λ` over the rates r of
+//! the link's other flows and its k new flows (a link saturates no earlier below that level);
+//! a capacity change, level 0 (everything). Flows with a lower rate cannot reach a higher
+//! one: a flow on a saturated link has at most the link's level. On an all-to-all (one
+//! component) this re-solves about 40 % of the flows per change instead of all of them.
 
 /// Which flows a solve recomputes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Recompute {
     /// The components of the flow–link graph that hold a changed link, or every flow once the
-    /// search has reached half of them (then the search costs more than it can save).
+    /// search has reached half of them (then the search costs more than it can save), and of
+    /// those only the flows at or above the lowest level a change can reach (the level cut).
     #[default]
     Incremental,
     /// The components that hold a changed link, however large (to measure the search).
@@ -43,7 +55,6 @@ struct FlowState {
     /// For each link of the path, the flow's index in that link's `flows`.
     pos: Vec<u32>,
     cap: f64,
-    rate: f64,
     active: bool,
 }
 
@@ -52,6 +63,8 @@ struct FlowState {
 pub struct MaxMin {
     links: Vec<LinkState>,
     flows: Vec<FlowState>,
+    /// Each flow slot's rate.
+    rate: Vec<f64>,
     free: Vec<u32>,
     n_active: usize,
     mode: Recompute,
@@ -60,16 +73,30 @@ pub struct MaxMin {
     // scratch, reused between solves; marks compare against `epoch`
     epoch: u32,
     link_seen: Vec<u32>,
+    link_mark: Vec<u32>,
     flow_seen: Vec<u32>,
     left: Vec<f64>,
     count: Vec<u32>,
     key: Vec<f64>,
     frozen: Vec<u32>,
     heap: RadixHeap,
+    /// Scratch: links waiting outside the heap during a fill.
+    deferred: Vec<u32>,
+    /// Flows added since the last solve (`fresh_mark[f] == epoch` during a solve).
+    fresh: Vec<u32>,
+    fresh_mark: Vec<u32>,
+    /// The lowest level the removals, caps and capacity changes since the last solve reach.
+    reach: f64,
+    /// Scratch: the rates on one link (for a new flow's saturation level).
+    scratch: Vec<f64>,
+    /// Searches in a row that reached half of the flows.
+    giant: u32,
     /// Flows solved over all solves (the work done).
     pub flows_solved: u64,
     pub solves: u64,
 }
+
+use crate::radixheap::RadixHeap;
 
 const FLOW_TAG: u32 = 1 << 31;
 
@@ -95,6 +122,7 @@ impl MaxMin {
                 })
                 .collect(),
             flows: Vec::new(),
+            rate: Vec::new(),
             free: Vec::new(),
             n_active: 0,
             mode,
@@ -102,12 +130,19 @@ impl MaxMin {
             dirty_mark: vec![false; n],
             epoch: 0,
             link_seen: vec![0; n],
+            link_mark: vec![0; n],
             flow_seen: Vec::new(),
             left: vec![0.0; n],
             count: vec![0; n],
             key: vec![0.0; n],
             frozen: Vec::new(),
             heap: RadixHeap::default(),
+            deferred: Vec::new(),
+            fresh: Vec::new(),
+            fresh_mark: Vec::new(),
+            reach: f64::INFINITY,
+            scratch: Vec::new(),
+            giant: 0,
             flows_solved: 0,
             solves: 0,
         }
@@ -131,11 +166,12 @@ impl MaxMin {
                     path: Vec::new(),
                     pos: Vec::new(),
                     cap: 0.0,
-                    rate: 0.0,
                     active: false,
                 });
+                self.rate.push(0.0);
                 self.flow_seen.push(0);
                 self.frozen.push(0);
+                self.fresh_mark.push(0);
                 (self.flows.len() - 1) as u32
             }
         };
@@ -150,9 +186,11 @@ impl MaxMin {
         f.path.extend_from_slice(path);
         f.pos = pos;
         f.cap = nonneg(cap);
-        f.rate = 0.0;
         f.active = true;
+        self.rate[id as usize] = 0.0;
         self.n_active += 1;
+        self.fresh.push(id);
+        self.reach = self.reach.min(f.cap);
         for &l in path {
             self.mark(l);
         }
@@ -165,8 +203,8 @@ impl MaxMin {
         assert!(f.active, "flow {id} is not in the network");
         f.active = false;
         self.n_active -= 1;
-        let rate = f.rate;
-        f.rate = 0.0;
+        let rate = std::mem::take(&mut self.rate[id as usize]);
+        self.reach = self.reach.min(rate);
         let path = std::mem::take(&mut f.path);
         let pos = std::mem::take(&mut f.pos);
         for (&l, &p) in path.iter().zip(&pos) {
@@ -189,6 +227,7 @@ impl MaxMin {
 
     pub fn set_capacity(&mut self, link: u32, capacity: f64) {
         self.links[link as usize].capacity = nonneg(capacity);
+        self.reach = 0.0;
         self.mark(link);
     }
 
@@ -196,7 +235,7 @@ impl MaxMin {
         self.links[link as usize].capacity
     }
     pub fn rate(&self, id: u32) -> f64 {
-        self.flows[id as usize].rate
+        self.rate[id as usize]
     }
     pub fn path(&self, id: u32) -> &[u32] {
         &self.flows[id as usize].path
@@ -223,7 +262,8 @@ impl MaxMin {
     }
 
     /// Recompute the rates of the flows affected by the changes since the last solve; `solved`
-    /// receives the flows whose rates were recomputed, `touched` the links of their component.
+    /// receives the flows whose rates were recomputed, `touched` the links whose load may have
+    /// changed (at least those of the solved flows and those a change was on).
     pub fn solve(&mut self, solved: &mut Vec<u32>, touched: &mut Vec<u32>) {
         solved.clear();
         touched.clear();
@@ -233,17 +273,25 @@ impl MaxMin {
         self.epoch = self.epoch.wrapping_add(1);
         if self.epoch == 0 {
             self.link_seen.iter_mut().for_each(|x| *x = 0);
+            self.link_mark.iter_mut().for_each(|x| *x = 0);
             self.flow_seen.iter_mut().for_each(|x| *x = 0);
             self.frozen.iter_mut().for_each(|x| *x = 0);
+            self.fresh_mark.iter_mut().for_each(|x| *x = 0);
             self.epoch = 1;
         }
         let epoch = self.epoch;
-        let limit = match self.mode {
-            Recompute::Incremental => self.n_active / 2,
-            Recompute::Components => usize::MAX,
-            Recompute::Full => 0,
+        let (limit, level) = match self.mode {
+            Recompute::Incremental => (self.n_active / 2, self.level()),
+            Recompute::Components => (usize::MAX, 0.0),
+            Recompute::Full => (0, 0.0),
         };
-        let mut full = self.mode == Recompute::Full;
+        let cut = level > 0.0;
+        // after a few searches in a row reached half of the flows, the next ones most likely
+        // do too: go to every flow at once (searching again now and then)
+        let skip = self.mode == Recompute::Incremental
+            && self.giant >= 4
+            && !self.solves.is_multiple_of(16);
+        let mut full = self.mode == Recompute::Full || skip;
         if !full {
             // breadth-first over the flow–link graph from the dirty links
             for &l in &self.dirty {
@@ -274,39 +322,165 @@ impl MaxMin {
                     }
                 }
             }
+            self.giant = if full { self.giant + 1 } else { 0 };
         }
         if full {
             solved.clear();
             touched.clear();
-            touched.extend(0..self.links.len() as u32);
-            solved.extend(self.active());
+            for (f, flow) in self.flows.iter().enumerate() {
+                if !flow.active {
+                    continue;
+                }
+                if !cut || self.rate[f] >= level || self.fresh_mark[f] == epoch {
+                    self.flow_seen[f] = epoch;
+                    solved.push(f as u32);
+                } else {
+                    // (the search may have marked it)
+                    self.flow_seen[f] = epoch.wrapping_sub(1);
+                }
+            }
+            if !cut {
+                touched.extend(0..self.links.len() as u32);
+            }
+        } else if cut {
+            let (rate, seen, fresh) = (&self.rate, &mut self.flow_seen, &self.fresh_mark);
+            solved.retain(|&f| {
+                let keep = fresh[f as usize] == epoch || rate[f as usize] >= level;
+                if !keep {
+                    seen[f as usize] = epoch.wrapping_sub(1);
+                }
+                keep
+            });
+            touched.clear();
+        }
+        if cut {
+            // the links of the solved flows, and those a change was on
+            for &l in self.dirty.iter() {
+                if self.link_mark[l as usize] != epoch {
+                    self.link_mark[l as usize] = epoch;
+                    touched.push(l);
+                }
+            }
+            for &f in solved.iter() {
+                for &l in &self.flows[f as usize].path {
+                    if self.link_mark[l as usize] != epoch {
+                        self.link_mark[l as usize] = epoch;
+                        touched.push(l);
+                    }
+                }
+            }
         }
         for &l in &self.dirty {
             self.dirty_mark[l as usize] = false;
         }
         self.dirty.clear();
-        self.fill(solved, touched);
+        self.fresh.clear();
+        self.reach = f64::INFINITY;
+        self.fill(solved, touched, !cut);
         self.solves += 1;
         self.flows_solved += solved.len() as u64;
     }
 
-    /// Progressive filling over `flows`, which use only links in `links` and are every flow on
-    /// those links.
-    fn fill(&mut self, flows: &[u32], links: &[u32]) {
-        let mut heap = std::mem::take(&mut self.heap);
-        heap.clear();
-        for &l in links {
-            let li = l as usize;
-            self.left[li] = self.links[li].capacity;
-            self.count[li] = self.links[li].flows.len() as u32;
-            self.links[li].load = 0.0;
-            if self.count[li] > 0 {
-                self.key[li] = nonneg(self.left[li]) / self.count[li] as f64;
-                heap.push(self.key[li].to_bits(), l);
+    /// The level cut: the lowest level the changes since the last solve reach, less a margin
+    /// for rounding (a flow a hair below it is solved too); 0 for everything. Marks the new
+    /// flows (`fresh_mark`).
+    fn level(&mut self) -> f64 {
+        let epoch = self.epoch;
+        let mut level = self.reach;
+        for k in 0..self.fresh.len() {
+            let f = self.fresh[k] as usize;
+            if self.flows[f].active {
+                self.fresh_mark[f] = epoch;
             }
         }
-        // a flow's own cap is a bottleneck too; `frozen[f] == epoch` marks a frozen flow
+        for k in 0..self.fresh.len() {
+            let f = self.fresh[k] as usize;
+            if !self.flows[f].active {
+                continue;
+            }
+            for i in 0..self.flows[f].path.len() {
+                if level <= 0.0 {
+                    return 0.0;
+                }
+                let l = self.flows[f].path[i] as usize;
+                level = level.min(self.saturation(l));
+            }
+        }
+        let level = level * (1.0 - 1e-9);
+        if level > 0.0 {
+            level
+        } else {
+            0.0
+        }
+    }
+
+    /// The level at which link `l` would saturate, its new flows (`fresh_mark`) rising from 0
+    /// and its other flows at their rates: λ with `C = Σ min(r, λ) + k·λ`.
+    fn saturation(&mut self, l: usize) -> f64 {
         let epoch = self.epoch;
+        self.scratch.clear();
+        let mut k = 0usize;
+        for &f in &self.links[l].flows {
+            if self.fresh_mark[f as usize] == epoch {
+                k += 1;
+            } else {
+                self.scratch.push(self.rate[f as usize]);
+            }
+        }
+        self.scratch.sort_unstable_by(f64::total_cmp);
+        let cap = self.links[l].capacity;
+        let n = self.scratch.len() + k;
+        let mut used = 0.0;
+        for (i, &r) in self.scratch.iter().enumerate() {
+            let level = nonneg(cap - used) / (n - i) as f64;
+            if level <= r {
+                return level;
+            }
+            used += r;
+        }
+        nonneg(cap - used) / k.max(1) as f64
+    }
+
+    /// Progressive filling over `flows` (marked `flow_seen`), which use only links in `links`;
+    /// `all`: they are every flow on those links, else the others keep their rates and leave
+    /// the rest of each link's capacity.
+    fn fill(&mut self, flows: &[u32], links: &[u32], all: bool) {
+        let mut heap = std::mem::take(&mut self.heap);
+        heap.clear();
+        let mut deferred = std::mem::take(&mut self.deferred);
+        deferred.clear();
+        let epoch = self.epoch;
+        let mut lowest = f64::INFINITY;
+        for &l in links {
+            let li = l as usize;
+            let (count, base) = if all {
+                (self.links[li].flows.len() as u32, 0.0)
+            } else {
+                // branch-free: whether a flow is solved is as good as random
+                let (mut count, mut base) = (0, 0.0);
+                for &f in &self.links[li].flows {
+                    let solved = self.flow_seen[f as usize] == epoch;
+                    count += solved as u32;
+                    base += if solved { 0.0 } else { self.rate[f as usize] };
+                }
+                (count, base)
+            };
+            self.left[li] = self.links[li].capacity - base;
+            self.count[li] = count;
+            self.links[li].load = base;
+            if self.count[li] > 0 {
+                self.key[li] = nonneg(self.left[li]) / self.count[li] as f64;
+                lowest = lowest.min(self.key[li]);
+                deferred.push(l);
+            }
+        }
+        // Links whose share is far above the lowest (host links behind a busy core, say) wait
+        // outside the heap until the water gets near them: shares only rise, so a link above
+        // the threshold stays above it, and every link at or below the next key popped is in
+        // the heap before it is popped.
+        let mut threshold = 2.0 * lowest;
+        self.admit(&mut heap, &mut deferred, threshold);
+        // a flow's own cap is a bottleneck too; `frozen[f] == epoch` marks a frozen flow
         for &f in flows {
             let cap = self.flows[f as usize].cap;
             if cap.is_finite() {
@@ -316,7 +490,18 @@ impl MaxMin {
         // Keys are the bits of non-negative floats, which order as the floats do. One entry per
         // link, its key at most the link's current share (shares only rise as
         // flows freeze): a popped entry below the current share goes back in with it.
-        while let Some((bits, tag)) = heap.pop() {
+        loop {
+            if !deferred.is_empty() {
+                let next = heap.peek().map_or(f64::INFINITY, f64::from_bits);
+                if next > threshold {
+                    threshold = (2.0 * threshold).max(next);
+                    self.admit(&mut heap, &mut deferred, threshold);
+                    continue;
+                }
+            }
+            let Some((bits, tag)) = heap.pop() else {
+                break;
+            };
             let share = f64::from_bits(bits);
             if tag & FLOW_TAG != 0 {
                 let f = tag & !FLOW_TAG;
@@ -336,30 +521,55 @@ impl MaxMin {
             }
             // (a share a rounding below the popped key is the least one now: take it as it is)
             let share = f64::from_bits(current);
-            // every unfrozen flow on the link gets the share
+            // every unfrozen flow solved on the link gets the share
             let mut k = 0;
             while k < self.links[l].flows.len() {
                 let f = self.links[l].flows[k];
-                if self.frozen[f as usize] != epoch {
+                if self.frozen[f as usize] != epoch && self.flow_seen[f as usize] == epoch {
                     self.freeze(f, share);
                 }
                 k += 1;
             }
         }
         self.heap = heap;
+        self.deferred = deferred;
+    }
+
+    /// Move the links of `deferred` with a share at most `threshold` into the heap (and drop
+    /// those with no flow left to freeze).
+    fn admit(&self, heap: &mut RadixHeap, deferred: &mut Vec<u32>, threshold: f64) {
+        deferred.retain(|&l| {
+            let l = l as usize;
+            if self.count[l] == 0 {
+                return false;
+            }
+            let admit = self.key[l] <= threshold;
+            if admit {
+                heap.push(self.key[l].to_bits(), l as u32);
+            }
+            !admit
+        });
     }
 
     /// Fix flow `f` at `share`: its links lose the share and one unfrozen flow.
     fn freeze(&mut self, f: u32, share: f64) {
         self.frozen[f as usize] = self.epoch;
-        self.flows[f as usize].rate = share;
-        for k in 0..self.flows[f as usize].path.len() {
-            let m = self.flows[f as usize].path[k] as usize;
-            self.links[m].load += share;
-            self.left[m] -= share;
-            self.count[m] -= 1;
-            if self.count[m] > 0 {
-                self.key[m] = nonneg(self.left[m]) / self.count[m] as f64;
+        self.rate[f as usize] = share;
+        let MaxMin {
+            flows,
+            links,
+            left,
+            count,
+            key,
+            ..
+        } = self;
+        for &m in &flows[f as usize].path {
+            let m = m as usize;
+            links[m].load += share;
+            left[m] -= share;
+            count[m] -= 1;
+            if count[m] > 0 {
+                key[m] = nonneg(left[m]) / count[m] as f64;
             }
         }
     }
@@ -409,314 +619,6 @@ pub fn rates_json(input_json: &str) -> Result<String, String> {
     serde_json::to_string(&rates).map_err(|e| e.to_string())
 }
 
-/// A monotone priority queue on `u64` keys (a radix heap): every key pushed is at least the
-/// last one popped, as the water level only rises. Push O(1); a pop redistributes one bucket.
-#[derive(Debug, Clone)]
-struct RadixHeap {
-    last: u64,
-    len: usize,
-    buckets: [Vec<(u64, u32)>; 65],
-}
-
-impl Default for RadixHeap {
-    fn default() -> Self {
-        RadixHeap {
-            last: 0,
-            len: 0,
-            buckets: std::array::from_fn(|_| Vec::new()),
-        }
-    }
-}
-
-impl RadixHeap {
-    fn bucket(&self, key: u64) -> usize {
-        (64 - (key ^ self.last).leading_zeros()) as usize
-    }
-    fn clear(&mut self) {
-        self.buckets.iter_mut().for_each(Vec::clear);
-        self.last = 0;
-        self.len = 0;
-    }
-    fn push(&mut self, key: u64, item: u32) {
-        let key = key.max(self.last);
-        let b = self.bucket(key);
-        self.buckets[b].push((key, item));
-        self.len += 1;
-    }
-    fn pop(&mut self) -> Option<(u64, u32)> {
-        if self.len == 0 {
-            return None;
-        }
-        if self.buckets[0].is_empty() {
-            let i = (1..65).find(|&i| !self.buckets[i].is_empty())?;
-            let items = std::mem::take(&mut self.buckets[i]);
-            self.last = items.iter().map(|e| e.0).min()?;
-            for &(k, v) in &items {
-                let b = self.bucket(k);
-                self.buckets[b].push((k, v));
-            }
-            let mut items = items;
-            items.clear();
-            self.buckets[i] = items; // keep its allocation
-        }
-        self.len -= 1;
-        self.buckets[0].pop()
-    }
-}
-
-/// Max-min rates from scratch with the textbook algorithm (no heap, no components): the
-/// reference the tests compare [`MaxMin`] against. `paths[i]` and `caps[i]` describe flow i.
-pub fn reference_rates(capacities: &[f64], paths: &[Vec<u32>], caps: &[f64]) -> Vec<f64> {
-    let n = paths.len();
-    let mut rate = vec![0.0; n];
-    let mut frozen = vec![false; n];
-    let mut left: Vec<f64> = capacities.to_vec();
-    loop {
-        let mut count = vec![0usize; left.len()];
-        for (i, p) in paths.iter().enumerate() {
-            if !frozen[i] {
-                for &l in p {
-                    count[l as usize] += 1;
-                }
-            }
-        }
-        let mut best = f64::INFINITY;
-        for (l, &c) in count.iter().enumerate() {
-            if c > 0 {
-                best = best.min(left[l].max(0.0) / c as f64);
-            }
-        }
-        for (i, &c) in caps.iter().enumerate() {
-            if !frozen[i] {
-                best = best.min(c);
-            }
-        }
-        if !best.is_finite() {
-            break;
-        }
-        let tight: Vec<bool> = count
-            .iter()
-            .enumerate()
-            .map(|(l, &c)| c > 0 && left[l].max(0.0) / c as f64 <= best * (1.0 + 1e-12))
-            .collect();
-        let mut any = false;
-        for i in 0..n {
-            if !frozen[i] && (caps[i] <= best || paths[i].iter().any(|&l| tight[l as usize])) {
-                frozen[i] = true;
-                rate[i] = best;
-                any = true;
-                for &l in &paths[i] {
-                    left[l as usize] -= best;
-                }
-            }
-        }
-        if !any {
-            break;
-        }
-    }
-    rate
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    fn solve_all(mm: &mut MaxMin) {
-        let (mut s, mut t) = (Vec::new(), Vec::new());
-        mm.solve(&mut s, &mut t);
-    }
-
-    #[test]
-    fn two_links_and_a_cap() {
-        // link 0 (10) carries A and B; link 1 (3) carries B; C on link 0 is capped at 1
-        let mut mm = MaxMin::new(&[10.0, 3.0], Recompute::Incremental);
-        let a = mm.add(&[0], f64::INFINITY);
-        let b = mm.add(&[0, 1], f64::INFINITY);
-        let c = mm.add(&[0], 1.0);
-        solve_all(&mut mm);
-        assert!((mm.rate(b) - 3.0).abs() < 1e-12);
-        assert!((mm.rate(c) - 1.0).abs() < 1e-12);
-        assert!((mm.rate(a) - 6.0).abs() < 1e-12);
-        assert!((mm.link_load(0) - 10.0).abs() < 1e-12);
-        mm.remove(b);
-        solve_all(&mut mm);
-        assert!((mm.rate(a) - 9.0).abs() < 1e-12);
-        assert_eq!(mm.link_load(1), 0.0);
-    }
-
-    #[test]
-    fn a_solve_touches_only_the_changed_component() {
-        for mode in [Recompute::Incremental, Recompute::Components] {
-            let mut mm = MaxMin::new(&[1.0; 7], mode);
-            let a = mm.add(&[0], f64::INFINITY);
-            for l in 1..6 {
-                mm.add(&[l, l + 1], f64::INFINITY);
-            }
-            solve_all(&mut mm);
-            let (mut s, mut t) = (Vec::new(), Vec::new());
-            let c = mm.add(&[0], f64::INFINITY);
-            mm.solve(&mut s, &mut t);
-            s.sort();
-            assert_eq!(s, vec![a.min(c), a.max(c)]);
-            assert_eq!(t, vec![0]);
-            assert!((mm.rate(a) - 0.5).abs() < 1e-12);
-        }
-        // a change that reaches half of the flows: everything is solved at once
-        let mut mm = MaxMin::new(&[1.0; 3], Recompute::Incremental);
-        mm.add(&[0], f64::INFINITY);
-        mm.add(&[1, 2], f64::INFINITY);
-        solve_all(&mut mm);
-        let (mut s, mut t) = (Vec::new(), Vec::new());
-        mm.add(&[0], f64::INFINITY);
-        mm.solve(&mut s, &mut t);
-        assert_eq!((s.len(), t.len()), (3, 3));
-    }
-
-    #[test]
-    fn rates_from_json() {
-        let out = rates_json(
-            r#"{"capacities": [10, 3], "paths": [[0], [0, 1], [0]], "caps": [null, null, 1]}"#,
-        );
-        assert_eq!(out.unwrap(), "[6.0,3.0,1.0]");
-        let bad = rates_json(r#"{"capacities": [10], "paths": [[0, 0]]}"#);
-        assert!(bad.unwrap_err().contains("paths[0]"));
-    }
-
-    #[test]
-    fn zero_capacity_gives_zero_rates() {
-        let mut mm = MaxMin::new(&[0.0, 5.0], Recompute::Incremental);
-        let a = mm.add(&[0, 1], f64::INFINITY);
-        let b = mm.add(&[1], f64::INFINITY);
-        solve_all(&mut mm);
-        assert_eq!(mm.rate(a), 0.0);
-        assert!((mm.rate(b) - 5.0).abs() < 1e-12);
-    }
-
-    /// A random network: capacities, and a sequence of operations (add a flow on a random
-    /// path with an optional cap / remove a random flow / change a capacity).
-    type Op = (u8, Vec<u32>, f64);
-
-    fn scenario() -> impl Strategy<Value = (Vec<f64>, Vec<Op>)> {
-        (2usize..12).prop_flat_map(|links| {
-            let caps = prop::collection::vec(0.5f64..100.0, links);
-            let op = (
-                0u8..10,
-                prop::collection::btree_set(0..links as u32, 1..4)
-                    .prop_map(|s| s.into_iter().collect::<Vec<_>>()),
-                prop_oneof![Just(f64::INFINITY), 0.1f64..50.0],
-            );
-            (caps, prop::collection::vec(op, 1..60))
-        })
-    }
-
-    fn check_invariants(mm: &MaxMin) -> Result<(), TestCaseError> {
-        for l in 0..mm.links() as u32 {
-            let sum: f64 = mm.link_flows(l).iter().map(|&f| mm.rate(f)).sum();
-            let cap = mm.capacity(l);
-            prop_assert!(sum <= cap * (1.0 + 1e-9) + 1e-9, "link {l} over capacity");
-            prop_assert!((sum - mm.link_load(l)).abs() <= 1e-9 * cap.max(1.0));
-        }
-        for f in mm.active() {
-            let r = mm.rate(f);
-            prop_assert!(r >= 0.0);
-            let capped = (r - mm.flows[f as usize].cap).abs() <= 1e-9 * r.max(1.0);
-            // bottlenecked: at its cap, or at a saturated link where no flow has a higher rate
-            let bottleneck = mm.path(f).iter().any(|&l| {
-                let sum: f64 = mm.link_flows(l).iter().map(|&g| mm.rate(g)).sum();
-                let saturated = sum >= mm.capacity(l) * (1.0 - 1e-9) - 1e-9;
-                let max = mm
-                    .link_flows(l)
-                    .iter()
-                    .map(|&g| mm.rate(g))
-                    .fold(0.0, f64::max);
-                saturated && r >= max * (1.0 - 1e-9) - 1e-12
-            });
-            prop_assert!(
-                capped || bottleneck,
-                "flow {f} (rate {r}) has no bottleneck"
-            );
-        }
-        Ok(())
-    }
-
-    proptest! {
-        #[test]
-        fn the_radix_heap_pops_in_order(batches in prop::collection::vec(prop::collection::vec(0u64..1 << 40, 0..20), 1..20)) {
-            // pushes never go below the last pop: each batch adds to the last popped key
-            let mut heap = RadixHeap::default();
-            let mut reference: Vec<(u64, u32)> = Vec::new();
-            let mut last = 0u64;
-            for (i, batch) in batches.iter().enumerate() {
-                for (j, &d) in batch.iter().enumerate() {
-                    heap.push(last + d, (i * 100 + j) as u32);
-                    reference.push((last + d, (i * 100 + j) as u32));
-                }
-                reference.sort_unstable_by_key(|e| std::cmp::Reverse(e.0));
-                if let Some(want) = reference.pop() {
-                    let got = heap.pop().unwrap();
-                    prop_assert_eq!(got.0, want.0);
-                    last = got.0;
-                    // equal keys may come out in any order: drop the one popped
-                    if got.1 != want.1 {
-                        let k = reference.iter().position(|e| *e == got).unwrap();
-                        reference[k] = want;
-                    }
-                }
-            }
-            prop_assert_eq!(heap.len, reference.len());
-        }
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(300))]
-        #[test]
-        fn incremental_equals_from_scratch_and_is_max_min((caps, ops) in scenario()) {
-            let mut inc = MaxMin::new(&caps, Recompute::Incremental);
-            let mut full = MaxMin::new(&caps, Recompute::Full);
-            let mut comp = MaxMin::new(&caps, Recompute::Components);
-            let mut caps_now = caps.clone();
-            let mut live: Vec<u32> = Vec::new();
-            for (kind, path, cap) in ops {
-                match kind {
-                    0..=5 => {
-                        let a = inc.add(&path, cap);
-                        let b = full.add(&path, cap);
-                        prop_assert_eq!(a, b);
-                        prop_assert_eq!(a, comp.add(&path, cap));
-                        live.push(a);
-                    }
-                    6..=8 if !live.is_empty() => {
-                        let f = live.swap_remove(path[0] as usize % live.len());
-                        inc.remove(f);
-                        full.remove(f);
-                        comp.remove(f);
-                    }
-                    _ => {
-                        let l = path[0];
-                        let c = if cap.is_finite() { cap } else { 0.0 };
-                        caps_now[l as usize] = c;
-                        inc.set_capacity(l, c);
-                        full.set_capacity(l, c);
-                        comp.set_capacity(l, c);
-                    }
-                }
-                solve_all(&mut inc);
-                solve_all(&mut full);
-                solve_all(&mut comp);
-                check_invariants(&inc)?;
-                check_invariants(&comp)?;
-                let paths: Vec<Vec<u32>> = live.iter().map(|&f| inc.path(f).to_vec()).collect();
-                let fcaps: Vec<f64> = live.iter().map(|&f| inc.flows[f as usize].cap).collect();
-                let reference = reference_rates(&caps_now, &paths, &fcaps);
-                for (i, &f) in live.iter().enumerate() {
-                    let (a, b, r) = (inc.rate(f), full.rate(f), reference[i]);
-                    prop_assert!((a - b).abs() <= 1e-9 * a.abs().max(1.0), "inc {a} vs full {b}");
-                    let c = comp.rate(f);
-                    prop_assert!((c - b).abs() <= 1e-9 * c.abs().max(1.0), "components {c} vs full {b}");
-                    prop_assert!((a - r).abs() <= 1e-9 * r.abs().max(1.0), "inc {a} vs reference {r}");
-                }
-            }
-        }
-    }
-}
+#[path = "maxmin_tests.rs"]
+mod tests;
