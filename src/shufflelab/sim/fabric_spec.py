@@ -389,9 +389,8 @@ def oversubscription(spec: FabricSpec) -> float | None:
     return None if isinstance(t, GraphFile) else t.ratio()
 
 
-def core_config(spec: FabricSpec, seed: int, base_dir: Path, *, recompute: str | None = None) -> dict[str, Any]:
-    """The Rust core's fabric configuration for one matrix point and seed."""
-    t = spec.topology
+def core_topology(t: LeafSpine | FatTree | GraphFile, base_dir: Path) -> dict[str, Any]:
+    """The Rust core's topology document (``crates/simcore/src/topology.rs``)."""
     bps = 1e9 / 8
     topology: dict[str, Any]
     if isinstance(t, LeafSpine):
@@ -419,6 +418,13 @@ def core_config(spec: FabricSpec, seed: int, base_dir: Path, *, recompute: str |
         }
     else:
         topology = read_graph(base_dir / t.file)
+    return topology
+
+
+def core_config(spec: FabricSpec, seed: int, base_dir: Path, *, recompute: str | None = None) -> dict[str, Any]:
+    """The Rust core's fabric configuration for one matrix point and seed."""
+    t = spec.topology
+    topology = core_topology(t, base_dir)
     hosts = sum(1 for n in topology["nodes"] if n["host"]) if isinstance(t, GraphFile) else t.hosts()
     for i, c in enumerate(spec.cross):
         if c.src >= hosts or c.dst >= hosts:
