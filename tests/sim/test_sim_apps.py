@@ -140,6 +140,7 @@ source = "data"
 task_factor = 2
 [fetch]
 max_reqs_in_flight = 2
+initial_window_bytes = 0
 [matrix]
 "topology.oversubscription" = [1, 4]
 """
@@ -189,6 +190,16 @@ def test_spec_errors_name_the_field(tmp_path: Path, change: tuple[str, str], mes
     (tmp_path / "s.toml").write_text(SPEC.replace(*change))
     with pytest.raises(SimSpecError, match=message.replace("[", r"\[").replace("]", r"\]")):
         apps_sim.run_experiment(tmp_path / "s.toml", tmp_path / "res")
+
+
+def test_small_blocks_take_one_round_trip(tmp_path: Path) -> None:
+    data_folder(tmp_path / "data")
+    (tmp_path / "s.toml").write_text(SPEC.replace("initial_window_bytes = 0", "initial_window_bytes = 14480"))
+    out = apps_sim.run_experiment(tmp_path / "s.toml", tmp_path / "res")
+    r = out.doc["runs"][1]["result"]
+    assert r["initial_window_fetches"] == r["remote_fetches"] > 0
+    # off the solver, oversubscription no longer matters
+    assert r["apps"][0]["job_time_s"] == out.doc["runs"][0]["result"]["apps"][0]["job_time_s"]
 
 
 def test_is_apps() -> None:

@@ -15,7 +15,9 @@
 //!   per-pair bytes are not recorded; every reducer reads its recorded bytes), in a seeded random
 //!   order, with the fabric's fetch window (`max_reqs_in_flight`, `max_bytes_in_flight`, one
 //!   fetch always may go out). Blocks on its own host are read off the network. A remote fetch is
-//!   a max-min fluid flow on its ECMP path, FCT = 2 × one-way delay + transfer. Then it computes
+//!   a max-min fluid flow on its ECMP path, FCT = 2 × one-way delay + transfer; a block that fits
+//!   in TCP's initial window (`initial_window_bytes`) is not a flow: FCT = 2 × one-way delay + its
+//!   serialisation on the slowest link (its load on the links is left out). Then it computes
 //!   for `compute_s` (fetch and compute do not overlap). Its output stays on its host.
 //! - The application ends `tail_s` after its last stage.
 //!
@@ -103,6 +105,11 @@ pub struct AppsConfig {
     pub max_reqs_in_flight: u32,
     #[serde(default = "spark_bytes_in_flight")]
     pub max_bytes_in_flight: f64,
+    /// A block of at most this many bytes goes out in TCP's initial window: it takes one round
+    /// trip plus its serialisation on the path's slowest link, off the max-min network (0: every
+    /// block is a flow). Default 10 segments of 1448 B (Linux's initial window).
+    #[serde(default = "initial_window")]
+    pub initial_window_bytes: f64,
     #[serde(default)]
     pub arrival: Arrival,
     pub apps: Vec<AppSpec>,
@@ -119,6 +126,9 @@ fn unbounded_reqs() -> u32 {
 }
 fn spark_bytes_in_flight() -> f64 {
     48.0 * 1024.0 * 1024.0
+}
+fn initial_window() -> f64 {
+    10.0 * 1448.0
 }
 fn default_edges() -> Vec<f64> {
     vec![1e4, 1e5, 1e6, 1e7]
@@ -159,6 +169,8 @@ pub struct AppsResult {
     pub remote_fetches: u64,
     pub local_fetches: u64,
     pub remote_bytes: f64,
+    /// remote fetches sent in the initial window (off the max-min network)
+    pub initial_window_fetches: u64,
     pub fct: Vec<FctBucket>,
     pub tiers: Vec<TierResult>,
     pub heatmap: Heatmap,
@@ -179,6 +191,9 @@ impl AppsConfig {
         }
         if !(self.max_bytes_in_flight.is_finite() && self.max_bytes_in_flight > 0.0) {
             return Err("max_bytes_in_flight must be > 0".into());
+        }
+        if !ok(self.initial_window_bytes) {
+            return Err("initial_window_bytes must be >= 0".into());
         }
         if let Arrival::Poisson { mean_gap_s } = self.arrival {
             if !(mean_gap_s.is_finite() && mean_gap_s > 0.0) {
@@ -340,6 +355,7 @@ struct Sim<'a> {
     remote: u64,
     local: u64,
     remote_bytes: f64,
+    small: u64,
     n_events: u64,
     apps_done: usize,
 }
@@ -598,6 +614,18 @@ impl<'a> Sim<'a> {
                     .map(|&l| self.topo.links[l as usize].capacity)
                     .fold(f64::INFINITY, f64::min);
                 let d = self.path_delay(&p);
+                if bytes <= self.cfg.initial_window_bytes {
+                    self.small += 1;
+                    let ideal = bytes / slowest + 2.0 * d;
+                    let ev = Ev::Delivered {
+                        rt,
+                        bytes,
+                        issued_s,
+                        ideal_s: ideal,
+                    };
+                    self.at(self.now + d + bytes / slowest, ev);
+                    return;
+                }
                 let id = self.mm.add(&p, f64::INFINITY) as usize;
                 if self.flows.len() <= id {
                     self.flows.resize(id + 1, None);
@@ -858,6 +886,7 @@ pub fn run_apps(cfg: &AppsConfig) -> Result<AppsResult, String> {
         remote: 0,
         local: 0,
         remote_bytes: 0.0,
+        small: 0,
         n_events: 0,
         apps_done: 0,
         apps,
@@ -891,6 +920,7 @@ impl Sim<'_> {
             remote_fetches: self.remote,
             local_fetches: self.local,
             remote_bytes: self.remote_bytes,
+            initial_window_fetches: self.small,
             fct,
             tiers,
             heatmap: heat,

@@ -43,6 +43,7 @@ fn config(topology: TopologySpec, apps: Vec<AppSpec>) -> AppsConfig {
         recompute: Recompute::Incremental,
         max_reqs_in_flight: unbounded_reqs(),
         max_bytes_in_flight: 1e15,
+        initial_window_bytes: 0.0,
         arrival: Arrival::Fixed,
         apps,
         fct_bucket_edges_bytes: default_edges(),
@@ -202,4 +203,37 @@ fn bad_configs_name_the_field() {
     assert!(run_apps_json("{}")
         .unwrap_err()
         .starts_with("apps configuration"));
+}
+
+#[test]
+fn blocks_in_the_initial_window_take_one_round_trip() {
+    let a = app(vec![
+        stage(&[], &[], &[0.0; 2], &[1e4; 2], &[0.0; 2]),
+        stage(&[0], &[0], &[0.0; 2], &[0.0; 2], &[2e4; 2]),
+    ]);
+    let mut c = config(
+        TopologySpec::LeafSpine {
+            leaves: 1,
+            hosts_per_leaf: 2,
+            spines: 1,
+            host_bytes_per_s: 1e6,
+            uplink_bytes_per_s: 1e6,
+            host_delay_s: 1e-3,
+            uplink_delay_s: 0.0,
+        },
+        vec![a],
+    );
+    c.initial_window_bytes = 14480.0;
+    let r = run_apps(&c).unwrap();
+    // each reducer fetches one 1e4 B block from the other host: 2 × 2 ms + 1e4 / 1e6 s
+    assert_eq!(r.initial_window_fetches, 2);
+    assert!(
+        (r.makespan_s.unwrap() - 0.014).abs() < 1e-12,
+        "{:?}",
+        r.makespan_s
+    );
+    c.initial_window_bytes = 0.0;
+    let flows = run_apps(&c).unwrap();
+    assert_eq!(flows.initial_window_fetches, 0);
+    assert!((flows.makespan_s.unwrap() - 0.014).abs() < 1e-12);
 }

@@ -18,6 +18,7 @@ A fabric spec (:mod:`shufflelab.sim.fabric_spec`: ``[experiment]``, ``[topology]
     [fetch]              # the reducers' fetch window
     max_reqs_in_flight = 5
     max_mib_in_flight = 48
+    initial_window_bytes = 14480                # blocks this small take one round trip (0: all are flows)
 
 How a recording is scaled is :func:`shufflelab.sim.app_dag.scale`; the report states it.
 :func:`core_config` turns one matrix point into the Rust core's JSON (``crates/simcore/src/apps.rs``).
@@ -77,6 +78,9 @@ class Arrival(_Model):
 class Fetch(_Model):
     max_reqs_in_flight: int | None = Field(default=None, ge=1, le=2**31 - 1)
     max_mib_in_flight: float = Field(default=48, gt=0, le=1e9)
+    initial_window_bytes: int = Field(
+        default=14_480, ge=0, le=2**30, description="Blocks up to this size take one round trip, off the solver."
+    )
 
 
 class AppsSpec(_Model):
@@ -228,6 +232,7 @@ def core_config(spec: AppsSpec, seed: int, base_dir: Path, *, where: str = "<spe
         "recompute": spec.experiment.recompute,
         "max_reqs_in_flight": spec.fetch.max_reqs_in_flight or 2**31 - 1,
         "max_bytes_in_flight": spec.fetch.max_mib_in_flight * MIB,
+        "initial_window_bytes": spec.fetch.initial_window_bytes,
         "arrival": arrival,
         "apps": apps,
         "fct_bucket_edges_bytes": [b * MIB for b in spec.output.fct_buckets_mib],

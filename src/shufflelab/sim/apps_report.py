@@ -24,6 +24,9 @@ LIMITS = [
     "processor sharing, no disk).",
     "Per-(map, reduce) bytes are not recorded: a reducer's recorded bytes are split over the map "
     "tasks it reads from in proportion to what each wrote.",
+    "A block that fits in TCP's initial window (fetch.initial_window_bytes, default 10 × 1448 B) "
+    "takes one round trip plus its serialisation on the path's slowest link and is left out of the "
+    "links' load; larger blocks are max-min flows.",
     "Driver time between stages and after the last one is kept as recorded.",
 ]
 
