@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from tests.unit.synthetic_store import build
 
 from shufflelab.sim import app_dag, app_spec, apps_sim
 from shufflelab.sim.apps_report import report
 from shufflelab.sim.spec import SimSpecError
-from tests.unit.synthetic_store import build
 
 T0 = 1_800_000_000_000
 

@@ -17,7 +17,7 @@ from typing import Any
 from shufflelab.sim import app_dag, app_spec
 from shufflelab.sim.core import simulate_apps
 from shufflelab.sim.fabric import _write_atomic
-from shufflelab.sim.fabric_spec import oversubscription
+from shufflelab.sim.fabric_spec import GraphFile
 from shufflelab.sim.spec import SimSpecError
 
 
@@ -75,7 +75,7 @@ def run_point(point: app_spec.AppsPoint, seed: int, base_dir: Path, where: str) 
         "label": point.label,
         "values": point.values,
         "seed": seed,
-        "oversubscription": oversubscription(point.spec),  # type: ignore[arg-type]
+        "oversubscription": None if isinstance(t := point.spec.topology, GraphFile) else t.ratio(),
         "cores_per_host": point.spec.hosts.cores,
         "arrival": point.spec.arrival.model_dump(exclude_none=True),
         "apps": describe(point, base_dir),

@@ -424,6 +424,7 @@ def core_topology(t: LeafSpine | FatTree | GraphFile, base_dir: Path) -> dict[st
 def core_config(spec: FabricSpec, seed: int, base_dir: Path, *, recompute: str | None = None) -> dict[str, Any]:
     """The Rust core's fabric configuration for one matrix point and seed."""
     t = spec.topology
+    bps = 1e9 / 8
     topology = core_topology(t, base_dir)
     hosts = sum(1 for n in topology["nodes"] if n["host"]) if isinstance(t, GraphFile) else t.hosts()
     for i, c in enumerate(spec.cross):
