@@ -204,3 +204,15 @@ def test_small_blocks_take_one_round_trip(tmp_path: Path) -> None:
 
 def test_is_apps() -> None:
     assert app_spec.is_apps({"app": []}) and not app_spec.is_apps({"shuffle": {}})
+
+
+def test_every_committed_app_spec_loads() -> None:
+    from shufflelab.spec import read_toml
+
+    root = Path(__file__).resolve().parents[2] / "experiments"
+    paths = [p for p in sorted(root.glob("sim-*.toml")) if app_spec.is_apps(read_toml(p))]
+    assert "sim-app-1000.toml" in {p.name for p in paths}
+    for p in paths:
+        spec = app_spec.load(p)
+        for i, a in enumerate(spec.app):
+            assert app_spec.recorded(a, i, p.parent).tasks > 0

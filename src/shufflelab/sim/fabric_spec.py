@@ -239,8 +239,11 @@ _TAGS = {"topology": TOPOLOGY_KINDS, "size": ("constant", "lognormal", "empirica
 
 
 def is_fabric(data: dict[str, Any]) -> bool:
-    """Whether a spec document is a fabric spec: a shuffle, or a fabric topology."""
+    """Whether a spec document is a fabric spec: a shuffle, or a fabric topology (without the
+    ``[[app]]`` tables of an application spec, :mod:`shufflelab.sim.app_spec`)."""
     topology = data.get("topology")
+    if "app" in data:
+        return False
     return "shuffle" in data or (isinstance(topology, dict) and topology.get("kind") in TOPOLOGY_KINDS)
 
 
