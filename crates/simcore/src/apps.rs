@@ -17,7 +17,8 @@
 //!   fetch always may go out). Blocks on its own host are read off the network. A remote fetch is
 //!   a max-min fluid flow on its ECMP path, FCT = 2 × one-way delay + transfer; a block that fits
 //!   in TCP's initial window (`initial_window_bytes`) is not a flow: FCT = 2 × one-way delay + its
-//!   serialisation on the slowest link (its load on the links is left out). Then it computes
+//!   serialisation on the slowest link (its bytes count in the links' carried bytes and the heat
+//!   map, but do not take rate from other flows). Then it computes
 //!   for `compute_s` (fetch and compute do not overlap). Its output stays on its host.
 //! - The application ends `tail_s` after its last stage.
 //!
@@ -616,6 +617,13 @@ impl<'a> Sim<'a> {
                 let d = self.path_delay(&p);
                 if bytes <= self.cfg.initial_window_bytes {
                     self.small += 1;
+                    // its bytes count in the links' carried bytes, not in their rates
+                    let ser = bytes / slowest;
+                    for &l in &p {
+                        self.carried[l as usize] += bytes;
+                        let tier = self.topo.links[l as usize].tier as usize;
+                        self.hist.add(tier, self.now, self.now + ser, bytes / ser);
+                    }
                     let ideal = bytes / slowest + 2.0 * d;
                     let ev = Ev::Delivered {
                         rt,

@@ -227,6 +227,8 @@ fn blocks_in_the_initial_window_take_one_round_trip() {
     let r = run_apps(&c).unwrap();
     // each reducer fetches one 1e4 B block from the other host: 2 × 2 ms + 1e4 / 1e6 s
     assert_eq!(r.initial_window_fetches, 2);
+    let host_up = r.tiers.iter().find(|t| t.name == "host→leaf").unwrap();
+    assert!((host_up.carried_bytes - 2e4).abs() < 1e-6);
     assert!(
         (r.makespan_s.unwrap() - 0.014).abs() < 1e-12,
         "{:?}",

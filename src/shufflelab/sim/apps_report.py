@@ -12,7 +12,7 @@ import pandas as pd
 
 from shufflelab import document
 from shufflelab.document import Document, Figure, Section, Table
-from shufflelab.sim.apps_sim import summary_rows
+from shufflelab.sim.apps_sim import run_rows, short_label, summary_rows
 from shufflelab.sim.fabric_report import _slug, heatmap
 
 LIMITS = [
@@ -25,8 +25,8 @@ LIMITS = [
     "Per-(map, reduce) bytes are not recorded: a reducer's recorded bytes are split over the map "
     "tasks it reads from in proportion to what each wrote.",
     "A block that fits in TCP's initial window (fetch.initial_window_bytes, default 10 × 1448 B) "
-    "takes one round trip plus its serialisation on the path's slowest link and is left out of the "
-    "links' load; larger blocks are max-min flows.",
+    "takes one round trip plus its serialisation on the path's slowest link; its bytes count in the "
+    "links' utilisation but take no rate from other flows; larger blocks are max-min flows.",
     "Driver time between stages and after the last one is kept as recorded.",
 ]
 
@@ -106,7 +106,9 @@ def _recorded(doc: dict[str, Any]) -> Section:
 
 def build(doc: dict[str, Any], out: Path) -> Document:
     figures = out / "figures"
-    summary = pd.DataFrame(summary_rows(doc))
+    summary = pd.DataFrame(run_rows(doc))
+    per_app = pd.DataFrame(summary_rows(doc))[["application", "arrival s", "job time s"]]
+    per_app.insert(0, "run", [short_label(run) for run in doc["runs"] for _ in run["result"]["apps"]])
     sections = [
         Section(
             "SIMULATED — how to read this",
@@ -119,11 +121,21 @@ def build(doc: dict[str, Any], out: Path) -> Document:
             note=True,
         ),
         _recorded(doc),
-        Section("Runs", tables=[Table(summary, caption="One row per matrix point, seed and application.")]),
+        Section(
+            "Runs",
+            paragraphs=[
+                "'via spines GiB': bytes carried up to the spines (leaf→spine; the same bytes come down). "
+                "'wall s': the simulator's own time for the run."
+            ],
+            tables=[
+                Table(summary, caption="One row per matrix point and seed (virtual seconds)."),
+                Table(per_app, caption="Every application of every run."),
+            ],
+        ),
     ]
     for run in doc["runs"]:
         r = run["result"]
-        title = f"{run['label']} (seed {run['seed']})"
+        title = f"{short_label(run)} (seed {run['seed']})"
         tables = [
             Table(_stage_table(run, a), caption=f"{a['name']}: stages (seconds from its arrival, simulated).")
             for a in r["apps"][:4]
@@ -132,7 +144,7 @@ def build(doc: dict[str, Any], out: Path) -> Document:
             Table(_fct_table(r), caption="Flow completion time per block-size bucket (simulated)."),
             Table(_tier_table(r), caption="Per-tier utilisation over the run (simulated)."),
         ]
-        png = heatmap(run, figures / f"heat-{_slug(run['label'])}-s{run['seed']}.png")
+        png = heatmap(run, figures / f"heat-{_slug(short_label(run))}-s{run['seed']}.png")
         scaled = run["apps"][0]
         sections.append(
             Section(
@@ -150,10 +162,14 @@ def build(doc: dict[str, Any], out: Path) -> Document:
             )
         )
     headline = [
-        f"{row['scenario']} (seed {row['seed']}), {row['application']}: "
-        + (f"{row['job time s']:.3f} s" if row["job time s"] is not None else "did not finish")
-        + f" (simulated; {row['no-network time s']:.3f} s without a network)"
-        for row in summary_rows(doc)[:12]
+        f"{row['run']} (seed {row['seed']}): "
+        + (
+            f"mean job time {row['mean job s']:.3f} s over {row['apps done']} applications, "
+            f"{row['network adds %']:+.1f} % over the {row['no-network s']:.3f} s without a network (simulated)"
+            if row["mean job s"] is not None
+            else "no application finished"
+        )
+        for row in run_rows(doc)
     ]
     return Document(
         title=f"SIMULATED: {doc['experiment']}",

@@ -139,3 +139,35 @@ def summary_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
                 }
             )
     return rows
+
+
+def short_label(run: dict[str, Any]) -> str:
+    """A run's matrix values by their last key part (``oversubscription=4, placement=pack``)."""
+    return ", ".join(f"{k.split('.')[-1]}={v}" for k, v in run["values"].items()) or run["label"]
+
+
+def run_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per run: its applications' job times against the no-network time (virtual s)."""
+    rows = []
+    for run in doc["runs"]:
+        r = run["result"]
+        times = [a["job_time_s"] for a in r["apps"] if a["job_time_s"] is not None]
+        alone = [a["scaled_no_network_s"] for a in run["apps"] for _ in range(a["copies"])]
+        mean = sum(times) / len(times) if times else None
+        base = sum(alone) / len(alone)
+        spine = sum(t["carried_bytes"] for t in r["tiers"] if "spine" in t["name"]) / 2 / 2**30
+        rows.append(
+            {
+                "run": short_label(run),
+                "seed": run["seed"],
+                "apps done": f"{len(times)}/{len(r['apps'])}",
+                "mean job s": mean,
+                "max job s": max(times) if times else None,
+                "no-network s": base,
+                "network adds %": None if mean is None else 100 * (mean - base) / base,
+                "remote GiB": r["remote_bytes"] / 2**30,
+                "via spines GiB": spine,
+                "wall s": run["wall_s"],
+            }
+        )
+    return rows
