@@ -63,9 +63,7 @@ def test_every_committed_sim_spec_loads() -> None:
     from shufflelab.spec import read_toml
 
     # fabric specs (a [topology]) load in test_sim_fabric.py, application specs in test_sim_apps.py
-    paths = [
-        p for p in sorted(EXPERIMENTS.glob("sim-*.toml")) if not (is_fabric(d := read_toml(p)) or is_apps(d))
-    ]
+    paths = [p for p in sorted(EXPERIMENTS.glob("sim-*.toml")) if not (is_fabric(d := read_toml(p)) or is_apps(d))]
     assert len(paths) >= 5
     for p in paths:
         sp = simspec.load(p)
