@@ -144,7 +144,9 @@ def build(doc: dict[str, Any], out: Path) -> Document:
             Table(_fct_table(r), caption="Flow completion time per block-size bucket (simulated)."),
             Table(_tier_table(r), caption="Per-tier utilisation over the run (simulated)."),
         ]
-        png = heatmap(run, figures / f"heat-{_slug(short_label(run))}-s{run['seed']}.png")
+        png = heatmap(
+            {**run, "label": short_label(run)}, figures / f"heat-{_slug(short_label(run))}-s{run['seed']}.png"
+        )
         scaled = run["apps"][0]
         sections.append(
             Section(
