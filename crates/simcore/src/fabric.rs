@@ -29,6 +29,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::maxmin::{MaxMin, Recompute};
 use crate::network::Ord64;
+use crate::summary::{fct_buckets, heatmap, tier_results};
 use crate::topology::{Topology, TopologySpec};
 
 /// The most remote + local fetches of one run (maps × reducers).
@@ -379,12 +380,18 @@ struct Sim<'a> {
 }
 
 /// Bytes per tier in time bins whose width doubles when the run outgrows them.
-struct Hist {
-    width: f64,
-    bins: Vec<Vec<f64>>,
+pub(crate) struct Hist {
+    pub(crate) width: f64,
+    pub(crate) bins: Vec<Vec<f64>>,
 }
 impl Hist {
-    fn add(&mut self, tier: usize, t0: f64, t1: f64, load: f64) {
+    pub(crate) fn new(tiers: usize, bins: u32) -> Hist {
+        Hist {
+            width: 1e-6,
+            bins: vec![vec![0.0; 2 * bins as usize]; tiers],
+        }
+    }
+    pub(crate) fn add(&mut self, tier: usize, t0: f64, t1: f64, load: f64) {
         if t1 <= t0 || load <= 0.0 {
             return;
         }
@@ -412,16 +419,8 @@ impl Hist {
 
 /// Host of task `i` of `n` spread evenly over `hosts` (⌊i·H/n⌋: every host when n ≥ H, hosts
 /// evenly apart across racks when n < H).
-fn spread(i: u32, n: u32, hosts: u32) -> u32 {
+pub(crate) fn spread(i: u32, n: u32, hosts: u32) -> u32 {
     (i as u64 * hosts as u64 / n as u64) as u32
-}
-
-fn quantile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let i = ((sorted.len() - 1) as f64 * q).round() as usize;
-    sorted[i]
 }
 
 impl<'a> Sim<'a> {
@@ -959,10 +958,7 @@ pub fn run_fabric(cfg: &FabricConfig) -> Result<FabricResult, String> {
         carried: vec![0.0; n_links],
         tier_load: vec![0.0; n_tiers],
         tier_t: 0.0,
-        hist: Hist {
-            width: 1e-6,
-            bins: vec![vec![0.0; 2 * cfg.heatmap_bins as usize]; n_tiers],
-        },
+        hist: Hist::new(n_tiers, cfg.heatmap_bins),
         fct: vec![Vec::new(); cfg.fct_bucket_edges_bytes.len() + 1],
         remote: 0,
         local: 0,
@@ -1000,71 +996,9 @@ impl Sim<'_> {
         let complete = done.len() == self.reducer_finish.len();
         let end = done.iter().copied().fold(start, f64::max);
         let span = (end - start).max(1e-300);
-        let edges = &self.cfg.fct_bucket_edges_bytes;
-        let fct = self
-            .fct
-            .iter_mut()
-            .enumerate()
-            .filter(|(_, v)| !v.is_empty())
-            .map(|(b, v)| {
-                let mut t: Vec<f64> = v.iter().map(|x| x.0).collect();
-                // a fetch that had no path when it started has no ideal time: no slowdown
-                let mut s: Vec<f64> = v.iter().map(|x| x.1).filter(|x| x.is_finite()).collect();
-                t.sort_by(f64::total_cmp);
-                s.sort_by(f64::total_cmp);
-                FctBucket {
-                    lo_bytes: if b == 0 { 0.0 } else { edges[b - 1] },
-                    hi_bytes: edges.get(b).copied(),
-                    count: t.len() as u64,
-                    mean_s: t.iter().sum::<f64>() / t.len() as f64,
-                    p50_s: quantile(&t, 0.5),
-                    p99_s: quantile(&t, 0.99),
-                    max_s: *t.last().unwrap_or(&f64::NAN),
-                    mean_slowdown: if s.is_empty() {
-                        f64::NAN
-                    } else {
-                        s.iter().sum::<f64>() / s.len() as f64
-                    },
-                    p99_slowdown: quantile(&s, 0.99),
-                }
-            })
-            .collect();
-        let tiers = (0..self.topo.tiers.len())
-            .map(|t| {
-                let links: Vec<usize> = (0..self.topo.links.len())
-                    .filter(|&l| self.topo.links[l].tier as usize == t)
-                    .collect();
-                let cap: f64 = links.iter().map(|&l| self.topo.links[l].capacity).sum();
-                let carried: f64 = links.iter().map(|&l| self.carried[l]).sum();
-                let max_link = links
-                    .iter()
-                    .map(|&l| self.carried[l] / (self.topo.links[l].capacity * span))
-                    .fold(0.0, f64::max);
-                TierResult {
-                    name: self.topo.tiers[t].clone(),
-                    links: links.len() as u32,
-                    capacity_bytes_per_s: cap,
-                    carried_bytes: carried,
-                    mean_utilisation: carried / (cap * span),
-                    max_link_utilisation: max_link,
-                }
-            })
-            .collect::<Vec<_>>();
-        let w = self.hist.width;
-        let used = ((self.now / w).ceil() as usize)
-            .clamp(1, self.hist.bins.first().map_or(1, |b| b.len()));
-        let heat = tiers
-            .iter()
-            .enumerate()
-            .map(|(t, tr)| {
-                (0..used)
-                    .map(|i| {
-                        let covered = (self.now.min((i + 1) as f64 * w) - i as f64 * w).max(1e-300);
-                        self.hist.bins[t][i] / (tr.capacity_bytes_per_s * covered)
-                    })
-                    .collect()
-            })
-            .collect();
+        let fct = fct_buckets(&mut self.fct, &self.cfg.fct_bucket_edges_bytes);
+        let tiers = tier_results(&self.topo, &self.carried, span);
+        let heat = heatmap(&self.hist, &tiers, self.now);
         FabricResult {
             hosts: self.topo.hosts.len() as u32,
             links: self.topo.links.len() as u32,
@@ -1076,10 +1010,7 @@ impl Sim<'_> {
             remote_bytes: self.remote_bytes,
             fct,
             tiers,
-            heatmap: Heatmap {
-                bin_s: w,
-                utilisation: heat,
-            },
+            heatmap: heat,
             cross: self.cross_out.clone(),
             rerouted_flows: self.rerouted,
             stranded_flows: self.stranded.len() as u64,

@@ -8,10 +8,12 @@
 //! share a host's cores and one bottleneck (`shufflelab calibrate`). [`bottleneck`] runs the
 //! userspace switch's queue and DCTCP window logic (crate `switchcore`) on virtual packets for the
 //! operating point of a RED/ECN bottleneck. [`fabric`] runs all-to-all shuffles on data-center
-//! [`topology`]s (leaf-spine, fat tree, graphs) with [`maxmin`] rates recomputed incrementally.
+//! [`topology`]s (leaf-spine, fat tree, graphs) with [`maxmin`] rates recomputed incrementally;
+//! [`apps`] runs recorded Spark applications (stage DAGs) on the same fabrics.
 
 #![forbid(unsafe_code)]
 
+pub mod apps;
 pub mod bottleneck;
 pub mod engine;
 pub mod fabric;
@@ -21,6 +23,7 @@ pub mod netaware;
 pub mod network;
 mod radixheap;
 pub mod sparkjob;
+mod summary;
 pub mod topology;
 
 pub use engine::run;
@@ -118,6 +121,13 @@ mod python {
             .map_err(PyValueError::new_err)
     }
 
+    /// Simulate Spark applications (stage DAGs) on a data-center fabric: JSON in, JSON out.
+    #[pyfunction]
+    fn run_apps(py: Python<'_>, config_json: String) -> PyResult<String> {
+        py.allow_threads(move || super::apps::run_apps_json(&config_json))
+            .map_err(PyValueError::new_err)
+    }
+
     /// Max-min fair rates of flows over links (the fabric's solver): JSON in, JSON list out.
     #[pyfunction]
     fn max_min_rates(input_json: &str) -> PyResult<String> {
@@ -129,6 +139,7 @@ mod python {
         m.add_function(wrap_pyfunction!(run, m)?)?;
         m.add_function(wrap_pyfunction!(run_spark, m)?)?;
         m.add_function(wrap_pyfunction!(run_fabric, m)?)?;
+        m.add_function(wrap_pyfunction!(run_apps, m)?)?;
         m.add_function(wrap_pyfunction!(max_min_rates, m)?)?;
         m.add_function(wrap_pyfunction!(net_aware_plan, m)?)?;
         m.add_function(wrap_pyfunction!(bottleneck_operating_point, m)?)?;

@@ -19,7 +19,9 @@ def run(
     results: Annotated[Path, typer.Option(help="Directory for <experiment>.duckdb")] = Path("results/sim"),
 ) -> None:
     """Run every matrix point × policy × seed of each spec into RESULTS/<experiment>.duckdb; a fabric
-    spec (one with a [topology]) into RESULTS/<experiment>.fabric.json and its SIMULATED report."""
+    spec (one with a [topology]) into RESULTS/<experiment>.fabric.json, an application spec (one with
+    [[app]] tables) into RESULTS/<experiment>.apps.json, each with its SIMULATED report."""
+    from shufflelab.sim.app_spec import is_apps
     from shufflelab.sim.core import CoreMissingError
     from shufflelab.sim.fabric_spec import is_fabric
     from shufflelab.sim.runner import run_experiment
@@ -29,6 +31,9 @@ def run(
     for spec in specs:
         try:
             data = read_toml(spec, SimSpecError)
+            if is_apps(data):
+                _run_apps(spec, results, data)
+                continue
             if is_fabric(data):
                 _run_fabric(spec, results, data)
                 continue
@@ -55,6 +60,20 @@ def _run_fabric(spec: Path, results: Path, data: dict[str, object]) -> None:
     typer.echo(f"report: {md}")
 
 
+def _run_apps(spec: Path, results: Path, data: dict[str, object]) -> None:
+    from shufflelab.sim.apps_report import report as apps_report
+    from shufflelab.sim.apps_sim import run_experiment, summary_rows
+
+    out = run_experiment(spec, results, data)
+    md = apps_report(out.path, results / f"{out.doc['experiment']}-report", out.doc)
+    typer.echo(f"{spec}: {len(out.doc['runs'])} runs -> {out.path} (SIMULATED)")
+    for row in summary_rows(out.doc):
+        done = row["job time s"]
+        shown = "did not finish" if done is None else f"job time {done:.3f} s (virtual)"
+        typer.echo(f"  {row['scenario']} seed {row['seed']} {row['application']}: {shown}")
+    typer.echo(f"report: {md}")
+
+
 @app.command()
 def report(
     results: Annotated[list[Path], typer.Argument(help="Results file(s) (.duckdb) from `sim run`")],
@@ -65,14 +84,19 @@ def report(
     from shufflelab.sim.report import report as make_report
 
     try:
-        fabric = [r for r in results if r.name.endswith(".fabric.json")]
+        fabric = [r for r in results if r.name.endswith((".fabric.json", ".apps.json"))]
         if fabric:
             from shufflelab.sim.fabric_report import report as fabric_report
 
             if len(results) > 1:
                 typer.echo("give one fabric results file at a time", err=True)
                 raise typer.Exit(2)
-            md = fabric_report(fabric[0], out)
+            if fabric[0].name.endswith(".apps.json"):
+                from shufflelab.sim.apps_report import report as apps_report
+
+                md = apps_report(fabric[0], out)
+            else:
+                md = fabric_report(fabric[0], out)
         else:
             md = make_report(results, out)
     except FileNotFoundError as err:

@@ -102,6 +102,22 @@ def simulate_fabric(config: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+def simulate_apps(config: dict[str, Any]) -> dict[str, Any]:
+    """Run Spark applications (stage DAGs) on a fabric (``crates/simcore/src/apps.rs``)."""
+    module = _module()
+    if not hasattr(module, "run_apps"):
+        raise CoreMissingError(
+            "the installed simulator core predates application simulation: rebuild it with scripts/setup.sh "
+            "(or .venv/bin/pip install crates/simcore)"
+        )
+    try:
+        out = module.run_apps(json.dumps(config))
+    except ValueError as err:
+        raise ValueError(f"simulator core rejected the applications configuration: {err}") from None
+    result: dict[str, Any] = json.loads(out)
+    return result
+
+
 def rust_max_min_rates(
     capacities: list[float], paths: list[list[int]], caps: list[float | None] | None = None
 ) -> list[float]:

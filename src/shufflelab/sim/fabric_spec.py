@@ -239,8 +239,11 @@ _TAGS = {"topology": TOPOLOGY_KINDS, "size": ("constant", "lognormal", "empirica
 
 
 def is_fabric(data: dict[str, Any]) -> bool:
-    """Whether a spec document is a fabric spec: a shuffle, or a fabric topology."""
+    """Whether a spec document is a fabric spec: a shuffle, or a fabric topology (without the
+    ``[[app]]`` tables of an application spec, :mod:`shufflelab.sim.app_spec`)."""
     topology = data.get("topology")
+    if "app" in data:
+        return False
     return "shuffle" in data or (isinstance(topology, dict) and topology.get("kind") in TOPOLOGY_KINDS)
 
 
@@ -389,9 +392,8 @@ def oversubscription(spec: FabricSpec) -> float | None:
     return None if isinstance(t, GraphFile) else t.ratio()
 
 
-def core_config(spec: FabricSpec, seed: int, base_dir: Path, *, recompute: str | None = None) -> dict[str, Any]:
-    """The Rust core's fabric configuration for one matrix point and seed."""
-    t = spec.topology
+def core_topology(t: LeafSpine | FatTree | GraphFile, base_dir: Path) -> dict[str, Any]:
+    """The Rust core's topology document (``crates/simcore/src/topology.rs``)."""
     bps = 1e9 / 8
     topology: dict[str, Any]
     if isinstance(t, LeafSpine):
@@ -419,6 +421,14 @@ def core_config(spec: FabricSpec, seed: int, base_dir: Path, *, recompute: str |
         }
     else:
         topology = read_graph(base_dir / t.file)
+    return topology
+
+
+def core_config(spec: FabricSpec, seed: int, base_dir: Path, *, recompute: str | None = None) -> dict[str, Any]:
+    """The Rust core's fabric configuration for one matrix point and seed."""
+    t = spec.topology
+    bps = 1e9 / 8
+    topology = core_topology(t, base_dir)
     hosts = sum(1 for n in topology["nodes"] if n["host"]) if isinstance(t, GraphFile) else t.hosts()
     for i, c in enumerate(spec.cross):
         if c.src >= hosts or c.dst >= hosts:

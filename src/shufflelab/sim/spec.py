@@ -141,7 +141,10 @@ class Workload(_Model):
 
     def tasks_per_job(self) -> int:
         """Tasks of one job, as the core counts them (``ceil(input / task input)``, at least 1)."""
-        return max(1, math.ceil(self.input_gib * GIB / (self.task_input_mib * MIB)))
+        ratio = self.input_gib * GIB / (self.task_input_mib * MIB)
+        if not math.isfinite(ratio):  # a subnormal task input: more tasks than any bound
+            return 2**63
+        return max(1, math.ceil(ratio))
 
 
 class Experiment(_Model):

@@ -1,0 +1,684 @@
+//! The event loop of [`super`]: applications, stages, tasks on cores, fetches as max-min flows.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::{AppResult, AppsConfig, AppsResult, Arrival, Placement, StageResult};
+use crate::fabric::Hist;
+use crate::maxmin::MaxMin;
+use crate::network::Ord64;
+use crate::summary::{fct_buckets, heatmap, tier_results};
+use crate::topology::Topology;
+
+#[derive(Debug, Clone, Copy)]
+enum Ev {
+    Arrive(u32),
+    StageReady(u32, u32),
+    /// a request reached the map host: its data starts
+    FetchData {
+        rt: u32,
+        src: u32,
+        key: u64,
+        bytes: f64,
+        issued_s: f64,
+    },
+    Delivered {
+        rt: u32,
+        bytes: f64,
+        issued_s: f64,
+        ideal_s: f64,
+    },
+    TaskDone(u32),
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Flow {
+    rt: u32,
+    issued_s: f64,
+    ideal_s: f64,
+    delay_s: f64,
+    bytes: f64,
+    sent: f64,
+    t0: f64,
+    rate: f64,
+}
+
+/// A running task.
+struct Run {
+    app: u32,
+    stage: u32,
+    task: u32,
+    host: u32,
+    /// (map host, bytes) still to request, popped from the back
+    todo: Vec<(u32, f64)>,
+    reqs: u32,
+    bytes_in_flight: f64,
+    outstanding: u32,
+}
+
+struct AppState {
+    hosts: Vec<u32>,
+    cursor: usize,
+    arrival: f64,
+    queue: VecDeque<(u32, u32)>,
+    waiting: Vec<usize>,
+    left: Vec<u32>,
+    stages_left: usize,
+    map_host: Vec<Vec<u32>>,
+    dependents: Vec<Vec<u32>>,
+    out: AppResult,
+}
+
+struct Sim<'a> {
+    cfg: &'a AppsConfig,
+    topo: Topology,
+    mm: MaxMin,
+    now: f64,
+    events: BinaryHeap<Reverse<(Ord64, u64)>>,
+    ev_data: Vec<Option<Ev>>,
+    ev_free: Vec<u64>,
+    done_at: Vec<f64>,
+    flows: Vec<Option<Flow>>,
+    runs: Vec<Option<Run>>,
+    run_free: Vec<u32>,
+    apps: Vec<AppState>,
+    free_cores: Vec<u32>,
+    apps_on_host: Vec<Vec<u32>>,
+    has_delay: bool,
+    acc_load: Vec<f64>,
+    acc_t: Vec<f64>,
+    carried: Vec<f64>,
+    tier_load: Vec<f64>,
+    tier_t: f64,
+    hist: Hist,
+    fct: Vec<Vec<(f64, f64)>>,
+    tasks: u64,
+    remote: u64,
+    local: u64,
+    remote_bytes: f64,
+    small: u64,
+    n_events: u64,
+    apps_done: usize,
+}
+
+/// The hosts of application `a` of `n`: `e` of `h` hosts.
+fn place(p: Placement, a: u32, e: u32, h: u32, pack_from: u32) -> Vec<u32> {
+    match p {
+        Placement::Spread => (0..e)
+            .map(|i| (crate::fabric::spread(i, e, h) + a) % h)
+            .collect(),
+        Placement::Pack => (0..e).map(|i| (pack_from + i) % h).collect(),
+    }
+}
+
+impl<'a> Sim<'a> {
+    fn push(&mut self, t: f64, ev: Ev) {
+        let id = match self.ev_free.pop() {
+            Some(id) => {
+                self.ev_data[id as usize] = Some(ev);
+                id
+            }
+            None => {
+                self.ev_data.push(Some(ev));
+                (self.ev_data.len() - 1) as u64
+            }
+        };
+        self.events.push(Reverse((Ord64(t), id)));
+    }
+
+    fn at(&mut self, t: f64, ev: Ev) {
+        if t > self.now {
+            self.push(t, ev);
+        } else {
+            self.handle(ev);
+        }
+    }
+
+    fn stage_ready(&mut self, a: u32, s: u32) {
+        let n = self.cfg.apps[a as usize].stages[s as usize].compute_s.len() as u32;
+        let st = &mut self.apps[a as usize];
+        st.out.stages[s as usize].ready_s = self.now;
+        st.queue.extend((0..n).map(|t| (s, t)));
+        // deal the queued tasks to the application's free cores, round robin over its hosts
+        let hn = st.hosts.len();
+        let mut idle = 0;
+        while idle < hn && !self.apps[a as usize].queue.is_empty() {
+            let st = &mut self.apps[a as usize];
+            let h = st.hosts[st.cursor];
+            st.cursor = (st.cursor + 1) % hn;
+            if self.free_cores[h as usize] > 0 {
+                idle = 0;
+                let (s, t) = st.queue.pop_front().expect("queued");
+                self.start_task(a, s, t, h);
+            } else {
+                idle += 1;
+            }
+        }
+    }
+
+    /// A core of host `h` is free: the earliest application with queued work there takes it.
+    fn offer(&mut self, h: u32) {
+        for i in 0..self.apps_on_host[h as usize].len() {
+            if self.free_cores[h as usize] == 0 {
+                return;
+            }
+            let a = self.apps_on_host[h as usize][i];
+            if let Some((s, t)) = self.apps[a as usize].queue.pop_front() {
+                self.start_task(a, s, t, h);
+            }
+        }
+    }
+
+    fn start_task(&mut self, a: u32, s: u32, t: u32, h: u32) {
+        self.free_cores[h as usize] -= 1;
+        self.tasks += 1;
+        let app = &self.cfg.apps[a as usize];
+        let st = &app.stages[s as usize];
+        self.apps[a as usize].map_host[s as usize][t as usize] = h;
+        let read = st.read_bytes[t as usize];
+        let mut todo = Vec::new();
+        if read > 0.0 && !st.reads_from.is_empty() {
+            let total: f64 = st
+                .reads_from
+                .iter()
+                .map(|&p| app.stages[p as usize].write_bytes.iter().sum::<f64>())
+                .sum();
+            if total > 0.0 {
+                for &p in &st.reads_from {
+                    let hosts = &self.apps[a as usize].map_host[p as usize];
+                    for (m, &w) in app.stages[p as usize].write_bytes.iter().enumerate() {
+                        if w <= 0.0 {
+                            continue; // Spark skips empty blocks
+                        }
+                        if hosts[m] == h {
+                            self.local += 1;
+                        } else {
+                            todo.push((hosts[m], w * read / total));
+                        }
+                    }
+                }
+            }
+        }
+        let key = self.cfg.seed ^ ((a as u64) << 48) ^ ((s as u64) << 32) ^ t as u64;
+        let mut rng = ChaCha8Rng::seed_from_u64(key);
+        for i in (1..todo.len()).rev() {
+            let j = rng.random_range(0..=i);
+            todo.swap(i, j);
+        }
+        let run = Run {
+            app: a,
+            stage: s,
+            task: t,
+            host: h,
+            outstanding: todo.len() as u32,
+            todo,
+            reqs: 0,
+            bytes_in_flight: 0.0,
+        };
+        let rt = match self.run_free.pop() {
+            Some(i) => {
+                self.runs[i as usize] = Some(run);
+                i
+            }
+            None => {
+                self.runs.push(Some(run));
+                (self.runs.len() - 1) as u32
+            }
+        };
+        self.issue(rt);
+        self.check_fetched(rt);
+    }
+
+    fn issue(&mut self, rt: u32) {
+        loop {
+            let r = self.runs[rt as usize].as_mut().expect("run");
+            let Some(&(src, bytes)) = r.todo.last() else {
+                return;
+            };
+            let fits = r.reqs == 0
+                || (r.reqs < self.cfg.max_reqs_in_flight
+                    && r.bytes_in_flight + bytes <= self.cfg.max_bytes_in_flight);
+            if !fits {
+                return;
+            }
+            r.todo.pop();
+            r.reqs += 1;
+            r.bytes_in_flight += bytes;
+            let (dst, left) = (r.host, r.todo.len());
+            let key = self.flow_key(rt, left);
+            let delay = match self.has_delay {
+                true => self
+                    .topo
+                    .route(src, dst, key)
+                    .map_or(0.0, |p| self.path_delay(&p)),
+                false => 0.0,
+            };
+            let ev = Ev::FetchData {
+                rt,
+                src,
+                key,
+                bytes,
+                issued_s: self.now,
+            };
+            self.at(self.now + delay, ev);
+        }
+    }
+
+    fn flow_key(&self, rt: u32, i: usize) -> u64 {
+        let r = self.runs[rt as usize].as_ref().expect("run");
+        ((r.app as u64) << 52) ^ ((r.stage as u64) << 40) ^ ((r.task as u64) << 20) ^ i as u64
+    }
+
+    fn path_delay(&self, path: &[u32]) -> f64 {
+        path.iter()
+            .map(|&l| self.topo.links[l as usize].delay_s)
+            .sum()
+    }
+
+    /// Every block arrived: the task computes.
+    fn check_fetched(&mut self, rt: u32) {
+        let r = self.runs[rt as usize].as_mut().expect("run");
+        if r.outstanding > 0 {
+            return;
+        }
+        r.todo = Vec::new();
+        let c = self.cfg.apps[r.app as usize].stages[r.stage as usize].compute_s[r.task as usize];
+        // pushed, not handled at once: a chain of zero-time tasks must not recurse
+        self.push(self.now + c, Ev::TaskDone(rt));
+    }
+
+    fn task_done(&mut self, rt: u32) {
+        let r = self.runs[rt as usize].take().expect("run");
+        self.run_free.push(rt);
+        self.free_cores[r.host as usize] += 1;
+        let (a, s) = (r.app as usize, r.stage as usize);
+        self.apps[a].left[s] -= 1;
+        if self.apps[a].left[s] == 0 {
+            self.apps[a].out.stages[s].end_s = self.now;
+            self.apps[a].stages_left -= 1;
+            if self.apps[a].stages_left == 0 {
+                let end = self.now + self.cfg.apps[a].tail_s;
+                let out = &mut self.apps[a].out;
+                out.end_s = Some(end);
+                out.job_time_s = Some(end - out.arrival_s);
+                self.apps_done += 1;
+            }
+            for q in self.apps[a].dependents[s].clone() {
+                self.apps[a].waiting[q as usize] -= 1;
+                if self.apps[a].waiting[q as usize] == 0 {
+                    let d = self.cfg.apps[a].stages[q as usize].delay_s;
+                    self.push(self.now + d, Ev::StageReady(a as u32, q));
+                }
+            }
+        }
+        self.offer(r.host);
+    }
+
+    fn handle(&mut self, ev: Ev) {
+        self.n_events += 1;
+        match ev {
+            Ev::Arrive(a) => {
+                for s in 0..self.cfg.apps[a as usize].stages.len() {
+                    if self.apps[a as usize].waiting[s] == 0 {
+                        let d = self.cfg.apps[a as usize].stages[s].delay_s;
+                        self.push(self.now + d, Ev::StageReady(a, s as u32));
+                    }
+                }
+            }
+            Ev::StageReady(a, s) => self.stage_ready(a, s),
+            Ev::FetchData {
+                rt,
+                src,
+                key,
+                bytes,
+                issued_s,
+            } => {
+                let r = self.runs[rt as usize].as_ref().expect("run");
+                let dst = r.host;
+                let (a, s) = (r.app as usize, r.stage as usize);
+                self.remote += 1;
+                self.remote_bytes += bytes;
+                self.apps[a].out.stages[s].remote_bytes += bytes;
+                self.apps[a].out.stages[s].remote_fetches += 1;
+                let Some(p) = self.topo.route(src, dst, key).filter(|p| !p.is_empty()) else {
+                    // no path (cannot happen without failures): delivered at once
+                    self.handle(Ev::Delivered {
+                        rt,
+                        bytes,
+                        issued_s,
+                        ideal_s: f64::NAN,
+                    });
+                    return;
+                };
+                let slowest = p
+                    .iter()
+                    .map(|&l| self.topo.links[l as usize].capacity)
+                    .fold(f64::INFINITY, f64::min);
+                let d = self.path_delay(&p);
+                if bytes <= self.cfg.initial_window_bytes {
+                    self.small += 1;
+                    // its bytes count in the links' carried bytes, not in their rates
+                    let ser = bytes / slowest;
+                    for &l in &p {
+                        self.carried[l as usize] += bytes;
+                        let tier = self.topo.links[l as usize].tier as usize;
+                        self.hist.add(tier, self.now, self.now + ser, bytes / ser);
+                    }
+                    let ideal = bytes / slowest + 2.0 * d;
+                    let ev = Ev::Delivered {
+                        rt,
+                        bytes,
+                        issued_s,
+                        ideal_s: ideal,
+                    };
+                    self.at(self.now + d + bytes / slowest, ev);
+                    return;
+                }
+                let id = self.mm.add(&p, f64::INFINITY) as usize;
+                if self.flows.len() <= id {
+                    self.flows.resize(id + 1, None);
+                    self.done_at.resize(id + 1, f64::INFINITY);
+                }
+                self.done_at[id] = f64::INFINITY;
+                self.flows[id] = Some(Flow {
+                    rt,
+                    issued_s,
+                    ideal_s: bytes / slowest + 2.0 * d,
+                    delay_s: d,
+                    bytes,
+                    sent: 0.0,
+                    t0: self.now,
+                    rate: 0.0,
+                });
+            }
+            Ev::Delivered {
+                rt,
+                bytes,
+                issued_s,
+                ideal_s,
+            } => {
+                let fct = self.now - issued_s;
+                let b = self
+                    .cfg
+                    .fct_bucket_edges_bytes
+                    .iter()
+                    .take_while(|&&e| bytes >= e)
+                    .count();
+                self.fct[b].push((fct, fct / ideal_s));
+                let r = self.runs[rt as usize].as_mut().expect("run");
+                r.reqs -= 1;
+                r.bytes_in_flight -= bytes;
+                r.outstanding -= 1;
+                self.issue(rt);
+                self.check_fetched(rt);
+            }
+            Ev::TaskDone(rt) => self.task_done(rt),
+        }
+    }
+
+    fn complete(&mut self, id: u32) {
+        let f = self.flows[id as usize].take().expect("flow");
+        self.done_at[id as usize] = f64::INFINITY;
+        self.mm.remove(id);
+        let ev = Ev::Delivered {
+            rt: f.rt,
+            bytes: f.bytes,
+            issued_s: f.issued_s,
+            ideal_s: f.ideal_s,
+        };
+        self.at(self.now + f.delay_s, ev);
+    }
+
+    /// Solve the changed rates, reschedule the flows whose rate changed, account link loads.
+    fn settle(&mut self, solved: &mut Vec<u32>, touched: &mut Vec<u32>) {
+        self.mm.solve(solved, touched);
+        if touched.is_empty() {
+            return;
+        }
+        let now = self.now;
+        for (t, load) in self.tier_load.iter().enumerate() {
+            self.hist.add(t, self.tier_t, now, *load);
+        }
+        self.tier_t = now;
+        for &l in touched.iter() {
+            let li = l as usize;
+            self.carried[li] += self.acc_load[li] * (now - self.acc_t[li]);
+            self.acc_t[li] = now;
+            let new = self.mm.link_load(l);
+            self.tier_load[self.topo.links[li].tier as usize] += new - self.acc_load[li];
+            self.acc_load[li] = new;
+        }
+        for &id in solved.iter() {
+            let rate = self.mm.rate(id);
+            let f = self.flows[id as usize].as_mut().expect("solved flow");
+            if rate.to_bits() == f.rate.to_bits() {
+                continue;
+            }
+            f.sent += f.rate * (now - f.t0);
+            f.t0 = now;
+            f.rate = rate;
+            self.done_at[id as usize] = if rate > 0.0 {
+                now + (f.bytes - f.sent).max(0.0) / rate
+            } else {
+                f64::INFINITY
+            };
+        }
+    }
+
+    fn run(&mut self) {
+        let (mut solved, mut touched) = (Vec::new(), Vec::new());
+        while self.apps_done < self.apps.len() {
+            let t_ev = self
+                .events
+                .peek()
+                .map_or(f64::INFINITY, |Reverse((Ord64(t), _))| *t);
+            let t_fl = self.done_at.iter().copied().fold(f64::INFINITY, f64::min);
+            let t = t_ev.min(t_fl);
+            if !t.is_finite() {
+                break;
+            }
+            self.now = t;
+            if t_fl <= t + 1e-9 {
+                let due: Vec<u32> = (0..self.done_at.len() as u32)
+                    .filter(|&i| self.done_at[i as usize] <= t + 1e-9)
+                    .collect();
+                for id in due {
+                    if self.flows[id as usize].is_some() && self.done_at[id as usize] <= t + 1e-9 {
+                        self.complete(id);
+                    }
+                }
+            }
+            while let Some(&Reverse((Ord64(te), id))) = self.events.peek() {
+                if te > t {
+                    break;
+                }
+                self.events.pop();
+                let ev = self.ev_data[id as usize].take().expect("event");
+                self.ev_free.push(id);
+                self.handle(ev);
+            }
+            self.settle(&mut solved, &mut touched);
+        }
+        let now = self.now;
+        for (t, load) in self.tier_load.iter().enumerate() {
+            self.hist.add(t, self.tier_t, now, *load);
+        }
+        for l in 0..self.carried.len() {
+            self.carried[l] += self.acc_load[l] * (now - self.acc_t[l]);
+        }
+    }
+}
+
+fn arrivals(cfg: &AppsConfig) -> Vec<f64> {
+    match cfg.arrival {
+        Arrival::Fixed => cfg.apps.iter().map(|a| a.arrival_s).collect(),
+        Arrival::Poisson { mean_gap_s } => {
+            let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed ^ 0x5EED_A991_0000);
+            let mut t = 0.0;
+            (0..cfg.apps.len())
+                .map(|i| {
+                    if i > 0 {
+                        let u: f64 = rng.random();
+                        t += -mean_gap_s * (1.0 - u).ln();
+                    }
+                    t
+                })
+                .collect()
+        }
+    }
+}
+
+pub fn run_apps(cfg: &AppsConfig) -> Result<AppsResult, String> {
+    cfg.validate()?;
+    let topo = Topology::build(&cfg.topology, cfg.seed)?;
+    let h = topo.hosts.len() as u32;
+    let times = arrivals(cfg);
+    let mut apps = Vec::new();
+    let mut apps_on_host = vec![Vec::new(); h as usize];
+    let mut pack_from = 0u32;
+    for (a, app) in cfg.apps.iter().enumerate() {
+        let e = app.executors.unwrap_or(h);
+        if e > h {
+            return Err(format!("apps[{a}]: executors {e} > {h} hosts"));
+        }
+        let hosts = place(app.placement, a as u32, e, h, pack_from);
+        if app.placement == Placement::Pack {
+            pack_from = (pack_from + e) % h;
+        }
+        for &x in &hosts {
+            apps_on_host[x as usize].push(a as u32);
+        }
+        let n = app.stages.len();
+        let mut dependents = vec![Vec::new(); n];
+        let mut waiting = vec![0; n];
+        for (s, st) in app.stages.iter().enumerate() {
+            let mut after = st.after.clone();
+            after.sort_unstable();
+            after.dedup();
+            waiting[s] = after.len();
+            for p in after {
+                dependents[p as usize].push(s as u32);
+            }
+        }
+        let stages = app
+            .stages
+            .iter()
+            .map(|st| StageResult {
+                id: st.id,
+                tasks: st.compute_s.len() as u32,
+                ready_s: f64::NAN,
+                end_s: f64::NAN,
+                remote_bytes: 0.0,
+                remote_fetches: 0,
+            })
+            .collect();
+        apps.push(AppState {
+            hosts,
+            cursor: 0,
+            arrival: times[a],
+            queue: VecDeque::new(),
+            waiting,
+            left: app
+                .stages
+                .iter()
+                .map(|s| s.compute_s.len() as u32)
+                .collect(),
+            stages_left: n,
+            map_host: app
+                .stages
+                .iter()
+                .map(|s| vec![0; s.compute_s.len()])
+                .collect(),
+            dependents,
+            out: AppResult {
+                name: app.name.clone(),
+                executors: e,
+                arrival_s: times[a],
+                end_s: None,
+                job_time_s: None,
+                stages,
+            },
+        });
+    }
+    for list in &mut apps_on_host {
+        list.sort_by(|&x, &y| {
+            times[x as usize]
+                .total_cmp(&times[y as usize])
+                .then(x.cmp(&y))
+        });
+    }
+    let nominal: Vec<f64> = topo.links.iter().map(|l| l.capacity).collect();
+    let (n_links, n_tiers) = (nominal.len(), topo.tiers.len());
+    let mut sim = Sim {
+        cfg,
+        mm: MaxMin::new(&nominal, cfg.recompute),
+        now: 0.0,
+        events: BinaryHeap::new(),
+        ev_data: Vec::new(),
+        ev_free: Vec::new(),
+        done_at: Vec::new(),
+        flows: Vec::new(),
+        runs: Vec::new(),
+        run_free: Vec::new(),
+        free_cores: vec![cfg.cores_per_host; h as usize],
+        apps_on_host,
+        has_delay: topo.links.iter().any(|l| l.delay_s > 0.0),
+        acc_load: vec![0.0; n_links],
+        acc_t: vec![0.0; n_links],
+        carried: vec![0.0; n_links],
+        tier_load: vec![0.0; n_tiers],
+        tier_t: 0.0,
+        hist: Hist::new(n_tiers, cfg.heatmap_bins),
+        fct: vec![Vec::new(); cfg.fct_bucket_edges_bytes.len() + 1],
+        tasks: 0,
+        remote: 0,
+        local: 0,
+        remote_bytes: 0.0,
+        small: 0,
+        n_events: 0,
+        apps_done: 0,
+        apps,
+        topo,
+    };
+    for a in 0..sim.apps.len() {
+        let t = sim.apps[a].arrival;
+        sim.push(t, Ev::Arrive(a as u32));
+    }
+    sim.run();
+    Ok(sim.result())
+}
+
+impl Sim<'_> {
+    fn result(mut self) -> AppsResult {
+        let span = self.now.max(1e-300);
+        let fct = fct_buckets(&mut self.fct, &self.cfg.fct_bucket_edges_bytes);
+        let tiers = tier_results(&self.topo, &self.carried, span);
+        let heat = heatmap(&self.hist, &tiers, self.now);
+        let apps: Vec<AppResult> = self.apps.into_iter().map(|a| a.out).collect();
+        let makespan = apps
+            .iter()
+            .map(|a| a.end_s)
+            .try_fold(0.0f64, |m, e| e.map(|e| m.max(e)));
+        AppsResult {
+            hosts: self.topo.hosts.len() as u32,
+            links: self.topo.links.len() as u32,
+            apps,
+            makespan_s: makespan,
+            tasks: self.tasks,
+            remote_fetches: self.remote,
+            local_fetches: self.local,
+            remote_bytes: self.remote_bytes,
+            initial_window_fetches: self.small,
+            fct,
+            tiers,
+            heatmap: heat,
+            end_s: self.now,
+            events: self.n_events,
+            solves: self.mm.solves,
+            flows_solved: self.mm.flows_solved,
+        }
+    }
+}

@@ -1,0 +1,90 @@
+//! What the fabric and application models report about a run: FCT per size bucket, per-tier
+//! utilisation and a tier × time heat map (shared by [`crate::fabric`] and [`crate::apps`]).
+
+use crate::fabric::{FctBucket, Heatmap, Hist, TierResult};
+use crate::topology::Topology;
+
+pub(crate) fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() - 1) as f64 * q).round() as usize;
+    sorted[i]
+}
+
+/// Buckets of `(fct, slowdown)` pairs, bucket b holding sizes in [edges[b−1], edges[b]).
+pub(crate) fn fct_buckets(fct: &mut [Vec<(f64, f64)>], edges: &[f64]) -> Vec<FctBucket> {
+    fct.iter_mut()
+        .enumerate()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(b, v)| {
+            let mut t: Vec<f64> = v.iter().map(|x| x.0).collect();
+            // a fetch that had no path when it started has no ideal time: no slowdown
+            let mut s: Vec<f64> = v.iter().map(|x| x.1).filter(|x| x.is_finite()).collect();
+            t.sort_by(f64::total_cmp);
+            s.sort_by(f64::total_cmp);
+            FctBucket {
+                lo_bytes: if b == 0 { 0.0 } else { edges[b - 1] },
+                hi_bytes: edges.get(b).copied(),
+                count: t.len() as u64,
+                mean_s: t.iter().sum::<f64>() / t.len() as f64,
+                p50_s: quantile(&t, 0.5),
+                p99_s: quantile(&t, 0.99),
+                max_s: *t.last().unwrap_or(&f64::NAN),
+                mean_slowdown: if s.is_empty() {
+                    f64::NAN
+                } else {
+                    s.iter().sum::<f64>() / s.len() as f64
+                },
+                p99_slowdown: quantile(&s, 0.99),
+            }
+        })
+        .collect()
+}
+
+/// Per tier: bytes carried (`carried[link]`) and utilisation over `span` seconds.
+pub(crate) fn tier_results(topo: &Topology, carried: &[f64], span: f64) -> Vec<TierResult> {
+    (0..topo.tiers.len())
+        .map(|t| {
+            let links: Vec<usize> = (0..topo.links.len())
+                .filter(|&l| topo.links[l].tier as usize == t)
+                .collect();
+            let cap: f64 = links.iter().map(|&l| topo.links[l].capacity).sum();
+            let sum: f64 = links.iter().map(|&l| carried[l]).sum();
+            let max_link = links
+                .iter()
+                .map(|&l| carried[l] / (topo.links[l].capacity * span))
+                .fold(0.0, f64::max);
+            TierResult {
+                name: topo.tiers[t].clone(),
+                links: links.len() as u32,
+                capacity_bytes_per_s: cap,
+                carried_bytes: sum,
+                mean_utilisation: sum / (cap * span),
+                max_link_utilisation: max_link,
+            }
+        })
+        .collect()
+}
+
+/// The heat map of utilisation per tier and time bin up to `now`.
+pub(crate) fn heatmap(hist: &Hist, tiers: &[TierResult], now: f64) -> Heatmap {
+    let w = hist.width;
+    let used = ((now / w).ceil() as usize).clamp(1, hist.bins.first().map_or(1, |b| b.len()));
+    let utilisation = tiers
+        .iter()
+        .enumerate()
+        .map(|(t, tr)| {
+            (0..used)
+                .map(|i| {
+                    let covered = (now.min((i + 1) as f64 * w) - i as f64 * w).max(1e-300);
+                    hist.bins[t][i] / (tr.capacity_bytes_per_s * covered)
+                })
+                .collect()
+        })
+        .collect();
+    Heatmap {
+        bin_s: w,
+        utilisation,
+    }
+}

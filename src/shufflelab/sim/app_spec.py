@@ -1,0 +1,240 @@
+"""Application specs: recorded Spark applications, scaled, on a data-center fabric.
+
+A fabric spec (:mod:`shufflelab.sim.fabric_spec`: ``[experiment]``, ``[topology]``, ``[hosts]``,
+``[output]``, ``[matrix]``) with one or more ``[[app]]`` tables instead of a ``[shuffle]``::
+
+    [[app]]
+    source = "../docs/results/user-app/data"  # a results store or a data/ folder (relative to the spec)
+    run_id = "e896bbeb7c6e-r1-a1"              # absent: the application with the median job time
+    executors = 1000                            # hosts it gets (absent: all)
+    placement = "spread"                        # or "pack"
+    task_factor = 20                            # absent: executor cores / recorded cores
+    copies = 1                                  # this many applications of the recording
+
+    [arrival]            # absent: every application at its arrival_s (default 0)
+    kind = "poisson"
+    mean_gap_s = 5
+
+    [fetch]              # the reducers' fetch window
+    max_reqs_in_flight = 5
+    max_mib_in_flight = 48
+    initial_window_bytes = 14480                # blocks this small take one round trip (0: all are flows)
+
+How a recording is scaled is :func:`shufflelab.sim.app_dag.scale`; the report states it.
+:func:`core_config` turns one matrix point into the Rust core's JSON (``crates/simcore/src/apps.rs``).
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import math
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from shufflelab.sim import app_dag
+from shufflelab.sim.fabric_spec import (
+    MIB,
+    Experiment,
+    GraphFile,
+    Hosts,
+    Output,
+    Topology,
+    _errors,
+    core_topology,
+    read_graph,
+)
+from shufflelab.sim.spec import SimSpecError
+from shufflelab.spec import MAX_SCENARIOS, check_nesting, read_toml
+
+MAX_APPS = 1_000
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+class App(_Model):
+    source: str = Field(min_length=1, description="A results store (.duckdb) or a data/ folder of Parquet tables.")
+    run_id: str | None = Field(default=None, description="The recorded run (absent: the median job time).")
+    app_index: int = Field(default=0, ge=0, le=10_000)
+    name: str = ""
+    executors: int | None = Field(default=None, ge=1, le=20_000, description="Hosts it gets (absent: all).")
+    placement: Literal["spread", "pack"] = "spread"
+    task_factor: float | None = Field(default=None, gt=0, le=100_000, description="Tasks per recorded task.")
+    bytes_factor: float = Field(default=1.0, gt=0, le=100_000, description="Shuffle bytes per recorded byte.")
+    arrival_s: float = Field(default=0, ge=0, le=1e7)
+    copies: int = Field(default=1, ge=1, le=MAX_APPS)
+
+
+class Arrival(_Model):
+    kind: Literal["fixed", "poisson"] = "fixed"
+    mean_gap_s: float | None = Field(default=None, gt=0, le=1e7, description="Poisson: mean time between arrivals.")
+
+
+class Fetch(_Model):
+    max_reqs_in_flight: int | None = Field(default=None, ge=1, le=2**31 - 1)
+    max_mib_in_flight: float = Field(default=48, gt=0, le=1e9)
+    initial_window_bytes: int = Field(
+        default=14_480, ge=0, le=2**30, description="Blocks up to this size take one round trip, off the solver."
+    )
+
+
+class AppsSpec(_Model):
+    experiment: Experiment
+    topology: Topology
+    hosts: Hosts = Hosts()
+    app: list[App] = Field(min_length=1, max_length=MAX_APPS)
+    arrival: Arrival = Arrival()
+    fetch: Fetch = Fetch()
+    output: Output = Output(fct_buckets_mib=[0.01, 0.1, 1, 10])
+    matrix: dict[str, list[Any]] = Field(default_factory=dict)
+
+
+class AppsPoint(_Model):
+    label: str
+    values: dict[str, Any]
+    spec: AppsSpec
+
+
+def is_apps(data: dict[str, Any]) -> bool:
+    """Whether a spec document names recorded applications (``[[app]]``)."""
+    return "app" in data
+
+
+def parse(data: dict[str, Any], where: str = "<spec>") -> AppsSpec:
+    check_nesting(data, where, SimSpecError)
+    try:
+        spec = AppsSpec.model_validate(data)
+    except ValidationError as err:
+        raise SimSpecError(_errors(where, err)) from None
+    if spec.arrival.kind == "poisson" and spec.arrival.mean_gap_s is None:
+        raise SimSpecError(f"{where}: arrival.mean_gap_s: a Poisson arrival needs its mean gap")
+    if sum(a.copies for a in spec.app) > MAX_APPS:
+        raise SimSpecError(f"{where}: app: more than {MAX_APPS} applications in all (copies included)")
+    expand(spec, where)
+    return spec
+
+
+def load(path: str | Path) -> AppsSpec:
+    return parse(read_toml(path, SimSpecError), str(path))
+
+
+def expand(spec: AppsSpec, where: str = "<spec>") -> list[AppsPoint]:
+    """The matrix's points in file order, each validated (errors name the point's values)."""
+    keys = list(spec.matrix)
+    for k in keys:
+        if not spec.matrix[k]:
+            raise SimSpecError(f"{where}: matrix.{k}: give a non-empty list of values")
+        if k.split(".")[0] in ("matrix", "experiment"):
+            raise SimSpecError(f"{where}: matrix.{k}: this field cannot be varied")
+    total = math.prod(len(spec.matrix[k]) for k in keys)
+    if total > MAX_SCENARIOS:
+        raise SimSpecError(f"{where}: matrix: {total:,} points exceed the bound of {MAX_SCENARIOS:,}")
+    base = spec.model_dump(mode="json", exclude_none=True)
+    base["matrix"] = {}
+    out = []
+    for combo in itertools.product(*(spec.matrix[k] for k in keys)):
+        doc = copy.deepcopy(base)
+        for k, v in zip(keys, combo, strict=True):
+            _set(doc, k, v, where)
+        shown = ", ".join(f"{k}={v}" for k, v in zip(keys, combo, strict=True))
+        try:
+            point = AppsSpec.model_validate(doc)
+        except ValidationError as err:
+            raise SimSpecError(_errors(f"{where} [{shown}]", err)) from None
+        out.append(AppsPoint(label=shown or "base", values=dict(zip(keys, combo, strict=True)), spec=point))
+    return out
+
+
+def _set(doc: dict[str, Any], dotted: str, value: Any, where: str) -> None:
+    """Set a dotted key; a number after ``app`` picks an ``[[app]]`` table (``app.0.bytes_factor``)."""
+    node: Any = doc
+    parts = dotted.split(".")
+    for part in parts[:-1]:
+        if isinstance(node, list):
+            if not part.isdigit() or int(part) >= len(node):
+                raise SimSpecError(f"{where}: matrix.{dotted}: {part!r} is not an index below {len(node)}")
+            node = node[int(part)]
+            continue
+        nxt = node.get(part)
+        if not isinstance(nxt, dict | list):
+            raise SimSpecError(f"{where}: matrix.{dotted}: {part!r} is not a table of the spec")
+        node = nxt
+    if not isinstance(node, dict):
+        raise SimSpecError(f"{where}: matrix.{dotted}: name a field of a table")
+    node[parts[-1]] = value
+
+
+@lru_cache(maxsize=32)
+def _recorded(source: Path, run_id: str | None, app_index: int) -> app_dag.AppDag:
+    return app_dag.load_app(source, run_id, app_index)
+
+
+def recorded(app: App, i: int, base_dir: Path) -> app_dag.AppDag:
+    """The recorded application of ``app[i]`` (read once per run of the process)."""
+    try:
+        return _recorded((base_dir / app.source).resolve(), app.run_id, app.app_index)
+    except app_dag.AppDagError as err:
+        raise SimSpecError(f"app[{i}].source: {err}") from None
+
+
+def scaled(app: App, i: int, spec: AppsSpec, hosts: int, base_dir: Path) -> app_dag.AppDag:
+    dag = recorded(app, i, base_dir)
+    executors = app.executors or hosts
+    if executors > hosts:
+        raise SimSpecError(f"app[{i}].executors: {executors} hosts, the topology has {hosts}")
+    try:
+        return app_dag.scale(
+            dag, executors, spec.hosts.cores, task_factor=app.task_factor, bytes_factor=app.bytes_factor
+        )
+    except app_dag.AppDagError as err:
+        raise SimSpecError(f"app[{i}]: {err}") from None
+
+
+def host_count(spec: AppsSpec, base_dir: Path) -> int:
+    t = spec.topology
+    if isinstance(t, GraphFile):
+        return sum(1 for n in read_graph(base_dir / t.file)["nodes"] if n["host"])
+    return t.hosts()
+
+
+def core_config(spec: AppsSpec, seed: int, base_dir: Path, *, where: str = "<spec>") -> dict[str, Any]:
+    """The Rust core's configuration for one matrix point and seed."""
+    hosts = host_count(spec, base_dir)
+    apps = []
+    for i, a in enumerate(spec.app):
+        dag = scaled(a, i, spec, hosts, base_dir)
+        tasks = sum(len(s.tasks) for s in dag.stages)
+        if tasks * a.copies > 5_000_000:
+            raise SimSpecError(f"{where}: app[{i}]: {tasks:,} tasks × {a.copies} copies, more than 5,000,000")
+        doc = app_dag.core_app(dag)
+        for c in range(a.copies):
+            apps.append(
+                {
+                    **doc,
+                    "name": (a.name or doc["name"]) + (f" #{c + 1}" if a.copies > 1 else ""),
+                    "executors": a.executors,
+                    "placement": a.placement,
+                    "arrival_s": a.arrival_s,
+                }
+            )
+    arrival: dict[str, Any] = {"kind": "fixed"}
+    if spec.arrival.kind == "poisson":
+        arrival = {"kind": "poisson", "mean_gap_s": spec.arrival.mean_gap_s}
+    return {
+        "topology": core_topology(spec.topology, base_dir),
+        "cores_per_host": spec.hosts.cores,
+        "seed": seed,
+        "recompute": spec.experiment.recompute,
+        "max_reqs_in_flight": spec.fetch.max_reqs_in_flight or 2**31 - 1,
+        "max_bytes_in_flight": spec.fetch.max_mib_in_flight * MIB,
+        "initial_window_bytes": spec.fetch.initial_window_bytes,
+        "arrival": arrival,
+        "apps": apps,
+        "fct_bucket_edges_bytes": [b * MIB for b in spec.output.fct_buckets_mib],
+        "heatmap_bins": spec.output.heatmap_bins,
+    }

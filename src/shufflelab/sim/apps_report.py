@@ -1,0 +1,190 @@
+"""The report of an application experiment, labelled SIMULATED: per run and application the job
+time next to its time without a network, stage times, FCT per size bucket, per-tier utilisation
+with a heat map, how the recording was scaled, and the model's limits.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from shufflelab import document
+from shufflelab.document import Document, Figure, Section, Table
+from shufflelab.sim.apps_sim import run_rows, short_label, summary_rows
+from shufflelab.sim.fabric_report import _slug, heatmap
+
+LIMITS = [
+    "Flow level (the fabric model's max-min fluid flows): no packets, queues, losses or slow start, "
+    "and no congestion-control differences — Cubic and DCTCP would get the same rates, so this "
+    "model gives them equal times; a run labelled with one or the other is not a comparison of them.",
+    "A task runs alone on one core: it fetches its blocks (fetch window as in Spark, one block per "
+    "request), then computes for its recorded compute time (no overlap of fetch and compute, no "
+    "processor sharing, no disk).",
+    "Per-(map, reduce) bytes are not recorded: a reducer's recorded bytes are split over the map "
+    "tasks it reads from in proportion to what each wrote.",
+    "A block that fits in TCP's initial window (fetch.initial_window_bytes, default 10 × 1448 B) "
+    "takes one round trip plus its serialisation on the path's slowest link; its bytes count in the "
+    "links' utilisation but take no rate from other flows; larger blocks are max-min flows.",
+    "Driver time between stages and after the last one is kept as recorded.",
+]
+
+
+def _stage_table(run: dict[str, Any], app: dict[str, Any]) -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            {
+                "stage": s["id"],
+                "tasks": s["tasks"],
+                "ready s": s["ready_s"] - app["arrival_s"],
+                "end s": s["end_s"] - app["arrival_s"],
+                "duration s": s["end_s"] - s["ready_s"],
+                "remote fetches": s["remote_fetches"],
+                "remote MiB": s["remote_bytes"] / 2**20,
+            }
+            for s in app["stages"]
+        ]
+    )
+
+
+def _fct_table(r: dict[str, Any]) -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            {
+                "size from KiB": b["lo_bytes"] / 1024,
+                "size to KiB": None if b["hi_bytes"] is None else b["hi_bytes"] / 1024,
+                "fetches": b["count"],
+                "mean FCT ms": b["mean_s"] * 1e3,
+                "p99 FCT ms": b["p99_s"] * 1e3,
+                "mean slowdown": b["mean_slowdown"],
+                "p99 slowdown": b["p99_slowdown"],
+            }
+            for b in r["fct"]
+        ]
+    )
+
+
+def _tier_table(r: dict[str, Any]) -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            {
+                "tier": t["name"],
+                "links": t["links"],
+                "capacity Gbit/s": t["capacity_bytes_per_s"] * 8 / 1e9,
+                "carried GiB": t["carried_bytes"] / 2**30,
+                "mean utilisation": t["mean_utilisation"],
+                "busiest link utilisation": t["max_link_utilisation"],
+            }
+            for t in r["tiers"]
+        ]
+    )
+
+
+def _recorded(doc: dict[str, Any]) -> Section:
+    first = doc["runs"][0]
+    bullets = []
+    for a in first["apps"]:
+        stages = "; ".join(
+            f"stage {s['id']}: {s['tasks']} tasks" + (f", reads {s['reads_from']}" if s["reads_from"] else "")
+            for s in a["stages"]
+        )
+        bullets.append(
+            f"{a['source']} run {a['run_id']} (app {a['app_index']}): recorded job time "
+            f"{a['recorded_job_time_s']:.2f} s on {a['recorded_slots']} executor cores, {a['recorded_tasks']} tasks, "
+            f"{a['recorded_shuffle_bytes'] / 2**20:.1f} MiB of shuffle read; {stages}. Without a network (its "
+            f"compute and driver time on the same cores) it takes {a['recorded_no_network_s']:.2f} s."
+        )
+        bullets.append(f"Scaling: {a['scaling']}.")
+        bullets.extend(f"Note: {n}." for n in a["notes"])
+    runs = doc["runs"]
+    scalings = {(a["scaling"], a["scaled_tasks"]) for run in runs for a in run["apps"]}
+    if len(scalings) > 1:
+        bullets.append("The scaling differs between runs (see each run's section).")
+    return Section("The recorded application and how it is scaled", bullets=bullets)
+
+
+def build(doc: dict[str, Any], out: Path) -> Document:
+    figures = out / "figures"
+    summary = pd.DataFrame(run_rows(doc))
+    per_app = pd.DataFrame(summary_rows(doc))[["application", "arrival s", "job time s"]]
+    per_app.insert(0, "run", [short_label(run) for run in doc["runs"] for _ in run["result"]["apps"]])
+    sections = [
+        Section(
+            "SIMULATED — how to read this",
+            paragraphs=[
+                "Every number here comes from shufflelab's flow-level simulator (crates/simcore, apps.rs): "
+                "recorded Spark applications, scaled, on a simulated fabric. None is measured. "
+                "'No-network time' is the same scaled application with an infinitely fast network."
+            ],
+            bullets=LIMITS,
+            note=True,
+        ),
+        _recorded(doc),
+        Section(
+            "Runs",
+            paragraphs=[
+                "'via spines GiB': bytes carried up to the spines (leaf→spine; the same bytes come down). "
+                "'wall s': the simulator's own time for the run."
+            ],
+            tables=[
+                Table(summary, caption="One row per matrix point and seed (virtual seconds)."),
+                Table(per_app, caption="Every application of every run."),
+            ],
+        ),
+    ]
+    for run in doc["runs"]:
+        r = run["result"]
+        title = f"{short_label(run)} (seed {run['seed']})"
+        tables = [
+            Table(_stage_table(run, a), caption=f"{a['name']}: stages (seconds from its arrival, simulated).")
+            for a in r["apps"][:4]
+        ]
+        tables += [
+            Table(_fct_table(r), caption="Flow completion time per block-size bucket (simulated)."),
+            Table(_tier_table(r), caption="Per-tier utilisation over the run (simulated)."),
+        ]
+        png = heatmap(
+            {**run, "label": short_label(run)}, figures / f"heat-{_slug(short_label(run))}-s{run['seed']}.png"
+        )
+        scaled = run["apps"][0]
+        sections.append(
+            Section(
+                title,
+                paragraphs=[
+                    f"{r['hosts']:,} hosts × {run['cores_per_host']} core(s), {len(r['apps'])} application(s), "
+                    f"{r['tasks']:,} tasks; {r['remote_fetches']:,} remote and {r['local_fetches']:,} local "
+                    f"fetches ({r['remote_bytes'] / 2**30:.2f} GiB on the network); {r['solves']:,} rate "
+                    f"recomputations over {r['events']:,} events; {run['wall_s']:.1f} s of wall time. "
+                    f"Scaling: {scaled['scaling']}."
+                ],
+                tables=tables,
+                figures=[Figure(png, f"Simulated per-tier utilisation over time, {title}.")],
+                level=3,
+            )
+        )
+    headline = [
+        f"{row['run']} (seed {row['seed']}): "
+        + (
+            f"mean job time {row['mean job s']:.3f} s over {row['apps done']} applications, "
+            f"{row['network adds %']:+.1f} % over the {row['no-network s']:.3f} s without a network (simulated)"
+            if row["mean job s"] is not None
+            else "no application finished"
+        )
+        for row in run_rows(doc)
+    ]
+    return Document(
+        title=f"SIMULATED: {doc['experiment']}",
+        description=(doc.get("description") or "") + f" Spec: {doc['spec_path']}.",
+        headline=headline,
+        sections=sections,
+    )
+
+
+def report(results: Path, out: Path, doc: dict[str, Any] | None = None) -> Path:
+    """Write report.md / report.html (and figures) for an applications results file."""
+    from shufflelab.sim.apps_sim import load
+
+    data = doc if doc is not None else load(results)
+    _html, md = document.write(build(data, out), out)
+    return md
