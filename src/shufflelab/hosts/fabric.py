@@ -1,0 +1,196 @@
+"""The fabric on real hosts: per-host links shaped with HTB on each host's data interface, and the
+spec's TCP settings as each host's sysctls, every change under the hosts' leases.
+
+On the emulated ``star`` topology each host has its own shaped link; here a host's link is its
+data interface, shaped on its egress (the emulation shapes the router's port towards the host,
+i.e. the host's ingress; for a shuffle, where every host sends and receives, both bound the same
+all-to-all traffic). A shared bottleneck (``shared``, ``dumbbell``) needs a router host holding it,
+and the userspace switch needs one too: :func:`refusals` names the spec field that asks for them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from shufflelab.emulate.fabric import PortCounters, shaping_commands, tcp_sysctls
+from shufflelab.hosts.control import HostError, Session
+from shufflelab.hosts.lease import HostLease
+from shufflelab.spec import ExperimentSpec, SpecError
+from shufflelab.topology import Network, Port
+
+if TYPE_CHECKING:
+    from shufflelab.emulate.protocols import Process, ProcessLauncher
+    from shufflelab.hosts.remote import Loop
+
+
+def refusals(spec: ExperimentSpec) -> list[str]:
+    """What in ``spec`` the hosts backend cannot do (yet), each naming the field; empty: it runs."""
+    from shufflelab.emulate import drivers
+
+    out = []
+    kind = spec.topology.kind
+    if kind != "star":
+        out.append(
+            f"topology.kind = {kind!r}: a shared bottleneck needs a router host holding it (IP forwarding), "
+            "which the hosts backend does not set up yet; topology.kind = 'star' shapes each host's own link "
+            "(its data interface)"
+        )
+    features = spec.switch_features()
+    if spec.topology.bottleneck.datapath == "switch" or features:
+        why = ", ".join(features) or "topology.bottleneck.datapath = 'switch'"
+        out.append(f"{why}: needs the userspace switch on a router host, which the hosts backend does not set up yet")
+    if spec.cross_traffic.active:
+        out.append(
+            "cross_traffic: iperf3 cross traffic between inventory hosts is not supported by the hosts backend yet"
+        )
+    if spec.faults:
+        out.append("faults: fault injection is not supported by the hosts backend yet")
+    if spec.telemetry.selftest != "off":
+        out.append(
+            f"telemetry.selftest = {spec.telemetry.selftest!r}: the link self-test runs in namespaces only; "
+            "set telemetry.selftest = 'off' for real hosts"
+        )
+    for host in spec.hosts:
+        tcp = spec.tcp_for(host)
+        for field in ("initcwnd", "initrwnd"):
+            if getattr(tcp, field) is not None:
+                out.append(f"tcp.{field} (host {host}): route attributes are not set on real hosts yet")
+                break
+    if drivers.kind_of(spec) is not drivers.SparkDriver:
+        out.append(f"workload.name = {spec.workload.name!r}: only Spark workloads run on real hosts yet")
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class HostsLeaseInfo:
+    """The fabric's lease: its id (the same on every host) and a scratch folder on the controller."""
+
+    lease_id: str
+    scratch: Path
+
+
+def _counters(tc_json: str) -> PortCounters:
+    found = json.loads(tc_json or "[]")
+    q: dict[str, Any] = found[0] if found else {}
+    return PortCounters(
+        tx_bytes=int(q.get("bytes", 0)),
+        tx_packets=int(q.get("packets", 0)),
+        drops=int(q.get("drops", 0)),
+        backlog_bytes=int(q.get("backlog", 0)),
+        backlog_packets=int(q.get("qlen", 0)),
+    )
+
+
+class HostsFabric:
+    """The spec's hosts on inventory hosts (``places``: spec host -> inventory host), their data
+    addresses as the network's host addresses, their links and TCP settings under ``leases``."""
+
+    def __init__(
+        self,
+        loop: Loop,
+        network: Network,
+        places: Mapping[str, str],
+        leases: Mapping[str, HostLease],
+        data_addresses: Mapping[str, str],
+        lease: HostsLeaseInfo,
+        scratch: Mapping[str, str],
+    ) -> None:
+        self._loop = loop
+        self._places = dict(places)
+        self.leases = dict(leases)  # inventory host -> its lease
+        self.remote_scratch = dict(scratch)  # inventory host -> the lease's folder there
+        # the spec's network with the hosts' real addresses (what Spark binds to and the records use)
+        self._network = dataclasses.replace(
+            network, host_addresses={h: data_addresses[places[h]] for h in network.host_addresses}
+        )
+        self._lease = lease
+        self._port_host = {p.ifname: p.ifname for p in network.bottlenecks if p.ifname in network.host_addresses}
+
+    @property
+    def network(self) -> Network:
+        return self._network
+
+    @property
+    def lease(self) -> HostsLeaseInfo:
+        return self._lease
+
+    @property
+    def places(self) -> Mapping[str, str]:
+        return self._places
+
+    def session(self, spec_host: str) -> Session:
+        return self.leases[self._places[spec_host]].session
+
+    # -- configuration -------------------------------------------------------------------------
+    def configure(self, spec: ExperimentSpec, restart_switch: bool = False) -> None:
+        problems = refusals(spec)
+        if problems:
+            raise SpecError("the hosts backend cannot run this spec: " + "; ".join(problems))
+        link = spec.topology.bottleneck
+        shaped = set(self._port_host.values())
+
+        async def one(host: str) -> None:
+            hl = self.leases[self._places[host]]
+            for name, value in tcp_sysctls(spec.tcp_for(host)).items():
+                await hl.set_sysctl(name, value)
+            if host in shaped:
+                await self._shape(hl, link)
+
+        async def all_hosts() -> None:
+            await asyncio.gather(*(one(h) for h in self._network.host_addresses))
+
+        self._loop.call(all_hosts())
+
+    async def _shape(self, hl: HostLease, link: Any) -> None:
+        dev = hl.session.host.data_interface
+        root, cls, leaf = shaping_commands(None, dev, link)
+        if not any(c["kind"] == "qdisc" and c["interface"] == dev for c in hl.changes):
+            await hl.replace_root_qdisc(dev, root[root.index("root") + 1 :])
+        await hl.tc(dev, cls[1:])
+        shown = (await hl.session.run(f"shape {dev}", ["tc", "qdisc", "show", "dev", dev])).stdout
+        kind = leaf[leaf.index("10:") + 1]
+        for other in ("bfifo", "pfifo"):  # a leaf of another kind must go before it is replaced
+            if other != kind and f"{other} 10:" in shown:
+                await hl.tc(dev, ["qdisc", "del", "dev", dev, "parent", "1:10", "handle", "10:"])
+        await hl.tc(dev, leaf[1:])
+
+    # -- observation ---------------------------------------------------------------------------
+    def counters(self, port: Port) -> PortCounters:
+        """The egress counters of the data interface of the host whose link ``port`` is."""
+        s = self.session(self._port_host[port.ifname])
+        dev = s.host.data_interface
+
+        async def read() -> str:
+            return (
+                await s.run(f"read {dev}'s counters", ["tc", "-s", "-j", "qdisc", "show", "dev", dev, "root"])
+            ).stdout
+
+        return _counters(self._loop.call(read()))
+
+    def switch_failure(self) -> str | None:
+        return None  # no userspace switch on real hosts
+
+    def selftest(self, spec: ExperimentSpec, run_dir: Path) -> list[dict[str, Any]]:
+        raise SpecError("telemetry.selftest: the link self-test runs in namespaces only (set it to 'off')")
+
+    def start_queue_sampler(self, spec: ExperimentSpec, out: Path, launch: ProcessLauncher) -> Process | None:
+        return None  # queue sampling on real hosts is not done yet (the before/after counters are kept)
+
+    def save_telemetry(self, run_dir: Path) -> None:
+        """Nothing: real hosts have no datapath of their own whose telemetry to keep."""
+
+
+async def data_address(session: Session) -> str:
+    """The IPv4 address of the host's data interface (what Spark binds to)."""
+    dev = session.host.data_interface
+    r = await session.run(f"read {dev}'s address", ["ip", "-j", "-4", "addr", "show", "dev", dev])
+    for link in json.loads(r.stdout or "[]"):
+        for a in link.get("addr_info", []):
+            if a.get("family") == "inet" and a.get("local"):
+                return str(a["local"])
+    raise HostError(session.name, session.host.address, f"read {dev}'s address", f"{dev} has no IPv4 address")
