@@ -124,7 +124,9 @@ class SshProcess:
                 break
             name = signal.Signals(s).name.removeprefix("SIG")
             with contextlib.suppress(HostError):
-                await self.session.run("stop a process", ["kill", "-s", name, "--", f"-{self._pid}"], check=False)
+                await self.session.run(
+                    "stop a process", ["env", "kill", "-s", name, "--", f"-{self._pid}"], check=False
+                )
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(self._done), grace_s if s == sig else 5.0)
         rc = self._done.result() if self._done.done() else -1
