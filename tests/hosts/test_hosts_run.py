@@ -92,8 +92,12 @@ def host_state(lab: Lab) -> list[dict[str, object]]:
 
 def job_times(db: Path) -> list[float]:
     with duckdb.connect(str(db), read_only=True) as con:
-        rows = con.execute("SELECT status, job_time_s, backend FROM runs ORDER BY rep").fetchall()
+        rows = con.execute(
+            "SELECT status, job_time_s, wall_s, setup_s, session_s, cause FROM runs ORDER BY rep"
+        ).fetchall()
     assert all(r[0] == "ok" for r in rows), rows
+    for r in rows:  # shown with -s: the per-run overhead of each backend
+        print(f"{db.parent.name}: job {r[1]:.2f} s, wall {r[2]:.2f} s, setup {r[3]:.2f} s, session {r[4]} s")
     return [float(r[1]) for r in rows]
 
 
