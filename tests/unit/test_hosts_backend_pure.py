@@ -69,7 +69,7 @@ def test_run_hosts_refuses_before_connecting(tmp_path: Path) -> None:
         '[hosts.b]\naddress = "192.0.2.2"\nkey_file = "key"\ndata_interface = "eth1"\n'
         '[map]\nh1 = "a"\nh2 = "b"\n'
     )
-    with pytest.raises(specmod.SpecError, match=r"spec.toml \[.*\]: topology.kind = 'shared'"):
+    with pytest.raises(specmod.SpecError, match=r"spec.toml: .*\n  - topology.kind = 'shared'"):
         open_backend(inv, _spec(topology__kind="shared"), "spec.toml")
     with pytest.raises(specmod.SpecError, match="map: spec hosts h3"):
         open_backend(inv, _spec(hosts__h3={"roles": []}), "spec.toml")

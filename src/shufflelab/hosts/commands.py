@@ -139,10 +139,11 @@ def open_backend(inv_path: Path, spec: ExperimentSpec, spec_path: str) -> HostsB
 
     inv = inventory.load(inv_path)
     inventory.check_mapping(inv, spec, str(inv_path))
-    problems: list[str] = []
+    scenarios: dict[str, list[str]] = {}  # problem -> the scenarios that have it
     for sc in expand(spec, spec_path):
-        problems += [f"{spec_path} [{sc.label}]: {p}" for p in refusals(sc.spec)]
-    unique = list(dict.fromkeys(problems))
-    if unique:
-        raise SpecError("the hosts backend cannot run this experiment:\n  - " + "\n  - ".join(unique))
+        for p in refusals(sc.spec):
+            scenarios.setdefault(p, []).append(sc.label)
+    if scenarios:
+        lines = [f"{p} (scenarios: {', '.join(labels)})" for p, labels in scenarios.items()]
+        raise SpecError(f"{spec_path}: the hosts backend cannot run this experiment:\n  - " + "\n  - ".join(lines))
     return HostsBackend(inv)
