@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
@@ -86,18 +87,22 @@ class HostsCluster(SparkCluster):
         """Executors' CPU from each worker daemon's ``cutime``/``cstime`` on its host (after its
         executors are gone, up to ``wait_s``)."""
         script = (
+            "live() { for c in $(cat /proc/$1/task/*/children 2>/dev/null); do "  # children not zombies
+            "s=$(cut -d')' -f2- /proc/$c/stat 2>/dev/null | awk '{print $1}'); "
+            '[ -n "$s" ] && [ "$s" != Z ] && return 0; done; return 1; }; '
             'end=$(( $(date +%s) + $1 )); shift; for p in "$@"; do '
-            'while [ -n "$(cat /proc/$p/task/*/children 2>/dev/null)" ] && [ $(date +%s) -lt $end ]; do '
-            "sleep 0.2; done; "
+            'while live "$p" && [ "$(date +%s)" -lt "$end" ]; do sleep 0.2; done; '
             "cut -d')' -f2- /proc/$p/stat | awk '{print $14, $15}'; done"
         )
         user = system = 0
+        deadline = time.monotonic() + wait_s  # one wait for all workers, as here
         for w in self.spec.workers:
             d = self.daemons.get(w)
             if d is None:
                 return None
+            left = max(0, int(deadline - time.monotonic()))
             out = self.backend.run(
-                ["sh", "-c", script, "sh", str(int(wait_s)), str(d.pid)],
+                ["sh", "-c", script, "sh", str(left), str(d.pid)],
                 place=self.ns[w],
                 check=False,
                 timeout=wait_s + 10,
