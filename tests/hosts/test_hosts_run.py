@@ -182,3 +182,19 @@ def test_runner_stopped_mid_job_leaves_nothing_after_clean(lab: Lab, tmp_path: P
     assert host_state(lab) == before
     r = cli("clean", "--hosts", str(inv), timeout=120)
     assert "restored 0 leases" in r.stdout, r.stdout  # nothing left over
+
+
+def test_run_refuses_to_shape_the_control_interface(lab: Lab, tmp_path: Path) -> None:
+    inv = lab.inventory(tmp_path / "inv.toml")
+    text = inv.read_text()
+    at = text.index("[hosts.host2]")
+    inv.write_text(text[:at] + text[at:].replace('data_interface = "data0"', 'data_interface = "ctl0"', 1))
+    spec = quickstart(tmp_path / "quickstart.toml", reps=1)
+    before = host_state(lab)
+    r = cli("run", str(spec), "--hosts", str(inv), "--results", str(tmp_path / "res"), "--no-report", timeout=300)
+    assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]
+    said = " ".join(r.stderr.split())
+    assert "host host2" in said and "ctl0 carries the SSH control connection" in said, said
+    assert host_state(lab) == before  # what the run changed on the other hosts is back
+    r = cli("clean", "--hosts", str(inv), timeout=120)
+    assert r.returncode == 0 and "restored 0 leases" in r.stdout, r.stdout + r.stderr

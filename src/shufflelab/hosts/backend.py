@@ -26,7 +26,7 @@ from shufflelab.emulate.spark import ClusterSpec
 from shufflelab.hosts import lease
 from shufflelab.hosts.cluster import HostsCluster
 from shufflelab.hosts.control import Session, connect
-from shufflelab.hosts.fabric import HostsFabric, HostsLeaseInfo, data_address
+from shufflelab.hosts.fabric import HostsFabric, HostsLeaseInfo, data_address, settled
 from shufflelab.hosts.inventory import Inventory
 from shufflelab.hosts.remote import Loop, SshProcess, run_local, run_remote
 from shufflelab.topology import Network
@@ -121,9 +121,9 @@ class HostsBackend:
         local = Path(tempfile.mkdtemp(prefix=f"shufflelab-hosts-{lid}-"))
 
         async def up() -> tuple[dict[str, str], dict[str, str]]:
-            await asyncio.gather(*(hl.open() for hl in leases.values()))
-            scratch = await asyncio.gather(*(hl.make_scratch() for hl in leases.values()))
-            addrs = await asyncio.gather(*(data_address(hl.session) for hl in leases.values()))
+            await settled(*(hl.open() for hl in leases.values()))
+            scratch = await settled(*(hl.make_scratch() for hl in leases.values()))
+            addrs = await settled(*(data_address(hl.session) for hl in leases.values()))
             return dict(zip(leases, addrs, strict=True)), dict(zip(leases, scratch, strict=True))
 
         async def down() -> None:

@@ -13,9 +13,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from shufflelab.emulate.fabric import PortCounters, shaping_commands, tcp_sysctls
 from shufflelab.hosts.control import HostError, Session
@@ -26,6 +26,18 @@ from shufflelab.topology import Network, Port
 if TYPE_CHECKING:
     from shufflelab.emulate.protocols import Process, ProcessLauncher
     from shufflelab.hosts.remote import Loop
+
+T = TypeVar("T")
+
+
+async def settled(*steps: Coroutine[Any, Any, T]) -> list[T]:
+    """Run ``steps`` concurrently and wait for *all* of them before raising the first failure: a
+    step still running on one host while the others are restored would undo the restoring."""
+    results = await asyncio.gather(*steps, return_exceptions=True)
+    for r in results:
+        if isinstance(r, BaseException):
+            raise r
+    return list(results)  # type: ignore[arg-type]
 
 
 def refusals(spec: ExperimentSpec) -> list[str]:
@@ -141,10 +153,7 @@ class HostsFabric:
             if host in shaped:
                 await self._shape(hl, link)
 
-        async def all_hosts() -> None:
-            await asyncio.gather(*(one(h) for h in self._network.host_addresses))
-
-        self._loop.call(all_hosts())
+        self._loop.call(settled(*(one(h) for h in self._network.host_addresses)))
 
     async def _shape(self, hl: HostLease, link: Any) -> None:
         dev = hl.session.host.data_interface
