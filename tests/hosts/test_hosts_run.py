@@ -32,14 +32,14 @@ def _toml_value(v: object) -> str:
     return json.dumps(v)
 
 
-def quickstart(path: Path, reps: int) -> Path:
+def quickstart(path: Path, reps: int, kind: str = "star") -> Path:
     """experiments/quickstart.toml on three hosts (the stand-ins): the master and two workers, each
-    with its own 40 Mbit/s link (``star``: a shared bottleneck needs a router host), without the
+    with its own 40 Mbit/s link (``star``; ``shared`` needs a router host besides), without the
     cross-traffic matrix and the self-test (both need namespaces), ``reps`` repetitions."""
     data = tomllib.loads((REPO / "experiments" / "quickstart.toml").read_text())
     data["experiment"]["repetitions"] = reps
     data["experiment"]["name"] = "quickstart-hosts"
-    data["topology"]["kind"] = "star"
+    data["topology"]["kind"] = kind
     data["hosts"] = {
         "h1": {"roles": ["spark-master"]},
         "h2": {"roles": ["spark-worker"]},

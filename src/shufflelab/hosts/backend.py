@@ -43,7 +43,7 @@ class HostsBackend:
 
     # -- lifetime ------------------------------------------------------------------------------
     def __enter__(self) -> HostsBackend:
-        names = sorted(set(self.inv.map.values()))
+        names = sorted(set(self.inv.map.values()) | ({self.inv.router} if self.inv.router else set()))
         self._connection = connect(self.inv, names)
         try:
             self.sessions = self.loop.call(self._connection.__aenter__())
@@ -116,8 +116,11 @@ class HostsBackend:
         if self.fabric is not None:
             raise RuntimeError("one fabric at a time on the inventory hosts")
         places = {h: self.inv.map[h] for h in network.host_addresses}
+        shared = any(p.ifname not in network.host_addresses for p in network.bottlenecks)
+        router = self.inv.router if shared else None
         lid = lease.new_lease_id()
-        leases = {n: lease.HostLease(self.sessions[n], lid, self.inv.ssh.lease_dir) for n in set(places.values())}
+        machines = set(places.values()) | ({router} if router else set())
+        leases = {n: lease.HostLease(self.sessions[n], lid, self.inv.ssh.lease_dir) for n in machines}
         local = Path(tempfile.mkdtemp(prefix=f"shufflelab-hosts-{lid}-"))
 
         async def up() -> tuple[dict[str, str], dict[str, str]]:
@@ -136,7 +139,7 @@ class HostsBackend:
         try:
             addresses, scratch = self.loop.call(up())
             self.fabric = HostsFabric(
-                self.loop, network, places, leases, addresses, HostsLeaseInfo(lid, local), scratch
+                self.loop, network, places, leases, addresses, HostsLeaseInfo(lid, local), scratch, router
             )
             yield self.fabric
         finally:

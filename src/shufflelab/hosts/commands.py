@@ -141,7 +141,7 @@ def open_backend(inv_path: Path, spec: ExperimentSpec, spec_path: str) -> HostsB
     inventory.check_mapping(inv, spec, str(inv_path))
     scenarios: dict[str, list[str]] = {}  # problem -> the scenarios that have it
     for sc in expand(spec, spec_path):
-        for p in refusals(sc.spec):
+        for p in refusals(sc.spec, router=inv.router is not None):
             scenarios.setdefault(p, []).append(sc.label)
     if scenarios:
         lines = [f"{p} (scenarios: {', '.join(labels)})" for p, labels in scenarios.items()]

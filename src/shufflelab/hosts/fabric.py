@@ -4,8 +4,11 @@ spec's TCP settings as each host's sysctls, every change under the hosts' leases
 On the emulated ``star`` topology each host has its own shaped link; here a host's link is its
 data interface, shaped on its egress (the emulation shapes the router's port towards the host,
 i.e. the host's ingress; for a shuffle, where every host sends and receives, both bound the same
-all-to-all traffic). A shared bottleneck (``shared``, ``dumbbell``) needs a router host holding it,
-and the userspace switch needs one too: :func:`refusals` names the spec field that asks for them.
+all-to-all traffic). A ``shared`` bottleneck is held by the inventory's router host: every host
+routes each other host's data address through it (/32 routes), it forwards (one-armed, no ICMP
+redirects), and its data interface's egress -- which every host-to-host packet leaves through,
+as the emulated router's downlink -- is the one shaped queue. ``dumbbell`` and what needs the
+userspace switch are not done: :func:`refusals` names the spec field that asks for them.
 """
 
 from __future__ import annotations
@@ -40,17 +43,23 @@ async def settled(*steps: Coroutine[Any, Any, T]) -> list[T]:
     return list(results)  # type: ignore[arg-type]
 
 
-def refusals(spec: ExperimentSpec) -> list[str]:
-    """What in ``spec`` the hosts backend cannot do (yet), each naming the field; empty: it runs."""
+def refusals(spec: ExperimentSpec, router: bool = False) -> list[str]:
+    """What in ``spec`` the hosts backend cannot do (yet), each naming the field; empty: it runs.
+    ``router``: the inventory names a router host (a shared bottleneck can be held)."""
     from shufflelab.emulate import drivers
 
     out = []
     kind = spec.topology.kind
-    if kind != "star":
+    if kind == "shared" and not router:
         out.append(
-            f"topology.kind = {kind!r}: a shared bottleneck needs a router host holding it (IP forwarding), "
-            "which the hosts backend does not set up yet; topology.kind = 'star' shapes each host's own link "
-            "(its data interface)"
+            "topology.kind = 'shared': a shared bottleneck needs a router host holding it; name one in the "
+            "inventory (router = 'NAME', a host no spec host maps to), or use topology.kind = 'star' (each "
+            "host's own link, its data interface)"
+        )
+    elif kind == "dumbbell":
+        out.append(
+            "topology.kind = 'dumbbell': two racks behind a router are not set up on real hosts yet; "
+            "'shared' (with a router host) and 'star' are"
         )
     features = spec.switch_features()
     if spec.topology.bottleneck.datapath == "switch" or features:
@@ -111,6 +120,7 @@ class HostsFabric:
         data_addresses: Mapping[str, str],
         lease: HostsLeaseInfo,
         scratch: Mapping[str, str],
+        router: str | None = None,
     ) -> None:
         self._loop = loop
         self._places = dict(places)
@@ -121,7 +131,15 @@ class HostsFabric:
             network, host_addresses={h: data_addresses[places[h]] for h in network.host_addresses}
         )
         self._lease = lease
-        self._port_host = {p.ifname: p.ifname for p in network.bottlenecks if p.ifname in network.host_addresses}
+        self._data = dict(data_addresses)  # inventory host -> its data address
+        # a bottleneck port -> the spec host whose data interface is that link (per-host links), or
+        # None: the router host's data interface (the shared bottleneck)
+        self._port_host: dict[str, str | None] = {
+            p.ifname: (p.ifname if p.ifname in network.host_addresses else None) for p in network.bottlenecks
+        }
+        self.router = router
+        if None in self._port_host.values() and (router is None or router not in self.leases):
+            raise SpecError("topology.kind = 'shared': the inventory names no router host (router = 'NAME')")
 
     @property
     def network(self) -> Network:
@@ -140,11 +158,13 @@ class HostsFabric:
 
     # -- configuration -------------------------------------------------------------------------
     def configure(self, spec: ExperimentSpec, restart_switch: bool = False) -> None:
-        problems = refusals(spec)
+        problems = refusals(spec, router=self.router is not None)
         if problems:
             raise SpecError("the hosts backend cannot run this spec: " + "; ".join(problems))
         link = spec.topology.bottleneck
         shaped = set(self._port_host.values())
+        shared = None in shaped
+        router = self.leases[self.router] if shared and self.router is not None else None
 
         async def one(host: str) -> None:
             hl = self.leases[self._places[host]]
@@ -152,8 +172,25 @@ class HostsFabric:
                 await hl.set_sysctl(name, value)
             if host in shaped:
                 await self._shape(hl, link)
+            if router is not None:  # to every other host through the router
+                via, dev = self._data[router.session.name], hl.session.host.data_interface
+                for other in self._network.host_addresses:
+                    if other != host:
+                        await hl.add_route(self._network.host_addresses[other], via, dev)
 
-        self._loop.call(settled(*(one(h) for h in self._network.host_addresses)))
+        async def forward(hl: HostLease) -> None:
+            dev = hl.session.host.data_interface
+            await hl.set_sysctl("net.ipv4.ip_forward", "1")
+            # one-armed: packets leave through the interface they came in on; no redirects that
+            # would send the hosts around the bottleneck
+            for scope in ("all", dev):
+                await hl.set_sysctl(f"net.ipv4.conf.{scope}.send_redirects", "0")
+            await self._shape(hl, link)
+
+        steps = [one(h) for h in self._network.host_addresses]
+        if router is not None:
+            steps.append(forward(router))
+        self._loop.call(settled(*steps))
 
     async def _shape(self, hl: HostLease, link: Any) -> None:
         dev = hl.session.host.data_interface
@@ -170,8 +207,14 @@ class HostsFabric:
 
     # -- observation ---------------------------------------------------------------------------
     def counters(self, port: Port) -> PortCounters:
-        """The egress counters of the data interface of the host whose link ``port`` is."""
-        s = self.session(self._port_host[port.ifname])
+        """The egress counters of the data interface of the host whose link ``port`` is (the router
+        host's for the shared bottleneck)."""
+        host = self._port_host[port.ifname]
+        if host is None:
+            assert self.router is not None
+            s = self.leases[self.router].session
+        else:
+            s = self.session(host)
         dev = s.host.data_interface
 
         async def read() -> str:
