@@ -118,3 +118,32 @@ def test_loop_runs_coroutines_from_this_thread() -> None:
         assert loop.call(twice(21)) == 42
     finally:
         loop.close()
+
+
+def test_a_shared_bottleneck_needs_a_router_host() -> None:
+    assert any("router = 'NAME'" in p for p in refusals(_spec(topology__kind="shared")))
+    assert refusals(_spec(topology__kind="shared"), router=True) == []
+    dumbbell = _spec(topology__kind="dumbbell", hosts__h1__rack=1, hosts__h2__rack=2)
+    assert any(p.startswith("topology.kind = 'dumbbell'") for p in refusals(dumbbell, router=True))
+
+
+def _inventory(tmp_path: Path, router: str) -> dict[str, Any]:
+    (tmp_path / "key").write_text("not read")
+    return {
+        "router": router,
+        "hosts": {
+            n: {"address": f"192.0.2.{i}", "key_file": "key", "data_interface": "eth1"}
+            for i, n in enumerate(("a", "b", "r"), start=1)
+        },
+        "map": {"h1": "a", "h2": "b"},
+    }
+
+
+def test_the_router_is_an_inventory_host_of_its_own(tmp_path: Path) -> None:
+    from shufflelab.hosts import inventory
+
+    assert inventory.parse(_inventory(tmp_path, "r"), "inv.toml", tmp_path).router == "r"
+    with pytest.raises(inventory.InventoryError, match="router: no inventory host named 'x'"):
+        inventory.parse(_inventory(tmp_path, "x"), "inv.toml", tmp_path)
+    with pytest.raises(inventory.InventoryError, match="router: 'a' runs spec host 'h1'"):
+        inventory.parse(_inventory(tmp_path, "a"), "inv.toml", tmp_path)
