@@ -119,6 +119,7 @@ def test_quickstart_over_ssh_agrees_with_local(lab: Lab, tmp_path: Path) -> None
     assert hosts and all(str(h).startswith(data_net) for h in hosts), hosts
     runs = sorted((tmp_path / "hosts" / "quickstart-hosts" / "runs").iterdir())
     assert all(any((d / "eventlog").iterdir()) for d in runs)
+    assert all(any(p.stat().st_size for p in (d / "listener").glob("*.jsonl")) for d in runs)
 
     r = cli("run", str(spec), "--results", str(tmp_path / "local"), "--no-report")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
