@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -77,6 +78,10 @@ def run(
         list[str] | None,
         typer.Option(help="Run only scenarios whose label has this part, e.g. apps=1 (repeatable: all must match)."),
     ] = None,
+    hosts: Annotated[
+        Path | None,
+        typer.Option(help="Inventory TOML: run on those machines over SSH instead of namespaces here (docs/hosts.md)."),
+    ] = None,
 ) -> None:
     """Run every missing run of an experiment (finished runs are kept: re-running resumes).
 
@@ -120,10 +125,25 @@ def run(
             on_done=on_done,
         )
         try:
-            r = runmod.EmulateRunner(spec, str(spec_path), results, progress, select=select).run()
+            with contextlib.ExitStack() as stack:
+                backend = None
+                if hosts is not None:
+                    from shufflelab.hosts import commands as hostcmds
+
+                    backend = stack.enter_context(hostcmds.open_backend(hosts, spec, str(spec_path))).backend()
+                runner = runmod.EmulateRunner(spec, str(spec_path), results, progress, select=select, backend=backend)
+                r = runner.run()
             interrupts.check()
         except (SpecError, StoreError) as exc:
             _fail(str(exc))
+        except Exception as exc:
+            if hosts is None:
+                raise
+            from shufflelab.hosts import commands as hostcmds
+
+            if not isinstance(exc, hostcmds.HOST_ERRORS):
+                raise
+            _fail(str(exc), 1)
         except KeyboardInterrupt:
             err.print("[yellow]interrupted[/]: finished runs are stored; run the same command to resume")
             raise typer.Exit(130) from None

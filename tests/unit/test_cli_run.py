@@ -16,7 +16,9 @@ QUICKSTART = Path(__file__).resolve().parents[2] / "experiments" / "quickstart.t
 
 def _fake_runner(statuses: list[str]) -> type:
     class FakeRunner:  # stands in for the emulate backend: no fabric, no Spark
-        def __init__(self, spec: Any, spec_path: str, results: Path, progress: Any, select: Any = None) -> None:
+        def __init__(
+            self, spec: Any, spec_path: str, results: Path, progress: Any, select: Any = None, backend: Any = None
+        ) -> None:
             self.results = results
 
         def run(self) -> runner.ExperimentResult:

@@ -57,8 +57,9 @@ class PortCounters:
     marks: int | None = None
 
 
-def shaping_commands(ns: str, dev: str, link: Link) -> list[list[str]]:
-    """The ``tc`` invocations that shape ``dev``'s egress: HTB rate with a FIFO child as the queue.
+def shaping_commands(ns: str | None, dev: str, link: Link) -> list[list[str]]:
+    """The ``tc`` invocations that shape ``dev``'s egress: HTB rate with a FIFO child as the queue
+    (in namespace ``ns``; None: where the commands run).
 
     The numbers come from :mod:`shufflelab.shaping`, whose limits spec validation checks."""
     rate_bit = shaping.rate_bits(link.rate_mbps)
@@ -68,14 +69,15 @@ def shaping_commands(ns: str, dev: str, link: Link) -> list[list[str]]:
         leaf = ["pfifo", "limit", str(link.queue_packets)]
     else:
         leaf = ["bfifo", "limit", str(link.effective_queue_bytes())]
+    tc = ["tc", "-n", ns] if ns else ["tc"]
     return [
-        ["tc", "-n", ns, "qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "10"],
+        [*tc, "qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "10"],
         [
-            "tc", "-n", ns, "class", "replace", "dev", dev, "parent", "1:", "classid", "1:10", "htb",
+            *tc, "class", "replace", "dev", dev, "parent", "1:", "classid", "1:10", "htb",
             "rate", f"{rate_bit}bit", "ceil", f"{rate_bit}bit",
             "burst", str(burst), "cburst", str(burst), "quantum", str(quantum),
         ],
-        ["tc", "-n", ns, "qdisc", "replace", "dev", dev, "parent", "1:10", "handle", "10:", *leaf],
+        [*tc, "qdisc", "replace", "dev", dev, "parent", "1:10", "handle", "10:", *leaf],
     ]  # fmt: skip
 
 

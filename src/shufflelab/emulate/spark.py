@@ -14,7 +14,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from shufflelab import jvm, listener, procfs
 from shufflelab import sparkconf as sc
@@ -31,6 +31,19 @@ FAST_JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 class ClusterError(RuntimeError):
     pass
+
+
+class Daemon(Protocol):
+    """A process of the cluster: :class:`netns.Process` here, an SSH-started one on real hosts."""
+
+    log: Path
+
+    @property
+    def pid(self) -> int: ...
+
+    def poll(self) -> int | None: ...
+
+    def stop(self, sig: int = ..., grace_s: float = ...) -> int | None: ...
 
 
 def not_ready(status: dict[str, Any] | None, url: str, workers: dict[str, int]) -> str | None:
@@ -98,7 +111,7 @@ class SparkCluster:
         self.addresses = addresses
         self.scratch = scratch
         self.log_dir = log_dir
-        self.daemons: dict[str, Process] = {}
+        self.daemons: dict[str, Daemon] = {}
 
     @property
     def master_ip(self) -> str:
@@ -124,12 +137,20 @@ class SparkCluster:
             (self.scratch / host / d).mkdir(parents=True, exist_ok=True)
         return env
 
+    def _spawn(self, host: str, argv: list[str], log: Path, env: dict[str, str]) -> Daemon:
+        """Start one of the cluster's processes on ``host`` (a daemon or a driver)."""
+        return Process(self.ns[host], argv, log, env=env)
+
+    def _command(self, host: str, argv: list[str]) -> str:
+        """A short command on ``host``; its stdout (empty when it fails)."""
+        return netns.run(argv, ns=self.ns[host], check=False, timeout=10)
+
     def start(self, timeout_s: float = 120) -> None:
         cls = str(jvm.spark_home() / "bin" / "spark-class")
         m = self.spec.master
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        self.daemons[m] = Process(
-            self.ns[m],
+        self.daemons[m] = self._spawn(
+            m,
             [cls, "org.apache.spark.deploy.master.Master", "--host", self.master_ip,
              "--port", str(MASTER_PORT), "--webui-port", "8080"],
             self.log_dir / f"master-{m}.log",
@@ -138,8 +159,8 @@ class SparkCluster:
         deadline = time.monotonic() + timeout_s
         self._wait_until_ready({}, deadline)  # the master first: workers register with it
         for w in self.spec.workers:
-            self.daemons[w] = Process(
-                self.ns[w],
+            self.daemons[w] = self._spawn(
+                w,
                 [cls, "org.apache.spark.deploy.worker.Worker", "--host", self.addresses[w],
                  "--port", str(WORKER_PORT),
                  "--cores", str(self.spec.worker_cores), "--memory", self.spec.worker_memory,
@@ -151,11 +172,9 @@ class SparkCluster:
 
     def master_status(self) -> dict[str, Any] | None:
         """The master's own view of the cluster (its web UI's JSON), None if it does not answer."""
-        out = netns.run(
+        out = self._command(
+            self.spec.master,
             [sys.executable, "-I", "-S", "-c", _FETCH, f"http://{self.master_ip}:{MASTER_UI_PORT}/json/"],
-            ns=self.ns[self.spec.master],
-            check=False,
-            timeout=10,
         )
         try:
             doc = json.loads(out)
@@ -276,7 +295,7 @@ class SparkCluster:
         # the spec's conf wins over the lab's defaults, never over what the lab relies on (sparkconf)
         return sc.application_conf(lab, user)
 
-    def driver(self, request_path: Path, log: Path) -> Process:
+    def driver(self, request_path: Path, log: Path) -> Daemon:
         m = self.spec.master
         env = self._env(m)
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
@@ -13,6 +14,12 @@ from shufflelab.hosts import findings, inventory, lease, probe
 from shufflelab.hosts.control import HostError, connect
 from shufflelab.hosts.safety import SafetyError
 from shufflelab.spec import ExperimentSpec, SpecError
+
+if TYPE_CHECKING:
+    from shufflelab.hosts.backend import HostsBackend
+
+# what a run on inventory hosts may fail with besides a bad spec (each names the host and the step)
+HOST_ERRORS: tuple[type[Exception], ...] = (HostError, SafetyError, lease.RestoreError)
 
 _COLOURS = {"ok": "green", "warn": "yellow", "refuse": "red"}
 
@@ -120,3 +127,23 @@ def clean(inv_path: Path, force: bool, console: Console, err: Console) -> int:
     for p in problems:
         err.print(f"[red]problem:[/] {p}", highlight=False)
     return 1 if problems else 0
+
+
+def open_backend(inv_path: Path, spec: ExperimentSpec, spec_path: str) -> HostsBackend:
+    """The backend for ``shufflelab run --hosts``: the inventory read, the spec's hosts mapped,
+    every scenario checked against what the hosts backend can do (a :class:`SpecError` naming the
+    scenario and the field otherwise). Use it as a context manager (it connects on entry)."""
+    from shufflelab.hosts.backend import HostsBackend
+    from shufflelab.hosts.fabric import refusals
+    from shufflelab.spec import expand
+
+    inv = inventory.load(inv_path)
+    inventory.check_mapping(inv, spec, str(inv_path))
+    scenarios: dict[str, list[str]] = {}  # problem -> the scenarios that have it
+    for sc in expand(spec, spec_path):
+        for p in refusals(sc.spec, router=inv.router is not None):
+            scenarios.setdefault(p, []).append(sc.label)
+    if scenarios:
+        lines = [f"{p} (scenarios: {', '.join(labels)})" for p, labels in scenarios.items()]
+        raise SpecError(f"{spec_path}: the hosts backend cannot run this experiment:\n  - " + "\n  - ".join(lines))
+    return HostsBackend(inv)

@@ -18,6 +18,10 @@ data_interface = "eth1"
 [map]                      # spec host -> inventory host
 master = "node1"
 ```
+
+A top-level ``router = "node9"`` names the host that holds a shared bottleneck (``topology.kind =
+"shared"``): the mapped hosts route to each other through it (IP forwarding), and its data
+interface's egress is the one shaped queue.
 """
 
 from __future__ import annotations
@@ -111,6 +115,10 @@ class Inventory(_Model):
     ssh: SshSettings = SshSettings()
     hosts: dict[str, InventoryHost]
     map: dict[str, str] = Field(default_factory=dict, description="Spec host name -> inventory host name.")
+    router: str | None = Field(
+        default=None,
+        description="Inventory host that holds a shared bottleneck: the others route to each other through it.",
+    )
 
     @field_validator("hosts")
     @classmethod
@@ -142,6 +150,14 @@ class Inventory(_Model):
                     "(one spec host per machine: their daemons would share ports and interfaces)"
                 )
             by_target[inv_host] = spec_host
+        if self.router is not None:
+            if self.router not in self.hosts:
+                raise ValueError(f"router: no inventory host named {self.router!r} (have {', '.join(self.hosts)})")
+            if self.router in by_target:
+                raise ValueError(
+                    f"router: {self.router!r} runs spec host {by_target[self.router]!r}; the router host forwards "
+                    "and shapes only (give it a machine of its own)"
+                )
         return self
 
     def addresses(self) -> frozenset[str]:

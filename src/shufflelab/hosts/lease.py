@@ -6,14 +6,17 @@ and nothing else).
 
 A lease file is ``<lease_dir>/<id>.json``: the controller (machine, pid), the host, and the
 changes in order -- ``sysctl`` (name, previous value), ``qdisc`` (interface; only a kernel-default
-root qdisc is replaced, and restoring deletes ours so the kernel's default comes back) and
-``process`` (a tag in the environment of everything started, so no pid is ever guessed).
+root qdisc is replaced, and restoring deletes ours so the kernel's default comes back),
+``process`` (a tag in the environment of everything started, so no pid is ever guessed) and
+``scratch`` (the lease's own folder ``/var/tmp/shufflelab-hosts/<id>``, removed) and ``route``
+(a /32 route through the router host, added only where the host had none, deleted).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import json
 import os
 import re
@@ -31,6 +34,14 @@ from shufflelab.hosts.safety import SafetyError, check_shaping
 _SYSCTL = re.compile(r"^[a-z0-9_]+(\.[A-Za-z0-9_-]+)+$")
 _LEASE_ID = re.compile(r"^[0-9a-f]{12}$")
 TAG_VAR = "SHUFFLELAB_LEASE"
+# every host's scratch folders live below this; a lease removes only ``SCRATCH_ROOT/<its id>``
+SCRATCH_ROOT = "/var/tmp/shufflelab-hosts"
+
+
+def scratch_path(lease_id: str) -> str:
+    if not _LEASE_ID.match(lease_id):
+        raise ValueError(f"{lease_id!r} is not a lease id")
+    return f"{SCRATCH_ROOT}/{lease_id}"
 
 
 def new_lease_id() -> str:
@@ -106,10 +117,43 @@ class HostLease:
             raise ValueError(f"{interface}: replace its root qdisc under the lease first")
         await self.session.run(f"shape {interface}", ["tc", *args], privileged=True)
 
+    async def add_route(self, destination: str, via: str, interface: str) -> None:
+        """Route ``destination`` (one address) via ``via`` on ``interface``; refused when the host
+        already has a route for exactly that address (only ours is removed on restore)."""
+        dst = str(ipaddress.ip_address(destination))
+        gw = str(ipaddress.ip_address(via))
+        step = f"route {dst} via {gw}"
+        mine = any(c["kind"] == "route" and c["destination"] == dst for c in self.changes)
+        if not mine:
+            r = await self.session.run(step, ["ip", "-j", "route", "show", "exact", f"{dst}/32"])
+            if json.loads(r.stdout or "[]"):
+                raise HostError(
+                    self.session.name, self.session.host.address, step,
+                    f"the host already has a route for {dst}/32; shufflelab adds only routes it can remove",
+                )  # fmt: skip
+            await self._record({"kind": "route", "destination": dst, "interface": interface})
+        cmd = ["ip", "route", "replace", f"{dst}/32", "via", gw, "dev", interface]
+        await self.session.run(step, cmd, privileged=True)
+
+    async def track_processes(self) -> str:
+        """Record (once) that processes tagged with this lease may run; returns the tag
+        (``NAME=VALUE``) to put in the environment of everything started."""
+        tag = f"{TAG_VAR}={self.lease_id}"
+        if not any(c["kind"] == "process" for c in self.changes):
+            await self._record({"kind": "process", "tag": tag})
+        return tag
+
+    async def make_scratch(self) -> str:
+        """The lease's scratch folder on the host (created as the SSH user, removed on restore)."""
+        path = scratch_path(self.lease_id)
+        if not any(c["kind"] == "scratch" for c in self.changes):
+            await self._record({"kind": "scratch", "path": path})
+        await self.session.run("create the scratch folder", ["mkdir", "-p", "-m", "700", path])
+        return path
+
     async def start(self, step: str, argv: Sequence[str], log: str = "/dev/null") -> None:
         """Start a daemon in its own session, tagged with this lease in its environment."""
-        if not any(c["kind"] == "process" for c in self.changes):
-            await self._record({"kind": "process", "tag": f"{TAG_VAR}={self.lease_id}"})
+        await self.track_processes()
         script = f'{TAG_VAR}={self.lease_id} setsid "$@" >{shlex.quote(log)} 2>&1 </dev/null & echo $!'
         await self.session.run(step, ["sh", "-c", script, "sh", *argv], privileged=True)
 
@@ -159,6 +203,23 @@ async def restore_changes(session: Session, lease_id: str, changes: list[dict[st
                     )
                     if sig == "TERM":
                         await asyncio.sleep(1.0)
+            elif c["kind"] == "route":
+                dst = str(ipaddress.ip_address(c["destination"]))
+                await session.run(
+                    f"remove the route to {dst}",
+                    ["ip", "route", "del", f"{dst}/32", "dev", str(c["interface"])],
+                    check=False,
+                    privileged=True,
+                )
+                left = await session.run(
+                    f"remove the route to {dst}", ["ip", "-j", "route", "show", "exact", f"{dst}/32"]
+                )
+                if json.loads(left.stdout or "[]"):
+                    problems.append(f"the route to {dst}/32 is still there")
+            elif c["kind"] == "scratch":
+                if c["path"] != scratch_path(lease_id):
+                    raise ValueError(f"scratch path {c['path']!r} is not this lease's")
+                await session.run("remove the scratch folder", ["rm", "-rf", "--", c["path"]], privileged=True)
             else:
                 problems.append(f"unknown change kind {c['kind']!r} (written by a newer shufflelab?)")
         except (HostError, KeyError, ValueError) as exc:

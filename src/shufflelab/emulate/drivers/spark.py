@@ -26,17 +26,20 @@ from shufflelab.results import RunRecord
 CC_NAMES = ("cubic", "reno", "bbr", "dctcp", "vegas", "westwood", "htcp")
 
 
-def cc_in_ss(text: str, skip_ports: tuple[int, ...] = DAEMON_PORTS) -> list[str]:
+def cc_in_ss(
+    text: str, skip_ports: tuple[int, ...] = DAEMON_PORTS, addresses: tuple[str, ...] = ("10.77.",)
+) -> list[str]:
     """Congestion-control names of established inter-host connections in ``ss -tin`` output.
 
-    Connections to or from the Spark daemons' ports are skipped: they were opened (or accepted
-    by a listener created) when the cluster started, possibly under another scenario's setting,
-    and carry only control traffic. Executors' connections are new in every run.
+    An inter-host connection is one whose line shows one of ``addresses`` (the fabric's host
+    addresses, or a prefix of them). Connections to or from the Spark daemons' ports are skipped:
+    they were opened (or accepted by a listener created) when the cluster started, possibly under
+    another scenario's setting, and carry only control traffic. Executors' connections are new in every run.
     """
     found = []
     lines = text.splitlines()
     for i, line in enumerate(lines):
-        if "10.77." not in line or i + 1 >= len(lines):
+        if not any(a in line for a in addresses) or i + 1 >= len(lines):
             continue
         ports = {p.rsplit(":", 1)[-1] for p in line.split() if ":" in p}
         if any(str(port) in ports for port in skip_ports):
@@ -114,11 +117,12 @@ class SparkDriver(Driver):
 
     def _sample_cc(self) -> None:
         """Which congestion control the job's connections use."""
+        addresses = tuple(f"{a}:" for a in self.group.fabric.network.host_addresses.values())
         for w in ClusterSpec.of(self.ctx.spec).workers:
             out = self.backend.run(
                 ["ss", "-tin", "state", "established"], place=self.group.fabric.places[w], check=False
             )
-            for name in cc_in_ss(out):
+            for name in cc_in_ss(out, addresses=addresses):
                 self.out.cc_seen[name] = self.out.cc_seen.get(name, 0) + 1
 
     def tick(self) -> None:

@@ -1,0 +1,166 @@
+"""Spark standalone on inventory hosts: master and workers started over SSH on their hosts, bound
+to the data interfaces' addresses, with their scratch in the lease's folder on each host.
+
+The application's driver runs on the master's host. Its request names the run's local folder; the
+folder is mapped to one on the host (the request rewritten), and when the driver stops everything
+it wrote there (its result, the event logs, the listener's output) is fetched back with SFTP, so
+the run's folder -- and the tables written from it -- look as after a local run.
+
+The hosts run the same software at the same paths as the controller (the venv, pyspark's
+``SPARK_HOME``, the listener jar and the class-data archive); ``shufflelab doctor --hosts`` checks
+the versions.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
+
+from shufflelab import jvm
+from shufflelab.emulate.spark import FAST_JVM_OPTS, ClusterSpec, Daemon, SparkCluster
+from shufflelab.hosts.remote import SshProcess, pull_tree
+
+if TYPE_CHECKING:
+    from shufflelab.hosts.backend import HostsBackend
+    from shufflelab.hosts.fabric import HostsFabric
+
+
+class DriverProcess:
+    """The driver on the master's host; stopping it fetches what it wrote into the run's folder."""
+
+    def __init__(self, proc: SshProcess, backend: HostsBackend, remote_run: str, local_run: Path) -> None:
+        self.proc, self.backend, self.remote_run, self.local_run = proc, backend, remote_run, local_run
+        self.log = proc.log
+        self._pulled = False
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def poll(self) -> int | None:
+        return self.proc.poll()
+
+    def stop(self, sig: int = 15, grace_s: float = 5.0) -> int | None:
+        rc = self.proc.stop(sig, grace_s)
+        if not self._pulled:
+            self._pulled = True
+            skip = [p.name for p in self.local_run.glob("driver_request_*.json")]
+            self.backend.loop.call(pull_tree(self.proc.session, self.remote_run, self.local_run, skip))
+        return rc
+
+
+class HostsCluster(SparkCluster):
+    def __init__(self, cluster: ClusterSpec, fabric: HostsFabric, backend: HostsBackend, log_dir: Path) -> None:
+        master_scratch = fabric.remote_scratch[fabric.places[cluster.master]]
+        # one folder name on every host (each host has its own lease folder, the same path)
+        super().__init__(
+            cluster, dict(fabric.places), dict(fabric.network.host_addresses), Path(master_scratch) / "spark", log_dir
+        )
+        self.fabric, self.backend = fabric, backend
+
+    def _env(self, host: str) -> dict[str, str]:
+        env = {
+            "SPARK_HOME": str(jvm.spark_home()),
+            "SPARK_LOCAL_IP": self.addresses[host],
+            "SPARK_LOCAL_DIRS": str(self.scratch / host / "local"),
+            "SPARK_WORKER_DIR": str(self.scratch / host / "work"),
+            "SPARK_DAEMON_MEMORY": "256m",
+            "SPARK_NO_DAEMONIZE": "1",
+            "PYSPARK_PYTHON": sys.executable,
+        }
+        if self.spec.fast_jvm:
+            env["SPARK_DAEMON_JAVA_OPTS"] = FAST_JVM_OPTS
+        dirs = [str(self.scratch / host / d) for d in ("local", "work")]
+        self.backend.run(["mkdir", "-p", *dirs], place=self.ns[host])
+        return env
+
+    def _spawn(self, host: str, argv: list[str], log: Path, env: dict[str, str]) -> Daemon:
+        return self.backend.launch(self.ns[host], argv, log, env=env)
+
+    def _command(self, host: str, argv: list[str]) -> str:
+        return self.backend.run(argv, place=self.ns[host], check=False, timeout=10)
+
+    def executor_cpu_ticks(self, wait_s: float = 20.0) -> tuple[int, int] | None:
+        """Executors' CPU from each worker daemon's ``cutime``/``cstime`` on its host (after its
+        executors are gone, up to ``wait_s``)."""
+        script = (
+            "live() { for c in $(cat /proc/$1/task/*/children 2>/dev/null); do "  # children not zombies
+            "s=$(cut -d')' -f2- /proc/$c/stat 2>/dev/null | awk '{print $1}'); "
+            '[ -n "$s" ] && [ "$s" != Z ] && return 0; done; return 1; }; '
+            'end=$(( $(date +%s) + $1 )); shift; for p in "$@"; do '
+            'while live "$p" && [ "$(date +%s)" -lt "$end" ]; do sleep 0.2; done; '
+            "cut -d')' -f2- /proc/$p/stat | awk '{print $14, $15}'; done"
+        )
+        user = system = 0
+        deadline = time.monotonic() + wait_s  # one wait for all workers, as here
+        for w in self.spec.workers:
+            d = self.daemons.get(w)
+            if d is None:
+                return None
+            left = max(0, int(deadline - time.monotonic()))
+            out = self.backend.run(
+                ["sh", "-c", script, "sh", str(left), str(d.pid)],
+                place=self.ns[w],
+                check=False,
+                timeout=wait_s + 10,
+            ).split()
+            if len(out) != 2 or not all(x.isdigit() for x in out):
+                return None
+            user, system = user + int(out[0]), system + int(out[1])
+        return user, system
+
+    # -- per-run log slices (the daemons' logs are on their hosts) -------------------------------
+    def _remote_log(self, name: str) -> str:
+        d = self.daemons[name]
+        assert isinstance(d, SshProcess)
+        return d.remote_log
+
+    def log_marks(self) -> dict[str, int]:
+        marks = {}
+        for n in self.daemons:
+            out = self.backend.run(["stat", "-c", "%s", self._remote_log(n)], place=self.ns[n], check=False).strip()
+            marks[n] = int(out) if out.isdigit() else 0
+        return marks
+
+    def copy_logs_since(self, marks: dict[str, int], dest: Path, app_ids: list[str]) -> None:
+        """Each daemon log's part written since ``marks`` (read on its host) and the apps' executor
+        logs (fetched from the workers' work folders)."""
+        dest.mkdir(parents=True, exist_ok=True)
+        for name, d in self.daemons.items():
+            part = self.backend.run(
+                ["tail", "-c", f"+{marks.get(name, 0) + 1}", self._remote_log(name)], place=self.ns[name], check=False
+            )
+            (dest / d.log.name).write_text(part)
+        for app_id in app_ids:
+            for w in self.spec.workers:
+                session = self.fabric.session(w)
+                src = str(PurePosixPath(self.scratch) / w / "work" / app_id)
+                self.backend.loop.call(pull_tree(session, src, dest / app_id / f"executors-{w}"))
+
+    # -- the driver ------------------------------------------------------------------------------
+    def driver(self, request_path: Path, log: Path) -> DriverProcess:
+        """Start the driver on the master's host on ``request_path`` with the run's folder mapped
+        to a folder there."""
+        m = self.spec.master
+        local_run = request_path.parent
+        remote_run = str(PurePosixPath(self.scratch).parent / "runs" / local_run.name)
+        text = request_path.read_text().replace(str(local_run), remote_run)
+        remote_request = f"{remote_run}/{request_path.name}"
+        script = 'mkdir -p "$1/eventlog" "$1/listener" && cat > "$2"'
+        session = self.fabric.session(m)
+
+        async def put() -> None:
+            await session.run(
+                "write the driver's request", ["sh", "-c", script, "sh", remote_run, remote_request], input=text
+            )
+
+        self.backend.loop.call(put())
+        env = self._env(m)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        proc = self.backend.launch(
+            self.ns[m], [sys.executable, "-m", "shufflelab.workloads.driver", remote_request], log, env=env
+        )
+        return DriverProcess(proc, self.backend, remote_run, local_run)

@@ -1,0 +1,248 @@
+"""The fabric on real hosts: per-host links shaped with HTB on each host's data interface, and the
+spec's TCP settings as each host's sysctls, every change under the hosts' leases.
+
+On the emulated ``star`` topology each host has its own shaped link; here a host's link is its
+data interface, shaped on its egress (the emulation shapes the router's port towards the host,
+i.e. the host's ingress; for a shuffle, where every host sends and receives, both bound the same
+all-to-all traffic). A ``shared`` bottleneck is held by the inventory's router host: every host
+routes each other host's data address through it (/32 routes), it forwards (one-armed, no ICMP
+redirects), and its data interface's egress -- which every host-to-host packet leaves through,
+as the emulated router's downlink -- is the one shaped queue. ``dumbbell`` and what needs the
+userspace switch are not done: :func:`refusals` names the spec field that asks for them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+from collections.abc import Coroutine, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from shufflelab.emulate.fabric import PortCounters, shaping_commands, tcp_sysctls
+from shufflelab.hosts.control import HostError, Session
+from shufflelab.hosts.lease import HostLease
+from shufflelab.spec import ExperimentSpec, SpecError
+from shufflelab.topology import Network, Port
+
+if TYPE_CHECKING:
+    from shufflelab.emulate.protocols import Process, ProcessLauncher
+    from shufflelab.hosts.remote import Loop
+
+T = TypeVar("T")
+
+
+async def settled(*steps: Coroutine[Any, Any, T]) -> list[T]:
+    """Run ``steps`` concurrently and wait for *all* of them before raising the first failure: a
+    step still running on one host while the others are restored would undo the restoring."""
+    results = await asyncio.gather(*steps, return_exceptions=True)
+    for r in results:
+        if isinstance(r, BaseException):
+            raise r
+    return list(results)  # type: ignore[arg-type]
+
+
+def refusals(spec: ExperimentSpec, router: bool = False) -> list[str]:
+    """What in ``spec`` the hosts backend cannot do (yet), each naming the field; empty: it runs.
+    ``router``: the inventory names a router host (a shared bottleneck can be held)."""
+    from shufflelab.emulate import drivers
+
+    out = []
+    kind = spec.topology.kind
+    if kind == "shared" and not router:
+        out.append(
+            "topology.kind = 'shared': a shared bottleneck needs a router host holding it; name one in the "
+            "inventory (router = 'NAME', a host no spec host maps to), or use topology.kind = 'star' (each "
+            "host's own link, its data interface)"
+        )
+    elif kind == "dumbbell":
+        out.append(
+            "topology.kind = 'dumbbell': two racks behind a router are not set up on real hosts yet; "
+            "'shared' (with a router host) and 'star' are"
+        )
+    features = spec.switch_features()
+    if spec.topology.bottleneck.datapath == "switch" or features:
+        why = ", ".join(features) or "topology.bottleneck.datapath = 'switch'"
+        out.append(f"{why}: needs the userspace switch on a router host, which the hosts backend does not set up yet")
+    if spec.cross_traffic.active:
+        out.append(
+            "cross_traffic: iperf3 cross traffic between inventory hosts is not supported by the hosts backend yet"
+        )
+    if spec.faults:
+        out.append("faults: fault injection is not supported by the hosts backend yet")
+    if spec.telemetry.selftest != "off":
+        out.append(
+            f"telemetry.selftest = {spec.telemetry.selftest!r}: the link self-test runs in namespaces only; "
+            "set telemetry.selftest = 'off' for real hosts"
+        )
+    for host in spec.hosts:
+        tcp = spec.tcp_for(host)
+        for field in ("initcwnd", "initrwnd"):
+            if getattr(tcp, field) is not None:
+                out.append(f"tcp.{field} (host {host}): route attributes are not set on real hosts yet")
+                break
+    if drivers.kind_of(spec) is not drivers.SparkDriver:
+        out.append(f"workload.name = {spec.workload.name!r}: only Spark workloads run on real hosts yet")
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class HostsLeaseInfo:
+    """The fabric's lease: its id (the same on every host) and a scratch folder on the controller."""
+
+    lease_id: str
+    scratch: Path
+
+
+def _counters(tc_json: str) -> PortCounters:
+    found = json.loads(tc_json or "[]")
+    q: dict[str, Any] = found[0] if found else {}
+    return PortCounters(
+        tx_bytes=int(q.get("bytes", 0)),
+        tx_packets=int(q.get("packets", 0)),
+        drops=int(q.get("drops", 0)),
+        backlog_bytes=int(q.get("backlog", 0)),
+        backlog_packets=int(q.get("qlen", 0)),
+    )
+
+
+class HostsFabric:
+    """The spec's hosts on inventory hosts (``places``: spec host -> inventory host), their data
+    addresses as the network's host addresses, their links and TCP settings under ``leases``."""
+
+    def __init__(
+        self,
+        loop: Loop,
+        network: Network,
+        places: Mapping[str, str],
+        leases: Mapping[str, HostLease],
+        data_addresses: Mapping[str, str],
+        lease: HostsLeaseInfo,
+        scratch: Mapping[str, str],
+        router: str | None = None,
+    ) -> None:
+        self._loop = loop
+        self._places = dict(places)
+        self.leases = dict(leases)  # inventory host -> its lease
+        self.remote_scratch = dict(scratch)  # inventory host -> the lease's folder there
+        # the spec's network with the hosts' real addresses (what Spark binds to and the records use)
+        self._network = dataclasses.replace(
+            network, host_addresses={h: data_addresses[places[h]] for h in network.host_addresses}
+        )
+        self._lease = lease
+        self._data = dict(data_addresses)  # inventory host -> its data address
+        # a bottleneck port -> the spec host whose data interface is that link (per-host links), or
+        # None: the router host's data interface (the shared bottleneck)
+        self._port_host: dict[str, str | None] = {
+            p.ifname: (p.ifname if p.ifname in network.host_addresses else None) for p in network.bottlenecks
+        }
+        self.router = router
+        if None in self._port_host.values() and (router is None or router not in self.leases):
+            raise SpecError("topology.kind = 'shared': the inventory names no router host (router = 'NAME')")
+
+    @property
+    def network(self) -> Network:
+        return self._network
+
+    @property
+    def lease(self) -> HostsLeaseInfo:
+        return self._lease
+
+    @property
+    def places(self) -> Mapping[str, str]:
+        return self._places
+
+    def session(self, spec_host: str) -> Session:
+        return self.leases[self._places[spec_host]].session
+
+    # -- configuration -------------------------------------------------------------------------
+    def configure(self, spec: ExperimentSpec, restart_switch: bool = False) -> None:
+        problems = refusals(spec, router=self.router is not None)
+        if problems:
+            raise SpecError("the hosts backend cannot run this spec: " + "; ".join(problems))
+        link = spec.topology.bottleneck
+        shaped = set(self._port_host.values())
+        shared = None in shaped
+        router = self.leases[self.router] if shared and self.router is not None else None
+
+        async def one(host: str) -> None:
+            hl = self.leases[self._places[host]]
+            for name, value in tcp_sysctls(spec.tcp_for(host)).items():
+                await hl.set_sysctl(name, value)
+            if host in shaped:
+                await self._shape(hl, link)
+            if router is not None:  # to every other host through the router
+                via, dev = self._data[router.session.name], hl.session.host.data_interface
+                for other in self._network.host_addresses:
+                    if other != host:
+                        await hl.add_route(self._network.host_addresses[other], via, dev)
+
+        async def forward(hl: HostLease) -> None:
+            dev = hl.session.host.data_interface
+            await hl.set_sysctl("net.ipv4.ip_forward", "1")
+            # one-armed: packets leave through the interface they came in on; no redirects that
+            # would send the hosts around the bottleneck
+            for scope in ("all", dev):
+                await hl.set_sysctl(f"net.ipv4.conf.{scope}.send_redirects", "0")
+            await self._shape(hl, link)
+
+        steps = [one(h) for h in self._network.host_addresses]
+        if router is not None:
+            steps.append(forward(router))
+        self._loop.call(settled(*steps))
+
+    async def _shape(self, hl: HostLease, link: Any) -> None:
+        dev = hl.session.host.data_interface
+        root, cls, leaf = shaping_commands(None, dev, link)
+        if not any(c["kind"] == "qdisc" and c["interface"] == dev for c in hl.changes):
+            await hl.replace_root_qdisc(dev, root[root.index("root") + 1 :])
+        await hl.tc(dev, cls[1:])
+        shown = (await hl.session.run(f"shape {dev}", ["tc", "qdisc", "show", "dev", dev])).stdout
+        kind = leaf[leaf.index("10:") + 1]
+        for other in ("bfifo", "pfifo"):  # a leaf of another kind must go before it is replaced
+            if other != kind and f"{other} 10:" in shown:
+                await hl.tc(dev, ["qdisc", "del", "dev", dev, "parent", "1:10", "handle", "10:"])
+        await hl.tc(dev, leaf[1:])
+
+    # -- observation ---------------------------------------------------------------------------
+    def counters(self, port: Port) -> PortCounters:
+        """The egress counters of the data interface of the host whose link ``port`` is (the router
+        host's for the shared bottleneck)."""
+        host = self._port_host[port.ifname]
+        if host is None:
+            assert self.router is not None
+            s = self.leases[self.router].session
+        else:
+            s = self.session(host)
+        dev = s.host.data_interface
+
+        async def read() -> str:
+            return (
+                await s.run(f"read {dev}'s counters", ["tc", "-s", "-j", "qdisc", "show", "dev", dev, "root"])
+            ).stdout
+
+        return _counters(self._loop.call(read()))
+
+    def switch_failure(self) -> str | None:
+        return None  # no userspace switch on real hosts
+
+    def selftest(self, spec: ExperimentSpec, run_dir: Path) -> list[dict[str, Any]]:
+        raise SpecError("telemetry.selftest: the link self-test runs in namespaces only (set it to 'off')")
+
+    def start_queue_sampler(self, spec: ExperimentSpec, out: Path, launch: ProcessLauncher) -> Process | None:
+        return None  # queue sampling on real hosts is not done yet (the before/after counters are kept)
+
+    def save_telemetry(self, run_dir: Path) -> None:
+        """Nothing: real hosts have no datapath of their own whose telemetry to keep."""
+
+
+async def data_address(session: Session) -> str:
+    """The IPv4 address of the host's data interface (what Spark binds to)."""
+    dev = session.host.data_interface
+    r = await session.run(f"read {dev}'s address", ["ip", "-j", "-4", "addr", "show", "dev", dev])
+    for link in json.loads(r.stdout or "[]"):
+        for a in link.get("addr_info", []):
+            if a.get("family") == "inet" and a.get("local"):
+                return str(a["local"])
+    raise HostError(session.name, session.host.address, f"read {dev}'s address", f"{dev} has no IPv4 address")

@@ -1,0 +1,201 @@
+"""``shufflelab run --hosts``: the quickstart experiment on the stand-in hosts through the SSH backend,
+its job times against the local backend's, and a runner interrupted or killed mid-job leaving nothing
+after ``clean --hosts``. The hosts are inspected directly (their namespaces), never through the backend."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from .conftest import Lab, sh
+
+pytestmark = [pytest.mark.root, pytest.mark.spark]
+
+REPO = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+TAG = "SHUFFLELAB_LEASE="
+
+
+def _toml_value(v: object) -> str:
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{k} = {_toml_value(x)}" for k, x in v.items()) + " }"
+    return json.dumps(v)
+
+
+def quickstart(path: Path, reps: int, kind: str = "star") -> Path:
+    """experiments/quickstart.toml on three hosts (the stand-ins): the master and two workers, each
+    with its own 40 Mbit/s link (``star``; ``shared`` needs a router host besides), without the
+    cross-traffic matrix and the self-test (both need namespaces), ``reps`` repetitions."""
+    data = tomllib.loads((REPO / "experiments" / "quickstart.toml").read_text())
+    data["experiment"]["repetitions"] = reps
+    data["experiment"]["name"] = "quickstart-hosts"
+    data["topology"]["kind"] = kind
+    data["hosts"] = {
+        "h1": {"roles": ["spark-master"]},
+        "h2": {"roles": ["spark-worker"]},
+        "h3": {"roles": ["spark-worker"]},
+    }
+    data["telemetry"] = {"selftest": "off"}
+    data.pop("matrix", None)
+    lines = []
+    for table, body in data.items():
+        plain = {k: v for k, v in body.items() if not isinstance(v, dict) or table == "topology"}
+        nested = {k: v for k, v in body.items() if isinstance(v, dict) and table != "topology"}
+        lines.append(f"[{table}]")
+        lines += [f"{k} = {_toml_value(v)}" for k, v in plain.items()]
+        for k, v in nested.items():
+            lines.append(f"[{table}.{k}]")
+            lines += [f"{kk} = {_toml_value(vv)}" for kk, vv in v.items()]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def cli(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "shufflelab.cli", *args], capture_output=True, text=True, env=ENV, timeout=timeout
+    )
+
+
+def host_state(lab: Lab) -> list[dict[str, object]]:
+    """Per stand-in host: the data interface's root qdisc, the TCP sysctls, processes tagged with a lease."""
+    out = []
+    for h in lab.hosts:
+        q = json.loads(sh("tc", "-j", "qdisc", "show", "dev", "data0", "root", ns=h.ns))[0]
+        tagged = []
+        for pid in sh("ip", "netns", "pids", h.ns).split():
+            try:
+                if TAG.encode() in Path(f"/proc/{pid}/environ").read_bytes():
+                    tagged.append(pid)
+            except OSError:
+                pass
+        out.append(
+            {
+                "data0": f"{q['kind']} {q['handle']}",
+                "cc": sh("sysctl", "-n", "net.ipv4.tcp_congestion_control", ns=h.ns).strip(),
+                "ecn": sh("sysctl", "-n", "net.ipv4.tcp_ecn", ns=h.ns).strip(),
+                "ssai": sh("sysctl", "-n", "net.ipv4.tcp_slow_start_after_idle", ns=h.ns).strip(),
+                "tagged": tagged,
+            }
+        )
+    return out
+
+
+def job_times(db: Path) -> list[float]:
+    with duckdb.connect(str(db), read_only=True) as con:
+        rows = con.execute(
+            "SELECT status, job_time_s, wall_s, setup_s, session_s, cause FROM runs ORDER BY rep"
+        ).fetchall()
+    assert all(r[0] == "ok" for r in rows), rows
+    for r in rows:  # shown with -s: the per-run overhead of each backend
+        print(f"{db.parent.name}: job {r[1]:.2f} s, wall {r[2]:.2f} s, setup {r[3]:.2f} s, session {r[4]} s")
+    return [float(r[1]) for r in rows]
+
+
+def test_quickstart_over_ssh_agrees_with_local(lab: Lab, tmp_path: Path) -> None:
+    inv = lab.inventory(tmp_path / "inv.toml")
+    spec = quickstart(tmp_path / "quickstart.toml", reps=2)
+    before = host_state(lab)
+
+    r = cli("run", str(spec), "--hosts", str(inv), "--results", str(tmp_path / "hosts"), "--no-report")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert host_state(lab) == before  # shaping, sysctls and processes: all given back
+    remote = job_times(tmp_path / "hosts" / "quickstart-hosts.duckdb")
+
+    # what the driver wrote on the master's host came back: event logs (the tasks table) and the
+    # listener's output, with the executors on the stand-ins' data addresses
+    with duckdb.connect(str(tmp_path / "hosts" / "quickstart-hosts.duckdb"), read_only=True) as con:
+        hosts = {row[0] for row in con.execute("SELECT DISTINCT host FROM tasks").fetchall()}
+    data_net = "10.214."
+    assert hosts and all(str(h).startswith(data_net) for h in hosts), hosts
+    runs = sorted((tmp_path / "hosts" / "quickstart-hosts" / "runs").iterdir())
+    assert all(any((d / "eventlog").iterdir()) for d in runs)
+    assert all(any(p.stat().st_size for p in (d / "listener").glob("*.jsonl")) for d in runs)
+
+    r = cli("run", str(spec), "--results", str(tmp_path / "local"), "--no-report")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    local = job_times(tmp_path / "local" / "quickstart-hosts.duckdb")
+
+    # the same job on the same links: a loose agreement (the link is shaped on the host's egress here,
+    # on the router's port towards the host locally; two reps each on a shared 2-core machine)
+    ratio = statistics.median(remote) / statistics.median(local)
+    print(f"job times over SSH {remote}, local {local}, ratio of medians {ratio:.2f}")
+    assert 0.5 < ratio < 2.0, (remote, local)
+
+    r = cli("clean", "--hosts", str(inv))
+    assert r.returncode == 0 and "restored 0 leases" in r.stdout, r.stdout + r.stderr
+
+
+def _driver_running(lab: Lab) -> bool:
+    for pid in sh("ip", "netns", "pids", lab.hosts[0].ns).split():
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+            env = Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            continue
+        if b"shufflelab.workloads.driver" in cmd and TAG.encode() in env:
+            return True
+    return False
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=["sigint", "sigterm", "sigkill"])
+def test_runner_stopped_mid_job_leaves_nothing_after_clean(lab: Lab, tmp_path: Path, sig: signal.Signals) -> None:
+    inv = lab.inventory(tmp_path / "inv.toml")
+    spec = quickstart(tmp_path / "quickstart.toml", reps=1)
+    before = host_state(lab)
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "shufflelab.cli", "run", str(spec), "--hosts", str(inv),
+         "--results", str(tmp_path / "res"), "--no-report"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=ENV, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 240
+        while not _driver_running(lab):
+            assert runner.poll() is None, f"the runner ended before its job started: {runner.stderr.read()}"  # type: ignore[union-attr]
+            assert time.monotonic() < deadline, "the job did not start within 240 s"
+            time.sleep(0.3)
+        during = host_state(lab)
+        assert any(s["tagged"] for s in during) and during[0]["data0"].startswith("htb")
+        runner.send_signal(sig)
+        rc = runner.wait(timeout=120)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait()
+    if sig != signal.SIGKILL:
+        assert rc == 130
+        assert host_state(lab) == before  # the runner restored every host itself
+    else:
+        assert rc == -signal.SIGKILL
+    r = cli("clean", "--hosts", str(inv), timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    if sig == signal.SIGKILL:
+        assert "restored 3 leases" in r.stdout, r.stdout
+    assert host_state(lab) == before
+    r = cli("clean", "--hosts", str(inv), timeout=120)
+    assert "restored 0 leases" in r.stdout, r.stdout  # nothing left over
+
+
+def test_run_refuses_to_shape_the_control_interface(lab: Lab, tmp_path: Path) -> None:
+    inv = lab.inventory(tmp_path / "inv.toml")
+    text = inv.read_text()
+    at = text.index("[hosts.host2]")
+    inv.write_text(text[:at] + text[at:].replace('data_interface = "data0"', 'data_interface = "ctl0"', 1))
+    spec = quickstart(tmp_path / "quickstart.toml", reps=1)
+    before = host_state(lab)
+    r = cli("run", str(spec), "--hosts", str(inv), "--results", str(tmp_path / "res"), "--no-report", timeout=300)
+    assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]
+    said = " ".join(r.stderr.split())
+    assert "host host2" in said and "ctl0 carries the SSH control connection" in said, said
+    assert host_state(lab) == before  # what the run changed on the other hosts is back
+    r = cli("clean", "--hosts", str(inv), timeout=120)
+    assert r.returncode == 0 and "restored 0 leases" in r.stdout, r.stdout + r.stderr

@@ -1,0 +1,149 @@
+"""The hosts backend's pure parts: what it refuses (naming the spec field), the counters it reads
+from ``tc -s -j``, the shaping commands without a namespace, the thread that runs its event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shufflelab import spec as specmod
+from shufflelab.emulate.drivers import cc_in_ss
+from shufflelab.emulate.fabric import shaping_commands
+from shufflelab.hosts import lease
+from shufflelab.hosts.commands import open_backend
+from shufflelab.hosts.fabric import _counters, refusals
+from shufflelab.hosts.remote import Loop
+
+BASE: dict[str, Any] = {
+    "experiment": {"name": "t"},
+    "topology": {"kind": "star", "bottleneck": {"rate_mbps": 40, "queue_bytes": 100_000}},
+    "telemetry": {"selftest": "off"},
+    "hosts": {"h1": {"roles": ["spark-master"]}, "h2": {"roles": ["spark-worker"]}},
+    "workload": {"name": "sort-aggregate", "params": {"rows": 1000, "partitions": 4}},
+}
+
+
+def _spec(**changes: Any) -> specmod.ExperimentSpec:
+    data = json.loads(json.dumps(BASE))
+    for dotted, value in changes.items():
+        *path, last = dotted.split("__")
+        node = data
+        for p in path:
+            node = node.setdefault(p, {})
+        node[last] = value
+    return specmod.parse(data)
+
+
+def test_a_star_spark_spec_runs() -> None:
+    assert refusals(_spec()) == []
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"topology__kind": "shared"}, "topology.kind = 'shared'"),
+        ({"topology__bottleneck__delay_ms": 5}, "topology.bottleneck.delay_ms"),
+        ({"telemetry__selftest": "warn"}, "telemetry.selftest = 'warn'"),
+        ({"tcp__initcwnd": 10}, "tcp.initcwnd"),
+        ({"cross_traffic__udp_percent": 50, "hosts__h1__roles": ["spark-master", "traffic-sink"],
+          "hosts__h2__roles": ["spark-worker", "traffic-source"]},
+         "cross_traffic"),
+    ],
+)  # fmt: skip
+def test_refusals_name_the_field(changes: dict[str, Any], field: str) -> None:
+    found = refusals(_spec(**changes))
+    assert any(p.startswith(field) for p in found), found
+
+
+def test_run_hosts_refuses_before_connecting(tmp_path: Path) -> None:
+    (tmp_path / "key").write_text("not read")
+    (tmp_path / "known_hosts").write_text("")
+    inv = tmp_path / "inv.toml"
+    inv.write_text(
+        '[ssh]\nknown_hosts = "known_hosts"\n'
+        '[hosts.a]\naddress = "192.0.2.1"\nkey_file = "key"\ndata_interface = "eth1"\n'
+        '[hosts.b]\naddress = "192.0.2.2"\nkey_file = "key"\ndata_interface = "eth1"\n'
+        '[map]\nh1 = "a"\nh2 = "b"\n'
+    )
+    with pytest.raises(specmod.SpecError, match=r"spec.toml: .*\n  - topology.kind = 'shared'"):
+        open_backend(inv, _spec(topology__kind="shared"), "spec.toml")
+    with pytest.raises(specmod.SpecError, match="map: spec hosts h3"):
+        open_backend(inv, _spec(hosts__h3={"roles": []}), "spec.toml")
+
+
+def test_counters_from_tc_json() -> None:
+    text = json.dumps(
+        [{"kind": "htb", "handle": "1:", "bytes": 1200, "packets": 3, "drops": 1, "backlog": 0, "qlen": 2}]
+    )
+    c = _counters(text)
+    assert (c.tx_bytes, c.tx_packets, c.drops, c.backlog_packets, c.marks) == (1200, 3, 1, 2, None)
+    assert _counters("[]").tx_bytes == 0
+
+
+def test_shaping_commands_without_a_namespace() -> None:
+    link = _spec().topology.bottleneck
+    with_ns = shaping_commands("ns1", "data0", link)
+    here = shaping_commands(None, "data0", link)
+    assert [c[3:] for c in with_ns] == [c[1:] for c in here]
+    assert all(c[0] == "tc" and "-n" not in c for c in here)
+
+
+def test_cc_in_ss_with_the_fabric_addresses() -> None:
+    text = (
+        "ESTAB 0 0 10.214.5.10:40000 10.214.5.11:38000\n\t cubic wscale:7,7\n"
+        "ESTAB 0 0 10.214.5.10:40001 10.214.5.110:38001\n\t reno wscale:7,7\n"
+    )
+    assert cc_in_ss(text) == []  # not the emulated fabric's addresses
+    assert cc_in_ss(text, addresses=("10.214.5.11:",)) == ["cubic"]
+
+
+def test_scratch_is_only_the_leases_own_folder() -> None:
+    assert lease.scratch_path("0123456789ab") == f"{lease.SCRATCH_ROOT}/0123456789ab"
+    with pytest.raises(ValueError):
+        lease.scratch_path("../etc")
+
+
+def test_loop_runs_coroutines_from_this_thread() -> None:
+    loop = Loop()
+    try:
+
+        async def twice(x: int) -> int:
+            await asyncio.sleep(0)
+            return 2 * x
+
+        assert loop.call(twice(21)) == 42
+    finally:
+        loop.close()
+
+
+def test_a_shared_bottleneck_needs_a_router_host() -> None:
+    assert any("router = 'NAME'" in p for p in refusals(_spec(topology__kind="shared")))
+    assert refusals(_spec(topology__kind="shared"), router=True) == []
+    dumbbell = _spec(topology__kind="dumbbell", hosts__h1__rack=1, hosts__h2__rack=2)
+    assert any(p.startswith("topology.kind = 'dumbbell'") for p in refusals(dumbbell, router=True))
+
+
+def _inventory(tmp_path: Path, router: str) -> dict[str, Any]:
+    (tmp_path / "key").write_text("not read")
+    return {
+        "router": router,
+        "hosts": {
+            n: {"address": f"192.0.2.{i}", "key_file": "key", "data_interface": "eth1"}
+            for i, n in enumerate(("a", "b", "r"), start=1)
+        },
+        "map": {"h1": "a", "h2": "b"},
+    }
+
+
+def test_the_router_is_an_inventory_host_of_its_own(tmp_path: Path) -> None:
+    from shufflelab.hosts import inventory
+
+    assert inventory.parse(_inventory(tmp_path, "r"), "inv.toml", tmp_path).router == "r"
+    with pytest.raises(inventory.InventoryError, match="router: no inventory host named 'x'"):
+        inventory.parse(_inventory(tmp_path, "x"), "inv.toml", tmp_path)
+    with pytest.raises(inventory.InventoryError, match="router: 'a' runs spec host 'h1'"):
+        inventory.parse(_inventory(tmp_path, "a"), "inv.toml", tmp_path)
