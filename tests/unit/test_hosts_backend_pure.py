@@ -98,7 +98,10 @@ def test_cc_in_ss_with_the_fabric_addresses() -> None:
         "ESTAB 0 0 10.214.5.10:40001 10.214.5.110:38001\n\t reno wscale:7,7\n"
     )
     assert cc_in_ss(text) == []  # not the emulated fabric's addresses
-    assert cc_in_ss(text, addresses=("10.214.5.11:",)) == ["cubic"]
+    assert cc_in_ss(text, addresses=("10.214.5.11",)) == ["cubic"]  # not 10.214.5.110
+    # the JVM's dual-stack sockets: ss shows the IPv4-mapped form
+    mapped = "ESTAB 0 0 [::ffff:10.214.5.10]:40002 [::ffff:10.214.5.11]:38002\n\t bbr wscale:7,7\n"
+    assert cc_in_ss(mapped, addresses=("10.214.5.11",)) == ["bbr"]
 
 
 def test_scratch_is_only_the_leases_own_folder() -> None:

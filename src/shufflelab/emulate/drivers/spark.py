@@ -31,18 +31,28 @@ def cc_in_ss(
 ) -> list[str]:
     """Congestion-control names of established inter-host connections in ``ss -tin`` output.
 
-    An inter-host connection is one whose line shows one of ``addresses`` (the fabric's host
-    addresses, or a prefix of them). Connections to or from the Spark daemons' ports are skipped:
-    they were opened (or accepted by a listener created) when the cluster started, possibly under
-    another scenario's setting, and carry only control traffic. Executors' connections are new in every run.
+    An inter-host connection is one with an endpoint on one of ``addresses``: a host address
+    (``10.214.5.11``) or a prefix ending in a dot (``10.77.``, the emulated fabric's), matched on the
+    endpoint's IPv4 address whether ``ss`` shows it plain (``10.77.3.1:41234``) or IPv4-mapped, as
+    for the JVM's dual-stack sockets (``[::ffff:10.77.3.1]:41234``). Connections to or from the
+    Spark daemons' ports are skipped: they were opened (or accepted by a listener created) when the
+    cluster started, possibly under another scenario's setting, and carry only control traffic.
+    Executors' connections are new in every run.
     """
+
+    def ours(host: str) -> bool:
+        return any(host == a or (a.endswith(".") and host.startswith(a)) for a in addresses)
+
     found = []
     lines = text.splitlines()
     for i, line in enumerate(lines):
-        if not any(a in line for a in addresses) or i + 1 >= len(lines):
+        if i + 1 >= len(lines):
             continue
-        ports = {p.rsplit(":", 1)[-1] for p in line.split() if ":" in p}
-        if any(str(port) in ports for port in skip_ports):
+        endpoints = [tok.rsplit(":", 1) for tok in line.split() if ":" in tok]
+        hosts = [h.strip("[]").removeprefix("::ffff:") for h, _ in endpoints]
+        if not any(ours(h) for h in hosts):
+            continue
+        if any(str(port) == p for _, p in endpoints for port in skip_ports):
             continue
         for tok in lines[i + 1].split():
             if tok in CC_NAMES:
@@ -117,7 +127,7 @@ class SparkDriver(Driver):
 
     def _sample_cc(self) -> None:
         """Which congestion control the job's connections use."""
-        addresses = tuple(f"{a}:" for a in self.group.fabric.network.host_addresses.values())
+        addresses = tuple(self.group.fabric.network.host_addresses.values())
         for w in ClusterSpec.of(self.ctx.spec).workers:
             out = self.backend.run(
                 ["ss", "-tin", "state", "established"], place=self.group.fabric.places[w], check=False
