@@ -72,15 +72,16 @@ def find_ns3() -> tuple[Path, Path, list[str]]:
     return include, libdir, names
 
 
-def compile_ns3() -> Path:
+def compile_ns3(source: Path = SOURCE, name: str = "bottleneck") -> Path:
+    """``source`` compiled against the wheel, cached under ``name``-<hash of source and libraries>."""
     include, libdir, names = find_ns3()
-    key = hashlib.sha256(SOURCE.read_bytes() + str(libdir).encode() + " ".join(names).encode()).hexdigest()[:16]
-    binary = CACHE / f"bottleneck-{key}"
+    key = hashlib.sha256(source.read_bytes() + str(libdir).encode() + " ".join(names).encode()).hexdigest()[:16]
+    binary = CACHE / f"{name}-{key}"
     if binary.exists():
         return binary
     CACHE.mkdir(parents=True, exist_ok=True)
     gxx = shutil.which("g++") or "g++"
-    cmd = [gxx, "-std=c++20", "-O2", str(SOURCE), "-I", str(include), "-L", str(libdir), f"-Wl,-rpath,{libdir}"]
+    cmd = [gxx, "-std=c++20", "-O2", str(source), "-I", str(include), "-L", str(libdir), f"-Wl,-rpath,{libdir}"]
     cmd += [f"-l{n}" for n in names] + ["-o", str(binary)]
     print("compiling:", " ".join(cmd[:8]), "...", flush=True)
     subprocess.run(cmd, check=True)

@@ -19,9 +19,7 @@ last incoming flow (the reducer's finish).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
-import shutil
 import statistics
 import subprocess
 import sys
@@ -30,28 +28,13 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sim_vs_ns3 import CACHE, MSS, WIRE_PER_SEGMENT, find_ns3  # noqa: E402
+from sim_vs_ns3 import MSS, WIRE_PER_SEGMENT, compile_ns3  # noqa: E402
 
 from shufflelab.sim.core import simulate_fabric  # noqa: E402
 
 SOURCE = Path(__file__).resolve().parent / "ns3" / "two_tier.cc"
 LEAVES, HOSTS_PER_LEAF, HOST_GBPS, DELAY_US, MEGABYTES, QUEUE = 2, 4, 1.0, 10.0, 10.0, 1000
 UPLINKS_GBPS = (4.0, 2.0, 1.0)
-
-
-def compile_two_tier() -> Path:
-    include, libdir, names = find_ns3()
-    key = hashlib.sha256(SOURCE.read_bytes() + str(libdir).encode() + " ".join(names).encode()).hexdigest()[:16]
-    binary = CACHE / f"two-tier-{key}"
-    if binary.exists():
-        return binary
-    CACHE.mkdir(parents=True, exist_ok=True)
-    gxx = shutil.which("g++") or "g++"
-    cmd = [gxx, "-std=c++20", "-O2", str(SOURCE), "-I", str(include), "-L", str(libdir), f"-Wl,-rpath,{libdir}"]
-    cmd += [f"-l{n}" for n in names] + ["-o", str(binary)]
-    print("compiling:", " ".join(cmd[:8]), "...", flush=True)
-    subprocess.run(cmd, check=True)
-    return binary
 
 
 def run_ns3(binary: Path, uplink_gbps: float) -> dict[str, Any]:
@@ -92,7 +75,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=Path("/tmp/sim-vs-ns3-fabric.md"))
     a = ap.parse_args()
-    binary = compile_two_tier()
+    binary = compile_ns3(SOURCE, "two-tier")
     hosts = LEAVES * HOSTS_PER_LEAF
     rows = []
     for up in UPLINKS_GBPS:
