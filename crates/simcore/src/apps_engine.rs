@@ -7,10 +7,9 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::{AppResult, AppsConfig, AppsResult, Arrival, Placement, StageResult};
-use crate::fabric::Hist;
 use crate::maxmin::MaxMin;
 use crate::network::Ord64;
-use crate::summary::{fct_buckets, heatmap, tier_results};
+use crate::summary::{fct_buckets, heatmap, tier_results, LinkMeter};
 use crate::topology::Topology;
 
 #[derive(Debug, Clone, Copy)]
@@ -88,12 +87,7 @@ struct Sim<'a> {
     free_cores: Vec<u32>,
     apps_on_host: Vec<Vec<u32>>,
     has_delay: bool,
-    acc_load: Vec<f64>,
-    acc_t: Vec<f64>,
-    carried: Vec<f64>,
-    tier_load: Vec<f64>,
-    tier_t: f64,
-    hist: Hist,
+    meter: LinkMeter,
     fct: Vec<Vec<(f64, f64)>>,
     tasks: u64,
     remote: u64,
@@ -363,9 +357,8 @@ impl<'a> Sim<'a> {
                     // its bytes count in the links' carried bytes, not in their rates
                     let ser = bytes / slowest;
                     for &l in &p {
-                        self.carried[l as usize] += bytes;
                         let tier = self.topo.links[l as usize].tier as usize;
-                        self.hist.add(tier, self.now, self.now + ser, bytes / ser);
+                        self.meter.burst(l as usize, tier, self.now, bytes, ser);
                     }
                     let ideal = bytes / slowest + 2.0 * d;
                     let ev = Ev::Delivered {
@@ -439,17 +432,11 @@ impl<'a> Sim<'a> {
             return;
         }
         let now = self.now;
-        for (t, load) in self.tier_load.iter().enumerate() {
-            self.hist.add(t, self.tier_t, now, *load);
-        }
-        self.tier_t = now;
+        self.meter.close_tiers(now);
         for &l in touched.iter() {
-            let li = l as usize;
-            self.carried[li] += self.acc_load[li] * (now - self.acc_t[li]);
-            self.acc_t[li] = now;
-            let new = self.mm.link_load(l);
-            self.tier_load[self.topo.links[li].tier as usize] += new - self.acc_load[li];
-            self.acc_load[li] = new;
+            let tier = self.topo.links[l as usize].tier as usize;
+            self.meter
+                .set_load(l as usize, tier, now, self.mm.link_load(l));
         }
         for &id in solved.iter() {
             let rate = self.mm.rate(id);
@@ -502,13 +489,7 @@ impl<'a> Sim<'a> {
             }
             self.settle(&mut solved, &mut touched);
         }
-        let now = self.now;
-        for (t, load) in self.tier_load.iter().enumerate() {
-            self.hist.add(t, self.tier_t, now, *load);
-        }
-        for l in 0..self.carried.len() {
-            self.carried[l] += self.acc_load[l] * (now - self.acc_t[l]);
-        }
+        self.meter.finish(self.now);
     }
 }
 
@@ -626,12 +607,7 @@ pub fn run_apps(cfg: &AppsConfig) -> Result<AppsResult, String> {
         free_cores: vec![cfg.cores_per_host; h as usize],
         apps_on_host,
         has_delay: topo.links.iter().any(|l| l.delay_s > 0.0),
-        acc_load: vec![0.0; n_links],
-        acc_t: vec![0.0; n_links],
-        carried: vec![0.0; n_links],
-        tier_load: vec![0.0; n_tiers],
-        tier_t: 0.0,
-        hist: Hist::new(n_tiers, cfg.heatmap_bins),
+        meter: LinkMeter::new(n_links, n_tiers, cfg.heatmap_bins),
         fct: vec![Vec::new(); cfg.fct_bucket_edges_bytes.len() + 1],
         tasks: 0,
         remote: 0,
@@ -655,8 +631,8 @@ impl Sim<'_> {
     fn result(mut self) -> AppsResult {
         let span = self.now.max(1e-300);
         let fct = fct_buckets(&mut self.fct, &self.cfg.fct_bucket_edges_bytes);
-        let tiers = tier_results(&self.topo, &self.carried, span);
-        let heat = heatmap(&self.hist, &tiers, self.now);
+        let tiers = tier_results(&self.topo, &self.meter.carried, span);
+        let heat = heatmap(&self.meter.hist, &tiers, self.now);
         let apps: Vec<AppResult> = self.apps.into_iter().map(|a| a.out).collect();
         let makespan = apps
             .iter()

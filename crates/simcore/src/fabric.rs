@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::maxmin::{MaxMin, Recompute};
 use crate::network::Ord64;
-use crate::summary::{fct_buckets, heatmap, tier_results};
+use crate::summary::{fct_buckets, heatmap, tier_results, LinkMeter};
 use crate::topology::{Topology, TopologySpec};
 
 /// The most remote + local fetches of one run (maps × reducers).
@@ -365,12 +365,7 @@ struct Sim<'a> {
     cross_since: Vec<f64>,
     failure_links: Vec<Vec<u32>>,
     // accounting
-    acc_load: Vec<f64>,
-    acc_t: Vec<f64>,
-    carried: Vec<f64>,
-    tier_load: Vec<f64>,
-    tier_t: f64,
-    hist: Hist,
+    meter: LinkMeter,
     fct: Vec<Vec<(f64, f64)>>,
     remote: u64,
     local: u64,
@@ -794,18 +789,12 @@ impl<'a> Sim<'a> {
             return;
         }
         let now = self.now;
-        for (t, load) in self.tier_load.iter().enumerate() {
-            self.hist.add(t, self.tier_t, now, *load);
-        }
-        self.tier_t = now;
+        self.meter.close_tiers(now);
         for &l in touched.iter() {
             let li = l as usize;
-            self.carried[li] += self.acc_load[li] * (now - self.acc_t[li]);
-            self.acc_t[li] = now;
-            let new = self.mm.link_load(l) + self.prio[li].min(self.nominal[li]);
-            let tier = self.topo.links[li].tier as usize;
-            self.tier_load[tier] += new - self.acc_load[li];
-            self.acc_load[li] = new;
+            let load = self.mm.link_load(l) + self.prio[li].min(self.nominal[li]);
+            self.meter
+                .set_load(li, self.topo.links[li].tier as usize, now, load);
         }
         for &id in solved.iter() {
             let rate = self.mm.rate(id);
@@ -881,14 +870,7 @@ impl<'a> Sim<'a> {
             }
         }
         self.settle(&mut solved, &mut touched);
-        let now = self.now;
-        for (t, load) in self.tier_load.iter().enumerate() {
-            self.hist.add(t, self.tier_t, now, *load);
-        }
-        for l in 0..self.carried.len() {
-            self.carried[l] += self.acc_load[l] * (now - self.acc_t[l]);
-            self.acc_t[l] = now;
-        }
+        self.meter.finish(self.now);
     }
 }
 
@@ -953,12 +935,7 @@ pub fn run_fabric(cfg: &FabricConfig) -> Result<FabricResult, String> {
         ],
         cross_since: vec![0.0; nc],
         failure_links,
-        acc_load: vec![0.0; n_links],
-        acc_t: vec![0.0; n_links],
-        carried: vec![0.0; n_links],
-        tier_load: vec![0.0; n_tiers],
-        tier_t: 0.0,
-        hist: Hist::new(n_tiers, cfg.heatmap_bins),
+        meter: LinkMeter::new(n_links, n_tiers, cfg.heatmap_bins),
         fct: vec![Vec::new(); cfg.fct_bucket_edges_bytes.len() + 1],
         remote: 0,
         local: 0,
@@ -997,8 +974,8 @@ impl Sim<'_> {
         let end = done.iter().copied().fold(start, f64::max);
         let span = (end - start).max(1e-300);
         let fct = fct_buckets(&mut self.fct, &self.cfg.fct_bucket_edges_bytes);
-        let tiers = tier_results(&self.topo, &self.carried, span);
-        let heat = heatmap(&self.hist, &tiers, self.now);
+        let tiers = tier_results(&self.topo, &self.meter.carried, span);
+        let heat = heatmap(&self.meter.hist, &tiers, self.now);
         FabricResult {
             hosts: self.topo.hosts.len() as u32,
             links: self.topo.links.len() as u32,

@@ -88,3 +88,60 @@ pub(crate) fn heatmap(hist: &Hist, tiers: &[TierResult], now: f64) -> Heatmap {
         utilisation,
     }
 }
+
+/// What the links and tiers carry over time: every link's load integrated between its changes
+/// (its carried bytes) and each tier's total load binned for the heat map. Both engines (the
+/// all-to-all fabric and the applications) keep one and tell it every change of a link's load.
+pub(crate) struct LinkMeter {
+    acc_load: Vec<f64>,
+    acc_t: Vec<f64>,
+    pub(crate) carried: Vec<f64>,
+    tier_load: Vec<f64>,
+    tier_t: f64,
+    pub(crate) hist: Hist,
+}
+
+impl LinkMeter {
+    pub(crate) fn new(links: usize, tiers: usize, bins: u32) -> Self {
+        LinkMeter {
+            acc_load: vec![0.0; links],
+            acc_t: vec![0.0; links],
+            carried: vec![0.0; links],
+            tier_load: vec![0.0; tiers],
+            tier_t: 0.0,
+            hist: Hist::new(tiers, bins),
+        }
+    }
+
+    /// Close the tiers' load interval at `now`; call before changing any link's load at `now`.
+    pub(crate) fn close_tiers(&mut self, now: f64) {
+        for (t, load) in self.tier_load.iter().enumerate() {
+            self.hist.add(t, self.tier_t, now, *load);
+        }
+        self.tier_t = now;
+    }
+
+    /// Link `link` of tier `tier` carries `load` bytes/s from `now` on.
+    pub(crate) fn set_load(&mut self, link: usize, tier: usize, now: f64, load: f64) {
+        self.carried[link] += self.acc_load[link] * (now - self.acc_t[link]);
+        self.acc_t[link] = now;
+        self.tier_load[tier] += load - self.acc_load[link];
+        self.acc_load[link] = load;
+    }
+
+    /// `bytes` crossing link `link` of tier `tier` in `seconds` from `now`, outside the rates
+    /// (a block within TCP's initial window).
+    pub(crate) fn burst(&mut self, link: usize, tier: usize, now: f64, bytes: f64, seconds: f64) {
+        self.carried[link] += bytes;
+        self.hist.add(tier, now, now + seconds, bytes / seconds);
+    }
+
+    /// Account everything up to `now`, the end of the run.
+    pub(crate) fn finish(&mut self, now: f64) {
+        self.close_tiers(now);
+        for l in 0..self.carried.len() {
+            self.carried[l] += self.acc_load[l] * (now - self.acc_t[l]);
+            self.acc_t[l] = now;
+        }
+    }
+}
