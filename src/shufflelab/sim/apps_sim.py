@@ -16,7 +16,7 @@ from typing import Any
 
 from shufflelab.sim import app_dag, app_spec
 from shufflelab.sim.core import simulate_apps
-from shufflelab.sim.fabric import _write_atomic
+from shufflelab.sim.fabric import _write_atomic, load_results
 from shufflelab.sim.fabric_spec import GraphFile
 from shufflelab.sim.spec import SimSpecError
 
@@ -108,13 +108,7 @@ def run_experiment(spec_path: Path, results: Path, data: dict[str, Any] | None =
 
 
 def load(path: Path) -> dict[str, Any]:
-    try:
-        doc: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise FileNotFoundError(f"{path}: not a readable applications results file ({exc})") from None
-    if not isinstance(doc, dict) or doc.get("kind") != "apps":
-        raise FileNotFoundError(f"{path}: not an applications results file (written by `shufflelab sim run`)")
-    return doc
+    return load_results(path, "apps", "applications")
 
 
 def summary_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:

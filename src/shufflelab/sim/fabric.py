@@ -87,12 +87,19 @@ def run_experiment(spec_path: Path, results: Path, data: dict[str, Any] | None =
 
 def load(path: Path) -> dict[str, Any]:
     """A results file written by :func:`run_experiment`."""
+    return load_results(path, "fabric", "fabric")
+
+
+def load_results(path: Path, kind: str, what: str) -> dict[str, Any]:
+    """A ``sim run`` results document of ``kind`` (``what`` names it in errors)."""
     try:
         doc: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise FileNotFoundError(f"{path}: not a readable fabric results file ({exc})") from None
-    if not isinstance(doc, dict) or doc.get("kind") != "fabric":
-        raise FileNotFoundError(f"{path}: not a fabric results file (written by `shufflelab sim run`)")
+        raise FileNotFoundError(f"{path}: not a readable {what} results file ({exc})") from None
+    if not isinstance(doc, dict) or doc.get("kind") != kind:
+        raise FileNotFoundError(
+            f"{path}: not a{'n' if what[0] in 'aeiou' else ''} {what} results file (written by `shufflelab sim run`)"
+        )
     return doc
 
 
