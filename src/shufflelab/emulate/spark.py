@@ -133,9 +133,13 @@ class SparkCluster:
         }
         if self.spec.fast_jvm:
             env["SPARK_DAEMON_JAVA_OPTS"] = FAST_JVM_OPTS
-        for d in ("local", "work"):
-            (self.scratch / host / d).mkdir(parents=True, exist_ok=True)
+        self._make_dirs(host, [self.scratch / host / d for d in ("local", "work")])
         return env
+
+    def _make_dirs(self, host: str, dirs: list[Path]) -> None:
+        """Create the Spark folders of ``host`` (here: on this machine's file system)."""
+        for d in dirs:
+            d.mkdir(parents=True, exist_ok=True)
 
     def _spawn(self, host: str, argv: list[str], log: Path, env: dict[str, str]) -> Daemon:
         """Start one of the cluster's processes on ``host`` (a daemon or a driver)."""

@@ -19,8 +19,7 @@ import time
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from shufflelab import jvm
-from shufflelab.emulate.spark import FAST_JVM_OPTS, ClusterSpec, Daemon, SparkCluster
+from shufflelab.emulate.spark import ClusterSpec, Daemon, SparkCluster
 from shufflelab.hosts.remote import SshProcess, pull_tree
 
 if TYPE_CHECKING:
@@ -61,21 +60,9 @@ class HostsCluster(SparkCluster):
         )
         self.fabric, self.backend = fabric, backend
 
-    def _env(self, host: str) -> dict[str, str]:
-        env = {
-            "SPARK_HOME": str(jvm.spark_home()),
-            "SPARK_LOCAL_IP": self.addresses[host],
-            "SPARK_LOCAL_DIRS": str(self.scratch / host / "local"),
-            "SPARK_WORKER_DIR": str(self.scratch / host / "work"),
-            "SPARK_DAEMON_MEMORY": "256m",
-            "SPARK_NO_DAEMONIZE": "1",
-            "PYSPARK_PYTHON": sys.executable,
-        }
-        if self.spec.fast_jvm:
-            env["SPARK_DAEMON_JAVA_OPTS"] = FAST_JVM_OPTS
-        dirs = [str(self.scratch / host / d) for d in ("local", "work")]
-        self.backend.run(["mkdir", "-p", *dirs], place=self.ns[host])
-        return env
+    def _make_dirs(self, host: str, dirs: list[Path]) -> None:
+        """The Spark folders are created on the host, over SSH."""
+        self.backend.run(["mkdir", "-p", *map(str, dirs)], place=self.ns[host])
 
     def _spawn(self, host: str, argv: list[str], log: Path, env: dict[str, str]) -> Daemon:
         return self.backend.launch(self.ns[host], argv, log, env=env)
