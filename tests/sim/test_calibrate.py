@@ -418,6 +418,31 @@ def test_calibrate_as_an_ensemble_fits_every_run_without_cross_traffic(tmp_path:
         cal.calibrate(path, fit_run="udp=0-r1", ensemble=True)
 
 
+def test_the_ensemble_takes_the_median_fit_per_scenario(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _store(tmp_path, {"udp=0": [1.8, 1.9, 2.5], "udp=100": [3.0, 4.0]})
+    fit = cal.fit_workload
+    slower = {"udp=0-r1": 3.0, "udp=0-r2": 1.0, "udp=0-r3": 2.0}  # the runs' fits made to differ
+
+    def fit_scaled(tasks: pd.DataFrame, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        w = fit(tasks, *args, **kwargs)
+        k = slower[str(tasks["run_id"].iloc[0])]
+        for st in w["stages"]:
+            st["tasks"] = [{**t, "cpu_s": t["cpu_s"] * k} for t in st["tasks"]]
+        return w
+
+    monkeypatch.setattr(cal, "fit_workload", fit_scaled)
+    singles = {
+        rid: cal.calibrate(path, cross_cpu_cores_per_gbps=0.0, fit_run=rid).table.set_index("scenario")["sim_s"]
+        for rid in slower
+    }
+    t = cal.calibrate(path, cross_cpu_cores_per_gbps=0.0, ensemble=True).table.set_index("scenario")
+    for label in ("udp=0", "udp=100"):
+        fits = sorted(float(s[label]) for s in singles.values())
+        assert fits[0] < fits[1] < fits[2]
+        assert t.loc[label, "sim_s"] == pytest.approx(fits[1])  # r3's fit (×2), the middle one
+        assert (t.loc[label, "sim_min_s"], t.loc[label, "sim_max_s"]) == pytest.approx((fits[0], fits[2]))
+
+
 def test_calibrate_refuses_a_missing_file_or_no_baseline(tmp_path: Path) -> None:
     with pytest.raises(cal.CalibrationError, match="no such results file"):
         cal.calibrate(tmp_path / "none.duckdb")
