@@ -14,7 +14,8 @@ from shufflelab import spec as specmod
 from shufflelab.emulate.drivers import cc_in_ss
 from shufflelab.emulate.fabric import shaping_commands
 from shufflelab.hosts import lease
-from shufflelab.hosts.commands import open_backend
+from shufflelab.hosts import inventory
+from shufflelab.hosts.commands import backend_refusals, open_backend
 from shufflelab.hosts.fabric import _counters, refusals
 from shufflelab.hosts.remote import Loop
 
@@ -73,6 +74,24 @@ def test_run_hosts_refuses_before_connecting(tmp_path: Path) -> None:
         open_backend(inv, _spec(topology__kind="shared"), "spec.toml")
     with pytest.raises(specmod.SpecError, match="map: spec hosts h3"):
         open_backend(inv, _spec(hosts__h3={"roles": []}), "spec.toml")
+
+
+def test_backend_refusals_name_the_scenarios_that_have_each_problem(tmp_path: Path) -> None:
+    (tmp_path / "key").write_text("not read")
+    (tmp_path / "known_hosts").write_text("")
+    inv_path = tmp_path / "inv.toml"
+    inv_path.write_text(
+        '[ssh]\nknown_hosts = "known_hosts"\n'
+        '[hosts.a]\naddress = "192.0.2.1"\nkey_file = "key"\ndata_interface = "eth1"\n'
+        '[hosts.b]\naddress = "192.0.2.2"\nkey_file = "key"\ndata_interface = "eth1"\n'
+        '[map]\nh1 = "a"\nh2 = "b"\n'
+    )
+    inv = inventory.load(inv_path)
+    spec = _spec(matrix={"topology.bottleneck.delay_ms": [0, 5]})
+    found = backend_refusals(inv, spec, "spec.toml")
+    assert list(found) == [p for p in found if p.startswith("topology.bottleneck.delay_ms")] and len(found) == 1
+    assert list(found.values()) == [["delay_ms=5"]]
+    assert backend_refusals(inv, _spec(), "spec.toml") == {}
 
 
 def test_counters_from_tc_json() -> None:

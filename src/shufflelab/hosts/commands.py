@@ -55,6 +55,8 @@ def doctor(inv_path: Path, spec_path: Path | None, as_json: bool, console: Conso
     found = findings.general(facts)
     if spec is not None:
         found += findings.for_spec(spec, inventory.check_mapping(inv, spec), facts)
+        for problem, labels in backend_refusals(inv, spec, str(spec_path)).items():
+            found.append(findings.Finding("*", "backend", "refuse", f"{problem} (scenarios: {', '.join(labels)})"))
     refused = any(f.level == "refuse" for f in found)
     if as_json:
         doc = {
@@ -129,20 +131,28 @@ def clean(inv_path: Path, force: bool, console: Console, err: Console) -> int:
     return 1 if problems else 0
 
 
+def backend_refusals(inv: inventory.Inventory, spec: ExperimentSpec, spec_path: str) -> dict[str, list[str]]:
+    """What in ``spec`` the hosts backend cannot run: each problem (naming the spec field) with the
+    labels of the scenarios that have it; empty when every scenario can run."""
+    from shufflelab.hosts.fabric import refusals
+    from shufflelab.spec import expand
+
+    scenarios: dict[str, list[str]] = {}
+    for sc in expand(spec, spec_path):
+        for p in refusals(sc.spec, router=inv.router is not None):
+            scenarios.setdefault(p, []).append(sc.label)
+    return scenarios
+
+
 def open_backend(inv_path: Path, spec: ExperimentSpec, spec_path: str) -> HostsBackend:
     """The backend for ``shufflelab run --hosts``: the inventory read, the spec's hosts mapped,
     every scenario checked against what the hosts backend can do (a :class:`SpecError` naming the
     scenario and the field otherwise). Use it as a context manager (it connects on entry)."""
     from shufflelab.hosts.backend import HostsBackend
-    from shufflelab.hosts.fabric import refusals
-    from shufflelab.spec import expand
 
     inv = inventory.load(inv_path)
     inventory.check_mapping(inv, spec, str(inv_path))
-    scenarios: dict[str, list[str]] = {}  # problem -> the scenarios that have it
-    for sc in expand(spec, spec_path):
-        for p in refusals(sc.spec, router=inv.router is not None):
-            scenarios.setdefault(p, []).append(sc.label)
+    scenarios = backend_refusals(inv, spec, spec_path)
     if scenarios:
         lines = [f"{p} (scenarios: {', '.join(labels)})" for p, labels in scenarios.items()]
         raise SpecError(f"{spec_path}: the hosts backend cannot run this experiment:\n  - " + "\n  - ".join(lines))

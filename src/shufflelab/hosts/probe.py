@@ -1,12 +1,14 @@
 """What each inventory host has, found over SSH: the kernel's qdiscs (tried for real in a
 throw-away namespace when root), congestion controls (available and loadable), Java, Python and
-pyspark versions, root or sudo, listening ports, the data and control interfaces, and the clock
+pyspark versions (of the interpreter at the controller's ``sys.executable`` path, the one runs
+start on every host), root or sudo, listening ports, the data and control interfaces, and the clock
 offset to the controller (several ``date +%s.%N`` round trips; offset = remote - midpoint of the
 tightest one, uncertainty = half its round trip)."""
 
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -29,8 +31,8 @@ echo ==cc_loadable
 ls /lib/modules/"$(uname -r)"/kernel/net/ipv4/ 2>/dev/null \
   | sed -n 's/^tcp_\([a-z0-9_]*\)\.ko.*/\1/p' | tr '\n' ' '; echo
 echo ==java; java -version 2>&1 | head -1
-echo ==python; python3 -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])' 2>&1
-echo ==pyspark; python3 -c 'import pyspark; print(pyspark.__version__)' 2>/dev/null || echo missing
+echo ==python; "$2" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])' 2>&1
+echo ==pyspark; "$2" -c 'import pyspark; print(pyspark.__version__)' 2>/dev/null || echo missing
 echo ==iperf3; iperf3 --version 2>/dev/null | head -1
 echo ==tc; command -v tc || echo missing
 echo ==listening; ss -Htln 2>/dev/null | awk '{print $4}' | sed 's/.*://' | sort -un | tr '\n' ' '; echo
@@ -159,7 +161,8 @@ async def clock_offset(session: Session, rounds: int = CLOCK_ROUNDS) -> tuple[fl
 
 
 async def probe_host(session: Session) -> HostFacts:
-    r = await session.run("probe", ["sh", "-c", _SCRIPT, "sh", session.host.data_interface])
+    # the interpreter the run starts on every host: the controller's, at the same path
+    r = await session.run("probe", ["sh", "-c", _SCRIPT, "sh", session.host.data_interface, sys.executable])
     facts = parse_facts(session.name, session.host.address, session.host.data_interface, r.stdout)
     facts.control_interface = await control_interface(session)
     facts.clock_offset_s, facts.clock_uncertainty_s = await clock_offset(session)
