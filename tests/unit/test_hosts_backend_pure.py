@@ -13,8 +13,7 @@ import pytest
 from shufflelab import spec as specmod
 from shufflelab.emulate.drivers import cc_in_ss
 from shufflelab.emulate.fabric import shaping_commands
-from shufflelab.hosts import lease
-from shufflelab.hosts import inventory
+from shufflelab.hosts import inventory, lease
 from shufflelab.hosts.commands import backend_refusals, open_backend
 from shufflelab.hosts.fabric import _counters, refusals
 from shufflelab.hosts.remote import Loop
