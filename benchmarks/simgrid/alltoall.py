@@ -7,10 +7,11 @@ task ``r`` on host ``floor(r * H / reducers)``; each reducer fetches one block f
 in a seeded random order, lognormal sizes (mean and sigma as given), blocks on its own host read
 off the network, at most ``max_reqs`` fetches and ``max_bytes`` bytes in flight (one fetch always
 may go). Every reducer starts at time 0 (one core per host, at most one reducer per host here).
-The platform: a SimGrid cluster (inside a zone: a bare one crashes SimGrid 4.1) with the FAT_TREE topology ``2;HOSTS_PER_LEAF,LEAVES;1,SPINES;1,1``
-(every host one link to its leaf, every leaf one link to each spine), every link at the same rate
-and latency. The random draws differ from shufflelab's (Python's generator, not ChaCha8): the two
-simulate the same distribution, not the same blocks.
+The platform: a SimGrid cluster (inside a zone: a bare one crashes SimGrid 4.1) with the
+FAT_TREE topology ``2;HOSTS_PER_LEAF,LEAVES;1,SPINES;1,1`` (every host one link to its leaf,
+every leaf one link to each spine), every link at the same rate and latency. The random draws
+differ from shufflelab's (Python's generator, not ChaCha8): the two simulate the same
+distribution, not the same blocks.
 
     python alltoall.py PARAMS.json   -> one JSON line on stdout
 """
