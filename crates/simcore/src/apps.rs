@@ -30,6 +30,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::fabric::{FctBucket, Heatmap, TierResult};
 use crate::maxmin::Recompute;
+use crate::tcpmodel::{LinkCorrection, TcpModel};
 use crate::topology::TopologySpec;
 
 /// The most fetches (reducers × source map tasks, summed over stages and applications).
@@ -111,6 +112,10 @@ pub struct AppsConfig {
     pub fct_bucket_edges_bytes: Vec<f64>,
     #[serde(default = "default_bins")]
     pub heatmap_bins: u32,
+    /// Congestion control and queue discipline of the fabric's TCP flows: a per-link-class
+    /// correction from the packet-level probe ([`crate::tcpmodel`]). Absent: pure max-min.
+    #[serde(default)]
+    pub tcp: Option<TcpModel>,
 }
 fn one() -> u32 {
     1
@@ -172,6 +177,9 @@ pub struct AppsResult {
     pub events: u64,
     pub solves: u64,
     pub flows_solved: u64,
+    /// The probe's correction per link class (with a `tcp` model only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp_links: Option<Vec<LinkCorrection>>,
 }
 
 impl AppsConfig {
@@ -179,6 +187,9 @@ impl AppsConfig {
         let ok = |x: f64| x.is_finite() && x >= 0.0;
         if self.apps.is_empty() {
             return Err("apps: at least one application".into());
+        }
+        if let Some(t) = &self.tcp {
+            t.validate()?;
         }
         if self.cores_per_host == 0 || self.max_reqs_in_flight == 0 {
             return Err("cores_per_host and max_reqs_in_flight must be > 0".into());

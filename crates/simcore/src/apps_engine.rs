@@ -10,6 +10,7 @@ use super::{AppResult, AppsConfig, AppsResult, Arrival, Placement, StageResult};
 use crate::maxmin::MaxMin;
 use crate::network::Ord64;
 use crate::summary::{fct_buckets, heatmap, tier_results, LinkMeter};
+use crate::tcpmodel::{self, LinkCorrection};
 use crate::topology::Topology;
 
 #[derive(Debug, Clone, Copy)]
@@ -87,6 +88,11 @@ struct Sim<'a> {
     free_cores: Vec<u32>,
     apps_on_host: Vec<Vec<u32>>,
     has_delay: bool,
+    /// Each link's capacity as the solver shares it (× the TCP model's efficiency).
+    usable: Vec<f64>,
+    /// Each link's standing-queue delay while saturated (all 0 without a TCP model).
+    queue_delay: Vec<f64>,
+    tcp_links: Option<Vec<LinkCorrection>>,
     meter: LinkMeter,
     fct: Vec<Vec<(f64, f64)>>,
     tasks: u64,
@@ -272,6 +278,17 @@ impl<'a> Sim<'a> {
             .sum()
     }
 
+    /// The standing queues a packet meets on `path` now: those of its saturated links.
+    fn queue_delay(&self, path: &[u32]) -> f64 {
+        if self.tcp_links.is_none() {
+            return 0.0;
+        }
+        path.iter()
+            .filter(|&&l| self.mm.link_load(l) >= self.usable[l as usize] * (1.0 - 1e-9))
+            .map(|&l| self.queue_delay[l as usize])
+            .sum()
+    }
+
     /// Every block arrived: the task computes.
     fn check_fetched(&mut self, rt: u32) {
         let r = self.runs[rt as usize].as_mut().expect("run");
@@ -351,7 +368,8 @@ impl<'a> Sim<'a> {
                     .iter()
                     .map(|&l| self.topo.links[l as usize].capacity)
                     .fold(f64::INFINITY, f64::min);
-                let d = self.path_delay(&p);
+                let prop = self.path_delay(&p);
+                let d = prop + self.queue_delay(&p);
                 if bytes <= self.cfg.initial_window_bytes {
                     self.small += 1;
                     // its bytes count in the links' carried bytes, not in their rates
@@ -360,7 +378,7 @@ impl<'a> Sim<'a> {
                         let tier = self.topo.links[l as usize].tier as usize;
                         self.meter.burst(l as usize, tier, self.now, bytes, ser);
                     }
-                    let ideal = bytes / slowest + 2.0 * d;
+                    let ideal = bytes / slowest + 2.0 * prop;
                     let ev = Ev::Delivered {
                         rt,
                         bytes,
@@ -379,7 +397,7 @@ impl<'a> Sim<'a> {
                 self.flows[id] = Some(Flow {
                     rt,
                     issued_s,
-                    ideal_s: bytes / slowest + 2.0 * d,
+                    ideal_s: bytes / slowest + 2.0 * prop,
                     delay_s: d,
                     bytes,
                     sent: 0.0,
@@ -512,9 +530,19 @@ fn arrivals(cfg: &AppsConfig) -> Vec<f64> {
     }
 }
 
+/// The fabric's base round trip for the TCP probe: twice the propagation delay from the first host
+/// to the last (the longest path of a leaf-spine or fat tree), at least 1 µs.
+fn base_rtt(topo: &mut Topology) -> f64 {
+    let last = topo.hosts.len().saturating_sub(1) as u32;
+    let one_way: f64 = topo.route(0, last, 0).map_or(0.0, |p| {
+        p.iter().map(|&l| topo.links[l as usize].delay_s).sum()
+    });
+    (2.0 * one_way).max(1e-6)
+}
+
 pub fn run_apps(cfg: &AppsConfig) -> Result<AppsResult, String> {
     cfg.validate()?;
-    let topo = Topology::build(&cfg.topology, cfg.seed)?;
+    let mut topo = Topology::build(&cfg.topology, cfg.seed)?;
     let h = topo.hosts.len() as u32;
     let times = arrivals(cfg);
     let mut apps = Vec::new();
@@ -593,9 +621,19 @@ pub fn run_apps(cfg: &AppsConfig) -> Result<AppsResult, String> {
     }
     let nominal: Vec<f64> = topo.links.iter().map(|l| l.capacity).collect();
     let (n_links, n_tiers) = (nominal.len(), topo.tiers.len());
+    let (mut usable, mut queue_delay, mut tcp_links) = (nominal.clone(), vec![0.0; n_links], None);
+    if let Some(model) = &cfg.tcp {
+        let rtt = base_rtt(&mut topo);
+        let (per, classes) = tcpmodel::per_link(model, &nominal, rtt)?;
+        for (l, (eff, q)) in per.into_iter().enumerate() {
+            usable[l] = nominal[l] * eff;
+            queue_delay[l] = q;
+        }
+        tcp_links = Some(classes);
+    }
     let mut sim = Sim {
         cfg,
-        mm: MaxMin::new(&nominal, cfg.recompute),
+        mm: MaxMin::new(&usable, cfg.recompute),
         now: 0.0,
         events: BinaryHeap::new(),
         ev_data: Vec::new(),
@@ -607,6 +645,9 @@ pub fn run_apps(cfg: &AppsConfig) -> Result<AppsResult, String> {
         free_cores: vec![cfg.cores_per_host; h as usize],
         apps_on_host,
         has_delay: topo.links.iter().any(|l| l.delay_s > 0.0),
+        usable,
+        queue_delay,
+        tcp_links,
         meter: LinkMeter::new(n_links, n_tiers, cfg.heatmap_bins),
         fct: vec![Vec::new(); cfg.fct_bucket_edges_bytes.len() + 1],
         tasks: 0,
@@ -655,6 +696,7 @@ impl Sim<'_> {
             events: self.n_events,
             solves: self.mm.solves,
             flows_solved: self.mm.flows_solved,
+            tcp_links: self.tcp_links.take(),
         }
     }
 }

@@ -1,4 +1,5 @@
 use super::*;
+use crate::tcpmodel::{Cc, Discipline, TcpModel};
 
 fn leaf_spine(leaves: u32, hosts: u32, host: f64, up: f64) -> TopologySpec {
     TopologySpec::LeafSpine {
@@ -48,6 +49,7 @@ fn config(topology: TopologySpec, apps: Vec<AppSpec>) -> AppsConfig {
         apps,
         fct_bucket_edges_bytes: default_edges(),
         heatmap_bins: 10,
+        tcp: None,
     }
 }
 
@@ -238,4 +240,129 @@ fn blocks_in_the_initial_window_take_one_round_trip() {
     let flows = run_apps(&c).unwrap();
     assert_eq!(flows.initial_window_fetches, 0);
     assert!((flows.makespan_s.unwrap() - 0.014).abs() < 1e-12);
+}
+
+fn tcp(cc: Cc, discipline: Discipline) -> TcpModel {
+    serde_json::from_value(serde_json::json!({"cc": cc, "discipline": discipline})).unwrap()
+}
+
+fn two_hosts_with_delay() -> TopologySpec {
+    TopologySpec::LeafSpine {
+        leaves: 1,
+        hosts_per_leaf: 2,
+        spines: 1,
+        host_bytes_per_s: 1.25e9,
+        uplink_bytes_per_s: 1.25e9,
+        host_delay_s: 25e-6,
+        uplink_delay_s: 0.0,
+    }
+}
+
+#[test]
+fn tcp_model_scales_the_solver_capacity_by_the_probe_efficiency() {
+    // the two-host shuffle of 0.5e9 B each way: the transfer takes bytes / (capacity × efficiency)
+    let a = || {
+        app(vec![
+            stage(&[], &[], &[1.0, 1.0], &[1e9, 1e9], &[0.0, 0.0]),
+            stage(&[0], &[0], &[0.0, 0.0], &[0.0, 0.0], &[1e9, 1e9]),
+        ])
+    };
+    let mut c = config(two_hosts_with_delay(), vec![a()]);
+    let plain = run_apps(&c).unwrap();
+    assert!(plain.tcp_links.is_none());
+    let prop = 2.0 * 25e-6;
+    assert!((plain.makespan_s.unwrap() - (1.0 + 0.5e9 / 1.25e9 + 2.0 * prop)).abs() < 1e-9);
+    for (cc, disc) in [
+        (Cc::Reno, Discipline::Droptail),
+        (Cc::Cubic, Discipline::Droptail),
+        (Cc::Dctcp, Discipline::Step),
+    ] {
+        c.tcp = Some(tcp(cc, disc));
+        let r = run_apps(&c).unwrap();
+        let links = r.tcp_links.as_ref().unwrap();
+        assert_eq!(links.len(), 1, "one link class");
+        let k = links[0];
+        assert!((k.base_rtt_s - 2.0 * prop).abs() < 1e-12);
+        assert!(k.efficiency > 0.5 && k.efficiency <= 1.0, "{cc:?}: {k:?}");
+        // the request and the flow start on idle links: no standing queue in their delay
+        let want = 1.0 + 0.5e9 / (1.25e9 * k.efficiency) + 2.0 * prop;
+        assert!(
+            (r.makespan_s.unwrap() - want).abs() < 1e-9,
+            "{cc:?}: {:?} vs {want}",
+            r.makespan_s
+        );
+    }
+    // reno's halvings with a small buffer leave the link under-filled
+    c.tcp = Some(TcpModel {
+        queue_packets: 4.0,
+        ..tcp(Cc::Reno, Discipline::Droptail)
+    });
+    let r = run_apps(&c).unwrap();
+    assert!(r.tcp_links.unwrap()[0].efficiency < 0.99);
+    assert!(r.makespan_s.unwrap() > plain.makespan_s.unwrap() + 1e-3);
+}
+
+#[test]
+fn tcp_model_adds_the_standing_queue_of_saturated_links_to_small_fetches() {
+    // one application shuffles 4e9 B each way between the two hosts (both directions saturated
+    // for 3.2 s); a second one, arriving at 1 s, fetches one initial-window block each way: its
+    // data meets the standing queues of the sender's uplink and the receiver's downlink
+    // (cubic through a droptail FIFO: large; DCTCP through step marking: small)
+    let big = AppSpec {
+        executors: Some(2),
+        ..app(vec![
+            stage(&[], &[], &[0.0, 0.0], &[4e9, 4e9], &[0.0, 0.0]),
+            stage(&[0], &[0], &[0.0, 0.0], &[0.0, 0.0], &[8e9, 8e9]),
+        ])
+    };
+    let small = AppSpec {
+        executors: Some(2),
+        arrival_s: 1.0,
+        ..app(vec![
+            stage(&[], &[], &[0.0, 0.0], &[1e4, 1e4], &[0.0, 0.0]),
+            stage(&[0], &[0], &[0.0, 0.0], &[0.0, 0.0], &[2e4, 2e4]),
+        ])
+    };
+    let mut c = config(two_hosts_with_delay(), vec![big, small]);
+    c.cores_per_host = 2;
+    c.initial_window_bytes = 14480.0;
+    let small_time = |c: &AppsConfig| {
+        let r = run_apps(c).unwrap();
+        assert_eq!(r.initial_window_fetches, 2);
+        (r.apps[1].job_time_s.unwrap(), r.tcp_links)
+    };
+    let (plain, _) = small_time(&c);
+    let prop = 2.0 * 25e-6;
+    assert!(
+        (plain - (2.0 * prop + 1e4 / 1.25e9)).abs() < 1e-9,
+        "{plain}"
+    );
+    c.tcp = Some(tcp(Cc::Cubic, Discipline::Droptail));
+    let (cubic, links) = small_time(&c);
+    let q = links.unwrap()[0].queue_delay_s;
+    assert!(q > 10e-6, "{q}");
+    assert!(
+        (cubic - (plain + 2.0 * q)).abs() < 1e-9,
+        "{cubic} vs {plain} + 2 × {q}"
+    );
+    c.tcp = Some(tcp(Cc::Dctcp, Discipline::Step));
+    let (dctcp, links) = small_time(&c);
+    let qd = links.unwrap()[0].queue_delay_s;
+    assert!(qd < q / 2.0, "{qd} vs {q}");
+    assert!(dctcp < cubic);
+}
+
+#[test]
+fn tcp_model_errors_name_the_field() {
+    let mut c = config(
+        two_hosts_with_delay(),
+        vec![app(vec![stage(&[], &[], &[1.0], &[0.0], &[0.0])])],
+    );
+    c.tcp = Some(tcp(Cc::Dctcp, Discipline::Droptail));
+    assert!(run_apps(&c).unwrap_err().contains("tcp.discipline"));
+    c.tcp = Some(TcpModel {
+        queue_packets: 0.0,
+        ..tcp(Cc::Cubic, Discipline::Droptail)
+    });
+    assert!(run_apps(&c).unwrap_err().contains("tcp.queue_packets"));
 }

@@ -24,6 +24,7 @@ pub mod network;
 mod radixheap;
 pub mod sparkjob;
 mod summary;
+pub mod tcpmodel;
 pub mod topology;
 
 pub use engine::run;

@@ -20,6 +20,16 @@ A fabric spec (:mod:`shufflelab.sim.fabric_spec`: ``[experiment]``, ``[topology]
     max_mib_in_flight = 48
     initial_window_bytes = 14480                # blocks this small take one round trip (0: all are flows)
 
+    [tcp]                # absent: pure max-min rates, no congestion control (today's model)
+    cc = "dctcp"         # reno, cubic or dctcp: every TCP flow of the fabric
+    discipline = "step"  # droptail, red or step (absent: droptail for reno/cubic, step for dctcp)
+    queue_packets = 100  # every switch port's buffer; red_min/max_packets 20/60; mark_packets 20 (K)
+    flows = 8            # long-lived flows per link in the packet-level probe
+
+With ``[tcp]`` each link class is run once through the packet-level bottleneck probe
+(``crates/simcore/src/tcpmodel.rs``); its efficiency scales the link's capacity in the max-min solve
+and its standing queue delays packets crossing it while it is saturated (docs/design-sim.md).
+
 How a recording is scaled is :func:`shufflelab.sim.app_dag.scale`; the report states it.
 :func:`core_config` turns one matrix point into the Rust core's JSON (``crates/simcore/src/apps.rs``).
 """
@@ -83,6 +93,25 @@ class Fetch(_Model):
     )
 
 
+class Tcp(_Model):
+    cc: Literal["reno", "cubic", "dctcp"] = Field(description="Congestion control of every TCP flow.")
+    discipline: Literal["droptail", "red", "step"] | None = Field(
+        default=None, description="Every port's queue (absent: droptail for reno/cubic, step for dctcp)."
+    )
+    queue_packets: float = Field(default=100, gt=0, le=1e6)
+    red_min_packets: float = Field(default=20, gt=0, le=1e6)
+    red_max_packets: float = Field(default=60, gt=0, le=1e6)
+    mark_packets: float = Field(default=20, gt=0, le=1e6, description="Step marking threshold (DCTCP's K).")
+    ecn: bool = Field(default=True, description="Reno/Cubic send ECT (marked, not dropped, by red/step).")
+    flows: int = Field(default=8, ge=1, le=1000, description="Long-lived flows per link in the probe.")
+
+    def core(self) -> dict[str, Any]:
+        """The Rust core's ``tcp`` (``TcpModel``), the discipline resolved."""
+        doc = self.model_dump()
+        doc["discipline"] = self.discipline or ("step" if self.cc == "dctcp" else "droptail")
+        return doc
+
+
 class AppsSpec(_Model):
     experiment: Experiment
     topology: Topology
@@ -90,6 +119,7 @@ class AppsSpec(_Model):
     app: list[App] = Field(min_length=1, max_length=MAX_APPS)
     arrival: Arrival = Arrival()
     fetch: Fetch = Fetch()
+    tcp: Tcp | None = None
     output: Output = Output(fct_buckets_mib=[0.01, 0.1, 1, 10])
     matrix: dict[str, list[Any]] = Field(default_factory=dict)
 
@@ -113,6 +143,7 @@ def parse(data: dict[str, Any], where: str = "<spec>") -> AppsSpec:
         raise SimSpecError(_errors(where, err)) from None
     if spec.arrival.kind == "poisson" and spec.arrival.mean_gap_s is None:
         raise SimSpecError(f"{where}: arrival.mean_gap_s: a Poisson arrival needs its mean gap")
+    _check_tcp(spec.tcp, where)
     if sum(a.copies for a in spec.app) > MAX_APPS:
         raise SimSpecError(f"{where}: app: more than {MAX_APPS} applications in all (copies included)")
     expand(spec, where)
@@ -147,7 +178,18 @@ def expand(spec: AppsSpec, where: str = "<spec>") -> list[AppsPoint]:
         except ValidationError as err:
             raise SimSpecError(_errors(f"{where} [{shown}]", err)) from None
         out.append(AppsPoint(label=shown or "base", values=dict(zip(keys, combo, strict=True)), spec=point))
+    for pt in out:
+        _check_tcp(pt.spec.tcp, f"{where} [{pt.label}]")
     return out
+
+
+def _check_tcp(tcp: Tcp | None, where: str) -> None:
+    if tcp is None:
+        return
+    if tcp.red_min_packets >= tcp.red_max_packets:
+        raise SimSpecError(f"{where}: tcp.red_min_packets: must be below tcp.red_max_packets")
+    if tcp.cc == "dctcp" and tcp.discipline == "droptail":
+        raise SimSpecError(f"{where}: tcp.discipline: DCTCP needs a marking queue ('red' or 'step'), not 'droptail'")
 
 
 def _set(doc: dict[str, Any], dotted: str, value: Any, where: str) -> None:
@@ -225,7 +267,7 @@ def core_config(spec: AppsSpec, seed: int, base_dir: Path, *, where: str = "<spe
     arrival: dict[str, Any] = {"kind": "fixed"}
     if spec.arrival.kind == "poisson":
         arrival = {"kind": "poisson", "mean_gap_s": spec.arrival.mean_gap_s}
-    return {
+    config: dict[str, Any] = {
         "topology": core_topology(spec.topology, base_dir),
         "cores_per_host": spec.hosts.cores,
         "seed": seed,
@@ -238,3 +280,6 @@ def core_config(spec: AppsSpec, seed: int, base_dir: Path, *, where: str = "<spe
         "fct_bucket_edges_bytes": [b * MIB for b in spec.output.fct_buckets_mib],
         "heatmap_bins": spec.output.heatmap_bins,
     }
+    if spec.tcp is not None:
+        config["tcp"] = spec.tcp.core()
+    return config

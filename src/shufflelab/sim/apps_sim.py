@@ -78,6 +78,7 @@ def run_point(point: app_spec.AppsPoint, seed: int, base_dir: Path, where: str) 
         "oversubscription": None if isinstance(t := point.spec.topology, GraphFile) else t.ratio(),
         "cores_per_host": point.spec.hosts.cores,
         "arrival": point.spec.arrival.model_dump(exclude_none=True),
+        **({"tcp": config["tcp"]} if "tcp" in config else {}),
         "apps": describe(point, base_dir),
         "wall_s": time.perf_counter() - t0,
         "result": result,
