@@ -1,9 +1,9 @@
 """Benchmark: the simulator's bottleneck model vs ns-3, congestion controls x UDP load x marking.
 
     .venv/bin/pip install ns3          # the PyPI wheel ships ns-3's C++ headers and libraries
-    nice -n 10 .venv/bin/python benchmarks/sim_vs_ns3.py [--out /tmp/sim-vs-ns3.md]
+    nice -n 10 .venv/bin/python benchmarks/sim_vs_ns3.py [--flows 4] [--out /tmp/sim-vs-ns3.md]
 
-Scenario: 4 TCP flows x 20 MB (ECN-capable Reno, Cubic or DCTCP) through a 1 Gbit/s bottleneck next
+Scenario: 4 (``--flows``) TCP flows x 20 MB (ECN-capable Reno, Cubic or DCTCP) through a 1 Gbit/s bottleneck next
 to constant-rate, non-ECN UDP at 0 / 50 / 90 / 100 % of the link; the bottleneck is RED on the
 average queue (min/max 20/60 packets, max_p 0.1, EWMA weight 0.002, not gentle, marks ECT above
 max) or step marking at K = 20 packets on the instantaneous queue (DCTCP's switch setting); both
@@ -37,7 +37,7 @@ from shufflelab.artifacts import cache_root
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "ns3" / "bottleneck.cc"
 CACHE = cache_root() / "ns3-bench"
-FLOWS, MEGABYTES, RATE_GBPS = 4, 20.0, 1.0
+FLOWS, MEGABYTES, RATE_GBPS = 4, 20.0, 1.0  # FLOWS: the default of --flows
 DELAY_US = 50.0  # one-way, each of the three links on a path
 LIMIT_PACKETS = 200
 RED = {"minTh": 20, "maxTh": 60, "maxP": 0.1, "qw": 0.002}
@@ -88,8 +88,8 @@ def compile_ns3(source: Path = SOURCE, name: str = "bottleneck") -> Path:
     return binary
 
 
-def run_ns3(binary: Path, cc: str, queue: str, udp_share: float, stop_s: float) -> dict[str, Any]:
-    args = [str(binary), f"--flows={FLOWS}", f"--megabytes={MEGABYTES}", f"--rateGbps={RATE_GBPS}"]
+def run_ns3(binary: Path, cc: str, queue: str, udp_share: float, stop_s: float, flows: int) -> dict[str, Any]:
+    args = [str(binary), f"--flows={flows}", f"--megabytes={MEGABYTES}", f"--rateGbps={RATE_GBPS}"]
     args += [f"--stopS={stop_s}"]
     args += [f"--udpShare={udp_share}", f"--cc={CCS[cc]}", f"--limit={LIMIT_PACKETS}"]
     args += [f"--delayUs={DELAY_US}"]
@@ -105,7 +105,7 @@ def run_ns3(binary: Path, cc: str, queue: str, udp_share: float, stop_s: float) 
     return result
 
 
-def sim_config(cc: str, queue: str, udp_share: float) -> dict[str, Any]:
+def sim_config(cc: str, queue: str, udp_share: float, flows: int) -> dict[str, Any]:
     c = RATE_GBPS * 1e9 / 8
     pkt = float(WIRE_PER_SEGMENT)
     wire = MEGABYTES * 1e6 / MSS * WIRE_PER_SEGMENT
@@ -119,7 +119,7 @@ def sim_config(cc: str, queue: str, udp_share: float) -> dict[str, Any]:
     base_rtt = 6 * DELAY_US * 1e-6 + pkt / c
     return {
         "platform": {
-            "slots": FLOWS,
+            "slots": flows,
             "host_cores": 1.0,
             "link_bytes_per_s": c,
             "cross_bytes_per_s": udp_share * c,
@@ -131,16 +131,16 @@ def sim_config(cc: str, queue: str, udp_share: float) -> dict[str, Any]:
             "base_rtt_s": base_rtt,
             "mss_wire_bytes": pkt,
         },
-        "stages": [{"stage_id": 0, "gap_s": 0.0, "tasks": [dict(task) for _ in range(FLOWS)]}],
+        "stages": [{"stage_id": 0, "gap_s": 0.0, "tasks": [dict(task) for _ in range(flows)]}],
         "tail_s": 0.0,
     }
 
 
-def run_sim(cc: str, queue: str, udp_share: float, calls: int = 20) -> dict[str, Any]:
+def run_sim(cc: str, queue: str, udp_share: float, flows: int, calls: int = 20) -> dict[str, Any]:
     sys.path.insert(0, str(HERE.parent / "src"))
     from shufflelab.sim.calibration_model import run_model
 
-    cfg = sim_config(cc, queue, udp_share)
+    cfg = sim_config(cc, queue, udp_share, flows)
     res = run_model(cfg)
     t0 = time.perf_counter()
     for _ in range(calls):
@@ -155,6 +155,7 @@ def main() -> int:
     ap.add_argument("--cc", nargs="*", choices=sorted(CCS), default=list(CCS))
     ap.add_argument("--queue", nargs="*", choices=QUEUES, default=["red", "step"])
     ap.add_argument("--udp", nargs="*", type=float, default=list(UDP_SHARES), help="UDP shares of the link")
+    ap.add_argument("--flows", type=int, default=FLOWS, help="TCP flows through the bottleneck")
     ap.add_argument("--stop-s", type=float, default=60.0, help="ns-3 virtual seconds before a flow counts as starved")
     a = ap.parse_args()
     binary = compile_ns3()
@@ -162,8 +163,8 @@ def main() -> int:
     for queue in a.queue:
         for cc in a.cc:
             for share in a.udp:
-                ns = run_ns3(binary, cc, queue, share, a.stop_s)
-                sim = run_sim(cc, queue, share)
+                ns = run_ns3(binary, cc, queue, share, a.stop_s, a.flows)
+                sim = run_sim(cc, queue, share, a.flows)
                 done = all(f >= 0 for f in ns["fct_s"])
                 ns_fct = statistics.mean(ns["fct_s"]) if done else float("nan")
                 sim_fct = statistics.mean(sim["fct_s"])
@@ -171,9 +172,10 @@ def main() -> int:
                 # state without slow start's overshoot and its recovery; the model has no
                 # transient, so its goodput is the payload over its last FCT
                 mid = ns["mid_s"]
-                ns_mid = 0.5 * FLOWS * MEGABYTES * 8 / mid if done and mid > 0 else float("nan")
-                sim_mid = FLOWS * MEGABYTES * 8 / max(sim["fct_s"])
+                ns_mid = 0.5 * a.flows * MEGABYTES * 8 / mid if done and mid > 0 else float("nan")
+                sim_mid = a.flows * MEGABYTES * 8 / max(sim["fct_s"])
                 row = {
+                    "flows": a.flows,
                     "queue": queue,
                     "cc": cc,
                     "udp_share": share,
