@@ -29,6 +29,7 @@ from shufflelab.hosts.control import Session, connect
 from shufflelab.hosts.fabric import HostsFabric, HostsLeaseInfo, data_address, settled
 from shufflelab.hosts.inventory import Inventory
 from shufflelab.hosts.remote import Loop, SshProcess, run_local, run_remote
+from shufflelab.hosts.safety import check_traffic
 from shufflelab.topology import Network
 
 
@@ -80,6 +81,7 @@ class HostsBackend:
         on the host and fetched to ``log`` when it stops."""
         if self.fabric is None:
             raise RuntimeError("processes start on inventory hosts only while a fabric (and its lease) is up")
+        check_traffic(argv, self.fabric.data_addresses)
         hl = self.fabric.leases[place]
         self._launched += 1
         remote_log = f"{self.fabric.remote_scratch[place]}/logs/{self._launched:04d}-{log.name}"

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from shufflelab.emulate.fabric import PortCounters, shaping_commands, tcp_sysctls
 from shufflelab.hosts.control import HostError, Session
 from shufflelab.hosts.lease import HostLease
+from shufflelab.hosts.sampling import HostSamplers
 from shufflelab.spec import ExperimentSpec, SpecError
 from shufflelab.topology import Network, Port
 
@@ -65,10 +66,6 @@ def refusals(spec: ExperimentSpec, router: bool = False) -> list[str]:
     if spec.topology.bottleneck.datapath == "switch" or features:
         why = ", ".join(features) or "topology.bottleneck.datapath = 'switch'"
         out.append(f"{why}: needs the userspace switch on a router host, which the hosts backend does not set up yet")
-    if spec.cross_traffic.active:
-        out.append(
-            "cross_traffic: iperf3 cross traffic between inventory hosts is not supported by the hosts backend yet"
-        )
     if spec.faults:
         out.append("faults: fault injection is not supported by the hosts backend yet")
     if spec.telemetry.selftest != "off":
@@ -153,6 +150,11 @@ class HostsFabric:
     def places(self) -> Mapping[str, str]:
         return self._places
 
+    @property
+    def data_addresses(self) -> frozenset[str]:
+        """The inventory hosts' data addresses (the only targets of cross traffic)."""
+        return frozenset(self._data.values())
+
     def session(self, spec_host: str) -> Session:
         return self.leases[self._places[spec_host]].session
 
@@ -231,7 +233,26 @@ class HostsFabric:
         raise SpecError("telemetry.selftest: the link self-test runs in namespaces only (set it to 'off')")
 
     def start_queue_sampler(self, spec: ExperimentSpec, out: Path, launch: ProcessLauncher) -> Process | None:
-        return None  # queue sampling on real hosts is not done yet (the before/after counters are kept)
+        """The local backend's queue sampler on each host holding a bottleneck (its data interface:
+        the router host's for the shared one), merged into ``out`` when stopped
+        (:mod:`shufflelab.hosts.sampling`)."""
+        by_place: dict[str, dict[str, str]] = {}
+        for port, host in self._port_host.items():
+            place = self.router if host is None else self._places[host]
+            assert place is not None
+            by_place.setdefault(place, {})[self.leases[place].session.host.data_interface] = port
+        samplers = HostSamplers(self._loop, out)
+        max_s = spec.experiment.run_timeout_s + 120
+        try:
+            for place, ports in sorted(by_place.items()):
+                hl = self.leases[place]
+                samplers.start(
+                    launch, place, hl.session, self.remote_scratch[place], ports, spec.telemetry.queue_period_ms, max_s
+                )
+        except BaseException:
+            samplers.stop()
+            raise
+        return samplers
 
     def save_telemetry(self, run_dir: Path) -> None:
         """Nothing: real hosts have no datapath of their own whose telemetry to keep."""
