@@ -15,7 +15,7 @@ from shufflelab.emulate.drivers import cc_in_ss
 from shufflelab.emulate.fabric import shaping_commands
 from shufflelab.hosts import lease
 from shufflelab.hosts.commands import open_backend
-from shufflelab.hosts.fabric import _counters, refusals
+from shufflelab.hosts.fabric import _counters, refusals, route_attributes
 from shufflelab.hosts.remote import Loop
 from shufflelab.hosts.safety import SafetyError, check_traffic
 
@@ -52,6 +52,13 @@ def test_cross_traffic_between_inventory_hosts_runs() -> None:
     assert refusals(spec) == []
 
 
+def test_initcwnd_and_initrwnd_become_route_attributes() -> None:
+    spec = _spec(tcp__initcwnd=10, tcp__initrwnd=20)
+    assert refusals(spec) == []
+    assert route_attributes(spec.tcp_for("h1")) == ["initcwnd", "10", "initrwnd", "20"]
+    assert route_attributes(_spec().tcp_for("h1")) == []
+
+
 def test_iperf3_may_only_target_data_addresses() -> None:
     data = {"10.0.0.1", "10.0.0.2"}
     check_traffic(["iperf3", "-c", "10.0.0.2", "-p", "5201"], data)
@@ -80,7 +87,6 @@ def test_host_samples_are_renamed_to_their_ports(tmp_path: Path) -> None:
         ({"topology__kind": "shared"}, "topology.kind = 'shared'"),
         ({"topology__bottleneck__delay_ms": 5}, "topology.bottleneck.delay_ms"),
         ({"telemetry__selftest": "warn"}, "telemetry.selftest = 'warn'"),
-        ({"tcp__initcwnd": 10}, "tcp.initcwnd"),
     ],
 )  # fmt: skip
 def test_refusals_name_the_field(changes: dict[str, Any], field: str) -> None:

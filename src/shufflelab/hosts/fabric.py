@@ -73,12 +73,6 @@ def refusals(spec: ExperimentSpec, router: bool = False) -> list[str]:
             f"telemetry.selftest = {spec.telemetry.selftest!r}: the link self-test runs in namespaces only; "
             "set telemetry.selftest = 'off' for real hosts"
         )
-    for host in spec.hosts:
-        tcp = spec.tcp_for(host)
-        for field in ("initcwnd", "initrwnd"):
-            if getattr(tcp, field) is not None:
-                out.append(f"tcp.{field} (host {host}): route attributes are not set on real hosts yet")
-                break
     if drivers.kind_of(spec) is not drivers.SparkDriver:
         out.append(f"workload.name = {spec.workload.name!r}: only Spark workloads run on real hosts yet")
     return out
@@ -174,11 +168,16 @@ class HostsFabric:
                 await hl.set_sysctl(name, value)
             if host in shaped:
                 await self._shape(hl, link)
-            if router is not None:  # to every other host through the router
-                via, dev = self._data[router.session.name], hl.session.host.data_interface
-                for other in self._network.host_addresses:
-                    if other != host:
-                        await hl.add_route(self._network.host_addresses[other], via, dev)
+            attrs = route_attributes(spec.tcp_for(host))
+            dev = hl.session.host.data_interface
+            for other, address in self._network.host_addresses.items():
+                if other == host:
+                    continue
+                if router is not None:  # to every other host through the router
+                    await hl.add_route(address, self._data[router.session.name], dev, attrs)
+                elif attrs or hl.has_route(address):  # initcwnd/initrwnd: the path as it is, with them
+                    via = await _gateway(hl.session, address, dev)
+                    await hl.add_route(address, via, dev, attrs)
 
         async def forward(hl: HostLease) -> None:
             dev = hl.session.host.data_interface
@@ -256,6 +255,35 @@ class HostsFabric:
 
     def save_telemetry(self, run_dir: Path) -> None:
         """Nothing: real hosts have no datapath of their own whose telemetry to keep."""
+
+
+def route_attributes(tcp: Any) -> list[str]:
+    """The route attributes of a host's TCP settings (``initcwnd``/``initrwnd``), as the local
+    backend puts them on each host's default route."""
+    out = []
+    for field in ("initcwnd", "initrwnd"):
+        value = getattr(tcp, field)
+        if value:
+            out += [field, str(value)]
+    return out
+
+
+async def _gateway(session: Session, address: str, dev: str) -> str | None:
+    """The gateway the host reaches ``address`` through on ``dev`` (None: on-link); refused when
+    the host would reach it through another interface."""
+    step = f"find the route to {address}"
+    r = await session.run(step, ["ip", "-j", "route", "get", address])
+    routes = json.loads(r.stdout or "[]")
+    if not routes or routes[0].get("dev") != dev:
+        found = routes[0].get("dev") if routes else None
+        raise HostError(
+            session.name,
+            session.host.address,
+            step,
+            f"{address} is reached through {found}, not the data interface {dev}",
+        )
+    gw = routes[0].get("gateway")
+    return str(gw) if gw else None
 
 
 async def data_address(session: Session) -> str:
