@@ -23,7 +23,8 @@ pytestmark = [pytest.mark.root, pytest.mark.spark]
 def test_udp_cross_traffic_and_queue_samples_over_ssh(lab: Lab, tmp_path: Path) -> None:
     inv = lab.inventory(tmp_path / "inv.toml")
     spec = quickstart(tmp_path / "quickstart.toml", reps=1, matrix=True)
-    spec.write_text(spec.read_text().replace("[tcp]\n", "[tcp]\ninitcwnd = 20\ninitrwnd = 30\n"))
+    text = spec.read_text().replace("[tcp]\n", "[tcp]\ninitcwnd = 20\ninitrwnd = 30\n")
+    spec.write_text(text.replace('selftest = "off"', 'selftest = "warn"'))
     before, routes = host_state(lab), [sh("ip", "-j", "route", "show", ns=h.ns) for h in lab.hosts]
 
     runner = subprocess.Popen(
@@ -62,6 +63,14 @@ def test_udp_cross_traffic_and_queue_samples_over_ssh(lab: Lab, tmp_path: Path) 
     # every run sampled each host's shaped data interface (named as the spec's ports)
     assert {s[0] for s in samples} == {"h1", "h2", "h3"}, samples
     assert all(s[1] > 0 and s[3] > 0 for s in samples), samples
+    # the link self-test over SSH: each host's shaped egress measured once (one link configuration)
+    runs = sorted((tmp_path / "res" / "quickstart-hosts" / "runs").iterdir())
+    checks = json.loads((runs[0] / "selftest.json").read_text())
+    rows = [(c["port"], c["src"], c["dst"], c["goodput_mbps"], c["rate_ratio"], c["rtt_ms"]) for c in checks]
+    print(f"self-test: {rows}")
+    assert sorted(c["src"] for c in checks) == ["h1", "h2", "h3"], checks
+    assert all(c["goodput_mbps"] and c["rtt_ms"] is not None for c in checks), checks
+    assert all(json.loads((d / "selftest.json").read_text()) == checks for d in runs)
     assert host_state(lab) == before
     assert [sh("ip", "-j", "route", "show", ns=h.ns) for h in lab.hosts] == routes
     r = cli("clean", "--hosts", str(inv))

@@ -86,7 +86,6 @@ def test_host_samples_are_renamed_to_their_ports(tmp_path: Path) -> None:
     [
         ({"topology__kind": "shared"}, "topology.kind = 'shared'"),
         ({"topology__bottleneck__delay_ms": 5}, "topology.bottleneck.delay_ms"),
-        ({"telemetry__selftest": "warn"}, "telemetry.selftest = 'warn'"),
     ],
 )  # fmt: skip
 def test_refusals_name_the_field(changes: dict[str, Any], field: str) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import signal
 import time
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,14 +20,6 @@ from shufflelab.shaping import udp_payload_rate_bps as udp_payload_rate_bps  # i
 
 if TYPE_CHECKING:
     from shufflelab.emulate.protocols import CommandRunner, Process, ProcessLauncher
-
-
-def _netns_run(argv: Sequence[str], *, place: str | None = None, check: bool = True, timeout: float = 60) -> str:
-    return netns.run(argv, ns=place, check=check, timeout=timeout)
-
-
-def _netns_launch(place: str, argv: Sequence[str], log: Path, /, env: Mapping[str, str] | None = None) -> Process:
-    return netns.Process(place, argv, log, env=env)
 
 
 @dataclass
@@ -60,8 +51,8 @@ class CrossTraffic:
         run: CommandRunner | None = None,
     ) -> None:
         self.src_ns, self.dst_ns, self.dst_ip = src_ns, dst_ns, dst_ip
-        self._launch: ProcessLauncher = launch or _netns_launch
-        self._run: CommandRunner = run or _netns_run
+        self._launch: ProcessLauncher = launch or netns.launch_at
+        self._run: CommandRunner = run or netns.run_at
         self.out_dir = out_dir
         self.max_duration_s = max(1, int(max_duration_s))
         self.flows: list[Flowset] = []

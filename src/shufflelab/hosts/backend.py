@@ -74,6 +74,7 @@ class HostsBackend:
         """``argv`` on inventory host ``place`` over SSH (None: here, on the controller)."""
         if place is None:
             return run_local(argv, check, timeout)
+        check_traffic(argv, self.fabric.data_addresses if self.fabric is not None else frozenset())
         return self.loop.call(run_remote(self.sessions[place], argv, check, timeout))
 
     def launch(self, place: str, argv: Sequence[str], log: Path, /, env: Mapping[str, str] | None = None) -> SshProcess:
@@ -141,7 +142,15 @@ class HostsBackend:
         try:
             addresses, scratch = self.loop.call(up())
             self.fabric = HostsFabric(
-                self.loop, network, places, leases, addresses, HostsLeaseInfo(lid, local), scratch, router
+                self.loop,
+                network,
+                places,
+                leases,
+                addresses,
+                HostsLeaseInfo(lid, local),
+                scratch,
+                router,
+                seams=(self.run, self.launch),
             )
             yield self.fabric
         finally:

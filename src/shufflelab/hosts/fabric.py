@@ -20,6 +20,7 @@ from collections.abc import Coroutine, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from shufflelab.emulate import selftest as link_selftest
 from shufflelab.emulate.fabric import PortCounters, shaping_commands, tcp_sysctls
 from shufflelab.hosts.control import HostError, Session
 from shufflelab.hosts.lease import HostLease
@@ -28,7 +29,7 @@ from shufflelab.spec import ExperimentSpec, SpecError
 from shufflelab.topology import Network, Port
 
 if TYPE_CHECKING:
-    from shufflelab.emulate.protocols import Process, ProcessLauncher
+    from shufflelab.emulate.protocols import CommandRunner, Process, ProcessLauncher
     from shufflelab.hosts.remote import Loop
 
 T = TypeVar("T")
@@ -68,11 +69,6 @@ def refusals(spec: ExperimentSpec, router: bool = False) -> list[str]:
         out.append(f"{why}: needs the userspace switch on a router host, which the hosts backend does not set up yet")
     if spec.faults:
         out.append("faults: fault injection is not supported by the hosts backend yet")
-    if spec.telemetry.selftest != "off":
-        out.append(
-            f"telemetry.selftest = {spec.telemetry.selftest!r}: the link self-test runs in namespaces only; "
-            "set telemetry.selftest = 'off' for real hosts"
-        )
     if drivers.kind_of(spec) is not drivers.SparkDriver:
         out.append(f"workload.name = {spec.workload.name!r}: only Spark workloads run on real hosts yet")
     return out
@@ -112,8 +108,11 @@ class HostsFabric:
         lease: HostsLeaseInfo,
         scratch: Mapping[str, str],
         router: str | None = None,
+        seams: tuple[CommandRunner, ProcessLauncher] | None = None,
     ) -> None:
         self._loop = loop
+        self._seams = seams  # the backend's run and launch (the self-test's commands and iperf3 server)
+        self._selftests: dict[str, Any] = {}  # link self-tests done, by link configuration
         self._places = dict(places)
         self.leases = dict(leases)  # inventory host -> its lease
         self.remote_scratch = dict(scratch)  # inventory host -> the lease's folder there
@@ -229,7 +228,27 @@ class HostsFabric:
         return None  # no userspace switch on real hosts
 
     def selftest(self, spec: ExperimentSpec, run_dir: Path) -> list[dict[str, Any]]:
-        raise SpecError("telemetry.selftest: the link self-test runs in namespaces only (set it to 'off')")
+        """The local backend's link self-test over SSH (ping and a short iperf3 transfer across each
+        shaped link), once per link configuration, written to ``run_dir/selftest.json``."""
+        if self._seams is None:
+            raise RuntimeError("the self-test needs the backend's seams (run, launch)")
+        run, launch = self._seams
+
+        def measure(log_dir: Path) -> list[link_selftest.LinkCheck]:
+            return link_selftest.check(
+                self._places, self._network, log_dir, run=run, launch=launch, endpoints=self._endpoints
+            )
+
+        return link_selftest.for_run(spec, self, run_dir, self._selftests, measure=measure)
+
+    def _endpoints(self, net: Network, port: Port) -> tuple[str, str] | None:
+        """(source, destination) whose packets leave through ``port``'s queue here: a host's own
+        link is its egress (it sends), the router host's queue carries any pair."""
+        hosts = sorted(net.host_addresses)
+        if len(hosts) < 2 or port.ifname not in self._port_host:
+            return None
+        src = self._port_host[port.ifname] or hosts[0]
+        return src, next(h for h in hosts if h != src)
 
     def start_queue_sampler(self, spec: ExperimentSpec, out: Path, launch: ProcessLauncher) -> Process | None:
         """The local backend's queue sampler on each host holding a bottleneck (its data interface:
