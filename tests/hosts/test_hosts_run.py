@@ -32,10 +32,13 @@ def _toml_value(v: object) -> str:
     return json.dumps(v)
 
 
-def quickstart(path: Path, reps: int, kind: str = "star") -> Path:
+def quickstart(
+    path: Path, reps: int, kind: str = "star", cross: dict[str, object] | None = None, matrix: bool = False
+) -> Path:
     """experiments/quickstart.toml on three hosts (the stand-ins): the master and two workers, each
     with its own 40 Mbit/s link (``star``; ``shared`` needs a router host besides), without the
-    cross-traffic matrix and the self-test (both need namespaces), ``reps`` repetitions."""
+    self-test (it needs namespaces), ``reps`` repetitions; without the cross-traffic matrix unless
+    ``matrix`` (its iperf3 flows then go between the two workers), ``cross``: a ``[cross_traffic]``."""
     data = tomllib.loads((REPO / "experiments" / "quickstart.toml").read_text())
     data["experiment"]["repetitions"] = reps
     data["experiment"]["name"] = "quickstart-hosts"
@@ -46,13 +49,18 @@ def quickstart(path: Path, reps: int, kind: str = "star") -> Path:
         "h3": {"roles": ["spark-worker"]},
     }
     data["telemetry"] = {"selftest": "off"}
-    data.pop("matrix", None)
+    if matrix:
+        data["cross_traffic"] = {"source": "h2", "sink": "h3", **(cross or {})}
+    else:
+        data.pop("matrix", None)
+        if cross:
+            data["cross_traffic"] = cross
     lines = []
     for table, body in data.items():
         plain = {k: v for k, v in body.items() if not isinstance(v, dict) or table == "topology"}
         nested = {k: v for k, v in body.items() if isinstance(v, dict) and table != "topology"}
         lines.append(f"[{table}]")
-        lines += [f"{k} = {_toml_value(v)}" for k, v in plain.items()]
+        lines += [f"{json.dumps(k) if '.' in k else k} = {_toml_value(v)}" for k, v in plain.items()]
         for k, v in nested.items():
             lines.append(f"[{table}.{k}]")
             lines += [f"{kk} = {_toml_value(vv)}" for kk, vv in v.items()]

@@ -15,8 +15,9 @@ from shufflelab.emulate.drivers import cc_in_ss
 from shufflelab.emulate.fabric import shaping_commands
 from shufflelab.hosts import inventory, lease
 from shufflelab.hosts.commands import backend_refusals, open_backend
-from shufflelab.hosts.fabric import _counters, refusals
+from shufflelab.hosts.fabric import _counters, refusals, route_attributes
 from shufflelab.hosts.remote import Loop
+from shufflelab.hosts.safety import SafetyError, check_traffic
 
 BASE: dict[str, Any] = {
     "experiment": {"name": "t"},
@@ -42,16 +43,49 @@ def test_a_star_spark_spec_runs() -> None:
     assert refusals(_spec()) == []
 
 
+def test_cross_traffic_between_inventory_hosts_runs() -> None:
+    spec = _spec(
+        cross_traffic__udp_percent=50,
+        hosts__h1__roles=["spark-master", "traffic-sink"],
+        hosts__h2__roles=["spark-worker", "traffic-source"],
+    )
+    assert refusals(spec) == []
+
+
+def test_initcwnd_and_initrwnd_become_route_attributes() -> None:
+    spec = _spec(tcp__initcwnd=10, tcp__initrwnd=20)
+    assert refusals(spec) == []
+    assert route_attributes(spec.tcp_for("h1")) == ["initcwnd", "10", "initrwnd", "20"]
+    assert route_attributes(_spec().tcp_for("h1")) == []
+
+
+def test_iperf3_may_only_target_data_addresses() -> None:
+    data = {"10.0.0.1", "10.0.0.2"}
+    check_traffic(["iperf3", "-c", "10.0.0.2", "-p", "5201"], data)
+    check_traffic(["iperf3", "-s", "-B", "192.0.2.9"], data)  # a server targets nothing
+    check_traffic(["java", "-c", "192.0.2.9"], data)  # not iperf3
+    with pytest.raises(SafetyError, match=r"iperf3 cross traffic to '192.0.2.9'.*10.0.0.1, 10.0.0.2"):
+        check_traffic(["/usr/bin/iperf3", "-c", "192.0.2.9"], data)
+
+
+def test_host_samples_are_renamed_to_their_ports(tmp_path: Path) -> None:
+    from shufflelab.emulate.sampler import HEADER
+    from shufflelab.hosts.sampling import _rows
+
+    f = tmp_path / "s.csv"
+    f.write_text(HEADER + "\n2.0,data0,5,1,0,10,1,0,20,30\n3.0,data0,6,1,0,11,2,0,21,31\n3.5,data0,7\n")
+    assert _rows(f, {"data0": "h2"}) == [
+        ["2.0", "h2", "5", "1", "0", "10", "1", "0", "20", "30"],
+        ["3.0", "h2", "6", "1", "0", "11", "2", "0", "21", "31"],
+    ]  # a row cut short by the stop is left out
+    assert _rows(tmp_path / "missing.csv", {"data0": "h2"}) == []
+
+
 @pytest.mark.parametrize(
     ("changes", "field"),
     [
         ({"topology__kind": "shared"}, "topology.kind = 'shared'"),
         ({"topology__bottleneck__delay_ms": 5}, "topology.bottleneck.delay_ms"),
-        ({"telemetry__selftest": "warn"}, "telemetry.selftest = 'warn'"),
-        ({"tcp__initcwnd": 10}, "tcp.initcwnd"),
-        ({"cross_traffic__udp_percent": 50, "hosts__h1__roles": ["spark-master", "traffic-sink"],
-          "hosts__h2__roles": ["spark-worker", "traffic-source"]},
-         "cross_traffic"),
     ],
 )  # fmt: skip
 def test_refusals_name_the_field(changes: dict[str, Any], field: str) -> None:

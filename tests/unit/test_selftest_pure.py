@@ -50,7 +50,7 @@ def test_once_per_link_configuration_and_refuse(
     spec_dict: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls = []
-    monkeypatch.setattr(selftest, "check", lambda ns, net, d: calls.append(1) or [_check(ok=False)])
+    monkeypatch.setattr(selftest, "check", lambda ns, net, d, **kw: calls.append(1) or [_check(ok=False)])
     spec = S.parse(spec_dict)
     cache: dict[str, list[selftest.LinkCheck]] = {}
     rows = selftest.for_run(spec, _Fabric(), tmp_path, cache)  # default: warn

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 
 from shufflelab.emulate import netns
@@ -13,14 +13,8 @@ from shufflelab.emulate.protocols import Fabric as FabricLike
 from shufflelab.emulate.spark import ClusterSpec, SparkCluster
 from shufflelab.topology import Network
 
-
-def run_command(argv: Sequence[str], *, place: str | None = None, check: bool = True, timeout: float = 60) -> str:
-    """:func:`netns.run` as a :class:`~shufflelab.emulate.protocols.CommandRunner` (a place is a namespace)."""
-    return netns.run(argv, ns=place, check=check, timeout=timeout)
-
-
-def launch(place: str, argv: Sequence[str], log: Path, /, env: Mapping[str, str] | None = None) -> netns.Process:
-    return netns.Process(place, argv, log, env=env)
+run_command = netns.run_at
+launch = netns.launch_at
 
 
 @contextlib.contextmanager

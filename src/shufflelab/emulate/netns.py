@@ -292,3 +292,13 @@ class Process:
             self._fh.close()
         _LIVE.discard(self)
         return self.popen.returncode
+
+
+def run_at(argv: Sequence[str], *, place: str | None = None, check: bool = True, timeout: float = 60) -> str:
+    """:func:`run` as a :class:`~shufflelab.emulate.protocols.CommandRunner` (a place is a namespace)."""
+    return run(argv, ns=place, check=check, timeout=timeout)
+
+
+def launch_at(place: str, argv: Sequence[str], log: Path, /, env: Mapping[str, str] | None = None) -> Process:
+    """:class:`Process` as a :class:`~shufflelab.emulate.protocols.ProcessLauncher`."""
+    return Process(place, argv, log, env=env)

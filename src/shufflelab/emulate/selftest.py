@@ -15,11 +15,18 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from shufflelab.emulate import netns
 from shufflelab.topology import Network, Port
+
+if TYPE_CHECKING:
+    from shufflelab.emulate.protocols import CommandRunner, ProcessLauncher
+
+Endpoints = Callable[[Network, Port], "tuple[str, str] | None"]
 
 PAYLOAD_SHARE = 1448 / 1514
 IPERF_PORT = 5299
@@ -58,25 +65,34 @@ def _endpoints(net: Network, port: Port) -> tuple[str, str] | None:
     return src, dst
 
 
-def _ping_ms(ns: str, dst_ip: str) -> float | None:
-    out = netns.run(["ping", "-n", "-q", "-c", "4", "-i", "0.2", "-W", "2", dst_ip], ns=ns, check=False, timeout=15)
+def _ping_ms(run: CommandRunner, place: str, dst_ip: str) -> float | None:
+    out = run(["ping", "-n", "-q", "-c", "4", "-i", "0.2", "-W", "2", dst_ip], place=place, check=False, timeout=15)
     m = re.search(r"= [\d.]+/([\d.]+)/", out)
     return float(m.group(1)) if m else None
 
 
-def _goodput_mbps(fabric_ns: dict[str, str], src: str, dst: str, dst_ip: str, seconds: float, log_dir: Any) -> float:
-    server = netns.Process(fabric_ns[dst], ["iperf3", "-s", "-1", "-B", dst_ip, "-p", str(IPERF_PORT)],
-                           log_dir / f"selftest-{dst}-server.log")  # fmt: skip
+def _goodput_mbps(
+    run: CommandRunner,
+    launch: ProcessLauncher,
+    places: Mapping[str, str],
+    src: str,
+    dst: str,
+    dst_ip: str,
+    seconds: float,
+    log_dir: Any,
+) -> float:
+    server = launch(places[dst], ["iperf3", "-s", "-1", "-B", dst_ip, "-p", str(IPERF_PORT)],
+                    log_dir / f"selftest-{dst}-server.log")  # fmt: skip
     try:
         deadline = time.monotonic() + 5
         while True:
-            out = netns.run(["ss", "-ltn", f"sport = :{IPERF_PORT}"], ns=fabric_ns[dst], check=False)
+            out = run(["ss", "-ltn", f"sport = :{IPERF_PORT}"], place=places[dst], check=False)
             if str(IPERF_PORT) in out or time.monotonic() > deadline:
                 break
             time.sleep(0.05)
-        out = netns.run(
+        out = run(
             ["iperf3", "-c", dst_ip, "-p", str(IPERF_PORT), "-t", f"{seconds:g}", "-O", "0.5", "-J"],
-            ns=fabric_ns[src],
+            place=places[src],
             check=False,
             timeout=seconds + 20,
         )
@@ -90,19 +106,26 @@ def _goodput_mbps(fabric_ns: dict[str, str], src: str, dst: str, dst_ip: str, se
 
 
 def check(
-    fabric_ns: dict[str, str],
+    fabric_ns: Mapping[str, str],
     net: Network,
     log_dir: Any,
     seconds: float = 1.5,
     min_ratio: float = 0.85,
     max_ratio: float = 1.08,
     rtt_slack_ms: float = 3.0,
+    run: CommandRunner | None = None,
+    launch: ProcessLauncher | None = None,
+    endpoints: Endpoints | None = None,
 ) -> list[LinkCheck]:
-    """Measure every bottleneck port of a configured fabric (idle: no Spark job, no cross traffic)."""
+    """Measure every bottleneck port of a configured fabric (idle: no Spark job, no cross traffic).
+    ``fabric_ns``: host -> place; ``run``/``launch``: the backend's seams (namespaces by default);
+    ``endpoints``: which hosts' traffic crosses a port (where the backend shapes it)."""
+    run = run or netns.run_at
+    launch = launch or netns.launch_at
     out = []
     log_dir.mkdir(parents=True, exist_ok=True)
     for port in net.bottlenecks:
-        ends = _endpoints(net, port)
+        ends = (endpoints or _endpoints)(net, port)
         if ends is None or port.shaping is None:
             continue
         src, dst = ends
@@ -112,10 +135,10 @@ def check(
         problem = None
         goodput = ratio = rtt = None
         try:
-            rtt = _ping_ms(fabric_ns[src], dst_ip)
-            goodput = _goodput_mbps(fabric_ns, src, dst, dst_ip, seconds, log_dir)
+            rtt = _ping_ms(run, fabric_ns[src], dst_ip)
+            goodput = _goodput_mbps(run, launch, fabric_ns, src, dst, dst_ip, seconds, log_dir)
             ratio = goodput / (link.rate_mbps * PAYLOAD_SHARE)
-        except (RuntimeError, netns.CommandError, ValueError) as exc:
+        except (RuntimeError, netns.CommandError, ValueError, OSError) as exc:
             problem = f"measurement failed: {exc}"
         if problem is None and ratio is not None and not (min_ratio <= ratio <= max_ratio):
             problem = (f"delivered {ratio:.2f} of its configured {link.rate_mbps:g} Mbit/s "
@@ -145,16 +168,24 @@ class SelftestError(RuntimeError):
     """A link deviates from its configuration and the spec says ``telemetry.selftest = "refuse"``."""
 
 
-def for_run(spec: Any, fabric: Any, run_dir: Any, cache: dict[str, list[LinkCheck]]) -> list[dict[str, Any]]:
+def for_run(
+    spec: Any,
+    fabric: Any,
+    run_dir: Any,
+    cache: dict[str, list[LinkCheck]],
+    measure: Callable[[Path], list[LinkCheck]] | None = None,
+) -> list[dict[str, Any]]:
     """The self-test of ``spec``'s links on the live, idle ``fabric`` (once per link configuration:
     ``cache`` maps it to its checks), written to ``run_dir/selftest.json``. Returns the rows; raises
-    :class:`SelftestError` when a link deviates and the spec refuses such runs."""
+    :class:`SelftestError` when a link deviates and the spec refuses such runs. ``measure``: how
+    the backend measures its links into a log folder (:func:`check` on the namespaces by default)."""
     mode = spec.telemetry.selftest
     if mode == "off":
         return []
     key = json.dumps([spec.datapath(), spec.topology.bottleneck.model_dump(mode="json")], sort_keys=True)
     if key not in cache:
-        cache[key] = check(fabric.ns, fabric.network, run_dir / "selftest")
+        log_dir = run_dir / "selftest"
+        cache[key] = measure(log_dir) if measure is not None else check(fabric.ns, fabric.network, log_dir)
     rows = [c.row() for c in cache[key]]
     (run_dir / "selftest.json").write_text(json.dumps(rows, indent=1))
     bad = [c for c in cache[key] if not c.ok]

@@ -53,7 +53,7 @@ def start(
         phase("starting cross traffic")
         tel.traffic = CrossTraffic(
             fabric.places[src], fabric.places[dst], net.host_addresses[dst], run_dir / "traffic",
-            spec.experiment.run_timeout_s + 60,
+            spec.experiment.run_timeout_s + 60, launch=backend.launch, run=backend.run,
         )  # fmt: skip
         tel.traffic.start(udp_payload_rate_bps(spec.topology.bottleneck.rate_mbps, ct.udp_percent), ct.tcp_pairs)
         backend.sleep(ct.warmup_s)

@@ -12,11 +12,14 @@ import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from shufflelab.emulate.netns import Process, run
+from shufflelab.emulate import netns
 from shufflelab.shaping import UDP_PAYLOAD_BYTES
 from shufflelab.shaping import udp_payload_rate_bps as udp_payload_rate_bps  # iperf3's rate, checked by the spec
+
+if TYPE_CHECKING:
+    from shufflelab.emulate.protocols import CommandRunner, Process, ProcessLauncher
 
 
 @dataclass
@@ -30,7 +33,12 @@ class Flowset:
 
 
 class CrossTraffic:
-    """iperf3 servers on the sink host and clients on the source host, for one run."""
+    """iperf3 servers on the sink host and clients on the source host, for one run.
+
+    ``src_ns``/``dst_ns`` are the two hosts' places; the processes start through ``launch`` and the
+    server's readiness is checked through ``run`` (the backend's seams: namespaces here by default,
+    inventory hosts over SSH with the hosts backend, which fetches each process's output -- iperf3's
+    JSON result -- back to its local log path when it stops)."""
 
     def __init__(
         self,
@@ -39,28 +47,33 @@ class CrossTraffic:
         dst_ip: str,
         out_dir: Path,
         max_duration_s: float,
+        launch: ProcessLauncher | None = None,
+        run: CommandRunner | None = None,
     ) -> None:
         self.src_ns, self.dst_ns, self.dst_ip = src_ns, dst_ns, dst_ip
+        self._launch: ProcessLauncher = launch or netns.launch_at
+        self._run: CommandRunner = run or netns.run_at
         self.out_dir = out_dir
         self.max_duration_s = max(1, int(max_duration_s))
         self.flows: list[Flowset] = []
 
     def _start(self, kind: str, port: int, client_args: list[str], configured_bps: int | None = None) -> None:
-        server = Process(
+        server = self._launch(
             self.dst_ns,
             ["iperf3", "-s", "-1", "-B", self.dst_ip, "-p", str(port), "-J"],
-            self.out_dir / f"iperf3-{kind}-server.json",
+            self._server_log(kind),
         )
         deadline = time.monotonic() + 10
         while not self._listening(port):  # the client must not race the server's bind
             if server.poll() is not None:
-                raise RuntimeError(f"iperf3 server exited early, see {server.log}")
+                server.stop()  # fetches its output (over SSH) before it is pointed to
+                raise RuntimeError(f"iperf3 server exited early, see {self._server_log(kind)}")
             if time.monotonic() > deadline:
                 raise RuntimeError(f"iperf3 server did not listen on {self.dst_ip}:{port} within 10 s")
             time.sleep(0.05)
         result = self.out_dir / f"iperf3-{kind}-client.json"
         launched_at = time.time()
-        client = Process(
+        client = self._launch(
             self.src_ns,
             [
                 "iperf3",
@@ -77,8 +90,11 @@ class CrossTraffic:
         )
         self.flows.append(Flowset(kind, server, client, result, configured_bps, launched_at))
 
+    def _server_log(self, kind: str) -> Path:
+        return self.out_dir / f"iperf3-{kind}-server.json"
+
     def _listening(self, port: int) -> bool:
-        out = run(["ss", "-Hltn", f"sport = :{port}"], ns=self.dst_ns, check=False)
+        out = self._run(["ss", "-Hltn", f"sport = :{port}"], place=self.dst_ns, check=False)
         return bool(out.strip())
 
     def start(self, udp_rate_bps: int, tcp_pairs: int) -> None:
@@ -107,7 +123,7 @@ class CrossTraffic:
             row = summarize(f.kind, f.result_path)
             row["configured_bps"] = f.configured_bps
             row["alive_at_end"] = alive
-            row["received_bytes"] = received_bytes(f.server.log)
+            row["received_bytes"] = received_bytes(self._server_log(f.kind))
             # SIGINT ends the test at once, so its duration counts back from the signal; a client that
             # ended by itself is placed at its launch (its start is after that by the connection setup)
             duration = row.get("seconds")

@@ -29,6 +29,7 @@ from shufflelab.hosts.control import Session, connect
 from shufflelab.hosts.fabric import HostsFabric, HostsLeaseInfo, data_address, settled
 from shufflelab.hosts.inventory import Inventory
 from shufflelab.hosts.remote import Loop, SshProcess, run_local, run_remote
+from shufflelab.hosts.safety import check_traffic
 from shufflelab.topology import Network
 
 
@@ -73,6 +74,7 @@ class HostsBackend:
         """``argv`` on inventory host ``place`` over SSH (None: here, on the controller)."""
         if place is None:
             return run_local(argv, check, timeout)
+        check_traffic(argv, self.fabric.data_addresses if self.fabric is not None else frozenset())
         return self.loop.call(run_remote(self.sessions[place], argv, check, timeout))
 
     def launch(self, place: str, argv: Sequence[str], log: Path, /, env: Mapping[str, str] | None = None) -> SshProcess:
@@ -80,6 +82,7 @@ class HostsBackend:
         on the host and fetched to ``log`` when it stops."""
         if self.fabric is None:
             raise RuntimeError("processes start on inventory hosts only while a fabric (and its lease) is up")
+        check_traffic(argv, self.fabric.data_addresses)
         hl = self.fabric.leases[place]
         self._launched += 1
         remote_log = f"{self.fabric.remote_scratch[place]}/logs/{self._launched:04d}-{log.name}"
@@ -139,7 +142,15 @@ class HostsBackend:
         try:
             addresses, scratch = self.loop.call(up())
             self.fabric = HostsFabric(
-                self.loop, network, places, leases, addresses, HostsLeaseInfo(lid, local), scratch, router
+                self.loop,
+                network,
+                places,
+                leases,
+                addresses,
+                HostsLeaseInfo(lid, local),
+                scratch,
+                router,
+                seams=(self.run, self.launch),
             )
             yield self.fabric
         finally:

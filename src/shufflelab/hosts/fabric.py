@@ -20,14 +20,16 @@ from collections.abc import Coroutine, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from shufflelab.emulate import selftest as link_selftest
 from shufflelab.emulate.fabric import PortCounters, shaping_commands, tcp_sysctls
 from shufflelab.hosts.control import HostError, Session
 from shufflelab.hosts.lease import HostLease
+from shufflelab.hosts.sampling import HostSamplers
 from shufflelab.spec import ExperimentSpec, SpecError
 from shufflelab.topology import Network, Port
 
 if TYPE_CHECKING:
-    from shufflelab.emulate.protocols import Process, ProcessLauncher
+    from shufflelab.emulate.protocols import CommandRunner, Process, ProcessLauncher
     from shufflelab.hosts.remote import Loop
 
 T = TypeVar("T")
@@ -65,23 +67,8 @@ def refusals(spec: ExperimentSpec, router: bool = False) -> list[str]:
     if spec.topology.bottleneck.datapath == "switch" or features:
         why = ", ".join(features) or "topology.bottleneck.datapath = 'switch'"
         out.append(f"{why}: needs the userspace switch on a router host, which the hosts backend does not set up yet")
-    if spec.cross_traffic.active:
-        out.append(
-            "cross_traffic: iperf3 cross traffic between inventory hosts is not supported by the hosts backend yet"
-        )
     if spec.faults:
         out.append("faults: fault injection is not supported by the hosts backend yet")
-    if spec.telemetry.selftest != "off":
-        out.append(
-            f"telemetry.selftest = {spec.telemetry.selftest!r}: the link self-test runs in namespaces only; "
-            "set telemetry.selftest = 'off' for real hosts"
-        )
-    for host in spec.hosts:
-        tcp = spec.tcp_for(host)
-        for field in ("initcwnd", "initrwnd"):
-            if getattr(tcp, field) is not None:
-                out.append(f"tcp.{field} (host {host}): route attributes are not set on real hosts yet")
-                break
     if drivers.kind_of(spec) is not drivers.SparkDriver:
         out.append(f"workload.name = {spec.workload.name!r}: only Spark workloads run on real hosts yet")
     return out
@@ -121,8 +108,11 @@ class HostsFabric:
         lease: HostsLeaseInfo,
         scratch: Mapping[str, str],
         router: str | None = None,
+        seams: tuple[CommandRunner, ProcessLauncher] | None = None,
     ) -> None:
         self._loop = loop
+        self._seams = seams  # the backend's run and launch (the self-test's commands and iperf3 server)
+        self._selftests: dict[str, Any] = {}  # link self-tests done, by link configuration
         self._places = dict(places)
         self.leases = dict(leases)  # inventory host -> its lease
         self.remote_scratch = dict(scratch)  # inventory host -> the lease's folder there
@@ -153,6 +143,11 @@ class HostsFabric:
     def places(self) -> Mapping[str, str]:
         return self._places
 
+    @property
+    def data_addresses(self) -> frozenset[str]:
+        """The inventory hosts' data addresses (the only targets of cross traffic)."""
+        return frozenset(self._data.values())
+
     def session(self, spec_host: str) -> Session:
         return self.leases[self._places[spec_host]].session
 
@@ -172,11 +167,16 @@ class HostsFabric:
                 await hl.set_sysctl(name, value)
             if host in shaped:
                 await self._shape(hl, link)
-            if router is not None:  # to every other host through the router
-                via, dev = self._data[router.session.name], hl.session.host.data_interface
-                for other in self._network.host_addresses:
-                    if other != host:
-                        await hl.add_route(self._network.host_addresses[other], via, dev)
+            attrs = route_attributes(spec.tcp_for(host))
+            dev = hl.session.host.data_interface
+            for other, address in self._network.host_addresses.items():
+                if other == host:
+                    continue
+                if router is not None:  # to every other host through the router
+                    await hl.add_route(address, self._data[router.session.name], dev, attrs)
+                elif attrs or hl.has_route(address):  # initcwnd/initrwnd: the path as it is, with them
+                    via = await _gateway(hl.session, address, dev)
+                    await hl.add_route(address, via, dev, attrs)
 
         async def forward(hl: HostLease) -> None:
             dev = hl.session.host.data_interface
@@ -228,13 +228,81 @@ class HostsFabric:
         return None  # no userspace switch on real hosts
 
     def selftest(self, spec: ExperimentSpec, run_dir: Path) -> list[dict[str, Any]]:
-        raise SpecError("telemetry.selftest: the link self-test runs in namespaces only (set it to 'off')")
+        """The local backend's link self-test over SSH (ping and a short iperf3 transfer across each
+        shaped link), once per link configuration, written to ``run_dir/selftest.json``."""
+        if self._seams is None:
+            raise RuntimeError("the self-test needs the backend's seams (run, launch)")
+        run, launch = self._seams
+
+        def measure(log_dir: Path) -> list[link_selftest.LinkCheck]:
+            return link_selftest.check(
+                self._places, self._network, log_dir, run=run, launch=launch, endpoints=self._endpoints
+            )
+
+        return link_selftest.for_run(spec, self, run_dir, self._selftests, measure=measure)
+
+    def _endpoints(self, net: Network, port: Port) -> tuple[str, str] | None:
+        """(source, destination) whose packets leave through ``port``'s queue here: a host's own
+        link is its egress (it sends), the router host's queue carries any pair."""
+        hosts = sorted(net.host_addresses)
+        if len(hosts) < 2 or port.ifname not in self._port_host:
+            return None
+        src = self._port_host[port.ifname] or hosts[0]
+        return src, next(h for h in hosts if h != src)
 
     def start_queue_sampler(self, spec: ExperimentSpec, out: Path, launch: ProcessLauncher) -> Process | None:
-        return None  # queue sampling on real hosts is not done yet (the before/after counters are kept)
+        """The local backend's queue sampler on each host holding a bottleneck (its data interface:
+        the router host's for the shared one), merged into ``out`` when stopped
+        (:mod:`shufflelab.hosts.sampling`)."""
+        by_place: dict[str, dict[str, str]] = {}
+        for port, host in self._port_host.items():
+            place = self.router if host is None else self._places[host]
+            assert place is not None
+            by_place.setdefault(place, {})[self.leases[place].session.host.data_interface] = port
+        samplers = HostSamplers(self._loop, out)
+        max_s = spec.experiment.run_timeout_s + 120
+        try:
+            for place, ports in sorted(by_place.items()):
+                hl = self.leases[place]
+                samplers.start(
+                    launch, place, hl.session, self.remote_scratch[place], ports, spec.telemetry.queue_period_ms, max_s
+                )
+        except BaseException:
+            samplers.stop()
+            raise
+        return samplers
 
     def save_telemetry(self, run_dir: Path) -> None:
         """Nothing: real hosts have no datapath of their own whose telemetry to keep."""
+
+
+def route_attributes(tcp: Any) -> list[str]:
+    """The route attributes of a host's TCP settings (``initcwnd``/``initrwnd``), as the local
+    backend puts them on each host's default route."""
+    out = []
+    for field in ("initcwnd", "initrwnd"):
+        value = getattr(tcp, field)
+        if value:
+            out += [field, str(value)]
+    return out
+
+
+async def _gateway(session: Session, address: str, dev: str) -> str | None:
+    """The gateway the host reaches ``address`` through on ``dev`` (None: on-link); refused when
+    the host would reach it through another interface."""
+    step = f"find the route to {address}"
+    r = await session.run(step, ["ip", "-j", "route", "get", address])
+    routes = json.loads(r.stdout or "[]")
+    if not routes or routes[0].get("dev") != dev:
+        found = routes[0].get("dev") if routes else None
+        raise HostError(
+            session.name,
+            session.host.address,
+            step,
+            f"{address} is reached through {found}, not the data interface {dev}",
+        )
+    gw = routes[0].get("gateway")
+    return str(gw) if gw else None
 
 
 async def data_address(session: Session) -> str:

@@ -117,14 +117,16 @@ class HostLease:
             raise ValueError(f"{interface}: replace its root qdisc under the lease first")
         await self.session.run(f"shape {interface}", ["tc", *args], privileged=True)
 
-    async def add_route(self, destination: str, via: str, interface: str) -> None:
-        """Route ``destination`` (one address) via ``via`` on ``interface``; refused when the host
-        already has a route for exactly that address (only ours is removed on restore)."""
+    async def add_route(
+        self, destination: str, via: str | None, interface: str, attributes: Sequence[str] = ()
+    ) -> None:
+        """Route ``destination`` (one address) via ``via`` (None: on-link) on ``interface`` with
+        route ``attributes`` (e.g. ``initcwnd 10``); refused when the host already has a route for
+        exactly that address (only ours is removed on restore). Called again, it replaces ours."""
         dst = str(ipaddress.ip_address(destination))
-        gw = str(ipaddress.ip_address(via))
-        step = f"route {dst} via {gw}"
-        mine = any(c["kind"] == "route" and c["destination"] == dst for c in self.changes)
-        if not mine:
+        gw = str(ipaddress.ip_address(via)) if via is not None else None
+        step = f"route {dst} via {gw}" if gw else f"route {dst} on {interface}"
+        if not self.has_route(dst):
             r = await self.session.run(step, ["ip", "-j", "route", "show", "exact", f"{dst}/32"])
             if json.loads(r.stdout or "[]"):
                 raise HostError(
@@ -132,8 +134,13 @@ class HostLease:
                     f"the host already has a route for {dst}/32; shufflelab adds only routes it can remove",
                 )  # fmt: skip
             await self._record({"kind": "route", "destination": dst, "interface": interface})
-        cmd = ["ip", "route", "replace", f"{dst}/32", "via", gw, "dev", interface]
+        cmd = ["ip", "route", "replace", f"{dst}/32", *(["via", gw] if gw else []), "dev", interface, *attributes]
         await self.session.run(step, cmd, privileged=True)
+
+    def has_route(self, destination: str) -> bool:
+        """Whether this lease added the /32 route to ``destination``."""
+        dst = str(ipaddress.ip_address(destination))
+        return any(c["kind"] == "route" and c["destination"] == dst for c in self.changes)
 
     async def track_processes(self) -> str:
         """Record (once) that processes tagged with this lease may run; returns the tag

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import ipaddress
 import json
+from collections.abc import Collection, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from shufflelab.hosts.inventory import Inventory
@@ -65,4 +67,17 @@ async def check_shaping(session: Session, interface: str) -> None:
             f"host {session.name} ({session.host.address}): {interface} carries the SSH control connection; "
             "shaping it could cut the controller off. Use a separate data interface, or set "
             f"hosts.{session.name}.control_interface_shaping_allowed = true in the inventory"
+        )
+
+
+def check_traffic(argv: Sequence[str], data_addresses: Collection[str]) -> None:
+    """Refuse an iperf3 client (cross traffic) aimed at anything but an inventory host's data address."""
+    if not argv or Path(argv[0]).name != "iperf3" or "-c" not in argv:
+        return
+    at = list(argv).index("-c") + 1
+    target = argv[at] if at < len(argv) else ""
+    if target not in data_addresses:
+        raise SafetyError(
+            f"iperf3 cross traffic to {target!r}: only the inventory hosts' data addresses may be targeted "
+            f"({', '.join(sorted(data_addresses))})"
         )

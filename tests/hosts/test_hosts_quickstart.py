@@ -1,0 +1,80 @@
+"""experiments/quickstart.toml as it is (one repetition instead of three) on seven stand-in hosts: its
+six hosts and its shared bottleneck on a router host, its cross-traffic matrix (UDP at 0 and 75 % of
+the link from tgen to tsink through the router), its link self-test; the job times against the local
+backend's, and every host as before afterwards."""
+
+from __future__ import annotations
+
+import os
+import statistics
+from collections.abc import Iterator
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from .conftest import Lab, stand_in_hosts
+from .test_hosts_run import REPO, cli, host_state, job_times
+
+pytestmark = [pytest.mark.root, pytest.mark.spark]
+
+SPEC_HOSTS = ["master", "w1", "w2", "w3", "tgen", "tsink"]
+
+
+@pytest.fixture(scope="module")
+def lab7(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    if os.geteuid() != 0:
+        pytest.skip("needs root (network namespaces)")
+    with stand_in_hosts(tmp_path_factory.mktemp("slsshq"), 7) as lab:
+        yield lab
+
+
+def by_udp(db: Path) -> dict[bool, list[float]]:
+    """Job times of the runs with and without UDP cross traffic."""
+    with duckdb.connect(str(db), read_only=True) as con:
+        rows = con.execute(
+            "SELECT job_time_s, run_id IN (SELECT run_id FROM cross_traffic WHERE kind = 'udp' AND bytes > 0) "
+            "FROM runs WHERE status = 'ok'"
+        ).fetchall()
+    out: dict[bool, list[float]] = {False: [], True: []}
+    for t, udp in rows:
+        out[bool(udp)].append(float(t))
+    return out
+
+
+def test_the_quickstart_unchanged_over_ssh_agrees_with_local(lab7: Lab, tmp_path: Path) -> None:
+    inv = lab7.inventory(tmp_path / "inv.toml")
+    text = inv.read_text()
+    text = text[: text.index("[map]")] + "[map]\n"
+    text += "".join(f'{h} = "host{i}"\n' for i, h in enumerate(SPEC_HOSTS, start=1))
+    inv.write_text('router = "host7"\n' + text)
+    spec = tmp_path / "quickstart.toml"
+    original = (REPO / "experiments" / "quickstart.toml").read_text()
+    spec.write_text(original.replace("repetitions = 3", "repetitions = 1"))
+    before = host_state(lab7)
+
+    r = cli("run", str(spec), "--hosts", str(inv), "--results", str(tmp_path / "hosts"), "--no-report")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert host_state(lab7) == before
+    db = tmp_path / "hosts" / "quickstart.duckdb"
+    job_times(db)
+    remote = by_udp(db)
+    with duckdb.connect(str(db), read_only=True) as con:
+        udp = con.execute("SELECT bytes, bits_per_second FROM cross_traffic WHERE kind = 'udp'").fetchall()
+        backlog = con.execute("SELECT dev, count(*), max(backlog_bytes) FROM queue_samples GROUP BY dev").fetchall()
+    print(f"over SSH: {remote}; UDP {udp}; router queue {backlog}")
+    assert len(remote[False]) == 1 and len(remote[True]) == 1, remote
+    # the router host's queue sampled, named as the emulated router's downlink
+    assert len(backlog) == 1 and backlog[0][1] > 0 and backlog[0][2] > 0, backlog
+
+    r = cli("run", str(spec), "--results", str(tmp_path / "local"), "--no-report")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    local = by_udp(tmp_path / "local" / "quickstart.duckdb")
+    print(f"local: {local}")
+    for udp_on in (False, True):
+        ratio = statistics.median(remote[udp_on]) / statistics.median(local[udp_on])
+        print(f"UDP {'75' if udp_on else '0'} %: job over SSH / local = {ratio:.2f}")
+        assert 0.5 < ratio < 2.0, (udp_on, remote, local)
+
+    r = cli("clean", "--hosts", str(inv))
+    assert r.returncode == 0 and "restored 0 leases" in r.stdout, r.stdout + r.stderr
