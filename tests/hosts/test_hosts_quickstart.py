@@ -5,6 +5,7 @@ backend's, and every host as before afterwards."""
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 from collections.abc import Iterator
@@ -13,7 +14,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from .conftest import Lab, stand_in_hosts
+from .conftest import Lab, sh, stand_in_hosts
 from .test_hosts_run import REPO, cli, host_state, job_times
 
 pytestmark = [pytest.mark.root, pytest.mark.spark]
@@ -27,6 +28,17 @@ def lab7(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         pytest.skip("needs root (network namespaces)")
     with stand_in_hosts(tmp_path_factory.mktemp("slsshq"), 7) as lab:
         yield lab
+
+
+def routing(lab: Lab) -> list[object]:
+    """Every host's routes and forwarding settings (the router host changes both while it runs)."""
+    return [
+        (
+            json.loads(sh("ip", "-j", "route", "show", ns=h.ns)),
+            sh("sysctl", "-n", "net.ipv4.ip_forward", "net.ipv4.conf.all.send_redirects", ns=h.ns).split(),
+        )
+        for h in lab.hosts
+    ]
 
 
 def by_udp(db: Path) -> dict[bool, list[float]]:
@@ -51,19 +63,32 @@ def test_the_quickstart_unchanged_over_ssh_agrees_with_local(lab7: Lab, tmp_path
     spec = tmp_path / "quickstart.toml"
     original = (REPO / "experiments" / "quickstart.toml").read_text()
     spec.write_text(original.replace("repetitions = 3", "repetitions = 1"))
-    before = host_state(lab7)
+    before, routes = host_state(lab7), routing(lab7)
 
     r = cli("run", str(spec), "--hosts", str(inv), "--results", str(tmp_path / "hosts"), "--no-report")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    assert host_state(lab7) == before
+    assert host_state(lab7) == before and routing(lab7) == routes  # shaping, sysctls, routes, forwarding: back
     db = tmp_path / "hosts" / "quickstart.duckdb"
     job_times(db)
     remote = by_udp(db)
     with duckdb.connect(str(db), read_only=True) as con:
         udp = con.execute("SELECT bytes, bits_per_second FROM cross_traffic WHERE kind = 'udp'").fetchall()
         backlog = con.execute("SELECT dev, count(*), max(backlog_bytes) FROM queue_samples GROUP BY dev").fetchall()
+        hosts = {row[0] for row in con.execute("SELECT DISTINCT host FROM tasks").fetchall()}
+        through = con.execute(
+            "SELECT r.bottleneck_tx_bytes, (SELECT sum(remote_bytes) FROM tasks t WHERE t.run_id = r.run_id) "
+            "FROM runs r"
+        ).fetchall()
     print(f"over SSH: {remote}; UDP {udp}; router queue {backlog}")
     assert len(remote[False]) == 1 and len(remote[True]) == 1, remote
+    # the shuffle's remote fetches left the router host through its shaped queue
+    assert through and all(sent is not None and rb and sent >= rb for sent, rb in through), through
+    # what the driver wrote on the master's host came back: event logs (the tasks table, the executors
+    # on the stand-ins' data addresses) and the listener's output
+    assert hosts and all(str(h).startswith("10.214.") for h in hosts), hosts
+    runs = sorted((tmp_path / "hosts" / "quickstart" / "runs").iterdir())
+    assert runs and all(any((d / "eventlog").iterdir()) for d in runs)
+    assert all(any(p.stat().st_size for p in (d / "listener").glob("*.jsonl")) for d in runs)
     # the router host's queue sampled, named as the emulated router's downlink
     assert len(backlog) == 1 and backlog[0][1] > 0 and backlog[0][2] > 0, backlog
 
