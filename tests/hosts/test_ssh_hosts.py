@@ -64,6 +64,8 @@ def test_doctor_over_ssh(lab: Lab, tmp_path: Path) -> None:
         assert abs(h["clock_offset_s"]) <= h["clock_uncertainty_s"] + 0.005  # one machine, one clock
     checks = {(f["host"], f["check"]): f for f in doc["findings"]}
     assert checks[("*", "java")]["level"] == "ok"
+    # probed with the interpreter runs start on every host (the stand-ins' own python3 has no pyspark)
+    assert checks[("*", "pyspark")]["level"] == "ok", checks[("*", "pyspark")]
     assert checks[("host1", "data interface")]["level"] == "ok"
     # the table form
     r = cli("doctor", "--hosts", str(inv))
@@ -88,6 +90,14 @@ def test_doctor_for_a_spec_refuses_cells(lab: Lab, tmp_path: Path) -> None:
     else:  # this kernel: no dctcp module
         assert checks[("*", "cell cc=dctcp")]["level"] == "refuse"
         assert cells["detail"] == "1 of 2 cells can run on these hosts" and r.returncode == 1
+    # what the hosts backend itself cannot do, per scenario: the default shared topology needs a
+    # router host (both cells), DCTCP the switch on it (one cell)
+    backend = sorted(f["detail"] for f in doc["findings"] if f["check"] == "backend")
+    assert len(backend) == 2, backend
+    dctcp, shared = backend
+    assert "tcp.congestion_control = 'dctcp'" in dctcp and dctcp.endswith("(scenarios: cc=dctcp)"), dctcp
+    assert shared.startswith("topology.kind = 'shared'"), shared
+    assert shared.endswith("(scenarios: cc=cubic, cc=dctcp)"), shared
 
 
 def test_inventory_error_is_one_line(tmp_path: Path) -> None:
