@@ -180,9 +180,20 @@ def stand_in_hosts(root: Path, n: int) -> Iterator[Lab]:
                 LEASE_PARENT.rmdir()
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+def _lab(tmp_path_factory: pytest.TempPathFactory, n: int) -> Iterator[Lab]:
     if os.geteuid() != 0:
         pytest.skip("needs root (network namespaces)")
-    with stand_in_hosts(tmp_path_factory.mktemp("slssh"), 3) as lab:
+    with stand_in_hosts(tmp_path_factory.mktemp(f"slssh{n}"), n) as lab:
         yield lab
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    """Three stand-in hosts (the master and two workers of a star topology)."""
+    yield from _lab(tmp_path_factory, 3)
+
+
+@pytest.fixture(scope="module")
+def lab7(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    """Seven stand-in hosts: the quickstart's six and a router host."""
+    yield from _lab(tmp_path_factory, 7)

@@ -6,28 +6,18 @@ backend's, and every host as before afterwards."""
 from __future__ import annotations
 
 import json
-import os
 import statistics
-from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
 import pytest
 
-from .conftest import Lab, sh, stand_in_hosts
+from .conftest import Lab, sh
 from .test_hosts_run import REPO, cli, host_state, job_times
 
 pytestmark = [pytest.mark.root, pytest.mark.spark]
 
 SPEC_HOSTS = ["master", "w1", "w2", "w3", "tgen", "tsink"]
-
-
-@pytest.fixture(scope="module")
-def lab7(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    if os.geteuid() != 0:
-        pytest.skip("needs root (network namespaces)")
-    with stand_in_hosts(tmp_path_factory.mktemp("slsshq"), 7) as lab:
-        yield lab
 
 
 def routing(lab: Lab) -> list[object]:
