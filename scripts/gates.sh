@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's gates, in order, each timed: lint and types (Python), format, lints and tests
 # (Rust), then pytest. `scripts/gates.sh` runs them all (the README's `make test`, so CI);
-# `scripts/gates.sh --quick` skips the tiers that need root or start Spark (`make check`).
+# `scripts/gates.sh --quick` skips the tiers that need root or start Spark (`make check`). The full
+# run lists its 15 slowest tests, so what makes CI long shows in its log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 quick=0
@@ -31,7 +32,7 @@ fi
 if [ $quick -eq 1 ]; then
   gate pytest .venv/bin/python -m pytest -q -m "not root and not spark"
 else
-  gate pytest .venv/bin/python -m pytest -q
+  gate pytest .venv/bin/python -m pytest -q --durations=15
 fi
 echo "== gates passed"
 printf '%s\n' "${timings[@]}"
