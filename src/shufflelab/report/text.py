@@ -184,6 +184,25 @@ def user_app_line(w: Workload) -> str:
     )
 
 
+def _union_of_notes(per_run: list[list[str]]) -> list[str]:
+    """The switch's notes over runs, each once; notes saying the same thing "on hosts" of a scenario
+    become one with the hosts of every scenario (in order of appearance)."""
+    items: list[str] = []
+    hosts: dict[str, list[str]] = {}
+    for notes in per_run:
+        for item in notes:
+            head, sep, tail = item.partition(" on hosts ")
+            if not sep:
+                if item not in items:
+                    items.append(item)
+                continue
+            if head not in hosts:
+                hosts[head] = []
+                items.append(head)
+            hosts[head] += [h for h in tail.split(", ") if h not in hosts[head]]
+    return [f"{i} on hosts {', '.join(hosts[i])}" if i in hosts else i for i in items]
+
+
 def scale_note(d: Data) -> list[str]:
     s = d.spec
     params: dict[str, Any] = dict(s.workload.params)
@@ -218,13 +237,12 @@ def scale_note(d: Data) -> list[str]:
     emu = d.environment.get("emulation") or {}
     if emu.get("datapath") == "switch":
         # the union over the runs: scenarios differ (e.g. which hosts run dctcp or vcc)
-        items: list[str] = []
-        for env in d.runs.get("environment_json", pd.Series(dtype=object)).dropna():
-            for item in (json.loads(env).get("emulation") or {}).get("emulated_by_switch", []):
-                if item not in items:
-                    items.append(item)
-        items = items or list(emu.get("emulated_by_switch", []))
-        lines.append("Network emulated by shufflelab's userspace switch (over all scenarios): " + "; ".join(items))
+        notes = [
+            (json.loads(env).get("emulation") or {}).get("emulated_by_switch", [])
+            for env in d.runs.get("environment_json", pd.Series(dtype=object)).dropna()
+        ]
+        items = _union_of_notes(notes or [list(emu.get("emulated_by_switch", []))])
+        lines.append("Network (over all scenarios): " + "; ".join(items))
     elif missing_q or missing_cc:
         lines.append(
             "The kernel has no "
