@@ -141,6 +141,8 @@ def figure(cell_list: list[Cell], path, timeout_note: str = ""):  # noqa: ANN001
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
     colors = {"ecn": "#4c72b0", "legacy": "#c44e52", "vcc": "#55a868"}
     names = {"ecn": "(a) ECN hosts (DCTCP)", "legacy": "(b) legacy hosts", "vcc": "(c) legacy hosts + VCC"}
+    # ECN and VCC often coincide: different markers and a dashed line keep both visible
+    styles = {"ecn": ("s", "--"), "legacy": ("o", "-"), "vcc": ("D", ":")}
     by_case: dict[str, list[Cell]] = {}
     for c in cell_list:
         by_case.setdefault(c.case, []).append(c)
@@ -150,7 +152,9 @@ def figure(cell_list: list[Cell], path, timeout_note: str = ""):  # noqa: ANN001
         y = [c.mean_s for c in cs]
         err = [[c.mean_s - c.ci_low_s for c in cs], [c.ci_high_s - c.mean_s for c in cs]]
         col = colors.get(case)
-        ax.errorbar(x, y, yerr=err, capsize=4, marker="o", color=col, label=names.get(case, case))
+        marker, line = styles.get(case, ("o", "-"))
+        ax.errorbar(x, y, yerr=err, capsize=4, marker=marker, linestyle=line, markerfacecolor="none", color=col,
+                    label=names.get(case, case))  # fmt: skip
         for c in cs:
             if c.lower_bound:  # a lower bound: open marker and an arrow up
                 ax.plot([c.pairs], [c.mean_s], marker="o", markersize=11, markerfacecolor="white",
