@@ -130,9 +130,12 @@ def test_doctor_wants_the_switch_on_the_router_host() -> None:
     facts = {n: _facts(n) for n in ("a", "b", "c")} | {"r": _facts("r", switch=True)}
     by = {(f.host, f.check): f for f in findings.for_spec(spec, mapping, facts, router="r")}
     assert by[("*", "cells")].level == "ok", by  # dctcp over cubic, delay and RED in the switch
+    assert by[("r", "switch")].level == "ok"
     facts["r"].switch = False
     by = {(f.host, f.check): f for f in findings.for_spec(spec, mapping, facts, router="r")}
     assert by[("*", "cells")].level == "refuse"
-    assert "/repo/target/release/shufflelab-switch is missing on router host r" in by[("*", "cell base")].detail
+    assert "missing on router host r" in by[("*", "cell base")].detail
+    assert by[("r", "switch")].level == "refuse"
+    assert by[("r", "switch")].detail.startswith("missing: /repo/target/release/shufflelab-switch (")
     by = {(f.host, f.check): f for f in findings.for_spec(spec, mapping, facts)}
     assert "needs the userspace switch" in by[("*", "cell base")].detail

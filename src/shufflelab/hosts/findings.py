@@ -204,12 +204,26 @@ def for_spec(
             )
         elif sc.spec.datapath() == "switch" and r is not None and r.error is None:
             if not r.switch:
-                refused.setdefault(sc.label, []).append(
-                    f"the userspace switch {r.switch_binary} is missing on router host {router} (build it there: "
-                    "cargo build --release -p shufflelab-switch)"
-                )
+                refused.setdefault(sc.label, []).append(f"needs the userspace switch, missing on router host {router}")
             if not r.ethtool:
-                refused.setdefault(sc.label, []).append(f"ethtool (offloads off for the switch) is missing on {router}")
+                refused.setdefault(sc.label, []).append(
+                    f"needs ethtool for the switch, missing on router host {router}"
+                )
+    r = facts.get(router) if router is not None else None
+    if r is not None and r.error is None and any(sc.spec.datapath() == "switch" for sc in scenarios):
+        if r.switch and r.ethtool:
+            out.append(Finding(router or "", "switch", "ok", f"{r.switch_binary} (the userspace switch) and ethtool"))
+        else:
+            missing = [w for w, ok in ((f"{r.switch_binary}", r.switch), ("ethtool", r.ethtool)) if not ok]
+            out.append(
+                Finding(
+                    router or "",
+                    "switch",
+                    "refuse",
+                    f"missing: {', '.join(missing)} (the router host runs the userspace switch; build it at the "
+                    "controller's checkout path: cargo build --release -p shufflelab-switch)",
+                )
+            )
     for label, why in refused.items():
         out.append(Finding("*", f"cell {label}", "refuse", "; ".join(sorted(set(why)))))
     runnable = len(scenarios) - len(refused)
