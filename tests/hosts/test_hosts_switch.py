@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +21,7 @@ from shufflelab.switch import binary_path
 
 from .conftest import Lab, sh, stand_in_hosts
 from .test_hosts_quickstart import routing
-from .test_hosts_run import cli, host_state, quickstart
+from .test_hosts_run import ENV, TAG, _driver_running, cli, host_state, quickstart
 
 pytestmark = [
     pytest.mark.root,
@@ -49,16 +53,35 @@ def offloads(lab: Lab) -> list[str]:
     ]
 
 
-def test_delay_red_and_dctcp_through_the_switch_on_a_router_host(lab4: Lab, tmp_path: Path) -> None:
-    inv = lab4.inventory(tmp_path / "inv.toml")
+def switch_spec(tmp_path: Path, lab: Lab, selftest: str = "warn") -> tuple[Path, Path]:
+    """The inventory (host4 the router) and the three-host quickstart with the switch's link and DCTCP."""
+    inv = lab.inventory(tmp_path / "inv.toml")
     text = inv.read_text()
     inv.write_text('router = "host4"\n' + text.replace('h4 = "host4"\n', ""))
     spec = quickstart(tmp_path / "switch.toml", reps=1, kind="shared")
     body = spec.read_text()
     body = body.replace("bottleneck = { rate_mbps = 40, queue_bytes = 100000 }", f"bottleneck = {LINK}")
     body = body.replace('congestion_control = "cubic"', 'congestion_control = "dctcp"')
-    body = body.replace('selftest = "off"', 'selftest = "warn"')  # its ping reads the RTT through the switch
+    body = body.replace('selftest = "off"', f'selftest = "{selftest}"')
     spec.write_text(body.replace('name = "quickstart-hosts"', 'name = "switch-hosts"'))
+    return inv, spec
+
+
+def switch_running(lab: Lab) -> bool:
+    """A lease-tagged shufflelab-switch runs on the router host."""
+    for pid in sh("ip", "netns", "pids", lab.hosts[3].ns).split():
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+            env = Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            continue
+        if b"shufflelab-switch" in cmd and TAG.encode() in env:
+            return True
+    return False
+
+
+def test_delay_red_and_dctcp_through_the_switch_on_a_router_host(lab4: Lab, tmp_path: Path) -> None:
+    inv, spec = switch_spec(tmp_path, lab4)  # the self-test's ping reads the RTT through the switch
     before, routes, offs = host_state(lab4), routing(lab4), offloads(lab4)
 
     r = cli("run", str(spec), "--hosts", str(inv), "--results", str(tmp_path / "res"), "--no-report", timeout=600)
@@ -107,3 +130,35 @@ def test_delay_red_and_dctcp_through_the_switch_on_a_router_host(lab4: Lab, tmp_
 
     r = cli("clean", "--hosts", str(inv), timeout=120)
     assert r.returncode == 0 and "restored 0 leases" in r.stdout, r.stdout + r.stderr
+
+
+def test_a_killed_runner_leaves_the_switch_to_clean(lab4: Lab, tmp_path: Path) -> None:
+    """SIGKILL mid-job: the switch keeps running on the router host (tagged), ``clean --hosts`` stops
+    it and sets forwarding, offloads, routes, sysctls back on every host."""
+    inv, spec = switch_spec(tmp_path, lab4, selftest="off")
+    before, routes, offs = host_state(lab4), routing(lab4), offloads(lab4)
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "shufflelab.cli", "run", str(spec), "--hosts", str(inv),
+         "--results", str(tmp_path / "res"), "--no-report"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=ENV, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 240
+        while not (_driver_running(lab4) and switch_running(lab4)):
+            assert runner.poll() is None, f"the runner ended before its job started: {runner.stderr.read()}"  # type: ignore[union-attr]
+            assert time.monotonic() < deadline, "the job did not start within 240 s"
+            time.sleep(0.3)
+        assert offloads(lab4) != offs  # the switch's offloads are off while it runs
+        runner.send_signal(signal.SIGKILL)
+        runner.wait(timeout=60)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait()
+    assert switch_running(lab4)  # nothing stopped it: the controller is gone
+    r = cli("clean", "--hosts", str(inv), timeout=120)
+    assert r.returncode == 0 and "restored 4 leases" in r.stdout, r.stdout + r.stderr
+    assert not switch_running(lab4)
+    assert host_state(lab4) == before and routing(lab4) == routes and offloads(lab4) == offs
+    r = cli("clean", "--hosts", str(inv), timeout=120)
+    assert "restored 0 leases" in r.stdout, r.stdout
