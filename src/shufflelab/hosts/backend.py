@@ -77,16 +77,28 @@ class HostsBackend:
         check_traffic(argv, self.fabric.data_addresses if self.fabric is not None else frozenset())
         return self.loop.call(run_remote(self.sessions[place], argv, check, timeout))
 
-    def launch(self, place: str, argv: Sequence[str], log: Path, /, env: Mapping[str, str] | None = None) -> SshProcess:
+    def launch(
+        self,
+        place: str,
+        argv: Sequence[str],
+        log: Path,
+        /,
+        env: Mapping[str, str] | None = None,
+        *,
+        privileged: bool = False,
+    ) -> SshProcess:
         """Start ``argv`` on inventory host ``place`` under the live fabric's lease; its log is kept
-        on the host and fetched to ``log`` when it stops."""
+        on the host and fetched to ``log`` when it stops. ``privileged``: as root (``sudo -n`` for
+        another user, the lease's tag passed on through ``env``), and stopped as root."""
         if self.fabric is None:
             raise RuntimeError("processes start on inventory hosts only while a fabric (and its lease) is up")
         check_traffic(argv, self.fabric.data_addresses)
         hl = self.fabric.leases[place]
+        if privileged and hl.session.host.needs_sudo:
+            argv = ["sudo", "-n", "--", "env", f"{lease.TAG_VAR}={hl.lease_id}", *argv]
         self._launched += 1
         remote_log = f"{self.fabric.remote_scratch[place]}/logs/{self._launched:04d}-{log.name}"
-        proc = SshProcess(self.loop, self.sessions[place], argv, log, remote_log)
+        proc = SshProcess(self.loop, self.sessions[place], argv, log, remote_log, privileged)
 
         async def start() -> None:
             tag = await hl.track_processes()
@@ -154,6 +166,10 @@ class HostsBackend:
             )
             yield self.fabric
         finally:
-            self.fabric = None
-            shutil.rmtree(local, ignore_errors=True)
+            try:
+                if self.fabric is not None:
+                    self.fabric.close()
+            finally:
+                self.fabric = None
+                shutil.rmtree(local, ignore_errors=True)
             self.loop.call(down())

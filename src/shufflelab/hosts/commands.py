@@ -54,7 +54,7 @@ def doctor(inv_path: Path, spec_path: Path | None, as_json: bool, console: Conso
         return 2
     found = findings.general(facts)
     if spec is not None:
-        found += findings.for_spec(spec, inventory.check_mapping(inv, spec), facts)
+        found += findings.for_spec(spec, inventory.check_mapping(inv, spec), facts, inv.router)
         for problem, labels in backend_refusals(inv, spec, str(spec_path)).items():
             found.append(findings.Finding("*", "backend", "refuse", f"{problem} (scenarios: {', '.join(labels)})"))
     refused = any(f.level == "refuse" for f in found)

@@ -7,8 +7,10 @@ i.e. the host's ingress; for a shuffle, where every host sends and receives, bot
 all-to-all traffic). A ``shared`` bottleneck is held by the inventory's router host: every host
 routes each other host's data address through it (/32 routes), it forwards (one-armed, no ICMP
 redirects), and its data interface's egress -- which every host-to-host packet leaves through,
-as the emulated router's downlink -- is the one shaped queue. ``dumbbell`` and what needs the
-userspace switch are not done: :func:`refusals` names the spec field that asks for them.
+as the emulated router's downlink -- is the one shaped queue. What needs the userspace switch
+(delay, RED/ECN, DCTCP, VCC) runs there too: the switch on the router host's data interface
+instead of the kernel's forwarding and HTB (:mod:`shufflelab.hosts.switch`). ``dumbbell`` and the
+switch on per-host links are not done: :func:`refusals` names the spec field that asks for them.
 """
 
 from __future__ import annotations
@@ -25,6 +27,14 @@ from shufflelab.emulate.fabric import PortCounters, shaping_commands, tcp_sysctl
 from shufflelab.hosts.control import HostError, Session
 from shufflelab.hosts.lease import HostLease
 from shufflelab.hosts.sampling import HostSamplers
+from shufflelab.hosts.switch import (
+    OFFLOADS_OFF,
+    HostsLauncher,
+    RouterSwitch,
+    mac_address,
+    prepare_router,
+    router_switch_config,
+)
 from shufflelab.spec import ExperimentSpec, SpecError
 from shufflelab.topology import Network, Port
 
@@ -64,9 +74,13 @@ def refusals(spec: ExperimentSpec, router: bool = False) -> list[str]:
             "'shared' (with a router host) and 'star' are"
         )
     features = spec.switch_features()
-    if spec.topology.bottleneck.datapath == "switch" or features:
+    if spec.datapath() == "switch" and kind == "star":
         why = ", ".join(features) or "topology.bottleneck.datapath = 'switch'"
-        out.append(f"{why}: needs the userspace switch on a router host, which the hosts backend does not set up yet")
+        out.append(
+            f"{why} with topology.kind = 'star': the hosts backend runs the userspace switch only on the router "
+            "host of topology.kind = 'shared' (per-host links would need a switch on every host's own link); use "
+            "'shared' with a router host"
+        )
     if spec.faults:
         out.append("faults: fault injection is not supported by the hosts backend yet")
     if drivers.kind_of(spec) is not drivers.SparkDriver:
@@ -108,7 +122,7 @@ class HostsFabric:
         lease: HostsLeaseInfo,
         scratch: Mapping[str, str],
         router: str | None = None,
-        seams: tuple[CommandRunner, ProcessLauncher] | None = None,
+        seams: tuple[CommandRunner, HostsLauncher] | None = None,
     ) -> None:
         self._loop = loop
         self._seams = seams  # the backend's run and launch (the self-test's commands and iperf3 server)
@@ -128,6 +142,8 @@ class HostsFabric:
             p.ifname: (p.ifname if p.ifname in network.host_addresses else None) for p in network.bottlenecks
         }
         self.router = router
+        self._switch: RouterSwitch | None = None  # on the router host, while the datapath is the switch
+        self._macs: dict[str, str] = {}  # spec host -> its data interface's MAC (for the switch)
         if None in self._port_host.values() and (router is None or router not in self.leases):
             raise SpecError("topology.kind = 'shared': the inventory names no router host (router = 'NAME')")
 
@@ -153,6 +169,9 @@ class HostsFabric:
 
     # -- configuration -------------------------------------------------------------------------
     def configure(self, spec: ExperimentSpec, restart_switch: bool = False) -> None:
+        """Apply ``spec``'s TCP settings, routes and datapath on every host (idempotent). On the
+        switch datapath the router host's switch is (re)started when its config changed, when it
+        is not running, or when ``restart_switch`` asks for fresh counters (each run, as locally)."""
         problems = refusals(spec, router=self.router is not None)
         if problems:
             raise SpecError("the hosts backend cannot run this spec: " + "; ".join(problems))
@@ -160,6 +179,9 @@ class HostsFabric:
         shaped = set(self._port_host.values())
         shared = None in shaped
         router = self.leases[self.router] if shared and self.router is not None else None
+        switch = spec.datapath() == "switch"
+        if not switch and self._switch is not None:
+            self._switch.stop()  # before the kernel forwards again: one copy of every packet
 
         async def one(host: str) -> None:
             hl = self.leases[self._places[host]]
@@ -169,6 +191,8 @@ class HostsFabric:
                 await self._shape(hl, link)
             attrs = route_attributes(spec.tcp_for(host))
             dev = hl.session.host.data_interface
+            if switch:  # the switch forwards frames, not GSO segments
+                await hl.set_offloads(dev, OFFLOADS_OFF)
             for other, address in self._network.host_addresses.items():
                 if other == host:
                     continue
@@ -178,7 +202,7 @@ class HostsFabric:
                     via = await _gateway(hl.session, address, dev)
                     await hl.add_route(address, via, dev, attrs)
 
-        async def forward(hl: HostLease) -> None:
+        async def forward(hl: HostLease) -> int:
             dev = hl.session.host.data_interface
             await hl.set_sysctl("net.ipv4.ip_forward", "1")
             # one-armed: packets leave through the interface they came in on; no redirects that
@@ -186,19 +210,49 @@ class HostsFabric:
             for scope in ("all", dev):
                 await hl.set_sysctl(f"net.ipv4.conf.{scope}.send_redirects", "0")
             await self._shape(hl, link)
+            return 0
 
-        steps = [one(h) for h in self._network.host_addresses]
+        steps: list[Coroutine[Any, Any, Any]] = [one(h) for h in self._network.host_addresses]
         if router is not None:
-            steps.append(forward(router))
-        self._loop.call(settled(*steps))
+            steps.append(prepare_router(router) if switch else forward(router))
+        done = self._loop.call(settled(*steps))
+        if switch and router is not None:
+            self._start_switch(spec, router, int(done[-1]), restart_switch)
+
+    def _start_switch(self, spec: ExperimentSpec, router: HostLease, ncpu: int, restart: bool) -> None:
+        if self._seams is None:
+            raise RuntimeError("the switch needs the backend's process launcher")
+        if not self._macs:
+            hosts = list(self._network.host_addresses)
+            macs = self._loop.call(settled(*(mac_address(self.session(h)) for h in hosts)))
+            self._macs = dict(zip(hosts, macs, strict=True))
+        dev = router.session.host.data_interface
+        cfg = router_switch_config(self._network, spec, self._macs, dev, ncpu)
+        if self._switch is None:
+            assert self.router is not None
+            port = next(p for p, h in self._port_host.items() if h is None)
+            self._switch = RouterSwitch(
+                self._loop, router, self.router, self.remote_scratch[self.router], self._seams[1], self._lease.scratch,
+                port,
+            )  # fmt: skip
+        self._switch.ensure(cfg, restart)
+
+    def close(self) -> None:
+        """Stop the router host's switch (its log fetched); the leases restore the rest."""
+        if self._switch is not None:
+            self._switch.stop()
+
+    def _switching(self) -> RouterSwitch | None:
+        """The router host's switch while it is the datapath."""
+        return self._switch if self._switch is not None and self._switch.process is not None else None
 
     async def _shape(self, hl: HostLease, link: Any) -> None:
         dev = hl.session.host.data_interface
         root, cls, leaf = shaping_commands(None, dev, link)
-        if not any(c["kind"] == "qdisc" and c["interface"] == dev for c in hl.changes):
+        shown = (await hl.session.run(f"shape {dev}", ["tc", "qdisc", "show", "dev", dev])).stdout
+        if "htb 1: root" not in shown:  # not yet, or removed for the switch
             await hl.replace_root_qdisc(dev, root[root.index("root") + 1 :])
         await hl.tc(dev, cls[1:])
-        shown = (await hl.session.run(f"shape {dev}", ["tc", "qdisc", "show", "dev", dev])).stdout
         kind = leaf[leaf.index("10:") + 1]
         for other in ("bfifo", "pfifo"):  # a leaf of another kind must go before it is replaced
             if other != kind and f"{other} 10:" in shown:
@@ -210,6 +264,9 @@ class HostsFabric:
         """The egress counters of the data interface of the host whose link ``port`` is (the router
         host's for the shared bottleneck)."""
         host = self._port_host[port.ifname]
+        switch = self._switching()
+        if host is None and switch is not None:
+            return switch.counters()
         if host is None:
             assert self.router is not None
             s = self.leases[self.router].session
@@ -225,7 +282,8 @@ class HostsFabric:
         return _counters(self._loop.call(read()))
 
     def switch_failure(self) -> str | None:
-        return None  # no userspace switch on real hosts
+        switch = self._switching()
+        return switch.failure() if switch is not None else None
 
     def selftest(self, spec: ExperimentSpec, run_dir: Path) -> list[dict[str, Any]]:
         """The local backend's link self-test over SSH (ping and a short iperf3 transfer across each
@@ -253,7 +311,10 @@ class HostsFabric:
     def start_queue_sampler(self, spec: ExperimentSpec, out: Path, launch: ProcessLauncher) -> Process | None:
         """The local backend's queue sampler on each host holding a bottleneck (its data interface:
         the router host's for the shared one), merged into ``out`` when stopped
-        (:mod:`shufflelab.hosts.sampling`)."""
+        (:mod:`shufflelab.hosts.sampling`); None on the switch datapath (the switch samples its
+        queue itself, see :meth:`save_telemetry`)."""
+        if self._switching() is not None:
+            return None
         by_place: dict[str, dict[str, str]] = {}
         for port, host in self._port_host.items():
             place = self.router if host is None else self._places[host]
@@ -273,7 +334,11 @@ class HostsFabric:
         return samplers
 
     def save_telemetry(self, run_dir: Path) -> None:
-        """Nothing: real hosts have no datapath of their own whose telemetry to keep."""
+        """On the switch datapath: the router host's switch's samples as ``queue_samples.csv``, its
+        config and log, in ``run_dir`` (as the local fabric keeps them); else nothing."""
+        switch = self._switching()
+        if switch is not None:
+            switch.save_telemetry(run_dir)
 
 
 def route_attributes(tcp: Any) -> list[str]:

@@ -142,8 +142,11 @@ def general(facts: Mapping[str, HostFacts]) -> list[Finding]:
     return out
 
 
-def for_spec(spec: ExperimentSpec, mapping: Mapping[str, str], facts: Mapping[str, HostFacts]) -> list[Finding]:
-    """What the facts mean for ``spec`` run with ``mapping`` (spec host -> inventory host)."""
+def for_spec(
+    spec: ExperimentSpec, mapping: Mapping[str, str], facts: Mapping[str, HostFacts], router: str | None = None
+) -> list[Finding]:
+    """What the facts mean for ``spec`` run with ``mapping`` (spec host -> inventory host) and the
+    inventory's ``router`` host (which runs the userspace switch where a cell needs it)."""
     out: list[Finding] = []
     try:
         scenarios = expand(spec)
@@ -183,14 +186,44 @@ def for_spec(spec: ExperimentSpec, mapping: Mapping[str, str], facts: Mapping[st
             f = facts.get(inv_host)
             if f is None or f.error is not None:
                 continue
-            cc = sc.spec.tcp_for(spec_host).congestion_control
+            # dctcp is the switch's DCTCP over the host's cubic (tcp_ecn = 1)
+            cc = sc.spec.tcp_for(spec_host).kernel_congestion_control()
             if cc not in f.congestion_controls and cc not in f.loadable_congestion_controls:
                 refused.setdefault(sc.label, []).append(f"{cc} missing on {inv_host} ({spec_host})")
             link = sc.spec.topology.bottleneck
+            if sc.spec.datapath() == "switch":  # delay and RED are the switch's, on the router host
+                continue
             if link.delay_ms > 0 and f.qdiscs is not None and "netem" not in f.qdiscs:
                 refused.setdefault(sc.label, []).append(f"delay_ms needs netem, missing on {inv_host}")
             if link.discipline == "red" and f.qdiscs is not None and "red" not in f.qdiscs:
                 refused.setdefault(sc.label, []).append(f"RED/ECN needs the red qdisc, missing on {inv_host}")
+        r = facts.get(router) if router is not None else None
+        if sc.spec.datapath() == "switch" and (router is None or sc.spec.topology.kind != "shared"):
+            refused.setdefault(sc.label, []).append(
+                "needs the userspace switch, which runs on the inventory's router host with topology.kind = 'shared'"
+            )
+        elif sc.spec.datapath() == "switch" and r is not None and r.error is None:
+            if not r.switch:
+                refused.setdefault(sc.label, []).append(f"needs the userspace switch, missing on router host {router}")
+            if not r.ethtool:
+                refused.setdefault(sc.label, []).append(
+                    f"needs ethtool for the switch, missing on router host {router}"
+                )
+    r = facts.get(router) if router is not None else None
+    if r is not None and r.error is None and any(sc.spec.datapath() == "switch" for sc in scenarios):
+        if r.switch and r.ethtool:
+            out.append(Finding(router or "", "switch", "ok", f"{r.switch_binary} (the userspace switch) and ethtool"))
+        else:
+            missing = [w for w, ok in ((f"{r.switch_binary}", r.switch), ("ethtool", r.ethtool)) if not ok]
+            out.append(
+                Finding(
+                    router or "",
+                    "switch",
+                    "refuse",
+                    f"missing: {', '.join(missing)} (the router host runs the userspace switch; build it at the "
+                    "controller's checkout path: cargo build --release -p shufflelab-switch)",
+                )
+            )
     for label, why in refused.items():
         out.append(Finding("*", f"cell {label}", "refuse", "; ".join(sorted(set(why)))))
     runnable = len(scenarios) - len(refused)

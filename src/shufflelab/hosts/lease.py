@@ -9,7 +9,8 @@ changes in order -- ``sysctl`` (name, previous value), ``qdisc`` (interface; onl
 root qdisc is replaced, and restoring deletes ours so the kernel's default comes back),
 ``process`` (a tag in the environment of everything started, so no pid is ever guessed) and
 ``scratch`` (the lease's own folder ``/var/tmp/shufflelab-hosts/<id>``, removed) and ``route``
-(a /32 route through the router host, added only where the host had none, deleted).
+(a /32 route through the router host, added only where the host had none, deleted) and
+``offloads`` (an interface's TSO/GSO/GRO, turned off for the userspace switch, set back).
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ from shufflelab.hosts.safety import SafetyError, check_shaping
 _SYSCTL = re.compile(r"^[a-z0-9_]+(\.[A-Za-z0-9_-]+)+$")
 _LEASE_ID = re.compile(r"^[0-9a-f]{12}$")
 TAG_VAR = "SHUFFLELAB_LEASE"
+# the offloads the backend may change (``ethtool -K`` name -> ``ethtool -k`` name)
+OFFLOADS = {"tso": "tcp-segmentation-offload", "gso": "generic-segmentation-offload", "gro": "generic-receive-offload"}
+_IFNAME = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
 # every host's scratch folders live below this; a lease removes only ``SCRATCH_ROOT/<its id>``
 SCRATCH_ROOT = "/var/tmp/shufflelab-hosts"
 
@@ -46,6 +50,31 @@ def scratch_path(lease_id: str) -> str:
 
 def new_lease_id() -> str:
     return secrets.token_hex(6)
+
+
+def offload_states(ethtool_k: str) -> dict[str, str]:
+    """``tso``/``gso``/``gro`` -> ``on``/``off`` from ``ethtool -k`` output (a feature it does not
+    list, or lists as ``[fixed]``, is left out: it cannot be changed). Pure."""
+    long_names = {v: k for k, v in OFFLOADS.items()}
+    out = {}
+    for line in ethtool_k.splitlines():
+        name, _, rest = line.strip().partition(":")
+        words = rest.split()
+        if name in long_names and words and words[0] in ("on", "off") and "[fixed]" not in words:
+            out[long_names[name]] = words[0]
+    return out
+
+
+def offload_args(interface: str, values: dict[str, str]) -> list[str]:
+    """``ethtool -K`` for ``values`` (validated: known features, on/off, an interface name)."""
+    if not _IFNAME.match(interface):
+        raise ValueError(f"{interface!r} is not an interface name")
+    args = ["ethtool", "-K", interface]
+    for k, v in values.items():
+        if k not in OFFLOADS or v not in ("on", "off"):
+            raise ValueError(f"offload {k} = {v!r}")
+        args += [k, v]
+    return args
 
 
 @dataclass
@@ -137,6 +166,20 @@ class HostLease:
         cmd = ["ip", "route", "replace", f"{dst}/32", *(["via", gw] if gw else []), "dev", interface, *attributes]
         await self.session.run(step, cmd, privileged=True)
 
+    async def set_offloads(self, interface: str, values: dict[str, str]) -> None:
+        """Set ``interface``'s offloads (``{"gro": "off"}``), recording their previous states first."""
+        step = f"offloads of {interface}"
+        offload_args(interface, values)  # validated before anything is recorded
+        if not any(c["kind"] == "offloads" and c["interface"] == interface for c in self.changes):
+            shown = await self.session.run(step, ["ethtool", "-k", interface])
+            prev = offload_states(shown.stdout)
+            await self._record({"kind": "offloads", "interface": interface, "previous": prev})
+        else:
+            prev = next(c["previous"] for c in self.changes if c["kind"] == "offloads" and c["interface"] == interface)
+        wanted = {k: v for k, v in values.items() if k in prev}  # a fixed feature cannot be changed
+        if wanted:
+            await self.session.run(step, offload_args(interface, wanted), privileged=True)
+
     def has_route(self, destination: str) -> bool:
         """Whether this lease added the /32 route to ``destination``."""
         dst = str(ipaddress.ip_address(destination))
@@ -223,6 +266,10 @@ async def restore_changes(session: Session, lease_id: str, changes: list[dict[st
                 )
                 if json.loads(left.stdout or "[]"):
                     problems.append(f"the route to {dst}/32 is still there")
+            elif c["kind"] == "offloads":
+                if c["previous"]:
+                    argv = offload_args(str(c["interface"]), dict(c["previous"]))
+                    await session.run(f"restore the offloads of {c['interface']}", argv, privileged=True)
             elif c["kind"] == "scratch":
                 if c["path"] != scratch_path(lease_id):
                     raise ValueError(f"scratch path {c['path']!r} is not this lease's")

@@ -1,7 +1,8 @@
 """What each inventory host has, found over SSH: the kernel's qdiscs (tried for real in a
 throw-away namespace when root), congestion controls (available and loadable), Java, Python and
 pyspark versions (of the interpreter at the controller's ``sys.executable`` path, the one runs
-start on every host), root or sudo, listening ports, the data and control interfaces, and the clock
+start on every host), the userspace switch binary at the controller's path and ethtool (what a
+router host needs for the switch), root or sudo, listening ports, the data and control interfaces, and the clock
 offset to the controller (several ``date +%s.%N`` round trips; offset = remote - midpoint of the
 tightest one, uncertainty = half its round trip)."""
 
@@ -17,6 +18,7 @@ import asyncssh
 
 from shufflelab.hosts.control import HostError, Session
 from shufflelab.hosts.safety import control_interface
+from shufflelab.hosts.switch import switch_binary
 
 QDISC_KINDS = ("htb", "pfifo", "bfifo", "netem", "red", "fq_codel", "tbf")
 CLOCK_ROUNDS = 7
@@ -35,6 +37,8 @@ echo ==python; "$2" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])' 2>
 echo ==pyspark; "$2" -c 'import pyspark; print(pyspark.__version__)' 2>/dev/null || echo missing
 echo ==iperf3; iperf3 --version 2>/dev/null | head -1
 echo ==tc; command -v tc || echo missing
+echo ==switch; if [ -x "$3" ]; then echo yes; else echo no; fi
+echo ==ethtool; command -v ethtool || echo missing
 echo ==listening; ss -Htln 2>/dev/null | awk '{print $4}' | sed 's/.*://' | sort -un | tr '\n' ' '; echo
 echo ==data_interface; ip -j link show dev "$1" 2>/dev/null || echo missing
 echo ==qdiscs
@@ -72,6 +76,9 @@ class HostFacts:
     pyspark: str | None = None
     iperf3: str | None = None
     tc: bool = False
+    switch: bool = False  # the userspace switch binary at the controller's path (a router host runs it)
+    switch_binary: str = ""  # that path
+    ethtool: bool = False
     listening_ports: list[int] = field(default_factory=list)
     data_interface: str = ""
     data_interface_present: bool = False
@@ -115,6 +122,8 @@ def parse_facts(host: str, address: str, data_interface: str, text: str) -> Host
     m = re.search(r"iperf ([\d.]+)", s.get("iperf3", ""))
     f.iperf3 = m.group(1) if m else None
     f.tc = s.get("tc", "missing") not in ("missing", "")
+    f.switch = s.get("switch") == "yes"
+    f.ethtool = s.get("ethtool", "missing") not in ("missing", "")
     f.listening_ports = sorted(int(p) for p in s.get("listening", "").split() if p.isdigit())
     link = s.get("data_interface", "missing")
     if link != "missing":
@@ -162,8 +171,11 @@ async def clock_offset(session: Session, rounds: int = CLOCK_ROUNDS) -> tuple[fl
 
 async def probe_host(session: Session) -> HostFacts:
     # the interpreter the run starts on every host: the controller's, at the same path
-    r = await session.run("probe", ["sh", "-c", _SCRIPT, "sh", session.host.data_interface, sys.executable])
+    binary = switch_binary()
+    argv = ["sh", "-c", _SCRIPT, "sh", session.host.data_interface, sys.executable, binary]
+    r = await session.run("probe", argv)
     facts = parse_facts(session.name, session.host.address, session.host.data_interface, r.stdout)
+    facts.switch_binary = binary
     facts.control_interface = await control_interface(session)
     facts.clock_offset_s, facts.clock_uncertainty_s = await clock_offset(session)
     return facts

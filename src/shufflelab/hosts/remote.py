@@ -70,8 +70,11 @@ _INNER = 'echo "$$"; exec "$0" "$@" >"$SHUFFLELAB_LOG" 2>&1 </dev/null'
 class SshProcess:
     """A long-running process on an inventory host (see the module docstring)."""
 
-    def __init__(self, loop: Loop, session: Session, argv: Sequence[str], log: Path, remote_log: str) -> None:
+    def __init__(
+        self, loop: Loop, session: Session, argv: Sequence[str], log: Path, remote_log: str, privileged: bool = False
+    ) -> None:
         self._loop, self.session, self.argv = loop, session, list(argv)
+        self.privileged = privileged  # runs as root (through sudo for another user): stopped as root
         self.log, self.remote_log = log, remote_log
         self._pid = 0
         self._proc: asyncssh.SSHClientProcess[str] | None = None
@@ -125,7 +128,10 @@ class SshProcess:
             name = signal.Signals(s).name.removeprefix("SIG")
             with contextlib.suppress(HostError):
                 await self.session.run(
-                    "stop a process", ["env", "kill", "-s", name, "--", f"-{self._pid}"], check=False
+                    "stop a process",
+                    ["env", "kill", "-s", name, "--", f"-{self._pid}"],
+                    check=False,
+                    privileged=self.privileged,
                 )
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(self._done), grace_s if s == sig else 5.0)

@@ -155,27 +155,34 @@ def last_rows(path: Path, devs: list[str], tail_bytes: int = 65_536) -> dict[str
     if not path.exists():
         return {}
     size = path.stat().st_size
-    found: dict[str, dict[str, float | str]] = {}
     while True:
         start = max(0, size - tail_bytes)
         with open(path, "rb") as fh:
             fh.seek(start)
             text = fh.read(size - start).decode(errors="replace")
-        lines = text.split("\n")[:-1]  # the last piece has no newline: incomplete or empty
-        if start > 0:
-            lines = lines[1:]  # may start mid-line
-        names = TELEMETRY_HEADER.split(",")
-        for line in reversed(lines):
-            cells = line.split(",")
-            if len(cells) != len(names) or cells[0] == "t" or cells[1] in found or cells[1] not in devs:
-                continue
-            found[cells[1]] = {k: (v if k == "dev" else float(v)) for k, v in zip(names, cells, strict=True)}
-            if len(found) == len(devs):
-                break
+        found = rows_at_end(text, devs, whole=start == 0)
         if len(found) == len(devs) or start == 0:
             return found
-        found.clear()
         tail_bytes *= 8
+
+
+def rows_at_end(text: str, devs: list[str], whole: bool) -> dict[str, dict[str, float | str]]:
+    """The last complete row of each of ``devs`` in ``text``, the end of a telemetry CSV (``whole``:
+    the entire file; otherwise its first line may be cut and is skipped). A last line without a
+    newline is being written and is ignored. Pure."""
+    lines = text.split("\n")[:-1]  # the last piece has no newline: incomplete or empty
+    if not whole:
+        lines = lines[1:]  # may start mid-line
+    names = TELEMETRY_HEADER.split(",")
+    found: dict[str, dict[str, float | str]] = {}
+    for line in reversed(lines):
+        cells = line.split(",")
+        if len(cells) != len(names) or cells[0] == "t" or cells[1] in found or cells[1] not in devs:
+            continue
+        found[cells[1]] = {k: (v if k == "dev" else float(v)) for k, v in zip(names, cells, strict=True)}
+        if len(found) == len(devs):
+            break
+    return found
 
 
 SPIN_US = 10**9  # busy_poll_us that makes the switch spin forever (every wait is "short")
