@@ -225,7 +225,13 @@ class HostsFabric:
         return _counters(self._loop.call(read()))
 
     def switch_failure(self) -> str | None:
-        return None  # no userspace switch on real hosts
+        """No userspace switch on real hosts; what breaks this fabric is a host whose SSH connection
+        is gone (noticed by keepalives): the run fails at once with that as its cause."""
+        for name, hl in sorted(self.leases.items()):
+            why = hl.session.lost
+            if why is not None:
+                return f"host {name} ({hl.session.host.address}) dropped off during the run: connection lost: {why}"
+        return None
 
     def selftest(self, spec: ExperimentSpec, run_dir: Path) -> list[dict[str, Any]]:
         """The local backend's link self-test over SSH (ping and a short iperf3 transfer across each
