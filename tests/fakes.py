@@ -17,7 +17,7 @@ from typing import Any
 
 from shufflelab.emulate.fabric import PortCounters
 from shufflelab.emulate.protocols import Backend as BackendSeams
-from shufflelab.emulate.protocols import ProcessLauncher
+from shufflelab.emulate.protocols import MachineLost, ProcessLauncher
 from shufflelab.emulate.spark import ClusterError, ClusterSpec
 from shufflelab.spec import ExperimentSpec
 from shufflelab.topology import Network, Port
@@ -77,8 +77,15 @@ class Fabric:
     lease: Lease | None = None
     configured: list[ExperimentSpec] = field(default_factory=list)
     closed: bool = False
+    lost_at: float | None = None  # a machine of the fabric is gone from then on (as a real host dropping off)
+    lost_why: str = "host w1 (192.0.2.2) dropped off during the run: connection lost"
+
+    def lost(self) -> bool:
+        return self.lost_at is not None and self.clock() >= self.lost_at
 
     def switch_failure(self) -> str | None:
+        if self.lost():
+            return self.lost_why
         return self.why if self.dies_at is not None and self.clock() >= self.dies_at else None
 
     @property
@@ -87,6 +94,8 @@ class Fabric:
         return {n: f"place-{n}" for n in self.network.nodes}
 
     def configure(self, spec: ExperimentSpec, restart_switch: bool = False) -> None:
+        if self.lost():
+            raise MachineLost(f"configure: {self.lost_why}")
         self.configured.append(spec)
 
     def counters(self, port: Port) -> PortCounters:
@@ -194,7 +203,8 @@ class Cluster:
         return {}
 
     def copy_logs_since(self, marks: dict[str, int], dest: Path, app_ids: list[str]) -> None:
-        pass
+        if self.backend.logs_error is not None:
+            raise self.backend.logs_error
 
     def executor_cpu_ticks(self) -> tuple[int, int] | None:
         return None
@@ -209,6 +219,8 @@ class Backend:
     behaviours: list[Behaviour] = field(default_factory=lambda: [Behaviour()])
     start_failures: int = 0
     switch_dies_at: float | None = None
+    machine_lost_at: float | None = None
+    logs_error: Exception | None = None  # what copying a run's logs raises (None: it works)
     fabrics: list[Fabric] = field(default_factory=list)
     clusters: list[Cluster] = field(default_factory=list)
     drivers: list[Process] = field(default_factory=list)
@@ -225,6 +237,7 @@ class Backend:
         lease = Lease(f"f{len(self.fabrics)}", self.scratch / f"lease{len(self.fabrics)}")
         lease.scratch.mkdir(parents=True)
         fabric = Fabric(self.clock, dies_at=self.switch_dies_at, network=network, lease=lease)
+        fabric.lost_at = self.machine_lost_at
         self.fabrics.append(fabric)
         try:
             yield fabric

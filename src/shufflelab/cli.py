@@ -95,7 +95,7 @@ def run(
 
             if not isinstance(exc, hostcmds.HOST_ERRORS):
                 raise
-            _fail(str(exc), 1)
+            _fail(hostcmds.describe(exc), 1)
         except KeyboardInterrupt:
             err.print("[yellow]interrupted[/]: finished runs are stored; run the same command to resume")
             raise typer.Exit(130) from None

@@ -1,8 +1,9 @@
 """Stand-in hosts for the SSH backend: network namespaces (``slssh...``) on a control bridge,
 each running Debian's OpenSSH server on its own address with a generated host key, an authorized
 key for a generated client key, a data interface (``data0``, on a second bridge) and a private
-``/var/lib/shufflelab`` (a tmpfs in the server's own mount namespace), so each has its own lease
-files. The backend reaches them only over SSH; tests inspect them directly to check its work."""
+``/var/lib/shufflelab`` and scratch folder (tmpfs in the server's own mount namespace) and its own
+processes (a PID namespace), so each has its own lease files and a restore on one never touches
+another's. The backend reaches them only over SSH; tests inspect them directly to check its work."""
 
 from __future__ import annotations
 
@@ -21,8 +22,13 @@ from pathlib import Path
 
 import pytest
 
+from shufflelab.hosts.lease import SCRATCH_ROOT
+
 SSHD = "/usr/sbin/sshd"
 LEASE_PARENT = Path("/var/lib/shufflelab")
+SCRATCH_PARENT = Path(SCRATCH_ROOT)  # the hosts' scratch folders: each stand-in has its own
+# each server in a mount namespace (its own lease files and scratch) and a PID namespace of its own
+UNSHARE = ["unshare", "--mount", "--propagation", "private", "--pid", "--fork", "--mount-proc"]
 
 
 @dataclass
@@ -31,6 +37,12 @@ class StandIn:
     ns: str
     address: str
     host_key_pub: str
+    launcher: int = 0  # pid of `ip netns exec ... unshare --fork`; the server is its only child
+
+    def server_pid(self) -> int:
+        """The OpenSSH server's pid as this machine sees it (it is pid 1 in its own PID namespace);
+        ``/proc/<pid>/root`` is its file system view (lease files, scratch)."""
+        return int(Path(f"/proc/{self.launcher}/task/{self.launcher}/children").read_text().split()[0])
 
 
 @dataclass
@@ -43,8 +55,9 @@ class Lab:
 
     def inventory(self, path: Path | None = None, extra: dict[str, str] | None = None, **ssh: object) -> Path:
         """Write an inventory of every stand-in host (host1 -> spec host h1 ...)."""
-        lines = ["[ssh]", f'known_hosts = "{self.known_hosts}"', "connect_timeout_s = 5", "command_timeout_s = 60"]
-        lines += [f"{k} = {json.dumps(v)}" for k, v in ssh.items()]
+        settings = {"connect_timeout_s": 5, "command_timeout_s": 60, **ssh}  # ssh: these or more [ssh] fields
+        lines = ["[ssh]", f'known_hosts = "{self.known_hosts}"']
+        lines += [f"{k} = {json.dumps(v)}" for k, v in settings.items()]
         for h in self.hosts:
             lines += [f"[hosts.{h.name}]", f'address = "{h.address}"', f'key_file = "{self.client_key}"']
             lines += ['data_interface = "data0"']
@@ -100,12 +113,13 @@ def stand_in_hosts(root: Path, n: int) -> Iterator[Lab]:
     net = _free_subnet()
     addrs = list(net.hosts())
     bridge, data_bridge = f"slsshb{tag}", f"slsshd{tag}"
-    created_parent = not LEASE_PARENT.exists()
+    created = [p for p in (LEASE_PARENT, SCRATCH_PARENT) if not p.exists()]
     servers: list[subprocess.Popen[bytes]] = []
     namespaces: list[str] = []
     lab = Lab(root, str(addrs[0]), root / "client_key", root / "known_hosts")
     try:
-        LEASE_PARENT.mkdir(parents=True, exist_ok=True)
+        for parent in (LEASE_PARENT, SCRATCH_PARENT):
+            parent.mkdir(parents=True, exist_ok=True)
         Path("/run/sshd").mkdir(exist_ok=True)  # OpenSSH's privilege separation directory
         sh("ip", "link", "add", bridge, "type", "bridge")
         sh("ip", "addr", "add", f"{addrs[0]}/{net.prefixlen}", "dev", bridge)
@@ -143,11 +157,17 @@ def stand_in_hosts(root: Path, n: int) -> Iterator[Lab]:
                 "KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\n"
                 "Subsystem sftp internal-sftp\nMaxSessions 50\nMaxStartups 50\n"
             )
-            script = f"mount -t tmpfs slssh {LEASE_PARENT} && exec {SSHD} -D -e -f {cfg}"
+            # as a machine of its own: its own lease files and scratch (tmpfs in the server's mount
+            # namespace) and its own processes (a PID namespace: a restore on one host stops the
+            # processes tagged with the lease there, never another stand-in's)
+            # (/run/netns too: doctor's throw-away namespaces are named by a pid, the same on every stand-in)
+            script = f"mount -t tmpfs slssh {LEASE_PARENT} && mount -t tmpfs slssh {SCRATCH_PARENT} && "
+            script += "mount -t tmpfs slssh /run/netns && "
+            script += f"exec {SSHD} -D -e -f {cfg}"
             log = open(root / f"sshd_host{i}.log", "wb")  # noqa: SIM115 (closed with the process)
             servers.append(
                 subprocess.Popen(
-                    ["ip", "netns", "exec", ns, "unshare", "--mount", "--propagation", "private", "sh", "-c", script],
+                    ["ip", "netns", "exec", ns, *UNSHARE, "sh", "-c", script],
                     stdout=log,
                     stderr=log,
                     start_new_session=True,
@@ -155,7 +175,7 @@ def stand_in_hosts(root: Path, n: int) -> Iterator[Lab]:
             )
             pub = Path(f"{key}.pub").read_text().split()
             known.append(f"{addr} {pub[0]} {pub[1]}")
-            lab.hosts.append(StandIn(f"host{i}", ns, addr, f"{pub[0]} {pub[1]}"))
+            lab.hosts.append(StandIn(f"host{i}", ns, addr, f"{pub[0]} {pub[1]}", servers[-1].pid))
         lab.known_hosts.write_text("\n".join(known) + "\n")
         for h in lab.hosts:
             _wait_port(h.address)
@@ -175,9 +195,9 @@ def stand_in_hosts(root: Path, n: int) -> Iterator[Lab]:
             sh("ip", "netns", "delete", ns, check=False)
         sh("ip", "link", "delete", bridge, check=False)
         sh("ip", "link", "delete", data_bridge, check=False)
-        if created_parent:
+        for parent in created:
             with contextlib.suppress(OSError):
-                LEASE_PARENT.rmdir()
+                parent.rmdir()
 
 
 def _lab(tmp_path_factory: pytest.TempPathFactory, n: int) -> Iterator[Lab]:

@@ -172,3 +172,59 @@ def test_run_refuses_to_shape_the_control_interface(lab: Lab, tmp_path: Path) ->
     assert host_state(lab) == before  # what the run changed on the other hosts is back
     r = cli("clean", "--hosts", str(inv), timeout=120)
     assert r.returncode == 0 and "restored 0 leases" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("links", [["ctl0"], ["ctl0", "data0"]], ids=["control", "control+data"])
+def test_worker_host_dropping_off_mid_job(lab: Lab, tmp_path: Path, links: list[str]) -> None:
+    """A worker's machine drops off mid-job -- off the control network (SSH to it is lost, Spark does
+    not notice) or off both networks (Spark loses its executors too); its processes keep running: the
+    runner ends on its own with an error naming the host, every other host is restored by it, and when
+    the host is back ``clean --hosts`` restores its lease."""
+    inv = lab.inventory(tmp_path / "inv.toml", connect_timeout_s=3, command_timeout_s=20)
+    spec = quickstart(tmp_path / "quickstart.toml", reps=1)
+    gone = lab.hosts[2]  # host3: spec host h3, a Spark worker
+    before = host_state(lab)
+    out, err = tmp_path / "runner.out", tmp_path / "runner.err"
+    with open(out, "w") as fo, open(err, "w") as fe:
+        runner = subprocess.Popen(
+            [sys.executable, "-m", "shufflelab.cli", "run", str(spec), "--hosts", str(inv),
+             "--results", str(tmp_path / "res"), "--no-report"],
+            stdout=fo, stderr=fe, env=ENV, text=True,
+        )  # fmt: skip
+    dropped = False
+    try:
+        deadline = time.monotonic() + 240
+        while not _driver_running(lab):
+            assert runner.poll() is None, f"the runner ended before its job started: {err.read_text()}"
+            assert time.monotonic() < deadline, "the job did not start within 240 s"
+            time.sleep(0.3)
+        for link in links:
+            sh("ip", "link", "set", link, "down", ns=gone.ns)
+        dropped, t_drop = True, time.monotonic()
+        rc = runner.wait(timeout=180)  # no hang: the runner notices the lost host by itself
+        took = time.monotonic() - t_drop
+        after = host_state(lab)  # while host3 is still away
+    finally:
+        if dropped:
+            for link in links:
+                sh("ip", "link", "set", link, "up", ns=gone.ns)
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait()
+    said = " ".join(err.read_text().split())
+    print(f"runner ended {took:.1f} s after host3 dropped off ({'+'.join(links)} down; exit {rc}): {said[-600:]}")
+    assert rc == 1, out.read_text()[-2000:] + said
+    assert "Traceback" not in said, said
+    assert f"host host3 ({gone.address})" in said, said
+    assert after[:2] == before[:2]  # the hosts that stayed reachable: restored by the runner itself
+    assert after[2] != before[2] and after[2]["tagged"]  # host3 still has its changes (and its worker)
+    with duckdb.connect(str(tmp_path / "res" / "quickstart-hosts.duckdb"), read_only=True) as con:
+        runs = con.execute("SELECT status, cause FROM runs").fetchall()
+    print(f"runs: {runs}")
+    assert len(runs) == 1 and runs[0][0] == "failed" and "host3" in (runs[0][1] or ""), runs
+    r = cli("clean", "--hosts", str(inv), timeout=120)  # host3 is back
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "restored 1 leases" in r.stdout and "host3" in r.stdout, r.stdout
+    assert host_state(lab) == before
+    r = cli("clean", "--hosts", str(inv), timeout=120)
+    assert "restored 0 leases" in r.stdout, r.stdout  # nothing left over

@@ -235,7 +235,7 @@ def test_sigkill_then_clean_restores_exactly_the_lease(lab: Lab, tmp_path: Path)
 
 def _sshd_pid(lab: Lab, i: int) -> int:
     """The stand-in's OpenSSH server (its mount namespace holds the host's lease files)."""
-    return int((lab.root / f"sshd_host{i + 1}.pid").read_text())
+    return lab.hosts[i].server_pid()
 
 
 def test_clean_keeps_a_live_controllers_lease(lab: Lab, tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ import fakes
 from shufflelab import capabilities
 from shufflelab import spec as S
 from shufflelab.emulate import runner as R
+from shufflelab.emulate.protocols import MachineLost
 
 CAPS = capabilities.Capabilities(root=True, netns=True, veth=True, tools={"java": "17", "iperf3": "3.16"})
 TIMEOUT_S = 60
@@ -153,3 +154,39 @@ def test_a_cluster_that_died_between_runs_is_started_again(tmp_path: Path, spec_
     r._run = run_then_kill  # type: ignore[method-assign]
     assert [o.status for o in r.run().outcomes] == ["ok", "ok"]
     assert len(b.clusters) == 2 and b.clusters[0].stopped and b.clusters[1].started
+
+
+@pytest.mark.parametrize("alive", [False, True], ids=["worker-lost", "router-lost"])
+def test_a_machine_lost_fails_its_run_at_once_and_ends_the_experiment(
+    tmp_path: Path, spec_dict: dict[str, Any], alive: bool
+) -> None:
+    b = fakes.Backend(tmp_path / "scratch", behaviours=[fakes.Behaviour(ends_after=None)], machine_lost_at=5.0)
+    r = _runner(tmp_path, _spec(spec_dict, reps=3), b)
+    real_run = r._run
+
+    def run_then(*args: Any, **kw: Any) -> R.RunOutcome:
+        out = real_run(*args, **kw)
+        b.clusters[-1].dies = not alive  # a worker's machine lost: its daemon is gone with it
+        return out
+
+    r._run = run_then  # type: ignore[method-assign]
+    with pytest.raises(MachineLost, match="configure: host w1"):
+        r.run()
+    why = b.fabrics[0].lost_why
+    runs = _runs(r)
+    assert runs[0] == (1, 1, "failed", why)  # at once, not at the deadline
+    assert b.drivers[0].stopped_with[0] == 5.0 and 5.0 <= b.clock.now < TIMEOUT_S
+    if alive:  # the next run starts on the live cluster and fails configuring the lost machine (recorded)
+        assert runs[1:] == [(2, 1, "failed", f"MachineLost: configure: {why}")]
+    else:  # the cluster is not started again on a lost machine (no attempts recorded)
+        assert runs[1:] == [] and len(b.clusters) == 1
+    assert b.fabrics[0].closed and all(c.stopped for c in b.clusters)  # everything else torn down
+    assert len(b.drivers) == 1  # the third run never started
+
+
+def test_a_failure_while_keeping_artifacts_still_records_the_run(tmp_path: Path, spec_dict: dict[str, Any]) -> None:
+    b = fakes.Backend(tmp_path / "scratch", logs_error=RuntimeError("host w1 (192.0.2.2): run tail: exited 1"))
+    r = _runner(tmp_path, _spec(spec_dict, reps=1), b)
+    (out,) = r.run().outcomes
+    cause = "RuntimeError while keeping the artifacts: host w1 (192.0.2.2): run tail: exited 1"
+    assert (out.status, out.cause) == ("failed", cause) and _runs(r) == [(1, 1, "failed", cause)]

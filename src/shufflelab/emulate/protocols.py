@@ -28,6 +28,12 @@ if TYPE_CHECKING:
     from shufflelab.topology import Network, Port
 
 
+class MachineLost(RuntimeError):
+    """A machine of the fabric cannot be reached any more (e.g. the SSH connection to a real host is
+    gone). Nothing more can run on it: the runner records the run it happened in and ends the
+    experiment (restoring the machines it still reaches) instead of starting clusters or runs."""
+
+
 class Process(Protocol):
     """A long-running process the runner started (a driver, a sampler, an agent)."""
 

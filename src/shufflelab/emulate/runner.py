@@ -32,7 +32,7 @@ from typing import Any
 from shufflelab import capabilities, listener, topology
 from shufflelab.emulate import cds, drivers, record, telemetry, waiting
 from shufflelab.emulate.drivers import Group
-from shufflelab.emulate.protocols import Backend, Cluster, Fabric
+from shufflelab.emulate.protocols import Backend, Cluster, Fabric, MachineLost
 from shufflelab.emulate.record import RunContext
 from shufflelab.emulate.spark import ClusterSpec
 from shufflelab.jvm import spark_version
@@ -265,6 +265,9 @@ class EmulateRunner:
             try:
                 cluster.start()
                 return cluster, setup_s + clock() - t1, failed
+            except MachineLost:  # no retry can bring a machine back: the experiment ends
+                cluster.stop()
+                raise
             except Exception as exc:  # a daemon died or never became ready: record, tear down, retry
                 cluster.stop()
                 shutil.rmtree(scratch, ignore_errors=True)
@@ -310,12 +313,14 @@ class EmulateRunner:
         self, sc: Scenario, rep: int, kind: type[drivers.Driver], group: Group, env: dict[str, Any], setup_s: float
     ) -> RunOutcome:
         """One run, whatever its kind: telemetry and cross traffic around the driver's job(s), the one
-        wait loop, and the record written in every case (a failure is kept with its cause; Ctrl-C is
-        recorded as interrupted, then everything is torn down)."""
+        wait loop, and the record written in every case (a failure is kept with its cause, also one
+        met while tearing the run down; Ctrl-C is recorded as interrupted, then everything is torn
+        down). A machine lost (:class:`MachineLost`) is raised again once the run is recorded."""
         ctx = self._context(sc, rep, env, setup_s)
         self.progress.on_run(sc.label, rep)
         driver: drivers.WorkloadDriver = kind(ctx, group, self.backend)
         fabric, b = group.fabric, self.backend
+        lost: MachineLost | None = None
         try:
             telemetry.start(sc.spec, fabric, ctx.run_dir, ctx.telemetry, self.progress.on_phase, b)
             jobs = driver.start(self.progress.on_phase)
@@ -329,11 +334,28 @@ class EmulateRunner:
             raise
         except Exception as exc:  # infrastructure failure: keep the run, with its cause
             ctx.status, ctx.cause = "failed", f"{type(exc).__name__}: {exc}"
+            lost = exc if isinstance(exc, MachineLost) else None
         finally:
-            driver.release()
-            telemetry.stop(fabric, ctx.run_dir, ctx.telemetry)
-            driver.keep_artifacts()
+            for what, step in (
+                ("stopping the job", driver.release),
+                ("stopping telemetry", lambda: telemetry.stop(fabric, ctx.run_dir, ctx.telemetry)),
+                ("keeping the artifacts", driver.keep_artifacts),
+            ):
+                lost = _teardown(ctx, what, step) or lost
             ctx.finished_at, ctx.wall_s = time.time(), b.clock() - ctx.t_mono
             rec = driver.record()
             self.store.write_run(rec)
+        if lost is not None:
+            raise lost
         return RunOutcome(ctx.run_id, sc.label, rep, rec.run.status, rec.run.job_time_s, rec.run.cause)
+
+
+def _teardown(ctx: RunContext, what: str, step: Callable[[], None]) -> MachineLost | None:
+    """A step of a run's teardown: a failure fails the run (its first cause is kept) and the next
+    steps and the record still happen; Ctrl-C is not caught. Returns a machine lost."""
+    try:
+        step()
+    except Exception as exc:  # noqa: BLE001 - recorded as the run's cause
+        ctx.fail("failed", f"{type(exc).__name__} while {what}: {exc}"[:500])
+        return exc if isinstance(exc, MachineLost) else None
+    return None

@@ -13,6 +13,7 @@ the versions.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -20,6 +21,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from shufflelab.emulate.spark import ClusterSpec, Daemon, SparkCluster
+from shufflelab.hosts.control import HostLost
 from shufflelab.hosts.remote import SshProcess, pull_tree
 
 if TYPE_CHECKING:
@@ -114,18 +116,25 @@ class HostsCluster(SparkCluster):
 
     def copy_logs_since(self, marks: dict[str, int], dest: Path, app_ids: list[str]) -> None:
         """Each daemon log's part written since ``marks`` (read on its host) and the apps' executor
-        logs (fetched from the workers' work folders)."""
+        logs (fetched from the workers' work folders). A host that dropped off is skipped: its
+        daemon's log slice says why (the logs stay on the host)."""
         dest.mkdir(parents=True, exist_ok=True)
         for name, d in self.daemons.items():
-            part = self.backend.run(
-                ["tail", "-c", f"+{marks.get(name, 0) + 1}", self._remote_log(name)], place=self.ns[name], check=False
-            )
+            try:
+                part = self.backend.run(
+                    ["tail", "-c", f"+{marks.get(name, 0) + 1}", self._remote_log(name)],
+                    place=self.ns[name],
+                    check=False,
+                )
+            except HostLost as exc:
+                part = f"shufflelab: not fetched: {exc}\n"
             (dest / d.log.name).write_text(part)
         for app_id in app_ids:
             for w in self.spec.workers:
                 session = self.fabric.session(w)
                 src = str(PurePosixPath(self.scratch) / w / "work" / app_id)
-                self.backend.loop.call(pull_tree(session, src, dest / app_id / f"executors-{w}"))
+                with contextlib.suppress(HostLost):
+                    self.backend.loop.call(pull_tree(session, src, dest / app_id / f"executors-{w}"))
 
     # -- the driver ------------------------------------------------------------------------------
     def driver(self, request_path: Path, log: Path) -> DriverProcess:

@@ -24,6 +24,17 @@ HOST_ERRORS: tuple[type[Exception], ...] = (HostError, SafetyError, lease.Restor
 _COLOURS = {"ok": "green", "warn": "yellow", "refuse": "red"}
 
 
+def describe(exc: BaseException) -> str:
+    """What a run on inventory hosts failed with: the host error and the host errors it happened
+    while handling (e.g. a host lost, then the restore that could not reach it), first cause first."""
+    chain: list[str] = []
+    seen: BaseException | None = exc
+    while isinstance(seen, HOST_ERRORS) and str(seen) not in chain:
+        chain.insert(0, str(seen))
+        seen = seen.__cause__ or seen.__context__
+    return "\n  then: ".join(chain) if chain else str(exc)
+
+
 def _load(inv_path: Path, spec_path: Path | None) -> tuple[inventory.Inventory, ExperimentSpec | None]:
     inv = inventory.load(inv_path)
     spec = None

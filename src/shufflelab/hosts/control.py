@@ -18,6 +18,7 @@ from pathlib import Path
 
 import asyncssh
 
+from shufflelab.emulate.protocols import MachineLost
 from shufflelab.hosts.inventory import Inventory, InventoryHost
 from shufflelab.hosts.safety import check_target
 
@@ -34,6 +35,33 @@ class HostKeyError(HostError):
     """The host's key is not the one known_hosts has for its address (or it has none)."""
 
 
+class HostLost(HostError, MachineLost):
+    """The SSH connection to the host is gone (no answer to keepalives, reset, closed under us):
+    nothing more can be done there until it is back; ``shufflelab clean --hosts`` then restores
+    what its lease file records."""
+
+
+# a connection is lost after this many keepalives in a row go unanswered (one every
+# ``connect_timeout_s`` of silence from the host)
+KEEPALIVE_COUNT_MAX = 3
+
+
+def keepalive(connect_timeout_s: float) -> tuple[float, int, float]:
+    """The keepalive interval, how many may go unanswered, and after how long a silent host is
+    given up (asyncssh sends one per interval of silence and closes after one more interval)."""
+    return connect_timeout_s, KEEPALIVE_COUNT_MAX, connect_timeout_s * (KEEPALIVE_COUNT_MAX + 1)
+
+
+class _Watch(asyncssh.SSHClient):
+    """Keeps why the connection ended (asyncssh calls :meth:`connection_lost` once it is gone)."""
+
+    def __init__(self) -> None:
+        self.lost: str | None = None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = (str(exc) or type(exc).__name__) if exc is not None else "the connection was closed"
+
+
 @dataclass(frozen=True)
 class Result:
     stdout: str
@@ -44,11 +72,35 @@ class Result:
 class Session:
     """One SSH connection to one inventory host. Commands are argument lists (quoted here)."""
 
-    def __init__(self, name: str, host: InventoryHost, conn: asyncssh.SSHClientConnection, timeout_s: float) -> None:
+    def __init__(
+        self,
+        name: str,
+        host: InventoryHost,
+        conn: asyncssh.SSHClientConnection,
+        timeout_s: float,
+        watch: _Watch | None = None,
+    ) -> None:
         self.name, self.host, self.conn, self.timeout_s = name, host, conn, timeout_s
+        self._watch = watch
 
     def _error(self, step: str, reason: str) -> HostError:
         return HostError(self.name, self.host.address, step, reason)
+
+    @property
+    def lost(self) -> str | None:
+        """Why the connection is gone (None: it is up)."""
+        if self._watch is not None and self._watch.lost is not None:
+            return self._watch.lost
+        return "the connection is closed" if self.conn.is_closed() else None
+
+    def gone(self, step: str) -> HostLost:
+        """The error for ``step`` on a host whose connection is gone."""
+        return HostLost(self.name, self.host.address, step, f"connection lost: {self.lost or 'closed'}")
+
+    def check_alive(self, step: str) -> None:
+        """Raise :class:`HostLost` at once (no waiting for a timeout) if the connection is gone."""
+        if self.lost is not None:
+            raise self.gone(step)
 
     async def run(
         self,
@@ -61,7 +113,9 @@ class Session:
         timeout_s: float | None = None,
     ) -> Result:
         """Run ``argv`` on the host (through ``sudo -n`` when ``privileged`` and the user is not
-        root); a non-zero exit, a timeout or a lost connection raise :class:`HostError` naming ``step``."""
+        root); a non-zero exit, a timeout or a lost connection raise :class:`HostError` naming ``step``
+        (:class:`HostLost` for a lost connection, at once once it is known to be gone)."""
+        self.check_alive(step)
         words = list(argv)
         if privileged and self.host.needs_sudo:
             words = ["sudo", "-n", "--", *words]
@@ -70,9 +124,11 @@ class Session:
         try:
             r = await asyncio.wait_for(self.conn.run(command, input=input, check=False), limit)
         except TimeoutError:
+            self.check_alive(step)
             raise self._error(step, f"`{command}` did not finish within {limit:g} s") from None
         except (asyncssh.Error, OSError) as exc:
-            raise self._error(step, f"`{command}`: connection lost: {exc}") from None
+            self.check_alive(step)
+            raise self._error(step, f"`{command}`: {exc}") from None
         out = r.stdout if isinstance(r.stdout, str) else (r.stdout or b"").decode(errors="replace")
         err = r.stderr if isinstance(r.stderr, str) else (r.stderr or b"").decode(errors="replace")
         status = r.exit_status if r.exit_status is not None else -1
@@ -93,18 +149,22 @@ class Session:
 
     async def put(self, step: str, local: str | Path, remote: str) -> None:
         """Copy a local file to the host with SFTP (as the SSH user)."""
+        self.check_alive(step)
         try:
             async with self.conn.start_sftp_client() as sftp:
                 await sftp.put(str(local), remote)
         except (asyncssh.Error, OSError) as exc:
+            self.check_alive(step)
             raise self._error(step, f"SFTP put {local} -> {remote}: {exc}") from None
 
     async def get(self, step: str, remote: str, local: str | Path) -> None:
         """Copy a file from the host with SFTP (as the SSH user)."""
+        self.check_alive(step)
         try:
             async with self.conn.start_sftp_client() as sftp:
                 await sftp.get(remote, str(local))
         except (asyncssh.Error, OSError) as exc:
+            self.check_alive(step)
             raise self._error(step, f"SFTP get {remote} -> {local}: {exc}") from None
 
     def close(self) -> None:
@@ -127,8 +187,12 @@ async def open_session(inv: Inventory, name: str) -> Session:
         "config": None,  # no ~/.ssh/config: nothing may redirect the connection
         "connect_timeout": inv.ssh.connect_timeout_s,
         "login_timeout": inv.ssh.connect_timeout_s,
-        "keepalive_interval": 15,
     }
+    # a host that stops answering (it crashed, its network went) is noticed: in-flight commands and
+    # channels fail with HostLost instead of waiting on a dead TCP connection
+    options["keepalive_interval"], options["keepalive_count_max"], _ = keepalive(inv.ssh.connect_timeout_s)
+    watch = _Watch()
+    options["client_factory"] = lambda: watch
     if host.key_file is not None:
         options["client_keys"] = [host.key_file]
         options["agent_path"] = None
@@ -165,7 +229,7 @@ async def open_session(inv: Inventory, name: str) -> Session:
     except (OSError, asyncssh.Error) as exc:
         reason = getattr(exc, "strerror", None) or getattr(exc, "reason", None) or str(exc)
         raise HostError(name, host.address, step, f"unreachable on port {host.port}: {reason}") from None
-    return Session(name, host, conn, inv.ssh.command_timeout_s)
+    return Session(name, host, conn, inv.ssh.command_timeout_s, watch)
 
 
 @contextlib.asynccontextmanager

@@ -282,6 +282,13 @@ class HostsFabric:
         return _counters(self._loop.call(read()))
 
     def switch_failure(self) -> str | None:
+        """What breaks this fabric mid-run: a host whose SSH connection is gone (noticed by
+        keepalives), or the userspace switch on the router host having exited; the run fails at
+        once with that as its cause."""
+        for name, hl in sorted(self.leases.items()):
+            why = hl.session.lost
+            if why is not None:
+                return f"host {name} ({hl.session.host.address}) dropped off during the run: connection lost: {why}"
         switch = self._switching()
         return switch.failure() if switch is not None else None
 

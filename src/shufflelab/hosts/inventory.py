@@ -52,7 +52,12 @@ class SshSettings(_Model):
     known_hosts: str = Field(
         default="~/.ssh/known_hosts", description="OpenSSH known_hosts file every host key is verified against."
     )
-    connect_timeout_s: float = Field(default=10.0, gt=0, le=600)
+    connect_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        le=600,
+        description="Connecting and logging in; also the keepalive interval (a host silent 4 x this long is lost).",
+    )
     command_timeout_s: float = Field(default=120.0, gt=0, le=86_400)
     lease_dir: str = Field(default=DEFAULT_LEASE_DIR, description="Where each host keeps its lease files.")
 

@@ -29,7 +29,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from shufflelab.hosts.control import HostError, Session
+from shufflelab.hosts.control import HostError, HostLost, Session
 from shufflelab.hosts.safety import SafetyError, check_shaping
 
 _SYSCTL = re.compile(r"^[a-z0-9_]+(\.[A-Za-z0-9_-]+)+$")
@@ -228,8 +228,11 @@ _KILL_TAGGED = (
 
 
 async def restore_changes(session: Session, lease_id: str, changes: list[dict[str, Any]], path: str) -> list[str]:
+    """Undo ``changes`` newest first; the problems (empty: all undone and the lease file removed).
+    On a host whose connection is gone nothing more is tried: one problem says how many changes
+    are left to ``clean --hosts`` (the lease file stays there)."""
     problems: list[str] = []
-    for c in reversed(changes):
+    for i, c in enumerate(reversed(changes)):
         try:
             if c["kind"] == "sysctl":
                 await session.run(
@@ -276,6 +279,9 @@ async def restore_changes(session: Session, lease_id: str, changes: list[dict[st
                 await session.run("remove the scratch folder", ["rm", "-rf", "--", c["path"]], privileged=True)
             else:
                 problems.append(f"unknown change kind {c['kind']!r} (written by a newer shufflelab?)")
+        except HostLost as exc:
+            problems.append(f"{exc.step}: {exc.reason}; {len(changes) - i} of {len(changes)} changes not restored")
+            break
         except (HostError, KeyError, ValueError) as exc:
             problems.append(str(exc))
     if not problems:

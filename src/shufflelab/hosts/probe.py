@@ -32,7 +32,7 @@ echo ==cc_available; cat /proc/sys/net/ipv4/tcp_available_congestion_control 2>/
 echo ==cc_loadable
 ls /lib/modules/"$(uname -r)"/kernel/net/ipv4/ 2>/dev/null \
   | sed -n 's/^tcp_\([a-z0-9_]*\)\.ko.*/\1/p' | tr '\n' ' '; echo
-echo ==java; java -version 2>&1 | head -1
+echo ==java; java -version 2>&1 | grep -m1 'version "'
 echo ==python; "$2" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])' 2>&1
 echo ==pyspark; "$2" -c 'import pyspark; print(pyspark.__version__)' 2>/dev/null || echo missing
 echo ==iperf3; iperf3 --version 2>/dev/null | head -1

@@ -87,12 +87,15 @@ class SshProcess:
         words += ["setsid", "-w", "sh", "-c", _INNER, *self.argv]
         command = f"mkdir -p {shlex.quote(folder)} && exec {shlex.join(words)}"
         step = f"start {Path(self.argv[0]).name}"
+        self.session.check_alive(step)
         try:
             self._proc = await self.session.conn.create_process(command)
             line = await asyncio.wait_for(self._proc.stdout.readline(), self.session.timeout_s)
         except (asyncssh.Error, OSError) as exc:
+            self.session.check_alive(step)
             raise HostError(self.session.name, self.session.host.address, step, str(exc)) from None
         except TimeoutError:
+            self.session.check_alive(step)
             raise HostError(self.session.name, self.session.host.address, step, "no pid within the timeout") from None
         if not line.strip().isdigit():
             err = (await self._proc.stderr.read()) if self._proc.stderr else ""
@@ -173,5 +176,6 @@ async def pull_tree(session: Session, remote: str, local: Path, skip: Sequence[s
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 await sftp.get(f"{remote}/{n}", str(dest))
     except (asyncssh.Error, OSError) as exc:
+        session.check_alive("fetch results")
         raise HostError(session.name, session.host.address, "fetch results", f"SFTP from {remote}: {exc}") from None
     return len(names)
