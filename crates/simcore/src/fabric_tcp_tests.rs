@@ -78,9 +78,6 @@ fn the_solver_shares_capacity_times_the_probe_efficiency() {
         let want = 4.0 * HOP + 1e8 / (RATE * k.efficiency);
         let got = r.shuffle_completion_s.unwrap();
         assert!((got - want).abs() < 1e-9, "{cc:?}: {got} vs {want}");
-        // the slowdown's ideal is the nominal path (full capacity): a correction shows in it
-        let ideal = 4.0 * HOP + 1e8 / RATE;
-        assert!((r.fct[1].mean_slowdown - want / ideal).abs() < 1e-9);
     }
 }
 
