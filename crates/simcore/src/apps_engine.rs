@@ -10,7 +10,7 @@ use super::{AppResult, AppsConfig, AppsResult, Arrival, Placement, StageResult};
 use crate::maxmin::MaxMin;
 use crate::network::Ord64;
 use crate::summary::{fct_buckets, heatmap, tier_results, LinkMeter};
-use crate::tcpmodel::{self, LinkCorrection};
+use crate::tcpmodel::Applied;
 use crate::topology::Topology;
 
 #[derive(Debug, Clone, Copy)]
@@ -90,9 +90,8 @@ struct Sim<'a> {
     has_delay: bool,
     /// Each link's capacity as the solver shares it (× the TCP model's efficiency).
     usable: Vec<f64>,
-    /// Each link's standing-queue delay while saturated (all 0 without a TCP model).
-    queue_delay: Vec<f64>,
-    tcp_links: Option<Vec<LinkCorrection>>,
+    /// The TCP model's correction per link (none: efficiency 1, no standing queues).
+    tcp: Applied,
     meter: LinkMeter,
     fct: Vec<Vec<(f64, f64)>>,
     tasks: u64,
@@ -280,13 +279,8 @@ impl<'a> Sim<'a> {
 
     /// The standing queues a packet meets on `path` now: those of its saturated links.
     fn queue_delay(&self, path: &[u32]) -> f64 {
-        if self.tcp_links.is_none() {
-            return 0.0;
-        }
-        path.iter()
-            .filter(|&&l| self.mm.link_load(l) >= self.usable[l as usize] * (1.0 - 1e-9))
-            .map(|&l| self.queue_delay[l as usize])
-            .sum()
+        self.tcp
+            .path_queue_delay(path, |l| self.mm.link_load(l), |l| self.usable[l as usize])
     }
 
     /// Every block arrived: the task computes.
@@ -530,16 +524,6 @@ fn arrivals(cfg: &AppsConfig) -> Vec<f64> {
     }
 }
 
-/// The fabric's base round trip for the TCP probe: twice the propagation delay from the first host
-/// to the last (the longest path of a leaf-spine or fat tree), at least 1 µs.
-fn base_rtt(topo: &mut Topology) -> f64 {
-    let last = topo.hosts.len().saturating_sub(1) as u32;
-    let one_way: f64 = topo.route(0, last, 0).map_or(0.0, |p| {
-        p.iter().map(|&l| topo.links[l as usize].delay_s).sum()
-    });
-    (2.0 * one_way).max(1e-6)
-}
-
 pub fn run_apps(cfg: &AppsConfig) -> Result<AppsResult, String> {
     cfg.validate()?;
     let mut topo = Topology::build(&cfg.topology, cfg.seed)?;
@@ -621,16 +605,10 @@ pub fn run_apps(cfg: &AppsConfig) -> Result<AppsResult, String> {
     }
     let nominal: Vec<f64> = topo.links.iter().map(|l| l.capacity).collect();
     let (n_links, n_tiers) = (nominal.len(), topo.tiers.len());
-    let (mut usable, mut queue_delay, mut tcp_links) = (nominal.clone(), vec![0.0; n_links], None);
-    if let Some(model) = &cfg.tcp {
-        let rtt = base_rtt(&mut topo);
-        let (per, classes) = tcpmodel::per_link(model, &nominal, rtt)?;
-        for (l, (eff, q)) in per.into_iter().enumerate() {
-            usable[l] = nominal[l] * eff;
-            queue_delay[l] = q;
-        }
-        tcp_links = Some(classes);
-    }
+    let tcp = Applied::new(cfg.tcp.as_ref(), &mut topo)?;
+    let usable: Vec<f64> = (0..n_links)
+        .map(|l| tcp.usable(l as u32, nominal[l]))
+        .collect();
     let mut sim = Sim {
         cfg,
         mm: MaxMin::new(&usable, cfg.recompute),
@@ -646,8 +624,7 @@ pub fn run_apps(cfg: &AppsConfig) -> Result<AppsResult, String> {
         apps_on_host,
         has_delay: topo.links.iter().any(|l| l.delay_s > 0.0),
         usable,
-        queue_delay,
-        tcp_links,
+        tcp,
         meter: LinkMeter::new(n_links, n_tiers, cfg.heatmap_bins),
         fct: vec![Vec::new(); cfg.fct_bucket_edges_bytes.len() + 1],
         tasks: 0,
@@ -696,7 +673,7 @@ impl Sim<'_> {
             events: self.n_events,
             solves: self.mm.solves,
             flows_solved: self.mm.flows_solved,
-            tcp_links: self.tcp_links.take(),
+            tcp_links: self.tcp.classes.take(),
         }
     }
 }

@@ -17,8 +17,14 @@
 //! down at a time (and optionally back up); flows crossing it are rerouted by ECMP over the
 //! remaining shortest paths, or wait until a path exists.
 //!
-//! Not modelled: packets, queues, losses, slow start, congestion-control differences (every
-//! elastic flow is at its max-min rate at once), CPU time of tasks, disk.
+//! With `tcp` (a [`TcpModel`]) the links carry the per-congestion-control correction of
+//! [`crate::tcpmodel`], applied as in the applications engine: the solver shares
+//! capacity × efficiency (less priority UDP), and a fetch whose data starts while links of its path
+//! are saturated has their standing queues added to the one-way delay of its last byte. The ideal
+//! FCT of the slowdown stays the nominal one (no queue, full capacity).
+//!
+//! Not modelled: packets, losses, slow start (every elastic flow is at its max-min rate at once),
+//! queues and congestion-control differences beyond the `tcp` correction, CPU time of tasks, disk.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -30,6 +36,7 @@ use serde::{Deserialize, Serialize};
 use crate::maxmin::{MaxMin, Recompute};
 use crate::network::Ord64;
 use crate::summary::{fct_buckets, heatmap, tier_results, LinkMeter};
+use crate::tcpmodel::{Applied, LinkCorrection, TcpModel};
 use crate::topology::{Topology, TopologySpec};
 
 /// The most remote + local fetches of one run (maps × reducers).
@@ -132,6 +139,10 @@ pub struct FabricConfig {
     pub fct_bucket_edges_bytes: Vec<f64>,
     #[serde(default = "default_bins")]
     pub heatmap_bins: u32,
+    /// Congestion control and queue discipline of the fabric's TCP flows: a per-link-class
+    /// correction from the packet-level probe ([`crate::tcpmodel`]). Absent: pure max-min.
+    #[serde(default)]
+    pub tcp: Option<TcpModel>,
 }
 fn one() -> u32 {
     1
@@ -205,6 +216,9 @@ pub struct FabricResult {
     pub solves: u64,
     /// flows whose rates were recomputed, summed over the solves
     pub flows_solved: u64,
+    /// The probe's correction per link class (with a `tcp` model only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp_links: Option<Vec<LinkCorrection>>,
 }
 
 impl FabricConfig {
@@ -245,6 +259,9 @@ impl FabricConfig {
         }
         if self.cores_per_host == 0 {
             return Err("cores_per_host must be > 0".into());
+        }
+        if let Some(t) = &self.tcp {
+            t.validate()?;
         }
         if self.heatmap_bins == 0 || self.heatmap_bins > 10_000 {
             return Err("heatmap_bins must be in [1, 10000]".into());
@@ -358,6 +375,8 @@ struct Sim<'a> {
     reducers_done: u32,
     has_delay: bool,
     nominal: Vec<f64>,
+    /// The TCP model's correction per link (none: efficiency 1, no standing queues).
+    tcp: Applied,
     prio: Vec<f64>,
     prio_path: Vec<Option<Vec<u32>>>,
     cross_slot: Vec<Option<u32>>,
@@ -460,6 +479,18 @@ impl<'a> Sim<'a> {
 
     fn map_host(&self, m: u32) -> u32 {
         spread(m, self.cfg.shuffle.maps, self.topo.hosts.len() as u32)
+    }
+
+    /// The capacity the solver shares on link `l`: its nominal × the TCP efficiency, less UDP.
+    fn solver_capacity(&self, l: u32) -> f64 {
+        let li = l as usize;
+        (self.tcp.usable(l, self.nominal[li]) - self.prio[li]).max(0.0)
+    }
+
+    /// The standing queues of `path`'s saturated links now (0 without a TCP model).
+    fn queue_delay(&self, path: &[u32]) -> f64 {
+        self.tcp
+            .path_queue_delay(path, |l| self.mm.link_load(l), |l| self.solver_capacity(l))
     }
 
     fn path_delay(&self, path: &[u32]) -> f64 {
@@ -580,7 +611,7 @@ impl<'a> Sim<'a> {
     fn set_prio(&mut self, path: &[u32], delta: f64) {
         for &l in path {
             self.prio[l as usize] += delta;
-            let cap = (self.nominal[l as usize] - self.prio[l as usize]).max(0.0);
+            let cap = self.solver_capacity(l);
             self.mm.set_capacity(l, cap);
         }
     }
@@ -614,7 +645,7 @@ impl<'a> Sim<'a> {
                             .map(|&l| self.nominal[l as usize])
                             .fold(f64::INFINITY, f64::min);
                         let d = self.path_delay(&p);
-                        (bytes / slowest + 2.0 * d, d)
+                        (bytes / slowest + 2.0 * d, d + self.queue_delay(&p))
                     }
                     None => (f64::NAN, 0.0),
                 };
@@ -696,8 +727,7 @@ impl<'a> Sim<'a> {
                         0.0
                     };
                     self.nominal[l as usize] = nominal;
-                    self.mm
-                        .set_capacity(l, (nominal - self.prio[l as usize]).max(0.0));
+                    self.mm.set_capacity(l, self.solver_capacity(l));
                 }
                 if up {
                     for f in std::mem::take(&mut self.stranded) {
@@ -876,7 +906,7 @@ impl<'a> Sim<'a> {
 
 pub fn run_fabric(cfg: &FabricConfig) -> Result<FabricResult, String> {
     cfg.validate()?;
-    let topo = Topology::build(&cfg.topology, cfg.seed)?;
+    let mut topo = Topology::build(&cfg.topology, cfg.seed)?;
     let h = topo.hosts.len() as u32;
     for (i, c) in cfg.cross.iter().enumerate() {
         if c.src >= h || c.dst >= h || c.src == c.dst {
@@ -895,6 +925,10 @@ pub fn run_fabric(cfg: &FabricConfig) -> Result<FabricResult, String> {
     let nominal: Vec<f64> = topo.links.iter().map(|l| l.capacity).collect();
     let n_links = nominal.len();
     let n_tiers = topo.tiers.len();
+    let tcp = Applied::new(cfg.tcp.as_ref(), &mut topo)?;
+    let usable: Vec<f64> = (0..n_links)
+        .map(|l| tcp.usable(l as u32, nominal[l]))
+        .collect();
     let reducers = (0..cfg.shuffle.reducers)
         .map(|r| Reducer {
             host: spread(r, cfg.shuffle.reducers, h),
@@ -907,7 +941,7 @@ pub fn run_fabric(cfg: &FabricConfig) -> Result<FabricResult, String> {
     let nc = cfg.cross.len();
     let mut sim = Sim {
         cfg,
-        mm: MaxMin::new(&nominal, cfg.recompute),
+        mm: MaxMin::new(&usable, cfg.recompute),
         now: 0.0,
         events: BinaryHeap::new(),
         ev_data: Vec::new(),
@@ -923,6 +957,7 @@ pub fn run_fabric(cfg: &FabricConfig) -> Result<FabricResult, String> {
         reducers_done: 0,
         has_delay: topo.links.iter().any(|l| l.delay_s > 0.0),
         nominal,
+        tcp,
         prio: vec![0.0; n_links],
         prio_path: vec![None; nc],
         cross_slot: vec![None; nc],
@@ -995,6 +1030,7 @@ impl Sim<'_> {
             events: self.n_events,
             solves: self.mm.solves,
             flows_solved: self.mm.flows_solved,
+            tcp_links: self.tcp.classes.take(),
         }
     }
 }
@@ -1005,6 +1041,10 @@ pub fn run_fabric_json(config_json: &str) -> Result<String, String> {
     let result = run_fabric(&cfg)?;
     serde_json::to_string(&result).map_err(|e| e.to_string())
 }
+
+#[cfg(test)]
+#[path = "fabric_tcp_tests.rs"]
+mod tcp_tests;
 
 #[cfg(test)]
 mod tests {
@@ -1040,6 +1080,7 @@ mod tests {
             failures: Vec::new(),
             fct_bucket_edges_bytes: default_edges(),
             heatmap_bins: 10,
+            tcp: None,
         }
     }
 

@@ -21,6 +21,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::bottleneck::{operating_point, Growth, Probe, RedSpec, Sender};
+use crate::topology::Topology;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -212,4 +213,73 @@ pub fn per_link(
     }
     classes.sort_by(|a, b| a.bytes_per_s.total_cmp(&b.bytes_per_s));
     Ok((out, classes))
+}
+
+/// The fabric's base round trip for the probe: twice the propagation delay from the first host to
+/// the last (the longest path of a leaf-spine or fat tree), at least 1 µs.
+pub fn base_rtt(topo: &mut Topology) -> f64 {
+    let last = topo.hosts.len().saturating_sub(1) as u32;
+    let one_way: f64 = topo.route(0, last, 0).map_or(0.0, |p| {
+        p.iter().map(|&l| topo.links[l as usize].delay_s).sum()
+    });
+    (2.0 * one_way).max(1e-6)
+}
+
+/// A TCP model applied to a fabric's links, shared by the engines: each link's efficiency (the
+/// factor on its capacity in the max-min solve) and its standing-queue delay while saturated.
+/// Without a model every efficiency is 1 and no link has a queue (results as before).
+#[derive(Debug, Clone)]
+pub struct Applied {
+    pub efficiency: Vec<f64>,
+    pub queue_delay: Vec<f64>,
+    /// The probe's correction per link class (with a model only).
+    pub classes: Option<Vec<LinkCorrection>>,
+}
+
+impl Applied {
+    /// The correction of `topo`'s links under `model` (the probe run once per link class).
+    pub fn new(model: Option<&TcpModel>, topo: &mut Topology) -> Result<Applied, String> {
+        let n = topo.links.len();
+        let mut out = Applied {
+            efficiency: vec![1.0; n],
+            queue_delay: vec![0.0; n],
+            classes: None,
+        };
+        if let Some(model) = model {
+            let nominal: Vec<f64> = topo.links.iter().map(|l| l.capacity).collect();
+            let rtt = base_rtt(topo);
+            let (per, classes) = per_link(model, &nominal, rtt)?;
+            for (l, (eff, q)) in per.into_iter().enumerate() {
+                out.efficiency[l] = eff;
+                out.queue_delay[l] = q;
+            }
+            out.classes = Some(classes);
+        }
+        Ok(out)
+    }
+
+    /// `capacity` as the solver shares it on link `l` (unchanged without a model).
+    pub fn usable(&self, l: u32, capacity: f64) -> f64 {
+        if self.classes.is_none() {
+            return capacity;
+        }
+        capacity * self.efficiency[l as usize]
+    }
+
+    /// The standing queues a packet meets on `path` now: those of its links whose solved load is
+    /// at their usable capacity (`usable(l)`); 0 without a model.
+    pub fn path_queue_delay(
+        &self,
+        path: &[u32],
+        load: impl Fn(u32) -> f64,
+        usable: impl Fn(u32) -> f64,
+    ) -> f64 {
+        if self.classes.is_none() {
+            return 0.0;
+        }
+        path.iter()
+            .filter(|&&l| load(l) >= usable(l) * (1.0 - 1e-9))
+            .map(|&l| self.queue_delay[l as usize])
+            .sum()
+    }
 }

@@ -58,6 +58,7 @@ from shufflelab.sim.fabric_spec import (
     read_graph,
 )
 from shufflelab.sim.spec import SimSpecError
+from shufflelab.sim.tcp_spec import Tcp, check_tcp
 from shufflelab.spec import MAX_SCENARIOS, check_nesting, read_toml
 
 MAX_APPS = 1_000
@@ -93,25 +94,6 @@ class Fetch(_Model):
     )
 
 
-class Tcp(_Model):
-    cc: Literal["reno", "cubic", "dctcp"] = Field(description="Congestion control of every TCP flow.")
-    discipline: Literal["droptail", "red", "step"] | None = Field(
-        default=None, description="Every port's queue (absent: droptail for reno/cubic, step for dctcp)."
-    )
-    queue_packets: float = Field(default=100, gt=0, le=1e6)
-    red_min_packets: float = Field(default=20, gt=0, le=1e6)
-    red_max_packets: float = Field(default=60, gt=0, le=1e6)
-    mark_packets: float = Field(default=20, gt=0, le=1e6, description="Step marking threshold (DCTCP's K).")
-    ecn: bool = Field(default=True, description="Reno/Cubic send ECT (marked, not dropped, by red/step).")
-    flows: int = Field(default=8, ge=1, le=1000, description="Long-lived flows per link in the probe.")
-
-    def core(self) -> dict[str, Any]:
-        """The Rust core's ``tcp`` (``TcpModel``), the discipline resolved."""
-        doc = self.model_dump()
-        doc["discipline"] = self.discipline or ("step" if self.cc == "dctcp" else "droptail")
-        return doc
-
-
 class AppsSpec(_Model):
     experiment: Experiment
     topology: Topology
@@ -143,7 +125,7 @@ def parse(data: dict[str, Any], where: str = "<spec>") -> AppsSpec:
         raise SimSpecError(_errors(where, err)) from None
     if spec.arrival.kind == "poisson" and spec.arrival.mean_gap_s is None:
         raise SimSpecError(f"{where}: arrival.mean_gap_s: a Poisson arrival needs its mean gap")
-    _check_tcp(spec.tcp, where)
+    check_tcp(spec.tcp, where)
     if sum(a.copies for a in spec.app) > MAX_APPS:
         raise SimSpecError(f"{where}: app: more than {MAX_APPS} applications in all (copies included)")
     expand(spec, where)
@@ -179,17 +161,8 @@ def expand(spec: AppsSpec, where: str = "<spec>") -> list[AppsPoint]:
             raise SimSpecError(_errors(f"{where} [{shown}]", err)) from None
         out.append(AppsPoint(label=shown or "base", values=dict(zip(keys, combo, strict=True)), spec=point))
     for pt in out:
-        _check_tcp(pt.spec.tcp, f"{where} [{pt.label}]")
+        check_tcp(pt.spec.tcp, f"{where} [{pt.label}]")
     return out
-
-
-def _check_tcp(tcp: Tcp | None, where: str) -> None:
-    if tcp is None:
-        return
-    if tcp.red_min_packets >= tcp.red_max_packets:
-        raise SimSpecError(f"{where}: tcp.red_min_packets: must be below tcp.red_max_packets")
-    if tcp.cc == "dctcp" and tcp.discipline == "droptail":
-        raise SimSpecError(f"{where}: tcp.discipline: DCTCP needs a marking queue ('red' or 'step'), not 'droptail'")
 
 
 def _set(doc: dict[str, Any], dotted: str, value: Any, where: str) -> None:

@@ -14,20 +14,12 @@ from shufflelab import document
 from shufflelab.document import Document, Figure, Section, Table
 from shufflelab.sim.apps_sim import run_rows, short_label, summary_rows
 from shufflelab.sim.fabric_report import _slug, heatmap
+from shufflelab.sim.tcp_spec import TCP_LIMIT, tcp_section, tcp_table
 
 NO_TCP_LIMIT = (
     "Flow level (the fabric model's max-min fluid flows): no packets, queues, losses or slow start, "
     "and no congestion-control differences — Cubic and DCTCP would get the same rates, so this "
     "model gives them equal times; a run labelled with one or the other is not a comparison of them."
-)
-TCP_LIMIT = (
-    "Flow level with a per-congestion-control correction ([tcp]): each link class was run once "
-    "through the packet-level bottleneck probe (the spec's congestion control, discipline and "
-    "buffer, its number of long-lived flows, the fabric's longest base round trip); the solver "
-    "shares capacity × the probe's efficiency, and a packet crossing a saturated link waits the "
-    "probe's standing queue. Not modelled: slow start, losses and timeouts of individual flows "
-    "(incast), queues of loaded but unsaturated links, the actual number of flows per link, RTT "
-    "unfairness. Runs without [tcp] have no congestion control at all."
 )
 LIMITS = [
     "A task runs alone on one core: it fetches its blocks (fetch window as in Spark, one block per "
@@ -40,26 +32,6 @@ LIMITS = [
     "links' utilisation but take no rate from other flows; larger blocks are max-min flows.",
     "Driver time between stages and after the last one is kept as recorded.",
 ]
-
-
-def _tcp_table(doc: dict[str, Any]) -> pd.DataFrame | None:
-    rows = [
-        {
-            "run": short_label(run),
-            "cc": run["tcp"]["cc"],
-            "discipline": run["tcp"]["discipline"],
-            "link Gbit/s": k["bytes_per_s"] * 8 / 1e9,
-            "base RTT µs": k["base_rtt_s"] * 1e6,
-            "efficiency": k["efficiency"],
-            "standing queue µs": k["queue_delay_s"] * 1e6,
-            "marked": k["mark_share"],
-            "dropped": k["drop_share"],
-        }
-        for run in doc["runs"]
-        if run.get("tcp")
-        for k in run["result"].get("tcp_links") or []
-    ]
-    return pd.DataFrame(rows) if rows else None
 
 
 def _stage_table(run: dict[str, Any], app: dict[str, Any]) -> pd.DataFrame:
@@ -140,7 +112,7 @@ def build(doc: dict[str, Any], out: Path) -> Document:
     summary = pd.DataFrame(run_rows(doc))
     per_app = pd.DataFrame(summary_rows(doc))[["application", "arrival s", "job time s"]]
     per_app.insert(0, "run", [short_label(run) for run in doc["runs"] for _ in run["result"]["apps"]])
-    tcp = _tcp_table(doc)
+    tcp = tcp_table(doc, short_label)
     limits = [TCP_LIMIT if tcp is not None else NO_TCP_LIMIT, *LIMITS]
     sections = [
         Section(
@@ -167,17 +139,7 @@ def build(doc: dict[str, Any], out: Path) -> Document:
         ),
     ]
     if tcp is not None:
-        sections.append(
-            Section(
-                "Congestion control: the packet-level probe per link class",
-                paragraphs=[
-                    "What the bottleneck probe (switchcore's queue and windows) found for each link class "
-                    "of each run with [tcp]: the share of the link its senders fill (the solver's capacity "
-                    "factor) and the mean standing queue (added while the link is saturated). Simulated."
-                ],
-                tables=[Table(tcp, caption="Per-link-class correction (simulated).")],
-            )
-        )
+        sections.append(tcp_section(tcp))
     for run in doc["runs"]:
         r = run["result"]
         title = f"{short_label(run)} (seed {run['seed']})"

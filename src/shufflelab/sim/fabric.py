@@ -46,6 +46,7 @@ def run_point(
         "oversubscription": fabric_spec.oversubscription(point.spec),
         "topology": point.spec.topology.kind,
         "cores_per_host": point.spec.hosts.cores,
+        **({"tcp": config["tcp"]} if "tcp" in config else {}),
         "wall_s": wall,
         "result": result,
     }

@@ -20,6 +20,7 @@ import pandas as pd  # noqa: E402
 from shufflelab import document  # noqa: E402
 from shufflelab.document import Document, Figure, Section, Table  # noqa: E402
 from shufflelab.sim.fabric import summary_rows  # noqa: E402
+from shufflelab.sim.tcp_spec import TCP_LIMIT, tcp_section, tcp_table  # noqa: E402
 
 LIMITS = [
     "Flow level: every elastic flow runs at its max-min fair rate at once (no slow start, no "
@@ -65,6 +66,9 @@ def heatmap(run: dict[str, Any], path: Path) -> Path:
 def build(doc: dict[str, Any], out: Path) -> Document:
     figures = out / "figures"
     summary = pd.DataFrame(summary_rows(doc))
+    tcp = tcp_table(doc, lambda run: str(run["label"]))
+    # with [tcp] the first limit (no congestion control at all) is the correction's
+    limits = [TCP_LIMIT, *LIMITS[1:]] if tcp is not None else LIMITS
     sections = [
         Section(
             "SIMULATED — how to read this",
@@ -72,11 +76,13 @@ def build(doc: dict[str, Any], out: Path) -> Document:
                 "Every number in this report comes from shufflelab's flow-level simulator "
                 "(crates/simcore, max-min fair fluid flows on the topology); none is measured on a network.",
             ],
-            bullets=LIMITS,
+            bullets=limits,
             note=True,
         ),
         Section("Runs", tables=[Table(summary, caption="One row per matrix point and seed (virtual seconds).")]),
     ]
+    if tcp is not None:
+        sections.append(tcp_section(tcp))
     for run in doc["runs"]:
         r = run["result"]
         title = f"{run['label']} (seed {run['seed']})"

@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from shufflelab.sim.spec import SimSpecError
+from shufflelab.sim.tcp_spec import Tcp, check_tcp
 from shufflelab.spec import MAX_SCENARIOS, check_nesting, field_path, read_toml
 
 MIB = 2**20
@@ -222,6 +223,7 @@ class FabricSpec(_Model):
     shuffle: Shuffle
     cross: list[Cross] = Field(default_factory=list, max_length=10_000)
     failures: list[Failure] = Field(default_factory=list, max_length=10_000)
+    tcp: Tcp | None = Field(default=None, description="Congestion control of every TCP flow (tcp_spec).")
     output: Output = Output()
     matrix: dict[str, list[Any]] = Field(default_factory=dict)
 
@@ -263,6 +265,7 @@ def parse(data: dict[str, Any], where: str = "<spec>") -> FabricSpec:
         spec = FabricSpec.model_validate(data)
     except ValidationError as err:
         raise SimSpecError(_errors(where, err)) from None
+    check_tcp(spec.tcp, where)
     expand(spec, where)
     return spec
 
@@ -306,6 +309,7 @@ def expand(spec: FabricSpec, where: str = "<spec>") -> list[Point]:
             point = FabricSpec.model_validate(doc)
         except ValidationError as err:
             raise SimSpecError(_errors(f"{where} [{shown}]", err)) from None
+        check_tcp(point.tcp, f"{where} [{shown}]")
         out.append(Point(label=shown or "base", values=dict(zip(keys, combo, strict=True)), spec=point))
     return out
 
@@ -441,7 +445,7 @@ def core_config(spec: FabricSpec, seed: int, base_dir: Path, *, recompute: str |
         sizes = {"kind": "lognormal", "mean_bytes": s.size.mean_mib * MIB, "sigma": s.size.sigma}
     else:
         sizes = {"kind": "empirical", "bytes": read_trace(base_dir / s.size.file)}
-    return {
+    config: dict[str, Any] = {
         "topology": topology,
         "cores_per_host": spec.hosts.cores,
         "seed": seed,
@@ -470,3 +474,6 @@ def core_config(spec: FabricSpec, seed: int, base_dir: Path, *, recompute: str |
         "fct_bucket_edges_bytes": [b * MIB for b in spec.output.fct_buckets_mib],
         "heatmap_bins": spec.output.heatmap_bins,
     }
+    if spec.tcp is not None:
+        config["tcp"] = spec.tcp.core()
+    return config

@@ -1,0 +1,122 @@
+"""[tcp] in fabric specs (the raw all-to-all): parsing, errors naming the field, the matrix over
+tcp.cc, a small run, the report, and results unchanged byte for byte without [tcp]."""
+
+from __future__ import annotations
+
+import copy
+import json
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shufflelab.sim import fabric, fabric_spec
+from shufflelab.sim.core import simulate_fabric
+from shufflelab.sim.fabric_report import report
+from shufflelab.sim.spec import SimSpecError
+
+GOLDEN = Path(__file__).parent / "data" / "fabric_without_tcp.json"
+
+SPEC = """
+[experiment]
+name = "sim-a2a-tcp"
+
+[topology]
+kind = "leaf_spine"
+leaves = 2
+hosts_per_leaf = 4
+spines = 1
+host_gbps = 10
+uplink_gbps = 10
+
+[shuffle]
+maps = 8
+reducers = 8
+size = { kind = "constant", mib = 4 }
+max_reqs_in_flight = 2
+
+[tcp]
+cc = "cubic"
+ecn = false
+queue_packets = 100
+
+[matrix]
+"tcp.cc" = ["cubic", "dctcp"]
+"""
+
+
+def test_without_tcp_the_result_is_unchanged_byte_for_byte() -> None:
+    # written by the core before the fabric had a [tcp] table (same spec, same seed)
+    golden = json.loads(GOLDEN.read_text())
+    spec = fabric_spec.parse(golden["spec"])
+    assert spec.tcp is None
+    config = fabric_spec.core_config(spec, golden["seed"], Path("."))
+    assert "tcp" not in config
+    result = simulate_fabric(config)
+    assert json.dumps(result, sort_keys=True) == json.dumps(golden["result"], sort_keys=True)
+
+
+def test_the_tcp_table_reaches_the_core_with_its_discipline() -> None:
+    points = fabric_spec.expand(fabric_spec.parse(tomllib.loads(SPEC)))
+    assert [p.label for p in points] == ["tcp.cc=cubic", "tcp.cc=dctcp"]
+    tcps = [fabric_spec.core_config(p.spec, 0, Path("."))["tcp"] for p in points]
+    assert [(t["cc"], t["discipline"], t["ecn"]) for t in tcps] == [
+        ("cubic", "droptail", False),
+        ("dctcp", "step", False),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("tcp", "matrix", "where"),
+    [
+        ({"cc": "vegas"}, {}, "t.toml: tcp.cc: "),
+        ({"cc": "cubic", "queue_packets": 0}, {}, "t.toml: tcp.queue_packets: "),
+        ({"cc": "cubic", "flows": 0}, {}, "t.toml: tcp.flows: "),
+        ({"cc": "cubic", "colour": 1}, {}, "t.toml: tcp.colour: "),
+        ({"cc": "dctcp", "discipline": "droptail"}, {}, "t.toml: tcp.discipline: "),
+        ({"cc": "cubic", "red_min_packets": 60, "red_max_packets": 20}, {}, "t.toml: tcp.red_min_packets: "),
+        ({"cc": "cubic"}, {"tcp.cc": ["cubic", "bbr"]}, "t.toml [tcp.cc=bbr]: tcp.cc: "),
+        (
+            {"cc": "cubic", "discipline": "droptail"},
+            {"tcp.cc": ["dctcp"]},
+            "t.toml [tcp.cc=dctcp]: tcp.discipline: ",
+        ),
+        (None, {"tcp.cc": ["cubic"]}, "t.toml: matrix.tcp.cc: "),
+    ],
+)
+def test_a_bad_tcp_value_names_the_field(tcp: dict[str, Any] | None, matrix: dict[str, Any], where: str) -> None:
+    doc = tomllib.loads(SPEC)
+    doc["matrix"] = matrix
+    if tcp is None:
+        del doc["tcp"]
+    else:
+        doc["tcp"] = tcp
+    with pytest.raises(SimSpecError) as exc:
+        fabric_spec.parse(copy.deepcopy(doc), "t.toml")
+    assert str(exc.value).startswith(where), exc.value
+
+
+def test_a_small_run_cubic_vs_dctcp_and_its_report(tmp_path: Path) -> None:
+    (tmp_path / "s.toml").write_text(SPEC)
+    doc = fabric.run_experiment(tmp_path / "s.toml", tmp_path / "res").doc
+    cubic, dctcp = doc["runs"]
+    assert cubic["tcp"]["cc"] == "cubic" and dctcp["tcp"]["discipline"] == "step"
+    for run in (cubic, dctcp):
+        r = run["result"]
+        (link,) = r["tcp_links"]  # one link class: every link 10 Gbit/s
+        assert link["bytes_per_s"] == 10e9 / 8 and 0 < link["efficiency"] <= 1
+        assert r["shuffle_completion_s"] is not None and r["remote_fetches"] == 56
+    # Cubic through a 100-packet droptail queue stands deeper than DCTCP at K = 20
+    assert cubic["result"]["tcp_links"][0]["queue_delay_s"] > dctcp["result"]["tcp_links"][0]["queue_delay_s"]
+    md = report(tmp_path / "res" / "sim-a2a-tcp.fabric.json", tmp_path / "rep").read_text()
+    assert "SIMULATED" in md and "packet-level probe per link class" in md
+    assert "no congestion-control differences" not in md
+
+
+def test_a_report_without_tcp_has_no_probe_table(tmp_path: Path) -> None:
+    (tmp_path / "s.toml").write_text(SPEC.split("[tcp]")[0])
+    runs = fabric.run_experiment(tmp_path / "s.toml", tmp_path / "res").doc["runs"]
+    assert "tcp" not in runs[0] and "tcp_links" not in runs[0]["result"]
+    md = report(tmp_path / "res" / "sim-a2a-tcp.fabric.json", tmp_path / "rep").read_text()
+    assert "packet-level probe" not in md and "no congestion-control differences" in md
