@@ -122,7 +122,8 @@ class Session:
         command = shlex.join(words)
         limit = timeout_s or self.timeout_s
         try:
-            r = await asyncio.wait_for(self.conn.run(command, input=input, check=False), limit)
+            async with asyncio.timeout(limit):  # (wait_for may swallow a cancel on 3.11: gh-86296)
+                r = await self.conn.run(command, input=input, check=False)
         except TimeoutError:
             self.check_alive(step)
             raise self._error(step, f"`{command}` did not finish within {limit:g} s") from None
@@ -203,10 +204,8 @@ async def open_session(inv: Inventory, name: str) -> Session:
         options["agent_path"] = sock
     step = "connect"
     try:
-        conn = await asyncio.wait_for(
-            asyncssh.connect(host.address, **options),  # type: ignore[arg-type]
-            inv.ssh.connect_timeout_s + 5,
-        )
+        async with asyncio.timeout(inv.ssh.connect_timeout_s + 5):
+            conn = await asyncssh.connect(host.address, **options)  # type: ignore[arg-type]
     except asyncssh.HostKeyNotVerifiable as exc:
         raise HostKeyError(
             name,

@@ -153,7 +153,8 @@ async def clock_offset(session: Session, rounds: int = CLOCK_ROUNDS) -> tuple[fl
         for _ in range(rounds):
             t0 = time.time()
             proc.stdin.write("date +%s.%N\n")
-            line = await asyncio.wait_for(proc.stdout.readline(), session.timeout_s)
+            async with asyncio.timeout(session.timeout_s):
+                line = await proc.stdout.readline()
             t1 = time.time()
             try:
                 remote = float(str(line).strip())

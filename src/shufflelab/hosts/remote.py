@@ -90,7 +90,8 @@ class SshProcess:
         self.session.check_alive(step)
         try:
             self._proc = await self.session.conn.create_process(command)
-            line = await asyncio.wait_for(self._proc.stdout.readline(), self.session.timeout_s)
+            async with asyncio.timeout(self.session.timeout_s):
+                line = await self._proc.stdout.readline()
         except (asyncssh.Error, OSError) as exc:
             self.session.check_alive(step)
             raise HostError(self.session.name, self.session.host.address, step, str(exc)) from None
@@ -137,7 +138,8 @@ class SshProcess:
                     privileged=self.privileged,
                 )
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(self._done), grace_s if s == sig else 5.0)
+                async with asyncio.timeout(grace_s if s == sig else 5.0):
+                    await asyncio.shield(self._done)
         rc = self._done.result() if self._done.done() else -1
         if self._proc is not None:
             self._proc.close()
