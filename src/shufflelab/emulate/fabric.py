@@ -56,6 +56,20 @@ class PortCounters:
     backlog_packets: int
     marks: int | None = None
 
+    @classmethod
+    def from_switch_row(cls, row: Mapping[str, float | str] | None) -> PortCounters:
+        """A port's counters from the switch's telemetry row (None: just started, nothing sampled)."""
+        if row is None:
+            return cls(0, 0, 0, 0, 0, marks=0)
+        return cls(
+            tx_bytes=int(row["sent_bytes"]),
+            tx_packets=int(row["sent_packets"]),
+            drops=int(row["drops"]),
+            backlog_bytes=int(row["backlog_bytes"]),
+            backlog_packets=int(row["backlog_packets"]),
+            marks=int(row["marks"]),
+        )
+
 
 def shaping_commands(ns: str | None, dev: str, link: Link) -> list[list[str]]:
     """The ``tc`` invocations that shape ``dev``'s egress: HTB rate with a FIFO child as the queue
@@ -401,17 +415,7 @@ class Fabric:
         """Cumulative egress counters of ``port``: its root qdisc's on the kernel path; on the switch
         datapath the switch's latest telemetry row (counted since the switch's last start)."""
         if self.switch is not None and port.node == self.switch.node:
-            row = self.switch.last_telemetry().get(port.ifname)
-            if row is None:  # just started: nothing sampled yet
-                return PortCounters(0, 0, 0, 0, 0, marks=0)
-            return PortCounters(
-                tx_bytes=int(row["sent_bytes"]),
-                tx_packets=int(row["sent_packets"]),
-                drops=int(row["drops"]),
-                backlog_bytes=int(row["backlog_bytes"]),
-                backlog_packets=int(row["backlog_packets"]),
-                marks=int(row["marks"]),
-            )
+            return PortCounters.from_switch_row(self.switch.last_telemetry().get(port.ifname))
         with contextlib.closing(NetNS(self.ns[port.node])) as nl:
             idx = nl.link_lookup(ifname=port.ifname)[0]
             q = next(q for q in nl.get_qdiscs(index=idx) if q.get("parent") == 0xFFFFFFFF)

@@ -94,17 +94,7 @@ def router_switch_config(
 def counters_from_tail(text: str, dev: str, whole: bool) -> PortCounters:
     """The port counters in the last complete row of ``dev`` in the end of a telemetry CSV (zeros
     before the first sample: just started). Pure."""
-    row = rows_at_end(text, [dev], whole).get(dev)
-    if row is None:
-        return PortCounters(0, 0, 0, 0, 0, marks=0)
-    return PortCounters(
-        tx_bytes=int(row["sent_bytes"]),
-        tx_packets=int(row["sent_packets"]),
-        drops=int(row["drops"]),
-        backlog_bytes=int(row["backlog_bytes"]),
-        backlog_packets=int(row["backlog_packets"]),
-        marks=int(row["marks"]),
-    )
+    return PortCounters.from_switch_row(rows_at_end(text, [dev], whole).get(dev))
 
 
 def renamed_samples(text: str, dev: str, port: str) -> str:
