@@ -108,16 +108,21 @@ def job_times(db: Path) -> list[float]:
     return [float(r[1]) for r in rows]
 
 
-def _driver_running(lab: Lab) -> bool:
-    for pid in sh("ip", "netns", "pids", lab.hosts[0].ns).split():
+def tagged_running(lab: Lab, host: int, program: bytes) -> bool:
+    """A process of ``program`` tagged with a lease runs on stand-in ``host`` (an index)."""
+    for pid in sh("ip", "netns", "pids", lab.hosts[host].ns).split():
         try:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
             env = Path(f"/proc/{pid}/environ").read_bytes()
         except OSError:
             continue
-        if b"shufflelab.workloads.driver" in cmd and TAG.encode() in env:
+        if program in cmd and TAG.encode() in env:
             return True
     return False
+
+
+def _driver_running(lab: Lab) -> bool:
+    return tagged_running(lab, 0, b"shufflelab.workloads.driver")
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=["sigint", "sigterm", "sigkill"])

@@ -21,7 +21,7 @@ from shufflelab.switch import binary_path
 
 from .conftest import Lab, sh, stand_in_hosts
 from .test_hosts_quickstart import routing
-from .test_hosts_run import ENV, TAG, _driver_running, cli, host_state, quickstart
+from .test_hosts_run import ENV, _driver_running, cli, host_state, quickstart, tagged_running
 
 pytestmark = [
     pytest.mark.root,
@@ -69,15 +69,7 @@ def switch_spec(tmp_path: Path, lab: Lab, selftest: str = "warn") -> tuple[Path,
 
 def switch_running(lab: Lab) -> bool:
     """A lease-tagged shufflelab-switch runs on the router host."""
-    for pid in sh("ip", "netns", "pids", lab.hosts[3].ns).split():
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
-            env = Path(f"/proc/{pid}/environ").read_bytes()
-        except OSError:
-            continue
-        if b"shufflelab-switch" in cmd and TAG.encode() in env:
-            return True
-    return False
+    return tagged_running(lab, 3, b"shufflelab-switch")
 
 
 def test_delay_red_and_dctcp_through_the_switch_on_a_router_host(lab4: Lab, tmp_path: Path) -> None:
