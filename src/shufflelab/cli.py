@@ -258,6 +258,8 @@ def clean(
     )
     for n in r.namespaces:
         console.print(f"  namespace {n}")
+    for d in r.resolvers:
+        console.print(f"  resolver folder of a namespace already gone: {d}")
     if r.skipped_live:
         console.print(f"kept {len(r.skipped_live)} namespaces of live runs (use --force): {' '.join(r.skipped_live)}")
 

@@ -41,7 +41,11 @@ def test_fabric_routes_through_the_shaped_router(spec_dict: dict[str, Any]) -> N
         assert c.tx_packets >= 2  # the echo request and reply both left through the bottleneck
         created = set(_ours()) - before
         assert len(created) == len(net.nodes)
+        # no name server inside the fabric: lookups fail at once instead of leaving through the router
+        assert netns.run(["cat", "/etc/resolv.conf"], ns=fab.ns["w1"]) == netns.RESOLV_CONF
+        assert all((netns.NETNS_ETC / n / "resolv.conf").exists() for n in created)
     assert set(_ours()) == before
+    assert not any((netns.NETNS_ETC / n).exists() for n in created)
 
 
 def test_live_reconfiguration(spec_dict: dict[str, Any]) -> None:
@@ -125,8 +129,10 @@ def test_clean_after_sigkill(spec_dict: dict[str, Any], tmp_path: Any) -> None:
     os.kill(p.pid, signal.SIGKILL)
     p.wait()
     assert set(_ours()) - before == left  # SIGKILL cannot clean up
+    assert all((netns.NETNS_ETC / n).exists() for n in left)
     netns.clean()
     assert set(_ours()) == before
+    assert not any((netns.NETNS_ETC / n).exists() for n in left)
     assert not subprocess.run(["pgrep", "-f", f"sleep {marker}$"], capture_output=True).stdout
 
 

@@ -4,6 +4,12 @@ Every namespace is named ``sl<lease>-<node>``; a lease file in ``/run/shufflelab
 owning process, so :func:`clean` removes exactly what shufflelab left behind (processes in those
 namespaces first, then the namespaces, whose deletion removes every veth inside them) and never
 touches a live run unless forced.
+
+Each namespace also gets its own resolver file, ``/etc/netns/<name>/resolv.conf``, which ``ip netns
+exec`` mounts over ``/etc/resolv.conf`` for everything started there: the lab's hosts have no name
+server, and with the machine's own one a lookup inside the fabric (Java resolves peer addresses
+back to names) left through the default route into the fabric and waited 10 s for a reply that
+never came, on every executor and driver start.
 """
 
 from __future__ import annotations
@@ -25,7 +31,17 @@ from shufflelab import cgroups, procfs
 
 LEASE_DIR = Path(os.environ.get("SHUFFLELAB_LEASE_DIR", "/run/shufflelab"))
 SCRATCH_ROOT = Path(os.environ.get("SHUFFLELAB_SCRATCH", "/var/tmp/shufflelab"))
+NETNS_ETC = Path(os.environ.get("SHUFFLELAB_NETNS_ETC", "/etc/netns"))
 NS_PATTERN = re.compile(r"^sl([0-9a-f]{6})-([a-z0-9]+)$")
+# off only to measure what the private resolver saves (benchmarks/run_overhead.py --compare resolver)
+PRIVATE_RESOLVER = True
+# no name server: a lookup goes to the namespace's own loopback, where nothing listens, and fails at
+# once (names in /etc/hosts still resolve; the fabric is addressed by IP everywhere)
+RESOLV_CONF = (
+    "# written by shufflelab for one of its namespaces; removed with the namespace\n"
+    "nameserver 127.0.0.1\n"
+    "options timeout:1 attempts:1\n"
+)
 
 
 class CommandError(RuntimeError):
@@ -91,6 +107,14 @@ def delete_namespace(ns: str) -> None:
             break
         kill_pids(pids, grace_s=2.0)
     run(["ip", "netns", "delete", ns], check=False)
+    shutil.rmtree(NETNS_ETC / ns, ignore_errors=True)
+
+
+def write_resolver(ns: str) -> None:
+    """Give ``ns`` a resolver without a name server (see the module's docstring)."""
+    d = NETNS_ETC / ns
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "resolv.conf").write_text(RESOLV_CONF)
 
 
 @dataclass
@@ -124,6 +148,8 @@ class Lease:
         self.namespaces.append(name)
         self.save()  # record before creating: a crash in between still leaves a trace to clean
         run(["ip", "netns", "add", name])
+        if PRIVATE_RESOLVER:
+            write_resolver(name)
         return name
 
     def release(self) -> None:
@@ -142,6 +168,8 @@ class Lease:
         present = namespaces()
         for name in [n for n in present if n in self.namespaces or n.startswith(self.prefix)]:
             delete_namespace(name)
+        for name in self.namespaces:  # a namespace whose creation failed after its resolver was written
+            shutil.rmtree(NETNS_ETC / name, ignore_errors=True)
         shutil.rmtree(self.scratch, ignore_errors=True)
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
@@ -167,6 +195,7 @@ class CleanReport:
     skipped_live: list[str] = field(default_factory=list)
     scratch_dirs: list[str] = field(default_factory=list)
     cgroups: list[str] = field(default_factory=list)
+    resolvers: list[str] = field(default_factory=list)
 
 
 def clean(force: bool = False) -> CleanReport:
@@ -198,6 +227,12 @@ def clean(force: bool = False) -> CleanReport:
             continue
         delete_namespace(name)
         report.namespaces.append(name)
+    if NETNS_ETC.is_dir():  # resolver files whose namespace is gone (a crash between the two steps)
+        for d in NETNS_ETC.iterdir():
+            m = NS_PATTERN.match(d.name)
+            if m and m.group(1) not in live and d.is_dir():
+                shutil.rmtree(d, ignore_errors=True)
+                report.resolvers.append(str(d))
     if SCRATCH_ROOT.exists():
         for d in SCRATCH_ROOT.iterdir():
             if d.name not in live and d.is_dir():
