@@ -32,14 +32,13 @@ from typing import Any
 from shufflelab import spec as S
 from shufflelab.emulate import cds, netns
 from shufflelab.emulate.runner import EmulateRunner
-from shufflelab.results import Store
 
 
-def _spec(reps: int, cds_values: list[bool]) -> S.ExperimentSpec:
+def _spec(reps: int, cds_values: list[bool], datapath: str = "kernel") -> S.ExperimentSpec:
     return S.parse(
         {
             "experiment": {"name": "overhead", "repetitions": reps, "run_timeout_s": 300},
-            "topology": {"kind": "star", "bottleneck": {"rate_mbps": 20, "queue_bytes": 500_000}},
+            "topology": {"kind": "star", "bottleneck": {"rate_mbps": 20, "queue_bytes": 500_000, "datapath": datapath}},
             "hosts": {
                 "master": {"roles": ["spark-master"]},
                 **{f"w{i}": {"roles": ["spark-worker"]} for i in range(1, 5)},
@@ -67,8 +66,11 @@ def _summary(g: Any) -> dict[str, Any]:
 
 def _experiment(spec: S.ExperimentSpec, tmp: Path, name: str) -> Any:
     """Run one experiment; its ok runs after the first (which also started the cluster)."""
-    EmulateRunner(spec, name, tmp).run()
-    df, _ = Store(tmp / f"{name}.duckdb").runs_with_values()
+    folder = tmp / name
+    folder.mkdir()
+    runner = EmulateRunner(spec, name, folder)
+    runner.run()
+    df, _ = runner.store.runs_with_values()
     df = df[df["status"] == "ok"]
     return df[df["started_at"] > df["started_at"].min()]
 
@@ -83,7 +85,7 @@ def _compare_cds(reps: int, tmp: Path) -> dict[str, Any]:
     return rows
 
 
-def _compare_resolver(reps: int, rounds: int, tmp: Path) -> dict[str, Any]:
+def _compare_resolver(reps: int, rounds: int, datapath: str, tmp: Path) -> dict[str, Any]:
     import pandas as pd
 
     parts: dict[str, list[Any]] = {"machine_resolver": [], "private_resolver": []}
@@ -91,7 +93,7 @@ def _compare_resolver(reps: int, rounds: int, tmp: Path) -> dict[str, Any]:
         for key, private in (("machine_resolver", False), ("private_resolver", True)):
             netns.PRIVATE_RESOLVER = private
             try:
-                parts[key].append(_experiment(_spec(reps, [True]), tmp, f"overhead_{key}_{r}"))
+                parts[key].append(_experiment(_spec(reps, [True], datapath), tmp, f"overhead_{key}_{r}"))
             finally:
                 netns.PRIVATE_RESOLVER = True
     rows: dict[str, Any] = {k: _summary(pd.concat(v)) for k, v in parts.items()}
@@ -106,6 +108,9 @@ def main() -> int:
     ap.add_argument("--compare", choices=["cds", "resolver"], default="cds")
     ap.add_argument("--reps", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=2, help="alternations (--compare resolver)")
+    ap.add_argument(
+        "--datapath", choices=["kernel", "switch"], default="kernel", help="the ports' datapath (--compare resolver)"
+    )
     ap.add_argument("--out", type=Path, default=Path("docs/benchmarks-overhead.json"))
     a = ap.parse_args()
     t = time.monotonic()
@@ -113,13 +118,17 @@ def main() -> int:
     archive_s = time.monotonic() - t
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.monotonic()
-        rows = _compare_cds(a.reps, Path(tmp)) if a.compare == "cds" else _compare_resolver(a.reps, a.rounds, Path(tmp))
+        if a.compare == "cds":
+            rows = _compare_cds(a.reps, Path(tmp))
+        else:
+            rows = _compare_resolver(a.reps, a.rounds, a.datapath, Path(tmp))
         total = time.monotonic() - t0
     result = {
         "command": " ".join(["benchmarks/run_overhead.py", *sys.argv[1:]]),
         "archive_record_s": round(archive_s, 1),
         "archive_bytes": cds.archive_path().stat().st_size,
         "experiment_total_s": round(total, 1),
+        "datapath": a.datapath,
         "settings": rows,
     }
     print(json.dumps(result, indent=1))
