@@ -48,6 +48,19 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
+def _absolute_path(v: str) -> str:
+    if not v.startswith("/") or any(c in v for c in "'\"\\$`\n\t ") or ".." in v.split("/"):
+        raise ValueError("an absolute path without quotes, spaces, '$', '`' or '..'")
+    return v.rstrip("/") or "/"
+
+
+def _deploy_path(v: str) -> str:
+    v = _absolute_path(v)
+    if v == "/" or v.count("/") < 2:
+        raise ValueError(f"{v!r}: give a folder of its own for the deployed software (at least two levels deep)")
+    return v
+
+
 class SshSettings(_Model):
     known_hosts: str = Field(
         default="~/.ssh/known_hosts", description="OpenSSH known_hosts file every host key is verified against."
@@ -60,13 +73,21 @@ class SshSettings(_Model):
     )
     command_timeout_s: float = Field(default=120.0, gt=0, le=86_400)
     lease_dir: str = Field(default=DEFAULT_LEASE_DIR, description="Where each host keeps its lease files.")
+    deploy_dir: str | None = Field(
+        default=None,
+        description="Where `shufflelab deploy` puts the software on every host (hosts.NAME.deploy_dir overrides); "
+        "unset: the same paths as on the controller.",
+    )
 
     @field_validator("lease_dir")
     @classmethod
     def _absolute(cls, v: str) -> str:
-        if not v.startswith("/") or any(c in v for c in "'\"\\$`\n ") or ".." in v.split("/"):
-            raise ValueError("an absolute path without quotes, spaces, '$', '`' or '..'")
-        return v.rstrip("/") or "/"
+        return _absolute_path(v)
+
+    @field_validator("deploy_dir")
+    @classmethod
+    def _deploy_dir(cls, v: str | None) -> str | None:
+        return None if v is None else _deploy_path(v)
 
 
 class InventoryHost(_Model):
@@ -80,6 +101,15 @@ class InventoryHost(_Model):
         default=False,
         description="Allow shaping the interface that carries the SSH control connection (off: refused).",
     )
+    deploy_dir: str | None = Field(
+        default=None,
+        description="Where `shufflelab deploy` puts the software on this host (default: ssh.deploy_dir).",
+    )
+
+    @field_validator("deploy_dir")
+    @classmethod
+    def _deploy_dir(cls, v: str | None) -> str | None:
+        return None if v is None else _deploy_path(v)
 
     @field_validator("address")
     @classmethod
@@ -195,6 +225,8 @@ def parse(data: dict[str, Any], where: str = "<inventory>", base: Path | None = 
             if not key.is_file():
                 raise InventoryError(f"{where}: hosts.{name}.key_file: {key}: no such file")
             h = h.model_copy(update={"key_file": str(key)})
+        if h.deploy_dir is None and inv.ssh.deploy_dir is not None:
+            h = h.model_copy(update={"deploy_dir": inv.ssh.deploy_dir})
         hosts[name] = h
     known = Path(inv.ssh.known_hosts).expanduser()
     if not known.is_absolute() and base is not None:
