@@ -34,6 +34,9 @@ def run(
         Path | None,
         typer.Option(help="Inventory TOML: run on those machines over SSH instead of namespaces here (docs/hosts.md)."),
     ] = None,
+    deploy: Annotated[
+        bool, typer.Option("--deploy", help="With --hosts: first bring the hosts what is missing (shufflelab deploy).")
+    ] = False,
 ) -> None:
     """Run every missing run of an experiment (finished runs are kept: re-running resumes).
 
@@ -48,6 +51,14 @@ def run(
         _fail(str(exc))
     if reps is not None:
         spec = spec.model_copy(update={"experiment": spec.experiment.model_copy(update={"repetitions": reps})})
+    if deploy:
+        if hosts is None:
+            _fail("--deploy needs --hosts (it brings the inventory's hosts what a run there needs)")
+        from shufflelab.hosts import commands as hostcmds
+
+        code = hostcmds.deploy(hosts, False, console, err)
+        if code:
+            raise typer.Exit(code)
     _install_signal_handlers()
     columns = (
         TextColumn("[bold]{task.description}"),
@@ -236,6 +247,20 @@ def doctor(
             "DCTCP in the kernel, and the userspace switch that provides them is not built: specs asking for\n"
             "them are refused with the reason."
         )
+
+
+@app.command()
+def deploy(
+    hosts: Annotated[Path, typer.Option(help="Inventory TOML: the hosts to bring what a run needs.")],
+    remove: Annotated[
+        bool, typer.Option("--remove", help="Remove exactly what deploy brought (each host's manifest).")
+    ] = False,
+) -> None:
+    """Copy to each inventory host (SFTP) what `run --hosts` needs there and it lacks: the source
+    tree, the Python packages, the listener jar, the switch (docs/hosts.md, "Deploying")."""
+    from shufflelab.hosts import commands
+
+    raise typer.Exit(commands.deploy(hosts, remove, console, err))
 
 
 @app.command()

@@ -6,22 +6,22 @@ folder is mapped to one on the host (the request rewritten), and when the driver
 it wrote there (its result, the event logs, the listener's output) is fetched back with SFTP, so
 the run's folder -- and the tables written from it -- look as after a local run.
 
-The hosts run the same software at the same paths as the controller (the venv, pyspark's
-``SPARK_HOME``, the listener jar and the class-data archive); ``shufflelab doctor --hosts`` checks
-the versions.
+The hosts run the same software as the controller (the venv, pyspark's ``SPARK_HOME``, the
+listener jar and the class-data archive), at the controller's paths or in a host's ``deploy_dir``
+(:class:`shufflelab.hosts.deploy.HostPaths`, filled by ``shufflelab deploy``); ``shufflelab doctor
+--hosts`` checks the versions.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-import sys
 import time
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from shufflelab.emulate.spark import ClusterSpec, Daemon, SparkCluster
 from shufflelab.hosts.control import HostLost
+from shufflelab.hosts.deploy import HostPaths, artifacts_root, pythonpath
 from shufflelab.hosts.remote import SshProcess, pull_tree
 
 if TYPE_CHECKING:
@@ -61,6 +61,45 @@ class HostsCluster(SparkCluster):
             cluster, dict(fabric.places), dict(fabric.network.host_addresses), Path(master_scratch) / "spark", log_dir
         )
         self.fabric, self.backend = fabric, backend
+
+    # -- where the software is on each host (docs/hosts.md, "Deploying") ------------------------
+    def _paths(self, host: str) -> HostPaths:
+        return HostPaths.of(self.fabric.session(host).host)
+
+    @property
+    def _deployed(self) -> bool:
+        return any(self._paths(h).deployed for h in self.ns)
+
+    def _cache_link(self) -> str:
+        """A link in the lease's folder (the same path on every host) to the host's own cache
+        folder: the application's conf names the listener jar once for the driver and every executor."""
+        return str(PurePosixPath(self.scratch).parent / "deployed-cache")
+
+    def _env(self, host: str) -> dict[str, str]:
+        env = super()._env(host)
+        paths = self._paths(host)
+        env["SPARK_HOME"], env["PYSPARK_PYTHON"] = paths.spark_home, paths.python
+        if self._deployed:
+            env["PYTHONPATH"] = pythonpath(paths)
+            self.backend.run(["ln", "-sfn", paths.cache, self._cache_link()], place=self.ns[host])
+        return env
+
+    def app_conf(self, spec, event_dir, partitions, cores_max=None, listener_out=None):  # type: ignore[no-untyped-def]
+        """The local backend's conf; with deployed hosts, the listener jar through each host's link
+        to its cache folder, and without the class-data archive (recorded for the controller's
+        class path: deploy does not bring it to a deploy_dir)."""
+        conf = super().app_conf(spec, event_dir, partitions, cores_max, listener_out)
+        if not self._deployed:
+            return conf
+        cache, link = str(artifacts_root()), self._cache_link()
+        out = {}
+        for k, v in conf.items():
+            if k.endswith("extraJavaOptions"):
+                v = " ".join(w for w in v.split() if not w.startswith("-XX:SharedArchiveFile=") and w != "-Xshare:auto")
+                if not v:
+                    continue
+            out[k] = v.replace(cache + "/", link + "/")
+        return out
 
     def _make_dirs(self, host: str, dirs: list[Path]) -> None:
         """The Spark folders are created on the host, over SSH."""
@@ -155,8 +194,9 @@ class HostsCluster(SparkCluster):
 
         self.backend.loop.call(put())
         env = self._env(m)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        paths = self._paths(m)
+        env["PYTHONPATH"] = pythonpath(paths)
         proc = self.backend.launch(
-            self.ns[m], [sys.executable, "-m", "shufflelab.workloads.driver", remote_request], log, env=env
+            self.ns[m], [paths.python, "-m", "shufflelab.workloads.driver", remote_request], log, env=env
         )
         return DriverProcess(proc, self.backend, remote_run, local_run)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
@@ -54,16 +54,17 @@ def doctor(inv_path: Path, spec_path: Path | None, as_json: bool, console: Conso
         err.print(f"[bold red]error:[/] {exc}", highlight=False)
         return 2
 
-    async def gather() -> dict[str, probe.HostFacts]:
+    async def gather() -> tuple[dict[str, probe.HostFacts], list[findings.Finding]]:
         async with connect(inv) as sessions:
-            return await probe.probe_all(sessions)
+            facts = await probe.probe_all(sessions)
+            return facts, await deploy_findings(inv, sessions)
 
     try:
-        facts = asyncio.run(gather())
+        facts, deploying = asyncio.run(gather())
     except (HostError, SafetyError) as exc:
         err.print(f"[bold red]error:[/] {exc}", highlight=False)
         return 2
-    found = findings.general(facts)
+    found = findings.general(facts) + deploying
     if spec is not None:
         found += findings.for_spec(spec, inventory.check_mapping(inv, spec), facts, inv.router)
         for problem, labels in backend_refusals(inv, spec, str(spec_path)).items():
@@ -106,6 +107,31 @@ def doctor(inv_path: Path, spec_path: Path | None, as_json: bool, console: Conso
         ft.add_row(g.host, g.check, f"[{_COLOURS[g.level]}]{g.level}[/]", g.detail)
     console.print(ft)
     return 1 if refused else 0
+
+
+async def deploy_findings(inv: inventory.Inventory, sessions: dict[str, Any]) -> list[findings.Finding]:
+    """Per host, what ``shufflelab deploy`` would bring (warn), nothing (ok), or cannot (refuse)."""
+    from shufflelab.hosts import deploy as dep
+
+    try:
+        ctl = await asyncio.to_thread(dep.controller)
+    except dep.DeployError as exc:
+        return [findings.Finding("*", "deploy", "warn", f"cannot tell what deploy would bring: {exc}")]
+    results = await asyncio.gather(*(dep.plan_on(s, inv, ctl) for s in sessions.values()), return_exceptions=True)
+    out = []
+    for name, r in zip(sessions, results, strict=True):
+        if isinstance(r, HostError):
+            out.append(findings.Finding(name, "deploy", "warn", f"cannot tell what deploy would bring: {r.reason}"))
+        elif isinstance(r, BaseException):
+            raise r
+        elif r.refusals:
+            out += [findings.Finding(name, "deploy", "refuse", f"cannot be brought: {x}") for x in r.refusals]
+        elif r.nothing:
+            out.append(findings.Finding(name, "deploy", "ok", "has what a run needs (deploy would copy nothing)"))
+        else:
+            what = "; ".join(f"{ip.name}: {ip.summary()}" for ip in r.items if not ip.empty)
+            out.append(findings.Finding(name, "deploy", "warn", f"missing or different (shufflelab deploy): {what}"))
+    return out
 
 
 def clean(inv_path: Path, force: bool, console: Console, err: Console) -> int:
@@ -168,3 +194,94 @@ def open_backend(inv_path: Path, spec: ExperimentSpec, spec_path: str) -> HostsB
         lines = [f"{p} (scenarios: {', '.join(labels)})" for p, labels in scenarios.items()]
         raise SpecError(f"{spec_path}: the hosts backend cannot run this experiment:\n  - " + "\n  - ".join(lines))
     return HostsBackend(inv)
+
+
+def deploy(inv_path: Path, remove: bool, console: Console, err: Console) -> int:
+    """``shufflelab deploy --hosts``: bring every inventory host what a run needs (or, with
+    ``remove``, remove exactly what deploy brought); 0 when done, 1 when refused or failed, 2 on
+    a bad inventory."""
+    from shufflelab.hosts import deploy as dep
+
+    try:
+        inv = inventory.load(inv_path)
+    except SpecError as exc:
+        err.print(f"[bold red]error:[/] {exc}", highlight=False)
+        return 2
+    try:
+        if remove:
+            return _remove(inv, console, err)
+        ctl = dep.controller()
+        return _deploy(inv, ctl, console, err)
+    except (HostError, SafetyError, dep.DeployError) as exc:
+        err.print(f"[bold red]error:[/] {exc}", highlight=False)
+        return 1
+
+
+def _remove(inv: inventory.Inventory, console: Console, err: Console) -> int:
+    from shufflelab.hosts import deploy as dep
+
+    async def work() -> list[dep.Removed]:
+        async with connect(inv) as sessions:
+            return list(await asyncio.gather(*(dep.remove_host(s, inv) for s in sessions.values())))
+
+    for r in asyncio.run(work()):
+        if not r.files and not r.dirs and not r.kept:
+            console.print(f"{r.host}: nothing deployed here")
+            continue
+        console.print(f"{r.host}: removed {r.files} files and links, {r.dirs} folders")
+        for k in r.kept:
+            console.print(f"  [yellow]kept[/] {k} (not empty: holds files deploy did not put there)")
+    return 0
+
+
+def plan_table(plans: list[Any]) -> Table:
+    from shufflelab.hosts.deploy import describe_plan
+
+    t = Table(title="what deploy brings")
+    for col in ("host", "item", "status"):
+        t.add_column(col)
+    for p in plans:
+        for name, what in describe_plan(p):
+            t.add_row(p.host, name, what)
+    return t
+
+
+def _deploy(inv: inventory.Inventory, ctl: Any, console: Console, err: Console) -> int:
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from shufflelab.hosts import deploy as dep
+
+    async def work() -> tuple[list[dep.HostPlan], int]:
+        async with connect(inv) as sessions:
+            plans = list(await asyncio.gather(*(dep.plan_on(s, inv, ctl) for s in sessions.values())))
+            refusals = [f"host {p.host}: {r}" for p in plans for r in p.refusals]
+            if refusals:
+                console.print(plan_table(plans))
+                for r in refusals:
+                    err.print(f"[bold red]refused:[/] {r}", highlight=False)
+                return plans, 1
+            todo = [p for p in plans if not p.nothing]
+            if not todo:
+                console.print(plan_table(plans))
+                console.print("nothing to copy: every host has what a run needs")
+                return plans, 0
+            columns = (TextColumn("[bold]{task.description}"), BarColumn(), DownloadColumn(), TimeElapsedColumn())
+            with Progress(*columns, console=console) as bar:
+                tasks = {p.host: bar.add_task(f"{p.host} ({p.files} files)", total=p.bytes) for p in todo}
+
+                def advance(host: str) -> Any:
+                    return lambda n: bar.advance(tasks[host], n)
+
+                await asyncio.gather(*(dep.apply_plan(sessions[p.host], inv, p, advance(p.host)) for p in todo))
+            console.print(plan_table(plans))
+            total = sum(p.bytes for p in todo)
+            console.print(
+                f"deployed: {sum(p.files for p in todo)} files ({total / 1e6:.1f} MB) to {len(todo)} hosts; "
+                f"the manifests ({dep.manifest_path(inv)} on each host) record them for deploy --remove"
+            )
+            return plans, 0
+
+    for item in ctl.items:
+        if item.skip and item.name != "switch":
+            console.print(f"[yellow]{item.name}[/]: {item.skip}")
+    return asyncio.run(work())[1]

@@ -9,7 +9,6 @@ tightest one, uncertainty = half its round trip)."""
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -17,8 +16,8 @@ from typing import Any
 import asyncssh
 
 from shufflelab.hosts.control import HostError, Session
+from shufflelab.hosts.deploy import HostPaths
 from shufflelab.hosts.safety import control_interface
-from shufflelab.hosts.switch import switch_binary
 
 QDISC_KINDS = ("htb", "pfifo", "bfifo", "netem", "red", "fq_codel", "tbf")
 CLOCK_ROUNDS = 7
@@ -171,9 +170,10 @@ async def clock_offset(session: Session, rounds: int = CLOCK_ROUNDS) -> tuple[fl
 
 
 async def probe_host(session: Session) -> HostFacts:
-    # the interpreter the run starts on every host: the controller's, at the same path
-    binary = switch_binary()
-    argv = ["sh", "-c", _SCRIPT, "sh", session.host.data_interface, sys.executable, binary]
+    # the interpreter the run starts on the host: the controller's at the same path, or the deployed one
+    paths = HostPaths.of(session.host)
+    binary = paths.switch
+    argv = ["sh", "-c", _SCRIPT, "sh", session.host.data_interface, paths.python, binary]
     r = await session.run("probe", argv)
     facts = parse_facts(session.name, session.host.address, session.host.data_interface, r.stdout)
     facts.switch_binary = binary

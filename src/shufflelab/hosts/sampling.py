@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import os
 import signal
 import sys
 from collections.abc import Mapping, Sequence
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from shufflelab.emulate.sampler import HEADER
 from shufflelab.hosts.control import HostError, Session
+from shufflelab.hosts.deploy import HostPaths, pythonpath
 
 if TYPE_CHECKING:
     from shufflelab.emulate.protocols import Process, ProcessLauncher
@@ -37,8 +37,10 @@ class _Part:
     ports: Mapping[str, str]  # the host's device -> the bottleneck port it stands for
 
 
-def sampler_argv(devs: Sequence[str], period_ms: float, max_s: float, out: str) -> list[str]:
-    argv = [sys.executable, "-m", "shufflelab.emulate.sampler", "--period-ms", str(period_ms),
+def sampler_argv(
+    devs: Sequence[str], period_ms: float, max_s: float, out: str, python: str = sys.executable
+) -> list[str]:
+    argv = [python, "-m", "shufflelab.emulate.sampler", "--period-ms", str(period_ms),
             "--max-s", str(max_s), "--out", out]  # fmt: skip
     for d in devs:
         argv += ["--dev", d]
@@ -64,8 +66,9 @@ class HostSamplers:
     ) -> None:
         n = len(self.parts)
         remote_csv = f"{scratch}/queue-samples-{n}.csv"
-        env = {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-        argv = sampler_argv(sorted(ports), period_ms, max_s, remote_csv)
+        paths = HostPaths.of(session.host)
+        env = {"PYTHONPATH": pythonpath(paths)}
+        argv = sampler_argv(sorted(ports), period_ms, max_s, remote_csv, paths.python)
         proc = launch(place, argv, self.out.parent / f"sampler-{place}.log", env=env)
         self.parts.append(_Part(proc, session, remote_csv, self.out.parent / f"queue-samples-{place}.csv", ports))
 

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from shufflelab.emulate.fabric import PortCounters, switch_config
 from shufflelab.hosts.control import HostError, Session
+from shufflelab.hosts.deploy import HostPaths
 from shufflelab.switch.controller import _REPO as _CHECKOUT
 from shufflelab.switch.controller import (
     BINARY_NAME,
@@ -126,7 +127,7 @@ async def prepare_router(hl: HostLease) -> int:
     forwards), no redirects, no HTB of the kernel path, offloads off on its data interface; the
     binary there. Returns its CPU count."""
     s, dev = hl.session, hl.session.host.data_interface
-    binary = switch_binary()
+    binary = HostPaths.of(s.host).switch
     found = await s.run("find the userspace switch", ["test", "-x", binary], check=False)
     if found.exit_status != 0:
         raise HostError(
@@ -175,7 +176,8 @@ class RouterSwitch:
         self._loop.call(self.session.write_file("write the switch's config", self.config_path, doc, mode="644"))
         self._starts += 1
         log = self.local / f"switch-{self._starts:03d}.log"
-        proc = self._launch(self.place, [switch_binary(), self.config_path], log, privileged=True)
+        binary = HostPaths.of(self.session.host).switch
+        proc = self._launch(self.place, [binary, self.config_path], log, privileged=True)
         self.process, self.config = proc, cfg
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
