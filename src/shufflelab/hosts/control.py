@@ -215,6 +215,8 @@ async def open_session(inv: Inventory, name: str) -> Session:
             f"key out of band and replace its line (ssh-keygen -R '[{host.address}]:{host.port}' -f {known}); "
             "otherwise someone may be in the middle",
         ) from None
+    except asyncssh.KeyImportError as exc:
+        raise HostError(name, host.address, step, f"key file {host.key_file}: {exc}") from None
     except asyncssh.PermissionDenied:
         how = f"key {host.key_file}" if host.key_file else "the agent's keys"
         raise HostError(name, host.address, step, f"authentication as {host.user!r} with {how} was refused") from None
