@@ -15,6 +15,7 @@ listener jar and the class-data archive), at the controller's paths or in a host
 from __future__ import annotations
 
 import contextlib
+import posixpath
 import time
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
@@ -27,6 +28,7 @@ from shufflelab.hosts.remote import SshProcess, pull_tree
 if TYPE_CHECKING:
     from shufflelab.hosts.backend import HostsBackend
     from shufflelab.hosts.fabric import HostsFabric
+    from shufflelab.spec import ExperimentSpec
 
 
 class DriverProcess:
@@ -70,10 +72,11 @@ class HostsCluster(SparkCluster):
     def _deployed(self) -> bool:
         return any(self._paths(h).deployed for h in self.ns)
 
-    def _cache_link(self) -> str:
-        """A link in the lease's folder (the same path on every host) to the host's own cache
-        folder: the application's conf names the listener jar once for the driver and every executor."""
-        return str(PurePosixPath(self.scratch).parent / "deployed-cache")
+    def _link(self, what: str) -> str:
+        """A link in the lease's folder (the same path on every host) to the host's own ``what``
+        (``cache``, ``venv``): the application's conf names the listener jar, and the driver the
+        executors' Python, once for every host."""
+        return str(PurePosixPath(self.scratch).parent / f"deployed-{what}")
 
     def _env(self, host: str) -> dict[str, str]:
         env = super()._env(host)
@@ -81,17 +84,27 @@ class HostsCluster(SparkCluster):
         env["SPARK_HOME"], env["PYSPARK_PYTHON"] = paths.spark_home, paths.python
         if self._deployed:
             env["PYTHONPATH"] = pythonpath(paths)
-            self.backend.run(["ln", "-sfn", paths.cache, self._cache_link()], place=self.ns[host])
+            env["PYSPARK_PYTHON"] = f"{self._link('venv')}/{posixpath.relpath(paths.python, paths.venv)}"
+            script = 'ln -sfn "$1" "$2" && ln -sfn "$3" "$4"'
+            links = [paths.cache, self._link("cache"), paths.venv, self._link("venv")]
+            self.backend.run(["sh", "-c", script, "sh", *links], place=self.ns[host])
         return env
 
-    def app_conf(self, spec, event_dir, partitions, cores_max=None, listener_out=None):  # type: ignore[no-untyped-def]
+    def app_conf(
+        self,
+        spec: ExperimentSpec,
+        event_dir: Path,
+        partitions: int | None,
+        cores_max: int | None = None,
+        listener_out: Path | None = None,
+    ) -> dict[str, str]:
         """The local backend's conf; with deployed hosts, the listener jar through each host's link
         to its cache folder, and without the class-data archive (recorded for the controller's
         class path: deploy does not bring it to a deploy_dir)."""
         conf = super().app_conf(spec, event_dir, partitions, cores_max, listener_out)
         if not self._deployed:
             return conf
-        cache, link = str(artifacts_root()), self._cache_link()
+        cache, link = str(artifacts_root()), self._link("cache")
         out = {}
         for k, v in conf.items():
             if k.endswith("extraJavaOptions"):

@@ -28,6 +28,7 @@ talk to the host.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import hashlib
 import json
@@ -61,6 +62,9 @@ _ENTRY_MODULES = (
     "pyspark.daemon",
     "pyspark.worker",
 )
+
+
+_NO_VENV = "the controller runs no virtual environment: the host's interpreter at the same path"
 
 
 class DeployError(RuntimeError):
@@ -298,13 +302,10 @@ def controller() -> Controller:
     src = Path(source_root())
     items = [Item("source", str(src), _scan(src, (f"shufflelab/{r}" for r in _tree(src / "shufflelab"))))]
     items.append(Item("python packages", sysconfig.get_paths()["purelib"], package_files(needed_distributions())))
-    if sys.prefix != sys.base_prefix:
-        cfg = f"home = {{home}}\ninclude-system-site-packages = false\nversion = {platform.python_version()}\n"
-        items.append(
-            Item(
-                "python environment", sys.prefix, links=((_executable_rel(), "{python}"),), texts=(("pyvenv.cfg", cfg),)
-            )
-        )
+    cfg = f"home = {{home}}\ninclude-system-site-packages = false\nversion = {platform.python_version()}\n"
+    env = Item("python environment", sys.prefix, links=((_executable_rel(), "{python}"),), texts=(("pyvenv.cfg", cfg),))
+    # without a virtual environment here, a host without a deploy_dir runs its interpreter at the same path
+    items.append(env if sys.prefix != sys.base_prefix else dataclasses.replace(env, skip=_NO_VENV))
     cache = artifacts_root()
     jar = listener.jar_path()
     if jar.exists():
@@ -468,11 +469,15 @@ def roots(ctl: Controller, paths: HostPaths, router: bool) -> list[str]:
     """The folders a host's listing covers (what deploy could write below)."""
     out = []
     for item in ctl.items:
-        if item.skip or (item.name == "switch" and not router):
+        if _skipped(item, paths) or (item.name == "switch" and not router):
             continue
         root = remote_root(item, paths, ctl)
         out.append(f"{root}/shufflelab" if item.name == "source" else root)
     return sorted(set(out))
+
+
+def _skipped(item: Item, paths: HostPaths) -> str | None:
+    return None if item.skip == _NO_VENV and paths.deployed else item.skip
 
 
 def _ancestors(path: str) -> list[str]:
@@ -518,7 +523,7 @@ def plan_host(host: str, paths: HostPaths, ctl: Controller, remote: Remote, rout
             )
     entries = remote.entries
     for item in ctl.items:
-        ip = ItemPlan(item.name, skip=item.skip)
+        ip = ItemPlan(item.name, skip=_skipped(item, paths))
         if item.name == "switch" and not router:
             continue
         if item.name == "class-data archive" and not item.skip:
@@ -680,7 +685,11 @@ async def probe_host(session: Session, inv: Inventory, ctl: Controller) -> tuple
     paths = HostPaths.of(session.host)
     router = inv.router == session.name
     cands = python_candidates(ctl, paths)
-    cfgs = [f"{remote_root(i, paths, ctl)}/pyvenv.cfg" for i in ctl.items if i.name == "python environment"]
+    cfgs = [
+        f"{remote_root(i, paths, ctl)}/pyvenv.cfg"
+        for i in ctl.items
+        if i.name == "python environment" and not _skipped(i, paths)
+    ]
     argv = [
         "env",
         f"PY={_PY}",
