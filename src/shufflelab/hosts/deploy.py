@@ -768,8 +768,16 @@ async def apply_plan(
 
             async def one(c: Copy) -> None:
                 async with gate:
+                    # (asyncssh sizes the writes to what the server accepts: OpenSSH's limits extension)
+                    limit = session.timeout_s + c.size / 1e6  # a stuck copy fails (at least 1 MB/s)
                     try:
-                        await sftp.put(c.local, c.remote, preserve=True, block_size=1 << 18)
+                        async with asyncio.timeout(limit):
+                            await sftp.put(c.local, c.remote, preserve=True)
+                    except TimeoutError:
+                        session.check_alive(step)
+                        raise HostError(
+                            session.name, session.host.address, step, f"SFTP put {c.remote}: not done in {limit:.0f} s"
+                        ) from None
                     except (asyncssh.Error, OSError) as exc:
                         session.check_alive(step)
                         raise HostError(
