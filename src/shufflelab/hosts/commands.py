@@ -234,10 +234,10 @@ def _remove(inv: inventory.Inventory, console: Console, err: Console) -> int:
     return 0
 
 
-def plan_table(plans: list[Any]) -> Table:
+def plan_table(plans: list[Any], title: str = "what deploy brings") -> Table:
     from shufflelab.hosts.deploy import describe_plan
 
-    t = Table(title="what deploy brings")
+    t = Table(title=title)
     for col in ("host", "item", "status"):
         t.add_column(col)
     for p in plans:
@@ -273,7 +273,7 @@ def _deploy(inv: inventory.Inventory, ctl: Any, console: Console, err: Console) 
                     return lambda n: bar.advance(tasks[host], n)
 
                 await asyncio.gather(*(dep.apply_plan(sessions[p.host], inv, p, advance(p.host)) for p in todo))
-            console.print(plan_table(plans))
+            console.print(plan_table(plans, "what deploy brought"))
             total = sum(p.bytes for p in todo)
             console.print(
                 f"deployed: {sum(p.files for p in todo)} files ({total / 1e6:.1f} MB) to {len(todo)} hosts; "
