@@ -67,6 +67,9 @@ def test_doctor_over_ssh(lab: Lab, tmp_path: Path) -> None:
     # probed with the interpreter runs start on every host (the stand-ins' own python3 has no pyspark)
     assert checks[("*", "pyspark")]["level"] == "ok", checks[("*", "pyspark")]
     assert checks[("host1", "data interface")]["level"] == "ok"
+    # without a deploy_dir, deploy would bring what is missing at the controller's paths: the
+    # stand-ins share this machine's files, so nothing
+    assert checks[("host1", "deploy")]["level"] == "ok", checks[("host1", "deploy")]
     # the table form
     r = cli("doctor", "--hosts", str(inv))
     assert "host3" in r.stdout and "what it means" in r.stdout, r.stdout + r.stderr
