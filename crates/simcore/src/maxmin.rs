@@ -45,8 +45,19 @@ struct LinkState {
     capacity: f64,
     /// Flow slots crossing the link (unordered; swap-remove).
     flows: Vec<u32>,
+}
+
+/// A link's filling state, together in one place (a freeze touches all of it).
+#[derive(Debug, Clone, Copy, Default)]
+struct LinkFill {
+    /// Capacity not yet taken by frozen (or unsolved) flows.
+    left: f64,
+    /// Its share: `left` over `count`.
+    key: f64,
     /// Sum of the rates of its flows.
     load: f64,
+    /// Unfrozen solved flows on it.
+    count: u32,
 }
 
 #[derive(Debug, Clone)]
@@ -65,6 +76,8 @@ pub struct MaxMin {
     flows: Vec<FlowState>,
     /// Each flow slot's rate.
     rate: Vec<f64>,
+    /// Whether each slot holds a flow (dense, for the scans over every slot).
+    alive: Vec<bool>,
     free: Vec<u32>,
     n_active: usize,
     mode: Recompute,
@@ -75,9 +88,7 @@ pub struct MaxMin {
     link_seen: Vec<u32>,
     link_mark: Vec<u32>,
     flow_seen: Vec<u32>,
-    left: Vec<f64>,
-    count: Vec<u32>,
-    key: Vec<f64>,
+    fillst: Vec<LinkFill>,
     frozen: Vec<u32>,
     heap: RadixHeap,
     /// Scratch: links waiting outside the heap during a fill.
@@ -118,11 +129,11 @@ impl MaxMin {
                 .map(|&c| LinkState {
                     capacity: nonneg(c),
                     flows: Vec::new(),
-                    load: 0.0,
                 })
                 .collect(),
             flows: Vec::new(),
             rate: Vec::new(),
+            alive: Vec::new(),
             free: Vec::new(),
             n_active: 0,
             mode,
@@ -132,9 +143,7 @@ impl MaxMin {
             link_seen: vec![0; n],
             link_mark: vec![0; n],
             flow_seen: Vec::new(),
-            left: vec![0.0; n],
-            count: vec![0; n],
-            key: vec![0.0; n],
+            fillst: vec![LinkFill::default(); n],
             frozen: Vec::new(),
             heap: RadixHeap::default(),
             deferred: Vec::new(),
@@ -169,6 +178,7 @@ impl MaxMin {
                     active: false,
                 });
                 self.rate.push(0.0);
+                self.alive.push(false);
                 self.flow_seen.push(0);
                 self.frozen.push(0);
                 self.fresh_mark.push(0);
@@ -187,6 +197,7 @@ impl MaxMin {
         f.pos = pos;
         f.cap = nonneg(cap);
         f.active = true;
+        self.alive[id as usize] = true;
         self.rate[id as usize] = 0.0;
         self.n_active += 1;
         self.fresh.push(id);
@@ -202,14 +213,15 @@ impl MaxMin {
         let f = &mut self.flows[id as usize];
         assert!(f.active, "flow {id} is not in the network");
         f.active = false;
+        self.alive[id as usize] = false;
         self.n_active -= 1;
         let rate = std::mem::take(&mut self.rate[id as usize]);
         self.reach = self.reach.min(rate);
         let path = std::mem::take(&mut f.path);
         let pos = std::mem::take(&mut f.pos);
         for (&l, &p) in path.iter().zip(&pos) {
+            self.fillst[l as usize].load -= rate;
             let link = &mut self.links[l as usize];
-            link.load -= rate;
             link.flows.swap_remove(p as usize);
             if let Some(&moved) = link.flows.get(p as usize) {
                 let m = &mut self.flows[moved as usize];
@@ -244,7 +256,7 @@ impl MaxMin {
         self.flows.get(id as usize).is_some_and(|f| f.active)
     }
     pub fn link_load(&self, link: u32) -> f64 {
-        self.links[link as usize].load
+        self.fillst[link as usize].load
     }
     pub fn link_flows(&self, link: u32) -> &[u32] {
         &self.links[link as usize].flows
@@ -292,6 +304,7 @@ impl MaxMin {
             && self.giant >= 4
             && !self.solves.is_multiple_of(16);
         let mut full = self.mode == Recompute::Full || skip;
+        let searched = !full;
         if !full {
             // breadth-first over the flow–link graph from the dirty links
             for &l in &self.dirty {
@@ -327,16 +340,19 @@ impl MaxMin {
         if full {
             solved.clear();
             touched.clear();
-            for (f, flow) in self.flows.iter().enumerate() {
-                if !flow.active {
+            // over dense per-slot arrays, in slot order
+            let (alive, rate, fresh) = (&self.alive, &self.rate, &self.fresh_mark);
+            let seen = &mut self.flow_seen;
+            for f in 0..alive.len() {
+                if !alive[f] {
                     continue;
                 }
-                if !cut || self.rate[f] >= level || self.fresh_mark[f] == epoch {
-                    self.flow_seen[f] = epoch;
+                if !cut || rate[f] >= level || fresh[f] == epoch {
+                    seen[f] = epoch;
                     solved.push(f as u32);
-                } else {
+                } else if searched {
                     // (the search may have marked it)
-                    self.flow_seen[f] = epoch.wrapping_sub(1);
+                    seen[f] = epoch.wrapping_sub(1);
                 }
             }
             if !cut {
@@ -465,12 +481,13 @@ impl MaxMin {
                 }
                 (count, base)
             };
-            self.left[li] = self.links[li].capacity - base;
-            self.count[li] = count;
-            self.links[li].load = base;
-            if self.count[li] > 0 {
-                self.key[li] = nonneg(self.left[li]) / self.count[li] as f64;
-                lowest = lowest.min(self.key[li]);
+            let st = &mut self.fillst[li];
+            st.left = self.links[li].capacity - base;
+            st.count = count;
+            st.load = base;
+            if count > 0 {
+                st.key = nonneg(st.left) / count as f64;
+                lowest = lowest.min(st.key);
                 deferred.push(l);
             }
         }
@@ -511,10 +528,10 @@ impl MaxMin {
                 continue;
             }
             let l = tag as usize;
-            if self.count[l] == 0 {
+            if self.fillst[l].count == 0 {
                 continue;
             }
-            let current = self.key[l].to_bits();
+            let current = self.fillst[l].key.to_bits();
             if current > bits {
                 heap.push(current, l as u32);
                 continue;
@@ -540,12 +557,13 @@ impl MaxMin {
     fn admit(&self, heap: &mut RadixHeap, deferred: &mut Vec<u32>, threshold: f64) {
         deferred.retain(|&l| {
             let l = l as usize;
-            if self.count[l] == 0 {
+            let st = &self.fillst[l];
+            if st.count == 0 {
                 return false;
             }
-            let admit = self.key[l] <= threshold;
+            let admit = st.key <= threshold;
             if admit {
-                heap.push(self.key[l].to_bits(), l as u32);
+                heap.push(st.key.to_bits(), l as u32);
             }
             !admit
         });
@@ -555,21 +573,14 @@ impl MaxMin {
     fn freeze(&mut self, f: u32, share: f64) {
         self.frozen[f as usize] = self.epoch;
         self.rate[f as usize] = share;
-        let MaxMin {
-            flows,
-            links,
-            left,
-            count,
-            key,
-            ..
-        } = self;
+        let MaxMin { flows, fillst, .. } = self;
         for &m in &flows[f as usize].path {
-            let m = m as usize;
-            links[m].load += share;
-            left[m] -= share;
-            count[m] -= 1;
-            if count[m] > 0 {
-                key[m] = nonneg(left[m]) / count[m] as f64;
+            let st = &mut fillst[m as usize];
+            st.load += share;
+            st.left -= share;
+            st.count -= 1;
+            if st.count > 0 {
+                st.key = nonneg(st.left) / st.count as f64;
             }
         }
     }
