@@ -69,6 +69,9 @@ def test_deploy_run_and_remove(lab: Lab, tmp_path: Path) -> None:
     assert "nothing to copy" in r.stdout, r.stdout
     with duckdb.connect(str(res / "quickstart-hosts.duckdb"), read_only=True) as con:
         assert con.execute("SELECT status FROM runs").fetchall() == [("ok",)]
+        (env_json,) = con.execute("SELECT environment_json FROM runs").fetchone() or (None,)
+    # the run records the machine each spec host ran on
+    assert {m["machine"] for m in json.loads(env_json)["machines"].values()} == {h.name for h in lab.hosts}
     # the driver ran on host1 from its deployed tree; the executors of host2/host3 from theirs
     assert list((dirs["host1"] / "src/shufflelab/workloads/__pycache__").glob("driver.*.pyc"))
     stderrs = "".join(p.read_text(errors="replace") for p in res.rglob("executors-*/*/stderr"))

@@ -200,3 +200,17 @@ def test_the_router_is_an_inventory_host_of_its_own(tmp_path: Path) -> None:
         inventory.parse(_inventory(tmp_path, "x"), "inv.toml", tmp_path)
     with pytest.raises(inventory.InventoryError, match="router: 'a' runs spec host 'h1'"):
         inventory.parse(_inventory(tmp_path, "a"), "inv.toml", tmp_path)
+
+
+def test_runs_record_the_machine_of_each_spec_host(tmp_path: Path) -> None:
+    from shufflelab.hosts.backend import HostsBackend
+
+    hb = HostsBackend(inventory.parse(_inventory(tmp_path, "r"), "inv.toml", tmp_path))
+    try:
+        assert hb.backend().machines() == {
+            "(router)": {"machine": "r", "address": "192.0.2.3", "data_interface": "eth1"},
+            "h1": {"machine": "a", "address": "192.0.2.1", "data_interface": "eth1"},
+            "h2": {"machine": "b", "address": "192.0.2.2", "data_interface": "eth1"},
+        }
+    finally:
+        hb.loop.close()

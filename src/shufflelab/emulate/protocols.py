@@ -159,5 +159,7 @@ class Backend:
     run: CommandRunner
     launch: ProcessLauncher
     clean: Callable[[], object] = lambda: None  # what crashed runs left behind
+    # the machines the spec's hosts run on, recorded in each run's environment ({}: this one)
+    machines: Callable[[], dict[str, dict[str, str]]] = dict
     clock: Callable[[], float] = field(default=time.monotonic)
     sleep: Callable[[float], None] = field(default=time.sleep)

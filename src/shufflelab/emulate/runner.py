@@ -175,6 +175,9 @@ class EmulateRunner:
         self.preflight()
         assert self.caps is not None
         env = environment(self.caps)
+        machines = self.backend.machines()
+        if machines:
+            env["machines"] = machines
         self.store.init_experiment(
             self.name, self.spec.experiment.description, self.spec.model_dump_json(), self.spec_path
         )

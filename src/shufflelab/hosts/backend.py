@@ -67,7 +67,20 @@ class HostsBackend:
             run=self.run,
             launch=self.launch,
             clean=self.clean,
+            machines=self.machines,
         )
+
+    def machines(self) -> dict[str, dict[str, str]]:
+        """Each spec host's machine (inventory name, SSH address, data interface), and the router
+        host as ``"(router)"``: what a run's environment records."""
+        placed = dict(self.inv.map)
+        if self.inv.router:
+            placed["(router)"] = self.inv.router
+        return {
+            spec_host: {"machine": name, "address": self.inv.hosts[name].address,
+                        "data_interface": self.inv.hosts[name].data_interface}
+            for spec_host, name in sorted(placed.items())
+        }  # fmt: skip
 
     # -- the seams -------------------------------------------------------------------------------
     def run(self, argv: Sequence[str], *, place: str | None = None, check: bool = True, timeout: float = 60) -> str:
