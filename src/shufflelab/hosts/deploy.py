@@ -74,6 +74,15 @@ class DeployError(RuntimeError):
 # -- the controller ------------------------------------------------------------------------------
 
 
+def switch_binary() -> str:
+    """Where the switch binary is on the controller, so on every host without a ``deploy_dir``
+    (the same checkout): the built one, else where ``make setup`` builds it."""
+    from shufflelab.switch.controller import _REPO, BINARY_NAME, binary_path
+
+    found = binary_path()
+    return str(found if found is not None else _REPO / "target" / "release" / BINARY_NAME)
+
+
 @functools.cache
 def source_root() -> str:
     """``src/`` of the running checkout (the folder that holds the ``shufflelab`` package)."""
@@ -116,7 +125,6 @@ class HostPaths:
     @functools.cache
     def for_dir(deploy_dir: str | None) -> HostPaths:
         from shufflelab import artifacts
-        from shufflelab.hosts.switch import switch_binary
 
         if deploy_dir is None:
             return HostPaths(

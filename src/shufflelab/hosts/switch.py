@@ -33,12 +33,10 @@ from typing import TYPE_CHECKING, Protocol
 from shufflelab.emulate.fabric import PortCounters, switch_config
 from shufflelab.hosts.control import HostError, Session
 from shufflelab.hosts.deploy import HostPaths
-from shufflelab.switch.controller import _REPO as _CHECKOUT
 from shufflelab.switch.controller import (
     BINARY_NAME,
     TELEMETRY_HEADER,
     SwitchConfig,
-    binary_path,
     rows_at_end,
     switch_cpu,
 )
@@ -66,13 +64,6 @@ class HostsLauncher(Protocol):
         *,
         privileged: bool = False,
     ) -> SshProcess: ...
-
-
-def switch_binary() -> str:
-    """Where the switch binary is on the controller, so on every host (the same checkout): the
-    built one, else where ``make setup`` builds it."""
-    found = binary_path()
-    return str(found if found is not None else _CHECKOUT / "target" / "release" / BINARY_NAME)
 
 
 def router_switch_config(
