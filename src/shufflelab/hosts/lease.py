@@ -289,6 +289,9 @@ async def restore_changes(session: Session, lease_id: str, changes: list[dict[st
     return [f"host {session.name} ({session.host.address}) lease {lease_id}: {p}" for p in problems]
 
 
+_restores_begun = 0  # leased blocks that have begun restoring (run_controller stops repeating its cancel then)
+
+
 @contextlib.asynccontextmanager
 async def leased(
     sessions: dict[str, Session], lease_dir: str, lease_id: str | None = None
@@ -301,6 +304,8 @@ async def leased(
         await asyncio.gather(*(lease.open() for lease in leases.values()))
         yield leases
     finally:
+        global _restores_begun
+        _restores_begun += 1
         results = await asyncio.gather(*(lease.restore() for lease in leases.values()), return_exceptions=True)
         problems = [p for r in results if isinstance(r, list) for p in r]
         problems += [str(r) for r in results if isinstance(r, BaseException)]
@@ -368,16 +373,28 @@ async def clean_host(session: Session, lease_dir: str, force: bool = False) -> C
 
 
 def run_controller(main: Any) -> Any:
-    """``asyncio.run(main)`` where SIGTERM and SIGHUP, like Ctrl-C, cancel the main task, so every
-    :func:`leased` block restores its hosts before the process exits."""
+    """``asyncio.run(main)`` where Ctrl-C, SIGTERM and SIGHUP cancel the main task, so every
+    :func:`leased` block restores its hosts before the process exits. A cancel that a library
+    swallows (one that lands as an awaited step completes) is repeated every second until a
+    :func:`leased` block has begun restoring -- never while it restores."""
     import signal
 
     async def wrapper() -> Any:
         loop = asyncio.get_running_loop()
         task = asyncio.current_task()
         assert task is not None
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            loop.add_signal_handler(sig, task.cancel)
+
+        def again(begun: int) -> None:
+            if not task.done() and _restores_begun == begun:
+                task.cancel()
+                loop.call_later(1.0, again, begun)
+
+        def stop() -> None:
+            task.cancel()
+            loop.call_later(1.0, again, _restores_begun)
+
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            loop.add_signal_handler(sig, stop)
         return await main
 
     return asyncio.run(wrapper())
