@@ -26,6 +26,14 @@ ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "sr
 CONTROLLER = str(Path(__file__).with_name("controller.py"))
 
 
+def _comm(pid: str) -> str:
+    """A process's name; empty when it ended after it was listed (an SSH session closing, say)."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text()
+    except OSError:
+        return ""
+
+
 def state(lab: Lab, i: int) -> dict[str, object]:
     """What the tests watch on stand-in host i, read directly from its namespace."""
     ns = lab.hosts[i].ns
@@ -40,9 +48,7 @@ def state(lab: Lab, i: int) -> dict[str, object]:
         "fin": sh("sysctl", "-n", "net.ipv4.tcp_fin_timeout", ns=ns).strip(),
         "data0": root("data0"),
         "data1": root("data1"),
-        "tail": sorted(
-            p for p in sh("ip", "netns", "pids", ns).split() if "tail" in Path(f"/proc/{p}/comm").read_text()
-        ),
+        "tail": sorted(p for p in sh("ip", "netns", "pids", ns).split() if "tail" in _comm(p)),
     }
 
 
