@@ -16,6 +16,7 @@ from pathlib import Path
 
 from shufflelab import document
 from shufflelab.report.data import (
+    CC_COMPARISON_NOTE,
     CC_KEY,
     FAULTS_NOTE,
     SHUFFLE_NOTE,
@@ -24,6 +25,7 @@ from shufflelab.report.data import (
     VCC_NOTE,
     WHATIF_NOTE,
     Data,
+    cc_comparison_table,
     faults_table,
     load,
     scenario_table,
@@ -36,10 +38,10 @@ from shufflelab.report.figures import _finish, fig_bytes, fig_job_times, log_lim
 from shufflelab.report.text import SEED_SCALE, headline, scale_note, selftest_fact, user_app_line, vcc_headline
 
 __all__ = [
-    "CC_KEY", "FAULTS_NOTE", "SEED_SCALE", "SHUFFLE_NOTE", "SLOWDOWN_NOTE", "UDP_KEY", "VCC_NOTE", "WHATIF_NOTE",
-    "Data", "ReportPaths", "_finish", "faults_table", "fig_bytes", "fig_job_times", "headline", "load", "log_limits",
-    "scale_note", "scenario_table", "seed000_table", "selftest_fact", "shuffle_table", "slowdown_table",
-    "user_app_line", "vcc_headline", "verdict", "write",
+    "CC_COMPARISON_NOTE", "CC_KEY", "FAULTS_NOTE", "SEED_SCALE", "SHUFFLE_NOTE", "SLOWDOWN_NOTE", "UDP_KEY",
+    "VCC_NOTE", "WHATIF_NOTE", "Data", "ReportPaths", "_finish", "cc_comparison_table", "faults_table", "fig_bytes",
+    "fig_job_times", "headline", "load", "log_limits", "scale_note", "scenario_table", "seed000_table",
+    "selftest_fact", "shuffle_table", "slowdown_table", "user_app_line", "vcc_headline", "verdict", "write",
 ]  # fmt: skip
 
 

@@ -163,6 +163,73 @@ def slowdown_table(d: Data) -> pd.DataFrame | None:
     return pd.DataFrame(rows) if rows else None
 
 
+def _holm(ps: list[float]) -> list[float]:
+    """Holm's step-down adjustment of a family of p values (nan stays nan, outside the family)."""
+    idx = sorted((i for i, p in enumerate(ps) if not math.isnan(p)), key=lambda i: ps[i])
+    out = [float("nan")] * len(ps)
+    running = 0.0
+    for rank, i in enumerate(idx):
+        running = max(running, min(1.0, (len(idx) - rank) * ps[i]))
+        out[i] = running
+    return out
+
+
+def cc_comparison_table(d: Data) -> pd.DataFrame | None:
+    """At each value of the other varied keys: every pair of congestion controls compared (ratio of
+    mean job times, its 95 % CI and Welch p, ``stats.compare``), p Holm-adjusted within the level,
+    and the ranking by mean with ``<`` where the adjacent pair differs after the adjustment (pairs further
+    apart that differ while every step between them shows ``≈`` are named after it)."""
+    if CC_KEY not in d.keys:
+        return None
+    ok = d.runs[d.runs["status"] == "ok"]
+    ccs = list(dict.fromkeys(d.runs[CC_KEY]))
+    if len(ccs) < 2 or ok.empty:
+        return None
+    others = [k for k in d.keys if k != CC_KEY]
+    rows: list[dict[str, Any]] = []
+    for key, g in ok.groupby(others, sort=False) if others else [((), ok)]:
+        times = {cc: g[g[CC_KEY] == cc]["job_time_s"].tolist() for cc in ccs}
+        present = [cc for cc in ccs if times[cc]]
+        order = sorted(present, key=lambda cc: sum(times[cc]) / len(times[cc]))
+        pairs = [(a, b) for i, a in enumerate(order) for b in order[i + 1 :]]
+        comps = [compare(times[a], times[b]) for a, b in pairs]
+        holm = _holm([c.p_value if c.has_interval else float("nan") for c in comps])
+        differs = {
+            (a, b): c.has_interval and p < 1 - c.confidence for (a, b), c, p in zip(pairs, comps, holm, strict=True)
+        }
+        ranking = order[0] if order else ""
+        for a, b in zip(order, order[1:], strict=False):
+            ranking += (" < " if differs[(a, b)] else " ≈ ") + b
+        # a pair that differs although the chain between them does not say so
+        chain = [differs[(a, b)] for a, b in zip(order, order[1:], strict=False)]
+        apart = [
+            f"{order[i]} < {order[j]}"
+            for i in range(len(order))
+            for j in range(i + 2, len(order))
+            if differs[(order[i], order[j])] and not any(chain[i:j])
+        ]
+        if apart:
+            ranking += f" ({'; '.join(apart)})"
+        values = key if isinstance(key, tuple) else (key,)
+        for (a, b), c, p in zip(pairs, comps, holm, strict=True):
+            row: dict[str, Any] = dict(zip(others, values, strict=True))
+            row.update(
+                faster=a,
+                slower=b,
+                n=f"{c.n_baseline}/{c.n_treatment}",
+                job_ratio=c.ratio,
+                job_ci_95=c.ci_text(),
+                p_welch=_p_text(c),
+                p_holm="–" if math.isnan(p) else f"{p:.2g}",
+                verdict=("differs" if differs[(a, b)] else "no significant difference")
+                if c.has_interval
+                else verdict(c),
+                ranking=ranking,
+            )
+            rows.append(row)
+    return pd.DataFrame(rows) if rows else None
+
+
 def shuffle_table(d: Data, db: Path) -> pd.DataFrame | None:
     """Per scenario: the shuffle path's share of executor time and the network efficiency (mean over runs)."""
     from shufflelab import shuffle
@@ -250,6 +317,15 @@ SLOWDOWN_NOTE = (
     "(cpu_ratio). One inference: Welch's t-test (unequal variances) of 'mean with = ratio x mean without'; "
     "the 95 % CI is the set of ratios that test does not reject (Fieller's method), so it excludes 1 exactly "
     f"when p < 0.05. With fewer than {MIN_N} successful runs on a side there is no interval, p or verdict."
+)
+
+
+CC_COMPARISON_NOTE = (
+    "Each pair of congestion controls at one level of the other varied values: job_ratio = mean job time of "
+    "the slower by mean / that of the faster, its 95 % CI and Welch p as in the slowdown table; p_holm is "
+    "Holm-adjusted over the pairs of that level. ranking orders them by mean, '<' where that adjacent pair "
+    "differs at 5 % after the adjustment, '≈' where it does not; in brackets, pairs that differ although "
+    f"every step between them shows '≈'. Below {MIN_N} runs a side: no interval or verdict."
 )
 
 

@@ -12,12 +12,14 @@ import pandas as pd
 from shufflelab.document import Figure, Section, Table
 from shufflelab.report import figures as F
 from shufflelab.report.data import (
+    CC_COMPARISON_NOTE,
     FAULTS_NOTE,
     SHUFFLE_NOTE,
     SLOWDOWN_NOTE,
     VCC_NOTE,
     WHATIF_NOTE,
     Data,
+    cc_comparison_table,
     faults_table,
     scenario_table,
     seed000_table,
@@ -159,6 +161,10 @@ def analyses(d: Data, db: Path, figdir: Path) -> Analyses:
     if slow is not None:
         secs.append(Section("Slowdown from cross traffic (ratio of mean job times, 95 % CI, Welch p)",
                             [SLOWDOWN_NOTE], tables=[Table(slow, keys=len(d.keys))]))  # fmt: skip
+    ccs = cc_comparison_table(d)
+    if ccs is not None:
+        secs.append(Section("Congestion controls compared at each level (ratio of mean job times, 95 % CI, Welch p)",
+                            [CC_COMPARISON_NOTE], tables=[Table(ccs, keys=len(d.keys) + 1)]))  # fmt: skip
     secs += vcc_secs
     if diagnoses:
         secs.append(_diagnosis(diagnoses))
