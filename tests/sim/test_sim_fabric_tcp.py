@@ -13,7 +13,7 @@ import pytest
 
 from shufflelab.sim import fabric, fabric_spec
 from shufflelab.sim.core import simulate_fabric
-from shufflelab.sim.fabric_report import report
+from shufflelab.sim.fabric_report import report, seed_tables
 from shufflelab.sim.spec import SimSpecError
 
 GOLDEN = Path(__file__).parent / "data" / "fabric_without_tcp.json"
@@ -120,3 +120,45 @@ def test_a_report_without_tcp_has_no_probe_table(tmp_path: Path) -> None:
     assert "tcp" not in runs[0] and "tcp_links" not in runs[0]["result"]
     md = report(tmp_path / "res" / "sim-a2a-tcp.fabric.json", tmp_path / "rep").read_text()
     assert "packet-level probe" not in md and "no congestion-control differences" in md
+
+
+def _run(label: str, values: dict[str, Any], seed: int, completion: float | None) -> dict[str, Any]:
+    return {"label": label, "values": values, "seed": seed, "result": {"shuffle_completion_s": completion}}
+
+
+def test_seed_tables_spread_and_ratio_seed_by_seed() -> None:
+    cub, dct = {"tcp.cc": "cubic", "up": 10}, {"tcp.cc": "dctcp", "up": 10}
+    other = {"tcp.cc": "dctcp", "up": 100}  # differs from cubic in two values: no pair with it
+    doc = {
+        "runs": [
+            *(_run("c", cub, s, t) for s, t in enumerate([10.0, 12.0, 11.0])),
+            *(_run("d", dct, s, t) for s, t in enumerate([11.0, 11.4, 12.1])),
+            *(_run("o", other, s, t) for s, t in enumerate([5.0, 5.5, None])),
+        ]
+    }
+    tables = seed_tables(doc)
+    assert tables is not None
+    spread, pairs = tables
+    c = spread[spread["scenario"] == "c"].iloc[0]
+    assert c["seeds"] == 3 and c["mean completion s"] == pytest.approx(11.0) and c["sd s"] == pytest.approx(1.0)
+    assert spread[spread["scenario"] == "o"].iloc[0]["seeds"] == 2  # the stranded run has no completion
+    assert list(pairs["varied"]) == ["tcp.cc", "up"]  # c-d and d-o; c-o differ in two values
+    cd = pairs.iloc[0]
+    assert cd["from → to"] == "cubic → dctcp" and cd["with"] == "up=10"
+    assert cd["min"] == pytest.approx(11.4 / 12.0) and cd["max"] == pytest.approx(1.1)
+    assert not cd["same direction in every seed"] and pairs.iloc[1]["same direction in every seed"]
+    assert seed_tables({"runs": [_run("c", cub, 0, 1.0), _run("d", dct, 0, 2.0)]}) is None
+
+
+def test_a_run_over_seeds_reports_the_spread(tmp_path: Path) -> None:
+    text = SPEC.replace('name = "sim-a2a-tcp"', 'name = "sim-a2a-tcp"\nseeds = 3')
+    text = text.replace(
+        'size = { kind = "constant", mib = 4 }', 'size = { kind = "lognormal", mean_mib = 4, sigma = 1 }'
+    )
+    (tmp_path / "s.toml").write_text(text)
+    doc = fabric.run_experiment(tmp_path / "s.toml", tmp_path / "res").doc
+    assert sorted({r["seed"] for r in doc["runs"]}) == [0, 1, 2]
+    done = {(r["label"], r["seed"]): r["result"]["shuffle_completion_s"] for r in doc["runs"]}
+    assert len(set(done.values())) > 2  # the seeds draw different blocks
+    md = report(tmp_path / "res" / "sim-a2a-tcp.fabric.json", tmp_path / "rep").read_text()
+    assert "## Across seeds" in md and "| tcp.cc=cubic | 3 |" in md and "cubic → dctcp" in md
