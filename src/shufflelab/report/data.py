@@ -210,6 +210,8 @@ def cc_comparison_table(d: Data) -> pd.DataFrame | None:
         ]
         if apart:
             ranking += f" ({'; '.join(apart)})"
+        if not any(c.has_interval for c in comps):  # '≈' would claim a test that was not made
+            ranking = f"{', '.join(order)} by mean; too few runs to test"
         values = key if isinstance(key, tuple) else (key,)
         for (a, b), c, p in zip(pairs, comps, holm, strict=True):
             row: dict[str, Any] = dict(zip(others, values, strict=True))
