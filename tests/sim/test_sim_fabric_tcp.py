@@ -146,7 +146,7 @@ def test_seed_tables_spread_and_ratio_seed_by_seed() -> None:
     cd = pairs.iloc[0]
     assert cd["from → to"] == "cubic → dctcp" and cd["with"] == "up=10"
     assert cd["min"] == pytest.approx(11.4 / 12.0) and cd["max"] == pytest.approx(1.1)
-    assert not cd["same direction in every seed"] and pairs.iloc[1]["same direction in every seed"]
+    assert not cd["same side of 1 in every seed"] and pairs.iloc[1]["same side of 1 in every seed"]
     assert seed_tables({"runs": [_run("c", cub, 0, 1.0), _run("d", dct, 0, 2.0)]}) is None
 
 

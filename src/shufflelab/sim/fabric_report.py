@@ -110,7 +110,7 @@ def seed_tables(doc: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame] | None
                     "completion ratio, mean": float(ratio.mean()),
                     "min": float(ratio.min()),
                     "max": float(ratio.max()),
-                    "same direction in every seed": bool((ratio > 1).all() or (ratio < 1).all()),
+                    "same side of 1 in every seed": bool((ratio > 1).all() or (ratio < 1).all()),
                 }
             )
     return pd.DataFrame(spread), pd.DataFrame(pairs)
@@ -150,7 +150,7 @@ def build(doc: dict[str, Any], out: Path) -> Document:
                 tables=[
                     Table(spread[0], caption="Shuffle completion per matrix point over its seeds (simulated)."),
                     *(
-                        [Table(spread[1], caption="Points that differ in one matrix value, ratio seed by seed.")]
+                        [Table(spread[1], caption="Points differing in one matrix value, ratio seed by seed.", keys=3)]
                         if not spread[1].empty
                         else []
                     ),
