@@ -6,10 +6,12 @@
 
 Scenario: a leaf-spine fabric of 2 leaves x 4 hosts and one spine, 1 Gbit/s host links, leaf
 uplinks at 4 / 2 / 1 Gbit/s (oversubscription 1:1, 2:1, 4:1), 10 µs per link, drop-tail ports of
-1,000 packets (with 200, 9 of the 56 flows at 1:1 were still in exponential retransmission
-backoff after 120 s: seven senders into one 1 Gbit/s port at once); an all-to-all shuffle: every
-host sends 10 MB to every other host (56 flows, all starting together; Cubic without ECN). Flows
-ns-3 has not finished after 120 virtual seconds are reported as stuck. ns-3 side:
+1,000 packets (with 200, 9 of the 56 flows at 1:1 had not finished after 120 s: seven senders
+into one 1 Gbit/s port at once); an all-to-all shuffle: every host sends 10 MB to every other host
+(56 flows, all starting together; Cubic without ECN). Flows ns-3 has not finished after 120
+virtual seconds are reported as stuck: with ns-3's default hosts they are not in exponential
+backoff but in a loop of one retransmission timeout every 200 ms (the delayed-ACK race below; the
+rows' ``ns3_not_done_rtos``). ns-3 side:
 ``benchmarks/ns3/two_tier.cc`` (compiled like ``sim_vs_ns3.py``'s program). Simulator side:
 ``run_fabric`` on the same leaf-spine (``spines = 1``) with a shuffle of 8 maps and 8 reducers,
 one per host, each reducer fetching all 7 remote blocks at once (no in-flight limit); its flows are
