@@ -3,11 +3,25 @@
 //
 //   L leaves x H hosts, one spine; host <-> leaf at hostGbps, leaf <-> spine at uplinkGbps
 //   (oversubscription = H * hostGbps / uplinkGbps); every host sends `megabytes` to every other
-//   host, all flows starting together (one TCP connection per ordered pair); drop-tail queues of
-//   `queue` packets on every port.
+//   host, all flows starting together (one TCP connection per ordered pair); queues of `queue`
+//   packets on every port: drop-tail (--queueDisc=droptail) or step marking at K packets on the
+//   instantaneous queue (--queueDisc=step --markK=K: RED with MinTh = MaxTh = K, weight 1, marking
+//   ECT packets and dropping the others, as benchmarks/ns3/bottleneck.cc; DCTCP's switch setting).
 //
-// Prints one JSON object on stdout: per-flow (src, dst, completion time in s from the common start)
-// and the simulator's own wall time.
+// A window of one segment: ns-3's receivers ACK every second segment or after DelAckTimeout, 200 ms
+// by default, which equals the 200 ms minimum RTO set below, so the ACK of a lone segment loses the
+// race against the sender's retransmission timer; after that timeout the window is one segment
+// again, and the flow sends one or two segments per 200 ms for ever (DCTCP flows under step marking
+// get there often). Linux's delayed-ACK timer starts at 40 ms (TCP_DELACK_MIN): --delAckTimeoutMs=40. DCTCP (--cc=ns3::TcpDctcp): ns-3's TcpDctcp cuts
+// ssthresh to (1 - alpha/2) * cwnd with no floor, so a window of one segment is cut below one
+// segment; Linux's dctcp_ssthresh keeps at least 2. --dctcpFloor=N (segments) puts that floor on
+// ns-3's rule (class TcpDctcpFloor below); 0 runs ns-3's TcpDctcp as it is.
+//
+// Prints one JSON object on stdout: per-flow (src, dst, completion time in s from the common start),
+// per-flow diagnostics of the senders (retransmission timeouts, congestion windows set below one
+// segment, the last segment sent and the longest pause between two; ns-3 closes a connection
+// silently after --dataRetries timeouts of one segment, 6 by default, so a flow that stopped
+// sending long before the end was given up) and the simulator's own wall time.
 #include <chrono>
 #include <cstdio>
 #include <vector>
@@ -21,10 +35,39 @@
 
 using namespace ns3;
 
+// ns-3's TcpDctcp with Linux's floor on the ECN-driven ssthresh (dctcp_ssthresh: at least 2 segments).
+class TcpDctcpFloor : public TcpDctcp {
+ public:
+  static TypeId GetTypeId() {
+    static TypeId tid = TypeId("ns3::TcpDctcpFloor")
+                            .SetParent<TcpDctcp>()
+                            .AddConstructor<TcpDctcpFloor>()
+                            .AddAttribute("MinSegments", "floor of ssthresh, segments", UintegerValue(2),
+                                          MakeUintegerAccessor(&TcpDctcpFloor::m_minSegments),
+                                          MakeUintegerChecker<uint32_t>());
+    return tid;
+  }
+  TcpDctcpFloor() = default;
+  TcpDctcpFloor(const TcpDctcpFloor &sock) : TcpDctcp(sock), m_minSegments(sock.m_minSegments) {}
+  std::string GetName() const override { return "TcpDctcpFloor"; }
+  uint32_t GetSsThresh(Ptr<const TcpSocketState> tcb, uint32_t bytesInFlight) override {
+    return std::max(TcpDctcp::GetSsThresh(tcb, bytesInFlight), m_minSegments * tcb->m_segmentSize);
+  }
+  Ptr<TcpCongestionOps> Fork() override { return CopyObject<TcpDctcpFloor>(this); }
+
+ private:
+  uint32_t m_minSegments = 2;
+};
+NS_OBJECT_ENSURE_REGISTERED(TcpDctcpFloor);
+
 struct Flow {
   uint32_t src, dst;
   uint64_t rx = 0;
   double fct = -1;
+  uint32_t rtos = 0;     // retransmission timeouts (the timer doubled)
+  uint32_t subMss = 0;   // congestion windows set below one segment
+  double lastTx = -1;    // the sender's last segment, s from the common start
+  double maxTxGap = 0;   // the longest pause between two of its segments, s
 };
 static std::vector<Flow> g_flows;
 static uint64_t g_bytes = 0;
@@ -36,10 +79,26 @@ static void OnRx(uint32_t flow, Ptr<const Packet> p, const Address &) {
   if (f.fct < 0 && f.rx >= g_bytes) f.fct = Simulator::Now().GetSeconds() - g_start;
 }
 
+static void OnRto(uint32_t flow, Time old, Time now) {
+  if (now == old + old || (now == Seconds(60) && now < old + old)) g_flows[flow].rtos++;
+}
+
+static void OnTx(uint32_t flow, Ptr<const Packet>, const TcpHeader &, Ptr<const TcpSocketBase>) {
+  Flow &f = g_flows[flow];
+  double now = Simulator::Now().GetSeconds() - g_start;
+  if (f.lastTx >= 0) f.maxTxGap = std::max(f.maxTxGap, now - f.lastTx);
+  f.lastTx = now;
+}
+
+static uint32_t g_segment = 1448;
+static void OnCwnd(uint32_t flow, uint32_t, uint32_t now) {
+  if (now < g_segment) g_flows[flow].subMss++;
+}
+
 int main(int argc, char *argv[]) {
-  uint32_t leaves = 2, hostsPerLeaf = 4, queue = 200;
-  double hostGbps = 1.0, uplinkGbps = 2.0, delayUs = 10, megabytes = 10, stopS = 120;
-  std::string cc = "ns3::TcpCubic";
+  uint32_t leaves = 2, hostsPerLeaf = 4, queue = 200, markK = 20, dctcpFloor = 0, dataRetries = 6, delAckCount = 2;
+  double hostGbps = 1.0, uplinkGbps = 2.0, delayUs = 10, megabytes = 10, stopS = 120, delAckTimeoutMs = 200;
+  std::string cc = "ns3::TcpCubic", queueDisc = "droptail";
   CommandLine cmd;
   cmd.AddValue("leaves", "leaf switches", leaves);
   cmd.AddValue("hostsPerLeaf", "hosts per leaf", hostsPerLeaf);
@@ -47,13 +106,33 @@ int main(int argc, char *argv[]) {
   cmd.AddValue("uplinkGbps", "leaf <-> spine rate", uplinkGbps);
   cmd.AddValue("delayUs", "one-way delay of every link, microseconds", delayUs);
   cmd.AddValue("megabytes", "MB (10^6) per flow", megabytes);
-  cmd.AddValue("queue", "drop-tail limit of every port, packets", queue);
+  cmd.AddValue("queue", "limit of every port, packets", queue);
+  cmd.AddValue("queueDisc", "droptail | step (mark ECT, drop the rest, at markK packets)", queueDisc);
+  cmd.AddValue("markK", "step marking threshold K, packets", markK);
   cmd.AddValue("cc", "TCP congestion control TypeId", cc);
+  cmd.AddValue("dctcpFloor", "ns3::TcpDctcp: floor of its ssthresh in segments (Linux: 2; 0: ns-3's rule)",
+               dctcpFloor);
+  cmd.AddValue("delAckCount", "segments a receiver waits for before it ACKs (ns-3: 2)", delAckCount);
+  cmd.AddValue("delAckTimeoutMs", "the receiver's delayed-ACK timer, ms (ns-3: 200; Linux's minimum: 40)",
+               delAckTimeoutMs);
+  cmd.AddValue("dataRetries", "retransmission timeouts of one segment before ns-3 closes the connection",
+               dataRetries);
   cmd.AddValue("stopS", "virtual seconds after which unfinished flows are reported as -1", stopS);
   cmd.Parse(argc, argv);
   g_bytes = static_cast<uint64_t>(megabytes * 1e6);
+  if (queueDisc != "droptail" && queueDisc != "step") {
+    std::fprintf(stderr, "--queueDisc must be droptail or step, not %s\n", queueDisc.c_str());
+    return 2;
+  }
+  if (cc == "ns3::TcpDctcp" && dctcpFloor > 0) {
+    cc = "ns3::TcpDctcpFloor";
+    Config::SetDefault("ns3::TcpDctcpFloor::MinSegments", UintegerValue(dctcpFloor));
+  }
 
   Config::SetDefault("ns3::TcpL4Protocol::SocketType", TypeIdValue(TypeId::LookupByName(cc)));
+  Config::SetDefault("ns3::TcpSocket::DataRetries", UintegerValue(dataRetries));
+  Config::SetDefault("ns3::TcpSocket::DelAckCount", UintegerValue(delAckCount));
+  Config::SetDefault("ns3::TcpSocket::DelAckTimeout", TimeValue(Seconds(delAckTimeoutMs / 1000.0)));
   Config::SetDefault("ns3::TcpSocket::SegmentSize", UintegerValue(1448));
   Config::SetDefault("ns3::TcpSocket::SndBufSize", UintegerValue(8 << 20));
   Config::SetDefault("ns3::TcpSocket::RcvBufSize", UintegerValue(8 << 20));
@@ -75,25 +154,38 @@ int main(int argc, char *argv[]) {
   upLink.SetDeviceAttribute("DataRate", StringValue(std::to_string(uplinkGbps * 1000) + "Mbps"));
   upLink.SetChannelAttribute("Delay", StringValue(delay));
   upLink.SetQueue("ns3::DropTailQueue", "MaxSize", StringValue("1p"));
-  TrafficControlHelper fifo;
-  fifo.SetRootQueueDisc("ns3::FifoQueueDisc", "MaxSize", StringValue(std::to_string(queue) + "p"));
+  auto portQueue = [&](double gbps) {
+    TrafficControlHelper tc;
+    if (queueDisc == "droptail") {
+      tc.SetRootQueueDisc("ns3::FifoQueueDisc", "MaxSize", StringValue(std::to_string(queue) + "p"));
+    } else {  // step: RED on the instantaneous queue (weight 1) with MinTh = MaxTh = K
+      tc.SetRootQueueDisc("ns3::RedQueueDisc", "UseEcn", BooleanValue(true), "LinkBandwidth",
+                          StringValue(std::to_string(gbps * 1000) + "Mbps"), "LinkDelay", StringValue(delay),
+                          "MinTh", DoubleValue(markK), "MaxTh", DoubleValue(markK), "MaxSize",
+                          StringValue(std::to_string(queue) + "p"), "QW", DoubleValue(1.0), "LInterm",
+                          DoubleValue(1.0), "Gentle", BooleanValue(false), "UseHardDrop", BooleanValue(false),
+                          "MeanPktSize", UintegerValue(1500));
+    }
+    return tc;
+  };
+  TrafficControlHelper hostPort = portQueue(hostGbps), upPort = portQueue(uplinkGbps);
 
   Ipv4AddressHelper ip;
   int subnet = 1;
   std::vector<Ipv4Address> addr(nHosts);
-  auto link = [&](PointToPointHelper &h, Ptr<Node> x, Ptr<Node> y) {
+  auto link = [&](PointToPointHelper &h, Ptr<Node> x, Ptr<Node> y, TrafficControlHelper &tc) {
     NetDeviceContainer d = h.Install(x, y);
-    fifo.Install(d);
+    tc.Install(d);
     std::string base = "10." + std::to_string(subnet / 250) + "." + std::to_string(subnet % 250) + ".0";
     subnet++;
     ip.SetBase(base.c_str(), "255.255.255.0");
     return ip.Assign(d);
   };
   for (uint32_t h = 0; h < nHosts; h++) {
-    Ipv4InterfaceContainer c = link(hostLink, hosts.Get(h), leafNodes.Get(h / hostsPerLeaf));
+    Ipv4InterfaceContainer c = link(hostLink, hosts.Get(h), leafNodes.Get(h / hostsPerLeaf), hostPort);
     addr[h] = c.GetAddress(0);
   }
-  for (uint32_t l = 0; l < leaves; l++) link(upLink, leafNodes.Get(l), spine.Get(0));
+  for (uint32_t l = 0; l < leaves; l++) link(upLink, leafNodes.Get(l), spine.Get(0), upPort);
   Ipv4GlobalRoutingHelper::PopulateRoutingTables();
 
   uint16_t port = 5000;
@@ -111,6 +203,14 @@ int main(int argc, char *argv[]) {
       bulk.SetAttribute("SendSize", UintegerValue(1448 * 16));
       ApplicationContainer b = bulk.Install(hosts.Get(s));
       b.Start(Seconds(g_start));
+      // the sender's socket exists once the application has started: hook its traces then
+      Ptr<BulkSendApplication> app = DynamicCast<BulkSendApplication>(b.Get(0));
+      Simulator::Schedule(Seconds(g_start) + NanoSeconds(1), [app, id]() {
+        Ptr<Socket> sock = app->GetSocket();
+        sock->TraceConnectWithoutContext("RTO", MakeBoundCallback(&OnRto, id));
+        sock->TraceConnectWithoutContext("CongestionWindow", MakeBoundCallback(&OnCwnd, id));
+        sock->TraceConnectWithoutContext("Tx", MakeBoundCallback(&OnTx, id));
+      });
       port++;
     }
   }
@@ -131,6 +231,14 @@ int main(int argc, char *argv[]) {
   std::printf("{\"flows\": [");
   for (size_t i = 0; i < g_flows.size(); i++)
     std::printf("%s[%u, %u, %.6f]", i ? ", " : "", g_flows[i].src, g_flows[i].dst, g_flows[i].fct);
+  std::printf("], \"rtos\": [");
+  for (size_t i = 0; i < g_flows.size(); i++) std::printf("%s%u", i ? ", " : "", g_flows[i].rtos);
+  std::printf("], \"sub_mss_cwnd\": [");
+  for (size_t i = 0; i < g_flows.size(); i++) std::printf("%s%u", i ? ", " : "", g_flows[i].subMss);
+  std::printf("], \"last_tx_s\": [");
+  for (size_t i = 0; i < g_flows.size(); i++) std::printf("%s%.6f", i ? ", " : "", g_flows[i].lastTx);
+  std::printf("], \"max_tx_gap_s\": [");
+  for (size_t i = 0; i < g_flows.size(); i++) std::printf("%s%.6f", i ? ", " : "", g_flows[i].maxTxGap);
   std::printf("], \"wall_s\": %.6f}\n", wall);
   Simulator::Destroy();
   return 0;
