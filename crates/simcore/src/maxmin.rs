@@ -96,8 +96,9 @@ pub struct MaxMin {
     fillst: Vec<LinkFill>,
     frozen: Vec<u32>,
     heap: RadixHeap,
-    /// Scratch: links waiting outside the heap during a fill.
-    deferred: Vec<u32>,
+    /// Scratch: links waiting outside the heap during a fill, with their shares at the start
+    /// of it (lower bounds: shares only rise), by share from the highest.
+    deferred: Vec<(u64, u32)>,
     /// Flows added since the last solve (`fresh_mark[f] == epoch` during a solve).
     fresh: Vec<u32>,
     fresh_mark: Vec<u32>,
@@ -639,13 +640,14 @@ impl MaxMin {
             if count > 0 {
                 st.key = nonneg(st.left) / count as f64;
                 lowest = lowest.min(st.key);
-                deferred.push(l);
+                deferred.push((st.key.to_bits(), l));
             }
         }
         // Links whose share is far above the lowest (host links behind a busy core, say) wait
         // outside the heap until the water gets near them: shares only rise, so a link above
         // the threshold stays above it, and every link at or below the next key popped is in
         // the heap before it is popped.
+        deferred.sort_unstable_by_key(|e| std::cmp::Reverse(e.0));
         let mut threshold = 2.0 * lowest;
         self.admit(&mut heap, &mut deferred, threshold);
         // a flow's own cap is a bottleneck too; `frozen[f] == epoch` marks a frozen flow
@@ -691,7 +693,7 @@ impl MaxMin {
             let share = f64::from_bits(current);
             // every unfrozen flow solved on the link gets the share
             let mut k = 0;
-            while k < self.links[l].flows.len() {
+            while k < self.links[l].flows.len() && self.fillst[l].count > 0 {
                 let f = self.links[l].flows[k];
                 if self.frozen[f as usize] != epoch && self.flow_seen[f as usize] == epoch {
                     self.freeze(f, share);
@@ -703,21 +705,21 @@ impl MaxMin {
         self.deferred = deferred;
     }
 
-    /// Move the links of `deferred` with a share at most `threshold` into the heap (and drop
-    /// those with no flow left to freeze).
-    fn admit(&self, heap: &mut RadixHeap, deferred: &mut Vec<u32>, threshold: f64) {
-        deferred.retain(|&l| {
-            let l = l as usize;
-            let st = &self.fillst[l];
-            if st.count == 0 {
-                return false;
+    /// Move the links of `deferred` whose share at the start of the fill was at most
+    /// `threshold` into the heap at their current shares (and drop those with no flow left to
+    /// freeze): every link with a share at most `threshold` is then in the heap.
+    fn admit(&self, heap: &mut RadixHeap, deferred: &mut Vec<(u64, u32)>, threshold: f64) {
+        let threshold = threshold.to_bits();
+        while let Some(&(start, l)) = deferred.last() {
+            if start > threshold {
+                break;
             }
-            let admit = st.key <= threshold;
-            if admit {
-                heap.push(st.key.to_bits(), l as u32);
+            deferred.pop();
+            let st = &self.fillst[l as usize];
+            if st.count > 0 {
+                heap.push(st.key.to_bits(), l);
             }
-            !admit
-        });
+        }
     }
 
     /// Fix flow `f` at `share`: its links lose the share and one unfrozen flow.
