@@ -67,10 +67,9 @@ struct LinkFill {
 
 #[derive(Debug, Clone)]
 struct FlowState {
-    path: Vec<u32>,
-    /// For each link of the path, the flow's index in that link's `flows`.
-    pos: Vec<u32>,
     cap: f64,
+    /// Links on its path: the first `len` of its row in `paths`.
+    len: u32,
     active: bool,
 }
 
@@ -79,6 +78,13 @@ struct FlowState {
 pub struct MaxMin {
     links: Vec<LinkState>,
     flows: Vec<FlowState>,
+    /// The flows' paths, one row of `stride` links per slot (a flat array: the fill follows
+    /// paths of flows in no particular order).
+    paths: Vec<u32>,
+    /// For each link of each path, the flow's index in that link's `flows` (rows as `paths`).
+    pos: Vec<u32>,
+    /// The longest path so far (the rows' length).
+    stride: usize,
     /// Each flow slot's rate.
     rate: Vec<f64>,
     /// Whether each slot holds a flow (dense, for the scans over every slot).
@@ -153,6 +159,9 @@ impl MaxMin {
                 })
                 .collect(),
             flows: Vec::new(),
+            paths: Vec::new(),
+            pos: Vec::new(),
+            stride: 0,
             rate: Vec::new(),
             alive: Vec::new(),
             free: Vec::new(),
@@ -195,15 +204,19 @@ impl MaxMin {
     /// for an elastic flow). Its rate is 0 until the next [`MaxMin::solve`].
     pub fn add(&mut self, path: &[u32], cap: f64) -> u32 {
         assert!(!path.is_empty(), "a flow crosses at least one link");
+        if path.len() > self.stride {
+            self.restride(path.len());
+        }
         let id = match self.free.pop() {
             Some(id) => id,
             None => {
                 self.flows.push(FlowState {
-                    path: Vec::new(),
-                    pos: Vec::new(),
                     cap: 0.0,
+                    len: 0,
                     active: false,
                 });
+                self.paths.resize(self.paths.len() + self.stride, 0);
+                self.pos.resize(self.pos.len() + self.stride, 0);
                 self.rate.push(0.0);
                 self.alive.push(false);
                 self.flow_seen.push(0);
@@ -213,16 +226,15 @@ impl MaxMin {
                 (self.flows.len() - 1) as u32
             }
         };
-        let mut pos = Vec::with_capacity(path.len());
-        for &l in path {
+        let row = id as usize * self.stride;
+        for (i, &l) in path.iter().enumerate() {
             let link = &mut self.links[l as usize];
-            pos.push(link.flows.len() as u32);
+            self.pos[row + i] = link.flows.len() as u32;
+            self.paths[row + i] = l;
             link.flows.push(id);
         }
         let f = &mut self.flows[id as usize];
-        f.path.clear();
-        f.path.extend_from_slice(path);
-        f.pos = pos;
+        f.len = path.len() as u32;
         f.cap = nonneg(cap);
         f.active = true;
         self.alive[id as usize] = true;
@@ -250,9 +262,9 @@ impl MaxMin {
             self.order_flow[at as usize] = NONE;
             self.order_holes += 1;
         }
-        let path = std::mem::take(&mut f.path);
-        let pos = std::mem::take(&mut f.pos);
-        for (&l, &p) in path.iter().zip(&pos) {
+        let (row, len) = (id as usize * self.stride, f.len as usize);
+        for i in row..row + len {
+            let (l, p) = (self.paths[i], self.pos[i]);
             let link = &mut self.links[l as usize];
             link.flows.swap_remove(p as usize);
             // (an empty link's load is exactly 0, whatever rounding the sums left)
@@ -263,17 +275,34 @@ impl MaxMin {
                 st.load - rate
             };
             if let Some(&moved) = link.flows.get(p as usize) {
-                let m = &mut self.flows[moved as usize];
-                let k = m.path.iter().position(|&x| x == l).expect("link on path");
-                m.pos[k] = p;
+                let m = moved as usize * self.stride;
+                let mlen = self.flows[moved as usize].len as usize;
+                let k = self.paths[m..m + mlen]
+                    .iter()
+                    .position(|&x| x == l)
+                    .expect("link on path");
+                self.pos[m + k] = p;
             }
             self.mark(l);
         }
-        let f = &mut self.flows[id as usize];
-        f.path = path;
-        f.path.clear();
-        f.pos = pos;
+        self.flows[id as usize].len = 0;
         self.free.push(id);
+    }
+
+    /// Make the rows of `paths` and `pos` `stride` long.
+    fn restride(&mut self, stride: usize) {
+        let (old, n) = (self.stride, self.flows.len());
+        let mut paths = vec![0; n * stride];
+        let mut pos = vec![0; n * stride];
+        for (f, st) in self.flows.iter().enumerate() {
+            let len = st.len as usize;
+            paths[f * stride..f * stride + len]
+                .copy_from_slice(&self.paths[f * old..f * old + len]);
+            pos[f * stride..f * stride + len].copy_from_slice(&self.pos[f * old..f * old + len]);
+        }
+        self.paths = paths;
+        self.pos = pos;
+        self.stride = stride;
     }
 
     pub fn set_capacity(&mut self, link: u32, capacity: f64) {
@@ -289,7 +318,8 @@ impl MaxMin {
         self.rate[id as usize]
     }
     pub fn path(&self, id: u32) -> &[u32] {
-        &self.flows[id as usize].path
+        let row = id as usize * self.stride;
+        &self.paths[row..row + self.flows[id as usize].len as usize]
     }
     pub fn is_active(&self, id: u32) -> bool {
         self.flows.get(id as usize).is_some_and(|f| f.active)
@@ -366,7 +396,9 @@ impl MaxMin {
                     }
                     self.flow_seen[f as usize] = epoch;
                     solved.push(f);
-                    for &m in &self.flows[f as usize].path {
+                    let row = f as usize * self.stride;
+                    let len = self.flows[f as usize].len as usize;
+                    for &m in &self.paths[row..row + len] {
                         if self.link_seen[m as usize] != epoch {
                             self.link_seen[m as usize] = epoch;
                             touched.push(m);
@@ -443,6 +475,8 @@ impl MaxMin {
                 link_mark,
                 fillst,
                 flows,
+                paths,
+                stride,
                 rate,
                 ..
             } = self;
@@ -456,7 +490,8 @@ impl MaxMin {
             }
             for &f in solved.iter() {
                 let r = rate[f as usize];
-                for &l in &flows[f as usize].path {
+                let row = f as usize * *stride;
+                for &l in &paths[row..row + flows[f as usize].len as usize] {
                     let st = &mut fillst[l as usize];
                     if link_mark[l as usize] != epoch {
                         link_mark[l as usize] = epoch;
@@ -564,11 +599,11 @@ impl MaxMin {
             if !self.flows[f].active {
                 continue;
             }
-            for i in 0..self.flows[f].path.len() {
+            for i in f * self.stride..f * self.stride + self.flows[f].len as usize {
                 if level <= 0.0 {
                     return 0.0;
                 }
-                let l = self.flows[f].path[i] as usize;
+                let l = self.paths[i] as usize;
                 level = level.min(self.saturation(l));
             }
         }
@@ -727,8 +762,15 @@ impl MaxMin {
         self.frozen[f as usize] = self.epoch;
         self.rate[f as usize] = share;
         self.frozen_list.push(f);
-        let MaxMin { flows, fillst, .. } = self;
-        for &m in &flows[f as usize].path {
+        let MaxMin {
+            flows,
+            fillst,
+            paths,
+            stride,
+            ..
+        } = self;
+        let row = f as usize * *stride;
+        for &m in &paths[row..row + flows[f as usize].len as usize] {
             let st = &mut fillst[m as usize];
             st.load += share;
             st.left -= share;
