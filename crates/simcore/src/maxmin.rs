@@ -24,6 +24,11 @@
 //! a capacity change, level 0 (everything). Flows with a lower rate cannot reach a higher
 //! one: a flow on a saturated link has at most the link's level. On an all-to-all (one
 //! component) this re-solves about 40 % of the flows per change instead of all of them.
+//! Neither finding those flows nor what the others leave costs a pass over every flow: the
+//! flows are kept in order of rate (each fill freezes them rising, to rounding), so the ones at
+//! or above the cut are a suffix of the order; and what the others leave on a link is its load
+//! less the rates of its re-solved flows (summed over their paths), so a cut solve agrees with
+//! the from-scratch fill to rounding, not bit for bit.
 
 /// Which flows a solve recomputes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
@@ -62,10 +67,9 @@ struct LinkFill {
 
 #[derive(Debug, Clone)]
 struct FlowState {
-    path: Vec<u32>,
-    /// For each link of the path, the flow's index in that link's `flows`.
-    pos: Vec<u32>,
     cap: f64,
+    /// Links on its path: the first `len` of its row in `paths`.
+    len: u32,
     active: bool,
 }
 
@@ -74,6 +78,13 @@ struct FlowState {
 pub struct MaxMin {
     links: Vec<LinkState>,
     flows: Vec<FlowState>,
+    /// The flows' paths, one row of `stride` links per slot (a flat array: the fill follows
+    /// paths of flows in no particular order).
+    paths: Vec<u32>,
+    /// For each link of each path, the flow's index in that link's `flows` (rows as `paths`).
+    pos: Vec<u32>,
+    /// The longest path so far (the rows' length).
+    stride: usize,
     /// Each flow slot's rate.
     rate: Vec<f64>,
     /// Whether each slot holds a flow (dense, for the scans over every slot).
@@ -91,8 +102,9 @@ pub struct MaxMin {
     fillst: Vec<LinkFill>,
     frozen: Vec<u32>,
     heap: RadixHeap,
-    /// Scratch: links waiting outside the heap during a fill.
-    deferred: Vec<u32>,
+    /// Scratch: links waiting outside the heap during a fill, with their shares at the start
+    /// of it (lower bounds: shares only rise), by share from the highest.
+    deferred: Vec<(u64, u32)>,
     /// Flows added since the last solve (`fresh_mark[f] == epoch` during a solve).
     fresh: Vec<u32>,
     fresh_mark: Vec<u32>,
@@ -102,6 +114,19 @@ pub struct MaxMin {
     scratch: Vec<f64>,
     /// Searches in a row that reached half of the flows.
     giant: u32,
+    /// The flows by rate ([`Recompute::Incremental`]): `order_flow[i]` (or [`NONE`], a removed
+    /// flow's place) with a key at least its rate, the keys non-decreasing, so the flows a level
+    /// cut re-solves are a suffix. Built from the freeze order of each fill (rising, to
+    /// rounding); invalid after a solve of some components only.
+    order_key: Vec<f64>,
+    order_flow: Vec<u32>,
+    /// Each slot's index in `order_flow` ([`NONE`]: not in it).
+    order_pos: Vec<u32>,
+    order_valid: bool,
+    /// Removed flows' places in the order.
+    order_holes: usize,
+    /// Scratch: the flows in the order the last fill froze them.
+    frozen_list: Vec<u32>,
     /// Flows solved over all solves (the work done).
     pub flows_solved: u64,
     pub solves: u64,
@@ -110,6 +135,8 @@ pub struct MaxMin {
 use crate::radixheap::RadixHeap;
 
 const FLOW_TAG: u32 = 1 << 31;
+/// No flow (a hole in the order, or a slot not in it).
+const NONE: u32 = u32::MAX;
 
 /// `x` if positive, else +0.0 (never -0.0 or NaN: heap keys are the bits of these floats).
 fn nonneg(x: f64) -> f64 {
@@ -132,6 +159,9 @@ impl MaxMin {
                 })
                 .collect(),
             flows: Vec::new(),
+            paths: Vec::new(),
+            pos: Vec::new(),
+            stride: 0,
             rate: Vec::new(),
             alive: Vec::new(),
             free: Vec::new(),
@@ -152,6 +182,12 @@ impl MaxMin {
             reach: f64::INFINITY,
             scratch: Vec::new(),
             giant: 0,
+            order_key: Vec::new(),
+            order_flow: Vec::new(),
+            order_pos: Vec::new(),
+            order_valid: false,
+            order_holes: 0,
+            frozen_list: Vec::new(),
             flows_solved: 0,
             solves: 0,
         }
@@ -168,33 +204,37 @@ impl MaxMin {
     /// for an elastic flow). Its rate is 0 until the next [`MaxMin::solve`].
     pub fn add(&mut self, path: &[u32], cap: f64) -> u32 {
         assert!(!path.is_empty(), "a flow crosses at least one link");
+        if path.len() > self.stride {
+            self.restride(path.len());
+        }
         let id = match self.free.pop() {
             Some(id) => id,
             None => {
                 self.flows.push(FlowState {
-                    path: Vec::new(),
-                    pos: Vec::new(),
                     cap: 0.0,
+                    len: 0,
                     active: false,
                 });
+                self.paths.resize(self.paths.len() + self.stride, 0);
+                self.pos.resize(self.pos.len() + self.stride, 0);
                 self.rate.push(0.0);
                 self.alive.push(false);
                 self.flow_seen.push(0);
                 self.frozen.push(0);
                 self.fresh_mark.push(0);
+                self.order_pos.push(NONE);
                 (self.flows.len() - 1) as u32
             }
         };
-        let mut pos = Vec::with_capacity(path.len());
-        for &l in path {
+        let row = id as usize * self.stride;
+        for (i, &l) in path.iter().enumerate() {
             let link = &mut self.links[l as usize];
-            pos.push(link.flows.len() as u32);
+            self.pos[row + i] = link.flows.len() as u32;
+            self.paths[row + i] = l;
             link.flows.push(id);
         }
         let f = &mut self.flows[id as usize];
-        f.path.clear();
-        f.path.extend_from_slice(path);
-        f.pos = pos;
+        f.len = path.len() as u32;
         f.cap = nonneg(cap);
         f.active = true;
         self.alive[id as usize] = true;
@@ -217,24 +257,52 @@ impl MaxMin {
         self.n_active -= 1;
         let rate = std::mem::take(&mut self.rate[id as usize]);
         self.reach = self.reach.min(rate);
-        let path = std::mem::take(&mut f.path);
-        let pos = std::mem::take(&mut f.pos);
-        for (&l, &p) in path.iter().zip(&pos) {
-            self.fillst[l as usize].load -= rate;
+        let at = std::mem::replace(&mut self.order_pos[id as usize], NONE);
+        if at != NONE {
+            self.order_flow[at as usize] = NONE;
+            self.order_holes += 1;
+        }
+        let (row, len) = (id as usize * self.stride, f.len as usize);
+        for i in row..row + len {
+            let (l, p) = (self.paths[i], self.pos[i]);
             let link = &mut self.links[l as usize];
             link.flows.swap_remove(p as usize);
+            // (an empty link's load is exactly 0, whatever rounding the sums left)
+            let st = &mut self.fillst[l as usize];
+            st.load = if link.flows.is_empty() {
+                0.0
+            } else {
+                st.load - rate
+            };
             if let Some(&moved) = link.flows.get(p as usize) {
-                let m = &mut self.flows[moved as usize];
-                let k = m.path.iter().position(|&x| x == l).expect("link on path");
-                m.pos[k] = p;
+                let m = moved as usize * self.stride;
+                let mlen = self.flows[moved as usize].len as usize;
+                let k = self.paths[m..m + mlen]
+                    .iter()
+                    .position(|&x| x == l)
+                    .expect("link on path");
+                self.pos[m + k] = p;
             }
             self.mark(l);
         }
-        let f = &mut self.flows[id as usize];
-        f.path = path;
-        f.path.clear();
-        f.pos = pos;
+        self.flows[id as usize].len = 0;
         self.free.push(id);
+    }
+
+    /// Make the rows of `paths` and `pos` `stride` long.
+    fn restride(&mut self, stride: usize) {
+        let (old, n) = (self.stride, self.flows.len());
+        let mut paths = vec![0; n * stride];
+        let mut pos = vec![0; n * stride];
+        for (f, st) in self.flows.iter().enumerate() {
+            let len = st.len as usize;
+            paths[f * stride..f * stride + len]
+                .copy_from_slice(&self.paths[f * old..f * old + len]);
+            pos[f * stride..f * stride + len].copy_from_slice(&self.pos[f * old..f * old + len]);
+        }
+        self.paths = paths;
+        self.pos = pos;
+        self.stride = stride;
     }
 
     pub fn set_capacity(&mut self, link: u32, capacity: f64) {
@@ -250,7 +318,8 @@ impl MaxMin {
         self.rate[id as usize]
     }
     pub fn path(&self, id: u32) -> &[u32] {
-        &self.flows[id as usize].path
+        let row = id as usize * self.stride;
+        &self.paths[row..row + self.flows[id as usize].len as usize]
     }
     pub fn is_active(&self, id: u32) -> bool {
         self.flows.get(id as usize).is_some_and(|f| f.active)
@@ -327,7 +396,9 @@ impl MaxMin {
                     }
                     self.flow_seen[f as usize] = epoch;
                     solved.push(f);
-                    for &m in &self.flows[f as usize].path {
+                    let row = f as usize * self.stride;
+                    let len = self.flows[f as usize].len as usize;
+                    for &m in &self.paths[row..row + len] {
                         if self.link_seen[m as usize] != epoch {
                             self.link_seen[m as usize] = epoch;
                             touched.push(m);
@@ -337,7 +408,33 @@ impl MaxMin {
             }
             self.giant = if full { self.giant + 1 } else { 0 };
         }
-        if full {
+        // the order of the flows by rate is kept up to date by the solves of every flow at or
+        // above the cut (or of every flow); a solve of some components only leaves it stale
+        let ordered = self.mode == Recompute::Incremental && full;
+        let mut suffix = None;
+        if full && cut && self.order_valid {
+            // the flows at or above the level: a suffix of the order, and the new flows
+            let seen = &mut self.flow_seen;
+            for &f in solved.iter() {
+                seen[f as usize] = epoch.wrapping_sub(1); // (the search's marks)
+            }
+            solved.clear();
+            touched.clear();
+            let p = self.order_key.partition_point(|&k| k < level);
+            for &f in &self.order_flow[p..] {
+                if f != NONE {
+                    seen[f as usize] = epoch;
+                    solved.push(f);
+                }
+            }
+            for &f in &self.fresh {
+                if self.fresh_mark[f as usize] == epoch && seen[f as usize] != epoch {
+                    seen[f as usize] = epoch;
+                    solved.push(f);
+                }
+            }
+            suffix = Some(p);
+        } else if full {
             solved.clear();
             touched.clear();
             // over dense per-slot arrays, in slot order
@@ -370,19 +467,40 @@ impl MaxMin {
             touched.clear();
         }
         if cut {
-            // the links of the solved flows, and those a change was on
-            for &l in self.dirty.iter() {
-                if self.link_mark[l as usize] != epoch {
-                    self.link_mark[l as usize] = epoch;
+            // the links of the solved flows, and those a change was on; on each, how many
+            // solved flows cross it (`count`) and the sum of their rates (`left`, for now: the
+            // fill takes it from the link's load to leave what the other flows use)
+            let MaxMin {
+                dirty,
+                link_mark,
+                fillst,
+                flows,
+                paths,
+                stride,
+                rate,
+                ..
+            } = self;
+            for &l in dirty.iter() {
+                if link_mark[l as usize] != epoch {
+                    link_mark[l as usize] = epoch;
                     touched.push(l);
+                    fillst[l as usize].count = 0;
+                    fillst[l as usize].left = 0.0;
                 }
             }
             for &f in solved.iter() {
-                for &l in &self.flows[f as usize].path {
-                    if self.link_mark[l as usize] != epoch {
-                        self.link_mark[l as usize] = epoch;
+                let r = rate[f as usize];
+                let row = f as usize * *stride;
+                for &l in &paths[row..row + flows[f as usize].len as usize] {
+                    let st = &mut fillst[l as usize];
+                    if link_mark[l as usize] != epoch {
+                        link_mark[l as usize] = epoch;
                         touched.push(l);
+                        st.count = 0;
+                        st.left = 0.0;
                     }
+                    st.count += 1;
+                    st.left += r;
                 }
             }
         }
@@ -392,9 +510,76 @@ impl MaxMin {
         self.dirty.clear();
         self.fresh.clear();
         self.reach = f64::INFINITY;
+        self.frozen_list.clear();
         self.fill(solved, touched, !cut);
+        if ordered {
+            self.reorder(suffix, cut, solved.len());
+        } else {
+            self.order_valid = false;
+        }
         self.solves += 1;
         self.flows_solved += solved.len() as u64;
+    }
+
+    /// After a fill of every flow (`!cut`) or of those at or above the cut (`suffix`: where it
+    /// is in the order, or none if the order was stale): the order from the freeze order.
+    fn reorder(&mut self, suffix: Option<usize>, cut: bool, solved: usize) {
+        if self.frozen_list.len() != solved {
+            self.order_valid = false; // (every solved flow freezes; never here)
+            return;
+        }
+        let p = match suffix {
+            Some(p) => p,
+            None if !cut => 0,
+            None => {
+                // the flows below the cut, sorted by rate
+                let epoch = self.epoch;
+                self.order_flow.clear();
+                self.order_key.clear();
+                for f in 0..self.alive.len() {
+                    if self.alive[f] && self.flow_seen[f] != epoch {
+                        self.order_flow.push(f as u32);
+                    }
+                }
+                let rate = &self.rate;
+                self.order_flow
+                    .sort_unstable_by(|&a, &b| rate[a as usize].total_cmp(&rate[b as usize]));
+                for (i, &f) in self.order_flow.iter().enumerate() {
+                    self.order_key.push(rate[f as usize]);
+                    self.order_pos[f as usize] = i as u32;
+                }
+                self.order_holes = 0;
+                self.order_flow.len()
+            }
+        };
+        let p = p.min(self.order_flow.len());
+        let holes = self.order_flow[p..].iter().filter(|&&f| f == NONE).count();
+        self.order_holes -= holes.min(self.order_holes);
+        self.order_flow.truncate(p);
+        self.order_key.truncate(p);
+        let mut last = self.order_key.last().copied().unwrap_or(0.0);
+        for &f in &self.frozen_list {
+            last = last.max(self.rate[f as usize]);
+            self.order_pos[f as usize] = self.order_flow.len() as u32;
+            self.order_flow.push(f);
+            self.order_key.push(last);
+        }
+        if self.order_holes > 64 && 2 * self.order_holes > self.order_flow.len() {
+            let mut w = 0;
+            for i in 0..self.order_flow.len() {
+                let f = self.order_flow[i];
+                if f != NONE {
+                    self.order_flow[w] = f;
+                    self.order_key[w] = self.order_key[i];
+                    self.order_pos[f as usize] = w as u32;
+                    w += 1;
+                }
+            }
+            self.order_flow.truncate(w);
+            self.order_key.truncate(w);
+            self.order_holes = 0;
+        }
+        self.order_valid = true;
     }
 
     /// The level cut: the lowest level the changes since the last solve reach, less a margin
@@ -414,11 +599,11 @@ impl MaxMin {
             if !self.flows[f].active {
                 continue;
             }
-            for i in 0..self.flows[f].path.len() {
+            for i in f * self.stride..f * self.stride + self.flows[f].len as usize {
                 if level <= 0.0 {
                     return 0.0;
                 }
-                let l = self.flows[f].path[i] as usize;
+                let l = self.paths[i] as usize;
                 level = level.min(self.saturation(l));
             }
         }
@@ -469,17 +654,19 @@ impl MaxMin {
         let mut lowest = f64::INFINITY;
         for &l in links {
             let li = l as usize;
+            let n = self.links[li].flows.len() as u32;
             let (count, base) = if all {
-                (self.links[li].flows.len() as u32, 0.0)
+                (n, 0.0)
             } else {
-                // branch-free: whether a flow is solved is as good as random
-                let (mut count, mut base) = (0, 0.0);
-                for &f in &self.links[li].flows {
-                    let solved = self.flow_seen[f as usize] == epoch;
-                    count += solved as u32;
-                    base += if solved { 0.0 } else { self.rate[f as usize] };
-                }
-                (count, base)
+                // what the other flows use: the load less the solved flows' rates (summed by
+                // `solve`), to rounding; nothing when every flow on the link is solved
+                let st = &self.fillst[li];
+                let base = if st.count == n {
+                    0.0
+                } else {
+                    nonneg(st.load - st.left)
+                };
+                (st.count, base)
             };
             let st = &mut self.fillst[li];
             st.left = self.links[li].capacity - base;
@@ -488,13 +675,14 @@ impl MaxMin {
             if count > 0 {
                 st.key = nonneg(st.left) / count as f64;
                 lowest = lowest.min(st.key);
-                deferred.push(l);
+                deferred.push((st.key.to_bits(), l));
             }
         }
         // Links whose share is far above the lowest (host links behind a busy core, say) wait
         // outside the heap until the water gets near them: shares only rise, so a link above
         // the threshold stays above it, and every link at or below the next key popped is in
         // the heap before it is popped.
+        deferred.sort_unstable_by_key(|e| std::cmp::Reverse(e.0));
         let mut threshold = 2.0 * lowest;
         self.admit(&mut heap, &mut deferred, threshold);
         // a flow's own cap is a bottleneck too; `frozen[f] == epoch` marks a frozen flow
@@ -540,7 +728,7 @@ impl MaxMin {
             let share = f64::from_bits(current);
             // every unfrozen flow solved on the link gets the share
             let mut k = 0;
-            while k < self.links[l].flows.len() {
+            while k < self.links[l].flows.len() && self.fillst[l].count > 0 {
                 let f = self.links[l].flows[k];
                 if self.frozen[f as usize] != epoch && self.flow_seen[f as usize] == epoch {
                     self.freeze(f, share);
@@ -552,29 +740,37 @@ impl MaxMin {
         self.deferred = deferred;
     }
 
-    /// Move the links of `deferred` with a share at most `threshold` into the heap (and drop
-    /// those with no flow left to freeze).
-    fn admit(&self, heap: &mut RadixHeap, deferred: &mut Vec<u32>, threshold: f64) {
-        deferred.retain(|&l| {
-            let l = l as usize;
-            let st = &self.fillst[l];
-            if st.count == 0 {
-                return false;
+    /// Move the links of `deferred` whose share at the start of the fill was at most
+    /// `threshold` into the heap at their current shares (and drop those with no flow left to
+    /// freeze): every link with a share at most `threshold` is then in the heap.
+    fn admit(&self, heap: &mut RadixHeap, deferred: &mut Vec<(u64, u32)>, threshold: f64) {
+        let threshold = threshold.to_bits();
+        while let Some(&(start, l)) = deferred.last() {
+            if start > threshold {
+                break;
             }
-            let admit = st.key <= threshold;
-            if admit {
-                heap.push(st.key.to_bits(), l as u32);
+            deferred.pop();
+            let st = &self.fillst[l as usize];
+            if st.count > 0 {
+                heap.push(st.key.to_bits(), l);
             }
-            !admit
-        });
+        }
     }
 
     /// Fix flow `f` at `share`: its links lose the share and one unfrozen flow.
     fn freeze(&mut self, f: u32, share: f64) {
         self.frozen[f as usize] = self.epoch;
         self.rate[f as usize] = share;
-        let MaxMin { flows, fillst, .. } = self;
-        for &m in &flows[f as usize].path {
+        self.frozen_list.push(f);
+        let MaxMin {
+            flows,
+            fillst,
+            paths,
+            stride,
+            ..
+        } = self;
+        let row = f as usize * *stride;
+        for &m in &paths[row..row + flows[f as usize].len as usize] {
             let st = &mut fillst[m as usize];
             st.load += share;
             st.left -= share;

@@ -159,6 +159,7 @@ proptest! {
             solve_all(&mut comp);
             check_invariants(&inc)?;
             check_invariants(&comp)?;
+            check_order(&inc);
             let paths: Vec<Vec<u32>> = live.iter().map(|&f| inc.path(f).to_vec()).collect();
             let fcaps: Vec<f64> = live.iter().map(|&f| inc.flows[f as usize].cap).collect();
             let reference = reference_rates(&caps_now, &paths, &fcaps);
@@ -226,6 +227,30 @@ fn reference_rates(capacities: &[f64], paths: &[Vec<u32>], caps: &[f64]) -> Vec<
     rate
 }
 
+/// The order by rate, when valid: each flow in the network once, at its place, its key at
+/// least its rate, the keys non-decreasing. Returns whether it was valid.
+fn check_order(mm: &MaxMin) -> bool {
+    if !mm.order_valid {
+        return false;
+    }
+    let mut holes = 0;
+    for (i, &f) in mm.order_flow.iter().enumerate() {
+        if i > 0 {
+            assert!(mm.order_key[i - 1] <= mm.order_key[i], "keys rise");
+        }
+        if f == NONE {
+            holes += 1;
+            continue;
+        }
+        assert!(mm.is_active(f), "flow {f} in the order is in the network");
+        assert_eq!(mm.order_pos[f as usize], i as u32);
+        assert!(mm.order_key[i] >= mm.rate(f), "key at least the rate");
+    }
+    assert_eq!(holes, mm.order_holes);
+    assert_eq!(mm.order_flow.len() - holes, mm.active().count());
+    true
+}
+
 /// A random leaf-spine (`leaves` × `hosts` hosts, `spines` spines, 10:1 at the leaves like the
 /// 1,000-host benchmark) and a random stream of flows starting and ending on it: the level cut
 /// ([`Recompute::Incremental`]) gives the rates of the from-scratch solve ([`Recompute::Full`],
@@ -245,6 +270,7 @@ fn leaf_spine_stream(seed: u64, leaves: u32, hosts: u32, spines: u32, steps: usi
     let mut full = MaxMin::new(&caps, Recompute::Full);
     let mut live: Vec<u32> = Vec::new();
     let (mut s, mut t) = (Vec::new(), Vec::new());
+    let mut ordered = 0;
     for step in 0..steps {
         let batch = if rng.random_range(0..4) == 0 { 3 } else { 1 };
         for _ in 0..batch {
@@ -284,6 +310,7 @@ fn leaf_spine_stream(seed: u64, leaves: u32, hosts: u32, spines: u32, steps: usi
         }
         inc.solve(&mut s, &mut t);
         full.solve(&mut s, &mut t);
+        ordered += check_order(&inc) as usize;
         for &f in &live {
             let (a, b) = (inc.rate(f), full.rate(f));
             assert!(
@@ -300,6 +327,10 @@ fn leaf_spine_stream(seed: u64, leaves: u32, hosts: u32, spines: u32, steps: usi
         }
     }
     assert!(inc.flows_solved < full.flows_solved, "the cut saves work");
+    assert!(
+        ordered > steps / 4,
+        "the order is kept ({ordered} of {steps} steps)"
+    );
 }
 
 #[test]
