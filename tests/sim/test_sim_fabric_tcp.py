@@ -1,5 +1,5 @@
 """[tcp] in fabric specs (the raw all-to-all): parsing, errors naming the field, the matrix over
-tcp.cc, a small run, the report, and results unchanged byte for byte without [tcp]."""
+tcp.cc, a small run, the report, and results unchanged without [tcp] (to rounding)."""
 
 from __future__ import annotations
 
@@ -46,15 +46,32 @@ queue_packets = 100
 """
 
 
-def test_without_tcp_the_result_is_unchanged_byte_for_byte() -> None:
-    # written by the core before the fabric had a [tcp] table (same spec, same seed)
+def _same(a: Any, b: Any, where: str = "result") -> None:
+    """Equal structure, counts and names; floats equal to rounding (relative 1e-9)."""
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and sorted(a) == sorted(b), where
+        for k in a:
+            _same(a[k], b[k], f"{where}.{k}")
+    elif isinstance(a, list):
+        assert isinstance(b, list) and len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _same(x, y, f"{where}[{i}]")
+    elif isinstance(a, float) and isinstance(b, float):
+        assert b == pytest.approx(a, rel=1e-9, abs=1e-15), where
+    else:
+        assert a == b, where
+
+
+def test_without_tcp_the_result_is_unchanged() -> None:
+    # written by the core before the fabric had a [tcp] table (same spec, same seed); every count and
+    # event is the same, floats to rounding: later solver work (rate order, per-link load sums) sums
+    # in another order, which moves the last bits
     golden = json.loads(GOLDEN.read_text())
     spec = fabric_spec.parse(golden["spec"])
     assert spec.tcp is None
     config = fabric_spec.core_config(spec, golden["seed"], Path("."))
     assert "tcp" not in config
-    result = simulate_fabric(config)
-    assert json.dumps(result, sort_keys=True) == json.dumps(golden["result"], sort_keys=True)
+    _same(golden["result"], simulate_fabric(config))
 
 
 def test_the_tcp_table_reaches_the_core_with_its_discipline() -> None:
