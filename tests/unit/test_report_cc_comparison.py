@@ -3,12 +3,16 @@ Holm-adjusted p, and a ranking that says which differences the runs support."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pandas as pd
 import pytest
+import synthetic_store
 
+from shufflelab import report
 from shufflelab.report.data import CC_KEY, UDP_KEY, _holm, cc_comparison_table
 
 
@@ -62,3 +66,16 @@ def test_too_few_runs_give_no_verdict_and_one_cc_no_table() -> None:
     assert t is not None and t["verdict"].iloc[0] == "too few runs for a verdict" and t["p_holm"].iloc[0] == "–"
     assert t["ranking"].iloc[0] == "cubic, reno by mean; too few runs to test"
     assert cc_comparison_table(_data({("cubic", 0): [10.0, 11.0, 12.0]})) is None
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_the_section_in_a_whole_report(tmp_path: Path, n: int) -> None:
+    db = synthetic_store.build(tmp_path / "s.duckdb", n, ccs=("cubic", "reno"))
+    md = report.write(db, tmp_path / "out").markdown.read_text()
+    section = md.split("## Congestion controls compared at each level", 1)[1].split("\n## ", 1)[0]
+    assert not re.search(r"\b(nan|inf)\b", section, re.IGNORECASE), section
+    if n == 1:
+        assert "n = 1/1, no interval" in section and "by mean; too few runs to test" in section
+        assert "≈" not in section.split("Below 3 runs", 1)[1]  # no untested '≈' in the table
+    else:
+        assert re.search(r"\[\d\.\d\d, \d\.\d\d\]", section) and "too few" not in section.split("Below 3", 1)[1]
