@@ -202,6 +202,12 @@ def pct(x: float) -> str:
     return "–" if x != x else f"{x * 100:+.1f} %"
 
 
+def ns3_end(r: dict[str, Any], unfinished: str) -> str:
+    """ns-3's shuffle end, or how many of the 56 flows it left unfinished (worded as each table has it)."""
+    stuck = r["ns3_flows_not_done"]
+    return f"{r['ns3_end_s']:.3f}" if stuck == 0 else f"{stuck} of 56 flows {unfinished}"
+
+
 def plain_table(rows: list[dict[str, Any]]) -> list[str]:
     """Today's table: the simulator without [tcp] against ns-3's Cubic through drop-tail."""
     lines = [
@@ -211,9 +217,7 @@ def plain_table(rows: list[dict[str, Any]]) -> list[str]:
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        end = (
-            f"{r['ns3_end_s']:.3f}" if r["ns3_flows_not_done"] == 0 else f"{r['ns3_flows_not_done']} of 56 flows stuck"
-        )
+        end = ns3_end(r, "stuck")
         lines.append(
             f"| {r['oversubscription']:g}:1 ({r['uplink_gbps']:g} Gbit/s) | {end} "
             f"| {r['sim_end_s']:.3f} "
@@ -235,11 +239,7 @@ def cc_table(rows: list[dict[str, Any]]) -> list[str]:
     for r in rows:
         ports = "drop-tail" if r["cc"] == "cubic" else f"step K={STEP_K}"
         name = f"{r['cc']} ({r['ns3_host']} hosts)"
-        end = (
-            f"{r['ns3_end_s']:.3f}"
-            if r["ns3_flows_not_done"] == 0
-            else f"{r['ns3_flows_not_done']} of 56 flows not done"
-        )
+        end = ns3_end(r, "not done")
         lines.append(
             f"| {name}, {ports} | {r['oversubscription']:g}:1 ({r['uplink_gbps']:g} Gbit/s) | {end} "
             f"| {r['sim_end_s']:.3f} | {pct(r['end_error'])} | {r['plain']['sim_end_s']:.3f} "
