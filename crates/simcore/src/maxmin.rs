@@ -34,11 +34,16 @@
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Recompute {
+    /// Local repair: the flows at or above the level cut on the changed links are filled again,
+    /// the others keeping their rates, and the set grows by every flow left without a
+    /// bottleneck until none is (see [`MaxMin::solve`]); when it grows large, as
+    /// [`Recompute::LevelCut`] without the search.
+    #[default]
+    Incremental,
     /// The components of the flow–link graph that hold a changed link, or every flow once the
     /// search has reached half of them (then the search costs more than it can save), and of
     /// those only the flows at or above the lowest level a change can reach (the level cut).
-    #[default]
-    Incremental,
+    LevelCut,
     /// The components that hold a changed link, however large (to measure the search).
     Components,
     /// Every flow, every time (the reference).
@@ -127,6 +132,19 @@ pub struct MaxMin {
     order_holes: usize,
     /// Scratch: the flows in the order the last fill froze them.
     frozen_list: Vec<u32>,
+    /// Each slot's bottleneck in the fill that last set its rate: the link whose share it
+    /// froze at, or [`NONE`] (its own cap).
+    bott: Vec<u32>,
+    /// Scratch: the links the last fill froze flows at, with their shares.
+    popped: Vec<(u32, f64)>,
+    /// Local repairs that held, those that grew too large (then a level-cut solve), and the
+    /// fills they took.
+    pub local_ok: u64,
+    pub local_fail: u64,
+    pub local_fills: u64,
+    /// Flows a local repair may fill over its rounds before it falls back (default: twice the
+    /// flows in the network, plus 64).
+    pub(crate) local_budget: Option<u64>,
     /// Flows solved over all solves (the work done).
     pub flows_solved: u64,
     pub solves: u64,
@@ -188,6 +206,12 @@ impl MaxMin {
             order_valid: false,
             order_holes: 0,
             frozen_list: Vec::new(),
+            bott: Vec::new(),
+            popped: Vec::new(),
+            local_ok: 0,
+            local_fail: 0,
+            local_fills: 0,
+            local_budget: None,
             flows_solved: 0,
             solves: 0,
         }
@@ -223,6 +247,7 @@ impl MaxMin {
                 self.frozen.push(0);
                 self.fresh_mark.push(0);
                 self.order_pos.push(NONE);
+                self.bott.push(NONE);
                 (self.flows.len() - 1) as u32
             }
         };
@@ -239,6 +264,7 @@ impl MaxMin {
         f.active = true;
         self.alive[id as usize] = true;
         self.rate[id as usize] = 0.0;
+        self.bott[id as usize] = NONE;
         self.n_active += 1;
         self.fresh.push(id);
         self.reach = self.reach.min(f.cap);
@@ -351,28 +377,36 @@ impl MaxMin {
         if self.dirty.is_empty() {
             return;
         }
-        self.epoch = self.epoch.wrapping_add(1);
-        if self.epoch == 0 {
-            self.link_seen.iter_mut().for_each(|x| *x = 0);
-            self.link_mark.iter_mut().for_each(|x| *x = 0);
-            self.flow_seen.iter_mut().for_each(|x| *x = 0);
-            self.frozen.iter_mut().for_each(|x| *x = 0);
-            self.fresh_mark.iter_mut().for_each(|x| *x = 0);
-            self.epoch = 1;
-        }
-        let epoch = self.epoch;
+        self.next_epoch();
         let (limit, level) = match self.mode {
-            Recompute::Incremental => (self.n_active / 2, self.level()),
+            Recompute::Incremental | Recompute::LevelCut => (self.n_active / 2, self.level()),
             Recompute::Components => (usize::MAX, 0.0),
             Recompute::Full => (0, 0.0),
         };
         let cut = level > 0.0;
+        if self.mode == Recompute::Incremental && cut {
+            if self.local(level, solved, touched) {
+                self.local_ok += 1;
+                for &l in &self.dirty {
+                    self.dirty_mark[l as usize] = false;
+                }
+                self.dirty.clear();
+                self.fresh.clear();
+                self.reach = f64::INFINITY;
+                self.order_valid = false;
+                self.solves += 1;
+                return;
+            }
+            self.local_fail += 1;
+            solved.clear();
+            touched.clear();
+        }
+        let epoch = self.epoch;
         // after a few searches in a row reached half of the flows, the next ones most likely
         // do too: go to every flow at once (searching again now and then)
-        let skip = self.mode == Recompute::Incremental
-            && self.giant >= 4
-            && !self.solves.is_multiple_of(16);
-        let mut full = self.mode == Recompute::Full || skip;
+        let skip =
+            self.mode == Recompute::LevelCut && self.giant >= 4 && !self.solves.is_multiple_of(16);
+        let mut full = matches!(self.mode, Recompute::Full | Recompute::Incremental) || skip;
         let searched = !full;
         if !full {
             // breadth-first over the flow–link graph from the dirty links
@@ -410,7 +444,7 @@ impl MaxMin {
         }
         // the order of the flows by rate is kept up to date by the solves of every flow at or
         // above the cut (or of every flow); a solve of some components only leaves it stale
-        let ordered = self.mode == Recompute::Incremental && full;
+        let ordered = self.mode == Recompute::LevelCut && full;
         let mut suffix = None;
         if full && cut && self.order_valid {
             // the flows at or above the level: a suffix of the order, and the new flows
@@ -470,39 +504,7 @@ impl MaxMin {
             // the links of the solved flows, and those a change was on; on each, how many
             // solved flows cross it (`count`) and the sum of their rates (`left`, for now: the
             // fill takes it from the link's load to leave what the other flows use)
-            let MaxMin {
-                dirty,
-                link_mark,
-                fillst,
-                flows,
-                paths,
-                stride,
-                rate,
-                ..
-            } = self;
-            for &l in dirty.iter() {
-                if link_mark[l as usize] != epoch {
-                    link_mark[l as usize] = epoch;
-                    touched.push(l);
-                    fillst[l as usize].count = 0;
-                    fillst[l as usize].left = 0.0;
-                }
-            }
-            for &f in solved.iter() {
-                let r = rate[f as usize];
-                let row = f as usize * *stride;
-                for &l in &paths[row..row + flows[f as usize].len as usize] {
-                    let st = &mut fillst[l as usize];
-                    if link_mark[l as usize] != epoch {
-                        link_mark[l as usize] = epoch;
-                        touched.push(l);
-                        st.count = 0;
-                        st.left = 0.0;
-                    }
-                    st.count += 1;
-                    st.left += r;
-                }
-            }
+            self.gather(solved, touched);
         }
         for &l in &self.dirty {
             self.dirty_mark[l as usize] = false;
@@ -519,6 +521,174 @@ impl MaxMin {
         }
         self.solves += 1;
         self.flows_solved += solved.len() as u64;
+    }
+
+    /// A new epoch for the marks (cleared when the counter wraps).
+    fn next_epoch(&mut self) {
+        self.epoch = self.epoch.wrapping_add(1);
+        if self.epoch == 0 {
+            self.link_seen.iter_mut().for_each(|x| *x = 0);
+            self.link_mark.iter_mut().for_each(|x| *x = 0);
+            self.flow_seen.iter_mut().for_each(|x| *x = 0);
+            self.frozen.iter_mut().for_each(|x| *x = 0);
+            self.fresh_mark.iter_mut().for_each(|x| *x = 0);
+            self.epoch = 1;
+        }
+    }
+
+    /// Local repair (the rates of the flows it leaves out stay as they are):
+    ///
+    /// 1. start from the flows at or above `level` (the cut, > 0) on the changed links and the
+    ///    new flows;
+    /// 2. fill them over what the other flows leave (feasible by construction);
+    /// 3. check every other flow at or above the cut on a link the fill touched: it must not
+    ///    stand above the share a filled flow froze at on that link (else that flow has no
+    ///    bottleneck), and if that link was its bottleneck, the link must still be saturated
+    ///    and the flow the largest on it; every flow failing a check joins the set, and the
+    ///    set is filled again.
+    ///
+    /// When no flow fails, every flow has a bottleneck (the filled ones where they froze, the
+    /// others where they had one, on a link the fill did not touch or one that passed the
+    /// check; those below the cut by the cut's argument) and the rates are feasible, which
+    /// makes them the max-min fair rates. False once the set passes an eighth of the flows (or
+    /// after many rounds): then `solved` holds the set, its flows filled at some rates and
+    /// marked new, for a level-cut solve to take them all again.
+    fn local(&mut self, level: f64, solved: &mut Vec<u32>, touched: &mut Vec<u32>) -> bool {
+        const TOL: f64 = 1e-10;
+        // (the set stays within the flows at or above the cut, the level-cut solve's; it is
+        // the rounds that could cost more than that solve)
+        let budget = self.local_budget.unwrap_or(2 * self.n_active as u64 + 64);
+        let mut work = 0u64;
+        solved.clear();
+        let epoch = self.epoch;
+        for &l in &self.dirty {
+            for &f in &self.links[l as usize].flows {
+                let fi = f as usize;
+                if self.flow_seen[fi] != epoch
+                    && (self.fresh_mark[fi] == epoch || self.rate[fi] >= level)
+                {
+                    self.flow_seen[fi] = epoch;
+                    solved.push(f);
+                }
+            }
+        }
+        // the flows bottlenecked on a link of a flow in the set join it (they share what the
+        // set's flows leave there), following the bottleneck structure upward
+        let seen_mark = epoch;
+        let mut next = 0;
+        for round in 0.. {
+            while next < solved.len() {
+                let f = solved[next] as usize;
+                next += 1;
+                let epoch = self.epoch;
+                for i in f * self.stride..f * self.stride + self.flows[f].len as usize {
+                    let l = self.paths[i];
+                    if self.link_seen[l as usize] == seen_mark {
+                        continue;
+                    }
+                    self.link_seen[l as usize] = seen_mark;
+                    for &g in &self.links[l as usize].flows {
+                        let gi = g as usize;
+                        if self.bott[gi] == l
+                            && self.flow_seen[gi] != epoch
+                            && self.rate[gi] >= level
+                        {
+                            self.flow_seen[gi] = epoch;
+                            solved.push(g);
+                        }
+                    }
+                }
+            }
+            if round > 0 {
+                // a new epoch for the fill's marks: the set and the new flows marked again
+                self.next_epoch();
+                let epoch = self.epoch;
+                for &f in solved.iter() {
+                    self.flow_seen[f as usize] = epoch;
+                }
+                for k in 0..self.fresh.len() {
+                    let f = self.fresh[k] as usize;
+                    if self.flows[f].active {
+                        self.fresh_mark[f] = epoch;
+                    }
+                }
+            }
+            touched.clear();
+            self.gather(solved, touched);
+            self.frozen_list.clear();
+            self.flows_solved += solved.len() as u64;
+            work += solved.len() as u64;
+            self.local_fills += 1;
+            self.fill(solved, touched, false);
+            // every flow bottlenecked on a link of the set (or a changed link) at or above the
+            // cut is in the set (the closure above); what is left to check is the links where
+            // the fill froze flows: none of the others on them may stand above that share
+            let before = solved.len();
+            let epoch = self.epoch;
+            for &(l, share) in &self.popped {
+                let bar = share * (1.0 + TOL);
+                for &f in &self.links[l as usize].flows {
+                    let fi = f as usize;
+                    let r = self.rate[fi];
+                    if r > bar && r >= level && self.flow_seen[fi] != epoch {
+                        self.flow_seen[fi] = epoch;
+                        solved.push(f);
+                    }
+                }
+            }
+            if solved.len() == before {
+                return true;
+            }
+            if work + solved.len() as u64 > budget || round >= 16 {
+                // (a new epoch: the level-cut solve gathers links afresh)
+                self.next_epoch();
+                let epoch = self.epoch;
+                for &f in solved.iter() {
+                    self.fresh_mark[f as usize] = epoch;
+                }
+                return false;
+            }
+        }
+        unreachable!()
+    }
+
+    /// The links of the changes and of the flows in `solved` into `touched`, with the count of
+    /// those flows on each and the sum of their rates (`count`, `left`: see [`MaxMin::fill`]).
+    fn gather(&mut self, solved: &[u32], touched: &mut Vec<u32>) {
+        let epoch = self.epoch;
+        let MaxMin {
+            dirty,
+            link_mark,
+            fillst,
+            flows,
+            paths,
+            stride,
+            rate,
+            ..
+        } = self;
+        for &l in dirty.iter() {
+            if link_mark[l as usize] != epoch {
+                link_mark[l as usize] = epoch;
+                touched.push(l);
+                fillst[l as usize].count = 0;
+                fillst[l as usize].left = 0.0;
+            }
+        }
+        for &f in solved.iter() {
+            let r = rate[f as usize];
+            let row = f as usize * *stride;
+            for &l in &paths[row..row + flows[f as usize].len as usize] {
+                let st = &mut fillst[l as usize];
+                if link_mark[l as usize] != epoch {
+                    link_mark[l as usize] = epoch;
+                    touched.push(l);
+                    st.count = 0;
+                    st.left = 0.0;
+                }
+                st.count += 1;
+                st.left += r;
+            }
+        }
     }
 
     /// After a fill of every flow (`!cut`) or of those at or above the cut (`suffix`: where it
@@ -648,6 +818,7 @@ impl MaxMin {
     fn fill(&mut self, flows: &[u32], links: &[u32], all: bool) {
         let mut heap = std::mem::take(&mut self.heap);
         heap.clear();
+        self.popped.clear();
         let mut deferred = std::mem::take(&mut self.deferred);
         deferred.clear();
         let epoch = self.epoch;
@@ -711,7 +882,7 @@ impl MaxMin {
             if tag & FLOW_TAG != 0 {
                 let f = tag & !FLOW_TAG;
                 if self.frozen[f as usize] != epoch {
-                    self.freeze(f, share);
+                    self.freeze(f, share, NONE);
                 }
                 continue;
             }
@@ -727,11 +898,12 @@ impl MaxMin {
             // (a share a rounding below the popped key is the least one now: take it as it is)
             let share = f64::from_bits(current);
             // every unfrozen flow solved on the link gets the share
+            self.popped.push((l as u32, share));
             let mut k = 0;
             while k < self.links[l].flows.len() && self.fillst[l].count > 0 {
                 let f = self.links[l].flows[k];
                 if self.frozen[f as usize] != epoch && self.flow_seen[f as usize] == epoch {
-                    self.freeze(f, share);
+                    self.freeze(f, share, l as u32);
                 }
                 k += 1;
             }
@@ -757,10 +929,12 @@ impl MaxMin {
         }
     }
 
-    /// Fix flow `f` at `share`: its links lose the share and one unfrozen flow.
-    fn freeze(&mut self, f: u32, share: f64) {
+    /// Fix flow `f` at `share`, bottlenecked at link `via` ([`NONE`]: its cap): its links lose
+    /// the share and one unfrozen flow.
+    fn freeze(&mut self, f: u32, share: f64, via: u32) {
         self.frozen[f as usize] = self.epoch;
         self.rate[f as usize] = share;
+        self.bott[f as usize] = via;
         self.frozen_list.push(f);
         let MaxMin {
             flows,

@@ -43,8 +43,9 @@ fn a_solve_touches_only_the_changed_component() {
         assert_eq!(t, vec![0]);
         assert!((mm.rate(a) - 0.5).abs() < 1e-12);
     }
-    // a change that reaches half of the flows: everything is solved at once
-    let mut mm = MaxMin::new(&[1.0; 3], Recompute::Incremental);
+    // a change that reaches half of the flows: everything is solved at once (the level cut's
+    // search; local repair solves only the two flows on link 0)
+    let mut mm = MaxMin::new(&[1.0; 3], Recompute::LevelCut);
     mm.add(&[0], f64::INFINITY);
     mm.add(&[1, 2], f64::INFINITY);
     solve_all(&mut mm);
@@ -126,6 +127,7 @@ proptest! {
     #[test]
     fn incremental_equals_from_scratch_and_is_max_min((caps, ops) in scenario()) {
         let mut inc = MaxMin::new(&caps, Recompute::Incremental);
+        let mut cut = MaxMin::new(&caps, Recompute::LevelCut);
         let mut full = MaxMin::new(&caps, Recompute::Full);
         let mut comp = MaxMin::new(&caps, Recompute::Components);
         let mut caps_now = caps.clone();
@@ -137,6 +139,7 @@ proptest! {
                     let b = full.add(&path, cap);
                     prop_assert_eq!(a, b);
                     prop_assert_eq!(a, comp.add(&path, cap));
+                    prop_assert_eq!(a, cut.add(&path, cap));
                     live.push(a);
                 }
                 6..=8 if !live.is_empty() => {
@@ -144,6 +147,7 @@ proptest! {
                     inc.remove(f);
                     full.remove(f);
                     comp.remove(f);
+                    cut.remove(f);
                 }
                 _ => {
                     let l = path[0];
@@ -152,14 +156,17 @@ proptest! {
                     inc.set_capacity(l, c);
                     full.set_capacity(l, c);
                     comp.set_capacity(l, c);
+                    cut.set_capacity(l, c);
                 }
             }
             solve_all(&mut inc);
+            solve_all(&mut cut);
             solve_all(&mut full);
             solve_all(&mut comp);
             check_invariants(&inc)?;
+            check_invariants(&cut)?;
             check_invariants(&comp)?;
-            check_order(&inc);
+            check_order(&cut);
             let paths: Vec<Vec<u32>> = live.iter().map(|&f| inc.path(f).to_vec()).collect();
             let fcaps: Vec<f64> = live.iter().map(|&f| inc.flows[f as usize].cap).collect();
             let reference = reference_rates(&caps_now, &paths, &fcaps);
@@ -168,6 +175,8 @@ proptest! {
                 prop_assert!((a - b).abs() <= 1e-9 * a.abs().max(1.0), "inc {a} vs full {b}");
                 let c = comp.rate(f);
                 prop_assert!((c - b).abs() <= 1e-9 * c.abs().max(1.0), "components {c} vs full {b}");
+                let d = cut.rate(f);
+                prop_assert!((d - b).abs() <= 1e-9 * d.abs().max(1.0), "level cut {d} vs full {b}");
                 prop_assert!((a - r).abs() <= 1e-9 * r.abs().max(1.0), "inc {a} vs reference {r}");
             }
         }
@@ -252,10 +261,19 @@ fn check_order(mm: &MaxMin) -> bool {
 }
 
 /// A random leaf-spine (`leaves` × `hosts` hosts, `spines` spines, 10:1 at the leaves like the
-/// 1,000-host benchmark) and a random stream of flows starting and ending on it: the level cut
-/// ([`Recompute::Incremental`]) gives the rates of the from-scratch solve ([`Recompute::Full`],
-/// the fill every mode used before the cut) after every change, and re-solves fewer flows.
-fn leaf_spine_stream(seed: u64, leaves: u32, hosts: u32, spines: u32, steps: usize) {
+/// 1,000-host benchmark) and a random stream of flows starting and ending on it: `mode` (the
+/// level cut or local repair, with `budget` as its [`MaxMin::local_budget`]) gives the rates of
+/// the from-scratch solve ([`Recompute::Full`]) after every change, and re-solves fewer flows.
+/// Returns the flows it re-solved.
+fn leaf_spine_stream(
+    mode: Recompute,
+    budget: Option<u64>,
+    seed: u64,
+    leaves: u32,
+    hosts: u32,
+    spines: u32,
+    steps: usize,
+) -> u64 {
     use rand::{Rng, SeedableRng};
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     let n_hosts = leaves * hosts;
@@ -266,7 +284,8 @@ fn leaf_spine_stream(seed: u64, leaves: u32, hosts: u32, spines: u32, steps: usi
         (2 * leaves * spines) as usize,
     ));
     let spine_link = |l: u32, s: u32, down: bool| 2 * n_hosts + 2 * (l * spines + s) + down as u32;
-    let mut inc = MaxMin::new(&caps, Recompute::Incremental);
+    let mut inc = MaxMin::new(&caps, mode);
+    inc.local_budget = budget;
     let mut full = MaxMin::new(&caps, Recompute::Full);
     let mut live: Vec<u32> = Vec::new();
     let (mut s, mut t) = (Vec::new(), Vec::new());
@@ -327,16 +346,47 @@ fn leaf_spine_stream(seed: u64, leaves: u32, hosts: u32, spines: u32, steps: usi
         }
     }
     assert!(inc.flows_solved < full.flows_solved, "the cut saves work");
-    assert!(
-        ordered > steps / 4,
-        "the order is kept ({ordered} of {steps} steps)"
-    );
+    if mode == Recompute::LevelCut {
+        assert!(
+            ordered > steps / 4,
+            "the order is kept ({ordered} of {steps} steps)"
+        );
+    } else if budget.is_none() {
+        assert!(
+            inc.local_ok > steps as u64 / 2,
+            "local repair holds on most steps ({} of {steps}, {} fell back)",
+            inc.local_ok,
+            inc.local_fail
+        );
+        assert!(
+            inc.local_fills > inc.local_ok + inc.local_fail,
+            "some repairs found flows above a new share and filled again"
+        );
+    } else {
+        assert!(inc.local_fail > 0, "the fall-back to the level cut ran");
+    }
+    inc.flows_solved
 }
 
 #[test]
 fn the_level_cut_gives_the_from_scratch_rates_on_a_leaf_spine() {
     for seed in 0..6 {
-        leaf_spine_stream(seed, 5, 8, 2, 1500);
+        leaf_spine_stream(Recompute::LevelCut, None, seed, 5, 8, 2, 1500);
     }
-    leaf_spine_stream(99, 25, 40, 4, 3000);
+    leaf_spine_stream(Recompute::LevelCut, None, 99, 25, 40, 4, 3000);
+}
+
+#[test]
+fn local_repair_gives_the_from_scratch_rates_on_a_leaf_spine_with_less_work() {
+    for seed in 0..6 {
+        leaf_spine_stream(Recompute::Incremental, None, seed, 5, 8, 2, 1500);
+        // no budget: every repair that has to fill again falls back to the level cut
+        leaf_spine_stream(Recompute::Incremental, Some(0), seed, 5, 8, 2, 1500);
+    }
+    let local = leaf_spine_stream(Recompute::Incremental, None, 99, 25, 40, 4, 3000);
+    let cut = leaf_spine_stream(Recompute::LevelCut, None, 99, 25, 40, 4, 3000);
+    assert!(
+        local < cut,
+        "local repair re-solves fewer flows ({local} vs {cut})"
+    );
 }

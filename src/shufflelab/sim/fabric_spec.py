@@ -209,10 +209,11 @@ class Experiment(_Model):
     name: str = Field(pattern=r"^sim-[a-z0-9-]+$", description="Experiment name (sim-...).")
     description: str = ""
     seeds: int = Field(default=1, ge=1, le=100)
-    recompute: Literal["incremental", "components", "full"] = Field(
+    recompute: Literal["incremental", "level_cut", "components", "full"] = Field(
         default="incremental",
-        description="Max-min recomputation: changed components (full once they hold half of the flows), "
-        "changed components however large, or every flow.",
+        description="Max-min recomputation: local repair (the flows a change reaches through the bottlenecks, "
+        "grown until every flow has one), every flow at or above the level a change reaches, changed components "
+        "however large, or every flow.",
     )
 
 
