@@ -5,10 +5,12 @@ recomputation modes and two builds of the core side by side in one invocation.
     nice -n 10 .venv/bin/python benchmarks/sim_scale.py [--repeat 3] [--full-1000]
         [--baseline DIR [--baseline-label main]] [--scale-10k] [--out FILE.md]
 
-Modes: ``incremental`` (the default: the changed components, or every flow once the search has
-reached half of them, and of those only the flows at or above the lowest level a change reaches),
-``components`` (the changed components however large) and ``full`` (every flow at every change,
-the from-scratch reference).
+Modes: ``incremental`` (the default, local repair: the flows a change reaches through the
+bottlenecks, filled over what the others leave and grown until every flow has a bottleneck),
+``level_cut`` (the changed components, or every flow once the search has reached half of them, and
+of those every flow at or above the lowest level a change reaches), ``components`` (the changed
+components however large) and ``full`` (every flow at every change, the from-scratch reference).
+A ``--baseline`` build older than local repair has no ``level_cut``: leave it out with ``--modes``.
 
 ``--baseline DIR``: a directory holding another build of the core's module ``shufflelab_simcore``
 (e.g. main's: ``git archive main Cargo.toml Cargo.lock crates | tar -x -C /tmp/main-src`` then
@@ -64,7 +66,7 @@ CASES: dict[str, dict[str, Any]] = {
     # 250 racks x 40 hosts, 1,000 map x 1,000 reduce tasks: ~1,000,000 fetches
     "sim-scale-10k": leaf_spine("sim-scale-10k", 250, 1000, 1000),
 }
-MODES = ("incremental", "components", "full")
+MODES = ("incremental", "level_cut", "components", "full")
 
 
 def child(case: str, recompute: str, repeat: int) -> dict[str, Any]:
@@ -137,14 +139,16 @@ def main() -> None:
     ap.add_argument("--label", default="this", help="the name of the installed build in the table")
     ap.add_argument("--scale-10k", action="store_true", help="also the 10,000-host, 1,000,000-fetch case (minutes)")
     ap.add_argument("--out", type=Path, default=None, help="write the Markdown table here")
+    ap.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES), help="recompute modes to run")
     args = ap.parse_args()
     if args.baseline is not None and not (args.baseline / "shufflelab_simcore").exists():
         ap.error(f"--baseline {args.baseline}: no shufflelab_simcore module in it")
     builds: list[tuple[str, Path | None]] = [(args.label, None)]
     if args.baseline is not None:
         builds.insert(0, (args.baseline_label, args.baseline))
-    plan = [("sim-scale-k8", mode, args.repeat) for mode in MODES]
-    plan += [("sim-scale-1000", mode, 1) for mode in (MODES if args.full_1000 else ("incremental", "full"))]
+    plan = [("sim-scale-k8", mode, args.repeat) for mode in args.modes]
+    big = args.modes if args.full_1000 else [m for m in args.modes if m != "components"]
+    plan += [("sim-scale-1000", mode, 1) for mode in big]
     rows = []
     for case, mode, repeat in plan:
         for build, module_dir in builds:  # the builds alternate, so both see the same load
