@@ -51,7 +51,7 @@ def scenario(leaves: int | None, maps: int | None, reducers: int | None) -> dict
     return doc
 
 
-def simgrid_params(doc: dict[str, Any], seed: int, cfg: list[str]) -> dict[str, Any]:
+def simgrid_params(doc: dict[str, Any], seed: int, cfg: list[str], model: str = "controller") -> dict[str, Any]:
     t, s = doc["topology"], doc["shuffle"]
     if t["host_gbps"] != t["uplink_gbps"] or t.get("host_delay_us", 1) != t.get("uplink_delay_us", 1):
         raise SystemExit("the SimGrid platform here has one link rate and latency: host and uplink must agree")
@@ -71,6 +71,7 @@ def simgrid_params(doc: dict[str, Any], seed: int, cfg: list[str]) -> dict[str, 
         "max_bytes": s["max_mib_in_flight"] * 2**20,
         "seed": seed,
         "cfg": cfg,
+        "model": model,
     }
 
 
@@ -141,6 +142,13 @@ def main() -> None:
         default=None,
         help=f"a SimGrid --cfg item (repeatable; default: {' '.join(SIMGRID_CFG)}; 'none': SimGrid's defaults)",
     )
+    ap.add_argument(
+        "--simgrid-model",
+        choices=("controller", "actors"),
+        default="controller",
+        help="how the SimGrid side is written (benchmarks/simgrid/alltoall.py): one controller starting every "
+        "transfer, or an actor per reducer and per fetch with mailboxes",
+    )
     ap.add_argument("--out", type=Path, default=None, help="write the rows as JSON here")
     a = ap.parse_args()
     if a.simgrid_python is None or not Path(a.simgrid_python).exists():
@@ -155,7 +163,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         doc_path, params_path = Path(tmp) / "spec.json", Path(tmp) / "simgrid.json"
         doc_path.write_text(json.dumps(doc))
-        params_path.write_text(json.dumps(simgrid_params(doc, a.seed, cfg)))
+        params_path.write_text(json.dumps(simgrid_params(doc, a.seed, cfg, a.simgrid_model)))
         ours = [sys.executable, __file__, "--child", str(doc_path)]
         theirs = [str(a.simgrid_python), str(SIMGRID_SCRIPT), str(params_path)]
         for cmd, env in ((ours, None), (theirs, sg_env), (ours, None)):
@@ -171,7 +179,12 @@ def main() -> None:
     ratio = theirs_cpu / ours_cpu
     print(f"SimGrid / shufflelab CPU seconds: {ratio:.0f}x")
     if a.out:
-        meta = {"python": platform.python_version(), "machine": platform.machine(), "simgrid_cfg": cfg}
+        meta = {
+            "python": platform.python_version(),
+            "machine": platform.machine(),
+            "simgrid_cfg": cfg,
+            "simgrid_model": a.simgrid_model,
+        }
         a.out.write_text(json.dumps({"meta": meta, "rows": rows, "cpu_ratio": ratio}, indent=2) + "\n")
 
 

@@ -13,6 +13,16 @@ every leaf one link to each spine), every link at the same rate and latency. The
 differ from shufflelab's (Python's generator, not ChaCha8): the two simulate the same
 distribution, not the same blocks.
 
+Two ways of writing it (``"model"`` in the parameters):
+
+- ``controller`` (the default, the cheapest for SimGrid): one actor starts every fetch with
+  ``Comm.sendto_async`` (a transfer between hosts, no actor on either end) and waits for any of
+  them to end;
+- ``actors`` (how a SimGrid user writes a shuffle with its actor API): one actor per reducer on its
+  host, one sender actor per fetch on the source host putting the block into the reducer's
+  mailbox, which the reducer owns as permanent receiver (so transfers start when they are put,
+  not when the reducer next calls ``get``).
+
     python alltoall.py PARAMS.json   -> one JSON line on stdout
 """
 
@@ -109,7 +119,35 @@ def main() -> None:
             if state[r][1] == 0 and state[r][0] == len(lists[r]):
                 done_at[r] = sg.Engine.clock
 
-    hosts[0].add_actor("controller", controller)
+    def sender(mailbox: str, size: int) -> None:
+        sg.Mailbox.by_name(mailbox).put(size, size)
+
+    def reducer(r: int) -> None:
+        todo = lists[r]
+        name = f"r{r}"
+        mb = sg.Mailbox.by_name(name)
+        mb.set_receiver(sg.Actor.self())
+        nxt = reqs = in_flight = 0
+        while nxt < len(todo) or reqs:
+            while nxt < len(todo):
+                src, size = todo[nxt]
+                if reqs > 0 and (reqs >= p["max_reqs"] or in_flight + size > p["max_bytes"]):
+                    break
+                hosts[src].add_actor(f"s{r}.{nxt}", sender, name, size)
+                nxt += 1
+                reqs += 1
+                in_flight += size
+            size = mb.get()
+            fetches[0] += 1
+            reqs -= 1
+            in_flight -= size
+        done_at[r] = sg.Engine.clock
+
+    if p.get("model", "controller") == "actors":
+        for r in range(reducers):
+            hosts[r * hosts_n // reducers].add_actor(f"reducer{r}", reducer, r)
+    else:
+        hosts[0].add_actor("controller", controller)
     w0, c0 = time.perf_counter(), time.process_time()
     e.run()
     wall, cpu = time.perf_counter() - w0, time.process_time() - c0
@@ -117,6 +155,7 @@ def main() -> None:
         json.dumps(
             {
                 "simulator": f"SimGrid {sg.simgrid_version if hasattr(sg, 'simgrid_version') else ''}".strip(),
+                "model": p.get("model", "controller"),
                 "hosts": hosts_n,
                 "fetches": fetches[0],
                 "wall_s": wall,
