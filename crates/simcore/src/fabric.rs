@@ -366,6 +366,9 @@ struct Sim<'a> {
     /// Virtual time each flow slot completes at its current rate (infinity: free, or never).
     done_at: Vec<f64>,
     due: Vec<u32>,
+    /// Completion times by time: (bits of the time, slot), stale once the slot's `done_at`
+    /// differs.
+    due_heap: BinaryHeap<Reverse<(u64, u32)>>,
     flows: Vec<Option<Flow>>,
     stranded: Vec<Flow>,
     reducers: Vec<Reducer>,
@@ -836,18 +839,37 @@ impl<'a> Sim<'a> {
             f.t0 = now;
             f.rate = rate;
             let left = f.bytes - f.sent;
-            self.done_at[id as usize] = if rate > 0.0 && left.is_finite() {
+            let at = if rate > 0.0 && left.is_finite() {
                 now + left.max(0.0) / rate
             } else {
                 f64::INFINITY
             };
+            self.done_at[id as usize] = at;
+            if at.is_finite() {
+                self.due_heap.push(Reverse((at.to_bits(), id)));
+            }
+        }
+        if self.due_heap.len() > 2 * self.done_at.len() + 4096 {
+            // (most entries stale: rebuilt from the slots)
+            self.due_heap.clear();
+            for (id, &at) in self.done_at.iter().enumerate() {
+                if at.is_finite() {
+                    self.due_heap.push(Reverse((at.to_bits(), id as u32)));
+                }
+            }
         }
     }
 
-    /// The earliest completion: a scan of the slots (rates change for most flows of a
-    /// component at every solve, so a heap would mostly hold stale entries).
-    fn next_completion(&self) -> f64 {
-        self.done_at.iter().copied().fold(f64::INFINITY, f64::min)
+    /// The earliest completion: the heap's first entry that still holds (an entry is stale
+    /// once its slot's completion time changed; stale ones are dropped as they come up).
+    fn next_completion(&mut self) -> f64 {
+        while let Some(&Reverse((bits, id))) = self.due_heap.peek() {
+            if self.done_at[id as usize].to_bits() == bits {
+                return f64::from_bits(bits);
+            }
+            self.due_heap.pop();
+        }
+        f64::INFINITY
     }
 
     fn run(&mut self) {
@@ -870,10 +892,18 @@ impl<'a> Sim<'a> {
             if t_fl <= t + 1e-9 {
                 let mut due = std::mem::take(&mut self.due);
                 due.clear();
-                due.extend(
-                    (0..self.done_at.len() as u32)
-                        .filter(|&i| self.done_at[i as usize] <= t + 1e-9),
-                );
+                while let Some(&Reverse((bits, id))) = self.due_heap.peek() {
+                    if f64::from_bits(bits) > t + 1e-9 {
+                        break;
+                    }
+                    self.due_heap.pop();
+                    if self.done_at[id as usize].to_bits() == bits {
+                        due.push(id);
+                    }
+                }
+                // (in slot order, as a scan of the slots would find them)
+                due.sort_unstable();
+                due.dedup();
                 for &id in &due {
                     // a slot freed and taken again within this loop holds a new flow
                     if self.flows[id as usize].is_some() && self.done_at[id as usize] <= t + 1e-9 {
@@ -948,6 +978,7 @@ pub fn run_fabric(cfg: &FabricConfig) -> Result<FabricResult, String> {
         ev_free: Vec::new(),
         done_at: Vec::new(),
         due: Vec::new(),
+        due_heap: BinaryHeap::new(),
         flows: Vec::new(),
         stranded: Vec::new(),
         reducers,
