@@ -33,6 +33,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
+use crate::completions::Completions;
 use crate::maxmin::{MaxMin, Recompute};
 use crate::network::Ord64;
 use crate::summary::{fct_buckets, heatmap, tier_results, LinkMeter};
@@ -364,11 +365,8 @@ struct Sim<'a> {
     ev_data: Vec<Option<Ev>>,
     ev_free: Vec<u64>,
     /// Virtual time each flow slot completes at its current rate (infinity: free, or never).
-    done_at: Vec<f64>,
+    done_at: Completions,
     due: Vec<u32>,
-    /// Completion times by time: (bits of the time, slot), stale once the slot's `done_at`
-    /// differs.
-    due_heap: BinaryHeap<Reverse<(u64, u32)>>,
     flows: Vec<Option<Flow>>,
     stranded: Vec<Flow>,
     reducers: Vec<Reducer>,
@@ -586,9 +584,8 @@ impl<'a> Sim<'a> {
                 let id = self.mm.add(&p, f.cap) as usize;
                 if self.flows.len() <= id {
                     self.flows.resize(id + 1, None);
-                    self.done_at.resize(id + 1, f64::INFINITY);
                 }
-                self.done_at[id] = f64::INFINITY;
+                self.done_at.set(id as u32, f64::INFINITY);
                 if let Owner::Cross(i) = f.owner {
                     self.cross_slot[i as usize] = Some(id as u32);
                 }
@@ -603,7 +600,7 @@ impl<'a> Sim<'a> {
         let mut f = self.flows[id as usize].take().expect("flow");
         f.sent += f.rate * (self.now - f.t0);
         f.t0 = self.now;
-        self.done_at[id as usize] = f64::INFINITY;
+        self.done_at.set(id, f64::INFINITY);
         self.mm.remove(id);
         if let Owner::Cross(i) = f.owner {
             self.cross_slot[i as usize] = None;
@@ -844,32 +841,8 @@ impl<'a> Sim<'a> {
             } else {
                 f64::INFINITY
             };
-            self.done_at[id as usize] = at;
-            if at.is_finite() {
-                self.due_heap.push(Reverse((at.to_bits(), id)));
-            }
+            self.done_at.set(id, at);
         }
-        if self.due_heap.len() > 2 * self.done_at.len() + 4096 {
-            // (most entries stale: rebuilt from the slots)
-            self.due_heap.clear();
-            for (id, &at) in self.done_at.iter().enumerate() {
-                if at.is_finite() {
-                    self.due_heap.push(Reverse((at.to_bits(), id as u32)));
-                }
-            }
-        }
-    }
-
-    /// The earliest completion: the heap's first entry that still holds (an entry is stale
-    /// once its slot's completion time changed; stale ones are dropped as they come up).
-    fn next_completion(&mut self) -> f64 {
-        while let Some(&Reverse((bits, id))) = self.due_heap.peek() {
-            if self.done_at[id as usize].to_bits() == bits {
-                return f64::from_bits(bits);
-            }
-            self.due_heap.pop();
-        }
-        f64::INFINITY
     }
 
     fn run(&mut self) {
@@ -879,7 +852,7 @@ impl<'a> Sim<'a> {
                 .events
                 .peek()
                 .map_or(f64::INFINITY, |Reverse((Ord64(t), _))| *t);
-            let t_fl = self.next_completion();
+            let t_fl = self.done_at.next();
             let t = t_ev.min(t_fl);
             if !t.is_finite() {
                 break;
@@ -891,22 +864,10 @@ impl<'a> Sim<'a> {
             // completions due within a nanosecond finish together (one solve for all)
             if t_fl <= t + 1e-9 {
                 let mut due = std::mem::take(&mut self.due);
-                due.clear();
-                while let Some(&Reverse((bits, id))) = self.due_heap.peek() {
-                    if f64::from_bits(bits) > t + 1e-9 {
-                        break;
-                    }
-                    self.due_heap.pop();
-                    if self.done_at[id as usize].to_bits() == bits {
-                        due.push(id);
-                    }
-                }
-                // (in slot order, as a scan of the slots would find them)
-                due.sort_unstable();
-                due.dedup();
+                self.done_at.due(t + 1e-9, &mut due);
                 for &id in &due {
                     // a slot freed and taken again within this loop holds a new flow
-                    if self.flows[id as usize].is_some() && self.done_at[id as usize] <= t + 1e-9 {
+                    if self.flows[id as usize].is_some() && self.done_at.get(id) <= t + 1e-9 {
                         self.complete(id);
                     }
                 }
@@ -976,9 +937,8 @@ pub fn run_fabric(cfg: &FabricConfig) -> Result<FabricResult, String> {
         events: BinaryHeap::new(),
         ev_data: Vec::new(),
         ev_free: Vec::new(),
-        done_at: Vec::new(),
+        done_at: Completions::default(),
         due: Vec::new(),
-        due_heap: BinaryHeap::new(),
         flows: Vec::new(),
         stranded: Vec::new(),
         reducers,

@@ -15,6 +15,7 @@
 
 pub mod apps;
 pub mod bottleneck;
+mod completions;
 pub mod engine;
 pub mod fabric;
 pub mod maxmin;
