@@ -7,6 +7,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::{AppResult, AppsConfig, AppsResult, Arrival, Placement, StageResult};
+use crate::completions::Completions;
 use crate::maxmin::MaxMin;
 use crate::network::Ord64;
 use crate::summary::{fct_buckets, heatmap, tier_results, LinkMeter};
@@ -80,7 +81,8 @@ struct Sim<'a> {
     events: BinaryHeap<Reverse<(Ord64, u64)>>,
     ev_data: Vec<Option<Ev>>,
     ev_free: Vec<u64>,
-    done_at: Vec<f64>,
+    done_at: Completions,
+    due: Vec<u32>,
     flows: Vec<Option<Flow>>,
     runs: Vec<Option<Run>>,
     run_free: Vec<u32>,
@@ -385,9 +387,8 @@ impl<'a> Sim<'a> {
                 let id = self.mm.add(&p, f64::INFINITY) as usize;
                 if self.flows.len() <= id {
                     self.flows.resize(id + 1, None);
-                    self.done_at.resize(id + 1, f64::INFINITY);
                 }
-                self.done_at[id] = f64::INFINITY;
+                self.done_at.set(id as u32, f64::INFINITY);
                 self.flows[id] = Some(Flow {
                     rt,
                     issued_s,
@@ -426,7 +427,7 @@ impl<'a> Sim<'a> {
 
     fn complete(&mut self, id: u32) {
         let f = self.flows[id as usize].take().expect("flow");
-        self.done_at[id as usize] = f64::INFINITY;
+        self.done_at.set(id, f64::INFINITY);
         self.mm.remove(id);
         let ev = Ev::Delivered {
             rt: f.rt,
@@ -459,11 +460,12 @@ impl<'a> Sim<'a> {
             f.sent += f.rate * (now - f.t0);
             f.t0 = now;
             f.rate = rate;
-            self.done_at[id as usize] = if rate > 0.0 {
+            let at = if rate > 0.0 {
                 now + (f.bytes - f.sent).max(0.0) / rate
             } else {
                 f64::INFINITY
             };
+            self.done_at.set(id, at);
         }
     }
 
@@ -474,21 +476,22 @@ impl<'a> Sim<'a> {
                 .events
                 .peek()
                 .map_or(f64::INFINITY, |Reverse((Ord64(t), _))| *t);
-            let t_fl = self.done_at.iter().copied().fold(f64::INFINITY, f64::min);
+            let t_fl = self.done_at.next();
             let t = t_ev.min(t_fl);
             if !t.is_finite() {
                 break;
             }
             self.now = t;
             if t_fl <= t + 1e-9 {
-                let due: Vec<u32> = (0..self.done_at.len() as u32)
-                    .filter(|&i| self.done_at[i as usize] <= t + 1e-9)
-                    .collect();
-                for id in due {
-                    if self.flows[id as usize].is_some() && self.done_at[id as usize] <= t + 1e-9 {
+                let mut due = std::mem::take(&mut self.due);
+                self.done_at.due(t + 1e-9, &mut due);
+                for &id in &due {
+                    // a slot freed and taken again within this loop holds a new flow
+                    if self.flows[id as usize].is_some() && self.done_at.get(id) <= t + 1e-9 {
                         self.complete(id);
                     }
                 }
+                self.due = due;
             }
             while let Some(&Reverse((Ord64(te), id))) = self.events.peek() {
                 if te > t {
@@ -616,7 +619,8 @@ pub fn run_apps(cfg: &AppsConfig) -> Result<AppsResult, String> {
         events: BinaryHeap::new(),
         ev_data: Vec::new(),
         ev_free: Vec::new(),
-        done_at: Vec::new(),
+        done_at: Completions::default(),
+        due: Vec::new(),
         flows: Vec::new(),
         runs: Vec::new(),
         run_free: Vec::new(),
