@@ -81,8 +81,8 @@ def _select(plan: Plan, schema: dict[str, str], params: list[Any]) -> str:
                 return _q(a.column) if a.column else _expr(a.expr, params) if a.expr is not None else "*"
 
             if a.fn == "avg":
-                s = f"sum({arg()}) AS {_q(a.alias + '__sum')}"
-                cols += [s, f"count({arg()}) AS {_q(a.alias + '__count')}"]
+                s_col, n_col = a.partial_columns()
+                cols += [f"sum({arg()}) AS {_q(s_col)}", f"count({arg()}) AS {_q(n_col)}"]
             else:
                 cols.append(f"{a.fn}({arg()}) AS {_q(a.alias)}")
         return ", ".join(cols)
@@ -171,7 +171,7 @@ def _out_of_range(plan: Plan, table: pa.Table) -> tuple[str, str] | None:
     """(field, reason) of the first aggregate whose result does not fit its Arrow type (DuckDB hands
     128-bit integer sums over as decimal128(38, 0) without checking the 38 digits), else None."""
     for i, a in enumerate(plan.aggregates):
-        for name in (a.alias + "__sum", a.alias + "__count") if a.fn == "avg" else (a.alias,):
+        for name in a.partial_columns():
             if name not in table.column_names or not pa.types.is_decimal(table.schema.field(name).type):
                 continue
             try:
@@ -220,7 +220,7 @@ def combine(plan: Plan, partials: list[pa.Table]) -> pa.Table:
         cols = [_q(g) for g in plan.group_by]
         for a in plan.aggregates:
             if a.fn == "avg":
-                s, n = _q(a.alias + "__sum"), _q(a.alias + "__count")
+                s, n = (_q(c) for c in a.partial_columns())
                 cols.append(f"sum({s}) / nullif(sum({n}), 0) AS {_q(a.alias)}")
             elif a.fn == "count":
                 cols.append(f"coalesce(sum({_q(a.alias)}), 0) AS {_q(a.alias)}")
@@ -244,7 +244,8 @@ def _empty_partial(plan: Plan) -> pa.Table:
     fields = [pa.field(g, pa.string()) for g in plan.group_by]
     for a in plan.aggregates:
         if a.fn == "avg":
-            fields += [pa.field(a.alias + "__sum", pa.float64()), pa.field(a.alias + "__count", pa.int64())]
+            s_col, n_col = a.partial_columns()
+            fields += [pa.field(s_col, pa.float64()), pa.field(n_col, pa.int64())]
         else:
             fields.append(pa.field(a.alias, pa.float64()))
     return pa.schema(fields).empty_table()

@@ -202,6 +202,11 @@ class Aggregate(_Model):
             raise ValueError(f"{self.fn} needs a column or an expr (only count may omit both)")
         return self
 
+    def partial_columns(self) -> tuple[str, ...]:
+        """The columns this aggregate's partial result has: ``avg`` travels as ``<alias>__sum`` and
+        ``<alias>__count`` (so that partials of several blocks combine exactly), the others as the alias."""
+        return (self.alias + "__sum", self.alias + "__count") if self.fn == "avg" else (self.alias,)
+
 
 class Plan(_Model):
     version: Literal[1] = 1
