@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from shufflelab.emulate.fabric import available_congestion_controls, ensure_congestion_control_allowed
 from shufflelab.hosts.lease import SCRATCH_ROOT
 
 SSHD = "/usr/sbin/sshd"
@@ -118,6 +119,10 @@ def stand_in_hosts(root: Path, n: int) -> Iterator[Lab]:
     namespaces: list[str] = []
     lab = Lab(root, str(addrs[0]), root / "client_key", root / "known_hosts")
     try:
+        # the stand-ins are namespaces, not machines: they may pick only a congestion control the
+        # init namespace allows (a machine's own default namespace picks any), so allow them all
+        # (as the local backend does for its namespaces; a machine may allow only its default)
+        ensure_congestion_control_allowed(set(available_congestion_controls()))
         for parent in (LEASE_PARENT, SCRATCH_PARENT):
             parent.mkdir(parents=True, exist_ok=True)
         Path("/run/sshd").mkdir(exist_ok=True)  # OpenSSH's privilege separation directory
