@@ -240,3 +240,11 @@ def test_inventory_deploy_dir(tmp_path: Path) -> None:
     p = _inv(tmp_path, host='deploy_dir = "/opt/a b"')
     with pytest.raises(inventory.InventoryError, match=r"hosts\.a\.deploy_dir: an absolute path without"):
         inventory.load(p)
+
+
+def test_deploy_brings_what_the_queue_sampler_imports_once_it_samples() -> None:
+    """The sampler imports its netlink library only when it starts sampling: without it on a deployed
+    host the sampler ends at once and the run has no queue samples."""
+    from shufflelab.hosts.deploy import needed_distributions
+
+    assert "pyroute2" in needed_distributions()

@@ -53,11 +53,13 @@ MANIFEST_NAME = "deploy.json"
 MANIFEST_FORMAT = 1
 _COPIES_PER_HOST = 8
 
-# what runs on a host: the driver (and the workloads it runs), the queue sampler, pyspark's workers
+# what runs on a host: the driver (and the workloads it runs), the queue sampler (and the netlink
+# library it imports only once it samples), pyspark's workers
 _ENTRY_MODULES = (
     "shufflelab.workloads.driver",
     "shufflelab.workloads",
     "shufflelab.emulate.sampler",
+    "pyroute2",
     "pyspark.sql",
     "pyspark.daemon",
     "pyspark.worker",
