@@ -2,6 +2,7 @@
 //! in the field names; every field but `ports` and `hosts` has a default.
 
 use serde::Deserialize;
+use switchcore::cross::{CrossConfig, Pattern};
 use switchcore::flow::{FlowConfig, Mode};
 use switchcore::queue::{Discipline, PortConfig, RedConfig};
 
@@ -22,6 +23,83 @@ pub struct Config {
     /// Pin the switch to this CPU (none: let the scheduler choose).
     #[serde(default)]
     pub cpu: Option<usize>,
+    /// Traffic sources inside the switch (virtual UDP packets into a port's queue).
+    #[serde(default)]
+    pub cross: Vec<CrossSpec>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CrossSpec {
+    /// The port (interface name) whose egress queue the packets enter.
+    pub port: String,
+    /// Mean offered rate in bit/s of Ethernet frame bytes (as the port's `rate_bps`).
+    pub rate_bps: u64,
+    /// Every packet's length in bytes (default 1514: a 1472-byte UDP datagram's frame).
+    #[serde(default = "default_frame_bytes")]
+    pub frame_bytes: u64,
+    #[serde(default)]
+    pub pattern: PatternSpec,
+    /// `onoff`: sending period (ms), at rate · (on + off) / on.
+    #[serde(default)]
+    pub on_ms: f64,
+    /// `onoff`: silent period (ms).
+    #[serde(default)]
+    pub off_ms: f64,
+    /// The packets are ECN-capable (RED marks them instead of dropping).
+    #[serde(default)]
+    pub ect: bool,
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+}
+
+fn default_frame_bytes() -> u64 {
+    1514
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum PatternSpec {
+    #[default]
+    Constant,
+    Poisson,
+    Onoff,
+}
+
+impl CrossSpec {
+    /// The core's source on port index `port`, or why this one is invalid.
+    pub fn to_core(&self, port: usize) -> Result<CrossConfig, String> {
+        let pattern = match self.pattern {
+            PatternSpec::Constant => Pattern::Constant,
+            PatternSpec::Poisson => Pattern::Poisson,
+            PatternSpec::Onoff => {
+                if !(self.on_ms > 0.0 && self.off_ms >= 0.0) {
+                    return Err(format!(
+                        "cross source on {}: pattern onoff needs on_ms > 0 and off_ms >= 0",
+                        self.port
+                    ));
+                }
+                Pattern::OnOff {
+                    on_ns: (self.on_ms * 1e6).round() as u64,
+                    off_ns: (self.off_ms * 1e6).round() as u64,
+                }
+            }
+        };
+        if self.rate_bps < 8 || self.frame_bytes == 0 {
+            return Err(format!(
+                "cross source on {}: rate_bps must be >= 8 and frame_bytes > 0",
+                self.port
+            ));
+        }
+        Ok(CrossConfig {
+            port,
+            rate_bytes_per_s: self.rate_bps / 8,
+            frame_bytes: self.frame_bytes,
+            pattern,
+            ect: self.ect,
+            seed: self.seed,
+        })
+    }
 }
 
 fn default_busy_poll_us() -> u64 {
@@ -131,6 +209,10 @@ pub struct Telemetry {
     /// Sampling period in milliseconds (≥ 1 ms is supported; smaller is clamped to 0.1 ms).
     #[serde(default = "default_period_ms")]
     pub period_ms: f64,
+    /// CSV of the switch's own state on the same schedule (none: not written): its lag behind
+    /// its schedule and the in-switch sources' counters.
+    #[serde(default)]
+    pub status_path: Option<String>,
 }
 
 fn default_period_ms() -> f64 {
@@ -142,6 +224,7 @@ impl Default for Telemetry {
         Telemetry {
             path: None,
             period_ms: default_period_ms(),
+            status_path: None,
         }
     }
 }
@@ -284,5 +367,34 @@ mod tests {
         );
         let p: PortSpec = serde_json::from_str(r#"{"ifname": "a", "discipline": "red"}"#).unwrap();
         assert!(p.to_core().is_err());
+    }
+
+    #[test]
+    fn parses_cross_sources() {
+        let c: Config = serde_json::from_str(
+            r#"{"ports": [{"ifname": "h2"}], "hosts": [],
+               "cross": [{"port": "h2", "rate_bps": 50000000, "pattern": "onoff", "on_ms": 10, "off_ms": 30},
+                         {"port": "h2", "rate_bps": 8000, "pattern": "poisson", "seed": 4}],
+               "telemetry": {"status_path": "/tmp/s.csv"}}"#,
+        )
+        .unwrap();
+        let a = c.cross[0].to_core(0).unwrap();
+        assert_eq!(a.rate_bytes_per_s, 6_250_000);
+        assert_eq!(a.frame_bytes, 1514);
+        assert_eq!(
+            a.pattern,
+            Pattern::OnOff {
+                on_ns: 10_000_000,
+                off_ns: 30_000_000
+            }
+        );
+        assert_eq!(c.cross[1].to_core(0).unwrap().pattern, Pattern::Poisson);
+        let bad: CrossSpec =
+            serde_json::from_str(r#"{"port": "h2", "rate_bps": 1000, "pattern": "onoff"}"#)
+                .unwrap();
+        assert!(bad.to_core(0).unwrap_err().contains("on_ms"));
+        assert!(
+            serde_json::from_str::<CrossSpec>(r#"{"port": "h2", "rate_bps": 1, "x": 1}"#).is_err()
+        );
     }
 }

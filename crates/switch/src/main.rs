@@ -20,12 +20,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use config::Config;
 use port::Port;
+use switchcore::cross::CrossStats;
 use switchcore::switch::{Handled, Host, PortSetup, Switch, SwitchConfig};
 
 static STOP: AtomicBool = AtomicBool::new(false);
+static STOP_CROSS: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(_: libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
+}
+
+extern "C" fn on_usr1(_: libc::c_int) {
+    STOP_CROSS.store(true, Ordering::SeqCst);
 }
 
 fn clock_ns(clock: libc::clockid_t) -> u64 {
@@ -45,6 +51,10 @@ fn now_ns() -> u64 {
 const FRAME_CAP: usize = 2048;
 const RX_BATCH: usize = 64;
 const HEADER: &str = "t,dev,backlog_bytes,backlog_packets,drops,sent_bytes,sent_packets,overlimits,tx_bytes,rx_bytes,marks";
+/// The switch's own state per sample: lag behind its schedule since the previous row (events,
+/// mean, max) and the in-switch sources' counters summed (cumulative), `cross_running` = sources
+/// still sending.
+const STATUS_HEADER: &str = "t,lag_events,lag_mean_us,lag_max_us,cross_offered_packets,cross_offered_bytes,cross_delivered_packets,cross_delivered_bytes,cross_drops,cross_marks,cross_running";
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -93,11 +103,19 @@ fn run(path: &str) -> Result<(), String> {
             mode: h.mode.into(),
         });
     }
+    let mut cross = Vec::new();
+    for c in &cfg.cross {
+        let port = *index
+            .get(&c.port)
+            .ok_or_else(|| format!("cross source names unknown port {:?}", c.port))?;
+        cross.push(c.to_core(port)?);
+    }
     let mut switch = Switch::new(
         SwitchConfig {
             ports: setups,
             hosts,
             flows: cfg.flows.to_core(),
+            cross,
         },
         start,
     )?;
@@ -107,6 +125,8 @@ fn run(path: &str) -> Result<(), String> {
     unsafe {
         libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        // SIGUSR1: stop the in-switch sources (the rest keeps forwarding)
+        libc::signal(libc::SIGUSR1, on_usr1 as *const () as libc::sighandler_t);
         // precise sleeps: no timer slack
         libc::prctl(libc::PR_SET_TIMERSLACK, 1, 0, 0, 0);
     }
@@ -123,6 +143,15 @@ fn run(path: &str) -> Result<(), String> {
         Some(p) => {
             let mut w = BufWriter::new(File::create(p).map_err(|e| format!("{p}: {e}"))?);
             writeln!(w, "{HEADER}").map_err(|e| e.to_string())?;
+            w.flush().map_err(|e| e.to_string())?;
+            Some(w)
+        }
+        None => None,
+    };
+    let mut status = match &cfg.telemetry.status_path {
+        Some(p) => {
+            let mut w = BufWriter::new(File::create(p).map_err(|e| format!("{p}: {e}"))?);
+            writeln!(w, "{STATUS_HEADER}").map_err(|e| e.to_string())?;
             w.flush().map_err(|e| e.to_string())?;
             Some(w)
         }
@@ -147,6 +176,11 @@ fn run(path: &str) -> Result<(), String> {
 
     while !STOP.load(Ordering::Relaxed) {
         let mut worked = false;
+        if STOP_CROSS.swap(false, Ordering::Relaxed) {
+            switch.stop_cross(now_ns());
+            println!("cross traffic stopped (SIGUSR1)");
+            let _ = std::io::stdout().flush();
+        }
         // receive
         for (pi, port) in ports.iter().enumerate() {
             for _ in 0..RX_BATCH {
@@ -213,6 +247,9 @@ fn run(path: &str) -> Result<(), String> {
                 }
                 w.flush().map_err(|e| e.to_string())?;
             }
+            if let Some(w) = status.as_mut() {
+                write_status(w, &mut switch)?;
+            }
             sample_k += 1;
             next_sample = start + sample_k * period_ns;
             if next_sample <= now {
@@ -263,13 +300,54 @@ fn run(path: &str) -> Result<(), String> {
             port.ifname, s.offered_packets, s.sent_bytes, s.sent_packets, s.drops, s.marks, s.overlimits, c.rx_bytes, c.rx_packets, c.not_routed, tx_errors[pi]
         ));
     }
+    summary.push_str("}, \"cross\": [");
+    for (i, x) in switch.cross_stats().iter().enumerate() {
+        if i > 0 {
+            summary.push_str(", ");
+        }
+        summary.push_str(&format!(
+            "{{\"offered_packets\": {}, \"offered_bytes\": {}, \"delivered_bytes\": {}, \"drops\": {}, \"marks\": {}, \"running\": {}}}",
+            x.offered_packets, x.offered_bytes, x.delivered_bytes, x.drops, x.marks, x.running
+        ));
+    }
     summary.push_str(&format!(
-        "}}, \"flows\": {{\"tracked\": {}, \"managed_started\": {}, \"window_rewrites\": {}, \"ce_bytes\": {}, \"evictions\": {}, \"expired\": {}}}}}",
+        "], \"flows\": {{\"tracked\": {}, \"managed_started\": {}, \"window_rewrites\": {}, \"ce_bytes\": {}, \"evictions\": {}, \"expired\": {}}}}}",
         fs.flows, fs.managed_flows_started, fs.window_rewrites, fs.ce_bytes, fs.evictions, fs.expired
     ));
     println!("summary {summary}");
     if let Some(mut w) = telemetry {
         let _ = w.flush();
     }
+    if let Some(mut w) = status {
+        let _ = w.flush();
+    }
     Ok(())
+}
+
+/// One row of the status CSV (see [`STATUS_HEADER`]); takes (resets) the switch's lag.
+fn write_status(w: &mut BufWriter<File>, switch: &mut Switch) -> Result<(), String> {
+    let t = clock_ns(libc::CLOCK_REALTIME) as f64 / 1e9;
+    let lag = switch.take_lag();
+    let mean_us = if lag.events > 0 {
+        lag.sum_ns as f64 / lag.events as f64 / 1e3
+    } else {
+        0.0
+    };
+    let xs = switch.cross_stats();
+    let sum = |f: fn(&CrossStats) -> u64| xs.iter().map(f).sum::<u64>();
+    writeln!(
+        w,
+        "{t:.6},{},{mean_us:.1},{:.1},{},{},{},{},{},{},{}",
+        lag.events,
+        lag.max_ns as f64 / 1e3,
+        sum(|x| x.offered_packets),
+        sum(|x| x.offered_bytes),
+        sum(|x| x.delivered_packets),
+        sum(|x| x.delivered_bytes),
+        sum(|x| x.drops),
+        sum(|x| x.marks),
+        xs.iter().filter(|x| x.running).count()
+    )
+    .map_err(|e| e.to_string())?;
+    w.flush().map_err(|e| e.to_string())
 }

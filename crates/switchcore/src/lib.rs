@@ -19,6 +19,7 @@
 #![forbid(unsafe_code)]
 
 pub mod checksum;
+pub mod cross;
 pub mod flow;
 pub mod queue;
 pub mod rng;

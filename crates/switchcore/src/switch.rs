@@ -9,12 +9,17 @@
 //!   flow table's idle check), for the caller to sleep until; [`Switch::handle_timeout`] runs
 //!   the timed housekeeping.
 //!
+//! Optional in-switch traffic sources ([`crate::cross`]) put virtual packets into a port's queue
+//! at their scheduled instants; every call above first admits the arrivals due by its `now_ns`,
+//! each at its own instant, so they meet the queue exactly as a host's frames arriving then.
+//!
 //! The userspace switch (`crates/switch`) drives it with AF_PACKET sockets and
 //! `CLOCK_MONOTONIC`; `tests/netsim.rs` drives the same endpoint with virtual hosts and virtual
 //! time, so what the tests check is the pipeline the binary runs.
 
 use std::collections::HashMap;
 
+use crate::cross::{CrossConfig, CrossSource, CrossStats};
 use crate::flow::{is_tcp, DataTag, FlowConfig, FlowStats, FlowTable, Mode};
 use crate::queue::{Admit, EgressQueue, PortConfig, PortStats};
 use crate::wire::{self, Ecn, Ipv4Packet, ETHERTYPE_IPV4, ETH_HEADER_LEN};
@@ -51,6 +56,8 @@ pub struct SwitchConfig {
     /// The routing table; a later entry for the same address replaces an earlier one.
     pub hosts: Vec<Host>,
     pub flows: FlowConfig,
+    /// In-switch traffic sources (virtual packets into a port's queue).
+    pub cross: Vec<CrossConfig>,
 }
 
 /// What became of a frame given to [`Switch::handle_frame`]. A frame the switch does not keep is
@@ -81,6 +88,30 @@ pub struct PortCounters {
     pub not_routed: u64,
 }
 
+/// How late the caller ran the switch's schedule: for every frame handed out by
+/// [`Switch::poll_transmit`] and every in-switch arrival, `now_ns` minus the instant it was due.
+/// Cumulative until [`Switch::take_lag`] resets it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Lag {
+    pub events: u64,
+    pub sum_ns: u64,
+    pub max_ns: u64,
+}
+
+impl Lag {
+    fn add(&mut self, late_ns: u64) {
+        self.events += 1;
+        self.sum_ns = self.sum_ns.saturating_add(late_ns);
+        self.max_ns = self.max_ns.max(late_ns);
+    }
+}
+
+/// What an egress queue holds: a real frame, or a virtual packet of in-switch source `i`.
+enum Packet {
+    Frame(Vec<u8>),
+    Virtual(usize),
+}
+
 #[derive(Debug, Clone, Copy, Default)]
 struct Rx {
     bytes: u64,
@@ -98,15 +129,17 @@ struct Route {
 pub struct Switch {
     routes: HashMap<[u8; 4], Route>,
     port_macs: Vec<[u8; 6]>,
-    queues: Vec<EgressQueue<Vec<u8>>>,
+    queues: Vec<EgressQueue<Packet>>,
     rx: Vec<Rx>,
     flows: FlowTable,
     next_expiry_ns: u64,
+    cross: Vec<CrossSource>,
+    lag: Lag,
 }
 
 impl Switch {
-    /// A switch with empty queues (buckets full) at `now_ns`, or why the configuration is
-    /// unusable (a host on a port that does not exist).
+    /// A switch with empty queues (buckets full) at `now_ns` (in-switch sources start then), or
+    /// why the configuration is unusable (a host or a source on a port that does not exist).
     pub fn new(cfg: SwitchConfig, now_ns: u64) -> Result<Switch, String> {
         let n = cfg.ports.len();
         let mut routes = HashMap::new();
@@ -127,6 +160,9 @@ impl Switch {
                 },
             );
         }
+        for c in &cfg.cross {
+            c.check(n)?;
+        }
         Ok(Switch {
             routes,
             port_macs: cfg.ports.iter().map(|p| p.mac).collect(),
@@ -138,6 +174,12 @@ impl Switch {
             rx: vec![Rx::default(); n],
             flows: FlowTable::new(cfg.flows),
             next_expiry_ns: now_ns + EXPIRY_PERIOD_NS,
+            cross: cfg
+                .cross
+                .into_iter()
+                .map(|c| CrossSource::new(c, now_ns))
+                .collect(),
+            lag: Lag::default(),
         })
     }
 
@@ -167,6 +209,7 @@ impl Switch {
         csum_not_ready: bool,
         now_ns: u64,
     ) -> Handled {
+        self.generate(now_ns);
         let rx = &mut self.rx[ingress];
         rx.bytes += frame.len() as u64;
         rx.packets += 1;
@@ -194,7 +237,7 @@ impl Switch {
                         ip.set_ecn(Ecn::Ce);
                     }
                 }
-                q.push(frame, len, now_ns);
+                q.push(Packet::Frame(frame), len, now_ns);
                 Handled::Queued { port: out, marked }
             }
         }
@@ -213,10 +256,65 @@ impl Switch {
     /// The next frame due on the wire at `now_ns` and its port (lower ports first); call until
     /// `None`.
     pub fn poll_transmit(&mut self, now_ns: u64) -> Option<(usize, Vec<u8>)> {
-        self.queues
-            .iter_mut()
-            .enumerate()
-            .find_map(|(i, q)| q.poll(now_ns).map(|f| (i, f)))
+        self.generate(now_ns);
+        for (i, q) in self.queues.iter_mut().enumerate() {
+            while let Some((p, due)) = q.poll_timed(now_ns) {
+                self.lag.add(now_ns.saturating_sub(due));
+                match p {
+                    Packet::Frame(f) => return Some((i, f)),
+                    Packet::Virtual(s) => {
+                        // reached the virtual sink: counted like a frame on the wire
+                        let len = self.cross[s].config().frame_bytes;
+                        let st = self.cross[s].stats_mut();
+                        st.delivered_packets += 1;
+                        st.delivered_bytes += len;
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// Admit every in-switch arrival due by `now_ns`, each at its own scheduled instant.
+    fn generate(&mut self, now_ns: u64) {
+        for (s, src) in self.cross.iter_mut().enumerate() {
+            let (port, len, ect) = {
+                let c = src.config();
+                (c.port, c.frame_bytes, c.ect)
+            };
+            let q = &mut self.queues[port];
+            while let Some(t) = src.take_due(now_ns) {
+                self.lag.add(now_ns - t);
+                match q.admit(len, ect, t) {
+                    Admit::Drop => src.stats_mut().drops += 1,
+                    verdict => {
+                        if verdict == Admit::Mark {
+                            src.stats_mut().marks += 1;
+                        }
+                        q.push(Packet::Virtual(s), len, t);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Stop every in-switch source at `now_ns` (arrivals due by then are admitted first; what is
+    /// queued still leaves).
+    pub fn stop_cross(&mut self, now_ns: u64) {
+        self.generate(now_ns);
+        for s in &mut self.cross {
+            s.stop();
+        }
+    }
+
+    /// Counters of the in-switch sources, in configuration order.
+    pub fn cross_stats(&self) -> Vec<CrossStats> {
+        self.cross.iter().map(|s| s.stats()).collect()
+    }
+
+    /// How late the schedule was run since the last call (and reset it).
+    pub fn take_lag(&mut self) -> Lag {
+        std::mem::take(&mut self.lag)
     }
 
     /// When [`poll_transmit`](Self::poll_transmit) or [`handle_timeout`](Self::handle_timeout)
@@ -226,13 +324,15 @@ impl Switch {
         self.queues
             .iter()
             .filter_map(|q| q.next_wakeup())
+            .chain(self.cross.iter().filter_map(|s| s.next_arrival()))
             .chain(std::iter::once(self.next_expiry_ns))
             .min()
     }
 
-    /// Timed housekeeping at `now_ns`: forget connections idle for longer than the flow
+    /// Timed housekeeping at `now_ns`: admit the in-switch arrivals due; forget connections idle for longer than the flow
     /// table's timeout (looked for every [`EXPIRY_PERIOD_NS`]).
     pub fn handle_timeout(&mut self, now_ns: u64) {
+        self.generate(now_ns);
         if now_ns >= self.next_expiry_ns {
             self.flows.expire(now_ns);
             self.next_expiry_ns = now_ns + EXPIRY_PERIOD_NS;
@@ -302,6 +402,7 @@ impl Switch {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cross::Pattern;
     use crate::queue::{Discipline, RedConfig};
     use crate::wire::{build_tcp, flags, TcpPacket, TcpRepr};
 
@@ -336,6 +437,7 @@ mod tests {
                     },
                 ],
                 flows: FlowConfig::default(),
+                cross: vec![],
             },
             0,
         )
@@ -491,6 +593,181 @@ mod tests {
         assert_eq!((q.marks, q.drops), (1, 1));
     }
 
+    fn with_source(queue: PortConfig, src: CrossConfig) -> Switch {
+        let mut sw = switch(queue);
+        sw.cross = vec![CrossSource::new(src, 0)];
+        sw
+    }
+
+    fn udp(rate_bytes_per_s: u64, ect: bool) -> CrossConfig {
+        CrossConfig {
+            port: 1,
+            rate_bytes_per_s,
+            frame_bytes: 1514,
+            pattern: Pattern::Constant,
+            ect,
+            seed: 1,
+        }
+    }
+
+    /// Drive `sw` to `end_ns` polling at every instant it asks for; the real frames it sent.
+    fn drain(sw: &mut Switch, end_ns: u64) -> Vec<(u64, usize)> {
+        let mut out = vec![];
+        while let Some(t) = sw.poll_timeout().filter(|&t| t <= end_ns) {
+            sw.handle_timeout(t);
+            while let Some((port, f)) = sw.poll_transmit(t) {
+                out.push((t, port));
+                drop(f);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn in_switch_packets_take_service_time_are_counted_and_never_transmitted() {
+        // port 1: 151 400 B/s (10 ms per 1514-byte frame), one frame of burst
+        let port = PortConfig {
+            rate_bytes_per_s: 151_400,
+            burst_bytes: 1514,
+            ..PortConfig::default()
+        };
+        let frame_at = |sw: &mut Switch| {
+            // a real frame arrives at 1 ms; when does it leave?
+            drain(sw, 1_000_000);
+            sw.handle_frame(0, data(Ecn::NotEct), false, 1_000_000);
+            let sent = drain(sw, 100_000_000);
+            assert_eq!(sent.len(), 1, "only the real frame reaches the wire");
+            sent[0].0
+        };
+        let alone = frame_at(&mut switch(port.clone()));
+        // 50 frames/s of in-switch UDP: its first packet (at 0) empties the bucket
+        let mut sw = with_source(port, udp(75_700, false));
+        let behind = frame_at(&mut sw);
+        assert_eq!(alone, 1_000_000);
+        assert_eq!(
+            behind, 6_961_691,
+            "waits for the tokens the virtual packet used"
+        );
+        let c = sw.port_counters(1).queue;
+        let x = sw.cross_stats()[0];
+        assert_eq!(x.offered_packets, 6); // at 0, 20, ..., 100 ms
+        assert_eq!(x.delivered_packets, 6);
+        assert_eq!(
+            c.delivered_packets, 7,
+            "the port counts them like real frames"
+        );
+        assert_eq!(c.sent_bytes, 6 * 1514 + 1054);
+        assert_eq!(
+            sw.port_counters(1).rx_packets,
+            0,
+            "no host received anything"
+        );
+    }
+
+    #[test]
+    fn in_switch_packets_meet_the_same_red_decisions_as_real_ones() {
+        let red = PortConfig {
+            rate_bytes_per_s: 1000, // nothing drains during the test
+            burst_bytes: 1514,
+            limit_bytes: Some(1_000_000),
+            discipline: Discipline::Red(RedConfig {
+                min_bytes: 4000,
+                max_bytes: 4000,
+                max_p: 1.0,
+                ewma_weight: None,
+                ecn: true,
+                gentle: false,
+                seed: 1,
+            }),
+            ..PortConfig::default()
+        };
+        for ect in [false, true] {
+            // 1514 B every ms: the first leaves on the full bucket, three build 4542 B of backlog
+            let mut sw = with_source(red.clone(), udp(1_514_000, ect));
+            sw.handle_timeout(9_999_999);
+            let x = sw.cross_stats()[0];
+            assert_eq!(x.offered_packets, 10);
+            if ect {
+                assert_eq!((x.marks, x.drops), (6, 0));
+            } else {
+                assert_eq!((x.marks, x.drops), (0, 6));
+            }
+            let q = sw.port_counters(1).queue;
+            assert_eq!(
+                (q.marks, q.drops),
+                (x.marks, x.drops),
+                "the port counts them"
+            );
+            // a real frame now meets the same queue
+            let real = sw.handle_frame(0, data(Ecn::NotEct), false, 10_000_000);
+            assert!(matches!(real, Handled::Dropped { port: 1, .. }));
+            let real = sw.handle_frame(0, data(Ecn::Ect0), false, 10_000_000);
+            assert_eq!(
+                real,
+                Handled::Queued {
+                    port: 1,
+                    marked: true
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn polling_late_changes_nothing_but_the_lag() {
+        let port = PortConfig {
+            rate_bytes_per_s: 1_000_000,
+            delay_ns: 2_000_000,
+            limit_bytes: Some(20_000),
+            ..PortConfig::default()
+        };
+        let src = CrossConfig {
+            pattern: Pattern::Poisson,
+            seed: 3,
+            ..udp(1_200_000, false) // 120 %: the queue overflows now and then
+        };
+        let mut exact = with_source(port.clone(), src.clone());
+        drain(&mut exact, 1_000_000_000);
+        assert_eq!(exact.take_lag().max_ns, 0);
+        let mut late = with_source(port, src);
+        let mut t = 0;
+        while t < 1_000_000_000 {
+            t += 7_000_000; // a loop that wakes every 7 ms
+            late.handle_timeout(t);
+            while late.poll_transmit(t).is_some() {}
+        }
+        let lag = late.take_lag();
+        assert!(lag.max_ns > 5_000_000 && lag.events > 700, "{lag:?}");
+        drain(&mut exact, t);
+        let (a, b) = (exact.port_counters(1).queue, late.port_counters(1).queue);
+        assert_eq!(
+            (a.offered_packets, a.drops, a.sent_bytes),
+            (b.offered_packets, b.drops, b.sent_bytes)
+        );
+        assert!(a.drops > 0);
+        assert_eq!(exact.cross_stats(), late.cross_stats());
+        assert_eq!(late.take_lag(), Lag::default(), "taking the lag resets it");
+    }
+
+    #[test]
+    fn a_stopped_source_sends_nothing_more() {
+        let mut sw = with_source(PortConfig::default(), udp(1_514_000, false));
+        sw.handle_timeout(4_500_000);
+        sw.stop_cross(9_999_999); // the arrivals at 5..9 ms are admitted first
+        sw.handle_timeout(1_000_000_000);
+        let x = sw.cross_stats()[0];
+        assert_eq!((x.offered_packets, x.running), (10, false));
+        assert!(Switch::new(
+            SwitchConfig {
+                ports: vec![],
+                hosts: vec![],
+                flows: FlowConfig::default(),
+                cross: vec![udp(1, false)],
+            },
+            0
+        )
+        .is_err());
+    }
+
     #[test]
     fn a_host_on_a_missing_port_is_refused() {
         let err = Switch::new(
@@ -503,6 +780,7 @@ mod tests {
                     mode: Mode::Off,
                 }],
                 flows: FlowConfig::default(),
+                cross: vec![],
             },
             0,
         )

@@ -13,6 +13,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+use switchcore::cross::{CrossConfig, Pattern};
 use switchcore::flow::{FlowConfig, Mode};
 use switchcore::queue::{Discipline, PortConfig, RedConfig};
 use switchcore::switch::{Handled, Host, PortSetup, Switch, SwitchConfig};
@@ -86,6 +87,7 @@ fn switch(senders: &[([u8; 4], Mode)]) -> Switch {
             ],
             hosts,
             flows: FlowConfig::default(),
+            cross: vec![],
         },
         0,
     )
@@ -458,4 +460,276 @@ fn a_managed_connection_opens_through_a_marking_queue_an_unmanaged_one_does_not(
     // the same without cross traffic: both open (the drops above are the marking queue's)
     let (m, l, _) = open_through_a_marked_queue(Mode::Vcc, false, false);
     assert!(m.established && l.established, "{m:?} {l:?}");
+}
+
+// -- in-switch cross traffic ---------------------------------------------------------------------
+//
+// 3. A source inside the switch offers UDP-like virtual packets to the receiver's port: the rate
+//    it delivers, its drops and marks are those of real frames sent at the same instants by a
+//    host, and a seeded Poisson or on/off source repeats itself exactly.
+
+const UDP_FRAME: u64 = 1514;
+const U: [u8; 4] = [10, 77, 3, 1];
+
+fn red_port() -> PortConfig {
+    PortConfig {
+        rate_bytes_per_s: RATE,
+        burst_bytes: 3028,
+        delay_ns: 500_000,
+        limit_bytes: Some(200_000),
+        limit_packets: None,
+        discipline: Discipline::Red(RedConfig {
+            min_bytes: 30_000,
+            max_bytes: 90_000,
+            max_p: 0.1,
+            ewma_weight: None,
+            ecn: true,
+            gentle: false,
+            seed: 5,
+        }),
+    }
+}
+
+fn cross_switch(cross: Vec<CrossConfig>) -> Switch {
+    let back = PortConfig {
+        rate_bytes_per_s: 0,
+        ..PortConfig::default()
+    };
+    Switch::new(
+        SwitchConfig {
+            ports: vec![
+                PortSetup {
+                    mac: [2, 0, 0, 0, 0, 1],
+                    queue: back,
+                },
+                PortSetup {
+                    mac: [2, 0, 0, 0, 0, 2],
+                    queue: red_port(),
+                },
+            ],
+            hosts: vec![
+                Host {
+                    ip: S,
+                    port: SENDERS,
+                    mac: [2, 0, 0, 0, 1, 0],
+                    mode: Mode::Off,
+                },
+                Host {
+                    ip: U,
+                    port: SENDERS,
+                    mac: [2, 0, 0, 0, 1, 1],
+                    mode: Mode::Off,
+                },
+                Host {
+                    ip: R,
+                    port: RECEIVER,
+                    mac: [2, 0, 0, 0, 2, 0],
+                    mode: Mode::Off,
+                },
+            ],
+            flows: FlowConfig::default(),
+            cross,
+        },
+        0,
+    )
+    .unwrap()
+}
+
+fn source(share: f64, pattern: Pattern, seed: u64) -> CrossConfig {
+    CrossConfig {
+        port: RECEIVER,
+        rate_bytes_per_s: (RATE as f64 * share) as u64,
+        frame_bytes: UDP_FRAME,
+        pattern,
+        ect: false,
+        seed,
+    }
+}
+
+/// A full-size frame from `src` to R (1514 bytes on the wire, like a UDP datagram of 1472).
+fn full_frame(src: [u8; 4], ecn: Ecn) -> Vec<u8> {
+    eth(build_tcp(
+        src,
+        R,
+        (5201, 5201),
+        1,
+        1,
+        flags::ACK,
+        100,
+        &[],
+        1460,
+        ecn,
+    ))
+}
+
+/// Everything observable at the receiver's port, sampled every 10 ms.
+#[derive(Debug, PartialEq)]
+struct Trace {
+    samples: Vec<(u64, u64, u64, u64)>, // delivered bytes, drops, marks, backlog
+    real_delivered: u64,
+    real_marked: u64,
+}
+
+/// Drive `sw` for `end_ns`: `real` = arrivals of real frames (time, source, ECN) from the
+/// senders' side; the switch's own sources run by themselves.
+fn drive(sw: &mut Switch, real: &[(u64, [u8; 4], Ecn)], end_ns: u64) -> Trace {
+    let mut next_real = 0;
+    let mut next_sample = 0;
+    let mut trace = Trace {
+        samples: vec![],
+        real_delivered: 0,
+        real_marked: 0,
+    };
+    loop {
+        let arrival = real.get(next_real).map(|r| r.0);
+        let t = [sw.poll_timeout(), arrival, Some(next_sample)]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap();
+        if t > end_ns {
+            return trace;
+        }
+        while next_real < real.len() && real[next_real].0 <= t {
+            let (at, src, ecn) = real[next_real];
+            if let Handled::Queued { marked: true, .. } =
+                sw.handle_frame(SENDERS, full_frame(src, ecn), false, at)
+            {
+                trace.real_marked += 1;
+            }
+            next_real += 1;
+        }
+        sw.handle_timeout(t);
+        while let Some((port, _)) = sw.poll_transmit(t) {
+            assert_eq!(port, RECEIVER);
+            trace.real_delivered += 1;
+        }
+        if t == next_sample {
+            let q = sw.port_counters(RECEIVER).queue;
+            trace
+                .samples
+                .push((q.delivered_bytes, q.drops, q.marks, q.backlog_bytes));
+            next_sample += 10_000_000;
+        }
+    }
+}
+
+/// The instants a source of `cfg` offers packets at, up to `end_ns` (read off a switch with
+/// nothing else to do).
+fn schedule(cfg: &CrossConfig, end_ns: u64) -> Vec<u64> {
+    let mut sw = cross_switch(vec![cfg.clone()]);
+    let mut out = vec![];
+    while let Some(t) = sw.poll_timeout().filter(|&t| t <= end_ns) {
+        let before = sw.cross_stats()[0].offered_packets;
+        sw.handle_timeout(t);
+        while sw.poll_transmit(t).is_some() {}
+        for _ in before..sw.cross_stats()[0].offered_packets {
+            out.push(t);
+        }
+    }
+    out
+}
+
+#[test]
+fn the_in_switch_source_delivers_its_rate_in_every_pattern() {
+    let on_off = Pattern::OnOff {
+        on_ns: 50_000_000,
+        off_ns: 50_000_000,
+    };
+    for pattern in [Pattern::Constant, Pattern::Poisson, on_off] {
+        for share in [0.5, 0.9] {
+            let mut sw = cross_switch(vec![source(share, pattern, 11)]);
+            let trace = drive(&mut sw, &[], END_NS);
+            assert_eq!(trace.real_delivered, 0, "nothing reaches a host");
+            let x = sw.cross_stats()[0];
+            let rate = x.delivered_bytes as f64 / (END_NS as f64 / 1e9) / RATE as f64;
+            // on/off at 90 % bursts at 180 % of the link: the queue overflows in every burst
+            let lost = x.drops as f64 * UDP_FRAME as f64 / (END_NS as f64 / 1e9) / RATE as f64;
+            assert!(
+                (rate + lost - share).abs() < 0.02,
+                "{pattern:?} at {share}: delivered {rate:.3} + dropped {lost:.3}"
+            );
+            if pattern != on_off {
+                assert!(
+                    (rate - share).abs() < 0.02,
+                    "{pattern:?} at {share}: {rate:.3}"
+                );
+            }
+            assert_eq!(
+                x.delivered_bytes,
+                sw.port_counters(RECEIVER).queue.delivered_bytes
+            );
+        }
+    }
+    // over the link's rate the port carries its rate and drops the rest
+    let mut sw = cross_switch(vec![source(1.2, Pattern::Constant, 1)]);
+    drive(&mut sw, &[], END_NS);
+    let x = sw.cross_stats()[0];
+    let rate = x.delivered_bytes as f64 / (END_NS as f64 / 1e9) / RATE as f64;
+    assert!((rate - 1.0).abs() < 0.01 && x.drops > 0, "{rate} {x:?}");
+}
+
+#[test]
+fn in_switch_packets_are_dropped_and_marked_exactly_like_real_ones() {
+    // an ECN-capable bulk stream at 60 % of the link plus UDP at 60 %, once as real frames from
+    // host U at the instants the source would use and once from the switch's own source
+    let udp = source(0.6, Pattern::Poisson, 21);
+    let end = 1_000_000_000;
+    let bulk_gap = (UDP_FRAME as f64 * 1e9 / (RATE as f64 * 0.6)) as u64;
+    let bulk: Vec<(u64, [u8; 4], Ecn)> = (0..end / bulk_gap)
+        .map(|k| (k * bulk_gap + 333, S, Ecn::Ect0))
+        .collect();
+    let mut with_real: Vec<(u64, [u8; 4], Ecn)> = schedule(&udp, end)
+        .into_iter()
+        .map(|t| (t, U, Ecn::NotEct))
+        .chain(bulk.iter().copied())
+        .collect();
+    with_real.sort_by_key(|r| r.0);
+
+    let mut hosts_send = cross_switch(vec![]);
+    let a = drive(&mut hosts_send, &with_real, end);
+    let mut switch_sends = cross_switch(vec![udp]);
+    let b = drive(&mut switch_sends, &bulk, end);
+
+    let (qa, qb) = (
+        hosts_send.port_counters(RECEIVER).queue,
+        switch_sends.port_counters(RECEIVER).queue,
+    );
+    assert!(qa.drops > 100 && qa.marks > 100, "{qa:?}");
+    assert_eq!(
+        a.samples, b.samples,
+        "same deliveries, drops, marks, backlog"
+    );
+    assert_eq!(
+        a.real_marked, b.real_marked,
+        "the bulk stream is marked alike"
+    );
+    let x = switch_sends.cross_stats()[0];
+    assert_eq!(x.marks, 0, "non-ECT UDP is dropped, never marked");
+    assert_eq!(
+        qb.drops, x.drops,
+        "every drop is the UDP's, as with the host's UDP"
+    );
+    assert_eq!(a.real_delivered, b.real_delivered + x.delivered_packets);
+}
+
+#[test]
+fn seeded_poisson_and_on_off_sources_repeat_exactly() {
+    let on_off = Pattern::OnOff {
+        on_ns: 20_000_000,
+        off_ns: 60_000_000,
+    };
+    for pattern in [Pattern::Poisson, on_off] {
+        let run = |seed| {
+            let mut sw = cross_switch(vec![source(0.7, pattern, seed)]);
+            let trace = drive(&mut sw, &[], 500_000_000);
+            (trace, sw.cross_stats()[0])
+        };
+        assert_eq!(run(3), run(3), "{pattern:?}");
+        if pattern == Pattern::Poisson {
+            assert_ne!(run(3).0, run(4).0);
+        } else {
+            assert_eq!(run(3), run(4), "on/off does not use the seed");
+        }
+    }
 }
