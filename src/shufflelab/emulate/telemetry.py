@@ -59,17 +59,30 @@ def start(
         backend.sleep(ct.warmup_s)
 
 
+class SamplerFailed(RuntimeError):
+    """The queue sampler ended before the run stopped it, with a failure: the run's queue samples
+    are missing, so the run is not what it promised."""
+
+
 def stop(fabric: Fabric, run_dir: Path, tel: Telemetry) -> None:
     """Stop what :func:`start` started; keep the traffic results and the bottleneck counters after
     the run in ``tel``; save the datapath's own telemetry and config with the run."""
     tel.traffic_rows = tel.traffic.stop() if tel.traffic is not None else []
+    sampler_failed = None
     if tel.sampler is not None:
+        # it samples until stopped: ended on its own with a failure, it could not sample (its
+        # module or library missing on a host, a device gone) and the run lacks its queue samples
+        sampler_failed = tel.sampler.poll()
         tel.sampler.stop()
     try:
         tel.after = {p.ifname: fabric.counters(p) for p in fabric.network.bottlenecks}
     except Exception:  # noqa: BLE001 - fabric may be half gone on interrupt
         tel.after = {}
     fabric.save_telemetry(run_dir)
+    if sampler_failed:
+        logs = sorted(run_dir.glob("sampler*.log"))
+        said = " ".join(" ".join(p.read_text(errors="replace").split()[-40:]) for p in logs)
+        raise SamplerFailed(f"the queue sampler ended by itself with exit status {sampler_failed}: {said[-300:]}")
 
 
 def load_samples(path: Path, t0: float) -> pd.DataFrame:

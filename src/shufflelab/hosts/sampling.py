@@ -77,10 +77,13 @@ class HostSamplers:
         return self.parts[0].proc.pid if self.parts else 0
 
     def poll(self) -> int | None:
+        """As one process: ended with the first failure of a host's sampler as soon as one has
+        failed (the others may still run), else running while any runs."""
         codes = [p.proc.poll() for p in self.parts]
-        if any(c is None for c in codes):
-            return None
-        return next((c for c in codes if c), 0)
+        failed = next((c for c in codes if c), None)
+        if failed is not None:
+            return failed
+        return None if any(c is None for c in codes) else 0
 
     def stop(self, sig: int = signal.SIGTERM, grace_s: float = 5.0) -> int | None:
         """Stop every sampler, fetch its CSV and merge them into :attr:`out` (sorted by time)."""
