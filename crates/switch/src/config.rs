@@ -26,6 +26,9 @@ pub struct Config {
     /// Traffic sources inside the switch (virtual UDP packets into a port's queue).
     #[serde(default)]
     pub cross: Vec<CrossSpec>,
+    /// The sources wait for SIGUSR2 to start (instead of starting with the switch).
+    #[serde(default)]
+    pub cross_paused: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -25,6 +25,7 @@ use switchcore::switch::{Handled, Host, PortSetup, Switch, SwitchConfig};
 
 static STOP: AtomicBool = AtomicBool::new(false);
 static STOP_CROSS: AtomicBool = AtomicBool::new(false);
+static START_CROSS: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(_: libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
@@ -32,6 +33,10 @@ extern "C" fn on_signal(_: libc::c_int) {
 
 extern "C" fn on_usr1(_: libc::c_int) {
     STOP_CROSS.store(true, Ordering::SeqCst);
+}
+
+extern "C" fn on_usr2(_: libc::c_int) {
+    START_CROSS.store(true, Ordering::SeqCst);
 }
 
 fn clock_ns(clock: libc::clockid_t) -> u64 {
@@ -119,14 +124,18 @@ fn run(path: &str) -> Result<(), String> {
         },
         start,
     )?;
+    if cfg.cross_paused {
+        switch.pause_cross();
+    }
     let mut tx_errors = vec![0u64; ports.len()];
 
     // SAFETY: installing an async-signal-safe handler that only stores an atomic.
     unsafe {
         libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
-        // SIGUSR1: stop the in-switch sources (the rest keeps forwarding)
+        // SIGUSR1: stop the in-switch sources (the rest keeps forwarding); SIGUSR2: start them
         libc::signal(libc::SIGUSR1, on_usr1 as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGUSR2, on_usr2 as *const () as libc::sighandler_t);
         // precise sleeps: no timer slack
         libc::prctl(libc::PR_SET_TIMERSLACK, 1, 0, 0, 0);
     }
@@ -176,6 +185,11 @@ fn run(path: &str) -> Result<(), String> {
 
     while !STOP.load(Ordering::Relaxed) {
         let mut worked = false;
+        if START_CROSS.swap(false, Ordering::Relaxed) {
+            switch.start_cross(now_ns());
+            println!("cross traffic started (SIGUSR2)");
+            let _ = std::io::stdout().flush();
+        }
         if STOP_CROSS.swap(false, Ordering::Relaxed) {
             switch.stop_cross(now_ns());
             println!("cross traffic stopped (SIGUSR1)");

@@ -131,6 +131,14 @@ impl CrossSource {
         self.stats.running = false;
     }
 
+    /// Start (again) at `now_ns`: the schedule begins anew there, the counters go on.
+    pub fn start(&mut self, now_ns: u64) {
+        self.start_ns = now_ns;
+        self.k = 0;
+        self.next_ns = Some(now_ns);
+        self.stats.running = true;
+    }
+
     /// Take the due arrival (at or before `now_ns`), advancing the schedule; its instant.
     pub fn take_due(&mut self, now_ns: u64) -> Option<u64> {
         let t = self.next_ns.filter(|&t| t <= now_ns)?;
@@ -258,5 +266,11 @@ mod tests {
         assert_eq!(s.next_arrival(), None);
         assert!(arrivals(&mut s, u64::MAX / 2).is_empty());
         assert!(!s.stats().running);
+        s.start(2_000_000_000);
+        assert_eq!(
+            arrivals(&mut s, 2_001_000_000),
+            [2_000_000_000, 2_001_000_000]
+        );
+        assert_eq!(s.stats().offered_packets, 3);
     }
 }

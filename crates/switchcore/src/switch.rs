@@ -307,6 +307,22 @@ impl Switch {
         }
     }
 
+    /// Stop every in-switch source without admitting anything more (a switch whose sources
+    /// must wait for [`start_cross`](Self::start_cross), e.g. until a link self-test is done).
+    pub fn pause_cross(&mut self) {
+        for s in &mut self.cross {
+            s.stop();
+        }
+    }
+
+    /// (Re)start every stopped in-switch source at `now_ns`: its schedule begins there.
+    pub fn start_cross(&mut self, now_ns: u64) {
+        self.generate(now_ns);
+        for s in self.cross.iter_mut().filter(|s| !s.stats().running) {
+            s.start(now_ns);
+        }
+    }
+
     /// Counters of the in-switch sources, in configuration order.
     pub fn cross_stats(&self) -> Vec<CrossStats> {
         self.cross.iter().map(|s| s.stats()).collect()
@@ -756,6 +772,15 @@ mod tests {
         sw.handle_timeout(1_000_000_000);
         let x = sw.cross_stats()[0];
         assert_eq!((x.offered_packets, x.running), (10, false));
+        // paused from the start, then started: its schedule begins at the start
+        let mut sw = with_source(PortConfig::default(), udp(1_514_000, false));
+        sw.pause_cross();
+        sw.handle_timeout(50_000_000);
+        assert_eq!(sw.cross_stats()[0].offered_packets, 0);
+        sw.start_cross(50_000_000);
+        assert_eq!(sw.poll_timeout(), Some(50_000_000));
+        sw.handle_timeout(52_000_000);
+        assert_eq!(sw.cross_stats()[0].offered_packets, 3);
         assert!(Switch::new(
             SwitchConfig {
                 ports: vec![],
