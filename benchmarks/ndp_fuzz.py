@@ -4,7 +4,9 @@ Inputs: random bytes, random JSON, and mutations of valid TPC-H plans, in struct
 values swapped for other types, strings lengthened, lists blown up, names with SQL in them) and in
 values (each number, string or date of a plan replaced by one from the edges of what JSON carries:
 integers past 64 and 128 bits and 38 digits, 1e999, subnormals, lone surrogates, NUL, ISO week and
-basic dates; aggregate arithmetic that overflows BIGINT on the data). Every plan that validates must
+basic dates; aggregate arithmetic that overflows BIGINT on the data; aggregate aliases that collide
+with each other, with an ``avg``'s partial columns ``<alias>__sum``/``<alias>__count`` or with a
+group_by column). Every plan that validates must
 also compile to its parameterised query.
 
 ``--target`` picks what is fuzzed:
@@ -59,7 +61,7 @@ SEEDS: list[dict[str, Any]] = [
      "aggregates": [{"fn": "sum", "alias": "charge", "expr": {"op": "*", "args": [
          {"op": "*", "args": [{"col": "l_extendedprice"}, {"op": "-", "args": [{"lit": 1}, {"col": "l_discount"}]}]},
          {"op": "+", "args": [{"lit": 1}, {"col": "l_quantity"}]}]}},
-         {"fn": "count", "alias": "n"}]},
+         {"fn": "count", "alias": "n"}, {"fn": "avg", "column": "l_discount", "alias": "q"}]},
     {"filters": [{"column": "l_tax", "op": "between", "values": [0, 1]},
                  {"column": "l_shipdate", "op": "in", "values": ["1994-01-01", "1995-06-30"]}],
      "group_by": ["l_shipmode"], "aggregates": [
@@ -77,6 +79,7 @@ EDGE_INTS = [0, -1, 2, 100_000, 2**31, 2**53 + 1, 2**62, -(2**62), 2**63 - 1, -(
              2**127 - 1, -(2**127), 2**127, 2**128, 10**36, 10**38 - 1, -(10**38 - 1), 10**38, 2**200]  # fmt: skip
 EDGE_FLOATS = [0.0, -0.0, 5e-324, 0.1, 1e300, -1e300, 1.7976931348623157e308, float("inf"), float("-inf")]
 EDGE_STRINGS = ["", "\x00", "a\x00b", "\ud800", "a\udfff", "\U0001f600", "é", "REG AIR", "x" * 1025]
+ALIASES = ["q", "q__sum", "q__count", "rev", "n", "l_returnflag", "l_shipmode", "s__sum"]
 EDGE_DATES = ["1994-01-01", "0001-01-01", "9999-12-31", "1994-W01-1", "19940101", "1994-1-1", "1994-01-01T00:00",
               "0000-01-01", "1994-02-30"]  # fmt: skip
 
@@ -128,6 +131,8 @@ def _values(rng: random.Random, node: Any, key: str = "") -> Any:
         return [_values(rng, x, key) for x in node]
     if key in ("value", "values", "lit") and rng.random() < 0.3:
         return _edge(rng, node)
+    if key == "alias" and rng.random() < 0.3:  # names avg's partials (q__sum, q__count) or a group_by column take
+        return rng.choice(ALIASES)
     return node
 
 

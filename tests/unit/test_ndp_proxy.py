@@ -835,8 +835,8 @@ _expr: st.SearchStrategy[Tagged] = st.recursive(
 
 
 @st.composite
-def _aggregate(draw: st.DrawFn, alias: str) -> Tagged:
-    fn = draw(st.sampled_from(["sum", "count", "min", "max", "avg"]))
+def _aggregate(draw: st.DrawFn, alias: str, fn: str | None = None) -> Tagged:
+    fn = fn or draw(st.sampled_from(["sum", "count", "min", "max", "avg"]))
     a: dict[str, Any] = {"fn": fn, "alias": alias}
     arg = draw(st.sampled_from(["none", "column", "column", "expr", "expr", "expr"]))
     if arg == "none" and (fn == "count" or draw(st.integers(0, 9)) == 0):
@@ -849,6 +849,20 @@ def _aggregate(draw: st.DrawFn, alias: str) -> Tagged:
     return a, ok
 
 
+ALIASES = ["x__sum", "x__count", "x", "k", "a0"]
+
+
+def _distinct_outputs(plan: dict[str, Any]) -> bool:
+    """Whether the result and the partial result (avg as alias__sum, alias__count) name every
+    column once: group_by columns and aliases."""
+    aggs = plan["aggregates"]
+    final = [*plan["group_by"], *(a["alias"] for a in aggs)]
+    partial = [*plan["group_by"]]
+    for a in aggs:
+        partial += [a["alias"] + "__sum", a["alias"] + "__count"] if a["fn"] == "avg" else [a["alias"]]
+    return len(set(final)) == len(final) and len(set(partial)) == len(partial)
+
+
 @st.composite
 def _request(draw: st.DrawFn) -> tuple[bytes, bool]:
     tagged = draw(st.lists(_predicate(), max_size=3))
@@ -859,9 +873,13 @@ def _request(draw: st.DrawFn) -> tuple[bytes, bool]:
         plan["project"] = draw(st.lists(st.sampled_from(list(VSCHEMA)), unique=True, max_size=4))
     elif shape == "aggregate":
         plan["group_by"] = draw(st.lists(st.sampled_from(list(VSCHEMA)), unique=True, max_size=2))
-        aggs = [draw(_aggregate(f"a{i}")) for i in range(draw(st.integers(1, 3)))]
+        named = [(f"a{i}", None) for i in range(draw(st.integers(1, 3)))]
+        if draw(st.integers(0, 3)) == 0:  # an avg 'x' (partials x__sum, x__count) beside aliases that may collide
+            others = draw(st.lists(st.sampled_from(ALIASES), min_size=1, max_size=2))
+            named = draw(st.permutations([("x", "avg"), *((a, None) for a in others)]))
+        aggs = [draw(_aggregate(alias, fn)) for alias, fn in named]
         plan["aggregates"] = [a for a, _ in aggs]
-        ok = ok and all(aok for _, aok in aggs)
+        ok = ok and all(aok for _, aok in aggs) and _distinct_outputs(plan)
     if draw(st.integers(0, 29)) == 0:  # a key that is not valid Unicode
         plan["\ud800"] = 1
         ok = False
@@ -1075,6 +1093,26 @@ def test_integer_beyond_a_decimal_columns_type(values_proxy: Any) -> None:
         status, data = post(json.dumps(doc).encode())
         assert status == 200, data
         _check_answer(doc, X.from_ipc(data))
+
+
+def test_aggregate_alias_colliding_with_a_partial_column_is_a_400(values_proxy: Any) -> None:
+    """``avg`` travels as two partial columns ``<alias>__sum`` and ``<alias>__count``: another
+    aggregate, or a grouping column, of one of those names collides with them (was a 500, "Column
+    x__sum does not exist"); now a 400 naming the alias that takes a name already taken."""
+    post, proxy = values_proxy
+    avg = {"fn": "avg", "column": "k", "alias": "x"}
+    wide = {**VSCHEMA, "x__count": "int"}  # the request is refused before the file's schema is read
+    for plan, schema, want in (
+        ({"aggregates": [avg, {"fn": "sum", "column": "k", "alias": "x__sum"}]}, VSCHEMA, "plan.aggregates.1.alias"),
+        ({"aggregates": [{"fn": "count", "alias": "x__count"}, avg]}, VSCHEMA, "plan.aggregates.1.alias"),
+        ({"aggregates": [avg, {"fn": "avg", "column": "f", "alias": "x"}]}, VSCHEMA, "plan.aggregates.1.alias"),
+        ({"group_by": ["x__count"], "aggregates": [avg]}, wide, "plan.aggregates.0.alias"),
+    ):
+        status, data = post(json.dumps({"plan": plan, "schema": schema}).encode())
+        err = json.loads(data)
+        assert (status, err["field"]) == (400, want), data
+        assert "'x" in err["error"] and "another alias" in err["error"], err
+    assert proxy.counters["failed"] == 0
 
 
 @pytest.fixture(scope="module")

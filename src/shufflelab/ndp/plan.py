@@ -232,9 +232,20 @@ class Plan(_Model):
             raise ValueError("group_by needs aggregates")
         if self.aggregates and self.project is not None:
             raise ValueError("give project or aggregates, not both (aggregates project their own columns)")
-        aliases = [a.alias for a in self.aggregates]
-        if len(set(aliases)) != len(aliases) or set(aliases) & set(self.group_by):
-            raise ValueError("aggregate aliases must be unique and differ from group_by columns")
+        # every column of the result, and of the partial result (avg's alias__sum and alias__count
+        # too), has a name of its own
+        for result in ("final", "partial"):
+            taken = {g: f"the group_by column {g!r}" for g in self.group_by}
+            for i, a in enumerate(self.aggregates):
+                cols = a.partial_columns() if result == "partial" else (a.alias,)
+                for c in cols:
+                    if c in taken:
+                        own = "" if c == a.alias else f" (avg {a.alias!r} sends its partial result as {c!r})"
+                        raise PlanError(
+                            f"aggregates.{i}.alias", f"{a.alias!r} collides with {taken[c]}{own}: give another alias"
+                        )
+                for c in cols:
+                    taken[c] = f"aggregates.{i}.alias {a.alias!r}" + ("" if c == a.alias else f" (its partial {c!r})")
         return self
 
     # -- the operator prefix this plan pushes (seed 003's vocabulary) ------------------------------
@@ -267,8 +278,11 @@ def parse(text: str | bytes) -> Plan:
         return Plan.model_validate(data)
     except ValidationError as exc:
         e = exc.errors()[0]
-        where = ".".join(str(x) for x in e["loc"]) or "plan"
-        raise PlanError(where, e["msg"]) from None
+        where = ".".join(str(x) for x in e["loc"])
+        inner = e.get("ctx", {}).get("error")
+        if isinstance(inner, PlanError):  # a whole-model check that knows the part it refuses
+            raise PlanError(f"{where}.{inner.field}" if where else inner.field, inner.reason) from None
+        raise PlanError(where or "plan", e["msg"]) from None
 
 
 _NUMERIC = {"int", "float", "decimal"}
