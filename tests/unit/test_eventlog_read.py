@@ -10,16 +10,20 @@ import gzip
 import io
 import json
 import struct
+import tempfile
 from pathlib import Path
 
 import cramjam
 import lzf
 import pytest
 import zstandard
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from shufflelab import eventlog
 from shufflelab.eventlog import compression
 from shufflelab.eventlog.files import discover, split_name
+from shufflelab.eventlog.summary import app_status
 
 APP = [
     {"Event": "SparkListenerLogStart", "Spark Version": "4.3.0"},
@@ -274,3 +278,59 @@ def test_a_line_longer_than_many_chunks_is_read_whole() -> None:
     p.feed_stream((text[i : i + 1000] for i in range(0, len(text), 1000)), "f")
     log = p.finish()
     assert log.spark_conf == {"spark.master": "x" * 3_000_000} and len(log.tasks) == 300 and log.problems == []
+
+
+# -- a line torn inside a log (issue 31, item 1) ------------------------------------------------------
+
+PLAIN_43 = Path(__file__).resolve().parents[1] / "fixtures" / "eventlogs" / "spark-4.3" / "plain"
+
+
+def _torn(text: bytes, index: int, keep: int) -> bytes:
+    """``text`` with its line ``index`` cut to its first ``keep`` bytes (the newline after it kept)."""
+    lines = text.split(b"\n")
+    lines[index] = lines[index][:keep]
+    return b"\n".join(lines)
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_a_line_torn_anywhere_inside_a_real_log_is_counted_reported_and_partial(data: st.DataObject) -> None:
+    (src_file,) = PLAIN_43.iterdir()
+    text = src_file.read_bytes()
+    lines = text.split(b"\n")
+    index = data.draw(st.sampled_from([i for i, x in enumerate(lines) if x]), label="line")
+    keep = data.draw(st.integers(1, len(lines[index]) - 1), label="bytes kept")
+    with tempfile.TemporaryDirectory() as d:
+        f = _write(Path(d) / src_file.name, _torn(text, index, keep))
+        res = eventlog.read_source(discover([f])[0][0])
+    log = res.log
+    assert res.partial and log.damaged_lines == 1, log.problems
+    (problem,) = [p for p in log.problems if "could not be decoded" in p]
+    assert problem.startswith(f"{f}: 1 line inside the log")
+    status, cause = app_status(log, res.partial)
+    assert status == "partial" and cause == problem
+    kind = lines[index][10 : lines[index].find(b'"', 10)].decode()
+    if keep > 10 + len(kind) + 1:  # the event's name is whole: the problem names it
+        assert kind in problem
+
+
+def test_a_torn_job_end_is_partial_not_failed_and_a_torn_stage_end_is_named() -> None:
+    lines = TEXT.split(b"\n")
+    job_end = next(i for i, x in enumerate(lines) if x.startswith(b'{"Event": "SparkListenerJobEnd"'))
+    stage_end = next(i for i, x in enumerate(lines) if x.startswith(b'{"Event": "SparkListenerStageCompleted"'))
+    # json.dumps writes '": "': the parser's fast prefix does not apply, every line is decoded
+    log = eventlog.parse_lines(_torn(TEXT, job_end, 60).split(b"\n"), "app-1")
+    assert app_status(log, bool(log.damaged_lines))[0] == "partial"
+    assert [j.result for j in log.jobs] == ["Unknown"]  # not "Unfinished", and the application is not failed
+    assert log.problems == [
+        "app-1: 1 line inside the log could not be decoded (torn or damaged JSON) and was left out: "
+        "SparkListenerJobEnd (job 0: how the job ended is unknown)"
+    ]
+    log = eventlog.parse_lines(_torn(TEXT, stage_end, 90).split(b"\n"), "app-1")
+    assert log.stages == [] and len(log.tasks) == 300 and log.damaged_events == {"SparkListenerStageCompleted": 1}
+    assert "SparkListenerStageCompleted (stage 0: its stage row is missing, its tasks are kept)" in log.problems[0]
+
+
+def test_a_torn_last_line_of_lines_is_not_damage() -> None:
+    log = eventlog.parse_lines(TEXT.split(b"\n")[:-1][:-1] + [TEXT.split(b"\n")[-2][:30]])
+    assert log.truncated_last_line and log.damaged_lines == 0 and log.problems == []

@@ -219,6 +219,37 @@ def _opt_int(v: Any) -> int | None:
 
 _EMPTY: dict[str, Any] = {}
 
+UNREADABLE_END = "Unknown"
+"""A job's result when its SparkListenerJobEnd line could not be decoded (how it ended is unknown)."""
+
+_EVENT_NAME = re.compile(rb'\{\s*"Event"\s*:\s*(?:"([^"]*)"|"?)')  # group 1: None when the name is cut
+_ID_AFTER = {key: re.compile(re.escape(key) + rb"\s*(\d+)") for key in (b'"Stage ID":', b'"Job ID":')}
+_ID_EVENTS = {
+    "stage": frozenset({"SparkListenerStageCompleted", "SparkListenerStageSubmitted", "SparkListenerTaskEnd"}),
+    "job": frozenset({"SparkListenerJobStart", "SparkListenerJobEnd"}),
+}
+# what a damaged line of these events loses (said in the problem)
+_LOST = {
+    "SparkListenerStageCompleted": ": its stage row is missing, its tasks are kept",
+    "SparkListenerJobEnd": ": how the job ended is unknown",
+    "SparkListenerJobStart": ": the job's submission time and stages are unknown",
+    "SparkListenerTaskEnd": ": a task row is missing",
+}
+
+
+def _intact(line: bytes) -> bool:
+    """Whether a line passed over without decoding is a whole JSON object. Cheap for the usual
+    case (it ends in ``}`` with as many ``{`` as ``}``); otherwise decoded to be sure (a brace inside
+    a string can unbalance a whole line). A torn line is a strict prefix of an object: the braces
+    it opened are not all closed."""
+    if line.endswith(b"}") and line.count(b"{") == line.count(b"}"):
+        return True
+    try:
+        _loads(line)
+    except ValueError:
+        return False
+    return True
+
 
 class Parser:
     """Feed it lines (:meth:`feed_stream` for decompressed chunks), then :meth:`finish`.
@@ -240,6 +271,8 @@ class Parser:
         self._sql: dict[int, dict[str, Any]] = {}
         self._task_starts = 0
         self._task_ends = 0
+        self._damage: list[str] = []  # the current file's undecodable lines, described (reported per file)
+        self._damaged_job_ends: set[int] = set()
         self._handlers: dict[str, Callable[[dict[str, Any]], None]] = {
             "SparkListenerLogStart": self._log_start,
             "SparkListenerApplicationStart": self._app_start,
@@ -293,7 +326,47 @@ class Parser:
             if clean:
                 log.problems.append(f"{name}: the last line is incomplete ({len(rest)} bytes; the log was cut)")
             clean = False
+        self.report_damage(name)
         return clean
+
+    def report_damage(self, name: str) -> None:
+        """One problem naming ``name`` for the lines read since the last call that could not be
+        decoded (a torn or damaged line inside the log, not its cut last line): how many, and the
+        events they were, so a lost stage or job end is visible."""
+        if not self._damage:
+            return
+        n = len(self._damage)
+        kinds: dict[str, int] = {}
+        for d in self._damage:
+            kinds[d] = kinds.get(d, 0) + 1
+        shown = ", ".join(k + (f" x{c}" if c > 1 else "") for k, c in list(kinds.items())[:8])
+        more = f" and {len(kinds) - 8} more" if len(kinds) > 8 else ""
+        self.log.problems.append(
+            f"{name}: {n} line{'s' if n > 1 else ''} inside the log could not be decoded (torn or damaged "
+            f"JSON) and {'were' if n > 1 else 'was'} left out: {shown}{more}"
+        )
+        self._damage = []
+
+    def _damaged(self, line: bytes) -> None:
+        """Count an undecodable line (not the cut last line) and describe it by the event its start
+        names: a stage's or job's id where it can be read, and what the table loses."""
+        log = self.log
+        log.damaged_lines += 1
+        event = "a line whose event cannot be read"
+        what = ""
+        m = _EVENT_NAME.match(line)
+        if m is not None:
+            event = m.group(1).decode("utf-8", errors="replace") if m.group(1) else "an event whose name is cut"
+            for key, noun in ((b'"Stage ID":', "stage"), (b'"Job ID":', "job")):
+                found = _ID_AFTER[key].search(line) if event in _ID_EVENTS[noun] else None
+                if found is not None:
+                    what = f"{noun} {int(found.group(1))}"
+                    if event == "SparkListenerJobEnd":
+                        self._damaged_job_ends.add(int(found.group(1)))
+                    break
+        log.damaged_events[event] += 1
+        lost = _LOST.get(event, "")
+        self._damage.append(event + (f" ({what}{lost})" if what else (f" ({lost[2:]})" if lost else "")))
 
     def _lines(self, lines: list[bytes], line_fn: Callable[[bytes, bool], bool]) -> None:
         """Whole lines of one chunk: task ends decoded together, task starts counted, every other
@@ -303,6 +376,18 @@ class Parser:
         if n_other:
             others = [x for x in lines if not x.startswith(_TASK_EVENTS)]
             starts = n_other - len(others)
+            if starts:  # not decoded: checked to be whole (inline, the cheap part of _intact)
+                odd = [
+                    x
+                    for x in lines
+                    if x.startswith(_TASK_START) and not (x.endswith(b"}") and x.count(b"{") == x.count(b"}"))
+                ]
+                for line in odd:
+                    if not _intact(line):
+                        starts -= 1
+                        self.log.lines += 1
+                        self.log.skipped_lines += 1
+                        self._damaged(line)
             self._task_starts += starts
             self.log.lines += starts
             self.log.events += starts
@@ -339,18 +424,20 @@ class Parser:
                     except ValueError:
                         log.skipped_lines += 1
                         log.events -= 1
+                        self._damaged(line)
                         continue
                     self._add_task(self._task_row(ev, check=False))
         if events:
             self._add_columns(taskend.columns(events), len(events))
 
-    def feed(self, line: bytes | str) -> None:
-        """One line (compatibility with line iterables)."""
+    def feed(self, line: bytes | str, last: bool = False) -> None:
+        """One line (compatibility with line iterables); ``last``: the input's last line, which may
+        be torn (an application still writing its log) without being damage."""
         if isinstance(line, str):
             line = line.encode("utf-8", errors="replace")
         self.log.bytes_read += len(line) + 1
-        if line.strip():
-            self._line(line.rstrip(b"\r\n"), False)
+        if line.strip() and not self._line(line.rstrip(b"\r\n"), last) and last:
+            self.log.truncated_last_line = True
 
     def _line(self, line: bytes, tail: bool) -> bool:
         log = self.log
@@ -373,6 +460,10 @@ class Parser:
                         return True
             handler = self._bhandlers.get(kind)
             if handler is None and not tail:
+                if not _intact(line):  # passed over, but torn: not an event
+                    log.skipped_lines += 1
+                    self._damaged(line)
+                    return False
                 log.events += 1
                 if kind == b"SparkListenerTaskStart":
                     self._task_starts += 1
@@ -388,6 +479,8 @@ class Parser:
             ev = _loads(line)
         except ValueError:
             log.skipped_lines += 1
+            if not tail:
+                self._damaged(line)
             return False
         if not isinstance(ev, dict) or not isinstance(ev.get("Event"), str):
             log.skipped_lines += 1  # JSON, but not a Spark event
@@ -633,7 +726,9 @@ class Parser:
         log = self.log
         self._flush()
         for jid, (sub, stage_ids, sql_id) in self._job_start.items():  # jobs that never ended (killed run)
-            log.jobs.append(JobRow(jid, sub, None, None, "Unfinished", ",".join(str(s) for s in stage_ids), sql_id))
+            # (or whose end line is damaged: how it ended is unknown)
+            result = UNREADABLE_END if jid in self._damaged_job_ends else "Unfinished"
+            log.jobs.append(JobRow(jid, sub, None, None, result, ",".join(str(s) for s in stage_ids), sql_id))
         self._job_start = {}
         log.jobs.sort(key=lambda j: j.job_id)
         log.executor_rows = [ExecutorRow(*r) for r in sorted(self._execs.values(), key=_exec_order)]
@@ -679,9 +774,16 @@ def _exec_order(row: list[Any]) -> tuple[int, str]:
     return (int(eid), eid) if eid.isdigit() else (-1, eid)
 
 
-def parse_lines(lines: Iterable[bytes | str]) -> EventLog:
-    """Parse an iterable of event-log lines. Malformed lines (e.g. a torn last line) are counted."""
+def parse_lines(lines: Iterable[bytes | str], name: str = "<lines>") -> EventLog:
+    """Parse an iterable of event-log lines. Malformed lines (e.g. a torn last line) are counted;
+    undecodable ones are also a problem naming ``name``."""
     p = Parser()
+    held: bytes | str | None = None  # each line is fed once the next one is seen: the last may be torn
     for line in lines:
-        p.feed(line)
+        if held is not None:
+            p.feed(held)
+        held = line
+    if held is not None:
+        p.feed(held, last=True)
+    p.report_damage(name)
     return p.finish()

@@ -140,7 +140,7 @@ class EventLog:
     tasks: list[TaskRow] = field(default_factory=list)
     stages: list[StageRow] = field(default_factory=list)
     jobs: list[JobRow] = field(default_factory=list)
-    skipped_lines: int = 0
+    skipped_lines: int = 0  # lines that are not Spark events: undecodable (torn), or JSON of something else
     app_attempt_id: str | None = None
     user: str | None = None
     exit_code: int | None = None
@@ -157,6 +157,8 @@ class EventLog:
     job_errors: dict[int, str] = field(default_factory=dict)  # failed job -> its exception's message
     running_tasks: int = 0  # task starts without an end (an unfinished application)
     truncated_last_line: bool = False
+    damaged_lines: int = 0  # lines inside the log (not its cut last line) that could not be decoded
+    damaged_events: Counter[str] = field(default_factory=Counter)  # their event names (as far as readable)
     problems: list[str] = field(default_factory=list)  # what could not be read, naming the file
 
     def workload_span_ms(self) -> float | None:

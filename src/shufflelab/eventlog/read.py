@@ -21,8 +21,8 @@ class NotAnEventLog(ValueError):
 class ReadResult:
     log: EventLog
     codecs: list[str]  # per file read: the codec or "none"
-    partial: bool  # something could not be read (corrupt, cut, unknown codec), beyond the torn
-    # tail an application that is still running (or was killed) leaves
+    partial: bool  # something could not be read (corrupt, cut, unknown codec, a line inside the log
+    # undecodable), beyond the torn tail an application that is still running (or was killed) leaves
 
     @property
     def nothing_read(self) -> bool:
@@ -62,6 +62,7 @@ def read_source(
             partial = True
             continue
         codecs.append(codec or "none")
+        damaged = log.damaged_lines
         try:
             with part.open() as fh:
                 stream = _Progress(fh, on_bytes) if on_bytes else fh
@@ -70,6 +71,8 @@ def read_source(
             log.problems.append(f"{part.name}: read failed ({exc})")
             clean = False
         if not clean and not (src.in_progress and i == last):
+            partial = True
+        if log.damaged_lines > damaged:  # a line inside the file could not be decoded: damage, in any log
             partial = True
     parser.finish()
     if log.events == 0 and not log.problems:
