@@ -36,8 +36,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from shufflelab.spec import ExperimentSpec, SpecError, field_path, read_toml
 
 DEFAULT_LEASE_DIR = "/var/lib/shufflelab/leases"
-_IFACE = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
-_HOST_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,62}$")
+INTERFACE = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
+HOST_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,62}$")
+USER_NAME = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
 
 
 class InventoryError(SpecError):
@@ -124,14 +125,14 @@ class InventoryHost(_Model):
     @field_validator("user")
     @classmethod
     def _user(cls, v: str) -> str:
-        if not re.match(r"^[a-z_][a-z0-9_.-]{0,31}$", v):
+        if not USER_NAME.match(v):
             raise ValueError(f"{v!r} is not a user name")
         return v
 
     @field_validator("data_interface")
     @classmethod
     def _iface(cls, v: str) -> str:
-        if not _IFACE.match(v):
+        if not INTERFACE.match(v):
             raise ValueError(f"{v!r} is not an interface name (1-15 characters, no spaces or slashes)")
         return v
 
@@ -161,7 +162,7 @@ class Inventory(_Model):
         if not v:
             raise ValueError("list at least one host ([hosts.NAME] with address, key_file or agent, data_interface)")
         for name in v:
-            if not _HOST_NAME.match(name):
+            if not HOST_NAME.match(name):
                 raise ValueError(f"host name {name!r}: letters, digits, '_' or '-', starting with a letter")
         return v
 

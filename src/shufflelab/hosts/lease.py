@@ -32,18 +32,18 @@ from typing import Any
 from shufflelab.hosts.control import HostError, HostLost, Session
 from shufflelab.hosts.safety import SafetyError, check_shaping
 
-_SYSCTL = re.compile(r"^[a-z0-9_]+(\.[A-Za-z0-9_-]+)+$")
-_LEASE_ID = re.compile(r"^[0-9a-f]{12}$")
+SYSCTL = re.compile(r"^[a-z0-9_]+(\.[A-Za-z0-9_-]+)+$")
+LEASE_ID = re.compile(r"^[0-9a-f]{12}$")
 TAG_VAR = "SHUFFLELAB_LEASE"
 # the offloads the backend may change (``ethtool -K`` name -> ``ethtool -k`` name)
 OFFLOADS = {"tso": "tcp-segmentation-offload", "gso": "generic-segmentation-offload", "gro": "generic-receive-offload"}
-_IFNAME = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
+INTERFACE = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
 # every host's scratch folders live below this; a lease removes only ``SCRATCH_ROOT/<its id>``
 SCRATCH_ROOT = "/var/tmp/shufflelab-hosts"
 
 
 def scratch_path(lease_id: str) -> str:
-    if not _LEASE_ID.match(lease_id):
+    if not LEASE_ID.match(lease_id):
         raise ValueError(f"{lease_id!r} is not a lease id")
     return f"{SCRATCH_ROOT}/{lease_id}"
 
@@ -67,7 +67,7 @@ def offload_states(ethtool_k: str) -> dict[str, str]:
 
 def offload_args(interface: str, values: dict[str, str]) -> list[str]:
     """``ethtool -K`` for ``values`` (validated: known features, on/off, an interface name)."""
-    if not _IFNAME.match(interface):
+    if not INTERFACE.match(interface):
         raise ValueError(f"{interface!r} is not an interface name")
     args = ["ethtool", "-K", interface]
     for k, v in values.items():
@@ -110,7 +110,7 @@ class HostLease:
 
     async def set_sysctl(self, name: str, value: str) -> None:
         """Set a sysctl, recording its previous value first (the first one, if set twice)."""
-        if not _SYSCTL.match(name):
+        if not SYSCTL.match(name):
             raise ValueError(f"{name!r} is not a sysctl name")
         step = f"sysctl {name} = {value}"
         if not any(c["kind"] == "sysctl" and c["name"] == name for c in self.changes):
@@ -352,7 +352,7 @@ async def clean_host(session: Session, lease_dir: str, force: bool = False) -> C
     )
     for entry in listing.stdout.split():
         stem = entry.removesuffix(".json")
-        if not entry.endswith(".json") or not _LEASE_ID.match(stem):
+        if not entry.endswith(".json") or not LEASE_ID.match(stem):
             continue
         path = f"{lease_dir}/{entry}"
         text = (await session.run(f"read lease {stem}", ["cat", path], privileged=True)).stdout
