@@ -79,6 +79,7 @@ class Fabric:
     closed: bool = False
     lost_at: float | None = None  # a machine of the fabric is gone from then on (as a real host dropping off)
     lost_why: str = "host w1 (192.0.2.2) dropped off during the run: connection lost"
+    cross_started: bool = False
 
     def lost(self) -> bool:
         return self.lost_at is not None and self.clock() >= self.lost_at
@@ -106,6 +107,9 @@ class Fabric:
 
     def start_queue_sampler(self, spec: ExperimentSpec, out: Path, launch: ProcessLauncher) -> Process | None:
         return None  # as the userspace switch: it samples itself
+
+    def start_cross_traffic(self) -> None:
+        self.cross_started = True
 
     def save_telemetry(self, run_dir: Path) -> None:
         pass

@@ -185,7 +185,7 @@ def check(spec: ExperimentSpec, caps: Capabilities, where: str = "") -> list[str
                 f"{', '.join(caps.congestion_controls)}"
             )
     ct = spec.cross_traffic
-    if (ct.udp_percent > 0 or ct.tcp_pairs > 0) and not caps.tools.get("iperf3"):
+    if ((ct.udp_percent > 0 and ct.generator == "iperf3") or ct.tcp_pairs > 0) and not caps.tools.get("iperf3"):
         problems.append(f"{pre}cross traffic needs iperf3 (run the setup: make setup)")
     if not caps.tools.get("java"):
         problems.append(f"{pre}Spark needs Java 17 (java not found)")
@@ -216,6 +216,12 @@ def emulation(spec: ExperimentSpec) -> dict[str, Any]:
         )
     else:
         notes.append("drop-tail queue")
+    ct = spec.cross_traffic
+    if ct.generator == "switch" and ct.udp_percent > 0:
+        notes.append(
+            f"UDP cross traffic at {ct.udp_percent:g} % made by the switch ({ct.pattern} arrivals of 1514-byte "
+            "virtual frames in the sink's port queue; no host sends or receives them)"
+        )
     modes = spec.hosts_by_switch_mode()
     out: dict[str, Any] = {"datapath": "switch", "emulated_by_switch": notes}
     if "dctcp" in modes:

@@ -196,6 +196,8 @@ MIGRATIONS = [
     "ALTER TABLE cross_traffic ADD COLUMN IF NOT EXISTS job_bytes BIGINT",
     "ALTER TABLE cross_traffic ADD COLUMN IF NOT EXISTS job_seconds DOUBLE",
     "ALTER TABLE cross_traffic ADD COLUMN IF NOT EXISTS job_bits_per_second DOUBLE",
+    # who made it: iperf3 (NULL in older files) or the switch's own source (frame bytes offered to the queue)
+    "ALTER TABLE cross_traffic ADD COLUMN IF NOT EXISTS generator VARCHAR",
     # event logs of any application (shufflelab analyze): speculation, the stage DAG, SQL executions
     "ALTER TABLE tasks ADD COLUMN IF NOT EXISTS speculative BOOLEAN DEFAULT false",
     "ALTER TABLE stages ADD COLUMN IF NOT EXISTS parent_ids VARCHAR",

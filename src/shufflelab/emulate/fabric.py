@@ -28,6 +28,7 @@ from shufflelab.emulate.netns import Lease, run
 from shufflelab.spec import ExperimentSpec, Link, Tcp
 from shufflelab.switch.controller import (
     SPIN_US,
+    CrossSource,
     Switch,
     SwitchConfig,
     SwitchHost,
@@ -140,11 +141,34 @@ def switch_config(network: Network, spec: ExperimentSpec, macs: dict[str, str]) 
         for h, ip in network.host_addresses.items()
     ]
     config = SwitchConfig(
-        ports=ports, hosts=hosts, telemetry_period_ms=spec.telemetry.queue_period_ms, cpu=switch_cpu()
-    )
+        ports=ports, hosts=hosts, telemetry_period_ms=spec.telemetry.queue_period_ms, cpu=switch_cpu(),
+        cross=cross_sources(network, spec),
+    )  # fmt: skip
     if spec.topology.switch_spin:
         config.busy_poll_us = SPIN_US
     return config
+
+
+def cross_sources(network: Network, spec: ExperimentSpec) -> list[CrossSource]:
+    """The in-switch UDP source of ``spec`` (``cross_traffic.generator = "switch"``): offered to the
+    router port behind the traffic sink, where iperf3's packets from the source would queue, at
+    ``udp_percent`` of the bottleneck rate in frame bytes (iperf3's ``udp_percent`` is the same wire
+    rate). Empty for iperf3 or without UDP. Pure."""
+    ct = spec.cross_traffic
+    if ct.generator != "switch" or ct.udp_percent <= 0:
+        return []
+    _, sink = spec.traffic_endpoints()
+    assert sink is not None  # the spec's validation requires one
+    return [
+        CrossSource(
+            network.router_port_of(sink).ifname,
+            rate_mbps=spec.topology.bottleneck.rate_mbps * ct.udp_percent / 100.0,
+            pattern=ct.pattern,
+            on_ms=ct.on_ms if ct.pattern == "onoff" else 0.0,
+            off_ms=ct.off_ms if ct.pattern == "onoff" else 0.0,
+            seed=ct.seed,
+        )
+    ]
 
 
 def has_root_qdisc(tc_show: str) -> bool:
@@ -408,8 +432,15 @@ class Fabric:
             return
         with contextlib.suppress(OSError):
             self.switch.save_telemetry(run_dir / "queue_samples.csv")
+            self.switch.save_status(run_dir / "switch_status.csv")
             shutil.copyfile(self.switch.config_path, run_dir / "switch.json")
             shutil.copyfile(self.switch.log, run_dir / "switch.log")
+
+    def start_cross_traffic(self) -> None:
+        """Start the switch's own cross-traffic sources (configured paused, so that the link self-test
+        runs on an idle fabric); nothing without them."""
+        if self.switch is not None and self.switch.config.cross:
+            self.switch.start_cross()
 
     def counters(self, port: Port) -> PortCounters:
         """Cumulative egress counters of ``port``: its root qdisc's on the kernel path; on the switch

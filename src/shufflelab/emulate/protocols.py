@@ -105,6 +105,10 @@ class Fabric(Protocol):
         """Start sampling the bottleneck queues into ``out`` (None: the datapath samples itself)."""
         ...
 
+    def start_cross_traffic(self) -> None:
+        """Start the datapath's own cross-traffic sources (``cross_traffic.generator = "switch"``)."""
+        ...
+
     def save_telemetry(self, run_dir: Path) -> None:
         """Keep the datapath's own telemetry and configuration with the run (if it has any)."""
         ...

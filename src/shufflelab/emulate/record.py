@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 import pandas as pd
 
 from shufflelab import capabilities, eventlog, listener
@@ -123,9 +124,9 @@ def job_window(apps: pd.DataFrame | None) -> validity.Window | None:
 
 
 def traffic_during(rows: list[dict[str, Any]], traffic_dir: Path, window: validity.Window | None) -> None:
-    """Add to each cross-traffic row what its client sent during the job (``job_*``)."""
+    """Add to each iperf3 cross-traffic row what its client sent during the job (``job_*``)."""
     for row in rows:
-        if window is None or row.get("started_at") is None:
+        if window is None or row.get("started_at") is None or row.get("generator") == "switch":
             continue
         ivs = traffic.sent_intervals(traffic_dir / row["result_file"], row["started_at"])
         if not ivs:  # no JSON result (a killed client): what it sent is unknown
@@ -133,6 +134,46 @@ def traffic_during(rows: list[dict[str, Any]], traffic_dir: Path, window: validi
         sent, covered = traffic.sent_between(ivs, window.start, window.end)
         row["job_bytes"], row["job_seconds"] = sent, covered
         row["job_bits_per_second"] = sent * 8 / window.seconds if window.seconds > 0 else None
+
+
+def switch_traffic_row(spec: ExperimentSpec, status_csv: Path, window: validity.Window | None) -> dict[str, Any]:
+    """The in-switch UDP source's ``cross_traffic`` row, from the switch's status samples (cumulative
+    counters every telemetry period): what it offered to the queue (``bytes``/``packets``, frame
+    bytes), dropped and delivered, whether it still ran at the end, and what it offered during
+    ``window`` (``job_*``; the window's edges interpolated linearly between samples)."""
+    ct = spec.cross_traffic
+    row: dict[str, Any] = {
+        "kind": "udp", "generator": "switch",
+        "configured_bps": validity.switch_rate_bps(spec.topology.bottleneck.rate_mbps, ct.udp_percent),
+    }  # fmt: skip
+    try:
+        st = pd.read_csv(status_csv)
+    except (OSError, ValueError):
+        st = pd.DataFrame()
+    if st.empty or "cross_offered_bytes" not in st.columns:
+        row["error"] = f"no status samples from the switch ({status_csv.name})"
+        return row
+    sending = st[st["cross_offered_packets"] > 0]
+    last = st.iloc[-1]
+    t0, t1 = float(st["t"].iloc[0]), float(last["t"])
+    row.update(
+        started_at=float(sending["t"].iloc[0]) if not sending.empty else None,
+        alive_at_end=bool(last["cross_running"] > 0),
+        seconds=t1 - t0,
+        bytes=int(last["cross_offered_bytes"]),
+        packets=int(last["cross_offered_packets"]),
+        lost_packets=int(last["cross_drops"]),
+        lost_percent=100.0 * float(last["cross_drops"]) / max(1.0, float(last["cross_offered_packets"])),
+        received_bytes=int(last["cross_delivered_bytes"]),
+        bits_per_second=float(last["cross_offered_bytes"]) * 8 / (t1 - t0) if t1 > t0 else None,
+    )
+    if window is not None and window.seconds > 0 and t1 > t0:
+        lo, hi = max(window.start, t0), min(window.end, t1)
+        if hi > lo:
+            at = np.interp([lo, hi], st["t"], st["cross_offered_bytes"])
+            row["job_bytes"], row["job_seconds"] = int(at[1] - at[0]), hi - lo
+            row["job_bits_per_second"] = (at[1] - at[0]) * 8 / window.seconds
+    return row
 
 
 def promises(
@@ -143,7 +184,12 @@ def promises(
     events: list[faults.FaultEvent],
 ) -> list[str]:
     """What the scenario promised and the run did not deliver (empty: the run is what it claims);
-    ``rows`` gain what the cross traffic sent during ``window``."""
+    ``rows`` gain what the cross traffic sent during ``window`` (and the in-switch source's row)."""
+    ct = spec.cross_traffic
+    for r in rows:
+        r.setdefault("generator", "iperf3")
+    if ct.generator == "switch" and ct.udp_percent > 0:
+        rows.append(switch_traffic_row(spec, run_dir / "switch_status.csv", window))
     traffic_during(rows, run_dir / "traffic", window)
     return (
         validity.traffic_problems(spec.cross_traffic, spec.topology.bottleneck.rate_mbps, rows, window)

@@ -47,7 +47,11 @@ def start(
     tel.before = {p.ifname: fabric.counters(p) for p in net.bottlenecks}
     tel.sampler = fabric.start_queue_sampler(spec, run_dir / "queue_samples.csv", backend.launch)
     ct = spec.cross_traffic
-    if ct.active:
+    if ct.active and ct.generator == "switch":  # the switch's own UDP source, paused until now
+        phase("starting the switch's cross traffic")
+        fabric.start_cross_traffic()
+        backend.sleep(ct.warmup_s)
+    elif ct.active:
         src, dst = spec.traffic_endpoints()
         assert src is not None and dst is not None
         phase("starting cross traffic")

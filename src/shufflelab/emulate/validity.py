@@ -12,10 +12,16 @@ received or carried by the bottleneck are recorded but not held against the conf
 bytes iperf3 sent during the job, divided by the job's duration, must be within
 ``UDP_RATE_TOLERANCE`` of the rate it was asked for. TCP flows are elastic (no configured rate):
 they must run through the job and carry data during it.
+
+The switch's own source (``cross_traffic.generator = "switch"``) is held to the same rule on what it
+offered to the port's queue during the job (frame bytes, from the switch's status samples), with the
+tolerance widened only by what its pattern makes random or lumpy (:func:`switch_tolerance`); it must
+still be running at the end of the run.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -58,16 +64,19 @@ def traffic_problems(
         return []
     expected = [k for k, on in (("udp", ct.udp_percent > 0), ("tcp", ct.tcp_pairs > 0)) if on]
     problems = []
+    in_switch = ct.generator == "switch"
+    who = "the switch's source" if in_switch else "iperf3"
     for kind in expected:
-        name = f"{kind.upper()} cross traffic"
+        name = f"{kind.upper()} cross traffic" + (" (in the switch)" if in_switch else "")
         row = next((r for r in rows if r.get("kind") == kind), None)
         if row is None:
-            problems.append(f"{name}: no iperf3 result")
+            problems.append(f"{name}: no {who} result")
             continue
         if row.get("error"):
-            problems.append(f"{name}: iperf3 failed: {row['error']}")
+            problems.append(f"{name}: {who} failed: {row['error']}")
         if row.get("alive_at_end") is False:
-            problems.append(f"{name}: the iperf3 client exited before the run ended")
+            gone = "stopped sending" if in_switch else "the iperf3 client exited"
+            problems.append(f"{name}: {gone} before the run ended")
         if window is None or window.seconds <= 0:
             continue
         started = row.get("started_at")
@@ -75,22 +84,51 @@ def traffic_problems(
             problems.append(f"{name}: started {started - window.start:.1f} s after the job")
         sent, covered = row.get("job_bytes"), row.get("job_seconds")
         if sent is None or not covered:
-            problems.append(f"{name}: no iperf3 intervals during the job")
+            problems.append(f"{name}: no {'status samples' if in_switch else 'iperf3 intervals'} during the job")
             continue
         if kind == "tcp":
             if sent <= 0:
                 problems.append(f"{name}: sent nothing during the job")
             continue
-        configured = udp_payload_rate_bps(rate_mbps, ct.udp_percent)
+        configured = (
+            switch_rate_bps(rate_mbps, ct.udp_percent) if in_switch else udp_payload_rate_bps(rate_mbps, ct.udp_percent)
+        )
+        tol = switch_tolerance(ct, configured, window.seconds) if in_switch else UDP_RATE_TOLERANCE
         # over the whole job: seconds the client did not report count as seconds it sent nothing
         ratio = sent * 8 / window.seconds / configured
-        if abs(ratio - 1) > UDP_RATE_TOLERANCE:
+        if abs(ratio - 1) > tol:
             problems.append(
-                f"{name}: sent {sent * 8 / window.seconds / 1e6:.2f} Mbit/s during the job, configured "
-                f"{configured / 1e6:.2f} Mbit/s (ratio {ratio:.3f}, allowed 1 ± {UDP_RATE_TOLERANCE:g}; "
-                f"{sent / 1e6:.1f} MB in {window.seconds:.1f} s)"
+                f"{name}: {'offered' if in_switch else 'sent'} {sent * 8 / window.seconds / 1e6:.2f} Mbit/s "
+                f"during the job, configured {configured / 1e6:.2f} Mbit/s (ratio {ratio:.3f}, allowed "
+                f"1 ± {tol:.3g}; {sent / 1e6:.1f} MB in {window.seconds:.1f} s)"
             )
     return problems
+
+
+# the in-switch source's frames: a 1472-byte UDP datagram's full Ethernet frame (the switch's default)
+SWITCH_FRAME_BYTES = 1514
+
+
+def switch_rate_bps(rate_mbps: float, percent: float) -> float:
+    """The in-switch source's mean rate in frame bits per second: ``percent`` % of the link (the same
+    wire rate iperf3's ``udp_percent`` asks for)."""
+    return rate_mbps * 1e6 * percent / 100.0
+
+
+def switch_tolerance(ct: CrossTraffic, rate_bps: float, seconds: float) -> float:
+    """How far the in-switch source's offered rate over ``seconds`` may lie from its mean. Its
+    arrivals are computed, not sent by a process that can lag, so only its pattern makes it vary:
+    ``UDP_RATE_TOLERANCE`` plus, for Poisson arrivals, 4 standard deviations of the count over the
+    window (a Poisson count of mean N has sd sqrt(N); a healthy run is outside with probability
+    < 1e-4) and, for on/off, one on-period at the peak rate (a window may cut one burst short or
+    catch one more)."""
+    n = rate_bps * seconds / 8 / SWITCH_FRAME_BYTES
+    extra = 0.0
+    if ct.pattern == "poisson" and n > 0:
+        extra = 4 / math.sqrt(n)
+    elif ct.pattern == "onoff" and seconds > 0:
+        extra = (ct.on_ms + ct.off_ms) / 1000 / seconds
+    return UDP_RATE_TOLERANCE + extra
 
 
 def fault_problems(faults: Sequence[Fault], events: Sequence[Any]) -> list[str]:

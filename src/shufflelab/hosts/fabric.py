@@ -340,6 +340,10 @@ class HostsFabric:
             raise
         return samplers
 
+    def start_cross_traffic(self) -> None:
+        """Nothing: the router host's switch has no sources of its own (``router_switch_config``
+        refuses ``cross_traffic.generator = "switch"``)."""
+
     def save_telemetry(self, run_dir: Path) -> None:
         """On the switch datapath: the router host's switch's samples as ``queue_samples.csv``, its
         config and log, in ``run_dir`` (as the local fabric keeps them); else nothing."""

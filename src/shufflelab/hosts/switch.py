@@ -78,6 +78,11 @@ def router_switch_config(
     if spec.topology.kind != "shared":
         raise ValueError(f"topology.kind = {spec.topology.kind!r}: the router host's switch holds a shared bottleneck")
     cfg = switch_config(network, spec, dict(macs))
+    if cfg.cross:
+        raise ValueError(
+            "cross_traffic.generator = 'switch': the in-switch source runs on the local fabric only (the "
+            "router host's switch does not report it yet); use generator = 'iperf3' on machines"
+        )
     ports = [dataclasses.replace(p, ifname=router_dev) for p in cfg.ports]
     hosts = [dataclasses.replace(h, port=router_dev) for h in cfg.hosts]
     return dataclasses.replace(cfg, ports=ports, hosts=hosts, cpu=switch_cpu(ncpu))

@@ -26,7 +26,7 @@ from shufflelab.report.data import (
     shuffle_table,
     slowdown_table,
 )
-from shufflelab.report.text import headline, scale_note, selftest_fact, vcc_headline
+from shufflelab.report.text import cross_generator_fact, headline, scale_note, selftest_fact, vcc_headline
 from shufflelab.results import Store
 from shufflelab.stats import MIN_N
 
@@ -206,4 +206,7 @@ def _facts(d: Data) -> list[str]:
     st = selftest_fact(d)
     if st:
         facts.append(st)
+    gen = cross_generator_fact(d)
+    if gen:
+        facts.append(gen)
     return facts

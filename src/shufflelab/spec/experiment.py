@@ -19,6 +19,24 @@ class CrossTraffic(SpecModel):
     source: str | None = Field(default=None, description="Host sending; default: the traffic-source host.")
     sink: str | None = Field(default=None, description="Host receiving; default: the traffic-sink host.")
     warmup_s: float = Field(default=1.0, ge=0, le=60, description="Seconds of traffic before the job starts.")
+    generator: Literal["iperf3", "switch"] = Field(
+        default="iperf3",
+        description=(
+            "Who makes the UDP: 'iperf3' sends real packets from the source host to the sink (through both "
+            "hosts' CPUs); 'switch' has the userspace switch offer virtual packets to the sink's port queue "
+            "(same bytes, service time and drop/RED/ECN decisions, no host CPU); needs the switch datapath."
+        ),
+    )
+    pattern: Literal["constant", "poisson", "onoff"] = Field(
+        default="constant",
+        description=(
+            "generator = 'switch': arrivals at a constant rate, as a Poisson process, or on/off (on_ms sending "
+            "at the rate x (on_ms + off_ms) / on_ms, then off_ms silent); the mean is udp_percent in every one."
+        ),
+    )
+    on_ms: float = Field(default=100.0, gt=0, le=60_000, description="pattern = 'onoff': sending period.")
+    off_ms: float = Field(default=100.0, ge=0, le=60_000, description="pattern = 'onoff': silent period.")
+    seed: int = Field(default=1, ge=1, description="pattern = 'poisson': the arrival process's seed.")
 
     @property
     def active(self) -> bool:
@@ -196,7 +214,30 @@ class ExperimentSpec(SpecModel):
                 raise ValueError(f"hosts.{host}.tcp: " + "; ".join(reasons)) from None
         self._racks_fit()
         self._datapath_fits()
+        self._generator_fits()
         return self
+
+    def _generator_fits(self) -> None:
+        ct = self.cross_traffic
+        if ct.generator == "iperf3":
+            if ct.pattern != "constant":
+                raise ValueError(
+                    f"cross_traffic.pattern = {ct.pattern!r} needs cross_traffic.generator = 'switch' "
+                    "(iperf3 sends at a constant rate)"
+                )
+            return
+        if self.datapath() != "switch":
+            raise ValueError(
+                "cross_traffic.generator = 'switch' needs the userspace switch in the path, and this spec runs "
+                "on the kernel datapath: set topology.bottleneck.datapath = 'switch' (or use generator = 'iperf3')"
+            )
+        if ct.tcp_pairs > 0:
+            raise ValueError(
+                f"cross_traffic.tcp_pairs = {ct.tcp_pairs}: the switch generates UDP only; TCP flows need "
+                "cross_traffic.generator = 'iperf3'"
+            )
+        if ct.udp_percent > 0 and self.topology.bottleneck.rate_mbps * ct.udp_percent / 100 * 1e6 < 8:
+            raise ValueError(f"cross_traffic.udp_percent = {ct.udp_percent:g} is below 8 bit/s of frames")
 
     def _racks_fit(self) -> None:
         racks = {h: host.rack for h, host in self.hosts.items()}

@@ -143,6 +143,11 @@ _HASH_NEUTRAL_DEFAULTS: dict[tuple[str, ...], Any] = {
     ("telemetry", "selftest"): "warn",
     ("topology", "switch_spin"): False,
     ("faults",): [],
+    ("cross_traffic", "generator"): "iperf3",  # the in-switch source
+    ("cross_traffic", "pattern"): "constant",
+    ("cross_traffic", "on_ms"): 100.0,
+    ("cross_traffic", "off_ms"): 100.0,
+    ("cross_traffic", "seed"): 1,
     ("workload", "script"): None,  # the user-application fields
     ("workload", "jar"): None,
     ("workload", "main_class"): None,

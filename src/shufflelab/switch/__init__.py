@@ -4,7 +4,9 @@ what this kernel lacks: delay, RED/ECN, DCTCP in the switch and congestion-contr
 virtualization (VCC)."""
 
 from shufflelab.switch.controller import (
+    STATUS_HEADER,
     TELEMETRY_HEADER,
+    CrossSource,
     Red,
     Switch,
     SwitchConfig,
@@ -18,7 +20,9 @@ from shufflelab.switch.controller import (
 )
 
 __all__ = [
+    "STATUS_HEADER",
     "TELEMETRY_HEADER",
+    "CrossSource",
     "Red",
     "Switch",
     "SwitchConfig",

@@ -13,6 +13,7 @@ import csv
 import json
 import os
 import shutil
+import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,12 @@ from shufflelab.emulate.netns import Lease, Process, run
 
 TELEMETRY_HEADER = (
     "t,dev,backlog_bytes,backlog_packets,drops,sent_bytes,sent_packets,overlimits,tx_bytes,rx_bytes,marks"
+)
+# the switch's own state per telemetry sample (telemetry.status_path): lag behind its schedule since the
+# previous row, and its in-switch sources' cumulative counters
+STATUS_HEADER = (
+    "t,lag_events,lag_mean_us,lag_max_us,cross_offered_packets,cross_offered_bytes,cross_delivered_packets,"
+    "cross_delivered_bytes,cross_drops,cross_marks,cross_running"
 )
 BINARY_NAME = "shufflelab-switch"
 _REPO = Path(__file__).resolve().parents[3]
@@ -82,6 +89,27 @@ class SwitchPort:
 
 
 @dataclass(frozen=True)
+class CrossSource:
+    """UDP made inside the switch: virtual frames of ``frame_bytes`` offered to port ``port``'s queue
+    at a mean ``rate_mbps`` of frame bytes (constant, Poisson or on/off), never sent by a host."""
+
+    port: str
+    rate_mbps: float
+    pattern: Literal["constant", "poisson", "onoff"] = "constant"
+    on_ms: float = 0.0
+    off_ms: float = 0.0
+    seed: int = 1
+    frame_bytes: int = 1514
+    ect: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "port": self.port, "rate_bps": shaping.rate_bits(self.rate_mbps), "frame_bytes": self.frame_bytes,
+            "pattern": self.pattern, "on_ms": self.on_ms, "off_ms": self.off_ms, "ect": self.ect, "seed": self.seed,
+        }  # fmt: skip
+
+
+@dataclass(frozen=True)
 class SwitchHost:
     """A host behind the switch: its address, MAC, port, and what the switch does with its TCP."""
 
@@ -101,16 +129,20 @@ class SwitchConfig:
     max_flows: int = 4096
     flow_idle_timeout_s: float = 60.0
     g: float = 1.0 / 16.0
+    cross: list[CrossSource] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def to_json(self, telemetry_path: Path | None) -> dict[str, Any]:
+    def to_json(self, telemetry_path: Path | None, status_path: Path | None = None) -> dict[str, Any]:
         return {
             "ports": [p.to_json() for p in self.ports],
             "hosts": [{"ip": h.ip, "mac": h.mac, "port": h.port, "mode": h.mode} for h in self.hosts],
             "telemetry": {
                 "path": str(telemetry_path) if telemetry_path else None,
                 "period_ms": self.telemetry_period_ms,
+                **({"status_path": str(status_path)} if status_path else {}),
             },
+            "cross": [c.to_json() for c in self.cross],
+            "cross_paused": bool(self.cross),  # started by start_cross (SIGUSR2) when the run needs them
             "flows": {"g": self.g, "max_flows": self.max_flows, "idle_timeout_s": self.flow_idle_timeout_s},
             "busy_poll_us": self.busy_poll_us,
             "cpu": self.cpu,
@@ -224,6 +256,7 @@ class Switch:
         self.binary = binary or binary_path()
         self.config_path = lease.scratch / f"switch-{node}.json"
         self.telemetry_path = lease.scratch / f"switch-{node}-queues.csv"
+        self.status_path = lease.scratch / f"switch-{node}-status.csv"
         self.log = lease.scratch / f"switch-{node}.log"
         self.process: Process | None = None
         self.summary: dict[str, Any] | None = None
@@ -245,7 +278,7 @@ class Switch:
         if not offloads:
             for p in self.config.ports:
                 run(["ethtool", "-K", p.ifname, "tso", "off", "gso", "off", "gro", "off"], ns=self.ns, check=False)
-        self.config_path.write_text(json.dumps(self.config.to_json(self.telemetry_path), indent=2))
+        self.config_path.write_text(json.dumps(self.config.to_json(self.telemetry_path, self.status_path), indent=2))
         offset = self.log.stat().st_size if self.log.exists() else 0  # the log is appended to across restarts
         self.summary = None
         self.process = Process(self.ns, [str(self.binary), str(self.config_path)], self.log)
@@ -291,6 +324,21 @@ class Switch:
         """Copy the telemetry CSV so far to ``dest`` (complete rows only; the switch keeps writing)."""
         text = self.telemetry_path.read_text(errors="replace") if self.telemetry_path.exists() else ""
         dest.write_text(text[: text.rfind("\n") + 1] if text else TELEMETRY_HEADER + "\n")
+
+    def save_status(self, dest: Path) -> None:
+        """Copy the status CSV so far (lag, in-switch sources) to ``dest``, complete rows only."""
+        text = self.status_path.read_text(errors="replace") if self.status_path.exists() else ""
+        dest.write_text(text[: text.rfind("\n") + 1] if text else STATUS_HEADER + "\n")
+
+    def start_cross(self) -> None:
+        """Start the in-switch sources (SIGUSR2; a config with sources starts them paused)."""
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGUSR2)
+
+    def stop_cross(self) -> None:
+        """Stop the in-switch sources (SIGUSR1); the switch keeps forwarding."""
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGUSR1)
 
     def last_telemetry(self) -> dict[str, dict[str, float | str]]:
         """The latest telemetry row of every port (cumulative counters since this start)."""
