@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import secrets
 import shutil
 import signal
@@ -28,11 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from shufflelab import cgroups, procfs
+from shufflelab.names import whole
 
 LEASE_DIR = Path(os.environ.get("SHUFFLELAB_LEASE_DIR", "/run/shufflelab"))
 SCRATCH_ROOT = Path(os.environ.get("SHUFFLELAB_SCRATCH", "/var/tmp/shufflelab"))
 NETNS_ETC = Path(os.environ.get("SHUFFLELAB_NETNS_ETC", "/etc/netns"))
-NS_PATTERN = re.compile(r"^sl([0-9a-f]{6})-([a-z0-9]+)$")
+NS_PATTERN = whole(r"sl([0-9a-f]{6})-([a-z0-9]+)")
 # off only to measure what the private resolver saves (benchmarks/run_overhead.py --compare resolver)
 PRIVATE_RESOLVER = True
 # no name server: a lookup goes to the namespace's own loopback, where nothing listens, and fails at

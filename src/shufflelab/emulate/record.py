@@ -215,7 +215,7 @@ def parse_cc_observed(value: str | None) -> dict[str, int]:
     """``"cubic:12,reno:1"`` -> ``{"cubic": 12, "reno": 1}``."""
     if not value:
         return {}
-    return {k: int(v) for k, v in (item.split(":") for item in value.split(",")) if re.match(r"^\d+$", v)}
+    return {k: int(v) for k, v in (item.split(":") for item in value.split(",")) if re.fullmatch(r"\d+", v)}
 
 
 def _cc_configured(spec: ExperimentSpec, role: Literal["spark-worker", "mapreduce"]) -> str:

@@ -19,11 +19,12 @@ from pathlib import Path
 from typing import BinaryIO
 
 from shufflelab.eventlog.compression import SUFFIXES, UnknownCodec, sniff
+from shufflelab.names import whole
 
 IN_PROGRESS = ".inprogress"
 COMPACT = ".compact"
 ROLLING_DIR = "eventlog_v2_"
-_EVENTS_RE = re.compile(r"^events_(\d+)_(.+)$")
+_EVENTS_RE = whole(r"events_(\d+)_(.+)")
 
 
 @dataclass(frozen=True)

@@ -662,7 +662,7 @@ def parse_probe(text: str) -> Remote:
     pythons: dict[str, tuple[tuple[int, int, int], str, str, str]] = {}
     for line in sections.get("python", []):
         parts = line.split("\t")
-        if len(parts) == 5 and re.match(r"^\d+\.\d+\.\d+$", parts[1]):
+        if len(parts) == 5 and re.fullmatch(r"\d+\.\d+\.\d+", parts[1]):
             v = tuple(int(x) for x in parts[1].split("."))
             pythons.setdefault(parts[0], ((v[0], v[1], v[2]), parts[2], parts[3].strip("-"), parts[4].strip("-")))
     manifest = Manifest.parse("\n".join(sections.get("manifest", [])))

@@ -27,18 +27,17 @@ interface's egress is the one shaped queue.
 from __future__ import annotations
 
 import ipaddress
-import re
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from shufflelab.names import INTERFACE, whole
 from shufflelab.spec import ExperimentSpec, SpecError, field_path, read_toml
 
 DEFAULT_LEASE_DIR = "/var/lib/shufflelab/leases"
-INTERFACE = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
-HOST_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,62}$")
-USER_NAME = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
+HOST_NAME = whole(r"[A-Za-z][A-Za-z0-9_-]{0,62}")
+USER_NAME = whole(r"[a-z_][a-z0-9_.-]{0,31}")
 
 
 class InventoryError(SpecError):

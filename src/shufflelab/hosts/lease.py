@@ -20,7 +20,6 @@ import contextlib
 import ipaddress
 import json
 import os
-import re
 import secrets
 import shlex
 import socket
@@ -31,13 +30,13 @@ from typing import Any
 
 from shufflelab.hosts.control import HostError, HostLost, Session
 from shufflelab.hosts.safety import SafetyError, check_shaping
+from shufflelab.names import INTERFACE, whole
 
-SYSCTL = re.compile(r"^[a-z0-9_]+(\.[A-Za-z0-9_-]+)+$")
-LEASE_ID = re.compile(r"^[0-9a-f]{12}$")
+SYSCTL = whole(r"[a-z0-9_]+(\.[A-Za-z0-9_-]+)+")
+LEASE_ID = whole(r"[0-9a-f]{12}")
 TAG_VAR = "SHUFFLELAB_LEASE"
 # the offloads the backend may change (``ethtool -K`` name -> ``ethtool -k`` name)
 OFFLOADS = {"tso": "tcp-segmentation-offload", "gso": "generic-segmentation-offload", "gro": "generic-receive-offload"}
-INTERFACE = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
 # every host's scratch folders live below this; a lease removes only ``SCRATCH_ROOT/<its id>``
 SCRATCH_ROOT = "/var/tmp/shufflelab-hosts"
 

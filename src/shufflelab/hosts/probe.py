@@ -116,7 +116,7 @@ def parse_facts(host: str, address: str, data_interface: str, text: str) -> Host
     f.loadable_congestion_controls = sorted(set(s.get("cc_loadable", "").split()) - {"diag"})
     m = re.search(r'version "([^"]+)"', s.get("java", ""))
     f.java = m.group(1) if m else None
-    f.python = s.get("python") if re.match(r"^\d+\.\d+\.\d+$", s.get("python", "")) else None
+    f.python = s.get("python") if re.fullmatch(r"\d+\.\d+\.\d+", s.get("python", "")) else None
     f.pyspark = None if s.get("pyspark", "missing") in ("missing", "") else s["pyspark"]
     m = re.search(r"iperf ([\d.]+)", s.get("iperf3", ""))
     f.iperf3 = m.group(1) if m else None

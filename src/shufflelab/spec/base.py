@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
+
+from shufflelab.names import whole
 
 CongestionControl = Literal["cubic", "reno", "bbr", "dctcp"]
 Role = Literal["spark-master", "spark-worker", "traffic-source", "traffic-sink", "mapreduce", "storage"]
@@ -16,8 +17,8 @@ DCTCP_BASE = "cubic"
 """What a ``dctcp`` host's kernel runs: this kernel has no dctcp module, so DCTCP is enforced by the
 userspace switch (window rewriting) over the host's own cubic with ``tcp_ecn = 1``."""
 
-NAME_PATTERN = re.compile(r"^[a-z][a-z0-9]{0,7}$")
-MEMORY_PATTERN = re.compile(r"^[0-9]+[kmgt]$")
+NAME_PATTERN = whole(r"[a-z][a-z0-9]{0,7}")
+MEMORY_PATTERN = whole(r"[0-9]+[kmgt]")
 
 
 class SpecModel(BaseModel):

@@ -5,17 +5,18 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import tomllib
 from pathlib import Path
 from typing import Any
+
+from shufflelab.names import whole
 
 
 class SpecError(ValueError):
     """A spec that cannot be used; the message names the file, the field and why."""
 
 
-_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+_BARE_KEY = whole(r"[A-Za-z0-9_-]+")
 
 
 def field_path(loc: tuple[Any, ...] | list[Any]) -> str:
