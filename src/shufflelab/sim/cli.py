@@ -19,8 +19,8 @@ def run(
     results: Annotated[Path, typer.Option(help="Directory for <experiment>.duckdb")] = Path("results/sim"),
 ) -> None:
     """Run every matrix point × policy × seed of each spec into RESULTS/<experiment>.duckdb; a fabric
-    spec (one with a [topology]) into RESULTS/<experiment>.fabric.json, an application spec (one with
-    [[app]] tables) into RESULTS/<experiment>.apps.json, each with its SIMULATED report."""
+    spec (one with a \\[topology]) into RESULTS/<experiment>.fabric.json, an application spec (one with
+    \\[\\[app]] tables) into RESULTS/<experiment>.apps.json, each with its SIMULATED report."""
     from shufflelab.sim.app_spec import is_apps
     from shufflelab.sim.core import CoreMissingError
     from shufflelab.sim.fabric_spec import is_fabric
