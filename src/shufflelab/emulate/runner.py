@@ -37,7 +37,7 @@ from shufflelab.emulate.record import RunContext
 from shufflelab.emulate.spark import ClusterSpec
 from shufflelab.jvm import spark_version
 from shufflelab.results import Store
-from shufflelab.spec import ExperimentSpec, Scenario, SpecError, expand
+from shufflelab.spec import ExperimentSpec, Scenario, SpecError, selected
 
 # a cluster that does not start (a daemon died, never became ready) is torn down and started again this
 # many times for a run before the run is given up (each failed start is recorded as a failed run)
@@ -106,11 +106,7 @@ class EmulateRunner:
     ) -> None:
         self.spec = spec
         self.spec_path = spec_path
-        self.scenarios = [
-            sc for sc in expand(spec, spec_path) if all(part in sc.label.split(",") for part in (select or []))
-        ]
-        if not self.scenarios:
-            raise SpecError(f"{spec_path}: no scenario matches --select {' '.join(select or [])}")
+        self.scenarios = selected(spec, select, spec_path)
         self.results_dir = results_dir.resolve()
         self.name = spec.experiment.name
         self.store = Store(self.results_dir / f"{self.name}.duckdb")

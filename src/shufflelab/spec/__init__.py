@@ -104,6 +104,9 @@ from shufflelab.spec.scenarios import (
     resolve_app_files as resolve_app_files,
 )
 from shufflelab.spec.scenarios import (
+    selected as selected,
+)
+from shufflelab.spec.scenarios import (
     spec_hash as spec_hash,
 )
 from shufflelab.spec.scenarios import (
@@ -209,6 +212,7 @@ __all__ = [
     "load",
     "parse",
     "read_toml",
+    "selected",
     "set_path",
     "spec_hash",
 ]

@@ -177,6 +177,15 @@ def spec_hash(spec: ExperimentSpec) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
+def selected(spec: ExperimentSpec, select: list[str] | None, where: str = "<spec>") -> list[Scenario]:
+    """The scenarios whose label has every part of ``select`` (``case=none``, ``udp=75``; None or
+    empty: all), as ``run --select`` chooses them; a SpecError when none does."""
+    chosen = [sc for sc in expand(spec, where) if all(part in sc.label.split(",") for part in (select or []))]
+    if not chosen:
+        raise SpecError(f"{where}: no scenario matches --select {' '.join(select or [])}")
+    return chosen
+
+
 def expand(spec: ExperimentSpec, where: str = "<spec>") -> list[Scenario]:
     """The matrix's cartesian product (x the named cases) as validated scenarios.
 
