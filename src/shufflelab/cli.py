@@ -93,7 +93,7 @@ def run(
                 if hosts is not None:
                     from shufflelab.hosts import commands as hostcmds
 
-                    backend = stack.enter_context(hostcmds.open_backend(hosts, spec, str(spec_path))).backend()
+                    backend = stack.enter_context(hostcmds.open_backend(hosts, spec, str(spec_path), select)).backend()
                 runner = runmod.EmulateRunner(spec, str(spec_path), results, progress, select=select, backend=backend)
                 r = runner.run()
             interrupts.check()

@@ -125,6 +125,22 @@ def test_backend_refusals_name_the_scenarios_that_have_each_problem(tmp_path: Pa
     assert backend_refusals(inv, _spec(), "spec.toml") == {}
 
 
+def test_only_the_selected_scenarios_are_checked(tmp_path: Path) -> None:
+    """``run --hosts --select case=none`` of a spec whose other cases inject faults: the selected
+    scenario runs on hosts, so it is not refused for the cases it did not select (was: refused,
+    naming the fault cases)."""
+    inv = two_hosts(tmp_path)
+    fault = [{"kind": "executor-kill", "at_s": 1, "host": "h2"}]
+    spec = _spec(cases={"none": {}, "kill": {"faults": fault}})
+    with pytest.raises(specmod.SpecError, match=r"faults: .*\(scenarios: case=kill\)"):
+        open_backend(inv, spec, "spec.toml")
+    open_backend(inv, spec, "spec.toml", select=["case=none"])  # not refused (nothing connects before entry)
+    with pytest.raises(specmod.SpecError, match=r"faults: .*\(scenarios: case=kill\)"):
+        open_backend(inv, spec, "spec.toml", select=["case=kill"])
+    with pytest.raises(specmod.SpecError, match="no scenario matches --select case=other"):
+        open_backend(inv, spec, "spec.toml", select=["case=other"])
+
+
 def test_counters_from_tc_json() -> None:
     text = json.dumps(
         [{"kind": "htb", "handle": "1:", "bytes": 1200, "packets": 3, "drops": 1, "backlog": 0, "qlen": 2}]

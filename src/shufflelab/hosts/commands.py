@@ -168,28 +168,32 @@ def clean(inv_path: Path, force: bool, console: Console, err: Console) -> int:
     return 1 if problems else 0
 
 
-def backend_refusals(inv: inventory.Inventory, spec: ExperimentSpec, spec_path: str) -> dict[str, list[str]]:
-    """What in ``spec`` the hosts backend cannot run: each problem (naming the spec field) with the
-    labels of the scenarios that have it; empty when every scenario can run."""
+def backend_refusals(
+    inv: inventory.Inventory, spec: ExperimentSpec, spec_path: str, select: list[str] | None = None
+) -> dict[str, list[str]]:
+    """What in ``spec`` (its scenarios chosen by ``select``, as ``run --select`` does; None: all) the
+    hosts backend cannot run: each problem (naming the spec field) with the labels of the scenarios
+    that have it; empty when every one of them can run."""
     from shufflelab.hosts.fabric import refusals
-    from shufflelab.spec import expand
+    from shufflelab.spec import selected
 
     scenarios: dict[str, list[str]] = {}
-    for sc in expand(spec, spec_path):
+    for sc in selected(spec, select, spec_path):
         for p in refusals(sc.spec, router=inv.router is not None):
             scenarios.setdefault(p, []).append(sc.label)
     return scenarios
 
 
-def open_backend(inv_path: Path, spec: ExperimentSpec, spec_path: str) -> HostsBackend:
+def open_backend(inv_path: Path, spec: ExperimentSpec, spec_path: str, select: list[str] | None = None) -> HostsBackend:
     """The backend for ``shufflelab run --hosts``: the inventory read, the spec's hosts mapped,
-    every scenario checked against what the hosts backend can do (a :class:`SpecError` naming the
-    scenario and the field otherwise). Use it as a context manager (it connects on entry)."""
+    every scenario the run selects (``select`` as ``run --select``; None: all) checked against what
+    the hosts backend can do (a :class:`SpecError` naming the scenario and the field otherwise).
+    Use it as a context manager (it connects on entry)."""
     from shufflelab.hosts.backend import HostsBackend
 
     inv = inventory.load(inv_path)
     inventory.check_mapping(inv, spec, str(inv_path))
-    scenarios = backend_refusals(inv, spec, spec_path)
+    scenarios = backend_refusals(inv, spec, spec_path, select)
     if scenarios:
         lines = [f"{p} (scenarios: {', '.join(labels)})" for p, labels in scenarios.items()]
         raise SpecError(f"{spec_path}: the hosts backend cannot run this experiment:\n  - " + "\n  - ".join(lines))
