@@ -13,7 +13,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use switchcore::cross::{CrossConfig, Pattern};
+use switchcore::cross::{CrossConfig, CrossSource, Pattern};
 use switchcore::flow::{FlowConfig, Mode};
 use switchcore::queue::{Discipline, PortConfig, RedConfig};
 use switchcore::switch::{Handled, Host, PortSetup, Switch, SwitchConfig};
@@ -614,20 +614,10 @@ fn drive(sw: &mut Switch, real: &[(u64, [u8; 4], Ecn)], end_ns: u64) -> Trace {
     }
 }
 
-/// The instants a source of `cfg` offers packets at, up to `end_ns` (read off a switch with
-/// nothing else to do).
+/// The instants a source of `cfg` started at 0 offers packets at, up to `end_ns`.
 fn schedule(cfg: &CrossConfig, end_ns: u64) -> Vec<u64> {
-    let mut sw = cross_switch(vec![cfg.clone()]);
-    let mut out = vec![];
-    while let Some(t) = sw.poll_timeout().filter(|&t| t <= end_ns) {
-        let before = sw.cross_stats()[0].offered_packets;
-        sw.handle_timeout(t);
-        while sw.poll_transmit(t).is_some() {}
-        for _ in before..sw.cross_stats()[0].offered_packets {
-            out.push(t);
-        }
-    }
-    out
+    let mut src = CrossSource::new(cfg.clone(), 0);
+    std::iter::from_fn(|| src.take_due(end_ns)).collect()
 }
 
 #[test]
