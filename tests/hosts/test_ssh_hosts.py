@@ -67,12 +67,17 @@ def test_doctor_over_ssh(lab: Lab, tmp_path: Path) -> None:
         assert "htb" in h["qdiscs"] and "cubic" in h["congestion_controls"]
         assert h["control_interface"] == "ctl0" and h["data_interface_present"]
         assert 22 in h["listening_ports"]
+        assert h["data_address"] and h["cpus"] >= 1
         assert abs(h["clock_offset_s"]) <= h["clock_uncertainty_s"] + 0.005  # one machine, one clock
     checks = {(f["host"], f["check"]): f for f in doc["findings"]}
     assert checks[("*", "java")]["level"] == "ok"
     # probed with the interpreter runs start on every host (the stand-ins' own python3 has no pyspark)
     assert checks[("*", "pyspark")]["level"] == "ok", checks[("*", "pyspark")]
     assert checks[("host1", "data interface")]["level"] == "ok"
+    # every stand-in pinged the two others' data addresses (the data bridge) and they answered
+    for h in ("host1", "host2", "host3"):
+        assert checks[(h, "data network")]["level"] == "ok", checks[(h, "data network")]
+        assert checks[(h, "data network")]["detail"].count("(10.") == 2, checks[(h, "data network")]
     # without a deploy_dir, deploy would bring what is missing at the controller's paths: the
     # stand-ins share this machine's files, so nothing
     assert checks[("host1", "deploy")]["level"] == "ok", checks[("host1", "deploy")]
@@ -98,7 +103,8 @@ def test_doctor_for_a_spec_refuses_cells(lab: Lab, tmp_path: Path) -> None:
     # inventory does not name
     assert checks[("*", "cell cc=dctcp")]["level"] == "refuse"
     assert "needs the userspace switch" in checks[("*", "cell cc=dctcp")]["detail"]
-    assert cells["detail"] == "1 of 2 cells can run on these hosts" and r.returncode == 1
+    # ... and the shared topology needs a router host for both cells (below): neither can run
+    assert cells["detail"] == "0 of 2 cells can run on these hosts" and r.returncode == 1
     # what the hosts backend itself cannot do, per scenario: the default shared topology needs a
     # router host (both cells; with one, the dctcp cell runs on its switch)
     backend = sorted(f["detail"] for f in doc["findings"] if f["check"] == "backend")

@@ -138,6 +138,10 @@ iperf 3.12 (cJSON 1.7.15)
 22 7077
 ==data_interface
 [{"ifname":"data0","mtu":1500}]
+==data_address
+[{"ifname":"data0","addr_info":[{"family":"inet","local":"10.9.0.1","prefixlen":24}]}]
+==cpus
+8
 ==qdiscs
 htb pfifo bfifo
 """
@@ -158,6 +162,7 @@ def test_probe_parsing() -> None:
     assert f.root and f.java == "17.0.12" and f.python == "3.11.2" and f.pyspark is None
     assert f.loadable_congestion_controls == ["bbr", "dctcp"]
     assert f.listening_ports == [22, 7077] and f.data_interface_mtu == 1500 and f.qdiscs == ["htb", "pfifo", "bfifo"]
+    assert (f.data_address, f.cpus) == ("10.9.0.1", 8)
 
 
 def test_findings_for_a_spec(spec_dict: dict[str, Any]) -> None:
@@ -179,7 +184,14 @@ def test_findings_for_a_spec(spec_dict: dict[str, Any]) -> None:
         and "needs the userspace switch" in by[("*", "cell cc=dctcp")].detail
     )
     assert ("*", "cell cc=cubic") not in by
-    assert by[("*", "cells")].detail == "1 of 2 cells can run on these hosts" and by[("*", "cells")].level == "warn"
+    # node1's ports are refused, and every cell runs on node1: none can run
+    cells = findings.cells(found, ["cc=cubic", "cc=dctcp"], ["node1", "node2"])
+    assert cells.detail.startswith("0 of 2 cells can run on these hosts (every cell needs what is refused for")
+    assert "node1 ports" in cells.detail and cells.level == "refuse"
+    free = [f for f in found if f.check != "ports"]
+    assert findings.cells(free, ["cc=cubic", "cc=dctcp"], ["node1", "node2"]).detail == (
+        "1 of 2 cells can run on these hosts"
+    )
     assert by[("node2", "clock offset")].level == "warn" and by[("node1", "clock offset")].level == "ok"
     assert by[("*", "clock spread")].level == "warn"
     assert by[("*", "pyspark")].level == "ok"

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from shufflelab import capabilities, eventlog, listener
-from shufflelab.emulate import faults, traffic, validity
+from shufflelab.emulate import boxload, faults, traffic, validity
 from shufflelab.emulate.fabric import PortCounters
 from shufflelab.emulate.telemetry import Telemetry, load_samples
 from shufflelab.results import RunRecord, RunRow
@@ -198,6 +198,12 @@ def promises(
     )
 
 
+def box_columns(ctx: RunContext) -> dict[str, Any]:
+    """Whether the emulation host itself was the bottleneck of the run (:mod:`~shufflelab.emulate.boxload`)."""
+    ncpu = int(ctx.env.get("cpus") or 1)
+    return boxload.columns(boxload.assess(ctx.run_dir, ncpu, selftest_rows(ctx.run_dir)))
+
+
 def selftest_rows(run_dir: Path) -> list[dict[str, Any]]:
     """The link self-test the run was preceded by (``selftest.json``; empty if none ran)."""
     try:
@@ -357,6 +363,7 @@ def spark(ctx: RunContext, out: SparkOutput) -> RunRecord:
             "cc_configured": _cc_configured(spec, "spark-worker"),
             "cc_observed": cc_observed(out.cc_seen),
             "environment_json": _environment(ctx),
+            **box_columns(ctx),
         }
     )
     tables["queue_samples"] = samples
@@ -422,7 +429,7 @@ def replay(ctx: RunContext, out: ReplayOutput) -> RunRecord:
             "bottleneck_tx_bytes": tx, "bottleneck_drops": drops,
             "bottleneck_max_backlog_bytes": int(samples["backlog_bytes"].max()) if not samples.empty else None,
             "cc_configured": _cc_configured(spec, "mapreduce"),
-            "environment_json": _environment(ctx),
+            "environment_json": _environment(ctx), **box_columns(ctx),
         }
     )  # fmt: skip
     tables = {

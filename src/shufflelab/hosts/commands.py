@@ -13,7 +13,7 @@ from rich.table import Table
 from shufflelab.hosts import findings, inventory, lease, probe
 from shufflelab.hosts.control import HostError, connect
 from shufflelab.hosts.safety import SafetyError
-from shufflelab.spec import ExperimentSpec, SpecError
+from shufflelab.spec import ExperimentSpec, SpecError, expand
 
 if TYPE_CHECKING:
     from shufflelab.hosts.backend import HostsBackend
@@ -54,21 +54,31 @@ def doctor(inv_path: Path, spec_path: Path | None, as_json: bool, console: Conso
         err.print(f"[bold red]error:[/] {exc}", highlight=False)
         return 2
 
-    async def gather() -> tuple[dict[str, probe.HostFacts], list[findings.Finding]]:
+    mapping = inventory.check_mapping(inv, spec) if spec is not None else {}
+    used = findings.used_hosts(spec, mapping, inv.router) if spec is not None else sorted(inv.hosts)
+
+    async def gather() -> tuple[dict[str, probe.HostFacts], list[findings.Finding], dict[str, Any]]:
         async with connect(inv) as sessions:
             facts = await probe.probe_all(sessions)
-            return facts, await deploy_findings(inv, sessions)
+            reached = await probe.reach_all({h: s for h, s in sessions.items() if h in used}, facts)
+            return facts, await deploy_findings(inv, sessions), reached
 
     try:
-        facts, deploying = asyncio.run(gather())
+        facts, deploying, reached = asyncio.run(gather())
     except (HostError, SafetyError) as exc:
         err.print(f"[bold red]error:[/] {exc}", highlight=False)
         return 2
-    found = findings.general(facts) + deploying
+    allowed = [h for h, ih in inv.hosts.items() if ih.control_interface_shaping_allowed]
+    found = findings.general(facts, allowed) + findings.reachability(facts, reached) + deploying
     if spec is not None:
-        found += findings.for_spec(spec, inventory.check_mapping(inv, spec), facts, inv.router)
+        found += findings.for_spec(spec, mapping, facts, inv.router, allowed)
         for problem, labels in backend_refusals(inv, spec, str(spec_path)).items():
-            found.append(findings.Finding("*", "backend", "refuse", f"{problem} (scenarios: {', '.join(labels)})"))
+            found.append(
+                findings.Finding(
+                    "*", "backend", "refuse", f"{problem} (scenarios: {', '.join(labels)})", scenarios=tuple(labels)
+                )
+            )
+        found.append(findings.cells(found, [sc.label for sc in expand(spec, str(spec_path))], used))
     refused = any(f.level == "refuse" for f in found)
     if as_json:
         doc = {

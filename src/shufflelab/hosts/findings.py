@@ -1,12 +1,14 @@
 """What the hosts' probes mean, in general and for a given spec (pure).
 
 Each finding is ``ok``, ``warn`` (runs, with a caveat the report should carry) or ``refuse``
-(the spec's cells that need it cannot run on these hosts), and says why in words.
+(the spec's cells that need it cannot run on these hosts), and says why in words. A refusal
+about a cell names it (``scenarios``); any other refusal on a host the spec uses stops every
+cell: :func:`cells` counts the cells no refusal stops.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -30,6 +32,8 @@ class Finding:
     check: str
     level: Level
     detail: str
+    # a refusal of these cells only (scenario labels); None: of every cell that uses the host
+    scenarios: tuple[str, ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -51,8 +55,9 @@ def _versions(facts: Mapping[str, HostFacts], what: str, needed: bool) -> list[F
     return out
 
 
-def general(facts: Mapping[str, HostFacts]) -> list[Finding]:
-    """Findings that hold whatever the spec."""
+def general(facts: Mapping[str, HostFacts], shaping_allowed: Collection[str] = ()) -> list[Finding]:
+    """Findings that hold whatever the spec; ``shaping_allowed``: the hosts whose inventory entry
+    sets ``control_interface_shaping_allowed``."""
     out: list[Finding] = []
     for h, f in facts.items():
         if f.error is not None:
@@ -64,14 +69,30 @@ def general(facts: Mapping[str, HostFacts]) -> list[Finding]:
             out.append(Finding(h, "privileges", "ok", "root" if f.root else "passwordless sudo"))
         if not f.data_interface_present:
             out.append(Finding(h, "data interface", "refuse", f"{f.data_interface}: no such interface"))
-        elif f.control_interface == f.data_interface:
+        elif f.data_address is None:
+            out.append(Finding(h, "data interface", "refuse", f"{f.data_interface} has no IPv4 address to bind to"))
+        elif f.control_interface == f.data_interface and h in shaping_allowed:
             out.append(
                 Finding(
                     h,
                     "data interface",
                     "warn",
-                    f"{f.data_interface} also carries the SSH control connection: shaping it is refused unless "
-                    "the inventory sets control_interface_shaping_allowed",
+                    f"{f.data_interface} also carries the SSH control connection, and the inventory allows shaping "
+                    "it (control_interface_shaping_allowed): a wrong rate could cut the controller off",
+                )
+            )
+        elif f.control_interface == f.data_interface:
+            # a refusal of the runs that shape this host (for_spec says which cells); alone it stops none
+            out.append(
+                Finding(
+                    h,
+                    "data interface",
+                    "refuse",
+                    f"{f.data_interface} also carries the SSH control connection: a run that shapes this host's "
+                    f"link (its own with topology.kind = 'star', the shared bottleneck as the router host) is "
+                    f"refused; use a separate data interface or set hosts.{h}.control_interface_shaping_allowed "
+                    "= true",
+                    scenarios=(),
                 )
             )
         else:
@@ -142,11 +163,36 @@ def general(facts: Mapping[str, HostFacts]) -> list[Finding]:
     return out
 
 
+def shaped_hosts(spec: ExperimentSpec, mapping: Mapping[str, str], router: str | None) -> list[str]:
+    """The inventory hosts whose data interface a run of ``spec`` gives an HTB root qdisc (what
+    :meth:`shufflelab.hosts.fabric.HostsFabric.configure` shapes): every mapped host's own link with
+    ``star``; the router host's with ``shared`` on the kernel path (the switch queues by itself)."""
+    if spec.topology.kind == "star":
+        return sorted({mapping[h] for h in spec.hosts if h in mapping})
+    if spec.topology.kind == "shared" and spec.datapath() != "switch" and router is not None:
+        return [router]
+    return []
+
+
+def used_hosts(spec: ExperimentSpec, mapping: Mapping[str, str], router: str | None) -> list[str]:
+    """The inventory hosts some cell of ``spec`` runs on: the mapped ones, and the router host when
+    a cell has a shared bottleneck."""
+    used = {mapping[h] for h in spec.hosts if h in mapping}
+    if router is not None and any(sc.spec.topology.kind == "shared" for sc in expand(spec)):
+        used.add(router)
+    return sorted(used)
+
+
 def for_spec(
-    spec: ExperimentSpec, mapping: Mapping[str, str], facts: Mapping[str, HostFacts], router: str | None = None
+    spec: ExperimentSpec,
+    mapping: Mapping[str, str],
+    facts: Mapping[str, HostFacts],
+    router: str | None = None,
+    shaping_allowed: Collection[str] = (),
 ) -> list[Finding]:
     """What the facts mean for ``spec`` run with ``mapping`` (spec host -> inventory host) and the
-    inventory's ``router`` host (which runs the userspace switch where a cell needs it)."""
+    inventory's ``router`` host (which runs the userspace switch where a cell needs it);
+    ``shaping_allowed``: the hosts whose control interface the inventory allows to be shaped."""
     out: list[Finding] = []
     try:
         scenarios = expand(spec)
@@ -197,6 +243,14 @@ def for_spec(
                 refused.setdefault(sc.label, []).append(f"delay_ms needs netem, missing on {inv_host}")
             if link.discipline == "red" and f.qdiscs is not None and "red" not in f.qdiscs:
                 refused.setdefault(sc.label, []).append(f"RED/ECN needs the red qdisc, missing on {inv_host}")
+        for inv_host in shaped_hosts(sc.spec, mapping, router):
+            f = facts.get(inv_host)
+            shares = f is not None and f.error is None and f.control_interface == f.data_interface
+            if shares and f is not None and inv_host not in shaping_allowed:
+                refused.setdefault(sc.label, []).append(
+                    f"shapes {inv_host}'s {f.data_interface}, which carries the SSH control connection "
+                    f"(hosts.{inv_host}.control_interface_shaping_allowed is not set)"
+                )
         r = facts.get(router) if router is not None else None
         if sc.spec.datapath() == "switch" and (router is None or sc.spec.topology.kind != "shared"):
             refused.setdefault(sc.label, []).append(
@@ -225,14 +279,48 @@ def for_spec(
                 )
             )
     for label, why in refused.items():
-        out.append(Finding("*", f"cell {label}", "refuse", "; ".join(sorted(set(why)))))
-    runnable = len(scenarios) - len(refused)
-    out.append(
-        Finding(
-            "*",
-            "cells",
-            "ok" if not refused else ("warn" if runnable else "refuse"),
-            f"{runnable} of {len(scenarios)} cells can run on these hosts",
-        )
-    )
+        out.append(Finding("*", f"cell {label}", "refuse", "; ".join(sorted(set(why))), scenarios=(label,)))
+    return out
+
+
+def cells(found: list[Finding], labels: list[str], used: Collection[str]) -> Finding:
+    """How many of the cells ``labels`` no refusal in ``found`` stops: a refusal naming cells stops
+    those; any other refusal on a host some cell uses (``used``), or on all hosts, stops every cell."""
+    everything = [f for f in found if f.level == "refuse" and f.scenarios is None and (f.host == "*" or f.host in used)]
+    stopped = set(labels) if everything else {s for f in found if f.level == "refuse" for s in f.scenarios or ()}
+    runnable = len(labels) - len(stopped & set(labels))
+    detail = f"{runnable} of {len(labels)} cells can run on these hosts"
+    if everything:
+        named = list(dict.fromkeys(f"{f.host} {f.check}" for f in everything))
+        detail += f" (every cell needs what is refused for {', '.join(named[:8])}{', ...' if len(named) > 8 else ''})"
+    level: Level = "ok" if runnable == len(labels) else "warn" if runnable else "refuse"
+    return Finding("*", "cells", level, detail)
+
+
+def reachability(facts: Mapping[str, HostFacts], reached: Mapping[str, Mapping[str, bool | None]]) -> list[Finding]:
+    """Per host, whether it reached every other host's data address (``reached[host][other]``:
+    True, False, or None when it could not try: no ``ping`` there). Spark binds to the data
+    addresses and every worker fetches from every other: a pair that does not connect is refused."""
+    out: list[Finding] = []
+    for h, seen in reached.items():
+        if not seen:
+            continue
+        tried = {o: ok for o, ok in seen.items() if ok is not None}
+        if not tried:
+            out.append(Finding(h, "data network", "warn", "cannot tell: no ping on this host"))
+            continue
+        shown = {o: f"{o} ({facts[o].data_address})" for o in seen}
+        lost = [shown[o] for o, ok in tried.items() if not ok]
+        if lost:
+            out.append(
+                Finding(
+                    h,
+                    "data network",
+                    "refuse",
+                    f"from {facts[h].data_address} no answer from {', '.join(lost)} (ping -c1 -W1; Spark binds to the "
+                    "data addresses and every host must reach every other's)",
+                )
+            )
+        else:
+            out.append(Finding(h, "data network", "ok", f"reaches {', '.join(shown[o] for o in tried)}"))
     return out

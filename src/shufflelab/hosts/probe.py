@@ -40,6 +40,8 @@ echo ==switch; if [ -x "$3" ]; then echo yes; else echo no; fi
 echo ==ethtool; command -v ethtool || echo missing
 echo ==listening; ss -Htln 2>/dev/null | awk '{print $4}' | sed 's/.*://' | sort -un | tr '\n' ' '; echo
 echo ==data_interface; ip -j link show dev "$1" 2>/dev/null || echo missing
+echo ==data_address; ip -j -4 addr show dev "$1" 2>/dev/null
+echo ==cpus; nproc 2>/dev/null
 echo ==qdiscs
 if [ "$(id -u)" = 0 ] || sudo -n true 2>/dev/null; then
   S=; [ "$(id -u)" = 0 ] || S="sudo -n"
@@ -82,6 +84,8 @@ class HostFacts:
     data_interface: str = ""
     data_interface_present: bool = False
     data_interface_mtu: int | None = None
+    data_address: str | None = None  # its IPv4 address (what Spark binds to)
+    cpus: int | None = None  # nproc
     control_interface: str | None = None
     clock_offset_s: float | None = None  # remote - controller
     clock_uncertainty_s: float | None = None
@@ -132,9 +136,60 @@ def parse_facts(host: str, address: str, data_interface: str, text: str) -> Host
             f.data_interface_mtu = int(info[0]["mtu"]) if info else None
         except (ValueError, KeyError, IndexError):
             f.data_interface_present = False
+    try:
+        f.data_address = next(
+            str(a["local"])
+            for link in json.loads(s.get("data_address") or "[]")
+            for a in link.get("addr_info", [])
+            if a.get("family") == "inet" and a.get("local")
+        )
+    except (ValueError, StopIteration, AttributeError, TypeError):
+        f.data_address = None
+    f.cpus = int(s["cpus"]) if s.get("cpus", "").isdigit() else None
     q = s.get("qdiscs", "unknown")
     f.qdiscs = None if q == "unknown" else q.split()
     return f
+
+
+# from one host, every other data address at once, each ping waiting at most 1 s: bounded by ~1 s
+_REACH = r"""
+command -v ping >/dev/null 2>&1 || { echo noping; exit 0; }
+for a in "$@"; do
+  ( if ping -n -c1 -W1 "$a" >/dev/null 2>&1; then echo "$a yes"; else echo "$a no"; fi ) &
+done
+wait
+"""
+
+
+def parse_reach(text: str, addresses: list[str]) -> dict[str, bool | None]:
+    """``address -> reached`` from the reach script's output (None for every one without ping)."""
+    if text.strip() == "noping":
+        return dict.fromkeys(addresses)
+    said = dict(line.split() for line in text.splitlines() if len(line.split()) == 2)
+    return {a: said.get(a) == "yes" for a in addresses}
+
+
+async def reach(session: Session, addresses: list[str]) -> dict[str, bool | None]:
+    """Which of ``addresses`` (other hosts' data addresses) answer a ping from ``session``'s host."""
+    if not addresses:
+        return {}
+    r = await session.run("ping the other hosts' data addresses", ["sh", "-c", _REACH, "sh", *addresses])
+    return parse_reach(r.stdout, addresses)
+
+
+async def reach_all(sessions: dict[str, Session], facts: dict[str, HostFacts]) -> dict[str, dict[str, bool | None]]:
+    """From each host in ``sessions``, whether each other one's data address answers (hosts without
+    a data address, or whose probe failed, are left out)."""
+    addr = {h: f.data_address for h, f in facts.items() if f.error is None and f.data_address and h in sessions}
+    hosts = sorted(addr)
+
+    async def one(h: str) -> dict[str, bool | None]:
+        others = [o for o in hosts if o != h]
+        got = await reach(sessions[h], [addr[o] for o in others])
+        return {o: got[addr[o]] for o in others}
+
+    results = await asyncio.gather(*(one(h) for h in hosts))
+    return dict(zip(hosts, results, strict=True))
 
 
 async def clock_offset(session: Session, rounds: int = CLOCK_ROUNDS) -> tuple[float, float]:
