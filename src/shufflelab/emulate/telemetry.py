@@ -10,6 +10,7 @@ from typing import Any
 
 import pandas as pd
 
+from shufflelab.emulate.boxload import BoxSampler
 from shufflelab.emulate.fabric import PortCounters
 from shufflelab.emulate.protocols import Backend, Fabric, Process
 from shufflelab.emulate.traffic import CrossTraffic, udp_payload_rate_bps
@@ -26,6 +27,7 @@ class Telemetry:
     traffic_rows: list[dict[str, Any]] = field(default_factory=list)
     sampler: Process | None = None
     traffic: CrossTraffic | None = None
+    box: BoxSampler | None = None  # this machine's load (local fabric: the emulation host)
 
 
 def start(
@@ -45,6 +47,8 @@ def start(
         phase("self-testing the links")
         fabric.selftest(spec, run_dir)  # -> run_dir/selftest.json
     tel.before = {p.ifname: fabric.counters(p) for p in net.bottlenecks}
+    if not backend.machines():  # the fabric is this machine: watch whether it keeps up
+        tel.box = BoxSampler().start()
     tel.sampler = fabric.start_queue_sampler(spec, run_dir / "queue_samples.csv", backend.launch)
     ct = spec.cross_traffic
     if ct.active and ct.generator == "switch":  # the switch's own UDP source, paused until now
@@ -72,6 +76,8 @@ def stop(fabric: Fabric, run_dir: Path, tel: Telemetry) -> None:
     """Stop what :func:`start` started; keep the traffic results and the bottleneck counters after
     the run in ``tel``; save the datapath's own telemetry and config with the run."""
     tel.traffic_rows = tel.traffic.stop() if tel.traffic is not None else []
+    if tel.box is not None:
+        tel.box.stop(run_dir / "box_load.csv")
     sampler_failed = None
     if tel.sampler is not None:
         # it samples until stopped: ended on its own with a failure, it could not sample (its

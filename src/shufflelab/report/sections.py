@@ -26,7 +26,15 @@ from shufflelab.report.data import (
     shuffle_table,
     slowdown_table,
 )
-from shufflelab.report.text import cross_generator_fact, headline, scale_note, selftest_fact, vcc_headline
+from shufflelab.report.text import (
+    box_fact,
+    box_verdict_note,
+    cross_generator_fact,
+    headline,
+    scale_note,
+    selftest_fact,
+    vcc_headline,
+)
 from shufflelab.results import Store
 from shufflelab.stats import MIN_N
 
@@ -167,7 +175,7 @@ def analyses(d: Data, db: Path, figdir: Path) -> Analyses:
                             [CC_COMPARISON_NOTE], tables=[Table(ccs, keys=len(d.keys) + 1)]))  # fmt: skip
     secs += vcc_secs
     if diagnoses:
-        secs.append(_diagnosis(diagnoses))
+        secs.append(_diagnosis(diagnoses, d))
     summary = table[[c for c in [*d.keys, *SUMMARY_COLS] if c in table.columns]] if not table.empty else table
     secs.append(Section("Per scenario", tables=[Table(summary, keys=max(1, len(d.keys)))]))
     shuf = shuffle_table(d, db)
@@ -185,11 +193,16 @@ def analyses(d: Data, db: Path, figdir: Path) -> Analyses:
     return out
 
 
-def _diagnosis(diagnoses: list[Any]) -> Section:
+def _diagnosis(diagnoses: list[Any], d: Data) -> Section:
     return Section(
         "Starvation diagnosis (`shufflelab diagnose`)",
         tables=[Table(pd.DataFrame([x.row() for x in diagnoses]))],
-        bullets=[f"**{x.scenario}** vs {x.baseline}: **{x.verdict}** -- " + "; ".join(x.reasons) for x in diagnoses],
+        bullets=[
+            f"**{x.scenario}** vs {x.baseline}: **{x.verdict}** -- "
+            + "; ".join(x.reasons)
+            + box_verdict_note(d, x.scenario, x.baseline)
+            for x in diagnoses
+        ],
     )
 
 
@@ -209,4 +222,7 @@ def _facts(d: Data) -> list[str]:
     gen = cross_generator_fact(d)
     if gen:
         facts.append(gen)
+    box = box_fact(d)
+    if box:
+        facts.append(box)
     return facts
