@@ -160,7 +160,8 @@ def _whatif_eventlogs(db: Path, speedup: float, cpu_saving: float, select: list[
         t.add_column(col, justify=just, overflow="fold")  # type: ignore[arg-type]
     for r in rows.itertuples(index=False):
         if r.note:
-            t.add_row(str(r.application), f"{r.recorded_s:.1f}", "", "", f"not replayed: {r.note}")
+            recorded = f"{r.recorded_s:.1f}" if r.recorded_s == r.recorded_s else "–"  # NaN: no job ended
+            t.add_row(str(r.application), recorded, "", "", f"not replayed: {r.note}")
         else:
             t.add_row(str(r.application), f"{r.recorded_s:.1f}", f"{r.replay_at_1x_s:.1f}", f"{r.predicted_s:.1f}",
                       f"{r.change:+.1%}")  # fmt: skip

@@ -21,6 +21,7 @@ real interventions by :func:`validate` (remove the cross traffic, measure, compa
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -97,8 +98,12 @@ def predict(
     ``delay_scheduling``: launch gaps above the run's typical one shrink by k (False: kept as recorded)."""
     if tasks.empty or jobs.empty:
         raise ValueError("a prediction needs the run's tasks and jobs")
-    t0 = float(jobs["submitted_at_ms"].min())
-    end_obs = float(jobs["completed_at_ms"].max())
+    t0 = _time_ms(jobs["submitted_at_ms"].min())
+    end_obs = _time_ms(jobs["completed_at_ms"].max())
+    if t0 is None:
+        raise ValueError("no job has a submission time: the replay starts at the first job's submission")
+    if end_obs is None:
+        raise ValueError("no job ended (the application was still running or was killed): no job time to replay")
     t = tasks.copy()
     t["executor_id"] = t["executor_id"].astype(str)
     t["k"] = [max(1e-9, _k(speedup, h)) for h in t["host"]]
@@ -176,6 +181,15 @@ def predict(
     last_obs = max(completed.values())
     predicted = (max(new_end.values()) + (end_obs - last_obs) - t0) / 1000
     return Prediction((end_obs - t0) / 1000, predicted, pd.DataFrame(rows))
+
+
+def _time_ms(v: Any) -> float | None:
+    """A time from a table (None, NaN or pd.NA when it was not recorded) as a float, or None."""
+    try:
+        t = float(v)
+    except (TypeError, ValueError):
+        return None
+    return t if math.isfinite(t) else None
 
 
 def network_ms(tasks: pd.DataFrame) -> pd.Series:

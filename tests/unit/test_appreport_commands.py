@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from shufflelab import appreport, shuffle
@@ -225,3 +227,85 @@ def test_the_labs_whatif_validation_has_nothing_to_pair_in_event_logs(stores: di
     spec = Store(stores["zstd"]).query("SELECT spec_json FROM scenarios")["spec_json"].iloc[0]
     assert whatif.udp_speedup(json.loads(spec)) == 1.0 and whatif.spec_cores(json.loads(spec)) is None
     assert whatif.validate(stores["zstd"]).empty  # no scenario with cross traffic, no KeyError on a lab field
+
+
+# -- applications without an ended job, and one bad application among good ones (issue 31, item 2) ----
+
+PLAIN = HERE / "spark-4.3" / "plain" / "app-20261124131230-0000"
+
+
+def _killed_copy(dest: Path, keep_lines: int, app_id: str = "app-20261124131230-0099") -> Path:
+    """The plain fixture's first ``keep_lines`` lines as another application's in-progress log."""
+    lines = PLAIN.read_bytes().split(b"\n")[:keep_lines]
+    f = dest / f"{app_id}.inprogress"
+    f.write_bytes(b"\n".join(lines).replace(PLAIN.name.encode(), app_id.encode()) + b"\n")
+    return f
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_an_application_killed_at_any_line_never_loses_the_report_or_whatif(
+    data: st.DataObject, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    lines = PLAIN.read_bytes().split(b"\n")
+    first_end = next(i for i, x in enumerate(lines) if x.startswith(b'{"Event":"SparkListenerJobEnd"'))
+    # killed anywhere from its start to just before its first job ended (the class that crashed)
+    start = next(i for i, x in enumerate(lines) if x.startswith(b'{"Event":"SparkListenerJobStart"'))
+    keep = data.draw(st.integers(start + 1, first_end), label="lines kept")
+    d = tmp_path_factory.mktemp("killed")
+    (d / "logs").mkdir()
+    _killed_copy(d / "logs", keep)
+    (d / "logs" / PLAIN.name).write_bytes(PLAIN.read_bytes())
+    db = d / "k.duckdb"
+    ingest([d / "logs"], db)
+    rows = appreport.whatif_table(db, 2.0)
+    assert len(rows) == 2
+    killed, whole = (rows[rows["application"].str.contains(x)].iloc[0] for x in ("0099", "0000"))
+    assert math.isnan(killed["recorded_s"]) and killed["note"]  # no job time, and why it is not replayed
+    assert whole["note"] == "" and whole["predicted_s"] > 0
+    _, md = appreport.write(db, d / "rep")
+    text = md.read_text()
+    assert "## fixture-plain (app-20261124131230-0099)" in text and "## fixture-plain (app-20261124131230-0000)" in text
+    assert "| job_s | 133.730 | – |" in text  # the killed one has no job time, not 0
+
+
+def test_analyze_out_and_whatif_on_a_store_with_a_killed_application(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    lines = PLAIN.read_bytes().split(b"\n")
+    _killed_copy(logs, next(i for i, x in enumerate(lines) if x.startswith(b'{"Event":"SparkListenerJobEnd"')))
+    (logs / PLAIN.name).write_bytes(PLAIN.read_bytes())
+    db = tmp_path / "k.duckdb"
+    r = CliRunner().invoke(cli, ["analyze", str(logs), "--db", str(db), "--out", str(tmp_path / "rep")])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(cli, ["whatif", str(db)], env={"COLUMNS": "300"})
+    assert r.exit_code == 0, r.output
+    said = _said(r)
+    assert "│ – │ │ │ not replayed: no job ended" in said and "133.7" in said
+    rows = appreport.whatif_table(db, 2.0)
+    assert "no job ended (the application was still running or was killed)" in rows["note"].iloc[1]
+    text = (tmp_path / "rep" / "report.md").read_text()
+    assert "no job ended in this log (the application was still running or was killed)" in text
+
+
+def test_one_application_whose_analysis_fails_does_not_lose_the_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "two.duckdb"
+    ingest(_logs("plain"), db)
+    real = an.critical_path
+
+    def failing(app: an.App) -> pd.DataFrame:
+        if app.app_id == "app-20261124131230-0000":
+            raise RuntimeError("boom in one application")
+        return real(app)
+
+    monkeypatch.setattr(an, "critical_path", failing)
+    _, md = appreport.write(db, tmp_path / "rep")
+    text = " ".join(md.read_text().split())
+    assert "could not be analysed: RuntimeError: boom in one application" in text
+    assert "app-20261124133740-0000" in text and "critical path:" in text  # the 3.5 application's section
+
+    monkeypatch.setattr(an, "replay_s", lambda app, k, *a, **kw: (_ for _ in ()).throw(RuntimeError("boom")))
+    rows = appreport.whatif_table(db, 2.0)
+    assert len(rows) == 2 and all("could not be replayed (RuntimeError: boom)" in n for n in rows["note"])

@@ -6,6 +6,7 @@ import gzip
 
 from conftest import FIXTURES
 from shufflelab import eventlog
+from shufflelab.eventlog.summary import app_row
 
 
 def _log() -> eventlog.EventLog:
@@ -60,3 +61,27 @@ def test_torn_and_unfinished_logs() -> None:
     assert log.skipped_lines == 1
     assert log.jobs[0].result == "Unfinished" and log.jobs[0].completed_at_ms is None
     assert log.workload_span_ms() is None and not log.all_jobs_succeeded()
+
+
+def test_old_spark_zero_and_negative_times_are_missing_not_epoch() -> None:
+    # Spark 1.x writes 0 (or -1) for a time it did not know
+    lines = [
+        '{"Event":"SparkListenerApplicationStart","App Name":"old","App ID":"app-1","Timestamp":0}',
+        '{"Event":"SparkListenerJobStart","Job ID":0,"Submission Time":0,"Stage IDs":[0]}',
+        '{"Event":"SparkListenerStageCompleted","Stage Info":{"Stage ID":0,"Submission Time":-1,'
+        '"Completion Time":0,"Number of Tasks":1}}',
+        '{"Event":"SparkListenerJobEnd","Job ID":0,"Completion Time":0,"Job Result":{"Result":"JobSucceeded"}}',
+        '{"Event":"SparkListenerJobStart","Job ID":1,"Stage IDs":[1]}',  # no submission time at all
+        '{"Event":"SparkListenerJobEnd","Job ID":1,"Completion Time":5000,"Job Result":{"Result":"JobSucceeded"}}',
+        '{"Event":"SparkListenerApplicationEnd","Timestamp":-1}',
+    ]
+    log = eventlog.parse_lines(lines)
+    assert [(j.submitted_at_ms, j.completed_at_ms, j.duration_ms) for j in log.jobs] == [
+        (None, None, None),
+        (None, 5000, None),
+    ]
+    assert (log.stages[0].submitted_at_ms, log.stages[0].completed_at_ms) == (None, None)
+    assert (log.app_start_ms, log.app_end_ms) == (None, None)
+    assert log.workload_span_ms() is None  # not 5000 - 0
+    row = app_row(log, "ok", None)
+    assert row["job_time_s"] is None and row["first_job_at_ms"] is None and row["last_job_end_at_ms"] == 5000

@@ -63,8 +63,12 @@ def whatif_table(
         try:
             at_one = analysis.replay_s(app, 1.0)
             pred = analysis.network_prediction_s(app, speedup, cpu_saving_per_gb_s, at_one=at_one)
-        except ValueError as exc:  # no tasks or no completed stage: nothing to replay
+        except ValueError as exc:  # no tasks, no ended job or no completed stage: nothing to replay
             rows.append({"application": name, "status": app.status, "recorded_s": app.job_time_s, "note": str(exc)})
+            continue
+        except Exception as exc:  # noqa: BLE001 - one application's failure must not lose the others' rows
+            note = f"could not be replayed ({type(exc).__name__}: {exc})"
+            rows.append({"application": name, "status": app.status, "recorded_s": app.job_time_s, "note": note})
             continue
         rows.append(
             {

@@ -41,12 +41,17 @@ class App:
     stages: pd.DataFrame
     jobs: pd.DataFrame
     executors: pd.DataFrame
-    job_time_s: float
+    job_time_s: float  # first job submitted to last job end; NaN when no job ended (running or killed)
     status: str
     app_id: str = ""
     log: str = ""  # where it was read from
     spark_version: str = ""
     problems: list[str] = field(default_factory=list)  # what the reader found wrong (a cut log, ...)
+
+    @property
+    def ended(self) -> bool:
+        """Whether a job of it ended, so it has a job time (a running or killed one may have none)."""
+        return math.isfinite(self.job_time_s)
 
     @property
     def slots(self) -> int:
@@ -207,9 +212,12 @@ def bounds(app: App, speedups: tuple[float, ...] = (2.0, 4.0)) -> Bounds:
     replay = "what-if replay of the recorded schedule, fetch wait / k, launch gaps kept (shufflelab.whatif)"
     out: list[Bound] = []
     replay_now = float("nan")
-    if not app.tasks.empty and not app.jobs.empty:
-        replay_now = replay_s(app, 1.0, cores=cores)
-        for k in (*speedups, INFINITE):
+    if not app.tasks.empty and not app.jobs.empty and app.ended:
+        try:
+            replay_now = replay_s(app, 1.0, cores=cores)
+        except ValueError:  # nothing the replay can start from (no completed stage): no network bound
+            replay_now = float("nan")
+        for k in (*speedups, INFINITE) if math.isfinite(replay_now) else ():
             label = "infinitely fast network" if k == INFINITE else f"{k:g}x faster network"
             scaled = network_prediction_s(app, k, cores=cores, at_one=replay_now)
             out.append(Bound(label, scaled, replay + ", relative to its k = 1 answer"))

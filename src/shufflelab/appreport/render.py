@@ -144,6 +144,14 @@ def app_sections(app: App, figdir: Path, link_gbps: float | None, idx: int) -> t
         what = "no job" if app.jobs.empty else "no task"
         bullets = [where, f"status {app.status}; {what} recorded in this log: nothing to analyse", *found]
         return [Section(app.name, bullets=bullets, level=2)], f"{app.name}: {what} recorded ({app.status})."
+    if not app.ended:  # jobs ran, none ended: still running, or killed before a job ended
+        bullets = [
+            where,
+            f"status {app.status}; {len(app.jobs)} job(s) and {len(app.tasks)} task(s) recorded, but no job ended in "
+            "this log (the application was still running or was killed): no job time, nothing to replay",
+            *found,
+        ]
+        return [Section(app.name, bullets=bullets, level=2)], f"{app.name}: no job ended ({app.status})."
     cp = an.critical_path(app)
     b = an.bounds(app)
     health = an.stage_health(app)
@@ -254,6 +262,38 @@ def starvation_section(verdicts: list[Diagnosis] | None, problem: str | None = N
     )
 
 
+def _job_s(a: App) -> float:
+    """The job time to order applications by (one without it last)."""
+    return a.job_time_s if a.ended else -math.inf
+
+
+def _summary_row(a: App) -> dict[str, object]:
+    """The application's row of the summary table (what could not be computed left empty)."""
+    row: dict[str, object] = {
+        "application": a.name,
+        "app id": a.app_id,
+        "status": a.status,
+        "job_s": round(a.job_time_s, 2) if not a.jobs.empty and a.ended else None,
+        "tasks": len(a.tasks),
+    }
+    try:
+        row["slots"] = a.slots
+        row["remote_mb"] = round(float(a.tasks["remote_bytes"].sum()) / 1e6, 1) if not a.tasks.empty else 0.0
+        row["fetch_wait_of_core_time"] = an.shuffle_summary(a, None)["fetch_wait_of_core_time"] if a.ended else None
+    except Exception:  # noqa: BLE001 - its own section says why; the other rows stay
+        row.update(slots=None, remote_mb=None, fetch_wait_of_core_time=None)
+    return row
+
+
+def _not_analysed(app: App, exc: BaseException) -> tuple[list[Section], str]:
+    """The section of an application whose analysis failed: what was read, and the error (the other
+    applications' sections are written)."""
+    why = f"{type(exc).__name__}: {exc}"
+    bullets = [f"status {app.status}; read from {app.log or app.run_id}", f"could not be analysed: {why}"]
+    bullets += [f"what the reader found: {p}" for p in app.problems]
+    return [Section(app.name, bullets=bullets, level=2)], f"{app.name}: could not be analysed ({why})."
+
+
 def document(
     title: str,
     apps: list[App],
@@ -265,22 +305,8 @@ def document(
     figdir.mkdir(parents=True, exist_ok=True)
     for stale in figdir.glob("*.png"):
         stale.unlink()
-    summary = pd.DataFrame(
-        [
-            {
-                "application": a.name,
-                "app id": a.app_id,
-                "status": a.status,
-                "job_s": round(a.job_time_s, 2) if not a.jobs.empty else None,
-                "tasks": len(a.tasks),
-                "slots": a.slots,
-                "remote_mb": round(float(a.tasks["remote_bytes"].sum()) / 1e6, 1) if not a.tasks.empty else 0.0,
-                "fetch_wait_of_core_time": an.shuffle_summary(a, None)["fetch_wait_of_core_time"],
-            }
-            for a in apps
-        ]
-    )
-    detailed = sorted(range(len(apps)), key=lambda i: -apps[i].job_time_s)[:DETAILED]
+    summary = pd.DataFrame([_summary_row(a) for a in apps])
+    detailed = sorted(range(len(apps)), key=lambda i: -_job_s(apps[i]))[:DETAILED]
     sections: list[Section] = [
         Section(
             "Applications",
@@ -293,7 +319,10 @@ def document(
     ]
     heads: list[str] = []
     for i in sorted(detailed):
-        secs, head = app_sections(apps[i], figdir, link_gbps, i)
+        try:
+            secs, head = app_sections(apps[i], figdir, link_gbps, i)
+        except Exception as exc:  # noqa: BLE001 - one application's failure must not lose the others' report
+            secs, head = _not_analysed(apps[i], exc)
         sections += secs
         heads.append(head)
     sections.append(starvation_section(verdicts, baseline_problem))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 from shufflelab.appreport.analysis import App
@@ -39,6 +40,15 @@ def applications(store: Store) -> list[tuple[str, int, str]]:
     ]
 
 
+def _seconds(v: object) -> float:
+    """A stored duration; NaN when it was not recorded (NULL: no job ended), never 0."""
+    try:
+        x = float(v)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return float("nan")
+    return x if math.isfinite(x) else float("nan")
+
+
 def load(store: Store, run_id: str, app_index: int = 0, name: str | None = None) -> App:
     """One application's tables."""
     args = [run_id, app_index]
@@ -48,7 +58,7 @@ def load(store: Store, run_id: str, app_index: int = 0, name: str | None = None)
         raise StoreError(f"no application {run_id!r} (index {app_index}) in the store")
     a = apps.iloc[0]
     tables = {t: store.query(f"SELECT * FROM {t} {where}", args) for t in ("tasks", "stages", "jobs", "executors")}
-    job_time = float(a["job_time_s"]) if a["job_time_s"] == a["job_time_s"] else 0.0
+    job_time = _seconds(a["job_time_s"])
     env: dict[str, object] = {}
     run = store.query("SELECT run_dir, environment_json FROM runs WHERE run_id = ?", [run_id])
     if not run.empty:

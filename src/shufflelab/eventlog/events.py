@@ -217,6 +217,13 @@ def _opt_int(v: Any) -> int | None:
         return None
 
 
+def _time(v: Any) -> int | None:
+    """A point in time (epoch ms) of an application, stage, job or SQL event; None when missing or
+    not positive: old Spark (1.x) writes 0 or -1 for a time it did not know, which is no time."""
+    t = _opt_int(v)
+    return t if t is not None and t > 0 else None
+
+
 _EMPTY: dict[str, Any] = {}
 
 UNREADABLE_END = "Unknown"
@@ -266,7 +273,7 @@ class Parser:
         self._batch = batch
         self._pending: dict[str, list[Any]] = {c: [] for c in TASK_COLUMNS}
         self._n_pending = 0
-        self._job_start: dict[int, tuple[int, list[int], int | None]] = {}
+        self._job_start: dict[int, tuple[int | None, list[int], int | None]] = {}
         self._execs: dict[str, list[Any]] = {}
         self._sql: dict[int, dict[str, Any]] = {}
         self._task_starts = 0
@@ -511,13 +518,13 @@ class Parser:
         log = self.log
         log.app_id = ev.get("App ID")
         log.app_name = ev.get("App Name")
-        log.app_start_ms = _opt_int(ev.get("Timestamp"))
+        log.app_start_ms = _time(ev.get("Timestamp"))
         log.user = ev.get("User")
         attempt = ev.get("App Attempt ID")
         log.app_attempt_id = str(attempt) if attempt is not None else None
 
     def _app_end(self, ev: dict[str, Any]) -> None:
-        self.log.app_end_ms = _opt_int(ev.get("Timestamp"))
+        self.log.app_end_ms = _time(ev.get("Timestamp"))
         self.log.exit_code = _opt_int(ev.get("ExitCode"))
 
     def _environment(self, ev: dict[str, Any]) -> None:
@@ -534,13 +541,13 @@ class Parser:
         row = self._execs.setdefault(eid, [eid, host, None, None, None, None, None])
         row[1] = host
         row[2] = _opt_int(info.get("Total Cores"))
-        row[3] = _opt_int(ev.get("Timestamp"))
+        row[3] = _time(ev.get("Timestamp"))
         row[6] = _opt_int(info.get("Resource Profile Id"))
 
     def _executor_removed(self, ev: dict[str, Any]) -> None:
         eid = str(ev.get("Executor ID"))
         row = self._execs.setdefault(eid, [eid, "", None, None, None, None, None])
-        row[4] = _opt_int(ev.get("Timestamp"))
+        row[4] = _time(ev.get("Timestamp"))
         row[5] = str(ev.get("Removed Reason", ""))[:1000]
 
     def _task_end(self, ev: dict[str, Any]) -> None:
@@ -642,8 +649,8 @@ class Parser:
 
     def _stage_completed(self, ev: dict[str, Any]) -> None:
         info = ev.get("Stage Info") or _EMPTY
-        sub = _opt_int(info.get("Submission Time"))
-        comp = _opt_int(info.get("Completion Time"))
+        sub = _time(info.get("Submission Time"))
+        comp = _time(info.get("Completion Time"))
         parents = info.get("Parent IDs") or []
         self.log.stages.append(
             StageRow(
@@ -663,14 +670,14 @@ class Parser:
         props = ev.get("Properties") or _EMPTY
         sql_id = _opt_int(props.get("spark.sql.execution.id")) if isinstance(props, dict) else None
         jid = _i(ev, "Job ID")
-        self._job_start[jid] = (_i(ev, "Submission Time"), list(ev.get("Stage IDs") or []), sql_id)
+        self._job_start[jid] = (_time(ev.get("Submission Time")), list(ev.get("Stage IDs") or []), sql_id)
         if sql_id is not None and sql_id in self._sql:
             self._sql[sql_id]["job_ids"].append(jid)
 
     def _job_ended(self, ev: dict[str, Any]) -> None:
         jid = _i(ev, "Job ID")
-        sub, stage_ids, sql_id = self._job_start.pop(jid, (0, [], None))
-        comp = _opt_int(ev.get("Completion Time"))
+        sub, stage_ids, sql_id = self._job_start.pop(jid, (None, [], None))  # (its start unread: no time)
+        comp = _time(ev.get("Completion Time"))
         result = ev.get("Job Result") or _EMPTY
         exc = result.get("Exception") if isinstance(result, dict) else None
         if isinstance(exc, dict) and exc.get("Message"):
@@ -680,7 +687,7 @@ class Parser:
                 job_id=jid,
                 submitted_at_ms=sub,
                 completed_at_ms=comp,
-                duration_ms=float(comp - sub) if comp is not None else None,
+                duration_ms=float(comp - sub) if comp is not None and sub is not None else None,
                 result=str(result.get("Result", "")),
                 stage_ids=",".join(str(s) for s in stage_ids),
                 sql_execution_id=sql_id,
@@ -694,14 +701,14 @@ class Parser:
         s = self._sql.setdefault(xid, {"job_ids": [], "adaptive": 0, "end": None, "error": None})
         s["root"] = _opt_int(ev.get("rootExecutionId"))
         s["description"] = str(ev.get("description") or "")[:2000]
-        s["start"] = _opt_int(ev.get("time"))
+        s["start"] = _time(ev.get("time"))
 
     def _sql_end(self, ev: dict[str, Any]) -> None:
         xid = _opt_int(ev.get("executionId"))
         if xid is None:
             return
         s = self._sql.setdefault(xid, {"job_ids": [], "adaptive": 0, "root": None, "description": "", "start": None})
-        s["end"] = _opt_int(ev.get("time"))
+        s["end"] = _time(ev.get("time"))
         err = ev.get("errorMessage")
         s["error"] = str(err)[:2000] if err else None
 

@@ -74,7 +74,7 @@ class StageRow:
 @dataclass(frozen=True)
 class JobRow:
     job_id: int
-    submitted_at_ms: int
+    submitted_at_ms: int | None  # None: not recorded (old Spark writes 0 then), or its start line unreadable
     completed_at_ms: int | None
     duration_ms: float | None
     result: str
@@ -161,13 +161,19 @@ class EventLog:
     damaged_events: Counter[str] = field(default_factory=Counter)  # their event names (as far as readable)
     problems: list[str] = field(default_factory=list)  # what could not be read, naming the file
 
+    def first_job_at_ms(self) -> int | None:
+        """The first job's submission (None when no job has a submission time)."""
+        return min((j.submitted_at_ms for j in self.jobs if j.submitted_at_ms is not None), default=None)
+
+    def last_job_end_at_ms(self) -> int | None:
+        """The last job's completion (None when no job ended: a running or killed application)."""
+        return max((j.completed_at_ms for j in self.jobs if j.completed_at_ms is not None), default=None)
+
     def workload_span_ms(self) -> float | None:
-        """From the first job's submission to the last job's completion (the job time we report)."""
-        done = [j for j in self.jobs if j.completed_at_ms is not None]
-        if not done:
-            return None
-        last = max(j.completed_at_ms for j in done if j.completed_at_ms is not None)
-        return float(last - min(j.submitted_at_ms for j in self.jobs))
+        """From the first job's submission to the last job's completion (the job time we report);
+        None when either is unknown."""
+        first, last = self.first_job_at_ms(), self.last_job_end_at_ms()
+        return float(last - first) if first is not None and last is not None else None
 
     def all_jobs_succeeded(self) -> bool:
         return bool(self.jobs) and all(j.result == "JobSucceeded" for j in self.jobs)
