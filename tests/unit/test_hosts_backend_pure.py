@@ -4,8 +4,11 @@ from ``tc -s -j``, the shaping commands without a namespace, the thread that run
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -218,15 +221,31 @@ def test_the_router_is_an_inventory_host_of_its_own(tmp_path: Path) -> None:
         inventory.parse(_inventory(tmp_path, "a"), "inv.toml", tmp_path)
 
 
-def test_runs_record_the_machine_of_each_spec_host(tmp_path: Path) -> None:
-    from shufflelab.hosts.backend import HostsBackend
+def test_runs_record_the_machine_of_each_spec_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each spec host's machine with its CPUs, counted (nproc) when the backend connects: the report
+    names them (was: the machines without their CPUs, and the report said "one host")."""
+    from shufflelab.hosts import backend as backendmod
 
-    hb = HostsBackend(inventory.parse(_inventory(tmp_path, "r"), "inv.toml", tmp_path))
-    try:
+    nproc = {"a": "8\n", "b": "4\n", "r": "2\n"}
+    asked: list[tuple[str, list[str]]] = []
+
+    class Session:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        async def run(self, step: str, argv: list[str], **kw: Any) -> Any:
+            asked.append((self.name, argv))
+            return SimpleNamespace(stdout=nproc[self.name], stderr="", exit_status=0)
+
+    @contextlib.asynccontextmanager
+    async def connect(inv: Any, names: Any) -> AsyncIterator[dict[str, Any]]:
+        yield {n: Session(n) for n in names}
+
+    monkeypatch.setattr(backendmod, "connect", connect)
+    with backendmod.HostsBackend(inventory.parse(_inventory(tmp_path, "r"), "inv.toml", tmp_path)) as hb:
         assert hb.backend().machines() == {
-            "(router)": {"machine": "r", "address": "192.0.2.3", "data_interface": "eth1"},
-            "h1": {"machine": "a", "address": "192.0.2.1", "data_interface": "eth1"},
-            "h2": {"machine": "b", "address": "192.0.2.2", "data_interface": "eth1"},
+            "(router)": {"machine": "r", "address": "192.0.2.3", "data_interface": "eth1", "cpus": 2},
+            "h1": {"machine": "a", "address": "192.0.2.1", "data_interface": "eth1", "cpus": 8},
+            "h2": {"machine": "b", "address": "192.0.2.2", "data_interface": "eth1", "cpus": 4},
         }
-    finally:
-        hb.loop.close()
+    assert sorted(asked) == [(n, ["nproc"]) for n in ("a", "b", "r")]

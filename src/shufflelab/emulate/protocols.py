@@ -164,6 +164,6 @@ class Backend:
     launch: ProcessLauncher
     clean: Callable[[], object] = lambda: None  # what crashed runs left behind
     # the machines the spec's hosts run on, recorded in each run's environment ({}: this one)
-    machines: Callable[[], dict[str, dict[str, str]]] = dict
+    machines: Callable[[], dict[str, dict[str, Any]]] = dict
     clock: Callable[[], float] = field(default=time.monotonic)
     sleep: Callable[[float], None] = field(default=time.sleep)

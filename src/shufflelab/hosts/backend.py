@@ -28,6 +28,7 @@ from shufflelab.hosts.cluster import HostsCluster
 from shufflelab.hosts.control import Session, connect
 from shufflelab.hosts.fabric import HostsFabric, HostsLeaseInfo, data_address, settled
 from shufflelab.hosts.inventory import Inventory
+from shufflelab.hosts.probe import cpu_count
 from shufflelab.hosts.remote import Loop, SshProcess, run_local, run_remote
 from shufflelab.hosts.safety import check_traffic
 from shufflelab.topology import Network
@@ -41,6 +42,7 @@ class HostsBackend:
         self.fabric: HostsFabric | None = None
         self._connection: Any = None
         self._launched = 0
+        self.cpus: dict[str, int | None] = {}  # inventory host -> its CPU count, read on entry
 
     # -- lifetime ------------------------------------------------------------------------------
     def __enter__(self) -> HostsBackend:
@@ -48,9 +50,13 @@ class HostsBackend:
         self._connection = connect(self.inv, names)
         try:
             self.sessions = self.loop.call(self._connection.__aenter__())
+            counted = self.loop.call(settled(*(cpu_count(s) for s in self.sessions.values())))
         except BaseException:
+            if self.sessions:
+                self.loop.call(self._connection.__aexit__(None, None, None), timeout=30)
             self.loop.close()
             raise
+        self.cpus = dict(zip(self.sessions, counted, strict=True))
         return self
 
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
@@ -70,15 +76,15 @@ class HostsBackend:
             machines=self.machines,
         )
 
-    def machines(self) -> dict[str, dict[str, str]]:
-        """Each spec host's machine (inventory name, SSH address, data interface), and the router
-        host as ``"(router)"``: what a run's environment records."""
+    def machines(self) -> dict[str, dict[str, Any]]:
+        """Each spec host's machine (inventory name, SSH address, data interface, CPU count as read
+        on entry), and the router host as ``"(router)"``: what a run's environment records."""
         placed = dict(self.inv.map)
         if self.inv.router:
             placed["(router)"] = self.inv.router
         return {
             spec_host: {"machine": name, "address": self.inv.hosts[name].address,
-                        "data_interface": self.inv.hosts[name].data_interface}
+                        "data_interface": self.inv.hosts[name].data_interface, "cpus": self.cpus.get(name)}
             for spec_host, name in sorted(placed.items())
         }  # fmt: skip
 

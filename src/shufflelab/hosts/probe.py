@@ -224,6 +224,12 @@ async def clock_offset(session: Session, rounds: int = CLOCK_ROUNDS) -> tuple[fl
     return best
 
 
+async def cpu_count(session: Session) -> int | None:
+    """The host's CPU count (``nproc``; None if it says something else)."""
+    out = (await session.run("count the CPUs", ["nproc"])).stdout.strip()
+    return int(out) if out.isdigit() else None
+
+
 async def probe_host(session: Session) -> HostFacts:
     # the interpreter the run starts on the host: the controller's at the same path, or the deployed one
     paths = HostPaths.of(session.host)

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Protocol
 from shufflelab.emulate.fabric import PortCounters, switch_config
 from shufflelab.hosts.control import HostError, Session
 from shufflelab.hosts.deploy import HostPaths
+from shufflelab.hosts.probe import cpu_count
 from shufflelab.switch.controller import (
     BINARY_NAME,
     TELEMETRY_HEADER,
@@ -138,7 +139,7 @@ async def prepare_router(hl: HostLease) -> int:
     if "htb 1: root" in shown and any(c["kind"] == "qdisc" and c["interface"] == dev for c in hl.changes):
         await hl.tc(dev, ["qdisc", "del", "dev", dev, "root"])  # the kernel path's queue: the switch queues
     await hl.set_offloads(dev, OFFLOADS_OFF)
-    return int((await s.run("count the CPUs", ["nproc"])).stdout.strip() or "1")
+    return await cpu_count(s) or 1
 
 
 class RouterSwitch:

@@ -279,6 +279,20 @@ def _union_of_notes(per_run: list[list[str]]) -> list[str]:
     return [f"{i} on hosts {', '.join(hosts[i])}" if i in hosts else i for i in items]
 
 
+def machines_text(machines: dict[str, dict[str, Any]]) -> str:
+    """Where a run over SSH ran, as its environment records it (``machines``: spec host -> its
+    inventory machine, and the router host as ``(router)``): each machine, its CPUs, its spec hosts."""
+    by: dict[str, tuple[Any, list[str]]] = {}
+    for spec_host, m in machines.items():
+        cpus, hosts = by.setdefault(str(m.get("machine", "?")), (m.get("cpus"), []))
+        hosts.append("the router host" if spec_host == "(router)" else spec_host)
+    parts = [
+        f"{name}, {f'{cpus} CPUs' if cpus else 'CPUs not recorded'}: {', '.join(hosts)}"
+        for name, (cpus, hosts) in by.items()
+    ]
+    return f"On {len(by)} machines over SSH ({'; '.join(parts)}):"
+
+
 def scale_note(d: Data) -> list[str]:
     s = d.spec
     params: dict[str, Any] = dict(s.workload.params)
@@ -295,8 +309,10 @@ def scale_note(d: Data) -> list[str]:
         if mr
         else f"{len(s.hosts_with('spark-worker'))} workers x {s.spark.worker_cores} core(s)"
     )
+    machines = d.environment.get("machines") or {}
+    where = machines_text(machines) if machines else f"Scaled to one host ({d.environment.get('cpus', '?')} CPUs):"
     lines = [
-        f"Scaled to one host ({d.environment.get('cpus', '?')} CPUs): {who}, "
+        f"{where} {who}, "
         f"topology '{s.topology.kind}' with a "
         f"{s.topology.bottleneck.rate_mbps:g} Mbit/s bottleneck, workload {s.workload.name}"
         + (" " + ", ".join(f"{k}={v}" for k, v in params.items()) if params else "")
@@ -319,7 +335,7 @@ def scale_note(d: Data) -> list[str]:
         ]
         items = _union_of_notes(notes or [list(emu.get("emulated_by_switch", []))])
         lines.append("Network (over all scenarios): " + "; ".join(items))
-    elif missing_q or missing_cc:
+    elif (missing_q or missing_cc) and not machines:  # this box's capabilities, not the machines'
         lines.append(
             "The kernel has no "
             + ", ".join([f"{q} qdisc" for q in missing_q] + [f"{c} congestion control" for c in missing_cc])
@@ -333,8 +349,12 @@ def scale_note(d: Data) -> list[str]:
             "executors by this kernel (no IRQ time accounting); see docs/design.md, 'CPU time and interrupts'."
         )
     lines.append(
-        f"Environment: kernel {d.environment.get('kernel', '?')}, pyspark {d.environment.get('pyspark', '?')}, "
-        f"shufflelab {d.environment.get('shufflelab_commit') or '?'}. All figures are measured on the emulated "
-        "fabric, none simulated."
+        f"Environment{' (the controller)' if machines else ''}: kernel {d.environment.get('kernel', '?')}, "
+        f"pyspark {d.environment.get('pyspark', '?')}, shufflelab {d.environment.get('shufflelab_commit') or '?'}. "
+        + (
+            "All figures are measured on those machines over SSH, none simulated."
+            if machines
+            else "All figures are measured on the emulated fabric, none simulated."
+        )
     )
     return lines
