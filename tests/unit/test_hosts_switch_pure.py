@@ -128,14 +128,20 @@ def test_doctor_wants_the_switch_on_the_router_host() -> None:
     spec = specmod.parse(SPEC)
     mapping = {"h1": "a", "h2": "b", "h3": "c"}
     facts = {n: _facts(n) for n in ("a", "b", "c")} | {"r": _facts("r", switch=True)}
-    by = {(f.host, f.check): f for f in findings.for_spec(spec, mapping, facts, router="r")}
+
+    def doctor(router: str | None = "r") -> dict[tuple[str, str], findings.Finding]:
+        found = findings.for_spec(spec, mapping, facts, router=router)
+        found.append(findings.cells(found, ["base"], findings.used_hosts(spec, mapping, router)))
+        return {(f.host, f.check): f for f in found}
+
+    by = doctor()
     assert by[("*", "cells")].level == "ok", by  # dctcp over cubic, delay and RED in the switch
     assert by[("r", "switch")].level == "ok"
     facts["r"].switch = False
-    by = {(f.host, f.check): f for f in findings.for_spec(spec, mapping, facts, router="r")}
+    by = doctor()
     assert by[("*", "cells")].level == "refuse"
     assert "missing on router host r" in by[("*", "cell base")].detail
     assert by[("r", "switch")].level == "refuse"
     assert by[("r", "switch")].detail.startswith("missing: /repo/target/release/shufflelab-switch (")
-    by = {(f.host, f.check): f for f in findings.for_spec(spec, mapping, facts)}
+    by = doctor(None)
     assert "needs the userspace switch" in by[("*", "cell base")].detail
