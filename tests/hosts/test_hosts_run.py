@@ -169,6 +169,12 @@ def test_run_refuses_to_shape_the_control_interface(lab: Lab, tmp_path: Path) ->
     at = text.index("[hosts.host2]")
     inv.write_text(text[:at] + text[at:].replace('data_interface = "data0"', 'data_interface = "ctl0"', 1))
     spec = quickstart(tmp_path / "quickstart.toml", reps=1)
+    # doctor says so first, as a refusal of every (star) cell (it was a warning, exit 0)
+    r = cli("doctor", "--hosts", str(inv), "--spec", str(spec), "--json", timeout=300)
+    assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]
+    rows = {(f["host"], f["check"]): f for f in json.loads(r.stdout)["findings"]}
+    assert rows[("host2", "data interface")]["level"] == "refuse", rows[("host2", "data interface")]
+    assert rows[("*", "cells")]["detail"].startswith("0 of 1 cells"), rows[("*", "cells")]
     before = host_state(lab)
     r = cli("run", str(spec), "--hosts", str(inv), "--results", str(tmp_path / "res"), "--no-report", timeout=300)
     assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]
