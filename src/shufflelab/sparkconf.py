@@ -13,6 +13,12 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+from shufflelab.names import whole
+
+KEY = whole(r"spark\.\S+")
+"""A Spark conf key a spec may give: ``spark.`` and no whitespace (a key with a newline or a space is
+one Spark never reads, so the setting would silently not apply)."""
+
 MASTER = "spark.master"
 DRIVER_HOST = "spark.driver.host"
 DRIVER_BIND_ADDRESS = "spark.driver.bindAddress"

@@ -58,6 +58,10 @@ def _spark(field: str) -> Callable[[str], None]:
     return lambda v: _spec(lambda d: d.setdefault("spark", {}).__setitem__(field, v))
 
 
+def _conf_key(v: str) -> None:
+    _spec(lambda d: d.setdefault("spark", {}).__setitem__("conf", {v: "true"}))
+
+
 def _experiment_name(v: str) -> None:
     _spec(lambda d: d["experiment"].__setitem__("name", v))
 
@@ -121,6 +125,7 @@ FIELDS: dict[str, tuple[Callable[[str], object], str, re.Pattern[str] | None]] =
     "spec spark.worker_memory": (_spark("worker_memory"), "512m", S.base.MEMORY_PATTERN),
     "spec spark.executor_memory": (_spark("executor_memory"), "2g", S.base.MEMORY_PATTERN),
     "spec spark.driver_memory": (_spark("driver_memory"), "1024k", S.base.MEMORY_PATTERN),
+    "spec spark.conf key": (_conf_key, "spark.hadoop.fs.s3a.bucket.my-bucket.endpoint", None),
     "spec experiment.name": (_experiment_name, "cc-under.udp_2", None),
     "sim experiment.name": (_sim_name("sim-fig6.toml", sim_spec.parse), "sim-fig6b", None),
     "sim fabric experiment.name": (_sim_name("sim-alltoall-k8.toml", fabric_spec.parse), "sim-k8-b", None),

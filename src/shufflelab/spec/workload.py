@@ -13,6 +13,8 @@ from shufflelab.spec.base import MEMORY_PATTERN, SpecModel
 def _conf_key(key: str) -> str:
     if not key.startswith("spark."):
         raise ValueError(f"conf key {key!r} must start with 'spark.'")
+    if not sparkconf.KEY.match(key):
+        raise ValueError(f"conf key {key!r} has whitespace in it (Spark would never read it)")
     reason = sparkconf.reserved_reason(key)
     if reason is not None:
         raise ValueError(f"reserved: {reason}; the lab sets it for every application")
