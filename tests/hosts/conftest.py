@@ -12,11 +12,12 @@ import ipaddress
 import json
 import os
 import secrets
+import shlex
 import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -107,14 +108,15 @@ def _wait_port(address: str, timeout: float = 15.0) -> None:
 
 
 @contextlib.contextmanager
-def stand_in_hosts(root: Path, n: int) -> Iterator[Lab]:
+def stand_in_hosts(root: Path, n: int, hide: Sequence[Path] = ()) -> Iterator[Lab]:
+    """``n`` stand-in hosts; ``hide``: folders of this machine they do not see (an empty tmpfs over
+    each in their mount namespace), as a machine without the controller's checkout."""
     if not os.path.exists(SSHD):
         pytest.skip(f"{SSHD} is missing (scripts/setup.sh installs openssh-server)")
     tag = secrets.token_hex(2)
     net = _free_subnet()
     addrs = list(net.hosts())
     bridge, data_bridge = f"slsshb{tag}", f"slsshd{tag}"
-    created = [p for p in (LEASE_PARENT, SCRATCH_PARENT) if not p.exists()]
     servers: list[subprocess.Popen[bytes]] = []
     namespaces: list[str] = []
     lab = Lab(root, str(addrs[0]), root / "client_key", root / "known_hosts")
@@ -168,6 +170,7 @@ def stand_in_hosts(root: Path, n: int) -> Iterator[Lab]:
             # (/run/netns too: doctor's throw-away namespaces are named by a pid, the same on every stand-in)
             script = f"mount -t tmpfs slssh {LEASE_PARENT} && mount -t tmpfs slssh {SCRATCH_PARENT} && "
             script += "mount -t tmpfs slssh /run/netns && "
+            script += "".join(f"mount -t tmpfs slssh {shlex.quote(str(p))} && " for p in hide)
             script += f"exec {SSHD} -D -e -f {cfg}"
             log = open(root / f"sshd_host{i}.log", "wb")  # noqa: SIM115 (closed with the process)
             servers.append(
@@ -200,9 +203,9 @@ def stand_in_hosts(root: Path, n: int) -> Iterator[Lab]:
             sh("ip", "netns", "delete", ns, check=False)
         sh("ip", "link", "delete", bridge, check=False)
         sh("ip", "link", "delete", data_bridge, check=False)
-        for parent in created:
-            with contextlib.suppress(OSError):
-                parent.rmdir()
+        # LEASE_PARENT and SCRATCH_PARENT stay (empty): they are the mount points of the stand-ins'
+        # tmpfs, and removing them would detach the mounts of another lab's stand-ins running now
+        # (another test session), whose lease files would then be this machine's
 
 
 def _lab(tmp_path_factory: pytest.TempPathFactory, n: int) -> Iterator[Lab]:

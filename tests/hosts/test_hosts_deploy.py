@@ -1,23 +1,44 @@
-"""``shufflelab deploy --hosts``: each stand-in host gets a deploy_dir of its own (the stand-ins share
-this machine's file system, so the controller's own paths would prove nothing), empty at first.
-Deploy fills it over SFTP, a second deploy copies nothing, a short real run (``run --deploy``) uses
-what is there (the driver's interpreter, its byte-code caches, the executors' class paths), and
+"""``shufflelab deploy --hosts``: each stand-in host gets a deploy_dir of its own, empty at first, and
+sees neither the controller's checkout nor its virtual environment nor its cache (an empty tmpfs over
+each in the stand-in's mount namespace), as a machine of its own would. Deploy fills it over SFTP, a
+second deploy copies nothing, a short real run (``run --deploy``) uses what is there (the driver's
+interpreter, its byte-code caches, the executors' class paths, the queue samplers' libraries), and
 ``deploy --remove`` leaves the folders as they were and the hosts without the manifest."""
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
 import pytest
 
-from .conftest import LEASE_PARENT, Lab
-from .test_hosts_run import cli, quickstart
+from shufflelab import artifacts
+
+from .conftest import LEASE_PARENT, Lab, stand_in_hosts
+from .test_hosts_run import REPO, cli, quickstart
 
 pytestmark = [pytest.mark.root, pytest.mark.spark]
+
+# what a machine without the controller's checkout lacks
+HIDDEN = [REPO, Path(sys.prefix), artifacts.cache_root()]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    """Three stand-in hosts that do not see :data:`HIDDEN`."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root (network namespaces)")
+    # (a folder inside another hidden one is gone with it)
+    hide = [p for p in HIDDEN if p.is_dir() and not any(q != p and p.is_relative_to(q) for q in HIDDEN)]
+    with stand_in_hosts(tmp_path_factory.mktemp("slsshdep"), 3, hide=hide) as lab:
+        for h in lab.hosts:  # the stand-in's own view of the file system
+            assert not (Path(f"/proc/{h.server_pid()}/root") / REPO.relative_to("/") / "pyproject.toml").exists()
+        yield lab
 
 
 def _tree(root: Path) -> set[str]:
@@ -68,8 +89,11 @@ def test_deploy_run_and_remove(lab: Lab, tmp_path: Path) -> None:
     assert r.returncode == 0, r.stdout + r.stderr
     assert "nothing to copy" in r.stdout, r.stdout
     with duckdb.connect(str(res / "quickstart-hosts.duckdb"), read_only=True) as con:
-        assert con.execute("SELECT status FROM runs").fetchall() == [("ok",)]
+        assert con.execute("SELECT status, cause FROM runs").fetchall() == [("ok", None)]
+        # each host's queue sampler ran from the deployed environment
+        samples = con.execute("SELECT dev, count(*) FROM queue_samples GROUP BY dev ORDER BY dev").fetchall()
         (env_json,) = con.execute("SELECT environment_json FROM runs").fetchone() or (None,)
+    assert [d for d, n in samples if n > 0] == ["h1", "h2", "h3"], samples
     # the run records the machine each spec host ran on
     assert {m["machine"] for m in json.loads(env_json)["machines"].values()} == {h.name for h in lab.hosts}
     # the driver ran on host1 from its deployed tree; the executors of host2/host3 from theirs

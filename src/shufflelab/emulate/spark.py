@@ -136,6 +136,14 @@ class SparkCluster:
         self._make_dirs(host, [self.scratch / host / d for d in ("local", "work")])
         return env
 
+    def _spark_class(self, host: str) -> str:
+        """Spark's launcher on ``host`` (here: this machine's pyspark)."""
+        return str(jvm.spark_home() / "bin" / "spark-class")
+
+    def _python(self, host: str) -> str:
+        """The Python interpreter on ``host`` (here: this one)."""
+        return sys.executable
+
     def _make_dirs(self, host: str, dirs: list[Path]) -> None:
         """Create the Spark folders of ``host`` (here: on this machine's file system)."""
         for d in dirs:
@@ -150,12 +158,11 @@ class SparkCluster:
         return netns.run(argv, ns=self.ns[host], check=False, timeout=10)
 
     def start(self, timeout_s: float = 120) -> None:
-        cls = str(jvm.spark_home() / "bin" / "spark-class")
         m = self.spec.master
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.daemons[m] = self._spawn(
             m,
-            [cls, "org.apache.spark.deploy.master.Master", "--host", self.master_ip,
+            [self._spark_class(m), "org.apache.spark.deploy.master.Master", "--host", self.master_ip,
              "--port", str(MASTER_PORT), "--webui-port", "8080"],
             self.log_dir / f"master-{m}.log",
             env=self._env(m),
@@ -165,7 +172,7 @@ class SparkCluster:
         for w in self.spec.workers:
             self.daemons[w] = self._spawn(
                 w,
-                [cls, "org.apache.spark.deploy.worker.Worker", "--host", self.addresses[w],
+                [self._spark_class(w), "org.apache.spark.deploy.worker.Worker", "--host", self.addresses[w],
                  "--port", str(WORKER_PORT),
                  "--cores", str(self.spec.worker_cores), "--memory", self.spec.worker_memory,
                  "--work-dir", str(self.scratch / w / "work"), "--webui-port", "8081", self.url],
@@ -178,7 +185,14 @@ class SparkCluster:
         """The master's own view of the cluster (its web UI's JSON), None if it does not answer."""
         out = self._command(
             self.spec.master,
-            [sys.executable, "-I", "-S", "-c", _FETCH, f"http://{self.master_ip}:{MASTER_UI_PORT}/json/"],
+            [
+                self._python(self.spec.master),
+                "-I",
+                "-S",
+                "-c",
+                _FETCH,
+                f"http://{self.master_ip}:{MASTER_UI_PORT}/json/",
+            ],
         )
         try:
             doc = json.loads(out)

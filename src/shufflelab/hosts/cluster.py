@@ -68,6 +68,12 @@ class HostsCluster(SparkCluster):
     def _paths(self, host: str) -> HostPaths:
         return HostPaths.of(self.fabric.session(host).host)
 
+    def _spark_class(self, host: str) -> str:
+        return f"{self._paths(host).spark_home}/bin/spark-class"
+
+    def _python(self, host: str) -> str:
+        return self._paths(host).python
+
     @property
     def _deployed(self) -> bool:
         return any(self._paths(h).deployed for h in self.ns)
