@@ -1,7 +1,9 @@
 """A report as data: sections with text, tables and figures, rendered once to Markdown and once to HTML.
 
 Analyses return :class:`Section` objects; a report is a :class:`Document` made of them. Rendering
-lives here only, so the Markdown and the HTML of a report cannot drift apart.
+lives here only, so the Markdown and the HTML of a report cannot drift apart. Text is Markdown
+(the analyses write ``**bold**`` and backquoted code); text from outside (an application's or a
+file's name) goes in through :func:`md_text`, whose backslash escapes both renderings honour.
 """
 
 from __future__ import annotations
@@ -148,6 +150,31 @@ def parts(t: Table) -> list[pd.DataFrame]:
     return _split(df, n_keys)
 
 
+_MD_SPECIAL = re.compile(r"([\\`*\[\]<>&~#])")
+_MD_UNDERSCORE = re.compile(r"(?<![^\W_])_|_(?![^\W_])")  # not between two letters or digits (a_b stays)
+_MD_LINE_START = re.compile(r"^(\s*)(?:([-+>=])|(\d+)([.)]))")
+_ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")  # CommonMark: a backslash before ASCII punctuation
+
+
+def md_text(text: str) -> str:
+    """Text from outside (an application's, a file's or a stage's name) as Markdown that renders it
+    literally: a backslash before every character that could start emphasis, code, a link, raw HTML
+    or an entity (``_`` only where it is not inside a word, so file names stay readable), and before
+    what would make a line a heading, list or quote; line breaks become
+    spaces, and leading and trailing white space (an indented code block at a line's start) goes.
+    (A table's ``|`` is escaped by the table.)"""
+    flat = _MD_SPECIAL.sub(r"\\\1", text.replace("\r", " ").replace("\n", " ").strip())
+    flat = _MD_UNDERSCORE.sub(r"\\_", flat)  # between letters or digits a "_" opens or closes nothing
+    return _MD_LINE_START.sub(
+        lambda m: m.group(1) + ("\\" + m.group(2) if m.group(2) else m.group(3) + "\\" + m.group(4)), flat, count=1
+    )
+
+
+def _unescape(text: str) -> str:
+    """Markdown's backslash escapes undone (for the HTML, which escapes the characters its own way)."""
+    return _ESCAPED.sub(r"\1", text)
+
+
 def _md_escape(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -168,6 +195,7 @@ WRAP = 40
 
 
 def _html_cell(v: str) -> str:
+    v = _unescape(v)
     return f"<td class='w'>{html.escape(v)}</td>" if len(v) > WRAP else f"<td>{html.escape(v)}</td>"
 
 
@@ -186,8 +214,20 @@ _CODE = re.compile(r"`([^`]+)`")
 
 
 def inline(text: str) -> str:
-    """Text as HTML, escaped, with the Markdown the analyses write (``**bold**``, backquoted code)."""
-    return _CODE.sub(r"<code>\1</code>", _STRONG.sub(r"<strong>\1</strong>", html.escape(text, quote=False)))
+    """Text as HTML, escaped, with the Markdown the analyses write (``**bold**``, backquoted code) and
+    the backslash escapes of :func:`md_text` (the escaped character, literally)."""
+    held: list[str] = []
+
+    def hold(m: re.Match[str]) -> str:
+        held.append(m.group(1))
+        return f"\ue000{len(held) - 1}\ue001"
+
+    out = html.escape(_ESCAPED.sub(hold, text), quote=False)
+    out = _CODE.sub(r"<code>\1</code>", _STRONG.sub(r"<strong>\1</strong>", out))
+    return _HELD.sub(lambda m: html.escape(held[int(m.group(1))], quote=False), out)
+
+
+_HELD = re.compile("\ue000(\\d+)\ue001")
 
 
 def to_markdown(doc: Document, figure_dir: str = "figures") -> str:
@@ -232,7 +272,7 @@ def to_html(doc: Document) -> str:
     esc = html.escape
     h = [
         "<!doctype html><html><head><meta charset='utf-8'>",
-        f"<title>shufflelab: {esc(doc.title)}</title><style>{STYLE}</style></head><body>",
+        f"<title>shufflelab: {esc(_unescape(doc.title))}</title><style>{STYLE}</style></head><body>",
         f"<h1>{inline(doc.title)}</h1>",
     ]
     if doc.description:
@@ -254,7 +294,7 @@ def to_html(doc: Document) -> str:
             h.append(html_table(t))
         for f in s.figures:
             h.append(
-                f"<figure><img src='{_img(f.path)}' alt='{esc(f.caption)}'>"
+                f"<figure><img src='{_img(f.path)}' alt='{esc(_unescape(f.caption))}'>"
                 f"<figcaption>{inline(f.caption)}</figcaption></figure>"
             )
     h.append("</body></html>")

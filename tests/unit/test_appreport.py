@@ -9,11 +9,13 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from markdown_it import MarkdownIt
 from typer.testing import CliRunner
 
 from conftest import BASE_SPEC
-from shufflelab import appreport
+from shufflelab import appreport, document
 from shufflelab.appreport import analysis as an
+from shufflelab.appreport import render
 from shufflelab.cli import app as cli
 from shufflelab.eventlog.ingest import ingest
 from shufflelab.results import Store
@@ -187,3 +189,65 @@ def test_whatif_takes_an_imported_logs_cores_from_its_executors(store: Path) -> 
     cores = whatif.recorded_cores(s, r, i)
     ex = s.query("SELECT executor_id, total_cores FROM executors WHERE run_id = ?", [r])
     assert cores == {str(e): int(c) for e, c in ex.itertuples(index=False, name=None)}
+
+
+# -- the headline, names in report.md, the FCT section without remote reads (issue 31, item 3) -----------
+
+
+def _named(name: str, durations: list[list[float]], fetch: float = 0.0, start_ms: float = 0.0) -> an.App:
+    a = _app(durations, fetch)
+    for df in (a.tasks, a.stages):
+        for col in ("launch_at_ms", "finish_at_ms", "submitted_at_ms", "completed_at_ms"):
+            if col in df:
+                df[col] = df[col] + start_ms
+    a.jobs[["submitted_at_ms", "completed_at_ms"]] += start_ms
+    a.name, a.app_id, a.run_id = name, f"app-{name}", name
+    return a
+
+
+def test_the_headline_shows_the_longest_and_the_most_network_bound_saying_so(tmp_path: Path) -> None:
+    # in start order: two short ones first, then the long ones; "waits" is short but waits on fetches
+    apps = [
+        _named("first", [[100, 100]], start_ms=0),
+        _named("waits", [[150, 150]], fetch=0.6, start_ms=1e3),
+        _named("long3", [[900, 900]], start_ms=2e3),
+        _named("long1", [[3000, 3000]], start_ms=3e3),
+        _named("long2", [[2000, 2000]], start_ms=4e3),
+    ]
+    d = render.document("t", apps, tmp_path / "figures", None)
+    head = d.headline
+    assert head[0] == (
+        "5 applications; shown: the 3 longest by job time (longest first) and the most network-bound "
+        "(largest fetch wait share of its core time)."
+    )
+    assert [h.split(":")[0] for h in head[1:]] == ["long1", "long2", "long3", "most network-bound"]
+    assert head[4].startswith("most network-bound: waits: 0.1 s; fetch wait is 60% of its core time")
+    one = render.document("t", apps[:1], tmp_path / "figures", None)
+    assert len(one.headline) == 1 and one.headline[0].startswith("first: 0.1 s")
+
+
+def test_report_md_escapes_application_names_as_the_html_does(tmp_path: Path) -> None:
+    name = "<img src=x onerror=alert(1)> **pwn** [x](http://e) _a_ | `c`"
+    a = _named(name, [[400, 400], [300, 300]], fetch=0.2)
+    d = render.document("t", [a, _named("other", [[100, 100]])], tmp_path / "figures", None)
+    md = document.to_markdown(d)
+    page = MarkdownIt("commonmark").enable(["table", "strikethrough"]).render(md)
+    for made in ("<img src=x", "<strong>pwn", 'href="http://e"', "<em>a"):
+        assert made not in page
+    assert page.count("&lt;img src=x onerror=alert(1)&gt; **pwn** [x](http://e) _a_") >= 4  # title, table, lines
+    h = document.to_html(d)
+    assert "<img src=x" not in h and h.count("&lt;img src=x onerror=alert(1)&gt; **pwn** [x](http://e) _a_") >= 4
+
+
+def test_the_fct_section_says_there_were_no_remote_reads(tmp_path: Path) -> None:
+    a = _named("local", [[400, 400], [300, 300]])
+    a.tasks["shuffle_write_bytes"] = 2_000_000
+    a.tasks["shuffle_write_ms"] = 12.0
+    a.tasks["local_bytes"] = 1_000_000
+    (section,) = [s for s, *_ in [render.app_sections(a, tmp_path, None, 0)] for s in s if "FCT" in s.title]
+    assert section.paragraphs == [
+        "No remote shuffle reads: no task fetched shuffle data over the network (it read 4 MB of shuffle data "
+        "locally), so there is no read FCT; the rows of kind write are shuffle write times (to local disk: CPU "
+        "and disk, not the network)."
+    ]
+    assert set(section.tables[0].df["kind"]) == {"write"}

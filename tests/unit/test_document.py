@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import html as htmllib
 import math
+import re
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pandas as pd
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from markdown_it import MarkdownIt
 
 from shufflelab import document as doc
 
@@ -132,3 +137,36 @@ def test_tables_wider_than_the_page_in_characters_are_split() -> None:
 def test_only_long_cells_wrap_in_html() -> None:
     t = doc.html_table(doc.Table(pd.DataFrame({"run": ["r1"], "cause": ["deadline: " + "served 0/8; " * 5]})))
     assert "<td>r1</td>" in t and "<td class='w'>deadline" in t
+
+
+# -- text from outside is shown, not rendered (issue 31, item 3) ---------------------------------------
+
+_MD = MarkdownIt("commonmark").enable(["table", "strikethrough"])
+_HOSTILE = st.text(st.sampled_from(list("ab 1.-+#>=*_`[]()<>!&|~\\$\"':;/{}\n")) | st.characters(codec="utf-8"))
+
+
+def _shown(text: str) -> str:
+    """What a reader should see: the text itself, whitespace runs (and line breaks) as one space."""
+    return " ".join(text.split())
+
+
+@settings(max_examples=300, deadline=None)
+@given(name=_HOSTILE)
+def test_outside_text_renders_literally_in_markdown_and_html(name: str) -> None:
+    name = name.replace("\x00", "")  # (CommonMark replaces NUL; not a name anyone has)
+    escaped = doc.md_text(name)
+    for where in (f"## {escaped}", f"- {escaped}: more", escaped):
+        html_out = _MD.render(where)
+        inner = re.sub(r"^<(h2|ul>\n<li|p)>|</(h2|li>\n</ul|p)>\n$", "", html_out)
+        assert "<" not in inner, (name, where, html_out)  # no tag, link, emphasis or list made of it
+        assert _shown(htmllib.unescape(inner).removesuffix(": more")) == _shown(name), (name, where, html_out)
+    rendered = doc.inline(escaped)
+    assert "<" not in rendered and _shown(htmllib.unescape(rendered)) == _shown(name)
+
+
+def test_an_escaped_name_in_a_table_reads_the_same_in_markdown_and_html() -> None:
+    name = "<img src=x onerror=alert(1)> **x** [l](http://e) a|b"
+    d = doc.Document("t", sections=[doc.Section("s", tables=[doc.Table(pd.DataFrame({"app": [doc.md_text(name)]}))])])
+    md_html = _MD.render(doc.to_markdown(d))
+    assert "<img" not in md_html and "<strong>" not in md_html and "<a " not in md_html
+    assert htmllib.escape(name, quote=False) in doc.to_html(d)  # the HTML cell: the name, escaped once

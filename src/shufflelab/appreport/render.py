@@ -16,7 +16,7 @@ from shufflelab import fct  # noqa: E402
 from shufflelab.appreport import analysis as an  # noqa: E402
 from shufflelab.appreport.analysis import App  # noqa: E402
 from shufflelab.diagnose import Diagnosis  # noqa: E402
-from shufflelab.document import Document, Figure, Section, Table  # noqa: E402
+from shufflelab.document import Document, Figure, Section, Table, md_text  # noqa: E402
 
 DETAILED = 10
 """Applications given their own sections (the longest); the rest appear in the summary table."""
@@ -56,6 +56,11 @@ def _s(x: float) -> str:
     return "– (not computable)" if math.isnan(x) else f"{x:.2f} s"
 
 
+def _mpl(text: str) -> str:
+    """A name in a figure's title as it is (``$`` would start matplotlib's math text)."""
+    return text.replace("$", r"\$")
+
+
 def fig_timeline(app: App, cp: pd.DataFrame, path: Path) -> Path | None:
     st = app.stages.dropna(subset=["submitted_at_ms", "completed_at_ms"])
     if st.empty or app.jobs.empty:
@@ -76,7 +81,7 @@ def fig_timeline(app: App, cp: pd.DataFrame, path: Path) -> Path | None:
     ax.set_yticks(range(len(st)), labels, fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel("seconds from the first job")
-    ax.set_title(f"{app.name}: stages (red: critical path)", fontsize=9)
+    ax.set_title(f"{_mpl(app.name)}: stages (red: critical path)", fontsize=9)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -93,7 +98,7 @@ def fig_fixes(app: App, fixes: list[an.Fix], path: Path) -> Path | None:
     ax.invert_yaxis()
     ax.axvline(0, color="#333", lw=0.8)
     ax.set_xlabel("predicted job time saved (%, model estimate)")
-    ax.set_title(f"{app.name}: what pays off", fontsize=9)
+    ax.set_title(f"{_mpl(app.name)}: what pays off", fontsize=9)
     ax.tick_params(axis="y", labelsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -118,7 +123,7 @@ def fig_fct(app: App, fl: pd.DataFrame, path: Path) -> Path | None:
     ax.set_yscale("log")
     ax.set_xlabel("remote shuffle data read by the task (MB)")
     ax.set_ylabel("read FCT (ms, remote requests' time)")
-    ax.set_title(f"{app.name}: shuffle-read FCT per volume (recorded)", fontsize=9)
+    ax.set_title(f"{_mpl(app.name)}: shuffle-read FCT per volume (recorded)", fontsize=9)
     ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
@@ -128,13 +133,16 @@ def fig_fct(app: App, fl: pd.DataFrame, path: Path) -> Path | None:
 
 
 def app_sections(app: App, figdir: Path, link_gbps: float | None, idx: int) -> tuple[list[Section], str]:
-    """The sections of one application and its headline line."""
-    about = ", ".join(x for x in (app.app_id, f"Spark {app.spark_version}" if app.spark_version else "") if x)
-    where = f"{about}; read from {app.log}" if app.log else about
+    """The sections of one application and its headline line (its name, id, file and the reader's
+    problems escaped: Markdown in them is shown, not rendered)."""
+    name = md_text(app.name)
+    version = f"Spark {app.spark_version}" if app.spark_version else ""
+    about = ", ".join(md_text(x) for x in (app.app_id, version) if x)
+    where = f"{about}; read from {md_text(app.log)}" if app.log else about
     found = (
         [
             f"**{'partial: ' if app.status == 'partial' else ''}what the reader found**: "
-            + "; ".join(app.problems)
+            + "; ".join(md_text(p) for p in app.problems)
             + (" (the numbers cover what could be read)" if app.status == "partial" else "")
         ]
         if app.status == "partial" or app.problems
@@ -143,7 +151,7 @@ def app_sections(app: App, figdir: Path, link_gbps: float | None, idx: int) -> t
     if app.jobs.empty or app.tasks.empty:  # nothing ran, or the log was cut before it did
         what = "no job" if app.jobs.empty else "no task"
         bullets = [where, f"status {app.status}; {what} recorded in this log: nothing to analyse", *found]
-        return [Section(app.name, bullets=bullets, level=2)], f"{app.name}: {what} recorded ({app.status})."
+        return [Section(name, bullets=bullets, level=2)], f"{name}: {what} recorded ({app.status})."
     if not app.ended:  # jobs ran, none ended: still running, or killed before a job ended
         bullets = [
             where,
@@ -151,7 +159,7 @@ def app_sections(app: App, figdir: Path, link_gbps: float | None, idx: int) -> t
             "this log (the application was still running or was killed): no job time, nothing to replay",
             *found,
         ]
-        return [Section(app.name, bullets=bullets, level=2)], f"{app.name}: no job ended ({app.status})."
+        return [Section(name, bullets=bullets, level=2)], f"{name}: no job ended ({app.status})."
     cp = an.critical_path(app)
     b = an.bounds(app)
     health = an.stage_health(app)
@@ -187,14 +195,14 @@ def app_sections(app: App, figdir: Path, link_gbps: float | None, idx: int) -> t
     figures = []
     tl = fig_timeline(app, cp, figdir / f"app{idx}_timeline.png")
     if tl:
-        figures.append(Figure(tl, f"{app.name}: stage timeline, critical path in red."))
+        figures.append(Figure(tl, f"{name}: stage timeline, critical path in red."))
     fl = fct.flows(app.tasks) if not app.tasks.empty else pd.DataFrame()
     fc = fig_fct(app, fl, figdir / f"app{idx}_fct.png")
     if fc:
-        figures.append(Figure(fc, f"{app.name}: each task's shuffle-read FCT against its remote volume (recorded)."))
+        figures.append(Figure(fc, f"{name}: each task's shuffle-read FCT against its remote volume (recorded)."))
     ff = fig_fixes(app, fixes, figdir / f"app{idx}_what_pays_off.png")
     if ff:
-        figures.append(Figure(ff, f"{app.name}: predicted gain of each fix (model estimates)."))
+        figures.append(Figure(ff, f"{name}: predicted gain of each fix (model estimates)."))
     pays = pd.DataFrame(
         [
             {"fix": f.fix, "predicted gain": "not priced" if math.isnan(f.gain) else f"{f.gain:.0%}", "how": f.how}
@@ -204,24 +212,24 @@ def app_sections(app: App, figdir: Path, link_gbps: float | None, idx: int) -> t
     health_cols = ["stage", "tasks", "failed", "median_ms", "max_ms", "skew", "stragglers", "spill_mb", "gc_share",
                    "fetch_wait_share"]  # fmt: skip
     sections = [
-        Section(f"{app.name}", bullets=facts, level=2),
+        Section(name, bullets=facts, level=2),
         Section("What pays off", tables=[Table(pays)], level=3),
         _table("Bounds (model estimates)", b.table(), "no bound computable from this log"),
-        _table("Critical path", cp.round(3), "no completed stage"),
+        _table("Critical path", cp.round(3).assign(name=[md_text(str(x)) for x in cp["name"]]), "no completed stage"),
         Section(
             "Stages: skew, stragglers, spills, GC",
             paragraphs=[f"skew = longest / median task; stragglers: tasks over {an.STRAGGLER:g}x the median."],
             tables=[Table(health[[c for c in health_cols if c in health.columns]])] if not health.empty else [],
             level=3,
         ),
-        _table("Shuffle-read FCT per volume bucket", an.fct_table(app).round(1), "no task read or wrote shuffle data"),
+        _fct_section(app),
     ]
     if figures:
         sections.append(Section("Figures", figures=figures, level=3))
     best = next((f for f in fixes if not math.isnan(f.gain)), None)
     inf = next((x for x in b.rows if x.what == "infinitely fast network"), None)
     head = (
-        f"{app.name}: {app.job_time_s:.1f} s; fetch wait is {_pct(sh['fetch_wait_of_core_time'])} of its core time"
+        f"{name}: {app.job_time_s:.1f} s; fetch wait is {_pct(sh['fetch_wait_of_core_time'])} of its core time"
         + (f"; an infinitely fast network would save at most {inf.gain(app.job_time_s):.0%}" if inf else "")
         + (f"; best-paying fix: {best.fix} ({best.gain:.0%}, model estimate)" if best else "")
         + "."
@@ -229,17 +237,38 @@ def app_sections(app: App, figdir: Path, link_gbps: float | None, idx: int) -> t
     return sections, head
 
 
+def _fct_section(app: App) -> Section:
+    """Shuffle-read FCT per volume bucket; without remote reads it says so (the write rows alone
+    would read as if they were the reads)."""
+    title = "Shuffle-read FCT per volume bucket"
+    table = an.fct_table(app).round(1)
+    if table.empty:
+        return Section(title, paragraphs=["None: no task read or wrote shuffle data."], level=3)
+    write = "rows of kind write are shuffle write times (to local disk: CPU and disk, not the network)"
+    if not (table["kind"] == "read").any():
+        local = float(app.tasks["local_bytes"].sum()) / 1e6 if "local_bytes" in app.tasks else 0.0
+        note = (
+            "No remote shuffle reads: no task fetched shuffle data over the network"
+            + (f" (it read {local:.3g} MB of shuffle data locally)" if local > 0 else "")
+            + f", so there is no read FCT; the {write}."
+        )
+        return Section(title, paragraphs=[note], tables=[Table(table)], level=3)
+    return Section(
+        title, paragraphs=[f"read: remote requests' time per task; {write}."], tables=[Table(table)], level=3
+    )
+
+
 def starvation_section(verdicts: list[Diagnosis] | None, problem: str | None = None) -> Section:
     """The verdict per application against its baseline logs, or what one log can and cannot show."""
     title = "Is it starving for the network?"
     if problem is not None:
-        return Section(title, paragraphs=[f"No verdict: {problem}.", ONE_LOG])
+        return Section(title, paragraphs=[f"No verdict: {md_text(problem)}.", ONE_LOG])
     if not verdicts:
         return Section(title, paragraphs=[ONE_LOG])
     rows = pd.DataFrame(
         [
             {
-                "application": d.scenario,
+                "application": md_text(d.scenario),
                 "verdict": d.verdict,
                 "runs (baseline / these)": f"{d.n_baseline} / {d.n_scenario}",
                 "job time ratio": d.job.ratio,
@@ -250,7 +279,7 @@ def starvation_section(verdicts: list[Diagnosis] | None, problem: str | None = N
             for d in verdicts
         ]
     )
-    bullets = [f"{d.scenario}: **{d.verdict}**: " + "; ".join(d.reasons) for d in verdicts]
+    bullets = [f"{md_text(d.scenario)}: **{d.verdict}**: " + "; ".join(md_text(r) for r in d.reasons) for d in verdicts]
     return Section(
         title,
         paragraphs=[
@@ -270,8 +299,8 @@ def _job_s(a: App) -> float:
 def _summary_row(a: App) -> dict[str, object]:
     """The application's row of the summary table (what could not be computed left empty)."""
     row: dict[str, object] = {
-        "application": a.name,
-        "app id": a.app_id,
+        "application": md_text(a.name),
+        "app id": md_text(a.app_id),
         "status": a.status,
         "job_s": round(a.job_time_s, 2) if not a.jobs.empty and a.ended else None,
         "tasks": len(a.tasks),
@@ -288,10 +317,11 @@ def _summary_row(a: App) -> dict[str, object]:
 def _not_analysed(app: App, exc: BaseException) -> tuple[list[Section], str]:
     """The section of an application whose analysis failed: what was read, and the error (the other
     applications' sections are written)."""
-    why = f"{type(exc).__name__}: {exc}"
-    bullets = [f"status {app.status}; read from {app.log or app.run_id}", f"could not be analysed: {why}"]
-    bullets += [f"what the reader found: {p}" for p in app.problems]
-    return [Section(app.name, bullets=bullets, level=2)], f"{app.name}: could not be analysed ({why})."
+    why = md_text(f"{type(exc).__name__}: {exc}")
+    name = md_text(app.name)
+    bullets = [f"status {app.status}; read from {md_text(app.log or app.run_id)}", f"could not be analysed: {why}"]
+    bullets += [f"what the reader found: {md_text(p)}" for p in app.problems]
+    return [Section(name, bullets=bullets, level=2)], f"{name}: could not be analysed ({why})."
 
 
 def document(
@@ -305,8 +335,9 @@ def document(
     figdir.mkdir(parents=True, exist_ok=True)
     for stale in figdir.glob("*.png"):
         stale.unlink()
-    summary = pd.DataFrame([_summary_row(a) for a in apps])
-    detailed = sorted(range(len(apps)), key=lambda i: -_job_s(apps[i]))[:DETAILED]
+    rows = [_summary_row(a) for a in apps]
+    summary = pd.DataFrame(rows)
+    detailed = sorted(range(len(apps)), key=lambda i: -_job_s(apps[i]))[:DETAILED]  # longest first
     sections: list[Section] = [
         Section(
             "Applications",
@@ -317,19 +348,52 @@ def document(
             tables=[Table(summary)],
         )
     ]
-    heads: list[str] = []
+    heads: dict[int, str] = {}
     for i in sorted(detailed):
         try:
             secs, head = app_sections(apps[i], figdir, link_gbps, i)
         except Exception as exc:  # noqa: BLE001 - one application's failure must not lose the others' report
             secs, head = _not_analysed(apps[i], exc)
         sections += secs
-        heads.append(head)
+        heads[i] = head
     sections.append(starvation_section(verdicts, baseline_problem))
     sections.append(Section("Limits", bullets=LIMITS, note=True))
     return Document(
         f"Event-log analysis: {title}",
         "Spark applications read by shufflelab analyze; how much the network costs them, why, and which fix pays off.",
-        heads[:3],
+        headline(apps, detailed, heads, [r.get("fetch_wait_of_core_time") for r in rows]),
         sections,
     )
+
+
+HEADLINED = 3
+"""Applications in the headline: the longest by job time (and the most network-bound if it is not one of them)."""
+
+
+def headline(apps: list[App], longest_first: list[int], heads: dict[int, str], wait_share: list[object]) -> list[str]:
+    """The headline: one line for one application; for several, which ones are shown and why (the
+    HEADLINED longest by job time, then the most network-bound -- the largest fetch wait share of
+    its core time -- when it is not among them), then their lines."""
+    top = longest_first[:HEADLINED]
+    if len(apps) == 1:
+        return [heads[i] for i in top]
+    shares = {
+        i: float(v) for i, v in enumerate(wait_share) if isinstance(v, (int, float)) and v == v and v > 0
+    }  # over every application, with a section or not
+    bound = max(shares, key=shares.__getitem__, default=None)
+    extra = [bound] if bound is not None and bound not in top else []
+    longest = "longest" if len(top) == 1 else f"{len(top)} longest"
+    intro = f"{len(apps)} applications; shown: the {longest} by job time (longest first)"
+    bound_is = "the most network-bound (largest fetch wait share of its core time)"
+    if extra:
+        intro += f" and {bound_is}"
+    elif bound is not None:
+        intro += f"; {bound_is} is among them: {md_text(apps[bound].name)}"
+    lines = [intro + ".", *(heads[i] for i in top)]
+    for i in extra:
+        no_section = (
+            f"{md_text(apps[i].name)}: fetch wait is {_pct(shares[i])} of its core time (no section of its own: "
+            f"not among the {len(longest_first)} longest)"
+        )
+        lines.append(f"most network-bound: {heads.get(i, no_section)}")
+    return lines
