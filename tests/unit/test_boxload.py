@@ -114,14 +114,19 @@ def test_the_report_says_which_verdicts_rest_on_runs_of_an_overloaded_box() -> N
             "box_reasons": "softirq 31 % of CPU time (> 25 %)",
         },
         {"label": "udp=100", "status": "ok", "box_bottleneck": False, "box_reasons": None},
-        {"label": "udp=0", "status": "ok", "box_bottleneck": False, "box_reasons": None},
+        {
+            "label": "udp=0",
+            "status": "ok",
+            "box_bottleneck": True,
+            "box_reasons": "link self-test: r:w4: delivered 0.63 (goodput 12.0 Mbit/s; allowed 0.85-1.08)",
+        },
         {"label": "udp=50", "status": "ok", "box_bottleneck": False, "box_reasons": None},
         {"label": "udp=50", "status": "failed", "box_bottleneck": True, "box_reasons": "run queue 2.1 ..."},
     ]
     d = _data(rows)
     note = box_verdict_note(d, "udp=100", "udp=0")
-    assert "built on 1 of 3 runs where the emulation host was itself the bottleneck (softirq)" in note
-    assert box_verdict_note(d, "udp=50", "udp=0") == ""  # the failed run is in no verdict
-    assert "in 1 of 4 ok runs" in (box_fact(d) or "")
+    assert "built on 2 of 3 runs where the emulation host was itself the bottleneck (softirq, link self-test)" in note
+    assert "built on 1 of 2 runs" in box_verdict_note(d, "udp=50", "udp=0")  # the failed one is in no verdict
+    assert "in 2 of 4 ok runs" in (box_fact(d) or "")
     older = _data([{"label": "a", "status": "ok"}])  # a store from before the columns
     assert box_fact(older) is None and box_verdict_note(older, "a", "a") == ""

@@ -202,6 +202,15 @@ def cross_generator_fact(d: Data) -> str | None:
     )
 
 
+# how boxload.BoxLoad.verdict's reasons begin, and the kind each names in the report
+_BOX_KINDS = (
+    ("run queue", "run queue"),
+    ("softirq", "softirq"),
+    ("switch", "switch lag"),
+    ("link self-test", "link self-test"),
+)
+
+
 def box_runs(d: Data, labels: Sequence[str] | None = None) -> tuple[int, int, list[str]]:
     """Of the ok runs (of ``labels``, or all), how many ran on a box that was itself the bottleneck
     (``runs.box_bottleneck``, :mod:`shufflelab.emulate.boxload`), how many were assessed, and the
@@ -215,10 +224,9 @@ def box_runs(d: Data, labels: Sequence[str] | None = None) -> tuple[int, int, li
     bad = ok[ok["box_bottleneck"].astype(bool)]
     kinds: list[str] = []
     for why in bad.get("box_reasons", pd.Series(dtype=object)).dropna():
-        for part in str(why).split("; "):
-            kind = part.split(" ")[0] if not part.startswith("link self-test") else "link self-test"
-            kind = {"run": "run queue", "switch": "switch lag"}.get(kind, kind)
-            if kind not in kinds:
+        for part in str(why).split("; "):  # a self-test's problem may hold "; " itself: known kinds only
+            kind = next((k for p, k in _BOX_KINDS if part.startswith(p)), None)
+            if kind is not None and kind not in kinds:
                 kinds.append(kind)
     return len(bad), len(ok), kinds
 
