@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -19,8 +20,8 @@ import pytest
 
 from shufflelab import artifacts
 
-from .conftest import LEASE_PARENT, Lab, stand_in_hosts
-from .test_hosts_run import REPO, cli, quickstart
+from .conftest import LEASE_PARENT, Lab, sh, stand_in_hosts
+from .test_hosts_run import ENV, REPO, cli, host_state, job_times, quickstart
 
 pytestmark = [pytest.mark.root, pytest.mark.spark]
 
@@ -39,6 +40,19 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         for h in lab.hosts:  # the stand-in's own view of the file system
             assert not (Path(f"/proc/{h.server_pid()}/root") / REPO.relative_to("/") / "pyproject.toml").exists()
         yield lab
+
+
+def _route_while_running(lab: Lab, runner: subprocess.Popen[str]) -> dict[str, object]:
+    """host1's route to host2's data address while ``runner`` runs, once it carries metrics."""
+    h2_data = json.loads(sh("ip", "-j", "-4", "addr", "show", "dev", "data0", ns=lab.hosts[1].ns))[0]
+    h2_address = h2_data["addr_info"][0]["local"]
+    deadline = time.monotonic() + 600
+    while runner.poll() is None and time.monotonic() < deadline:
+        for route in json.loads(sh("ip", "-j", "route", "show", ns=lab.hosts[0].ns)):
+            if route.get("dst") == h2_address and route.get("metrics"):
+                return dict(route)
+        time.sleep(0.5)
+    return {}
 
 
 def _tree(root: Path) -> set[str]:
@@ -83,17 +97,50 @@ def test_deploy_run_and_remove(lab: Lab, tmp_path: Path) -> None:
         assert rows[(h.name, "deploy")]["level"] == "ok", rows[(h.name, "deploy")]
     assert rows[("*", "python")]["level"] == "ok" and rows[("*", "pyspark")]["level"] == "ok", doc["findings"]
 
-    spec = quickstart(tmp_path / "quickstart.toml", reps=1)
+    # the run on the deployed hosts is also the test of per-host links, cross traffic, queue sampling,
+    # initcwnd/initrwnd and the link self-test over SSH (what test_hosts_traffic ran on a run of its own)
+    spec = quickstart(tmp_path / "quickstart.toml", reps=1, cross={"source": "h2", "sink": "h3", "udp_percent": 75})
+    text = spec.read_text().replace("[tcp]\n", "[tcp]\ninitcwnd = 20\ninitrwnd = 30\n")
+    spec.write_text(text.replace('selftest = "off"', 'selftest = "warn"'))
     res = tmp_path / "res"
-    r = cli("run", str(spec), "--hosts", str(inv), "--deploy", "--results", str(res), "--no-report", timeout=600)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert "nothing to copy" in r.stdout, r.stdout
-    with duckdb.connect(str(res / "quickstart-hosts.duckdb"), read_only=True) as con:
+    state, routes = host_state(lab), [sh("ip", "-j", "route", "show", ns=h.ns) for h in lab.hosts]
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "shufflelab.cli", "run", str(spec), "--hosts", str(inv), "--deploy",
+         "--results", str(res), "--no-report"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV, text=True,
+    )  # fmt: skip
+    seen = _route_while_running(lab, runner)
+    out, err = runner.communicate(timeout=600)
+    assert runner.returncode == 0, out[-3000:] + err[-3000:]
+    assert "nothing to copy" in out, out
+    # h1's route to h2's data address carried the spec's initcwnd/initrwnd while the run was on
+    assert seen.get("metrics") == [{"initcwnd": 20, "initrwnd": 30}] and seen.get("dev") == "data0", seen
+    db = res / "quickstart-hosts.duckdb"
+    assert len(job_times(db)) == 1  # one run, ok
+    with duckdb.connect(str(db), read_only=True) as con:
         assert con.execute("SELECT status, cause FROM runs").fetchall() == [("ok", None)]
+        udp = con.execute("SELECT run_id, kind, bytes, bits_per_second, error FROM cross_traffic").fetchall()
         # each host's queue sampler ran from the deployed environment
-        samples = con.execute("SELECT dev, count(*) FROM queue_samples GROUP BY dev ORDER BY dev").fetchall()
+        samples = con.execute(
+            "SELECT dev, count(*), max(backlog_bytes), max(sent_bytes) FROM queue_samples GROUP BY dev ORDER BY dev"
+        ).fetchall()
         (env_json,) = con.execute("SELECT environment_json FROM runs").fetchone() or (None,)
-    assert [d for d, n in samples if n > 0] == ["h1", "h2", "h3"], samples
+    print(f"cross traffic {udp}; queue samples {samples}")
+    # the iperf3 client on h2 sent to h3's data address, its JSON came back over SSH
+    assert len(udp) == 1 and udp[0][1] == "udp" and udp[0][2] > 0 and udp[0][4] is None, udp
+    # the run sampled each host's shaped data interface (named as the spec's ports)
+    assert [s[0] for s in samples] == ["h1", "h2", "h3"] and all(s[1] > 0 and s[3] > 0 for s in samples), samples
+    # the link self-test over SSH: each host's shaped egress measured
+    (run,) = sorted((res / "quickstart-hosts" / "runs").iterdir())
+    checks = json.loads((run / "selftest.json").read_text())
+    print("self-test:", [(c["port"], c["src"], c["dst"], c["goodput_mbps"], c["rtt_ms"]) for c in checks])
+    assert sorted(c["src"] for c in checks) == ["h1", "h2", "h3"], checks
+    assert all(c["goodput_mbps"] and c["rtt_ms"] is not None for c in checks), checks
+    # every host as before (shaping, sysctls, processes, routes), nothing for clean to restore
+    assert host_state(lab) == state
+    assert [sh("ip", "-j", "route", "show", ns=h.ns) for h in lab.hosts] == routes
+    r = cli("clean", "--hosts", str(inv))
+    assert r.returncode == 0 and "restored 0 leases" in r.stdout, r.stdout + r.stderr
     # the run records the machine each spec host ran on
     assert {m["machine"] for m in json.loads(env_json)["machines"].values()} == {h.name for h in lab.hosts}
     # the driver ran on host1 from its deployed tree; the executors of host2/host3 from theirs
