@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import labprocs
 from shufflelab.emulate import netns
 from shufflelab.results import Store
 
@@ -62,8 +63,6 @@ host = "w1"
 duration_s = 3
 """
 
-_LAB = "deploy.master.Master|deploy.worker.Worker|CoarseGrainedExecutorBackend|iperf3 |shufflelab.workloads.driver"
-
 
 def _ours() -> set[str]:
     return {n for n in netns.namespaces() if netns.NS_PATTERN.match(n)}
@@ -72,11 +71,11 @@ def _ours() -> set[str]:
 def test_faults_are_injected_recorded_and_cleaned_up(tmp_path: Path) -> None:
     spec = tmp_path / "faults.toml"
     spec.write_text(SPEC)
-    before = _ours()
+    before, tag = _ours(), labprocs.new_tag()
     p = subprocess.run(
         [sys.executable, "-m", "shufflelab.cli", "run", str(spec), "--results", str(tmp_path / "results"),
          "--no-report"],
-        capture_output=True, text=True, timeout=900,
+        capture_output=True, text=True, timeout=900, env=labprocs.tagged_env(tag),
     )  # fmt: skip
     assert p.returncode == 0, p.stdout + p.stderr
     store = Store(tmp_path / "results" / "faults.duckdb")
@@ -106,5 +105,5 @@ def test_faults_are_injected_recorded_and_cleaned_up(tmp_path: Path) -> None:
     assert rep.returncode == 0, rep.stdout + rep.stderr
     assert "Faults and Spark's recovery" in (tmp_path / "report" / "report.md").read_text()
     assert _ours() == before
-    left = subprocess.run(["pgrep", "-af", _LAB], capture_output=True, text=True).stdout
-    assert not left, left
+    left = labprocs.tagged(tag)  # the run's Spark, iperf3 and driver: all gone
+    assert not left, labprocs.describe(left)
