@@ -119,6 +119,11 @@ def whatif(
         specs = store.scenario_specs()
     except StoreError as exc:
         _fail(str(exc))
+    if any(s is not None and s.workload.name == "mapreduce" for s in specs.values()):
+        _fail(
+            f"{db}: a MapReduce replay has no Spark tasks and no stage DAG: the what-if replay needs them "
+            "(the report's seed 002 section compares the MapReduce job times)"
+        )
     runs = runs[[all(p in lbl for p in (select or [])) for lbl in runs["label"]]]
     if runs.empty:
         _fail("no successful single-application run matches")
@@ -127,18 +132,28 @@ def whatif(
     t.add_column("scenario", overflow="fold")
     for col in ("n", "observed job (s)", "predicted (s)", "change"):
         t.add_column(col, justify="right")
+    skipped: list[str] = []
     for label, g in runs.groupby("label", sort=False):
         obs, pred = [], []
         lab_cores = wi.spec_cores(specs.get(str(label)))
         for run_id in g["run_id"]:
             tasks, stages, jobs = wi.run_inputs(store, run_id)
             cores = lab_cores if lab_cores is not None else wi.recorded_cores(store, run_id)
-            p = wi.predict(tasks, stages, jobs, speedup, cpu_saving_per_gb_s, cores=cores)
+            try:
+                p = wi.predict(tasks, stages, jobs, speedup, cpu_saving_per_gb_s, cores=cores)
+            except ValueError as exc:  # a run without tasks or ended jobs: named below, the others replayed
+                skipped.append(f"{run_id} ({label}): {exc}")
+                continue
             obs.append(p.observed_s)
             pred.append(p.predicted_s)
+        if not obs:
+            t.add_row(str(label), "0", "–", "–", "not replayed")
+            continue
         o, q = stats.summarize(obs), stats.summarize(pred)
         t.add_row(str(label), str(o.n), f"{o.mean:.1f}", f"{q.mean:.1f}", f"{q.mean / o.mean - 1:+.1%}")
     console.print(t)
+    for line in skipped:
+        err.print(f"[yellow]not replayed:[/] {line}", highlight=False, soft_wrap=True)
     console.print(
         "Model: shufflelab.whatif (network waits / speed-up on the observed stage DAG); a prediction, not a run."
     )

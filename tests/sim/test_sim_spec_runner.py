@@ -139,3 +139,21 @@ def test_cli_reports_spec_errors(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["run", str(tmp_path / "missing.toml")])
     assert res.exit_code == 2
     assert "no such file" in res.output
+
+
+def test_report_on_a_file_that_is_not_a_simulator_store_is_named_and_creates_nothing(tmp_path: Path) -> None:
+    from shufflelab.results import Store
+    from shufflelab.sim.cli import app
+
+    junk = tmp_path / "junk.duckdb"
+    junk.write_text("not a database\n")
+    lab = tmp_path / "lab.duckdb"
+    Store(lab).init_experiment("lab", "a lab store", "{}", "lab.toml")  # DuckDB, but no sim_ tables
+    for bad, why in ((junk, "not a valid DuckDB database file"), (lab, "it has no table sim_experiments"),
+                     (tmp_path, "Is a directory")):  # fmt: skip
+        out = tmp_path / "rep"
+        res = CliRunner().invoke(app, ["report", str(bad), "--out", str(out)])
+        assert res.exit_code == 2 and isinstance(res.exception, SystemExit), res.output  # no traceback
+        said = " ".join(res.output.split())
+        assert f"{bad}: not a simulator results file (written by `shufflelab sim run`)" in said and why in said
+        assert not out.exists()

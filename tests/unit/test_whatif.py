@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from conftest import BASE_SPEC
 from shufflelab import whatif
+
+EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 
 
 def _t(stage: int, ex: str, launch: int, dur: int, wait: int = 0, remote: int = 0, tid: int = 0) -> dict:
@@ -116,3 +119,52 @@ def test_network_time_counts_control_waits_above_the_quiet_floor() -> None:
     assert list(net) == [200.0] * 9 + [200.0 + 1000.0 + 500.0]
     # without the timing breakdown (a hand-made DAG), only the fetch wait counts
     assert list(whatif.network_ms(pd.DataFrame([{"fetch_wait_ms": 7.0, "duration_ms": 10.0}]))) == [7.0]
+
+
+def test_whatif_on_a_mapreduce_store_is_refused_by_name(tmp_path: Path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from shufflelab.cli import app
+    from shufflelab.results import RunRecord, Store
+    from shufflelab.spec import expand, load
+
+    spec = load(EXPERIMENTS / "vcc-mapreduce.toml")
+    db = tmp_path / "mr.duckdb"
+    store = Store(db)
+    store.init_experiment(spec.experiment.name, "mr", json.dumps(spec.model_dump(mode="json")), "vcc-mapreduce.toml")
+    scenarios = expand(spec)
+    store.add_scenarios(
+        [
+            {"scenario_id": s.scenario_id, "label": s.label, "values": s.values,
+             "spec_json": json.dumps(s.spec.model_dump(mode="json")), "backend": "emulate"}
+            for s in scenarios
+        ]
+    )  # fmt: skip
+    for s in scenarios:  # a MapReduce replay records job times, no Spark tasks
+        run = {"run_id": f"{s.label}-1", "scenario_id": s.scenario_id, "rep": 1, "attempt": 1, "status": "ok",
+               "backend": "emulate", "job_time_s": 10.0, "n_apps": 1}  # fmt: skip
+        store.write_run(RunRecord(run=run, tables={}))
+    before = sorted(tmp_path.iterdir())
+    r = CliRunner().invoke(app, ["whatif", str(db)], env={"COLUMNS": "300"})
+    assert r.exit_code == 2 and isinstance(r.exception, SystemExit), r.output
+    assert f"{db}: a MapReduce replay has no Spark tasks and no stage DAG" in " ".join(r.output.split())
+    assert sorted(tmp_path.iterdir()) == before
+
+
+def test_whatif_names_a_run_it_cannot_replay_and_replays_the_others(tmp_path: Path) -> None:
+    from synthetic_store import build
+    from typer.testing import CliRunner
+
+    from shufflelab.cli import app
+    from shufflelab.results import Store
+
+    db = build(tmp_path / "s.duckdb", 3)
+    with Store(db).connect() as con:  # one run's tasks lost
+        con.execute("DELETE FROM tasks WHERE run_id = 'udp=75-r2'")
+    r = CliRunner().invoke(app, ["whatif", str(db)], env={"COLUMNS": "300"})
+    assert r.exit_code == 0, r.output
+    said = " ".join(r.output.split())
+    assert "not replayed: udp=75-r2 (udp=75): a prediction needs the run's tasks and jobs" in said
+    assert "│ udp=75 │ 2 │" in said and "│ udp=0 │ 3 │" in said

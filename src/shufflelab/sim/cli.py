@@ -82,6 +82,7 @@ def report(
     """Write figures (PNG) and a Markdown report for the experiments in the results file(s)
     (a fabric results file, *.fabric.json, gets its own report)."""
     from shufflelab.sim.report import report as make_report
+    from shufflelab.sim.runner import NotSimResults
 
     try:
         fabric = [r for r in results if r.name.endswith((".fabric.json", ".apps.json"))]
@@ -99,7 +100,7 @@ def report(
                 md = fabric_report(fabric[0], out)
         else:
             md = make_report(results, out)
-    except FileNotFoundError as err:
+    except (FileNotFoundError, NotSimResults) as err:
         typer.echo(str(err), err=True)
         raise typer.Exit(2) from None
     typer.echo(f"report: {md}")

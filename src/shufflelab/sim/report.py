@@ -124,7 +124,10 @@ def markdown(cmp: pd.DataFrame, policies: list[str]) -> str:
 
 
 def report(db_paths: list[Path], out_dir: Path) -> Path:
-    """Write ``<experiment>.png`` per experiment and ``README.md`` covering all of them."""
+    """Write ``<experiment>.png`` per experiment and ``README.md`` covering all of them. Every file
+    is read before anything is written: a file that is not a simulator store (``FileNotFoundError``,
+    :class:`~shufflelab.sim.runner.NotSimResults`) leaves no output folder behind."""
+    loaded = [load(db) for db in db_paths]
     out_dir.mkdir(parents=True, exist_ok=True)
     parts = [
         "# Simulation results (seed 003, SparkNDP)",
@@ -140,8 +143,7 @@ def report(db_paths: list[Path], out_dir: Path) -> Path:
         "dynamic policy can beat it. Model and assumptions: ../../design-sim.md.",
         "",
     ]
-    for db in db_paths:
-        tables = load(db)
+    for tables in loaded:
         runs = tables["sim_runs"]
         for _, exp in tables["sim_experiments"].iterrows():
             sub = runs[runs["experiment"] == exp["name"]]

@@ -170,16 +170,29 @@ def write(path: Path, sp: simspec.SimSpec, spec_path: str, frames: dict[str, pd.
         con.close()
 
 
+SIM_TABLES = ("sim_experiments", "sim_runs", "sim_jobs", "sim_planner")
+
+
+class NotSimResults(ValueError):
+    """The file is not a results file ``shufflelab sim run`` wrote (the message names it and why)."""
+
+
 def load(path: str | Path) -> dict[str, pd.DataFrame]:
-    """Every ``sim_`` table of a results file as DataFrames."""
+    """Every ``sim_`` table of a results file as DataFrames; :class:`NotSimResults` for a file that
+    is not one (not DuckDB, or a store without the simulator's tables, e.g. a lab experiment's)."""
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"{p}: no such results file")
-    con = duckdb.connect(str(p), read_only=True)
+    what = f"{p}: not a simulator results file (written by `shufflelab sim run`)"
     try:
-        return {
-            t: con.execute(f"SELECT * FROM {t}").df()
-            for t in ("sim_experiments", "sim_runs", "sim_jobs", "sim_planner")
-        }
+        con = duckdb.connect(str(p), read_only=True)
+    except duckdb.Error as exc:
+        raise NotSimResults(f"{what}: {str(exc).splitlines()[0]}") from None
+    try:
+        have = {str(r[0]) for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        missing = [t for t in SIM_TABLES if t not in have]
+        if missing:
+            raise NotSimResults(f"{what}: it has no table {', '.join(missing)}")
+        return {t: con.execute(f"SELECT * FROM {t}").df() for t in SIM_TABLES}
     finally:
         con.close()
