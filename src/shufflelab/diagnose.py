@@ -22,7 +22,12 @@ event-log ratio is still reported next to it. (The executor processes' OS user t
 ``runs.executor_user_s``, is recorded too but not used: JIT and idle JVM threads make it grow
 with the job's duration.)
 
-Verdict: **starved** when the job is significantly slower (p < alpha and the ratio's CI above 1),
+The verdict is the attribution's (:mod:`shufflelab.attribution`): the added job time split into
+waiting for data and busy executors, each with its interval; *starved* when waiting is
+significantly the larger part. The rules below are seed 001's strict test, still computed and
+reported (``strict_verdict``), and the verdict when the runs lack the executors' run time.
+
+Strict verdict: **starved** when the job is significantly slower (p < alpha and the ratio's CI above 1),
 CPU time is unchanged (an equivalence test, TOST at alpha: the ratio's 90 % CI inside
 1 +/- ``cpu_tolerance``), the tasks' fetch wait grew
 significantly (the extra time is spent waiting for shuffle data) and the idle share grew;
@@ -58,6 +63,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
+from shufflelab.attribution import Attribution, attribute, attributed_verdict, attribution_columns
 from shufflelab.stats import Comparison, compare
 
 if TYPE_CHECKING:
@@ -88,6 +94,8 @@ class Diagnosis:
     control: str | None = None  # the load-matched control the CPU was compared with, if it was
     cpu_vs_control: Comparison | None = None
     excluded: int = 0  # successful runs left out because they have no job time
+    strict_verdict: str = ""  # seed 001's strict test (CPU shown unchanged); the verdict is the attribution's
+    attribution: Attribution | None = None  # the added job time split into waiting and busy (attribution.py)
 
     def row(self) -> dict[str, object]:
         def ci(c: Comparison) -> str:
@@ -97,6 +105,7 @@ class Diagnosis:
             "scenario": self.scenario,
             "baseline": self.baseline,
             "verdict": self.verdict,
+            **attribution_columns(self.attribution, self.strict_verdict),
             "n": f"{self.n_baseline}/{self.n_scenario}",
             "job_ratio": self.job.ratio,
             "job_ci": ci(self.job),
@@ -147,6 +156,15 @@ def _with_job_time(runs: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     keep = np.isfinite(jt.to_numpy())
     ids = runs["run_id"].astype(str).tolist() if "run_id" in runs.columns else [str(i) for i in runs.index]
     return runs[keep], [i for i, k in zip(ids, keep, strict=True) if not k]
+
+
+def _positive_job_time(runs: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """The runs whose job time is a duration (> 0 s), and the others named with it: 0 s or less is
+    invalid data (a broken recording or import), which must not read as runs without variation."""
+    jt = pd.to_numeric(runs["job_time_s"], errors="coerce").astype(float).to_numpy()
+    bad = jt <= 0
+    ids = runs["run_id"].astype(str).tolist() if "run_id" in runs.columns else [str(i) for i in runs.index]
+    return runs[~bad], [f"{i}: {v:g} s" for i, v, b in zip(ids, jt, bad, strict=True) if b]
 
 
 def task_cpu_per_run(tasks: pd.DataFrame) -> list[float]:
@@ -222,8 +240,10 @@ def diagnose(
     a job time (NULL) are left out of every comparison, and the reasons say which."""
     base_runs, base_out = _with_job_time(base_runs)
     scen_runs, scen_out = _with_job_time(scen_runs)
+    base_runs, base_bad = _positive_job_time(base_runs)
+    scen_runs, scen_bad = _positive_job_time(scen_runs)
     if control_runs is not None:
-        control_runs, _ = _with_job_time(control_runs)
+        control_runs, _ = _positive_job_time(_with_job_time(control_runs)[0])
     min_reps = max(2, min_reps)  # one run has no spread: nothing to test
 
     def cmp(base: list[float], scen: list[float], confidence: float = 1 - alpha) -> Comparison:
@@ -362,15 +382,22 @@ def diagnose(
         )
     if not math.isnan(rho):
         reasons.append(f"backlog vs task completions per second: Spearman rho = {rho:.2f} (p = {rho_p:.2g})")
+    strict = verdict
+    att = attribute(base_runs, scen_runs, cpu_col, alpha=alpha, tolerance=cpu_tolerance, min_reps=min_reps)
+    verdict, reasons = attributed_verdict(att, strict, reasons)
     excluded = len(base_out) + len(scen_out)
     if excluded:
         which = [f"{i} ({baseline})" for i in base_out] + [f"{i} ({scenario})" for i in scen_out]
         reasons.append(f"{excluded} successful run(s) without a job time left out: {', '.join(which)}")
+    if base_bad or scen_bad:  # first: it is about the data, not the verdict
+        bad = [f"{i} ({baseline})" for i in base_bad] + [f"{i} ({scenario})" for i in scen_bad]
+        reasons.insert(0, f"invalid data: {len(bad)} run(s) with a job time of 0 s or less left out: {', '.join(bad)}")
     return Diagnosis(
         scenario, baseline, verdict, reasons, job, cpu, task_cpu,
         mean(idle_b), mean(idle_s), mean(wait_b), mean(wait_s), rho, rho_p, n_b, n_s,
         thread_cpu=thread_cpu, cpu_measure="user" if use_user else "thread", fetch=fetch,
         control=control if cpu_ctl is not None else None, cpu_vs_control=cpu_ctl, excluded=excluded,
+        strict_verdict=strict, attribution=att,
     )  # fmt: skip
 
 

@@ -30,7 +30,8 @@ NO_BASELINE = (
 def runs(store: Store) -> pd.DataFrame:
     """One row per application: run_id, name, status and the totals diagnose compares."""
     return store.query(
-        "SELECT r.run_id, s.label AS name, r.status, r.job_time_s, r.executor_cpu_s, r.fetch_wait_s, r.total_cores "
+        "SELECT r.run_id, s.label AS name, r.status, r.job_time_s, r.executor_cpu_s, r.executor_run_s, r.fetch_wait_s, "
+        "r.total_cores "
         "FROM runs r JOIN scenarios s USING (scenario_id) ORDER BY s.label, r.started_at NULLS LAST, r.run_id"
     )
 
