@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+import labprocs
 from shufflelab.emulate import netns, validity
 from shufflelab.results import Store
 
@@ -56,36 +57,23 @@ name = "sort-aggregate"
 params = {{ rows = {rows}, partitions = 6, payload_bytes = 100 }}
 """
 
-_LAB = (
-    "deploy.master.Master|deploy.worker.Worker|CoarseGrainedExecutorBackend|iperf3 |"
-    "shufflelab.emulate.sampler|shufflelab.workloads.driver|shufflelab-switch"
-)
-
 
 def _ours() -> set[str]:
     return {n for n in netns.namespaces() if netns.NS_PATTERN.match(n)}
 
 
-def _pids(pattern: str) -> list[int]:
-    out = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout
-    return [int(p) for p in out.split()]
+def _worker_jvm(tag: str, host: str) -> list[int]:
+    """The Spark worker daemon's JVM of ``host`` in the runs tagged ``tag`` (not the launcher JVM that
+    computes its command line)."""
+    return [
+        pid
+        for pid, cmd in labprocs.tagged(tag, "deploy.worker.Worker")
+        if cmd.split()[0].endswith("java") and "launcher.Main" not in cmd and f"/spark/{host}/work " in f"{cmd} "
+    ]
 
 
-def _worker_jvm(host: str) -> list[int]:
-    """The Spark worker daemon's JVM of ``host`` (not the launcher JVM that computes its command line)."""
-    found = []
-    for pid in _pids("deploy.worker.Worker"):
-        try:
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
-        except OSError:
-            continue
-        if (
-            argv[0].endswith("java")
-            and not any("launcher.Main" in a for a in argv)
-            and any(a.endswith(f"/spark/{host}/work") for a in argv)
-        ):
-            found.append(pid)
-    return found
+def _iperf3_client(tag: str) -> list[int]:
+    return [pid for pid, cmd in labprocs.tagged(tag, "iperf3 -c 10.77") if cmd.startswith("iperf3 -c 10.77")]
 
 
 def _wait_for(pred: Callable[[], Any], timeout: float, what: str, proc: subprocess.Popen[str]) -> Any:
@@ -110,6 +98,7 @@ class Lab:
         self.tmp = tmp
         self.procs: list[subprocess.Popen[str]] = []
         self.before = _ours()
+        self.tag = labprocs.new_tag()  # in the environment of everything these runs start
 
     def start(self, name: str, reps: int = 1, udp: int = 0, rows: int = 40_000) -> subprocess.Popen[str]:
         spec = self.tmp / f"{name}.toml"
@@ -118,23 +107,21 @@ class Lab:
             [sys.executable, "-m", "shufflelab.cli", "run", str(spec), "--results", str(self.tmp / "results"),
              "--no-report"],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-            env={**os.environ, "COLUMNS": "200"},
+            env=labprocs.tagged_env(self.tag, COLUMNS="200"),
         )  # fmt: skip
         self.procs.append(p)
         return p
 
-    def left(self) -> list[str]:
-        """Lab processes of these runs still alive (on the fabric's addresses or under ``tmp``; a
-        local-mode Spark elsewhere on this machine is not one of them)."""
-        out = subprocess.run(["pgrep", "-af", _LAB], capture_output=True, text=True).stdout
-        return [line for line in out.splitlines() if "10.77." in line or str(self.tmp) in line]
+    def left(self) -> list[tuple[int, str]]:
+        """Processes of these runs still alive."""
+        return labprocs.tagged(self.tag)
 
     def assert_clean(self) -> None:
         """Nothing of the runs is left: no namespaces, no lab processes."""
         deadline = time.monotonic() + 20
         while self.left() and time.monotonic() < deadline:
             time.sleep(0.5)
-        assert not self.left(), self.left()
+        assert not self.left(), labprocs.describe(self.left())
         assert _ours() == self.before
 
     def teardown(self) -> None:
@@ -171,7 +158,7 @@ def test_a_run_whose_cross_traffic_died_is_failed_and_rerun_on_resume(lab: Lab, 
     p = lab.start("udpkill", udp=50, rows=120_000)
     # the job is running (its SparkSession is up) when the UDP client is killed
     ready = _wait_for(lambda: list(runs_dir.glob("*/driver_result_0.ready")), 600, "the job to start", p)
-    (client,) = _wait_for(lambda: _pids("^iperf3 -c 10.77"), 30, "the iperf3 client", p)
+    (client,) = _wait_for(lambda: _iperf3_client(lab.tag), 30, "the iperf3 client", p)
     os.kill(client, signal.SIGKILL)
     assert not (ready[0].parent / "driver_result_0.json").exists(), "the job ended before the kill: make it longer"
     out = _finish(p)
@@ -207,7 +194,7 @@ def test_a_restarted_cluster_is_ready_before_the_next_run_starts(lab: Lab, tmp_p
     runs_dir = tmp_path / "results" / "restart" / "runs"
     p = lab.start("restart", reps=2, rows=120_000)
     _wait_for(lambda: list(runs_dir.glob("*/driver_result_0.ready")), 600, "the first job", p)
-    (worker,) = _wait_for(lambda: _worker_jvm("w2"), 30, "w2's worker", p)
+    (worker,) = _wait_for(lambda: _worker_jvm(lab.tag, "w2"), 30, "w2's worker", p)
     os.kill(worker, signal.SIGKILL)  # the runner finds the cluster dead before the next run
     _finish(p)
     db = Store(tmp_path / "results" / "restart.duckdb")
@@ -226,7 +213,7 @@ def test_a_restarted_cluster_is_ready_before_the_next_run_starts(lab: Lab, tmp_p
 
 def test_a_worker_killed_while_the_cluster_starts_is_recorded_and_the_start_retried(lab: Lab, tmp_path: Path) -> None:
     p = lab.start("startkill")
-    (worker,) = _wait_for(lambda: _worker_jvm("w1"), 600, "w1's worker", p)
+    (worker,) = _wait_for(lambda: _worker_jvm(lab.tag, "w1"), 600, "w1's worker", p)
     os.kill(worker, signal.SIGKILL)
     out = _finish(p)
     assert p.returncode == 0, out  # the run ended ok: a start that was retried does not fail the command
