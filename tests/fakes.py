@@ -15,11 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shufflelab.emulate import selftest as link_selftest
 from shufflelab.emulate.fabric import PortCounters
 from shufflelab.emulate.protocols import Backend as BackendSeams
 from shufflelab.emulate.protocols import MachineLost, ProcessLauncher
 from shufflelab.emulate.spark import ClusterError, ClusterSpec
 from shufflelab.spec import ExperimentSpec
+from shufflelab.spec import Link as SpecLink
 from shufflelab.topology import Network, Port
 
 EVENT_LOG = Path(__file__).parent / "fixtures" / "eventlogs" / "spark-3.5" / "plain" / "app-20261124133740-0000"
@@ -80,6 +82,7 @@ class Fabric:
     lost_at: float | None = None  # a machine of the fabric is gone from then on (as a real host dropping off)
     lost_why: str = "host w1 (192.0.2.2) dropped off during the run: connection lost"
     cross_started: bool = False
+    selftest_cache: dict[str, Any] = field(default_factory=dict)
 
     def lost(self) -> bool:
         return self.lost_at is not None and self.clock() >= self.lost_at
@@ -103,7 +106,15 @@ class Fabric:
         return PortCounters(tx_bytes=0, tx_packets=0, drops=0, backlog_bytes=0, backlog_packets=0)
 
     def selftest(self, spec: ExperimentSpec, run_dir: Path) -> list[dict[str, Any]]:
-        return []
+        """The product's self-test (:func:`shufflelab.emulate.selftest.for_run` and ``check``) over a
+        link that delivers what the last :meth:`configure` shaped it to (see :class:`Link`)."""
+        link = Link(self)
+
+        def measure(log_dir: Path, links: Mapping[str, SpecLink]) -> list[link_selftest.LinkCheck]:
+            assert self.network is not None
+            return link_selftest.check(self.places, self.network, log_dir, links, run=link.run, launch=link.launch)
+
+        return link_selftest.for_run(spec, self, run_dir, self.selftest_cache, measure=measure)
 
     def start_queue_sampler(self, spec: ExperimentSpec, out: Path, launch: ProcessLauncher) -> Process | None:
         return None  # as the userspace switch: it samples itself
@@ -113,6 +124,31 @@ class Fabric:
 
     def save_telemetry(self, run_dir: Path) -> None:
         pass
+
+
+@dataclass
+class Link:
+    """The commands of a link self-test on a fake fabric: ping answers with the configured delay, and
+    iperf3 receives the goodput of a perfect link shaped at the rate the fabric was last configured
+    with (the payload share of the rate, as a real HTB class delivers)."""
+
+    fabric: Fabric
+
+    def run(self, argv: Sequence[str], *, place: str | None = None, check: bool = True, timeout: float = 60) -> str:
+        spec = self.fabric.configured[-1]
+        link = spec.topology.bottleneck
+        if argv[0] == "ping":
+            rtt = 2 * link.delay_ms + 0.1
+            return f"rtt min/avg/max/mdev = {rtt:.3f}/{rtt:.3f}/{rtt:.3f}/0.000 ms\n"
+        if argv[0] == "ss":
+            return f"LISTEN 0 5 0.0.0.0:{link_selftest.IPERF_PORT}"
+        if argv[0] == "iperf3":
+            bps = link.rate_mbps * 1e6 * link_selftest.PAYLOAD_SHARE
+            return json.dumps({"end": {"sum_received": {"bits_per_second": bps}}})
+        raise AssertionError(f"unexpected self-test command {argv}")
+
+    def launch(self, place: str, argv: Sequence[str], log: Path, /, env: Mapping[str, str] | None = None) -> Process:
+        return Process(self.fabric.clock, None)
 
 
 @dataclass

@@ -25,7 +25,8 @@ def test_selftest_flags_a_mis_shaped_port(spec_dict: dict[str, Any], tmp_path: P
     net = T.build(sp)
     with netns.lease() as lz, Fabric(lz, net) as fab:
         fab.configure(sp)
-        checks = selftest.check(fab.ns, net, tmp_path, seconds=1.0)
+        links = {p.ifname: sp.topology.bottleneck for p in net.bottlenecks}
+        checks = selftest.check(fab.ns, net, tmp_path, links, seconds=1.0)
         assert len(checks) == len(net.bottlenecks) and all(c.ok for c in checks), [c.problem for c in checks]
         for c in checks:
             assert 0.85 <= c.rate_ratio <= 1.08 and c.rtt_ms is not None and c.rtt_ms < 3
@@ -33,7 +34,7 @@ def test_selftest_flags_a_mis_shaped_port(spec_dict: dict[str, Any], tmp_path: P
         victim = next(p for p in net.bottlenecks if p.ifname == "w2")
         netns.run(["tc", "class", "change", "dev", victim.ifname, "parent", "1:", "classid", "1:10", "htb",
                    "rate", "5mbit", "ceil", "5mbit"], ns=fab.ns[victim.node])  # fmt: skip
-        again = {c.port: c for c in selftest.check(fab.ns, net, tmp_path, seconds=1.0)}
+        again = {c.port: c for c in selftest.check(fab.ns, net, tmp_path, links, seconds=1.0)}
         bad = again[f"{victim.node}:{victim.ifname}"]
         assert not bad.ok and bad.rate_ratio is not None and bad.rate_ratio < 0.4
         assert "of its configured 20 Mbit/s" in (bad.problem or "")

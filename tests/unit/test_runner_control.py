@@ -4,6 +4,7 @@ what a resumed experiment does again, and a cluster that does not start."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +20,10 @@ CAPS = capabilities.Capabilities(root=True, netns=True, veth=True, tools={"java"
 TIMEOUT_S = 60
 
 
-def _spec(spec_dict: dict[str, Any], reps: int = 2) -> S.ExperimentSpec:
+def _spec(spec_dict: dict[str, Any], reps: int = 2, selftest: str = "off") -> S.ExperimentSpec:
     spec_dict["experiment"].update(repetitions=reps, run_timeout_s=TIMEOUT_S)
     spec_dict["spark"] = {"listener": False, "cds": False}
-    spec_dict["telemetry"] = {"selftest": "off"}
+    spec_dict["telemetry"] = {"selftest": selftest}
     return S.parse(spec_dict)
 
 
@@ -190,3 +191,23 @@ def test_a_failure_while_keeping_artifacts_still_records_the_run(tmp_path: Path,
     (out,) = r.run().outcomes
     cause = "RuntimeError while keeping the artifacts: host w1 (192.0.2.2): run tail: exited 1"
     assert (out.status, out.cause) == ("failed", cause) and _runs(r) == [(1, 1, "failed", cause)]
+
+
+def test_each_runs_link_self_test_compares_against_its_own_rate_on_a_shared_fabric(
+    tmp_path: Path, spec_dict: dict[str, Any]
+) -> None:
+    # two rates on one structure: one fabric for both scenarios (shaping is not part of its structure);
+    # the fake link delivers what each run configured, so every check must pass against its own rate
+    spec_dict["matrix"] = {"topology.bottleneck.rate_mbps": [100, 1000]}
+    b = fakes.Backend(tmp_path / "scratch")
+    r = _runner(tmp_path, _spec(spec_dict, selftest="warn"), b)
+    assert [o.status for o in r.run().outcomes] == ["ok"] * 4 and len(b.fabrics) == 1
+    runs = r.store.query("SELECT r.environment_json, s.spec_json FROM runs r JOIN scenarios s USING (scenario_id)")
+    seen = set()
+    for env, spec_json in runs.itertuples(index=False, name=None):
+        own = S.parse(json.loads(spec_json)).topology.bottleneck.rate_mbps
+        (check,) = json.loads(env)["selftest"]
+        assert (check["rate_mbps"], check["ok"], check["problem"]) == (own, True, None)
+        assert check["rate_ratio"] == pytest.approx(1.0)
+        seen.add(own)
+    assert seen == {100, 1000}

@@ -3,6 +3,7 @@ warn vs refuse, and the report's line."""
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from conftest import BASE_SPEC
 from shufflelab import report
 from shufflelab import spec as S
 from shufflelab import topology as T
@@ -43,14 +45,16 @@ def _check(ok: bool) -> selftest.LinkCheck:
 
 class _Fabric:
     ns: dict[str, str] = {}
-    network = None
+    network = T.build(
+        S.parse({**copy.deepcopy(BASE_SPEC), "topology": {"kind": "shared", "bottleneck": {"rate_mbps": 20}}})
+    )
 
 
 def test_once_per_link_configuration_and_refuse(
     spec_dict: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls = []
-    monkeypatch.setattr(selftest, "check", lambda ns, net, d, **kw: calls.append(1) or [_check(ok=False)])
+    monkeypatch.setattr(selftest, "check", lambda ns, net, d, links, **kw: calls.append(1) or [_check(ok=False)])
     spec = S.parse(spec_dict)
     cache: dict[str, list[selftest.LinkCheck]] = {}
     rows = selftest.for_run(spec, _Fabric(), tmp_path, cache)  # default: warn
@@ -78,3 +82,38 @@ def test_report_line_names_the_deviating_port() -> None:
     ok = report.selftest_fact(report.Data("x", "", {}, pd.DataFrame({"environment_json": [good]}), [], {}))
     assert ok is not None and "within tolerance" in ok
     assert report.selftest_fact(report.Data("x", "", {}, pd.DataFrame({"environment_json": ["{}"]}), [], {})) is None
+
+
+def test_report_line_never_says_within_tolerance_when_a_later_run_passed_the_same_port() -> None:
+    # one row per (port, rate) used to keep the last: a failure followed by a pass read "within tolerance"
+    failed = json.dumps({"selftest": [_check(ok=False).row()]})
+    passed = json.dumps({"selftest": [_check(ok=True).row()]})
+    d = report.Data("x", "", {}, pd.DataFrame({"environment_json": [failed, passed, passed]}), [], {})
+    line = report.selftest_fact(d)
+    assert line is not None and "within tolerance" not in line
+    assert "1 port configuration(s) deviated" in line and "r:sw at 20 Mbit/s: delivered 0.63" in line
+
+
+def test_report_line_sets_apart_checks_made_against_another_scenarios_rate(spec_dict: dict[str, Any]) -> None:
+    # recorded before the fix: a 1000 Mbit/s run checked against the 100 Mbit/s of its fabric's first scenario
+    own = {}
+    for rate in (100, 1000):
+        spec_dict["topology"]["bottleneck"]["rate_mbps"] = rate
+        own[f"{rate}M"] = S.parse(spec_dict)
+
+    def env(rate: float, goodput: float) -> str:
+        ratio = goodput / (rate * selftest.PAYLOAD_SHARE)
+        ok = 0.85 <= ratio <= 1.08
+        problem = None if ok else f"delivered {ratio:.2f} of its configured {rate:g} Mbit/s"
+        row = selftest.LinkCheck("r:sw", "a", "b", rate, goodput, ratio, 0.2, 0.0, ok, problem).row()
+        return json.dumps({"selftest": [row]})
+
+    runs = pd.DataFrame(
+        {
+            "label": ["100M", "1000M", "1000M", "100M"],
+            "environment_json": [env(100, 95.0), env(100, 950.0), env(1000, 950.0), env(1000, 95.0)],
+        }
+    )
+    line = report.selftest_fact(report.Data("x", "", {}, runs, [], {}, scenarios=own))
+    assert line is not None and "within tolerance" not in line
+    assert "2 of 4 runs" in line and "another scenario's" in line and "deviated" not in line

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from shufflelab.emulate import netns
+from shufflelab.spec import Link
 from shufflelab.topology import Network, Port
 
 if TYPE_CHECKING:
@@ -109,6 +110,7 @@ def check(
     fabric_ns: Mapping[str, str],
     net: Network,
     log_dir: Any,
+    links: Mapping[str, Link],
     seconds: float = 1.5,
     min_ratio: float = 0.85,
     max_ratio: float = 1.08,
@@ -117,7 +119,9 @@ def check(
     launch: ProcessLauncher | None = None,
     endpoints: Endpoints | None = None,
 ) -> list[LinkCheck]:
-    """Measure every bottleneck port of a configured fabric (idle: no Spark job, no cross traffic).
+    """Measure every bottleneck port of a configured fabric (idle: no Spark job, no cross traffic)
+    against the link it is configured with now, ``links`` (port name -> link: the run's own, never
+    what the network was built with, since a fabric serves scenarios of other rates too).
     ``fabric_ns``: host -> place; ``run``/``launch``: the backend's seams (namespaces by default);
     ``endpoints``: which hosts' traffic crosses a port (where the backend shapes it)."""
     run = run or netns.run_at
@@ -126,12 +130,12 @@ def check(
     log_dir.mkdir(parents=True, exist_ok=True)
     for port in net.bottlenecks:
         ends = (endpoints or _endpoints)(net, port)
-        if ends is None or port.shaping is None:
+        link = links.get(port.ifname)
+        if ends is None or link is None:
             continue
         src, dst = ends
-        link = port.shaping
         dst_ip = net.host_addresses[dst]
-        expected_rtt = 2 * float(getattr(link, "delay_ms", 0.0) or 0.0)
+        expected_rtt = 2 * link.delay_ms
         problem = None
         goodput = ratio = rtt = None
         try:
@@ -173,19 +177,24 @@ def for_run(
     fabric: Any,
     run_dir: Any,
     cache: dict[str, list[LinkCheck]],
-    measure: Callable[[Path], list[LinkCheck]] | None = None,
+    measure: Callable[[Path, Mapping[str, Link]], list[LinkCheck]] | None = None,
 ) -> list[dict[str, Any]]:
     """The self-test of ``spec``'s links on the live, idle ``fabric`` (once per link configuration:
     ``cache`` maps it to its checks), written to ``run_dir/selftest.json``. Returns the rows; raises
     :class:`SelftestError` when a link deviates and the spec refuses such runs. ``measure``: how
-    the backend measures its links into a log folder (:func:`check` on the namespaces by default)."""
+    the backend measures its links (port name -> the link ``spec`` configures there) into a log
+    folder (:func:`check` on the namespaces by default)."""
     mode = spec.telemetry.selftest
     if mode == "off":
         return []
     key = json.dumps([spec.datapath(), spec.topology.bottleneck.model_dump(mode="json")], sort_keys=True)
     if key not in cache:
         log_dir = run_dir / "selftest"
-        cache[key] = measure(log_dir) if measure is not None else check(fabric.ns, fabric.network, log_dir)
+        links = {p.ifname: spec.topology.bottleneck for p in fabric.network.bottlenecks}
+        if measure is not None:
+            cache[key] = measure(log_dir, links)
+        else:
+            cache[key] = check(fabric.ns, fabric.network, log_dir, links)
     rows = [c.row() for c in cache[key]]
     (run_dir / "selftest.json").write_text(json.dumps(rows, indent=1))
     bad = [c for c in cache[key] if not c.ok]

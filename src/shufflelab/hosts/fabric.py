@@ -35,7 +35,7 @@ from shufflelab.hosts.switch import (
     prepare_router,
     router_switch_config,
 )
-from shufflelab.spec import ExperimentSpec, SpecError
+from shufflelab.spec import ExperimentSpec, Link, SpecError
 from shufflelab.topology import Network, Port
 
 if TYPE_CHECKING:
@@ -299,9 +299,9 @@ class HostsFabric:
             raise RuntimeError("the self-test needs the backend's seams (run, launch)")
         run, launch = self._seams
 
-        def measure(log_dir: Path) -> list[link_selftest.LinkCheck]:
+        def measure(log_dir: Path, links: Mapping[str, Link]) -> list[link_selftest.LinkCheck]:
             return link_selftest.check(
-                self._places, self._network, log_dir, run=run, launch=launch, endpoints=self._endpoints
+                self._places, self._network, log_dir, links, run=run, launch=launch, endpoints=self._endpoints
             )
 
         return link_selftest.for_run(spec, self, run_dir, self._selftests, measure=measure)
