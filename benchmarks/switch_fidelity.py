@@ -32,7 +32,8 @@ from typing import Any
 from shufflelab.emulate import netns
 from shufflelab.spec import Link
 from shufflelab.switch import Red, Switch, SwitchConfig, SwitchPort, binary_path
-from shufflelab.switch.controller import SPIN_US, rps_mask_without, steer_rx, switch_cpu
+from shufflelab.switch.config import SPIN_US
+from shufflelab.switch.controller import rps_mask_without, steer_rx, switch_cpu
 from shufflelab.switch.lab import Star, build_star, iperf3, received_mbps
 
 PAYLOAD_SHARE = 1448 / 1514

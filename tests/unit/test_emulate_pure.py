@@ -202,7 +202,7 @@ def test_shuffled_order_differs_per_rep_is_seeded_and_keeps_scenario_ids(tmp_pat
 def test_switch_spin_makes_the_switch_spin_and_needs_the_switch(spec_dict: dict[str, Any]) -> None:
     import pytest as _pytest
 
-    from shufflelab.switch.controller import SPIN_US
+    from shufflelab.switch.config import SPIN_US
 
     spec_dict["topology"]["bottleneck"]["delay_ms"] = 1
     spec_dict["topology"]["switch_spin"] = True

@@ -26,19 +26,9 @@ from shufflelab import shaping
 from shufflelab.emulate import selftest as link_selftest
 from shufflelab.emulate.netns import Lease, run
 from shufflelab.spec import ExperimentSpec, Link, Tcp
-from shufflelab.switch.controller import (
-    SPIN_US,
-    CrossSource,
-    Switch,
-    SwitchConfig,
-    SwitchHost,
-    SwitchPort,
-    interface_mac,
-    rps_mask_without,
-    steer_rx,
-    switch_cpu,
-)
-from shufflelab.switch.controller import Red as SwitchRed
+from shufflelab.switch.config import SPIN_US, CrossSource, SwitchConfig, SwitchHost, SwitchPort
+from shufflelab.switch.config import Red as SwitchRed
+from shufflelab.switch.controller import Switch, interface_mac, rps_mask_without, steer_rx, switch_cpu
 from shufflelab.topology import ROUTER, Network, Port
 
 if TYPE_CHECKING:

@@ -34,13 +34,8 @@ from shufflelab.emulate.fabric import PortCounters, switch_config
 from shufflelab.hosts.control import HostError, Session
 from shufflelab.hosts.deploy import HostPaths
 from shufflelab.hosts.probe import cpu_count
-from shufflelab.switch.controller import (
-    BINARY_NAME,
-    TELEMETRY_HEADER,
-    SwitchConfig,
-    rows_at_end,
-    switch_cpu,
-)
+from shufflelab.switch.config import SwitchConfig
+from shufflelab.switch.controller import BINARY_NAME, TELEMETRY_HEADER, rows_at_end, switch_cpu
 from shufflelab.topology import Network
 
 if TYPE_CHECKING:

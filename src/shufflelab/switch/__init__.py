@@ -3,16 +3,12 @@ telemetry. The switch replaces the kernel's forwarding and shaping in a router n
 what this kernel lacks: delay, RED/ECN, DCTCP in the switch and congestion-control
 virtualization (VCC)."""
 
+from shufflelab.switch.config import CrossSource, Red, SwitchConfig, SwitchHost, SwitchPort
 from shufflelab.switch.controller import (
     STATUS_HEADER,
     TELEMETRY_HEADER,
-    CrossSource,
-    Red,
     Switch,
-    SwitchConfig,
     SwitchError,
-    SwitchHost,
-    SwitchPort,
     binary_path,
     interface_mac,
     last_rows,

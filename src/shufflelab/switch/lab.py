@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from shufflelab.emulate.fabric import shaping_commands, sysctl
 from shufflelab.emulate.netns import Lease, run
 from shufflelab.spec import Link
-from shufflelab.switch.controller import Mode, SwitchHost, interface_mac, steer_rx
+from shufflelab.switch.config import Mode, SwitchHost
+from shufflelab.switch.controller import interface_mac, steer_rx
 
 ROUTER = "r"
 
