@@ -3,7 +3,7 @@ k=8 fat tree (128 hosts), the issue's 1,000-host leaf-spine and optionally a 10,
 recomputation modes and two builds of the core side by side in one invocation.
 
     nice -n 10 .venv/bin/python benchmarks/sim_scale.py [--repeat 3] [--full-1000]
-        [--baseline DIR [--baseline-label main]] [--scale-10k] [--out FILE.md]
+        [--baseline DIR [--baseline-label main]] [--scale-10k] [--peer-1000] [--out FILE.md]
 
 Modes: ``incremental`` (the default, local repair: the flows a change reaches through the
 bottlenecks, filled over what the others leave and grown until every flow has a bottleneck),
@@ -55,6 +55,18 @@ def leaf_spine(name: str, leaves: int, maps: int, reducers: int) -> dict[str, An
     }
 
 
+def peer_1000() -> dict[str, Any]:
+    """The nearest the fabric spec comes to SimGrid's own 1,000-host scenario (each of 1,000 hosts
+    fetches from 100 distinct random hosts, 5 in flight, no byte cap, 10 us links), which a
+    ``[shuffle]`` of maps x reducers cannot express: 1,000 reducers fetch from the same 100 map
+    hosts (every 10th host), so 100 hosts send 1,000 blocks each instead of every host sending 100.
+    The same fetches (~100,000) and flows in flight (5,000), not the same traffic matrix."""
+    doc = leaf_spine("sim-scale-1000-peer", 25, 100, 1000)
+    doc["topology"] |= {"host_delay_us": 10, "uplink_delay_us": 10}
+    doc["shuffle"]["max_mib_in_flight"] = 1e9  # the largest the spec takes: no cap in practice
+    return doc
+
+
 CASES: dict[str, dict[str, Any]] = {
     "sim-scale-k8": {
         "experiment": {"name": "sim-scale-k8"},
@@ -65,6 +77,7 @@ CASES: dict[str, dict[str, Any]] = {
     "sim-scale-1000": leaf_spine("sim-scale-1000", 25, 317, 316),
     # 250 racks x 40 hosts, 1,000 map x 1,000 reduce tasks: ~1,000,000 fetches
     "sim-scale-10k": leaf_spine("sim-scale-10k", 250, 1000, 1000),
+    "sim-scale-1000-peer": peer_1000(),
 }
 MODES = ("incremental", "level_cut", "components", "full")
 
@@ -138,6 +151,12 @@ def main() -> None:
     ap.add_argument("--baseline-label", default="baseline", help="its name in the table")
     ap.add_argument("--label", default="this", help="the name of the installed build in the table")
     ap.add_argument("--scale-10k", action="store_true", help="also the 10,000-host, 1,000,000-fetch case (minutes)")
+    ap.add_argument(
+        "--peer-1000",
+        action="store_true",
+        help="also 100 map hosts x 1,000 reducers without a byte cap, the nearest to SimGrid's own scenario "
+        "(not that scenario: see peer_1000)",
+    )
     ap.add_argument("--out", type=Path, default=None, help="write the Markdown table here")
     ap.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES), help="recompute modes to run")
     args = ap.parse_args()
@@ -153,6 +172,10 @@ def main() -> None:
     for case, mode, repeat in plan:
         for build, module_dir in builds:  # the builds alternate, so both see the same load
             rows.append(run(case, mode, repeat, build, module_dir))
+            print(table(rows[-1:]).splitlines()[-1], flush=True)
+    if args.peer_1000:
+        for build, module_dir in builds:
+            rows.append(run("sim-scale-1000-peer", "incremental", 1, build, module_dir))
             print(table(rows[-1:]).splitlines()[-1], flush=True)
     if args.scale_10k:
         rows.append(run("sim-scale-10k", "incremental", 1, args.label, None))
