@@ -32,8 +32,8 @@ from typing import Any
 from shufflelab.emulate import netns
 from shufflelab.spec import Link
 from shufflelab.switch import Red, Switch, SwitchConfig, SwitchPort, binary_path
-from shufflelab.switch.config import SPIN_US
-from shufflelab.switch.controller import rps_mask_without, steer_rx, switch_cpu
+from shufflelab.switch.config import SPIN_US, switch_cpu
+from shufflelab.switch.controller import rps_mask_without, steer_rx
 from shufflelab.switch.lab import Star, build_star, iperf3, received_mbps
 
 PAYLOAD_SHARE = 1448 / 1514
@@ -214,7 +214,7 @@ def markdown(res: dict[str, Any], command: str) -> str:
         "",
         "Paths: *switch* = `shufflelab-switch` in the router namespace (AF_PACKET ports, switchcore "
         "queues); *kernel* = kernel forwarding with HTB + bfifo on the router port "
-        "(`shufflelab.emulate.fabric.shaping_commands`). Offloads off on every veth.",
+        "(`shufflelab.netplan.shaping_commands`). Offloads off on every veth.",
         "",
         "## Goodput vs configured rate (one iperf3 TCP flow; ideal ratio 1448/1514 = 0.956)",
         "",

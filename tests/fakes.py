@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from shufflelab.emulate import selftest as link_selftest
-from shufflelab.emulate.fabric import PortCounters
 from shufflelab.emulate.protocols import Backend as BackendSeams
 from shufflelab.emulate.protocols import MachineLost, ProcessLauncher
 from shufflelab.emulate.spark import ClusterError, ClusterSpec
+from shufflelab.netplan import PortCounters
 from shufflelab.spec import ExperimentSpec
 from shufflelab.spec import Link as SpecLink
 from shufflelab.topology import Network, Port

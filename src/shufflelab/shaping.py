@@ -1,8 +1,8 @@
 """How a link's rate and queue limit become ``tc`` (HTB + bfifo/pfifo) and userspace-switch
 parameters, and the limits of those commands.
 
-The fabric builds its commands with these functions (``emulate/fabric.py``'s ``shaping_commands``,
-``switch/controller.py``'s port config, ``emulate/traffic.py``'s iperf3 rate), and spec validation
+The fabric builds its commands with these functions (``netplan.py``'s ``shaping_commands``,
+``switch/config.py``'s port config, ``emulate/traffic.py``'s iperf3 rate), and spec validation
 checks a link with :func:`rate_problem` and :func:`queue_problem`, which repeat what ``tc`` does
 with those numbers (iproute2 6.1: ``get_rate64``, ``tc_calc_xmittime``, ``get_size``). So a spec
 that validates is one the fabric can apply, and one it cannot is refused at load with the reason.

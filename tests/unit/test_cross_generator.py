@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
+from shufflelab import netplan
 from shufflelab import spec as S
 from shufflelab import topology as T
-from shufflelab.emulate import fabric, record, validity
+from shufflelab.emulate import record, validity
 from shufflelab.spec import SpecError
 from shufflelab.spec.scenarios import spec_hash
 from shufflelab.switch import STATUS_HEADER, CrossSource
@@ -54,7 +55,7 @@ def test_the_switch_gets_a_paused_source_on_the_sinks_port(spec_dict: dict[str, 
     spec_dict["topology"]["kind"] = "star"
     sp = _switch_spec(spec_dict, pattern="onoff", on_ms=20, off_ms=60, seed=3)
     macs = {h: f"02:00:00:00:00:{i:02x}" for i, h in enumerate(sp.hosts, start=1)}
-    cfg = fabric.switch_config(T.build(sp), sp, macs)
+    cfg = netplan.switch_config(T.build(sp), sp, macs)
     assert cfg.cross == [CrossSource("tsink", rate_mbps=45.0, pattern="onoff", on_ms=20, off_ms=60, seed=3)]
     doc = cfg.to_json(Path("/q.csv"), Path("/s.csv"))
     assert doc["cross_paused"] is True and doc["telemetry"]["status_path"] == "/s.csv"
@@ -65,7 +66,7 @@ def test_the_switch_gets_a_paused_source_on_the_sinks_port(spec_dict: dict[str, 
     spec_dict["cross_traffic"]["generator"] = "iperf3"
     spec_dict["cross_traffic"]["pattern"] = "constant"
     iperf = S.parse(spec_dict)
-    assert fabric.switch_config(T.build(iperf), iperf, macs).cross == []
+    assert netplan.switch_config(T.build(iperf), iperf, macs).cross == []
 
 
 def _status(path: Path, rows: list[tuple[float, int, int]], running_until: float = 1e18) -> Path:

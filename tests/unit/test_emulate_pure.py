@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from conftest import FIXTURES
+from shufflelab import netplan
 from shufflelab import spec as S
 from shufflelab import topology as T
 from shufflelab.emulate import fabric, traffic
@@ -18,16 +19,29 @@ from shufflelab.switch import Red, SwitchHost, SwitchPort
 
 
 def test_shaping_commands_bfifo_and_pfifo() -> None:
-    root, cls, leaf = fabric.shaping_commands("ns1", "sw", Link(rate_mbps=100, queue_bytes=250_000))
+    root, cls, leaf = netplan.shaping_commands("ns1", "sw", Link(rate_mbps=100, queue_bytes=250_000))
     assert root[:4] == ["tc", "-n", "ns1", "qdisc"] and "htb" in root
     assert cls[cls.index("rate") + 1] == "100000000bit" and cls[cls.index("ceil") + 1] == "100000000bit"
     assert leaf[-3:] == ["bfifo", "limit", "250000"]
-    *_, leaf2 = fabric.shaping_commands("ns1", "sw", Link(rate_mbps=10, queue_packets=50))
+    *_, leaf2 = netplan.shaping_commands("ns1", "sw", Link(rate_mbps=10, queue_packets=50))
     assert leaf2[-3:] == ["pfifo", "limit", "50"]
 
 
+def test_shaping_changes_create_the_root_once_then_change_class_and_leaf_live() -> None:
+    link = Link(rate_mbps=100, queue_bytes=250_000)
+    root, cls, leaf = (argv[1:] for argv in netplan.shaping_commands(None, "sw", link))
+    assert netplan.shaping_changes("qdisc noqueue 0: root refcnt 2\n", "sw", link) == (root, [cls, leaf])
+    live = "qdisc htb 1: root refcnt 2 r2q 10 default 0x10\nqdisc bfifo 10: parent 1:10 limit 250000b\n"
+    assert netplan.shaping_changes(live, "sw", link) == (None, [cls, leaf])
+    # a leaf of another kind goes before the new one replaces it
+    packets = Link(rate_mbps=100, queue_packets=50)
+    _, cls2, leaf2 = (argv[1:] for argv in netplan.shaping_commands(None, "sw", packets))
+    delete = ["qdisc", "del", "dev", "sw", "parent", "1:10", "handle", "10:"]
+    assert netplan.shaping_changes(live, "sw", packets) == (None, [cls2, delete, leaf2])
+
+
 def test_tcp_sysctls() -> None:
-    s = fabric.tcp_sysctls(Tcp(congestion_control="reno", ecn=1, slow_start_after_idle=False))
+    s = netplan.tcp_sysctls(Tcp(congestion_control="reno", ecn=1, slow_start_after_idle=False))
     assert s == {
         "net.ipv4.tcp_congestion_control": "reno",
         "net.ipv4.tcp_ecn": "1",
@@ -36,9 +50,9 @@ def test_tcp_sysctls() -> None:
 
 
 def test_tcp_sysctls_for_dctcp_and_vcc() -> None:
-    dctcp = fabric.tcp_sysctls(Tcp(congestion_control="dctcp"))
+    dctcp = netplan.tcp_sysctls(Tcp(congestion_control="dctcp"))
     assert dctcp["net.ipv4.tcp_congestion_control"] == "cubic" and dctcp["net.ipv4.tcp_ecn"] == "1"
-    vcc = fabric.tcp_sysctls(Tcp(congestion_control="reno", vcc=True))
+    vcc = netplan.tcp_sysctls(Tcp(congestion_control="reno", vcc=True))
     assert vcc["net.ipv4.tcp_congestion_control"] == "reno" and vcc["net.ipv4.tcp_ecn"] == "0"
 
 
@@ -59,7 +73,7 @@ def test_switch_config_star_with_seed_001_settings(spec_dict: dict[str, Any]) ->
     spec_dict["telemetry"] = {"queue_period_ms": 5}
     sp = S.parse(spec_dict)
     net = T.build(sp)
-    cfg = fabric.switch_config(net, sp, _macs(sp.hosts))
+    cfg = netplan.switch_config(net, sp, _macs(sp.hosts))
     red = Red(1000, 2000, max_p=0.02, ewma_weight=0.5, ecn=True)
     assert cfg.ports == [SwitchPort(h, rate_mbps=20, delay_ms=2, queue_bytes=5000, red=red) for h in sp.hosts]
     assert cfg.hosts[0] == SwitchHost("10.77.1.1", "02:00:00:00:00:01", "master", "dctcp")
@@ -71,16 +85,16 @@ def test_switch_config_star_with_seed_001_settings(spec_dict: dict[str, Any]) ->
 def test_switch_config_shared_is_one_armed(spec_dict: dict[str, Any]) -> None:
     spec_dict["topology"]["bottleneck"].update(delay_ms=1.5, queue_bytes=None, queue_packets=100)
     sp = S.parse(spec_dict)
-    cfg = fabric.switch_config(T.build(sp), sp, _macs(sp.hosts))
+    cfg = netplan.switch_config(T.build(sp), sp, _macs(sp.hosts))
     assert cfg.ports == [SwitchPort("sw", rate_mbps=50, delay_ms=1.5, queue_packets=100)]
     assert {h.port for h in cfg.hosts} == {"sw"} and {h.mode for h in cfg.hosts} == {"off"}
     assert [h.ip for h in cfg.hosts] == [f"10.77.{i}.1" for i in range(1, 6)]
 
 
 def test_has_root_qdisc() -> None:
-    assert not fabric.has_root_qdisc("qdisc noqueue 0: root refcnt 2 \n")
-    assert not fabric.has_root_qdisc("")
-    assert fabric.has_root_qdisc(
+    assert not netplan.has_root_qdisc("qdisc noqueue 0: root refcnt 2 \n")
+    assert not netplan.has_root_qdisc("")
+    assert netplan.has_root_qdisc(
         "qdisc htb 1: root refcnt 2 r2q 10 default 0x10 direct_packets_stat 0\n"
         "qdisc bfifo 10: parent 1:10 limit 100000b\n"
     )
@@ -113,9 +127,9 @@ def test_counters_of_switch_ports_come_from_its_telemetry(spec_dict: dict[str, A
     }  # fmt: skip
     fab.switch = _FakeSwitch({"sw": row})  # type: ignore[assignment]
     port = net.bottlenecks[0]
-    assert fab.counters(port) == fabric.PortCounters(9000, 6, 4, 3000, 2, marks=5)
+    assert fab.counters(port) == netplan.PortCounters(9000, 6, 4, 3000, 2, marks=5)
     fab.switch = _FakeSwitch({})  # type: ignore[assignment]
-    assert fab.counters(port) == fabric.PortCounters(0, 0, 0, 0, 0, marks=0)
+    assert fab.counters(port) == netplan.PortCounters(0, 0, 0, 0, 0, marks=0)
 
 
 def test_udp_rate_counts_headers_on_the_wire() -> None:
@@ -207,7 +221,7 @@ def test_switch_spin_makes_the_switch_spin_and_needs_the_switch(spec_dict: dict[
     spec_dict["topology"]["bottleneck"]["delay_ms"] = 1
     spec_dict["topology"]["switch_spin"] = True
     sp = S.parse(spec_dict)
-    cfg = fabric.switch_config(T.build(sp), sp, _macs(sp.hosts))
+    cfg = netplan.switch_config(T.build(sp), sp, _macs(sp.hosts))
     assert cfg.busy_poll_us == SPIN_US
     spec_dict["topology"]["bottleneck"]["delay_ms"] = 0
     with _pytest.raises(S.SpecError, match="switch_spin = true is for the userspace switch"):

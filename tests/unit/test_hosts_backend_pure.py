@@ -15,12 +15,12 @@ import pytest
 
 from shufflelab import spec as specmod
 from shufflelab.emulate.drivers import cc_in_ss
-from shufflelab.emulate.fabric import shaping_commands
 from shufflelab.hosts import inventory, lease
 from shufflelab.hosts.commands import backend_refusals, open_backend
-from shufflelab.hosts.fabric import _counters, refusals, route_attributes
+from shufflelab.hosts.fabric import _counters, refusals
 from shufflelab.hosts.remote import Loop
 from shufflelab.hosts.safety import SafetyError, check_traffic
+from shufflelab.netplan import route_attributes, shaping_commands
 
 BASE: dict[str, Any] = {
     "experiment": {"name": "t"},

@@ -504,12 +504,12 @@ def test_rates_tc_and_htb_cannot_apply_are_refused(
 
 
 def test_the_lowest_and_highest_rates_are_applied(spec_dict: dict[str, Any]) -> None:
-    from shufflelab.emulate import fabric
+    from shufflelab import netplan
 
     for rate in (shaping.MIN_RATE_MBPS, 0.001, 100_000):
         spec_dict["topology"]["bottleneck"] = {"rate_mbps": rate}
         link = S.parse(spec_dict).topology.bottleneck
-        _root, cls, _leaf = fabric.shaping_commands("ns", "dev", link)
+        _root, cls, _leaf = netplan.shaping_commands("ns", "dev", link)
         assert _tc_problem(cls) is None
 
 
@@ -688,11 +688,11 @@ _FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthC
 
 def _check_applicable(sp: S.ExperimentSpec) -> None:
     """An accepted spec's every scenario is one the fabric can apply (checked on the commands it builds)."""
-    from shufflelab.emulate import fabric
+    from shufflelab import netplan
 
     for sc in S.expand(sp):
         link = sc.spec.topology.bottleneck
-        _root, cls, leaf = fabric.shaping_commands("ns", "dev", link)
+        _root, cls, leaf = netplan.shaping_commands("ns", "dev", link)
         assert _tc_problem(cls) is None, (link, cls)
         assert 1 <= int(leaf[-1]) <= 2**32 - 1 and (leaf[-3] == "pfifo" or int(leaf[-1]) >= 1514)
         ct = sc.spec.cross_traffic

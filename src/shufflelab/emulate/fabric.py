@@ -16,157 +16,20 @@ import contextlib
 import shutil
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pyroute2 import NetNS
 
-from shufflelab import shaping
 from shufflelab.emulate import selftest as link_selftest
 from shufflelab.emulate.netns import Lease, run
-from shufflelab.spec import ExperimentSpec, Link, Tcp
-from shufflelab.switch.config import SPIN_US, CrossSource, SwitchConfig, SwitchHost, SwitchPort
-from shufflelab.switch.config import Red as SwitchRed
-from shufflelab.switch.controller import Switch, interface_mac, rps_mask_without, steer_rx, switch_cpu
+from shufflelab.netplan import PortCounters, has_root_qdisc, shaping_changes, switch_config, tcp_sysctls
+from shufflelab.spec import ExperimentSpec
+from shufflelab.switch.controller import Switch, interface_mac, rps_mask_without, steer_rx
 from shufflelab.topology import ROUTER, Network, Port
 
 if TYPE_CHECKING:
     from shufflelab.emulate.protocols import Process, ProcessLauncher
-
-
-@dataclass(frozen=True)
-class PortCounters:
-    """Cumulative egress counters of a shaped port: what left its queue, drops, current backlog,
-    and (switch only; ``None`` on the kernel path) ECN marks."""
-
-    tx_bytes: int
-    tx_packets: int
-    drops: int
-    backlog_bytes: int
-    backlog_packets: int
-    marks: int | None = None
-
-    @classmethod
-    def from_switch_row(cls, row: Mapping[str, float | str] | None) -> PortCounters:
-        """A port's counters from the switch's telemetry row (None: just started, nothing sampled)."""
-        if row is None:
-            return cls(0, 0, 0, 0, 0, marks=0)
-        return cls(
-            tx_bytes=int(row["sent_bytes"]),
-            tx_packets=int(row["sent_packets"]),
-            drops=int(row["drops"]),
-            backlog_bytes=int(row["backlog_bytes"]),
-            backlog_packets=int(row["backlog_packets"]),
-            marks=int(row["marks"]),
-        )
-
-
-def shaping_commands(ns: str | None, dev: str, link: Link) -> list[list[str]]:
-    """The ``tc`` invocations that shape ``dev``'s egress: HTB rate with a FIFO child as the queue
-    (in namespace ``ns``; None: where the commands run).
-
-    The numbers come from :mod:`shufflelab.shaping`, whose limits spec validation checks."""
-    rate_bit = shaping.rate_bits(link.rate_mbps)
-    burst = shaping.htb_burst_bytes(link.rate_mbps)
-    quantum = shaping.htb_quantum_bytes(link.rate_mbps)
-    if link.queue_packets is not None:
-        leaf = ["pfifo", "limit", str(link.queue_packets)]
-    else:
-        leaf = ["bfifo", "limit", str(link.effective_queue_bytes())]
-    tc = ["tc", "-n", ns] if ns else ["tc"]
-    return [
-        [*tc, "qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "10"],
-        [
-            *tc, "class", "replace", "dev", dev, "parent", "1:", "classid", "1:10", "htb",
-            "rate", f"{rate_bit}bit", "ceil", f"{rate_bit}bit",
-            "burst", str(burst), "cburst", str(burst), "quantum", str(quantum),
-        ],
-        [*tc, "qdisc", "replace", "dev", dev, "parent", "1:10", "handle", "10:", *leaf],
-    ]  # fmt: skip
-
-
-def tcp_sysctls(tcp: Tcp) -> dict[str, str]:
-    """Namespace sysctls for ``tcp`` (new sockets pick them up, so set before starting JVMs).
-
-    ``dctcp`` is DCTCP enforced by the userspace switch: the host runs cubic with ``tcp_ecn = 1``;
-    a ``vcc`` host is a legacy stack with ``tcp_ecn = 0``."""
-    return {
-        "net.ipv4.tcp_congestion_control": tcp.kernel_congestion_control(),
-        "net.ipv4.tcp_ecn": str(tcp.kernel_ecn()),
-        "net.ipv4.tcp_slow_start_after_idle": "1" if tcp.slow_start_after_idle else "0",
-    }
-
-
-def switch_config(network: Network, spec: ExperimentSpec, macs: dict[str, str]) -> SwitchConfig:
-    """The userspace switch's configuration realizing ``spec`` on ``network``'s router ports.
-
-    Every shaped router port gets the spec's link (rate, delay, queue limit, RED); every host is
-    routed to the router port behind which it sits (its own port on a star, the access bridge's
-    uplink on the shared topology) with its TCP mode (``dctcp``, ``vcc`` or off). ``macs`` maps
-    hosts to their ``eth0`` MAC addresses. Pure."""
-    link = spec.topology.bottleneck
-    red = None
-    if link.discipline == "red" and link.red is not None:
-        r = link.red
-        red = SwitchRed(r.min_bytes, r.max_bytes, max_p=r.max_p, ewma_weight=r.ewma_weight, ecn=r.ecn)
-    shaped = {(p.node, p.ifname) for p in network.bottlenecks}
-    ports = []
-    for p in network.ports_of(ROUTER):
-        if (p.node, p.ifname) in shaped:
-            ports.append(
-                SwitchPort(
-                    p.ifname,
-                    rate_mbps=link.rate_mbps,
-                    delay_ms=link.delay_ms,
-                    queue_bytes=link.effective_queue_bytes(),
-                    queue_packets=link.queue_packets,
-                    red=red,
-                )
-            )
-        else:
-            ports.append(SwitchPort(p.ifname))
-    hosts = [
-        SwitchHost(ip, macs[h], network.router_port_of(h).ifname, spec.tcp_for(h).switch_mode())
-        for h, ip in network.host_addresses.items()
-    ]
-    config = SwitchConfig(
-        ports=ports, hosts=hosts, telemetry_period_ms=spec.telemetry.queue_period_ms, cpu=switch_cpu(),
-        cross=cross_sources(network, spec),
-    )  # fmt: skip
-    if spec.topology.switch_spin:
-        config.busy_poll_us = SPIN_US
-    return config
-
-
-def cross_sources(network: Network, spec: ExperimentSpec) -> list[CrossSource]:
-    """The in-switch UDP source of ``spec`` (``cross_traffic.generator = "switch"``): offered to the
-    router port behind the traffic sink, where iperf3's packets from the source would queue, at
-    ``udp_percent`` of the bottleneck rate in frame bytes (iperf3's ``udp_percent`` is the same wire
-    rate). Empty for iperf3 or without UDP. Pure."""
-    ct = spec.cross_traffic
-    if ct.generator != "switch" or ct.udp_percent <= 0:
-        return []
-    _, sink = spec.traffic_endpoints()
-    assert sink is not None  # the spec's validation requires one
-    return [
-        CrossSource(
-            network.router_port_of(sink).ifname,
-            rate_mbps=spec.topology.bottleneck.rate_mbps * ct.udp_percent / 100.0,
-            pattern=ct.pattern,
-            on_ms=ct.on_ms if ct.pattern == "onoff" else 0.0,
-            off_ms=ct.off_ms if ct.pattern == "onoff" else 0.0,
-            seed=ct.seed,
-        )
-    ]
-
-
-def has_root_qdisc(tc_show: str) -> bool:
-    """Does ``tc qdisc show dev X`` output show a root qdisc other than the default ``noqueue``?"""
-    return any(
-        line.startswith("qdisc ") and " root " in f"{line} " and not line.startswith("qdisc noqueue")
-        for line in tc_show.splitlines()
-    )
 
 
 def sysctl(ns: str, values: dict[str, str]) -> None:
@@ -369,32 +232,10 @@ class Fabric:
     def _configure_kernel(self, spec: ExperimentSpec) -> None:
         for port in self.network.bottlenecks:
             ns = self.ns[port.node]
-            root, cls, leaf = shaping_commands(ns, port.ifname, spec.topology.bottleneck)
-            # an HTB root cannot be "changed": create it once, then change its class and leaf
-            # live; a leaf of another kind (bfifo <-> pfifo) must be deleted before it is replaced
             shown = run(["tc", "-n", ns, "qdisc", "show", "dev", port.ifname])
-            if "htb 1: root" not in shown:
-                run(root)
-            run(cls)
-            kind = leaf[leaf.index("10:") + 1]
-            for other in ("bfifo", "pfifo"):
-                if other != kind and f"{other} 10:" in shown:
-                    run(
-                        [
-                            "tc",
-                            "-n",
-                            ns,
-                            "qdisc",
-                            "del",
-                            "dev",
-                            port.ifname,
-                            "parent",
-                            "1:10",
-                            "handle",
-                            "10:",
-                        ]
-                    )
-            run(leaf)
+            root, changes = shaping_changes(shown, port.ifname, spec.topology.bottleneck)
+            for args in ([root] if root else []) + changes:
+                run(["tc", "-n", ns, *args])
 
     # -- observation -----------------------------------------------------------------------------
     def selftest(self, spec: ExperimentSpec, run_dir: Path) -> list[dict[str, Any]]:

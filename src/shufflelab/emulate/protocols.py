@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from shufflelab.emulate.fabric import PortCounters
     from shufflelab.emulate.spark import ClusterSpec
+    from shufflelab.netplan import PortCounters
     from shufflelab.spec import ExperimentSpec
     from shufflelab.topology import Network, Port
 

@@ -19,8 +19,8 @@ import pandas as pd
 
 from shufflelab import capabilities, eventlog, listener
 from shufflelab.emulate import boxload, faults, traffic, validity
-from shufflelab.emulate.fabric import PortCounters
 from shufflelab.emulate.telemetry import Telemetry, load_samples
+from shufflelab.netplan import PortCounters
 from shufflelab.results import RunRecord, RunRow
 from shufflelab.spec import ExperimentSpec, Scenario
 

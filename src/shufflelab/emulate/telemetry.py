@@ -11,9 +11,9 @@ from typing import Any
 import pandas as pd
 
 from shufflelab.emulate.boxload import BoxSampler
-from shufflelab.emulate.fabric import PortCounters
 from shufflelab.emulate.protocols import Backend, Fabric, Process
 from shufflelab.emulate.traffic import CrossTraffic, udp_payload_rate_bps
+from shufflelab.netplan import PortCounters
 from shufflelab.spec import ExperimentSpec
 
 

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from shufflelab.emulate import selftest as link_selftest
-from shufflelab.emulate.fabric import PortCounters, shaping_commands, tcp_sysctls
 from shufflelab.hosts.control import HostError, Session
 from shufflelab.hosts.lease import HostLease
 from shufflelab.hosts.sampling import HostSamplers
@@ -35,6 +34,7 @@ from shufflelab.hosts.switch import (
     prepare_router,
     router_switch_config,
 )
+from shufflelab.netplan import PortCounters, route_attributes, shaping_changes, tcp_sysctls
 from shufflelab.spec import ExperimentSpec, Link, SpecError
 from shufflelab.topology import Network, Port
 
@@ -248,16 +248,12 @@ class HostsFabric:
 
     async def _shape(self, hl: HostLease, link: Any) -> None:
         dev = hl.session.host.data_interface
-        root, cls, leaf = shaping_commands(None, dev, link)
         shown = (await hl.session.run(f"shape {dev}", ["tc", "qdisc", "show", "dev", dev])).stdout
-        if "htb 1: root" not in shown:  # not yet, or removed for the switch
+        root, changes = shaping_changes(shown, dev, link)
+        if root is not None:  # not yet, or removed for the switch
             await hl.replace_root_qdisc(dev, root[root.index("root") + 1 :])
-        await hl.tc(dev, cls[1:])
-        kind = leaf[leaf.index("10:") + 1]
-        for other in ("bfifo", "pfifo"):  # a leaf of another kind must go before it is replaced
-            if other != kind and f"{other} 10:" in shown:
-                await hl.tc(dev, ["qdisc", "del", "dev", dev, "parent", "1:10", "handle", "10:"])
-        await hl.tc(dev, leaf[1:])
+        for args in changes:
+            await hl.tc(dev, args)
 
     # -- observation ---------------------------------------------------------------------------
     def counters(self, port: Port) -> PortCounters:
@@ -350,17 +346,6 @@ class HostsFabric:
         switch = self._switching()
         if switch is not None:
             switch.save_telemetry(run_dir)
-
-
-def route_attributes(tcp: Any) -> list[str]:
-    """The route attributes of a host's TCP settings (``initcwnd``/``initrwnd``), as the local
-    backend puts them on each host's default route."""
-    out = []
-    for field in ("initcwnd", "initrwnd"):
-        value = getattr(tcp, field)
-        if value:
-            out += [field, str(value)]
-    return out
 
 
 async def _gateway(session: Session, address: str, dev: str) -> str | None:

@@ -30,12 +30,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from shufflelab.emulate.fabric import PortCounters, switch_config
 from shufflelab.hosts.control import HostError, Session
 from shufflelab.hosts.deploy import HostPaths
 from shufflelab.hosts.probe import cpu_count
-from shufflelab.switch.config import SwitchConfig
-from shufflelab.switch.controller import BINARY_NAME, TELEMETRY_HEADER, rows_at_end, switch_cpu
+from shufflelab.netplan import PortCounters, switch_config
+from shufflelab.switch.config import SwitchConfig, switch_cpu
+from shufflelab.switch.controller import BINARY_NAME, TELEMETRY_HEADER, rows_at_end
 from shufflelab.topology import Network
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ class HostsLauncher(Protocol):
 def router_switch_config(
     network: Network, spec: ExperimentSpec, macs: Mapping[str, str], router_dev: str, ncpu: int
 ) -> SwitchConfig:
-    """The local fabric's switch configuration (:func:`shufflelab.emulate.fabric.switch_config`:
+    """The local fabric's switch configuration (:func:`shufflelab.netplan.switch_config`:
     the spec's rate, delay, queue and RED on the shared topology's one router port, every host
     behind it with its MAC and its mode ``off``/``dctcp``/``vcc``) with that port being the router
     host's data interface ``router_dev``, the hosts' data addresses (``network``'s) and MACs

@@ -3,6 +3,7 @@ to the JSON file ``shufflelab-switch`` reads. Pure: no process, no namespace, no
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -120,3 +121,9 @@ class SwitchConfig:
             "cpu": self.cpu,
             **self.extra,
         }
+
+
+def switch_cpu(ncpu: int | None = None) -> int | None:
+    """The CPU the switch is pinned to on a fabric: the last one (``None`` on a one-CPU host)."""
+    n = ncpu or os.cpu_count() or 1
+    return n - 1 if n >= 2 else None

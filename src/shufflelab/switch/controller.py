@@ -105,12 +105,6 @@ def rows_at_end(text: str, devs: list[str], whole: bool) -> dict[str, dict[str, 
     return found
 
 
-def switch_cpu(ncpu: int | None = None) -> int | None:
-    """The CPU the switch is pinned to on a fabric: the last one (``None`` on a one-CPU host)."""
-    n = ncpu or os.cpu_count() or 1
-    return n - 1 if n >= 2 else None
-
-
 def rps_mask_without(cpu: int, ncpu: int | None = None) -> str:
     """Hex CPU mask of every CPU but ``cpu`` (for /sys/class/net/IF/queues/rx-N/rps_cpus)."""
     n = ncpu or os.cpu_count() or 1

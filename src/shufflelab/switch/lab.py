@@ -4,7 +4,7 @@ port of router ``r`` (the addressing of ``topology.star``: host i is 10.77.i.1/2
 (and ``shufflelab clean``) removes everything.
 
 The router either forwards in the kernel (``kernel_path``: ip_forward on, optional HTB shaping
-from :func:`shufflelab.emulate.fabric.shaping_commands`) or leaves forwarding to the userspace
+from :func:`shufflelab.netplan.shaping_commands`) or leaves forwarding to the userspace
 switch (:class:`~shufflelab.switch.Switch` started by the caller).
 """
 
@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from shufflelab.emulate.fabric import shaping_commands, sysctl
+from shufflelab.emulate.fabric import sysctl
 from shufflelab.emulate.netns import Lease, run
+from shufflelab.netplan import shaping_commands
 from shufflelab.spec import Link
 from shufflelab.switch.config import Mode, SwitchHost
 from shufflelab.switch.controller import interface_mac, steer_rx

@@ -1,0 +1,181 @@
+"""The network's desired state, pure: what a fabric must hold for a scenario -- the link shaped on
+each port (``tc`` commands, and the idempotent change from what ``tc`` shows now), each host's TCP
+sysctls and route attributes, the userspace switch's configuration and its in-switch cross-traffic
+sources -- and the counters read back from a shaped port. Nothing here touches a system: the local
+fabric (:mod:`shufflelab.emulate.fabric`, network namespaces) and the SSH fabric
+(:mod:`shufflelab.hosts.fabric`) apply it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from shufflelab import shaping
+from shufflelab.spec import ExperimentSpec, Link, Tcp
+from shufflelab.switch.config import SPIN_US, CrossSource, SwitchConfig, SwitchHost, SwitchPort, switch_cpu
+from shufflelab.switch.config import Red as SwitchRed
+from shufflelab.topology import ROUTER, Network
+
+
+@dataclass(frozen=True)
+class PortCounters:
+    """Cumulative egress counters of a shaped port: what left its queue, drops, current backlog,
+    and (switch only; ``None`` on the kernel path) ECN marks."""
+
+    tx_bytes: int
+    tx_packets: int
+    drops: int
+    backlog_bytes: int
+    backlog_packets: int
+    marks: int | None = None
+
+    @classmethod
+    def from_switch_row(cls, row: Mapping[str, float | str] | None) -> PortCounters:
+        """A port's counters from the switch's telemetry row (None: just started, nothing sampled)."""
+        if row is None:
+            return cls(0, 0, 0, 0, 0, marks=0)
+        return cls(
+            tx_bytes=int(row["sent_bytes"]),
+            tx_packets=int(row["sent_packets"]),
+            drops=int(row["drops"]),
+            backlog_bytes=int(row["backlog_bytes"]),
+            backlog_packets=int(row["backlog_packets"]),
+            marks=int(row["marks"]),
+        )
+
+
+def shaping_commands(ns: str | None, dev: str, link: Link) -> list[list[str]]:
+    """The ``tc`` invocations that shape ``dev``'s egress: HTB rate with a FIFO child as the queue
+    (in namespace ``ns``; None: where the commands run).
+
+    The numbers come from :mod:`shufflelab.shaping`, whose limits spec validation checks."""
+    rate_bit = shaping.rate_bits(link.rate_mbps)
+    burst = shaping.htb_burst_bytes(link.rate_mbps)
+    quantum = shaping.htb_quantum_bytes(link.rate_mbps)
+    if link.queue_packets is not None:
+        leaf = ["pfifo", "limit", str(link.queue_packets)]
+    else:
+        leaf = ["bfifo", "limit", str(link.effective_queue_bytes())]
+    tc = ["tc", "-n", ns] if ns else ["tc"]
+    return [
+        [*tc, "qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "10"],
+        [
+            *tc, "class", "replace", "dev", dev, "parent", "1:", "classid", "1:10", "htb",
+            "rate", f"{rate_bit}bit", "ceil", f"{rate_bit}bit",
+            "burst", str(burst), "cburst", str(burst), "quantum", str(quantum),
+        ],
+        [*tc, "qdisc", "replace", "dev", dev, "parent", "1:10", "handle", "10:", *leaf],
+    ]  # fmt: skip
+
+
+def shaping_changes(shown: str, dev: str, link: Link) -> tuple[list[str] | None, list[list[str]]]:
+    """What takes ``dev``'s egress from its current state (``shown``: the output of ``tc qdisc show
+    dev DEV``) to ``link``, idempotently: the HTB root qdisc to create (``tc``'s arguments; None: it
+    is there) and the ``tc`` arguments that then change its class and leaf live, in order.
+
+    An HTB root cannot be "changed": it is created once, then its class and leaf change live; a leaf
+    of another kind (bfifo <-> pfifo) is deleted before it is replaced."""
+    root, cls, leaf = (argv[1:] for argv in shaping_commands(None, dev, link))
+    changes = [cls]
+    kind = leaf[leaf.index("10:") + 1]
+    for other in ("bfifo", "pfifo"):
+        if other != kind and f"{other} 10:" in shown:
+            changes.append(["qdisc", "del", "dev", dev, "parent", "1:10", "handle", "10:"])
+    changes.append(leaf)
+    return (root if "htb 1: root" not in shown else None), changes
+
+
+def has_root_qdisc(tc_show: str) -> bool:
+    """Does ``tc qdisc show dev X`` output show a root qdisc other than the default ``noqueue``?"""
+    return any(
+        line.startswith("qdisc ") and " root " in f"{line} " and not line.startswith("qdisc noqueue")
+        for line in tc_show.splitlines()
+    )
+
+
+def tcp_sysctls(tcp: Tcp) -> dict[str, str]:
+    """Namespace sysctls for ``tcp`` (new sockets pick them up, so set before starting JVMs).
+
+    ``dctcp`` is DCTCP enforced by the userspace switch: the host runs cubic with ``tcp_ecn = 1``;
+    a ``vcc`` host is a legacy stack with ``tcp_ecn = 0``."""
+    return {
+        "net.ipv4.tcp_congestion_control": tcp.kernel_congestion_control(),
+        "net.ipv4.tcp_ecn": str(tcp.kernel_ecn()),
+        "net.ipv4.tcp_slow_start_after_idle": "1" if tcp.slow_start_after_idle else "0",
+    }
+
+
+def route_attributes(tcp: Any) -> list[str]:
+    """The route attributes of a host's TCP settings (``initcwnd``/``initrwnd``), as the local
+    backend puts them on each host's default route."""
+    out = []
+    for field in ("initcwnd", "initrwnd"):
+        value = getattr(tcp, field)
+        if value:
+            out += [field, str(value)]
+    return out
+
+
+def switch_config(network: Network, spec: ExperimentSpec, macs: dict[str, str]) -> SwitchConfig:
+    """The userspace switch's configuration realizing ``spec`` on ``network``'s router ports.
+
+    Every shaped router port gets the spec's link (rate, delay, queue limit, RED); every host is
+    routed to the router port behind which it sits (its own port on a star, the access bridge's
+    uplink on the shared topology) with its TCP mode (``dctcp``, ``vcc`` or off). ``macs`` maps
+    hosts to their ``eth0`` MAC addresses. Pure."""
+    link = spec.topology.bottleneck
+    red = None
+    if link.discipline == "red" and link.red is not None:
+        r = link.red
+        red = SwitchRed(r.min_bytes, r.max_bytes, max_p=r.max_p, ewma_weight=r.ewma_weight, ecn=r.ecn)
+    shaped = {(p.node, p.ifname) for p in network.bottlenecks}
+    ports = []
+    for p in network.ports_of(ROUTER):
+        if (p.node, p.ifname) in shaped:
+            ports.append(
+                SwitchPort(
+                    p.ifname,
+                    rate_mbps=link.rate_mbps,
+                    delay_ms=link.delay_ms,
+                    queue_bytes=link.effective_queue_bytes(),
+                    queue_packets=link.queue_packets,
+                    red=red,
+                )
+            )
+        else:
+            ports.append(SwitchPort(p.ifname))
+    hosts = [
+        SwitchHost(ip, macs[h], network.router_port_of(h).ifname, spec.tcp_for(h).switch_mode())
+        for h, ip in network.host_addresses.items()
+    ]
+    config = SwitchConfig(
+        ports=ports, hosts=hosts, telemetry_period_ms=spec.telemetry.queue_period_ms, cpu=switch_cpu(),
+        cross=cross_sources(network, spec),
+    )  # fmt: skip
+    if spec.topology.switch_spin:
+        config.busy_poll_us = SPIN_US
+    return config
+
+
+def cross_sources(network: Network, spec: ExperimentSpec) -> list[CrossSource]:
+    """The in-switch UDP source of ``spec`` (``cross_traffic.generator = "switch"``): offered to the
+    router port behind the traffic sink, where iperf3's packets from the source would queue, at
+    ``udp_percent`` of the bottleneck rate in frame bytes (iperf3's ``udp_percent`` is the same wire
+    rate). Empty for iperf3 or without UDP. Pure."""
+    ct = spec.cross_traffic
+    if ct.generator != "switch" or ct.udp_percent <= 0:
+        return []
+    _, sink = spec.traffic_endpoints()
+    assert sink is not None  # the spec's validation requires one
+    return [
+        CrossSource(
+            network.router_port_of(sink).ifname,
+            rate_mbps=spec.topology.bottleneck.rate_mbps * ct.udp_percent / 100.0,
+            pattern=ct.pattern,
+            on_ms=ct.on_ms if ct.pattern == "onoff" else 0.0,
+            off_ms=ct.off_ms if ct.pattern == "onoff" else 0.0,
+            seed=ct.seed,
+        )
+    ]
