@@ -27,7 +27,13 @@ def diagnose(
             "logs of the same application(s)."
         ),
     ] = None,
-    min_reps: Annotated[int, typer.Option(help="Fewer successful runs than this on either side: inconclusive.")] = 3,
+    min_reps: Annotated[
+        int,
+        typer.Option(
+            min=2,
+            help="Fewer successful runs than this on either side: inconclusive (at least 2: one run has no spread).",
+        ),
+    ] = 3,
 ) -> None:
     """Is the job starving for the network? Compare scenarios with their no-traffic baselines."""
     from shufflelab import appreport

@@ -157,3 +157,21 @@ def test_report_on_a_file_that_is_not_a_simulator_store_is_named_and_creates_not
         said = " ".join(res.output.split())
         assert f"{bad}: not a simulator results file (written by `shufflelab sim run`)" in said and why in said
         assert not out.exists()
+
+
+def test_a_matrix_value_given_twice_is_refused_by_every_sim_spec(tmp_path: Path) -> None:
+    from shufflelab.sim import app_spec, fabric_spec
+
+    bad = tmp_path / "twice.toml"
+    bad.write_text(
+        TINY.replace('"cluster.storage.cores_per_machine" = [1, 4]', '"cluster.storage.cores_per_machine" = [1, 1.0]')
+    )
+    with pytest.raises(simspec.SimSpecError, match=r"matrix.cluster.storage.cores_per_machine: 1 and 1.0 are the same"):
+        simspec.load(bad)
+    for module, spec_file in ((fabric_spec, "sim-alltoall-k8.toml"), (app_spec, "sim-app-1000.toml")):
+        s = module.load(EXPERIMENTS / spec_file)
+        key = next(iter(s.matrix), None) or "topology.host_gbps"
+        first = s.matrix.get(key, [10.0])[0]
+        twice = s.model_copy(update={"matrix": {key: [first, -first if first == 0 else float(first)]}})
+        with pytest.raises(simspec.SimSpecError, match=f"matrix.{key}: .* are the same value"):
+            module.expand(twice, spec_file)

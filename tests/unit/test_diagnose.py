@@ -262,3 +262,37 @@ def test_a_named_baseline_is_used(tmp_path: Path) -> None:
     assert r.exit_code == 0 and "udp=75 vs udp=0" in r.output, r.output
     r = _cli("diagnose", str(db), "--scenario", "udp=75", "--baseline", "udp=75")
     assert r.exit_code == 2 and "is the scenario itself" in r.output
+
+
+# -- job times that are no durations, and --min-reps below 2 (issue 31, item 8) -------------------------
+
+
+@pytest.mark.parametrize(
+    ("base_s", "scen_s"),
+    [([0.0, 0.0, 0.0], [0.0, 0.0, 0.0]), ([-5.0, -5.0, -5.0], [-3.0, -4.0, -2.0]), ([10.0, 0.0, 10.0], [20.0] * 3)],
+)
+def test_zero_and_negative_job_times_are_invalid_data_not_runs_without_variation(
+    base_s: list[float], scen_s: list[float]
+) -> None:
+    base, scen = _runs(base_s, [4.0] * 3), _runs(scen_s, [4.0] * 3)
+    d = dg.diagnose("udp", "none", base, scen, _tasks(base, 100), _tasks(scen, 100))
+    bad = [f"r{i}: {v:g} s (none)" for i, v in enumerate(base_s) if v <= 0]
+    bad += [f"r{i}: {v:g} s (udp)" for i, v in enumerate(scen_s) if v <= 0]
+    assert d.reasons[0] == f"invalid data: {len(bad)} run(s) with a job time of 0 s or less left out: {', '.join(bad)}"
+    assert d.verdict == "inconclusive" and not any("run-to-run variation" in r for r in d.reasons)
+
+
+def test_a_constant_slowdown_is_explained_as_no_run_to_run_variation() -> None:
+    base, scen = _runs([10.0] * 3, [4.0] * 3), _runs([20.0] * 3, [4.0] * 3)
+    d = dg.diagnose("udp", "none", base, scen, _tasks(base, 100), _tasks(scen, 100))
+    assert d.job.ratio == 2.0 and "no run-to-run variation" in " ".join(d.reasons)
+    assert not any(r.startswith("invalid data") for r in d.reasons)
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "1"])
+def test_min_reps_below_two_is_refused(tmp_path: Path, value: str) -> None:
+    import synthetic_store
+
+    db = synthetic_store.build(tmp_path / "s.duckdb", 3)
+    r = _cli("diagnose", str(db), f"--min-reps={value}")
+    assert r.exit_code == 2 and "Invalid value for '--min-reps': Input should be greater than or equal to 2" in r.output

@@ -786,3 +786,44 @@ def test_fuzz_nesting_depth_load_or_refuse(
         _load_text(tmp_path, text)
     except S.SpecError as exc:
         assert "spec.toml" in str(exc)
+
+
+# -- one value given twice in a matrix list (issue 31, item 8) -----------------------------------------
+
+
+def _twin(v: int | float) -> int | float:
+    """Another spelling of the same value: 0 as -0.0, an integer as a float and back."""
+    if v == 0:
+        return -0.0
+    return float(v) if isinstance(v, int) else (int(v) if float(v).is_integer() else v)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    values=st.lists(st.integers(0, 100) | st.integers(0, 1000).map(lambda i: i / 10), min_size=1, max_size=5),
+    data=st.data(),
+)
+def test_a_matrix_value_given_twice_in_any_spelling_is_refused(
+    spec_dict: dict[str, Any], values: list[int | float], data: st.DataObject
+) -> None:
+    distinct = list({float(v): v for v in values}.values())  # one spelling of each value
+    spec_dict["matrix"] = {"cross_traffic.udp_percent": distinct}
+    got = S.expand(S.parse(copy.deepcopy(spec_dict), "m.toml"))
+    assert len(got) == len(distinct) == len({s.scenario_id for s in got})  # one scenario per configuration
+    v = data.draw(st.sampled_from(distinct), label="given twice")
+    twin = data.draw(st.sampled_from([v, _twin(v)]), label="as")
+    spec_dict["matrix"] = {"cross_traffic.udp_percent": [*distinct, twin]}
+    with pytest.raises(S.SpecError) as exc:
+        S.parse(spec_dict, "m.toml")
+    assert str(exc.value) == (
+        f'm.toml: matrix."cross_traffic.udp_percent": {v!r} and {twin!r} are the same value: give each value once'
+    )
+
+
+def test_zero_and_minus_zero_are_one_configuration(spec_dict: dict[str, Any]) -> None:
+    from shufflelab.spec.matrix import same_values
+
+    spec_dict["matrix"] = {"cross_traffic.udp_percent": [0.0, -0.0]}
+    with pytest.raises(S.SpecError, match=r"0\.0 and -0\.0 are the same value: give each value once"):
+        S.parse(spec_dict, "m.toml")
+    assert same_values([True, 1]) is None and same_values([{"a": 0.0}, {"a": -0.0}]) == ({"a": 0.0}, {"a": -0.0})

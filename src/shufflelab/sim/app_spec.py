@@ -60,6 +60,7 @@ from shufflelab.sim.fabric_spec import (
 from shufflelab.sim.spec import SimSpecError
 from shufflelab.sim.tcp_spec import Tcp, check_tcp
 from shufflelab.spec import MAX_SCENARIOS, check_nesting, read_toml
+from shufflelab.spec.matrix import check_distinct
 
 MAX_APPS = 1_000
 
@@ -147,6 +148,7 @@ def expand(spec: AppsSpec, where: str = "<spec>") -> list[AppsPoint]:
     total = math.prod(len(spec.matrix[k]) for k in keys)
     if total > MAX_SCENARIOS:
         raise SimSpecError(f"{where}: matrix: {total:,} points exceed the bound of {MAX_SCENARIOS:,}")
+    check_distinct(spec.matrix, where, SimSpecError)
     base = spec.model_dump(mode="json", exclude_none=True)
     base["matrix"] = {}
     out = []

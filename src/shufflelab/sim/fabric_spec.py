@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from shufflelab.sim.spec import SimSpecError
 from shufflelab.sim.tcp_spec import Tcp, check_tcp
 from shufflelab.spec import MAX_SCENARIOS, check_nesting, field_path, read_toml
+from shufflelab.spec.matrix import check_distinct
 
 MIB = 2**20
 MAX_HOSTS = 20_000
@@ -298,6 +299,7 @@ def expand(spec: FabricSpec, where: str = "<spec>") -> list[Point]:
     total = math.prod(len(spec.matrix[k]) for k in keys)
     if total > MAX_SCENARIOS:
         raise SimSpecError(f"{where}: matrix: {total:,} points exceed the bound of {MAX_SCENARIOS:,}")
+    check_distinct(spec.matrix, where, SimSpecError)
     base = spec.model_dump(mode="json", exclude_none=True)
     base["matrix"] = {}
     out = []

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from shufflelab.spec.loader import SpecError, check_nesting, field_path, read_toml
-from shufflelab.spec.matrix import PathError, check_bound, points, set_path
+from shufflelab.spec.matrix import PathError, check_bound, check_distinct, points, set_path
 
 GIB = 2**30
 MIB = 2**20
@@ -223,6 +223,7 @@ def expand(spec: SimSpec, where: str = "<spec>") -> list[Scenario]:
     """The matrix's cartesian product, in file order (the base scenario if there is no matrix).
     At most :data:`~shufflelab.spec.MAX_SCENARIOS` points, counted before expanding."""
     check_bound([(len(v), k) for k, v in spec.matrix.items()], where, SimSpecError, "points")
+    check_distinct(spec.matrix, where, SimSpecError)  # (now bounded)
     base = spec.model_dump(mode="json")
     base.pop("matrix")
     out = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 MAX_SCENARIOS = 10_000
@@ -49,6 +49,51 @@ def points(matrix: Mapping[str, Sequence[Any]]) -> Iterator[dict[str, Any]]:
     keys = list(matrix)
     for combo in itertools.product(*(matrix[k] for k in keys)):
         yield dict(zip(keys, combo, strict=True))
+
+
+def same_values(values: Sequence[Any]) -> tuple[Any, Any] | None:
+    """The first two values of one matrix list that are the same value (``0.0`` and ``-0.0``, ``2``
+    and ``2.0``, tables with such values), else None: they are one configuration, which would be
+    run as two scenarios with two ids. ``true`` and ``1`` stay distinct. Linear in the list's length."""
+    seen: dict[Any, Any] = {}
+    for v in values:
+        key = _canonical(v)
+        if key in seen:
+            return seen[key], v
+        seen[key] = v
+    return None
+
+
+def check_distinct(
+    matrix: Mapping[str, Sequence[Any]],
+    where: str,
+    error: type[Exception],
+    name: Callable[[str], str] = lambda path: f"matrix.{path}",
+) -> None:
+    """Refuse a matrix list that gives one value twice (:func:`same_values`), naming the file, the
+    field (``name`` of its path) and the two values."""
+    for path, values in matrix.items():
+        if (same := same_values(values)) is not None:
+            raise error(f"{where}: {name(path)}: {same[0]!r} and {same[1]!r} are the same value: give each value once")
+
+
+def _canonical(v: Any) -> Any:
+    """A hashable key under which equal configuration values coincide."""
+    if isinstance(v, bool) or v is None:
+        return ("bool", v)
+    if isinstance(v, int):
+        return ("num", v)
+    if isinstance(v, float):
+        if math.isnan(v):
+            return ("num", "nan")
+        return ("num", int(v)) if v.is_integer() else ("num", v)  # -0.0 -> 0, 2.0 -> 2
+    if isinstance(v, str):
+        return ("str", v)
+    if isinstance(v, (list, tuple)):
+        return ("list", tuple(_canonical(x) for x in v))
+    if isinstance(v, Mapping):
+        return ("table", tuple(sorted((str(k), _canonical(x)) for k, x in v.items())))
+    return ("other", repr(v))
 
 
 def check_bound(counts: Sequence[tuple[int, str]], where: str, error: type[Exception], noun: str) -> None:

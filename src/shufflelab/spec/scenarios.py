@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from shufflelab.spec.experiment import ExperimentSpec
 from shufflelab.spec.loader import SpecError, check_nesting, describe_error, field_path, read_toml
-from shufflelab.spec.matrix import MISSING, PathError, check_bound, get_path, points, set_path
+from shufflelab.spec.matrix import MISSING, PathError, check_bound, check_distinct, get_path, points, set_path
 
 
 class Scenario(BaseModel):
@@ -195,6 +195,7 @@ def expand(spec: ExperimentSpec, where: str = "<spec>") -> list[Scenario]:
     cases: list[tuple[str | None, dict[str, Any]]] = list(spec.cases.items()) or [(None, {})]
     counts = [(len(v), k) for k, v in spec.matrix.items()] + ([(len(spec.cases), "cases")] if spec.cases else [])
     check_bound(counts, where, SpecError, "scenarios")  # counted before anything is expanded
+    check_distinct(spec.matrix, where, SpecError, lambda path: field_path(("matrix", path)))  # (now bounded)
     base = spec.model_dump(mode="json", exclude={"matrix", "cases"})
     scenarios: list[Scenario] = []
     for point in points(spec.matrix):
