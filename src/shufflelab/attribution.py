@@ -110,6 +110,25 @@ def runs_needed(d: Difference, confidence: float) -> int | None:
     return None
 
 
+def _about(n: int | None) -> str:
+    return "more than 100" if n is None or n > 100 else f"about {n}"
+
+
+def _what_decides(dominance: Difference, waiting: Difference, busy: Difference, confidence: float) -> str:
+    """The nearer of the two ways an open attribution closes, if the estimates stay as measured:
+    waiting - busy excluding 0 (starved / not starved), or every part that has not grown
+    significantly doing so (mixed)."""
+    n_dom = runs_needed(dominance, confidence)
+    grow = [(name, p) for name, p in (("waiting", waiting), ("busy", busy)) if not p.above_zero]
+    need = [runs_needed(p, confidence) if p.delta > 0 else None for _, p in grow]
+    n_mix = None if any(n is None for n in need) else max(n for n in need if n is not None)
+    dom = f"waiting - busy per run ({dominance.delta:+.1f} s now): {_about(n_dom)} runs a side"
+    if n_mix is not None and (n_dom is None or n_mix < n_dom):
+        names = " and ".join(name for name, _ in grow)
+        return f"the {names} part's growth ({_about(n_mix)} runs a side would show it: mixed); or {dom}"
+    return dom
+
+
 def level_text(confidence: float) -> str:
     """'95 %', or '99.87 %' for a sequential look's level."""
     pct = confidence * 100
@@ -196,9 +215,7 @@ def attribute(
             f"{dominance.text()})"
         )
     else:
-        need = runs_needed(dominance, conf)
-        measure = "waiting - busy per run (fetch wait against run time, x job time)"
-        att.decide = f"{measure}: about {need} runs a side if it stays at {dominance.delta:+.1f} s" if need else measure
+        att.decide = _what_decides(dominance, waiting, busy, conf)
         att.reasons.append(
             f"which part is larger is not clear (waiting - busy {dominance.text()}); decides: {att.decide}"
         )
