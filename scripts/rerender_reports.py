@@ -8,7 +8,10 @@ put back together first) and the numbers of every text line outside the headline
 any order). With --write, report.md and report.html replace the committed ones; figures are copied
 only where their bytes changed (the *-recorded.png kept from the original runs are left alone).
 
-    PYTHONPATH=src .venv/bin/python scripts/rerender_reports.py [--write] [docs/results/<name> ...]
+    PYTHONPATH=src .venv/bin/python scripts/rerender_reports.py [--write] [--changed TITLE] [docs/results/<name> ...]
+
+--changed TITLE (repeatable): a section whose numbers are meant to change (an analysis that changed
+on purpose, e.g. "Starvation diagnosis"); its differences are neither shown nor counted.
 
 Exit status 1 when a report's numbers differ (nothing is written for it).
 """
@@ -86,22 +89,26 @@ def cells(tables: list[Table]) -> set[tuple[str, int, str, float | str]]:
     }
 
 
-def differences(old_md: str, new_md: str) -> list[str]:
+def differences(old_md: str, new_md: str, changed: tuple[str, ...] = ()) -> list[str]:
+    """What differs, outside the sections whose title starts with one of ``changed``."""
     old_tables, old_lines = parse(old_md)
     new_tables, new_lines = parse(new_md)
     a, b = cells(old_tables), cells(untransposed(new_tables, old_tables))
+    if changed:
+        a, b = ({x for x in s if not x[0].startswith(changed)} for s in (a, b))
+        old_lines, new_lines = ({x for x in s if not x[0].startswith(changed)} for s in (old_lines, new_lines))
     out = [f"only before: {x}" for x in sorted(a - b, key=str)] + [f"only now: {x}" for x in sorted(b - a, key=str)]
     out += [f"text only before: {x}" for x in sorted(old_lines - new_lines, key=str)]
     return out + [f"text only now: {x}" for x in sorted(new_lines - old_lines, key=str)]
 
 
-def rerender(folder: Path, write: bool) -> bool:
+def rerender(folder: Path, write: bool, changed: tuple[str, ...] = ()) -> bool:
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "store.duckdb"
         Store(db).import_parquet(folder / "data")
         paths = report.write(db, Path(tmp) / "out")
         new_md = paths.markdown.read_text()
-        diff = differences((folder / "report.md").read_text(), new_md)
+        diff = differences((folder / "report.md").read_text(), new_md, changed)
         n_cells = len(cells(parse(new_md)[0]))
         print(f"{folder.name}: {'numbers unchanged' if not diff else f'{len(diff)} differences'} ({n_cells} cells)")
         for line in diff[:20]:
@@ -121,10 +128,15 @@ def rerender(folder: Path, write: bool) -> bool:
 
 def main(argv: list[str]) -> int:
     write = "--write" in argv
+    changed: list[str] = []
+    while "--changed" in argv:  # a section whose numbers are meant to change (its title's start)
+        i = argv.index("--changed")
+        changed.append(argv[i + 1])
+        argv = argv[:i] + argv[i + 2 :]
     folders = [Path(a) for a in argv if a != "--write"] or sorted(
         p.parent for p in Path("docs/results").glob("*/data") if (p / "runs.parquet").exists()
     )
-    ok = [rerender(f, write) for f in folders]
+    ok = [rerender(f, write, tuple(changed)) for f in folders]
     return 0 if all(ok) else 1
 
 
