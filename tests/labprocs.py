@@ -1,17 +1,25 @@
-"""The processes of one test's lab runs, found by a tag in their environment instead of a process
-name pattern: a name pattern also matches another test's (or another user's) Spark, iperf3 or HDFS
-running at the same time on this machine; the tag is inherited by everything a run starts (its
-daemons, the executors their workers fork, iperf3, the sampler, the proxies).
+"""The processes and namespaces of one test's lab runs. Processes are found by a tag in their
+environment instead of a process name pattern: a name pattern also matches another test's (or
+another user's) Spark, iperf3 or HDFS running at the same time on this machine; the tag is
+inherited by everything a run starts (its daemons, the executors their workers fork, iperf3, the
+sampler, the proxies).
 
 Reading ``/proc`` races with processes ending: one that ends between the listing and the reading
-(``FileNotFoundError``, ``ProcessLookupError``) or that cannot be read is skipped, never an error."""
+(``FileNotFoundError``, ``ProcessLookupError``) or that cannot be read is skipped, never an error.
+
+Namespaces: another session's run may create or remove its own at any time, so a test compares
+only what appeared since it started and is not claimed by a lease whose owner still runs."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import secrets
 from collections.abc import Mapping
 from pathlib import Path
+
+from shufflelab.emulate import netns
 
 TAG_VAR = "SHUFFLELAB_TEST_RUN"
 
@@ -51,3 +59,41 @@ def tagged(tag: str, pattern: str = "") -> list[tuple[int, str]]:
 
 def describe(procs: list[tuple[int, str]]) -> str:
     return "\n".join(f"{pid} {cmd[:300]}" for pid, cmd in procs)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def lab_namespaces() -> set[str]:
+    """Every namespace named as a shufflelab run names its own (any session's)."""
+    return {n for n in netns.namespaces() if netns.NS_PATTERN.match(n)}
+
+
+def live_leases() -> set[str]:
+    """Lease ids whose owner process still runs (another run, of this session or another one)."""
+    ids = set()
+    for f in netns.LEASE_DIR.glob("*.json") if netns.LEASE_DIR.exists() else []:
+        with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
+            pid = int(json.loads(f.read_text()).get("pid") or 0)
+            if pid and _alive(pid):
+                ids.add(f.stem)
+    return ids
+
+
+def new_namespaces(before: set[str]) -> set[str]:
+    """Run namespaces that appeared since ``before`` and belong to no live run: what runs that have
+    ended (this test's) left behind."""
+    live = live_leases()
+    out = set()
+    for n in lab_namespaces() - before:
+        m = netns.NS_PATTERN.match(n)
+        if m and m.group(1) not in live:
+            out.add(n)
+    return out

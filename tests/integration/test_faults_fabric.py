@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 import labprocs
-from shufflelab.emulate import netns
 from shufflelab.results import Store
 
 pytestmark = [pytest.mark.root, pytest.mark.spark]
@@ -64,14 +63,10 @@ duration_s = 3
 """
 
 
-def _ours() -> set[str]:
-    return {n for n in netns.namespaces() if netns.NS_PATTERN.match(n)}
-
-
 def test_faults_are_injected_recorded_and_cleaned_up(tmp_path: Path) -> None:
     spec = tmp_path / "faults.toml"
     spec.write_text(SPEC)
-    before, tag = _ours(), labprocs.new_tag()
+    before, tag = labprocs.lab_namespaces(), labprocs.new_tag()
     p = subprocess.run(
         [sys.executable, "-m", "shufflelab.cli", "run", str(spec), "--results", str(tmp_path / "results"),
          "--no-report"],
@@ -104,6 +99,6 @@ def test_faults_are_injected_recorded_and_cleaned_up(tmp_path: Path) -> None:
     )  # fmt: skip
     assert rep.returncode == 0, rep.stdout + rep.stderr
     assert "Faults and Spark's recovery" in (tmp_path / "report" / "report.md").read_text()
-    assert _ours() == before
+    assert not labprocs.new_namespaces(before), labprocs.new_namespaces(before)
     left = labprocs.tagged(tag)  # the run's Spark, iperf3 and driver: all gone
     assert not left, labprocs.describe(left)

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
+import labprocs
 from shufflelab import cgroups
-from shufflelab.emulate import netns
 from shufflelab.ndp import hadoop_jars
 from shufflelab.results import Store
 
@@ -66,21 +66,18 @@ params = { query = "q6", scale_factor = 0.01, file_mb = 1, block_mb = 1, storage
 """
 
 
-def _ours() -> set[str]:
-    return {n for n in netns.namespaces() if netns.NS_PATTERN.match(n)}
-
-
 def test_tpch_through_ndp_under_three_policies(tmp_path: Path) -> None:
     if not hadoop_jars.jars_available():
         pytest.skip("Hadoop jars not fetched: python -m shufflelab.ndp.hdfs --fetch (make setup does it)")
     spec = tmp_path / "ndp.toml"
     spec.write_text(SPEC)
-    before = _ours()
+    before, tag = labprocs.lab_namespaces(), labprocs.new_tag()
     p = subprocess.run(
         [sys.executable, "-m", "shufflelab.cli", "run", str(spec), "--results", str(tmp_path / "results")],
         capture_output=True,
         text=True,
         timeout=1200,
+        env=labprocs.tagged_env(tag),
     )
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-4000:]
     store = Store(tmp_path / "results" / "ndp-tiny.duckdb")
@@ -110,9 +107,7 @@ def test_tpch_through_ndp_under_three_policies(tmp_path: Path) -> None:
     assert na["policy"] in ("none", "filter", "filter+project", "full") and est["policy"] == na["policy"]
     assert set(est["times_s"]) == {"none", "filter", "filter+project", "full"}
     # nothing left behind: namespaces, HDFS daemons, proxies, cgroups
-    assert _ours() == before
-    left = subprocess.run(
-        ["pgrep", "-af", "NameNode|DataNode|shufflelab.ndp.proxy|deploy.worker.Worker"], capture_output=True, text=True
-    ).stdout
-    assert not left, left
+    assert not labprocs.new_namespaces(before), labprocs.new_namespaces(before)
+    left = labprocs.tagged(tag)  # the run's HDFS daemons, proxies and Spark: all gone
+    assert not left, labprocs.describe(left)
     assert not cgroups.stale()

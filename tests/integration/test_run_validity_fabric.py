@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 import labprocs
-from shufflelab.emulate import netns, validity
+from shufflelab.emulate import validity
 from shufflelab.results import Store
 
 pytestmark = [pytest.mark.root, pytest.mark.spark]
@@ -58,10 +58,6 @@ params = {{ rows = {rows}, partitions = 6, payload_bytes = 100 }}
 """
 
 
-def _ours() -> set[str]:
-    return {n for n in netns.namespaces() if netns.NS_PATTERN.match(n)}
-
-
 def _worker_jvm(tag: str, host: str) -> list[int]:
     """The Spark worker daemon's JVM of ``host`` in the runs tagged ``tag`` (not the launcher JVM that
     computes its command line)."""
@@ -97,7 +93,7 @@ class Lab:
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
         self.procs: list[subprocess.Popen[str]] = []
-        self.before = _ours()
+        self.before = labprocs.lab_namespaces()
         self.tag = labprocs.new_tag()  # in the environment of everything these runs start
 
     def start(self, name: str, reps: int = 1, udp: int = 0, rows: int = 40_000) -> subprocess.Popen[str]:
@@ -122,7 +118,7 @@ class Lab:
         while self.left() and time.monotonic() < deadline:
             time.sleep(0.5)
         assert not self.left(), labprocs.describe(self.left())
-        assert _ours() == self.before
+        assert not labprocs.new_namespaces(self.before), labprocs.new_namespaces(self.before)
 
     def teardown(self) -> None:
         for p in self.procs:
@@ -133,7 +129,7 @@ class Lab:
                 except subprocess.TimeoutExpired:
                     os.killpg(p.pid, signal.SIGKILL)
                     p.communicate()
-        if _ours() - self.before or self.left():
+        if labprocs.new_namespaces(self.before) or self.left():
             subprocess.run([sys.executable, "-m", "shufflelab.cli", "clean"], capture_output=True, timeout=120)
 
 

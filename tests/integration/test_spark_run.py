@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+import labprocs
 from shufflelab.emulate import netns
 from shufflelab.emulate.record import parse_cc_observed
 from shufflelab.results import Store
@@ -59,37 +60,18 @@ params = {{ rows = 40_000, partitions = 6, payload_bytes = 100 }}
 """
 
 
-def _cli(*args: str, **kw: Any) -> subprocess.Popen[str]:
+def _cli(*args: str, tag: str, **kw: Any) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "shufflelab.cli", *args],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=labprocs.tagged_env(tag), **kw,
     )  # fmt: skip
-
-
-def _ours() -> set[str]:
-    return {n for n in netns.namespaces() if netns.NS_PATTERN.match(n)}
-
-
-# what a lab run starts (a local-mode SparkSession of another test is not one of them)
-_LAB_PROCESSES = (
-    "deploy.master.Master|deploy.worker.Worker|CoarseGrainedExecutorBackend|iperf3 |"
-    "shufflelab.emulate.sampler|shufflelab.workloads.driver"
-)
-
-
-def _spark_or_iperf_processes() -> str:
-    return subprocess.run(
-        ["pgrep", "-af", _LAB_PROCESSES],
-        capture_output=True,
-        text=True,
-    ).stdout
 
 
 def test_end_to_end_run_and_report(tmp_path: Path) -> None:
     spec = tmp_path / "tiny.toml"
     spec.write_text(TINY.format(name="tiny"))
-    before = _ours()
-    p = _cli("run", str(spec), "--results", str(tmp_path / "results"))
+    before, tag = labprocs.lab_namespaces(), labprocs.new_tag()
+    p = _cli("run", str(spec), "--results", str(tmp_path / "results"), tag=tag)
     out, _ = p.communicate(timeout=900)
     assert p.returncode == 0, out
     runs = Store(tmp_path / "results" / "tiny.duckdb").query("SELECT * FROM runs ORDER BY started_at")
@@ -133,8 +115,9 @@ def test_end_to_end_run_and_report(tmp_path: Path) -> None:
     )  # fmt: skip
     assert d.returncode == 0, d.stdout + d.stderr
     assert "inconclusive" in d.stdout and "n = 1/1" in d.stdout, d.stdout
-    assert _ours() == before
-    assert not _spark_or_iperf_processes()
+    assert not labprocs.new_namespaces(before), labprocs.new_namespaces(before)
+    left = labprocs.tagged(tag)  # the run's processes (Spark, iperf3, the sampler, the driver): all gone
+    assert not left, labprocs.describe(left)
 
 
 def _wait_for(pred: Any, timeout: float, what: str, proc: subprocess.Popen[str] | None = None) -> None:
@@ -163,20 +146,20 @@ def test_interrupt_resume_kill_and_clean(tmp_path: Path) -> None:
     spec.write_text(TINY.format(name="resume"))
     results = tmp_path / "results"
     db = results / "resume.duckdb"
-    before = _ours()
+    before, tag = labprocs.lab_namespaces(), labprocs.new_tag()
 
     # 1. SIGINT after the first run is stored: the runner tears down and exits
-    p = _cli("run", str(spec), "--results", str(results), "--no-report", start_new_session=True)
+    p = _cli("run", str(spec), "--results", str(results), "--no-report", tag=tag, start_new_session=True)
     _wait_for(lambda: _ok_runs(db) >= 1, 600, "the first run", p)
     os.kill(p.pid, signal.SIGINT)
     out, _ = p.communicate(timeout=120)
     assert p.returncode == 130, out
-    assert _ours() == before, "SIGINT left namespaces behind"
-    assert not _spark_or_iperf_processes()
+    assert not labprocs.new_namespaces(before), "SIGINT left namespaces behind"
+    assert not labprocs.tagged(tag), labprocs.describe(labprocs.tagged(tag))
     assert _ok_runs(db) == 1
 
     # 2. re-running resumes: only the missing run is done
-    p = _cli("run", str(spec), "--results", str(results), "--no-report")
+    p = _cli("run", str(spec), "--results", str(results), "--no-report", tag=tag)
     out, _ = p.communicate(timeout=600)
     assert p.returncode == 0, out
     assert "resuming: 1 of 2" in out
@@ -185,20 +168,15 @@ def test_interrupt_resume_kill_and_clean(tmp_path: Path) -> None:
 
     # 3. SIGKILL while the cluster is up leaves things behind; `clean` removes them
     spec.write_text(TINY.format(name="killed"))
-    p = _cli("run", str(spec), "--results", str(results), "--no-report", start_new_session=True)
-    _wait_for(
-        lambda: "deploy.worker.Worker" in _spark_or_iperf_processes(),
-        300,
-        "Spark workers",
-        p,
-    )
+    p = _cli("run", str(spec), "--results", str(results), "--no-report", tag=tag, start_new_session=True)
+    _wait_for(lambda: labprocs.tagged(tag, "deploy.worker.Worker"), 300, "Spark workers", p)
     os.killpg(p.pid, signal.SIGKILL)
     p.wait()
-    assert _ours() - before, "expected the killed runner's namespaces to remain"
-    c = _cli("clean")
+    assert labprocs.new_namespaces(before), "expected the killed runner's namespaces to remain"
+    c = _cli("clean", tag=tag)
     out, _ = c.communicate(timeout=120)
     assert c.returncode == 0, out
-    assert _ours() == before
-    _wait_for(lambda: not _spark_or_iperf_processes(), 20, "processes to exit")
+    assert not labprocs.new_namespaces(before), labprocs.new_namespaces(before)
+    _wait_for(lambda: not labprocs.tagged(tag), 20, "processes to exit")
     lease_files = list(netns.LEASE_DIR.glob("*.json")) if netns.LEASE_DIR.exists() else []
     assert not [f for f in lease_files if json.loads(f.read_text()).get("pid") == p.pid]

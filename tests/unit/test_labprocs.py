@@ -42,3 +42,21 @@ def test_a_process_ending_while_read_is_skipped(monkeypatch: pytest.MonkeyPatch,
     finally:
         mine.kill()
         mine.wait()
+
+
+def test_new_namespaces_leave_out_those_of_a_live_run_and_those_that_went(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import json
+
+    from shufflelab.emulate import netns
+
+    present = ["sl0000aa-w1", "sl0000bb-w1", "sl0000cc-w1", "other"]
+    monkeypatch.setattr(netns, "namespaces", lambda: present)
+    monkeypatch.setattr(netns, "LEASE_DIR", tmp_path)
+    (tmp_path / "0000bb.json").write_text(json.dumps({"pid": 1}))  # another run, still running
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    (tmp_path / "0000cc.json").write_text(json.dumps({"pid": gone.pid}))  # a run killed: its lease stays
+    before = {"sl0000aa-w1", "sl0000dd-w1"}  # dd: another run's, removed meanwhile
+    assert labprocs.new_namespaces(before) == {"sl0000cc-w1"}
