@@ -27,6 +27,7 @@ from typing import Any
 
 from cross_traffic_cpu import _spec, start_udp  # the same seed-000 fabric and UDP (run from benchmarks/)
 
+from shufflelab import netplan
 from shufflelab import topology as T
 from shufflelab.emulate import netns
 from shufflelab.emulate.fabric import Fabric
@@ -90,7 +91,7 @@ def measure(percents: list[float], exchanges: int, gap_ms: float, small: int, la
     net = T.build(sp)
     rows = []
     with netns.lease() as lz, Fabric(lz, net) as fab:
-        fab.configure(sp)
+        fab.configure(netplan.of(sp, fab.network))
         master = net.host_addresses["master"]
         for pct in percents:
             traffic = start_udp(fab, lz, net, pct)

@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from shufflelab import netplan
 from shufflelab import spec as S
 from shufflelab import topology as T
 from shufflelab.emulate import netns
@@ -84,7 +85,7 @@ def _window(seconds: float, gen: list[int], switch: int) -> dict[str, float]:
 
 def _level(fab: Fabric, lz: netns.Lease, net: T.Network, generator: str, pct: float, seconds: float) -> dict[str, Any]:
     sp = _spec(generator, pct)
-    fab.configure(sp, restart_switch=True)
+    fab.configure(netplan.of(sp, fab.network), restart_switch=True)
     traffic = None
     if pct > 0 and generator == "iperf3":
         traffic = CrossTraffic(

@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from shufflelab import netplan
 from shufflelab import spec as S
 from shufflelab import topology as T
 from shufflelab.emulate import netns
@@ -155,7 +156,7 @@ def measure(seconds: float, percents: list[float], settle_s: float = 2.0, method
     net = T.build(sp)
     rows = []
     with netns.lease() as lz, Fabric(lz, net) as fab:
-        fab.configure(sp)
+        fab.configure(netplan.of(sp, fab.network))
         for pct in percents:
             traffic = start_udp(fab, lz, net, pct, settle_s)
             if method == "stat":

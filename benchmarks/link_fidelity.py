@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from shufflelab import netplan
 from shufflelab import spec as S
 from shufflelab import topology as T
 from shufflelab.emulate import netns
@@ -55,7 +56,7 @@ def fidelity(seconds: int) -> list[dict[str, Any]]:
             sp = _spec(rate, offloads)
             net = T.build(sp)
             with netns.lease() as lz, Fabric(lz, net, offloads=offloads) as fab:
-                fab.configure(sp)
+                fab.configure(netplan.of(sp, fab.network))
                 dst = net.host_addresses["w2"]
                 srv = netns.Process(fab.ns["w2"], ["iperf3", "-s", "-1", "-B", dst], lz.scratch / "s.log")
                 time.sleep(0.5)
@@ -86,7 +87,7 @@ def overhead() -> dict[str, Any]:
         t0 = time.monotonic()
         fab = Fabric(lz, net)
         fab.up()
-        fab.configure(sp)
+        fab.configure(netplan.of(sp, fab.network))
         res["fabric_up_s"] = round(time.monotonic() - t0, 2)
         cl = SparkCluster(
             ClusterSpec.of(sp),

@@ -41,6 +41,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from shufflelab import netplan
 from shufflelab import spec as S
 from shufflelab import topology as T
 from shufflelab.emulate import netns
@@ -294,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     port = BASE_PORT
     with netns.lease() as lz, Fabric(lz, net, offloads=a.offloads) as fab:
-        fab.configure(sp)
+        fab.configure(netplan.of(sp, fab.network))
         logs = a.logs.resolve() if a.logs else lz.scratch
         logs.mkdir(parents=True, exist_ok=True)
         for rep in range(a.reps):

@@ -19,7 +19,7 @@ from shufflelab.emulate import selftest as link_selftest
 from shufflelab.emulate.protocols import Backend as BackendSeams
 from shufflelab.emulate.protocols import MachineLost, ProcessLauncher
 from shufflelab.emulate.spark import ClusterError, ClusterSpec
-from shufflelab.netplan import PortCounters
+from shufflelab.netplan import NetPlan, PortCounters
 from shufflelab.spec import ExperimentSpec
 from shufflelab.spec import Link as SpecLink
 from shufflelab.topology import Network, Port
@@ -77,7 +77,7 @@ class Fabric:
     why: str = "switch exited with status 1: port r:sw1 gone"
     network: Network | None = None
     lease: Lease | None = None
-    configured: list[ExperimentSpec] = field(default_factory=list)
+    configured: list[NetPlan] = field(default_factory=list)
     closed: bool = False
     lost_at: float | None = None  # a machine of the fabric is gone from then on (as a real host dropping off)
     lost_why: str = "host w1 (192.0.2.2) dropped off during the run: connection lost"
@@ -97,15 +97,15 @@ class Fabric:
         assert self.network is not None
         return {n: f"place-{n}" for n in self.network.nodes}
 
-    def configure(self, spec: ExperimentSpec, restart_switch: bool = False) -> None:
+    def configure(self, plan: NetPlan, restart_switch: bool = False) -> None:
         if self.lost():
             raise MachineLost(f"configure: {self.lost_why}")
-        self.configured.append(spec)
+        self.configured.append(plan)
 
     def counters(self, port: Port) -> PortCounters:
         return PortCounters(tx_bytes=0, tx_packets=0, drops=0, backlog_bytes=0, backlog_packets=0)
 
-    def selftest(self, spec: ExperimentSpec, run_dir: Path) -> list[dict[str, Any]]:
+    def selftest(self, plan: NetPlan, run_dir: Path) -> list[dict[str, Any]]:
         """The product's self-test (:func:`shufflelab.emulate.selftest.for_run` and ``check``) over a
         link that delivers what the last :meth:`configure` shaped it to (see :class:`Link`)."""
         link = Link(self)
@@ -114,7 +114,7 @@ class Fabric:
             assert self.network is not None
             return link_selftest.check(self.places, self.network, log_dir, links, run=link.run, launch=link.launch)
 
-        return link_selftest.for_run(spec, self, run_dir, self.selftest_cache, measure=measure)
+        return link_selftest.for_run(plan, self, run_dir, self.selftest_cache, measure=measure)
 
     def start_queue_sampler(self, spec: ExperimentSpec, out: Path, launch: ProcessLauncher) -> Process | None:
         return None  # as the userspace switch: it samples itself
@@ -135,8 +135,7 @@ class Link:
     fabric: Fabric
 
     def run(self, argv: Sequence[str], *, place: str | None = None, check: bool = True, timeout: float = 60) -> str:
-        spec = self.fabric.configured[-1]
-        link = spec.topology.bottleneck
+        link = self.fabric.configured[-1].link  # what the fabric was last told to shape
         if argv[0] == "ping":
             rtt = 2 * link.delay_ms + 0.1
             return f"rtt min/avg/max/mdev = {rtt:.3f}/{rtt:.3f}/{rtt:.3f}/0.000 ms\n"

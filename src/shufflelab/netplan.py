@@ -1,22 +1,26 @@
-"""The network's desired state, pure: what a fabric must hold for a scenario -- the link shaped on
-each port (``tc`` commands, and the idempotent change from what ``tc`` shows now), each host's TCP
-sysctls and route attributes, the userspace switch's configuration and its in-switch cross-traffic
-sources -- and the counters read back from a shaped port. Nothing here touches a system: the local
-fabric (:mod:`shufflelab.emulate.fabric`, network namespaces) and the SSH fabric
-(:mod:`shufflelab.hosts.fabric`) apply it.
+"""The network's desired state, pure: one :class:`NetPlan` per scenario, built once from its spec and
+the fabric's network (:func:`of`) -- the link on each shaped port, each host's TCP sysctls, route
+attributes and switch mode, the userspace switch's configuration, the cross-traffic endpoints and
+rates -- with the ``tc`` commands of a link and the idempotent change from what ``tc`` shows now.
+The local fabric (:mod:`shufflelab.emulate.fabric`, network namespaces) and the SSH fabric
+(:mod:`shufflelab.hosts.fabric`) apply a plan; the link self-test, telemetry, the run's validity
+and its record read the same plan, so a run is checked against the link it was given (a fabric
+serves the scenarios of every rate that share its structure). Nothing here touches a system.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from shufflelab import shaping
 from shufflelab.spec import ExperimentSpec, Link, Tcp
-from shufflelab.switch.config import SPIN_US, CrossSource, SwitchConfig, SwitchHost, SwitchPort, switch_cpu
+from shufflelab.switch.config import SPIN_US, CrossSource, Mode, SwitchConfig, SwitchHost, SwitchPort, switch_cpu
 from shufflelab.switch.config import Red as SwitchRed
-from shufflelab.topology import ROUTER, Network
+from shufflelab.topology import ROUTER, Datapath, Network
 
 
 @dataclass(frozen=True)
@@ -118,14 +122,89 @@ def route_attributes(tcp: Any) -> list[str]:
     return out
 
 
-def switch_config(network: Network, spec: ExperimentSpec, macs: dict[str, str]) -> SwitchConfig:
+@dataclass(frozen=True)
+class HostNet:
+    """One host's part of the plan: its address, its TCP sysctls (new sockets pick them up), the
+    attributes of its routes (``initcwnd``/``initrwnd``), the kernel congestion control it needs
+    allowed, and what the userspace switch does with its TCP."""
+
+    address: str
+    sysctls: Mapping[str, str]
+    route_attributes: tuple[str, ...]
+    kernel_cc: str
+    switch_mode: Mode
+
+
+@dataclass(frozen=True)
+class CrossPlan:
+    """The scenario's cross traffic: from ``src`` to ``dst`` (at ``dst_address``), UDP at
+    ``udp_percent`` of the link (iperf3's payload rate ``udp_payload_bps``; the in-switch source is
+    the switch configuration's) and ``tcp_pairs`` bulk TCP flows."""
+
+    generator: Literal["iperf3", "switch"]
+    src: str
+    dst: str
+    dst_address: str
+    udp_percent: float
+    udp_payload_bps: int
+    tcp_pairs: int
+
+
+@dataclass(frozen=True)
+class NetPlan:
+    """What a fabric must hold for one scenario (``spec``) on ``network``; see the module."""
+
+    spec: ExperimentSpec
+    network: Network
+    datapath: Datapath
+    link: Link  # the bottleneck link, on every shaped port
+    links: Mapping[str, Link]  # shaped port name -> its link
+    hosts: Mapping[str, HostNet]
+    cross: CrossPlan | None  # None: no cross traffic
+    switch: SwitchConfig  # the userspace switch's configuration, MACs left blank (see switch_config)
+
+    @property
+    def link_key(self) -> str:
+        """What identifies the links' configuration (the self-test measures each once per fabric)."""
+        return json.dumps([self.datapath, self.link.model_dump(mode="json")], sort_keys=True)
+
+    def switch_config(self, macs: Mapping[str, str]) -> SwitchConfig:
+        """The switch's configuration with the hosts' MAC addresses (``macs``: host -> MAC)."""
+        by_ip = {h.address: macs[name] for name, h in self.hosts.items()}
+        hosts = [dataclasses.replace(h, mac=by_ip[h.ip]) for h in self.switch.hosts]
+        return dataclasses.replace(
+            self.switch, hosts=hosts, ports=list(self.switch.ports), cross=list(self.switch.cross)
+        )
+
+
+def of(spec: ExperimentSpec, network: Network) -> NetPlan:
+    """The plan of scenario ``spec`` on ``network`` (the fabric's network: over SSH its host
+    addresses are the machines' data addresses)."""
+    link = spec.topology.bottleneck
+    hosts = {}
+    for h, address in network.host_addresses.items():
+        tcp = spec.tcp_for(h)
+        sysctls, attrs = tcp_sysctls(tcp), tuple(route_attributes(tcp))
+        hosts[h] = HostNet(address, sysctls, attrs, tcp.kernel_congestion_control(), tcp.switch_mode())
+    ct = spec.cross_traffic
+    cross = None
+    if ct.active:
+        src, dst = spec.traffic_endpoints()
+        assert src is not None and dst is not None  # the spec's validation requires them
+        cross = CrossPlan(
+            ct.generator, src, dst, network.host_addresses[dst], ct.udp_percent,
+            shaping.udp_payload_rate_bps(link.rate_mbps, ct.udp_percent), ct.tcp_pairs,
+        )  # fmt: skip
+    links = {p.ifname: link for p in network.bottlenecks}
+    return NetPlan(spec, network, spec.datapath(), link, links, hosts, cross, _switch(network, spec, link, hosts))
+
+
+def _switch(network: Network, spec: ExperimentSpec, link: Link, hosts: Mapping[str, HostNet]) -> SwitchConfig:
     """The userspace switch's configuration realizing ``spec`` on ``network``'s router ports.
 
-    Every shaped router port gets the spec's link (rate, delay, queue limit, RED); every host is
-    routed to the router port behind which it sits (its own port on a star, the access bridge's
-    uplink on the shared topology) with its TCP mode (``dctcp``, ``vcc`` or off). ``macs`` maps
-    hosts to their ``eth0`` MAC addresses. Pure."""
-    link = spec.topology.bottleneck
+    Every shaped router port gets the link (rate, delay, queue limit, RED); every host is routed to
+    the router port behind which it sits (its own port on a star, the access bridge's uplink on the
+    shared topology) with its TCP mode (``dctcp``, ``vcc`` or off); MACs blank."""
     red = None
     if link.discipline == "red" and link.red is not None:
         r = link.red
@@ -146,24 +225,29 @@ def switch_config(network: Network, spec: ExperimentSpec, macs: dict[str, str]) 
             )
         else:
             ports.append(SwitchPort(p.ifname))
-    hosts = [
-        SwitchHost(ip, macs[h], network.router_port_of(h).ifname, spec.tcp_for(h).switch_mode())
-        for h, ip in network.host_addresses.items()
+    switch_hosts = [
+        SwitchHost(h.address, "", network.router_port_of(name).ifname, h.switch_mode) for name, h in hosts.items()
     ]
     config = SwitchConfig(
-        ports=ports, hosts=hosts, telemetry_period_ms=spec.telemetry.queue_period_ms, cpu=switch_cpu(),
-        cross=cross_sources(network, spec),
+        ports=ports, hosts=switch_hosts, telemetry_period_ms=spec.telemetry.queue_period_ms, cpu=switch_cpu(),
+        cross=_cross_sources(network, spec, link),
     )  # fmt: skip
     if spec.topology.switch_spin:
         config.busy_poll_us = SPIN_US
     return config
 
 
-def cross_sources(network: Network, spec: ExperimentSpec) -> list[CrossSource]:
+def switch_config(network: Network, spec: ExperimentSpec, macs: Mapping[str, str]) -> SwitchConfig:
+    """The userspace switch's configuration realizing ``spec`` on ``network`` (its plan's), with
+    the hosts' MACs (``macs``: host -> its ``eth0`` MAC address)."""
+    return of(spec, network).switch_config(macs)
+
+
+def _cross_sources(network: Network, spec: ExperimentSpec, link: Link) -> list[CrossSource]:
     """The in-switch UDP source of ``spec`` (``cross_traffic.generator = "switch"``): offered to the
     router port behind the traffic sink, where iperf3's packets from the source would queue, at
-    ``udp_percent`` of the bottleneck rate in frame bytes (iperf3's ``udp_percent`` is the same wire
-    rate). Empty for iperf3 or without UDP. Pure."""
+    ``udp_percent`` of the link's rate in frame bytes (iperf3's ``udp_percent`` is the same wire
+    rate). Empty for iperf3 or without UDP."""
     ct = spec.cross_traffic
     if ct.generator != "switch" or ct.udp_percent <= 0:
         return []
@@ -172,7 +256,7 @@ def cross_sources(network: Network, spec: ExperimentSpec) -> list[CrossSource]:
     return [
         CrossSource(
             network.router_port_of(sink).ifname,
-            rate_mbps=spec.topology.bottleneck.rate_mbps * ct.udp_percent / 100.0,
+            rate_mbps=link.rate_mbps * ct.udp_percent / 100.0,
             pattern=ct.pattern,
             on_ms=ct.on_ms if ct.pattern == "onoff" else 0.0,
             off_ms=ct.off_ms if ct.pattern == "onoff" else 0.0,

@@ -1,4 +1,5 @@
-"""The emulated network as a pure graph: nodes, ports, links, addresses, routes and shaping.
+"""The emulated network as a pure graph: nodes, ports, links, addresses and routes; which ports are
+the bottlenecks (their shaping is each scenario's, in its :class:`shufflelab.netplan.NetPlan`).
 
 :func:`build` turns a spec into a :class:`Network`; the ``emulate`` backend applies it to the
 kernel. Nothing here touches the system. Names are predictable (Mininet style): hosts keep their
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from shufflelab.shaping import htb_burst_bytes, htb_quantum_bytes  # noqa: F401 - re-exported
-from shufflelab.spec import ExperimentSpec, Link
+from shufflelab.spec import ExperimentSpec
 
 NodeKind = Literal["host", "router", "bridge"]  # "switch" is only the userspace switch
 Datapath = Literal["kernel", "switch"]
@@ -25,13 +26,12 @@ SUBNET_BASE = ipaddress.ip_network("10.77.0.0/16")
 
 @dataclass(frozen=True)
 class Port:
-    """One end of a link: ``node``'s interface ``ifname`` with optional address and egress shaping."""
+    """One end of a link: ``node``'s interface ``ifname`` with optional address."""
 
     node: str
     ifname: str
     address: str | None = None  # "10.77.1.1/24"
     extra_addresses: tuple[str, ...] = ()
-    shaping: Link | None = None  # egress shaping of this port
     monitored: bool = False  # sample this port's queue
 
 
@@ -55,9 +55,10 @@ class Network:
     wires: list[Wire]
     host_addresses: dict[str, str]  # host -> bare IPv4 address
     gateways: dict[str, str]  # host -> default gateway address
-    bottlenecks: list[Port] = field(default_factory=list)
+    bottlenecks: list[Port] = field(default_factory=list)  # the shaped ports (each plan's links)
     # kernel: the router forwards, its ports are shaped with HTB + FIFO; switch: the userspace switch
-    # forwards and queues on the router's ports (the router's kernel keeps ARP/ICMP for its addresses)
+    # forwards and queues on the router's ports (the router's kernel keeps ARP/ICMP for its addresses).
+    # The spec's the network was built from; a live fabric's datapath is its current plan's.
     datapath: Datapath = "kernel"
 
     def router_port_of(self, host: str) -> Port:
@@ -111,7 +112,6 @@ def build(spec: ExperimentSpec) -> Network:
     and the router's kernel does not forward.
     """
     hosts = list(spec.hosts)
-    link = spec.topology.bottleneck
     datapath = spec.datapath()
     nodes: dict[str, Node] = {h: Node(h, "host") for h in hosts}
     nodes[ROUTER] = Node(ROUTER, "router", forwarding=datapath == "kernel")
@@ -135,7 +135,6 @@ def build(spec: ExperimentSpec) -> Network:
             BRIDGE,
             address=router_addresses[0],
             extra_addresses=tuple(router_addresses[1:]),
-            shaping=link,
             monitored=True,
         )
         wires.append(Wire(down, Port(BRIDGE, "uplink")))
@@ -152,14 +151,13 @@ def build(spec: ExperimentSpec) -> Network:
                 sw,
                 address=router_addresses[members[0]],
                 extra_addresses=tuple(router_addresses[i] for i in members[1:]),
-                shaping=link,
                 monitored=True,
             )
             wires.append(Wire(down, Port(sw, "uplink")))
             bottlenecks.append(down)
     else:
         for i, h in enumerate(hosts):
-            port = Port(ROUTER, h, address=router_addresses[i], shaping=link, monitored=True)
+            port = Port(ROUTER, h, address=router_addresses[i], monitored=True)
             wires.append(Wire(Port(h, "eth0", f"{addresses[h]}/24"), port))
             bottlenecks.append(port)
     return Network(nodes, wires, addresses, gateways, bottlenecks, datapath)

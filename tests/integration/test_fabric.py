@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from shufflelab import netplan
 from shufflelab import spec as S
 from shufflelab import topology as T
 from shufflelab.emulate import netns
@@ -30,7 +31,7 @@ def test_fabric_routes_through_the_shaped_router(spec_dict: dict[str, Any]) -> N
     net = T.build(sp)
     before = set(_ours())
     with netns.lease() as lz, Fabric(lz, net) as fab:
-        fab.configure(sp)
+        fab.configure(netplan.of(sp, fab.network))
         out = netns.run(["ping", "-c", "1", "-W", "2", net.host_addresses["w2"]], ns=fab.ns["w1"])
         assert "ttl=63" in out  # one routed hop: through r, not straight across the switch
         tc = netns.run(["tc", "qdisc", "show", "dev", "sw"], ns=fab.ns["r"])
@@ -52,11 +53,11 @@ def test_live_reconfiguration(spec_dict: dict[str, Any]) -> None:
     sp = S.parse(spec_dict)
     net = T.build(sp)
     with netns.lease() as lz, Fabric(lz, net) as fab:
-        fab.configure(sp)
+        fab.configure(netplan.of(sp, fab.network))
         spec_dict["topology"]["bottleneck"] = {"rate_mbps": 7, "queue_packets": 20}
         spec_dict["tcp"] = {"congestion_control": "reno", "initcwnd": 20, "initrwnd": 30}
         sp2 = S.parse(spec_dict)
-        fab.configure(sp2)
+        fab.configure(netplan.of(sp2, fab.network))
         cls = netns.run(["tc", "class", "show", "dev", "sw"], ns=fab.ns["r"])
         assert "rate 7Mbit" in cls
         assert "pfifo 10:" in netns.run(["tc", "qdisc", "show", "dev", "sw"], ns=fab.ns["r"])
@@ -71,7 +72,7 @@ def test_link_fidelity_tcp_goodput(spec_dict: dict[str, Any]) -> None:
     sp = S.parse(spec_dict)
     net = T.build(sp)
     with netns.lease() as lz, Fabric(lz, net) as fab:
-        fab.configure(sp)
+        fab.configure(netplan.of(sp, fab.network))
         server = netns.Process(
             fab.ns["w2"],
             ["iperf3", "-s", "-1", "-B", net.host_addresses["w2"]],
@@ -150,7 +151,7 @@ def test_dumbbell_sends_each_direction_through_its_own_port(spec_dict: dict[str,
     one = [h for h in hosts if spec_dict["hosts"][h]["rack"] == 1]
     two = [h for h in hosts if spec_dict["hosts"][h]["rack"] == 2]
     with netns.lease() as lz, Fabric(lz, net) as fab:
-        fab.configure(sp, restart_switch=True)
+        fab.configure(netplan.of(sp, fab.network), restart_switch=True)
         ports = {p.ifname: p for p in net.bottlenecks}
         before = {k: fab.counters(p).tx_packets for k, p in ports.items()}
         out = netns.run(["ping", "-c", "5", "-i", "0.2", "-W", "2", net.host_addresses[two[0]]], ns=fab.ns[one[0]])

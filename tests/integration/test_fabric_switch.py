@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from shufflelab import netplan
 from shufflelab import spec as S
 from shufflelab import topology as T
 from shufflelab.emulate import netns
@@ -76,7 +77,7 @@ def test_star_with_delay_red_and_dctcp_through_the_fabric(spec_dict: dict[str, A
     assert sp.datapath() == "switch"
     net = T.build(sp)
     with netns.lease() as lz, Fabric(lz, net) as fab:
-        fab.configure(sp, restart_switch=True)
+        fab.configure(netplan.of(sp, fab.network), restart_switch=True)
         assert fab.switch is not None and fab.switch.alive()
         assert _sysctl(fab, "r", "net.ipv4.ip_forward") == "0"
         for port in net.bottlenecks:  # the switch queues: no qdisc under it
@@ -118,17 +119,17 @@ def test_one_fabric_moves_between_the_datapaths(spec_dict: dict[str, Any]) -> No
     assert net.structure_key() == T.build(sp_switch).structure_key()
     dst = net.host_addresses["w2"]
     with netns.lease() as lz, Fabric(lz, net) as fab:
-        fab.configure(sp_kernel)
+        fab.configure(netplan.of(sp_kernel, fab.network))
         rtts, out = _rtts_ms(fab, "w1", dst)
         assert fab.switch is None and "ttl=63" in out and statistics.median(rtts) < 2 * DELAY_MS, rtts
 
-        fab.configure(sp_switch)  # one-armed: in and out through r:sw, 2 ms each way
+        fab.configure(netplan.of(sp_switch, fab.network))  # one-armed: in and out through r:sw, 2 ms each way
         assert fab.switch is not None and _sysctl(fab, "r", "net.ipv4.ip_forward") == "0"
         assert "htb" not in netns.run(["tc", "qdisc", "show", "dev", "sw"], ns=fab.ns["r"])
         rtts, out = _rtts_ms(fab, "w1", dst)
         assert "ttl=63" in out and min(rtts) >= 2 * DELAY_MS, (rtts, out)
 
-        fab.configure(sp_kernel)
+        fab.configure(netplan.of(sp_kernel, fab.network))
         assert fab.switch is None and _sysctl(fab, "r", "net.ipv4.ip_forward") == "1"
         assert "htb 1: root" in netns.run(["tc", "qdisc", "show", "dev", "sw"], ns=fab.ns["r"])
         rtts, out = _rtts_ms(fab, "w1", dst)

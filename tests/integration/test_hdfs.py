@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from shufflelab import netplan
 from shufflelab import spec as S
 from shufflelab import topology as T
 from shufflelab.cgroups import CPU_ROOT
@@ -53,7 +54,7 @@ def test_hdfs_put_read_and_replicas_on_both_datanodes() -> None:
     data = random.Random(7).randbytes(5 * 1024 * 1024 + 123)  # five full 1 MiB blocks and a short one
     cgroups = (CPU_ROOT / "cpu.cfs_quota_us").exists()
     with netns.lease() as lz, Fabric(lz, net) as fab:
-        fab.configure(sp)
+        fab.configure(netplan.of(sp, fab.network))
         cluster = hdfs.HdfsCluster.on_fabric(
             fab, "nn", ["s1", "s2"], lz.scratch / "hdfs", replication=2, block_bytes=1 << 20, client="client"
         )

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from shufflelab import netplan
 from shufflelab import spec as S
 from shufflelab import topology as T
 from shufflelab.emulate import netns
@@ -114,7 +115,7 @@ def test_ndp_proxy_pushdown_forwarding_and_hostile_plans() -> None:
     net = T.build(sp)
     table = _lineitem()
     with netns.lease() as lz, Fabric(lz, net) as fab:
-        fab.configure(sp)
+        fab.configure(netplan.of(sp, fab.network))
         addr = net.host_addresses
         cluster = hdfs.HdfsCluster.on_fabric(
             fab, "nn", ["s1", "s2"], lz.scratch / "hdfs", replication=2, block_bytes=1 << 20, client="client"

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from shufflelab import netplan
 from shufflelab import spec as S
 from shufflelab import topology as T
 from shufflelab.emulate import netns, selftest
@@ -24,8 +25,9 @@ def test_selftest_flags_a_mis_shaped_port(spec_dict: dict[str, Any], tmp_path: P
     sp = S.parse(spec_dict)
     net = T.build(sp)
     with netns.lease() as lz, Fabric(lz, net) as fab:
-        fab.configure(sp)
-        links = {p.ifname: sp.topology.bottleneck for p in net.bottlenecks}
+        plan = netplan.of(sp, fab.network)
+        fab.configure(plan)
+        links = plan.links
         checks = selftest.check(fab.ns, net, tmp_path, links, seconds=1.0)
         assert len(checks) == len(net.bottlenecks) and all(c.ok for c in checks), [c.problem for c in checks]
         for c in checks:

@@ -86,7 +86,7 @@ def test_the_sources_row_and_its_rate_during_the_job(tmp_path: Path, spec_dict: 
     sp = _switch_spec(spec_dict)
     n = _per_s(0.9)
     csv = _status(tmp_path / "switch_status.csv", [(100.0 + k, n * k, n * k - k) for k in range(21)])
-    row = record.switch_traffic_row(sp, csv, validity.Window(104.5, 114.5))
+    row = record.switch_traffic_row(netplan.of(sp, T.build(sp)), csv, validity.Window(104.5, 114.5))
     assert row["generator"] == "switch" and row["alive_at_end"] and row["started_at"] == 101.0
     assert row["job_bytes"] == pytest.approx(10 * n * 1514, abs=1) and row["job_seconds"] == 10
     assert row["received_bytes"] == (20 * n - 20) * 1514 and row["lost_packets"] == 20
@@ -100,11 +100,11 @@ def test_a_stopped_in_switch_source_breaks_the_promise(tmp_path: Path, spec_dict
     rows = [(100.0 + k, n * min(k, 9), 0) for k in range(21)]
     csv = _status(tmp_path / "switch_status.csv", rows, running_until=109.5)
     window = validity.Window(104.0, 114.0)
-    row = record.switch_traffic_row(sp, csv, window)
+    row = record.switch_traffic_row(netplan.of(sp, T.build(sp)), csv, window)
     problems = validity.traffic_problems(sp.cross_traffic, RATE, [row], window)
     assert any("stopped sending before the run ended" in p for p in problems), problems
     assert any("UDP cross traffic (in the switch): offered 22.50 Mbit/s" in p and "ratio 0.500" in p for p in problems)
-    missing = record.switch_traffic_row(sp, tmp_path / "none.csv", window)
+    missing = record.switch_traffic_row(netplan.of(sp, T.build(sp)), tmp_path / "none.csv", window)
     assert validity.traffic_problems(sp.cross_traffic, RATE, [missing], window)[0] == (
         "UDP cross traffic (in the switch): the switch's source failed: no status samples from the switch (none.csv)"
     )
@@ -124,5 +124,5 @@ def test_iperf3_rows_are_named_and_the_switch_row_added(tmp_path: Path, spec_dic
     sp = _switch_spec(spec_dict)
     (tmp_path / "selftest.json").write_text(json.dumps([]))
     rows: list[dict[str, Any]] = []
-    problems = record.promises(sp, tmp_path, rows, validity.Window(1.0, 11.0), [])
+    problems = record.promises(netplan.of(sp, T.build(sp)), tmp_path, rows, validity.Window(1.0, 11.0), [])
     assert [r["generator"] for r in rows] == ["switch"] and problems

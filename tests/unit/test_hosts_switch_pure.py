@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from shufflelab import netplan, topology
 from shufflelab import spec as specmod
-from shufflelab import topology
 from shufflelab.hosts import findings, lease
 from shufflelab.hosts.fabric import refusals
 from shufflelab.hosts.probe import HostFacts
@@ -49,7 +49,7 @@ def _network(spec: specmod.ExperimentSpec) -> topology.Network:
 
 def test_the_switch_config_is_the_spec_on_the_router_hosts_data_interface() -> None:
     spec = specmod.parse(SPEC)
-    cfg = router_switch_config(_network(spec), spec, MACS, "eth1", ncpu=8)
+    cfg = router_switch_config(netplan.of(spec, _network(spec)), MACS, "eth1", ncpu=8)
     (port,) = cfg.ports  # one-armed: in and out on the router host's data interface
     assert port.ifname == "eth1" and port.rate_mbps == 40 and port.delay_ms == 5 and port.queue_bytes == 100_000
     assert port.red is not None and (port.red.min_bytes, port.red.max_bytes, port.red.max_p) == (20_000, 30_000, 0.5)
@@ -60,7 +60,7 @@ def test_the_switch_config_is_the_spec_on_the_router_hosts_data_interface() -> N
         ("10.214.5.12", "02:00:00:00:00:03", "eth1", "off"),
     }
     assert cfg.cpu == 7 and cfg.telemetry_period_ms == 50  # the router host's last CPU, not the controller's
-    assert router_switch_config(_network(spec), spec, MACS, "eth1", ncpu=1).cpu is None
+    assert router_switch_config(netplan.of(spec, _network(spec)), MACS, "eth1", ncpu=1).cpu is None
     doc = cfg.to_json(None)
     assert doc["ports"][0]["delay_us"] == 5000 and doc["ports"][0]["discipline"] == "red"
 
@@ -69,7 +69,7 @@ def test_the_switch_config_is_only_for_a_shared_bottleneck() -> None:
     data = {**SPEC, "topology": {**SPEC["topology"], "kind": "star"}}
     spec = specmod.parse(data)
     with pytest.raises(ValueError, match="topology.kind = 'star'"):
-        router_switch_config(_network(spec), spec, MACS, "eth1", ncpu=2)
+        router_switch_config(netplan.of(spec, _network(spec)), MACS, "eth1", ncpu=2)
 
 
 def test_switch_specs_run_on_a_shared_bottleneck_with_a_router_host_only() -> None:

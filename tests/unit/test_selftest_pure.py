@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from conftest import BASE_SPEC
-from shufflelab import report
+from shufflelab import netplan, report
 from shufflelab import spec as S
 from shufflelab import topology as T
 from shufflelab.emulate import selftest
@@ -50,27 +50,31 @@ class _Fabric:
     )
 
 
+def _plan(spec: S.ExperimentSpec) -> netplan.NetPlan:
+    return netplan.of(spec, _Fabric.network)
+
+
 def test_once_per_link_configuration_and_refuse(
     spec_dict: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls = []
-    monkeypatch.setattr(selftest, "check", lambda ns, net, d, links, **kw: calls.append(1) or [_check(ok=False)])
+    monkeypatch.setattr(selftest, "check", lambda ns, net, d, links, **kw: calls.append(links) or [_check(ok=False)])
     spec = S.parse(spec_dict)
     cache: dict[str, list[selftest.LinkCheck]] = {}
-    rows = selftest.for_run(spec, _Fabric(), tmp_path, cache)  # default: warn
+    rows = selftest.for_run(_plan(spec), _Fabric(), tmp_path, cache)  # default: warn
     assert spec.telemetry.selftest == "warn" and rows[0]["ok"] is False
     assert json.loads((tmp_path / "selftest.json").read_text()) == rows
-    selftest.for_run(spec, _Fabric(), tmp_path, cache)
+    selftest.for_run(_plan(spec), _Fabric(), tmp_path, cache)
     assert len(calls) == 1  # same link configuration: measured once
     spec_dict["telemetry"] = {"selftest": "refuse"}
     with pytest.raises(selftest.SelftestError, match="r:sw: delivered 0.63"):
-        selftest.for_run(S.parse(spec_dict), _Fabric(), tmp_path, cache)
+        selftest.for_run(_plan(S.parse(spec_dict)), _Fabric(), tmp_path, cache)
     spec_dict["topology"]["bottleneck"]["rate_mbps"] = 10  # another configuration: measured again
     spec_dict["telemetry"] = {"selftest": "warn"}
-    selftest.for_run(S.parse(spec_dict), _Fabric(), tmp_path, cache)
-    assert len(calls) == 2
+    selftest.for_run(_plan(S.parse(spec_dict)), _Fabric(), tmp_path, cache)
+    assert len(calls) == 2 and calls[-1]["sw"].rate_mbps == 10  # measured against the plan's link
     spec_dict["telemetry"] = {"selftest": "off"}
-    assert selftest.for_run(S.parse(spec_dict), _Fabric(), tmp_path, {}) == [] and len(calls) == 2
+    assert selftest.for_run(_plan(S.parse(spec_dict)), _Fabric(), tmp_path, {}) == [] and len(calls) == 2
 
 
 def test_report_line_names_the_deviating_port() -> None:

@@ -23,7 +23,7 @@ from pyroute2 import NetNS
 
 from shufflelab.emulate import selftest as link_selftest
 from shufflelab.emulate.netns import Lease, run
-from shufflelab.netplan import PortCounters, has_root_qdisc, shaping_changes, switch_config, tcp_sysctls
+from shufflelab.netplan import NetPlan, PortCounters, has_root_qdisc, shaping_changes
 from shufflelab.spec import ExperimentSpec
 from shufflelab.switch.controller import Switch, interface_mac, rps_mask_without, steer_rx
 from shufflelab.topology import ROUTER, Network, Port
@@ -168,38 +168,31 @@ class Fabric:
         self.down()
 
     # -- live configuration ------------------------------------------------------------------
-    def configure(self, spec: ExperimentSpec, restart_switch: bool = False) -> None:
-        """Apply ``spec``'s datapath, shaping and per-host TCP settings to the live fabric (idempotent).
+    def configure(self, plan: NetPlan, restart_switch: bool = False) -> None:
+        """Apply ``plan``'s datapath, shaping and per-host TCP settings to the live fabric (idempotent).
 
         On the switch datapath the switch is (re)started when its configuration changed, when it is
         not running, or when ``restart_switch`` asks for it (fresh telemetry and zeroed counters,
         e.g. for a new run; a restart takes well under a second)."""
-        if spec.datapath() == "switch":
-            self._configure_switch(spec, restart_switch)
+        if plan.datapath == "switch":
+            self._configure_switch(plan, restart_switch)
         else:
             self._stop_switch()
-            self._configure_kernel(spec)
-        kernel_ccs = {spec.tcp_for(h).kernel_congestion_control() for h in self.network.host_addresses}
-        ensure_congestion_control_allowed(kernel_ccs)
-        for host in self.network.host_addresses:
-            tcp = spec.tcp_for(host)
-            sysctl(self.ns[host], tcp_sysctls(tcp))
+            self._configure_kernel(plan)
+        ensure_congestion_control_allowed({h.kernel_cc for h in plan.hosts.values()})
+        for host, want in plan.hosts.items():
+            sysctl(self.ns[host], dict(want.sysctls))
             gw = self.network.gateways[host]
-            route = ["ip", "-n", self.ns[host], "route", "replace", "default", "via", gw]
-            if tcp.initcwnd:
-                route += ["initcwnd", str(tcp.initcwnd)]
-            if tcp.initrwnd:
-                route += ["initrwnd", str(tcp.initrwnd)]
-            run(route)
+            run(["ip", "-n", self.ns[host], "route", "replace", "default", "via", gw, *want.route_attributes])
 
-    def _configure_switch(self, spec: ExperimentSpec, restart: bool) -> None:
+    def _configure_switch(self, plan: NetPlan, restart: bool) -> None:
         ns = self.ns[ROUTER]
         for port in self.network.ports_of(ROUTER):  # the switch queues: no qdisc under it
             if has_root_qdisc(run(["tc", "-n", ns, "qdisc", "show", "dev", port.ifname])):
                 run(["tc", "-n", ns, "qdisc", "del", "dev", port.ifname, "root"])
         if not self._macs:
             self._macs = {h: interface_mac(self.ns[h], "eth0") for h in self.network.host_addresses}
-        cfg = switch_config(self.network, spec, self._macs)
+        cfg = plan.switch_config(self._macs)
         if self.switch is not None and self.switch.alive() and not restart and self.switch.config == cfg:
             return
         if self.switch is not None:
@@ -229,19 +222,19 @@ class Fabric:
             return None
         return f"the userspace switch exited: {self.switch.log_tail(500) or 'no output'}"
 
-    def _configure_kernel(self, spec: ExperimentSpec) -> None:
+    def _configure_kernel(self, plan: NetPlan) -> None:
         for port in self.network.bottlenecks:
             ns = self.ns[port.node]
             shown = run(["tc", "-n", ns, "qdisc", "show", "dev", port.ifname])
-            root, changes = shaping_changes(shown, port.ifname, spec.topology.bottleneck)
+            root, changes = shaping_changes(shown, port.ifname, plan.links[port.ifname])
             for args in ([root] if root else []) + changes:
                 run(["tc", "-n", ns, *args])
 
     # -- observation -----------------------------------------------------------------------------
-    def selftest(self, spec: ExperimentSpec, run_dir: Path) -> list[dict[str, Any]]:
-        """The link self-test of ``spec`` on this idle fabric, once per link configuration
+    def selftest(self, plan: NetPlan, run_dir: Path) -> list[dict[str, Any]]:
+        """The link self-test of ``plan`` on this idle fabric, once per link configuration
         (:func:`shufflelab.emulate.selftest.for_run`), written to ``run_dir/selftest.json``."""
-        return link_selftest.for_run(spec, self, run_dir, self.selftest_cache)
+        return link_selftest.for_run(plan, self, run_dir, self.selftest_cache)
 
     def start_queue_sampler(self, spec: ExperimentSpec, out: Path, launch: ProcessLauncher) -> Process | None:
         """The kernel datapath's queue sampler on the bottleneck ports, writing ``out`` (None on the

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from shufflelab.emulate.spark import ClusterSpec
-    from shufflelab.netplan import PortCounters
+    from shufflelab.netplan import NetPlan, PortCounters
     from shufflelab.spec import ExperimentSpec
     from shufflelab.topology import Network, Port
 
@@ -86,8 +86,8 @@ class Fabric(Protocol):
         """Host name -> its place."""
         ...
 
-    def configure(self, spec: ExperimentSpec, restart_switch: bool = False) -> None:
-        """Apply ``spec``'s datapath, shaping and TCP settings (idempotent); ``restart_switch``: fresh
+    def configure(self, plan: NetPlan, restart_switch: bool = False) -> None:
+        """Apply ``plan``'s datapath, shaping and TCP settings (idempotent); ``restart_switch``: fresh
         telemetry and counters for a new run."""
         ...
 
@@ -97,8 +97,8 @@ class Fabric(Protocol):
         """Why the datapath stopped forwarding (None: all is well)."""
         ...
 
-    def selftest(self, spec: ExperimentSpec, run_dir: Path) -> list[dict[str, Any]]:
-        """The link self-test of ``spec``'s links (once per link configuration), in ``run_dir``."""
+    def selftest(self, plan: NetPlan, run_dir: Path) -> list[dict[str, Any]]:
+        """The link self-test of ``plan``'s links (once per link configuration), in ``run_dir``."""
         ...
 
     def start_queue_sampler(self, spec: ExperimentSpec, out: Path, launch: ProcessLauncher) -> Process | None:

@@ -20,7 +20,7 @@ import pandas as pd
 from shufflelab import capabilities, eventlog, listener
 from shufflelab.emulate import boxload, faults, traffic, validity
 from shufflelab.emulate.telemetry import Telemetry, load_samples
-from shufflelab.netplan import PortCounters
+from shufflelab.netplan import NetPlan, PortCounters
 from shufflelab.results import RunRecord, RunRow
 from shufflelab.spec import ExperimentSpec, Scenario
 
@@ -40,6 +40,7 @@ class RunContext:
     setup_s: float  # building what the run needed (fabric, cluster, storage), charged to this run
     started: float  # wall clock
     t_mono: float  # the runner's monotonic clock at the start
+    plan: NetPlan  # the network the run was given (its scenario's, on its fabric)
     status: str = "ok"
     cause: str | None = None
     telemetry: Telemetry = field(default_factory=Telemetry)
@@ -136,15 +137,15 @@ def traffic_during(rows: list[dict[str, Any]], traffic_dir: Path, window: validi
         row["job_bits_per_second"] = sent * 8 / window.seconds if window.seconds > 0 else None
 
 
-def switch_traffic_row(spec: ExperimentSpec, status_csv: Path, window: validity.Window | None) -> dict[str, Any]:
+def switch_traffic_row(plan: NetPlan, status_csv: Path, window: validity.Window | None) -> dict[str, Any]:
     """The in-switch UDP source's ``cross_traffic`` row, from the switch's status samples (cumulative
     counters every telemetry period): what it offered to the queue (``bytes``/``packets``, frame
     bytes), dropped and delivered, whether it still ran at the end, and what it offered during
     ``window`` (``job_*``; the window's edges interpolated linearly between samples)."""
-    ct = spec.cross_traffic
+    ct = plan.spec.cross_traffic
     row: dict[str, Any] = {
         "kind": "udp", "generator": "switch",
-        "configured_bps": validity.switch_rate_bps(spec.topology.bottleneck.rate_mbps, ct.udp_percent),
+        "configured_bps": validity.switch_rate_bps(plan.link.rate_mbps, ct.udp_percent),
     }  # fmt: skip
     try:
         st = pd.read_csv(status_csv)
@@ -177,7 +178,7 @@ def switch_traffic_row(spec: ExperimentSpec, status_csv: Path, window: validity.
 
 
 def promises(
-    spec: ExperimentSpec,
+    plan: NetPlan,
     run_dir: Path,
     rows: list[dict[str, Any]],
     window: validity.Window | None,
@@ -185,14 +186,15 @@ def promises(
 ) -> list[str]:
     """What the scenario promised and the run did not deliver (empty: the run is what it claims);
     ``rows`` gain what the cross traffic sent during ``window`` (and the in-switch source's row)."""
+    spec = plan.spec
     ct = spec.cross_traffic
     for r in rows:
         r.setdefault("generator", "iperf3")
     if ct.generator == "switch" and ct.udp_percent > 0:
-        rows.append(switch_traffic_row(spec, run_dir / "switch_status.csv", window))
+        rows.append(switch_traffic_row(plan, run_dir / "switch_status.csv", window))
     traffic_during(rows, run_dir / "traffic", window)
     return (
-        validity.traffic_problems(spec.cross_traffic, spec.topology.bottleneck.rate_mbps, rows, window)
+        validity.traffic_problems(spec.cross_traffic, plan.link.rate_mbps, rows, window)
         + validity.fault_problems(spec.faults, events)
         + validity.selftest_problems(spec.telemetry.selftest, selftest_rows(run_dir))
     )
@@ -329,7 +331,7 @@ def spark(ctx: RunContext, out: SparkOutput) -> RunRecord:
     sessions = [r["session_s"] for r in app_rows if r.get("session_s") is not None]
     tx, drops = bottleneck_deltas(tel.before, tel.after)
     rows = [dict(r) for r in tel.traffic_rows]
-    problems = promises(spec, ctx.run_dir, rows, job_window(tables["apps"]), out.fault_events)
+    problems = promises(ctx.plan, ctx.run_dir, rows, job_window(tables["apps"]), out.fault_events)
     status, cause = validity.verdict(status, cause, problems)
     run = RunRow.of(
         {
@@ -415,7 +417,7 @@ def replay(ctx: RunContext, out: ReplayOutput) -> RunRecord:
     counts only if the run is ok (promises included)."""
     spec, tel = ctx.spec, ctx.telemetry
     rows = [dict(r) for r in tel.traffic_rows]
-    status, cause = validity.verdict(ctx.status, ctx.cause, promises(spec, ctx.run_dir, rows, out.window, []))
+    status, cause = validity.verdict(ctx.status, ctx.cause, promises(ctx.plan, ctx.run_dir, rows, out.window, []))
     samples = load_samples(ctx.run_dir / "queue_samples.csv", ctx.started)
     result = out.result
     fetches = result.fetches if result is not None else pd.DataFrame()

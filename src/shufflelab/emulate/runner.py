@@ -32,10 +32,11 @@ from typing import Any
 from shufflelab import capabilities, listener, topology
 from shufflelab.emulate import cds, drivers, record, telemetry, waiting
 from shufflelab.emulate.drivers import Group
-from shufflelab.emulate.protocols import Backend, Cluster, Fabric, MachineLost
+from shufflelab.emulate.protocols import Backend, Cluster, MachineLost
 from shufflelab.emulate.record import RunContext
 from shufflelab.emulate.spark import ClusterSpec
 from shufflelab.jvm import spark_version
+from shufflelab.netplan import NetPlan
 from shufflelab.results import Store
 from shufflelab.spec import ExperimentSpec, Scenario, SpecError, selected
 
@@ -213,9 +214,9 @@ class EmulateRunner:
         self.progress.on_phase("building fabric")
         t0 = clock()
         with self.backend.open_fabric(topology.build(first), first.topology.offloads) as fabric:
-            fabric.configure(first)
-            kind = drivers.kind_of(first)
             group = Group(fabric)
+            fabric.configure(group.plan(runs[0][0]))
+            kind = drivers.kind_of(first)
             try:
                 kind.open_group(first, group, self.progress.on_phase)
                 setup_s = clock() - t0  # charged to the group's first run
@@ -239,13 +240,13 @@ class EmulateRunner:
             if group.cluster is not None:
                 group.cluster.stop()
                 group.cluster = None
-            group.cluster, setup_s, failed = self._start_cluster(sc, rep, group.fabric, env, setup_s)
+            group.cluster, setup_s, failed = self._start_cluster(sc, rep, group, env, setup_s)
             if group.cluster is None:  # every attempt failed (each recorded): on to the next run
                 return failed[-1]
         return self._run(sc, rep, kind, group, env, setup_s)
 
     def _start_cluster(
-        self, sc: Scenario, rep: int, fabric: Fabric, env: dict[str, Any], setup_s: float
+        self, sc: Scenario, rep: int, group: Group, env: dict[str, Any], setup_s: float
     ) -> tuple[Cluster | None, float, list[RunOutcome]]:
         """Start the Spark cluster for run ``(sc, rep)``, up to ``CLUSTER_START_ATTEMPTS`` times. A
         failed start is recorded as a failed run of ``(sc, rep)`` with its cause, and what it started
@@ -253,11 +254,12 @@ class EmulateRunner:
         (None if every attempt failed), the run's setup time and the failed attempts (stored; the
         run's outcome is the run itself if a start succeeded, else the last of them)."""
         failed: list[RunOutcome] = []
+        fabric, plan = group.fabric, group.plan(sc)
         scratch = fabric.lease.scratch / "spark"
         log_dir = self.results_dir / self.name / "clusters" / fabric.lease.lease_id
         clock = self.backend.clock
         for k in range(1, CLUSTER_START_ATTEMPTS + 1):
-            fabric.configure(sc.spec)  # daemons start under the scenario's TCP settings
+            fabric.configure(plan)  # daemons start under the scenario's TCP settings
             self.progress.on_phase("starting Spark cluster" + (f" (attempt {k})" if k > 1 else ""))
             started, t1 = time.time(), clock()
             cluster = self.backend.new_cluster(ClusterSpec.of(sc.spec), fabric, scratch, log_dir)
@@ -272,7 +274,7 @@ class EmulateRunner:
                 shutil.rmtree(scratch, ignore_errors=True)
                 why = f"{type(exc).__name__}: {exc}"
                 cause = f"Spark cluster did not start (attempt {k} of {CLUSTER_START_ATTEMPTS}): {why}"
-                failed.append(self._record_failed_start(sc, rep, env, started, setup_s + clock() - t1, cause))
+                failed.append(self._record_failed_start(sc, rep, env, plan, started, setup_s + clock() - t1, cause))
                 self.progress.on_phase(cause[:200])
                 setup_s = 0.0
             except BaseException:
@@ -281,10 +283,10 @@ class EmulateRunner:
         return None, 0.0, failed
 
     def _record_failed_start(
-        self, sc: Scenario, rep: int, env: dict[str, Any], started: float, setup_s: float, cause: str
+        self, sc: Scenario, rep: int, env: dict[str, Any], plan: NetPlan, started: float, setup_s: float, cause: str
     ) -> RunOutcome:
         """A run that never began because its cluster did not start: stored failed with the cause."""
-        ctx = self._context(sc, rep, env, setup_s, started)
+        ctx = self._context(sc, rep, env, setup_s, plan, started)
         ctx.fail("failed", cause[:500])
         ctx.finished_at = time.time()
         ctx.wall_s = ctx.finished_at - started
@@ -292,7 +294,7 @@ class EmulateRunner:
         return RunOutcome(ctx.run_id, sc.label, rep, "failed", None, ctx.cause)
 
     def _context(
-        self, sc: Scenario, rep: int, env: dict[str, Any], setup_s: float, started: float | None = None
+        self, sc: Scenario, rep: int, env: dict[str, Any], setup_s: float, plan: NetPlan, started: float | None = None
     ) -> RunContext:
         """A new run: the next attempt's number and id, a fresh artifact folder (with the scenario)."""
         attempt = self.store.attempts(sc.scenario_id, rep) + 1
@@ -305,7 +307,7 @@ class EmulateRunner:
         )
         return RunContext(
             self.name, sc, rep, attempt, run_id, run_dir, env, setup_s,
-            started=time.time() if started is None else started, t_mono=self.backend.clock(),
+            started=time.time() if started is None else started, t_mono=self.backend.clock(), plan=plan,
         )  # fmt: skip
 
     def _run(
@@ -315,13 +317,13 @@ class EmulateRunner:
         wait loop, and the record written in every case (a failure is kept with its cause, also one
         met while tearing the run down; Ctrl-C is recorded as interrupted, then everything is torn
         down). A machine lost (:class:`MachineLost`) is raised again once the run is recorded."""
-        ctx = self._context(sc, rep, env, setup_s)
+        ctx = self._context(sc, rep, env, setup_s, group.plan(sc))
         self.progress.on_run(sc.label, rep)
         driver: drivers.WorkloadDriver = kind(ctx, group, self.backend)
         fabric, b = group.fabric, self.backend
         lost: MachineLost | None = None
         try:
-            telemetry.start(sc.spec, fabric, ctx.run_dir, ctx.telemetry, self.progress.on_phase, b)
+            telemetry.start(ctx.plan, fabric, ctx.run_dir, ctx.telemetry, self.progress.on_phase, b)
             jobs = driver.start(self.progress.on_phase)
             waited = waiting.wait(
                 jobs, fabric, driver.timeout_s, ctx.timeout_cause,

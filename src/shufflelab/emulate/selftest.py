@@ -26,6 +26,7 @@ from shufflelab.topology import Network, Port
 
 if TYPE_CHECKING:
     from shufflelab.emulate.protocols import CommandRunner, ProcessLauncher
+    from shufflelab.netplan import NetPlan
 
 Endpoints = Callable[[Network, Port], "tuple[str, str] | None"]
 
@@ -173,28 +174,27 @@ class SelftestError(RuntimeError):
 
 
 def for_run(
-    spec: Any,
+    plan: NetPlan,
     fabric: Any,
     run_dir: Any,
     cache: dict[str, list[LinkCheck]],
     measure: Callable[[Path, Mapping[str, Link]], list[LinkCheck]] | None = None,
 ) -> list[dict[str, Any]]:
-    """The self-test of ``spec``'s links on the live, idle ``fabric`` (once per link configuration:
+    """The self-test of ``plan``'s links on the live, idle ``fabric`` (once per link configuration:
     ``cache`` maps it to its checks), written to ``run_dir/selftest.json``. Returns the rows; raises
     :class:`SelftestError` when a link deviates and the spec refuses such runs. ``measure``: how
-    the backend measures its links (port name -> the link ``spec`` configures there) into a log
+    the backend measures its links (port name -> the link ``plan`` configures there) into a log
     folder (:func:`check` on the namespaces by default)."""
-    mode = spec.telemetry.selftest
+    mode = plan.spec.telemetry.selftest
     if mode == "off":
         return []
-    key = json.dumps([spec.datapath(), spec.topology.bottleneck.model_dump(mode="json")], sort_keys=True)
+    key = plan.link_key
     if key not in cache:
         log_dir = run_dir / "selftest"
-        links = {p.ifname: spec.topology.bottleneck for p in fabric.network.bottlenecks}
         if measure is not None:
-            cache[key] = measure(log_dir, links)
+            cache[key] = measure(log_dir, plan.links)
         else:
-            cache[key] = check(fabric.ns, fabric.network, log_dir, links)
+            cache[key] = check(fabric.ns, fabric.network, log_dir, plan.links)
     rows = [c.row() for c in cache[key]]
     (run_dir / "selftest.json").write_text(json.dumps(rows, indent=1))
     bad = [c for c in cache[key] if not c.ok]

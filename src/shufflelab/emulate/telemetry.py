@@ -12,9 +12,8 @@ import pandas as pd
 
 from shufflelab.emulate.boxload import BoxSampler
 from shufflelab.emulate.protocols import Backend, Fabric, Process
-from shufflelab.emulate.traffic import CrossTraffic, udp_payload_rate_bps
-from shufflelab.netplan import PortCounters
-from shufflelab.spec import ExperimentSpec
+from shufflelab.emulate.traffic import CrossTraffic
+from shufflelab.netplan import NetPlan, PortCounters
 
 
 @dataclass
@@ -31,40 +30,38 @@ class Telemetry:
 
 
 def start(
-    spec: ExperimentSpec,
+    plan: NetPlan,
     fabric: Fabric,
     run_dir: Path,
     tel: Telemetry,
     phase: Callable[[str], None],
     backend: Backend,
 ) -> None:
-    """Configure the fabric for this run, start the queue sampler (kernel datapath; the switch samples
-    itself) and the cross traffic, and record the bottleneck counters."""
-    net = fabric.network
+    """Configure the fabric for this run (its scenario's ``plan``), start the queue sampler (kernel
+    datapath; the switch samples itself) and the cross traffic, and record the bottleneck counters."""
+    spec, net = plan.spec, fabric.network
     # the userspace switch (if this spec needs it) restarts: its telemetry and counters are this run's
-    fabric.configure(spec, restart_switch=True)
+    fabric.configure(plan, restart_switch=True)
     if spec.telemetry.selftest != "off":  # the idle fabric, before telemetry and traffic start
         phase("self-testing the links")
-        fabric.selftest(spec, run_dir)  # -> run_dir/selftest.json
+        fabric.selftest(plan, run_dir)  # -> run_dir/selftest.json
     tel.before = {p.ifname: fabric.counters(p) for p in net.bottlenecks}
     if not backend.machines():  # the fabric is this machine: watch whether it keeps up
         tel.box = BoxSampler().start()
     tel.sampler = fabric.start_queue_sampler(spec, run_dir / "queue_samples.csv", backend.launch)
-    ct = spec.cross_traffic
-    if ct.active and ct.generator == "switch":  # the switch's own UDP source, paused until now
+    ct = plan.cross
+    if ct is not None and ct.generator == "switch":  # the switch's own UDP source, paused until now
         phase("starting the switch's cross traffic")
         fabric.start_cross_traffic()
-        backend.sleep(ct.warmup_s)
-    elif ct.active:
-        src, dst = spec.traffic_endpoints()
-        assert src is not None and dst is not None
+        backend.sleep(spec.cross_traffic.warmup_s)
+    elif ct is not None:
         phase("starting cross traffic")
         tel.traffic = CrossTraffic(
-            fabric.places[src], fabric.places[dst], net.host_addresses[dst], run_dir / "traffic",
+            fabric.places[ct.src], fabric.places[ct.dst], ct.dst_address, run_dir / "traffic",
             spec.experiment.run_timeout_s + 60, launch=backend.launch, run=backend.run,
         )  # fmt: skip
-        tel.traffic.start(udp_payload_rate_bps(spec.topology.bottleneck.rate_mbps, ct.udp_percent), ct.tcp_pairs)
-        backend.sleep(ct.warmup_s)
+        tel.traffic.start(ct.udp_payload_bps, ct.tcp_pairs)
+        backend.sleep(spec.cross_traffic.warmup_s)
 
 
 class SamplerFailed(RuntimeError):

@@ -34,7 +34,7 @@ from shufflelab.hosts.switch import (
     prepare_router,
     router_switch_config,
 )
-from shufflelab.netplan import PortCounters, route_attributes, shaping_changes, tcp_sysctls
+from shufflelab.netplan import NetPlan, PortCounters, shaping_changes
 from shufflelab.spec import ExperimentSpec, Link, SpecError
 from shufflelab.topology import Network, Port
 
@@ -168,28 +168,27 @@ class HostsFabric:
         return self.leases[self._places[spec_host]].session
 
     # -- configuration -------------------------------------------------------------------------
-    def configure(self, spec: ExperimentSpec, restart_switch: bool = False) -> None:
-        """Apply ``spec``'s TCP settings, routes and datapath on every host (idempotent). On the
+    def configure(self, plan: NetPlan, restart_switch: bool = False) -> None:
+        """Apply ``plan``'s TCP settings, routes and datapath on every host (idempotent). On the
         switch datapath the router host's switch is (re)started when its config changed, when it
         is not running, or when ``restart_switch`` asks for fresh counters (each run, as locally)."""
-        problems = refusals(spec, router=self.router is not None)
+        problems = refusals(plan.spec, router=self.router is not None)
         if problems:
             raise SpecError("the hosts backend cannot run this spec: " + "; ".join(problems))
-        link = spec.topology.bottleneck
-        shaped = set(self._port_host.values())
-        shared = None in shaped
-        router = self.leases[self.router] if shared and self.router is not None else None
-        switch = spec.datapath() == "switch"
+        link_of = {host: plan.links[port] for port, host in self._port_host.items()}  # None: the router's
+        router = self.leases[self.router] if None in link_of and self.router is not None else None
+        switch = plan.datapath == "switch"
         if not switch and self._switch is not None:
             self._switch.stop()  # before the kernel forwards again: one copy of every packet
 
         async def one(host: str) -> None:
             hl = self.leases[self._places[host]]
-            for name, value in tcp_sysctls(spec.tcp_for(host)).items():
+            want = plan.hosts[host]
+            for name, value in want.sysctls.items():
                 await hl.set_sysctl(name, value)
-            if host in shaped:
-                await self._shape(hl, link)
-            attrs = route_attributes(spec.tcp_for(host))
+            if host in link_of:
+                await self._shape(hl, link_of[host])
+            attrs = list(want.route_attributes)
             dev = hl.session.host.data_interface
             if switch:  # the switch forwards frames, not GSO segments
                 await hl.set_offloads(dev, OFFLOADS_OFF)
@@ -209,7 +208,7 @@ class HostsFabric:
             # would send the hosts around the bottleneck
             for scope in ("all", dev):
                 await hl.set_sysctl(f"net.ipv4.conf.{scope}.send_redirects", "0")
-            await self._shape(hl, link)
+            await self._shape(hl, link_of[None])
             return 0
 
         steps: list[Coroutine[Any, Any, Any]] = [one(h) for h in self._network.host_addresses]
@@ -217,9 +216,9 @@ class HostsFabric:
             steps.append(prepare_router(router) if switch else forward(router))
         done = self._loop.call(settled(*steps))
         if switch and router is not None:
-            self._start_switch(spec, router, int(done[-1]), restart_switch)
+            self._start_switch(plan, router, int(done[-1]), restart_switch)
 
-    def _start_switch(self, spec: ExperimentSpec, router: HostLease, ncpu: int, restart: bool) -> None:
+    def _start_switch(self, plan: NetPlan, router: HostLease, ncpu: int, restart: bool) -> None:
         if self._seams is None:
             raise RuntimeError("the switch needs the backend's process launcher")
         if not self._macs:
@@ -227,7 +226,7 @@ class HostsFabric:
             macs = self._loop.call(settled(*(mac_address(self.session(h)) for h in hosts)))
             self._macs = dict(zip(hosts, macs, strict=True))
         dev = router.session.host.data_interface
-        cfg = router_switch_config(self._network, spec, self._macs, dev, ncpu)
+        cfg = router_switch_config(plan, self._macs, dev, ncpu)
         if self._switch is None:
             assert self.router is not None
             port = next(p for p, h in self._port_host.items() if h is None)
@@ -246,7 +245,7 @@ class HostsFabric:
         """The router host's switch while it is the datapath."""
         return self._switch if self._switch is not None and self._switch.process is not None else None
 
-    async def _shape(self, hl: HostLease, link: Any) -> None:
+    async def _shape(self, hl: HostLease, link: Link) -> None:
         dev = hl.session.host.data_interface
         shown = (await hl.session.run(f"shape {dev}", ["tc", "qdisc", "show", "dev", dev])).stdout
         root, changes = shaping_changes(shown, dev, link)
@@ -288,7 +287,7 @@ class HostsFabric:
         switch = self._switching()
         return switch.failure() if switch is not None else None
 
-    def selftest(self, spec: ExperimentSpec, run_dir: Path) -> list[dict[str, Any]]:
+    def selftest(self, plan: NetPlan, run_dir: Path) -> list[dict[str, Any]]:
         """The local backend's link self-test over SSH (ping and a short iperf3 transfer across each
         shaped link), once per link configuration, written to ``run_dir/selftest.json``."""
         if self._seams is None:
@@ -300,7 +299,7 @@ class HostsFabric:
                 self._places, self._network, log_dir, links, run=run, launch=launch, endpoints=self._endpoints
             )
 
-        return link_selftest.for_run(spec, self, run_dir, self._selftests, measure=measure)
+        return link_selftest.for_run(plan, self, run_dir, self._selftests, measure=measure)
 
     def _endpoints(self, net: Network, port: Port) -> tuple[str, str] | None:
         """(source, destination) whose packets leave through ``port``'s queue here: a host's own

@@ -33,15 +33,13 @@ from typing import TYPE_CHECKING, Protocol
 from shufflelab.hosts.control import HostError, Session
 from shufflelab.hosts.deploy import HostPaths
 from shufflelab.hosts.probe import cpu_count
-from shufflelab.netplan import PortCounters, switch_config
+from shufflelab.netplan import NetPlan, PortCounters
 from shufflelab.switch.config import SwitchConfig, switch_cpu
 from shufflelab.switch.controller import BINARY_NAME, TELEMETRY_HEADER, rows_at_end
-from shufflelab.topology import Network
 
 if TYPE_CHECKING:
     from shufflelab.hosts.lease import HostLease
     from shufflelab.hosts.remote import Loop, SshProcess
-    from shufflelab.spec import ExperimentSpec
 
 OFFLOADS_OFF = {"tso": "off", "gso": "off", "gro": "off"}
 _TAIL_BYTES = 65_536
@@ -62,18 +60,17 @@ class HostsLauncher(Protocol):
     ) -> SshProcess: ...
 
 
-def router_switch_config(
-    network: Network, spec: ExperimentSpec, macs: Mapping[str, str], router_dev: str, ncpu: int
-) -> SwitchConfig:
-    """The local fabric's switch configuration (:func:`shufflelab.netplan.switch_config`:
-    the spec's rate, delay, queue and RED on the shared topology's one router port, every host
+def router_switch_config(plan: NetPlan, macs: Mapping[str, str], router_dev: str, ncpu: int) -> SwitchConfig:
+    """The local fabric's switch configuration (:meth:`shufflelab.netplan.NetPlan.switch_config`:
+    the link's rate, delay, queue and RED on the shared topology's one router port, every host
     behind it with its MAC and its mode ``off``/``dctcp``/``vcc``) with that port being the router
-    host's data interface ``router_dev``, the hosts' data addresses (``network``'s) and MACs
+    host's data interface ``router_dev``, the hosts' data addresses (the plan's network's) and MACs
     (``macs``: spec host -> MAC of its data interface), pinned to the router host's last CPU of
     ``ncpu``. Pure."""
-    if spec.topology.kind != "shared":
-        raise ValueError(f"topology.kind = {spec.topology.kind!r}: the router host's switch holds a shared bottleneck")
-    cfg = switch_config(network, spec, dict(macs))
+    kind = plan.spec.topology.kind
+    if kind != "shared":
+        raise ValueError(f"topology.kind = {kind!r}: the router host's switch holds a shared bottleneck")
+    cfg = plan.switch_config(macs)
     if cfg.cross:
         raise ValueError(
             "cross_traffic.generator = 'switch': the in-switch source runs on the local fabric only (the "

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
+from shufflelab import netplan
 from shufflelab.emulate import waiting
 from shufflelab.emulate.protocols import Backend, Cluster, Fabric
 from shufflelab.emulate.record import RunContext
 from shufflelab.results import RunRecord
-from shufflelab.spec import ExperimentSpec
+from shufflelab.spec import ExperimentSpec, Scenario
 
 Phase = Callable[[str], None]  # tells the user what the run is doing now
 
@@ -24,6 +25,13 @@ class Group:
     fabric: Fabric
     cluster: Cluster | None = None
     storage: Any = None
+    plans: dict[str, netplan.NetPlan] = field(default_factory=dict)  # scenario id -> its plan here
+
+    def plan(self, sc: Scenario) -> netplan.NetPlan:
+        """The network plan of scenario ``sc`` on the group's fabric, built once."""
+        if sc.scenario_id not in self.plans:
+            self.plans[sc.scenario_id] = netplan.of(sc.spec, self.fabric.network)
+        return self.plans[sc.scenario_id]
 
 
 class WorkloadDriver(Protocol):

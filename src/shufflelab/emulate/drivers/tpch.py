@@ -62,7 +62,7 @@ class TpchDriver(SparkDriver):
         p = spec.workload_params()
         storage.set_cores(p.storage_cores, p.core_scale)
         model = advisor.Model(
-            bandwidth_gbps=spec.topology.bottleneck.rate_mbps / 1000.0,
+            bandwidth_gbps=self.ctx.plan.link.rate_mbps / 1000.0,
             storage_hosts=len(storage.hosts),
             storage_cpus_per_host=p.storage_cores * p.core_scale,
             proxy_workers=workers_for(p.storage_cores),
