@@ -109,6 +109,9 @@ def queue_problem(queue_bytes: int | None, queue_packets: int | None) -> str | N
     return None
 
 
+# a full TCP segment's payload share of its Ethernet frame (1448 of 1514 bytes, timestamps on): what
+# a perfect link delivers to TCP as goodput, per bit of its rate
+TCP_PAYLOAD_SHARE = 1448 / 1514
 UDP_PAYLOAD_BYTES = 1400
 UDP_OVERHEAD_BYTES = 14 + 20 + 8  # Ethernet + IPv4 + UDP headers, as counted by the qdisc
 

@@ -121,3 +121,4 @@ def test_report_line_sets_apart_checks_made_against_another_scenarios_rate(spec_
     line = report.selftest_fact(report.Data("x", "", {}, runs, [], {}, scenarios=own))
     assert line is not None and "within tolerance" not in line
     assert "2 of 4 runs" in line and "another scenario's" in line and "deviated" not in line
+    assert "measured on their own link, is 0.99-0.99 of its rate" in line  # 950 of 1000, 95 of 100

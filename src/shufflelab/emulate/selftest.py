@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from shufflelab import shaping
 from shufflelab.emulate import netns
 from shufflelab.spec import Link
 from shufflelab.topology import Network, Port
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 
 Endpoints = Callable[[Network, Port], "tuple[str, str] | None"]
 
-PAYLOAD_SHARE = 1448 / 1514
+PAYLOAD_SHARE = shaping.TCP_PAYLOAD_SHARE
 IPERF_PORT = 5299
 
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from shufflelab.report.data import Data, _p_text, verdict
+from shufflelab.shaping import TCP_PAYLOAD_SHARE
 from shufflelab.stats import MIN_N, Comparison
 
 if TYPE_CHECKING:
@@ -170,6 +171,7 @@ def selftest_fact(d: Data) -> str | None:
     runs whose check was measured against another scenario's link are counted apart."""
     checks: dict[tuple[str, str], dict[str, Any]] = {}
     n_runs = elsewhere = 0
+    reread: list[float] = []  # those runs' goodput over their own rate (the link they were measured on)
     labels = d.runs["label"] if "label" in d.runs else pd.Series([None] * len(d.runs), index=d.runs.index)
     envs = d.runs.get("environment_json", pd.Series(dtype=object))
     for env, label in zip(envs, labels.reindex(envs.index), strict=True):
@@ -177,8 +179,11 @@ def selftest_fact(d: Data) -> str | None:
             continue
         rows = json.loads(env).get("selftest") or []
         n_runs += bool(rows)
-        if rows and _checked_elsewhere(rows, d.scenarios.get(label) if isinstance(label, str) else None):
+        own = d.scenarios.get(label) if isinstance(label, str) else None
+        if rows and own is not None and _checked_elsewhere(rows, own):
             elsewhere += 1
+            rate = own.topology.bottleneck.rate_mbps * TCP_PAYLOAD_SHARE
+            reread += [r["goodput_mbps"] / rate for r in rows if r.get("goodput_mbps") is not None]
             continue
         for r in rows:
             key = (str(r.get("port")), json.dumps(r.get("rate_mbps")))
@@ -192,9 +197,10 @@ def selftest_fact(d: Data) -> str | None:
     if elsewhere:
         head = (
             f"Link self-test: {elsewhere} of {n_runs} runs were checked against another scenario's link (the "
-            "first scenario's on their shared fabric, a defect fixed on 2026-11-28), so their checks say nothing "
-            "about their own links"
+            "first scenario's on their shared fabric, a defect fixed on 2026-11-28): their recorded verdicts are void"
         )
+        if reread:  # the fabric had shaped the run's own link when it was measured
+            head += f"; their goodput, measured on their own link, is {min(reread):.2f}-{max(reread):.2f} of its rate"
         if not checks:
             return head + "."
         if not bad:
