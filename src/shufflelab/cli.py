@@ -7,7 +7,7 @@ import contextlib
 import sys
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -37,6 +37,20 @@ def run(
     deploy: Annotated[
         bool, typer.Option("--deploy", help="With --hosts: first bring the hosts what is missing (shufflelab deploy).")
     ] = False,
+    until_decided: Annotated[
+        bool,
+        typer.Option(
+            "--until-decided",
+            help="Add interleaved repetitions to the comparisons whose starvation verdict is still open, each "
+            "stopped when decided at a look of a group-sequential design (Lan-DeMets alpha spending) or at --max-reps.",
+        ),
+    ] = False,
+    max_reps: Annotated[
+        int | None, typer.Option(help="With --until-decided: the most runs a side (default 10).")
+    ] = None,
+    spending: Annotated[
+        str, typer.Option(help="With --until-decided: the alpha-spending function, pocock or obf.")
+    ] = "pocock",
 ) -> None:
     """Run every missing run of an experiment (finished runs are kept: re-running resumes).
 
@@ -51,6 +65,16 @@ def run(
         _fail(str(exc))
     if reps is not None:
         spec = spec.model_copy(update={"experiment": spec.experiment.model_copy(update={"repetitions": reps})})
+    if not until_decided and (max_reps is not None or spending != "pocock"):
+        _fail("--max-reps and --spending go with --until-decided")
+    if until_decided:
+        from shufflelab import sequential
+        from shufflelab.stats import MIN_N
+
+        try:
+            sequential.Design(max(MIN_N, spec.experiment.repetitions), max_reps or 10, 0.05, spending)
+        except ValueError as exc:
+            _fail(str(exc))
     if deploy:
         if hosts is None:
             _fail("--deploy needs --hosts (it brings the inventory's hosts what a run there needs)")
@@ -94,8 +118,13 @@ def run(
                     from shufflelab.hosts import commands as hostcmds
 
                     backend = stack.enter_context(hostcmds.open_backend(hosts, spec, str(spec_path), select)).backend()
-                runner = runmod.EmulateRunner(spec, str(spec_path), results, progress, select=select, backend=backend)
-                r = runner.run()
+                if until_decided:
+                    r = _until_decided(spec, spec_path, results, progress, select, backend, max_reps or 10, spending)
+                else:
+                    runner = runmod.EmulateRunner(
+                        spec, str(spec_path), results, progress, select=select, backend=backend
+                    )
+                    r = runner.run()
             interrupts.check()
         except (SpecError, StoreError) as exc:
             _fail(str(exc))
@@ -123,6 +152,33 @@ def run(
             highlight=False,
         )
         raise typer.Exit(1)
+
+
+def _until_decided(
+    spec: Any,
+    spec_path: Path,
+    results: Path,
+    progress: Any,
+    select: list[str] | None,
+    backend: Any,
+    max_reps: int,
+    spending: str,
+) -> Any:
+    """``run --until-decided``: the loop of ``emulate.until_decided`` with this command's runner."""
+    from shufflelab.emulate import runner as runmod
+    from shufflelab.emulate import until_decided as ud
+
+    def make(sp: Any, labels: set[str] | None) -> Any:
+        return ud.only(runmod.EmulateRunner(sp, str(spec_path), results, progress, select=select, backend=backend),
+                       labels)  # fmt: skip
+
+    def look(n: int, found: list[Any]) -> None:
+        open_ = [d.scenario for d in found if not d.decided]
+        console.print(f"look at n = {n}: {len(found) - len(open_)} decided, {len(open_)} open"
+                      + (f" ({', '.join(open_)})" if open_ else ""))  # fmt: skip
+
+    res = ud.run(spec, make, max_reps, spending=spending, on_look=look)
+    return runmod.ExperimentResult(res.store_path, res.outcomes, res.skipped)
 
 
 def _write_report(db: Path, out: Path | None) -> None:

@@ -450,9 +450,10 @@ def control_of(specs: Mapping[str, ExperimentSpec | None]) -> dict[str, str]:
 
 
 def diagnose_store(
-    db: object, scenario: str | None = None, baseline: str | None = None, **kw: object
+    db: object, scenario: str | None = None, baseline: str | None = None, max_rep: int | None = None, **kw: object
 ) -> list[Diagnosis]:
-    """Diagnose every (scenario, baseline) pair in a results file, or the one named."""
+    """Diagnose every (scenario, baseline) pair in a results file, or the one named; ``max_rep``: only
+    the runs of the first repetitions (a sequential look, ``sequential.py``)."""
     from shufflelab.results import Store
 
     store = Store(db)  # type: ignore[arg-type]
@@ -482,6 +483,8 @@ def diagnose_store(
     else:
         pairs = list(baseline_pairs(specs))
     runs = store.query("SELECT r.*, s.label FROM runs r JOIN scenarios s USING (scenario_id) WHERE r.status = 'ok'")
+    if max_rep is not None:
+        runs = runs[runs["rep"] <= max_rep]
     if "total_cores" not in runs.columns or runs["total_cores"].isna().any():
         cores = {lbl: len(sp.hosts_with("spark-worker")) * sp.spark.worker_cores
                  for lbl, sp in specs.items() if sp is not None}  # fmt: skip

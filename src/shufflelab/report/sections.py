@@ -146,7 +146,7 @@ def analyses(d: Data, db: Path, figdir: Path) -> Analyses:
     fb = F.fig_bytes(d, figdir / "bytes.png")
     if fb:
         out.figures.append(Figure(fb, "Bytes through the bottleneck vs remote shuffle bytes, per run."))
-    diagnoses = dg.diagnose_store(db) if pairs else []
+    diagnoses, seq_note = _diagnoses(db) if pairs else ([], None)
     ff = F.fig_fct(db, pairs, figdir / "fct.png") if pairs else None
     if ff:
         out.figures.append(Figure(ff, "Shuffle-read FCT per task by data volume (log scale), scenarios and baselines."))
@@ -175,7 +175,7 @@ def analyses(d: Data, db: Path, figdir: Path) -> Analyses:
                             [CC_COMPARISON_NOTE], tables=[Table(ccs, keys=len(d.keys) + 1)]))  # fmt: skip
     secs += vcc_secs
     if diagnoses:
-        secs.append(_diagnosis(diagnoses, d))
+        secs.append(_diagnosis(diagnoses, d, seq_note))
     summary = table[[c for c in [*d.keys, *SUMMARY_COLS] if c in table.columns]] if not table.empty else table
     secs.append(Section("Per scenario", tables=[Table(summary, keys=max(1, len(d.keys)))]))
     shuf = shuffle_table(d, db)
@@ -193,9 +193,26 @@ def analyses(d: Data, db: Path, figdir: Path) -> Analyses:
     return out
 
 
-def _diagnosis(diagnoses: list[Any], d: Data) -> Section:
+def _diagnoses(db: Path) -> tuple[list[Any], str | None]:
+    """Every comparison's diagnosis; under a sequential design (``run --until-decided``) each at the look
+    where it was decided, or the last look taken, at that look's nominal level, and the design's line."""
+    from shufflelab import diagnose as dg
+    from shufflelab import sequential
+
+    design = sequential.load(Store(db))
+    if design is None:
+        return dg.diagnose_store(db), None
+    found = sequential.decisions(db, design)
+    out = [d.diagnosis for d in found if d.diagnosis is not None]
+    seen = {(x.scenario, x.baseline) for x in out}
+    out += [x for x in dg.diagnose_store(db) if (x.scenario, x.baseline) not in seen]  # no look yet: all runs
+    return out, sequential.summary(design, found)
+
+
+def _diagnosis(diagnoses: list[Any], d: Data, note: str | None = None) -> Section:
     return Section(
         "Starvation diagnosis (`shufflelab diagnose`)",
+        [note] if note else [],
         tables=[Table(pd.DataFrame([x.row() for x in diagnoses]))],
         bullets=[
             f"**{x.scenario}** vs {x.baseline}: **{x.verdict}** -- "

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from shufflelab.attribution import level_text
 from shufflelab.report.data import Data, _p_text, verdict
 from shufflelab.shaping import TCP_PAYLOAD_SHARE
 from shufflelab.stats import MIN_N, Comparison
@@ -27,7 +28,8 @@ def _comparison_line(scenario: str, baseline: str, c: Comparison) -> str:
     head = f"{scenario} vs {baseline}: job time x{c.ratio:.2f} ({c.percent_change:+.0f} %)"
     if c.too_few:
         return f"{head}, {n}: too few runs for an interval/verdict (need {MIN_N} per side)"
-    return f"{head}, 95 % CI {c.ci_text()}, Welch p = {_p_text(c)}, {n}: {verdict(c)}"
+    level = level_text(c.confidence)  # 95 %, or a sequential look's level
+    return f"{head}, {level} CI {c.ci_text()}, Welch p = {_p_text(c)}, {n}: {verdict(c)}"
 
 
 def vcc_headline(closure: pd.DataFrame | None) -> list[str]:
