@@ -96,6 +96,7 @@ def test_report_line_never_says_within_tolerance_when_a_later_run_passed_the_sam
     line = report.selftest_fact(d)
     assert line is not None and "within tolerance" not in line
     assert "1 port configuration(s) deviated" in line and "r:sw at 20 Mbit/s: delivered 0.63" in line
+    assert "(goodput / configured rate 0.63-0.99)" in line  # the span of every run's check, not of one per port
 
 
 def test_report_line_sets_apart_checks_made_against_another_scenarios_rate(spec_dict: dict[str, Any]) -> None:

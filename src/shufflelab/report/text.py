@@ -174,6 +174,7 @@ def selftest_fact(d: Data) -> str | None:
     checks: dict[tuple[str, str], dict[str, Any]] = {}
     n_runs = elsewhere = 0
     reread: list[float] = []  # those runs' goodput over their own rate (the link they were measured on)
+    ratios: list[float] = []  # every other check's goodput over its configured rate
     labels = d.runs["label"] if "label" in d.runs else pd.Series([None] * len(d.runs), index=d.runs.index)
     envs = d.runs.get("environment_json", pd.Series(dtype=object))
     for env, label in zip(envs, labels.reindex(envs.index), strict=True):
@@ -187,6 +188,7 @@ def selftest_fact(d: Data) -> str | None:
             rate = own.topology.bottleneck.rate_mbps * TCP_PAYLOAD_SHARE
             reread += [r["goodput_mbps"] / rate for r in rows if r.get("goodput_mbps") is not None]
             continue
+        ratios += [r["rate_ratio"] for r in rows if r.get("rate_ratio") is not None]
         for r in rows:
             key = (str(r.get("port")), json.dumps(r.get("rate_mbps")))
             if key not in checks or not r.get("ok") or checks[key].get("ok"):  # a failure is never overwritten
@@ -194,7 +196,6 @@ def selftest_fact(d: Data) -> str | None:
     if not checks and not elsewhere:
         return None
     bad = [r for r in checks.values() if not r.get("ok")]
-    ratios = [r["rate_ratio"] for r in checks.values() if r.get("rate_ratio") is not None]
     span = f" (goodput / configured rate {min(ratios):.2f}-{max(ratios):.2f})" if ratios else ""
     if elsewhere:
         head = (
