@@ -179,8 +179,10 @@ def decisions(db: object, design: Design) -> list[Decision]:
             out[(d.scenario, d.baseline)] = Decision(
                 d.scenario, d.baseline, n, float(alphas[k]), d.verdict, d.verdict in DECIDED, d
             )
-        if not taken and all(not c.decided for c in out.values()) and k > 0:
-            break  # no comparison has this look's repetitions yet: none has a later one either
+        if not taken:
+            # no open comparison has n successful runs among its first n repetitions: with fewer than
+            # n among the first n, none can have n + 1 among the first n + 1 either
+            break
     return list(out.values())
 
 
