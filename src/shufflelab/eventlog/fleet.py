@@ -15,7 +15,8 @@ The fleet holds:
   (noise only), series 2 drifts +1.5 % a run;
 * **ad hoc applications** (a name each);
 * **network-bound** applications (about 15 % of the names, and series 3): their shuffle stages
-  dilated 2-4x, the gain being fetch wait;
+  dilated so that the job gains 0.6-1.5x its span, the gain being fetch wait; and every
+  application made from the lab's 75 %-UDP run, whose fetch wait is 2/3 of its core time;
 * a few **failed** (a real failed log), **killed** (a real log of an application killed while it
   ran: no end) and **in-progress** (a finished log cut in the middle, named ``.inprogress``).
 
@@ -45,6 +46,7 @@ NS_METRICS = ("Executor CPU Time", "Executor Deserialize CPU Time")
 DAY_MS = 86_400_000
 START_MS = 1_798_761_600_000  # 2027-01-01T00:00Z
 NOISE = 0.03  # log-normal sigma of a run's job time
+NATIVELY_NETWORK_BOUND = ("udp75",)  # the lab's run under 75 % UDP: fetch wait is 2/3 of its core time
 REGRESSION = 0.4  # the regressed series' job time grows by this share from its regression run on
 
 
@@ -224,7 +226,7 @@ def generate(out: Path, n: int, seed: int = 0, runs: int = 15, network_share: fl
         template = ok_names[d % 2] if d < 4 else ok_names[int(rng.integers(0, 3))]
         drift = {0: 0.0, 1: 0.0, 2: 0.015}.get(d, float(rng.uniform(-0.005, 0.005)))
         net = d == 3 or (d >= 4 and rng.random() < network_share)
-        series[name] = {"template": template, "drift": drift, "net": net, "g": float(rng.uniform(2, 4))}
+        series[name] = {"template": template, "drift": drift, "net": net, "g": float(rng.uniform(1.6, 2.5))}
         if d == 0:
             reg = int(runs * 0.6)
             t = tpl[template]
@@ -246,12 +248,15 @@ def generate(out: Path, n: int, seed: int = 0, runs: int = 15, network_share: fl
             "template": ok_names[int(rng.integers(0, 3))],
             "drift": 0.0,
             "net": bool(rng.random() < network_share),
-            "g": float(rng.uniform(2, 4)),
+            "g": float(rng.uniform(1.6, 2.5)),
         }
         tname = {"failed": "failed", "killed": "killed"}.get(status, s["template"])
         t = tpl[tname]
         stretch = float((1 + s["drift"]) ** run * math.exp(rng.normal(0, NOISE)))
-        dilate = {sid: s["g"] for sid in t.shuffle_stages} if s["net"] else {}
+        dilate = {}
+        if s["net"] and t.shuffle_stages:  # the shuffle stages gain f x the job's span, f = s["g"] - 1
+            windows = sum(b - a for a, b in t.shuffle_stages.values())
+            dilate = {sid: 1 + (s["g"] - 1) * t.span_ms / max(1, windows) for sid in t.shuffle_stages}
         if "regression" in s and run >= s["regression"][0]:
             _, stage, g = s["regression"]
             dilate[stage] = dilate.get(stage, 1.0) * g
@@ -259,7 +264,7 @@ def generate(out: Path, n: int, seed: int = 0, runs: int = 15, network_share: fl
         lines = render(t, app_id, name, start, stretch, dilate, cut=0.5 if status == "in-progress" else None)
         fname = app_id + (".inprogress" if status in ("killed", "in-progress") else "")
         (logs / fname).write_text("\n".join(lines) + "\n")
-        net_bound = bool(s["net"]) and status == "ok"
+        net_bound = (bool(s["net"]) or tname in NATIVELY_NETWORK_BOUND) and status == "ok"
         truth.apps.append(TruthApp(app_id, name, fname, kind, run, status, net_bound, tname, stretch))
         if net_bound:
             truth.network_bound.append(app_id)

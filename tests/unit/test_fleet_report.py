@@ -1,0 +1,77 @@
+"""The fleet page on a synthetic fleet with a known truth (eventlog.fleet): network-bound applications
+rank on top, the injected regression is flagged at its run with the stage and metric that moved, a
+flat series is not flagged; and the change-point test on its own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from shufflelab.appreport import fleet as report
+from shufflelab.eventlog import fleet
+from shufflelab.eventlog.ingest import ingest
+from shufflelab.results import Store
+
+
+@pytest.fixture(scope="module")
+def fleet_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, fleet.Truth]:
+    root = tmp_path_factory.mktemp("fleet")
+    truth = fleet.generate(root, 40, seed=7, runs=8)
+    db = root / "fleet.duckdb"
+    ingest([root / "logs"], db)
+    return db, truth
+
+
+def test_network_bound_applications_rank_on_top(fleet_store: tuple[Path, fleet.Truth]) -> None:
+    db, truth = fleet_store
+    df = report.app_table(Store(db))
+    ranked = df[df["core_s"] > 0].sort_values("fetch_wait_share", ascending=False)["app_id"].tolist()
+    bound = set(truth.network_bound)
+    assert len(bound) >= 3
+    assert set(ranked[: len(bound)]) == bound
+
+
+def test_regression_flagged_at_its_run_and_flat_series_not(fleet_store: tuple[Path, fleet.Truth]) -> None:
+    db, truth = fleet_store
+    store = Store(db)
+    df = report.app_table(store)
+    cps = {c.name: c for c in report.change_points(df)}
+    (name, run), flat = next(iter(truth.regressions.items())), truth.flat[0]
+    assert cps[name].flagged and cps[name].split == run
+    assert cps[name].first_after == next(a.app_id for a in truth.apps if a.name == name and a.run == run)
+    assert not cps[flat].flagged
+    stage, metric = report.what_moved(store, df, cps[name])
+    assert stage.startswith(f"stage {truth.regressed_stage[name]} ") and metric.startswith("fetch wait:")
+
+
+def test_page_written_with_error_table_and_estimates(fleet_store: tuple[Path, fleet.Truth], tmp_path: Path) -> None:
+    db, truth = fleet_store
+    html, md = report.write(db, tmp_path)
+    text = md.read_text()
+    assert html.exists() and (tmp_path / "figures" / "fleet-distributions.png").exists()
+    assert "model estimate" in text and "at most" not in text.replace("'at most'", "")
+    assert "DCTCP" in text and "cannot be estimated" in text
+    assert "| starvation-red | workload=small-records,apps=1,case=shared | 20 | 10 | -0.398 |" in text
+    assert f"{len(truth.apps)} applications" in text
+
+
+def test_change_point_on_plain_series() -> None:
+    rng = np.random.default_rng(0)
+    flat = list(np.exp(rng.normal(0, 0.03, 12)) * 100)
+    step = flat[:7] + [x * 1.3 for x in flat[7:]]
+    k, p = report.change_point(step)
+    assert k == 7 and p < 0.001
+    assert report.change_point(flat)[1] > 0.05
+
+
+def test_error_table_matches_the_committed_reports() -> None:
+    docs = Path(__file__).resolve().parents[2] / "docs" / "results"
+    for rep, scenario, _, _, error in report.WHATIF_ERRORS:
+        section = (docs / rep / "report.md").read_text().split("## What-if check", 1)[1].split("\n## ", 1)[0]
+        assert scenario in section and f"{error:.3f}" in section, (rep, scenario)
+    lo, hi = report.error_range()
+    assert lo < 0 < hi
+    a, b = report.saved_range(0.2)
+    assert a <= 0.2 <= b
