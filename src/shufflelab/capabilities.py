@@ -17,6 +17,7 @@ import subprocess
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from shufflelab import netplan
 from shufflelab.spec import DCTCP_BASE, ExperimentSpec
 from shufflelab.switch.controller import BINARY_NAME, binary_path
 
@@ -140,7 +141,7 @@ def check(spec: ExperimentSpec, caps: Capabilities, where: str = "") -> list[str
         problems.append(f"{pre}the emulate backend needs root (network namespaces, qdiscs, sysctls)")
     if not caps.netns or not caps.veth:
         problems.append(f"{pre}this host cannot create network namespaces with veth pairs")
-    link = spec.topology.bottleneck
+    link = netplan.bottleneck(spec)
     if spec.datapath() == "kernel":
         for needed in ("htb", "bfifo" if link.queue_packets is None else "pfifo"):
             if caps.qdiscs and needed not in caps.qdiscs:
@@ -198,7 +199,7 @@ def emulation(spec: ExperimentSpec) -> dict[str, Any]:
     ``datapath`` is ``kernel`` (HTB + FIFO qdiscs) or ``switch``; with the switch,
     ``emulated_by_switch`` lists, in words, what the userspace switch provides, and
     ``congestion_control`` says what a ``dctcp`` host really runs."""
-    link = spec.topology.bottleneck
+    link = netplan.bottleneck(spec)
     queue = f"{link.queue_packets} packets" if link.queue_packets else f"{link.effective_queue_bytes()} bytes"
     if spec.datapath() == "kernel":
         return {

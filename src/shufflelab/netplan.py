@@ -177,10 +177,18 @@ class NetPlan:
         )
 
 
+def bottleneck(spec: ExperimentSpec) -> Link:
+    """The link ``spec`` asks for on every shaped port. Outside the spec's own validation this is
+    the one reader of ``topology.bottleneck``: what runs on a fabric reads its run's plan (:func:`of`,
+    built from this), what checks a spec before any fabric exists (capabilities, the hosts' doctor,
+    reports of stored scenarios) reads this."""
+    return spec.topology.bottleneck
+
+
 def of(spec: ExperimentSpec, network: Network) -> NetPlan:
     """The plan of scenario ``spec`` on ``network`` (the fabric's network: over SSH its host
     addresses are the machines' data addresses)."""
-    link = spec.topology.bottleneck
+    link = bottleneck(spec)
     hosts = {}
     for h, address in network.host_addresses.items():
         tcp = spec.tcp_for(h)

@@ -26,7 +26,8 @@ import numpy as np
 import pandas as pd
 
 if TYPE_CHECKING:
-    from shufflelab.spec import ExperimentSpec
+    from shufflelab import netplan
+from shufflelab.spec import ExperimentSpec
 
 PAIRS_KEY = "cross_traffic.tcp_pairs"
 CASES = ("ecn", "legacy", "vcc")
@@ -186,7 +187,7 @@ def fig_backlog(store, runs: pd.DataFrame, spec: ExperimentSpec, path):  # noqa:
     top = int(runs["_pairs"].max()) if "_pairs" in runs.columns else int(runs[PAIRS_KEY].max())
     at = runs[(runs[PAIRS_KEY].astype(int) == top) & runs["status"].isin(["ok", "timeout"])]
     period_ms = float(spec.telemetry.queue_period_ms)
-    red = spec.topology.bottleneck.red
+    red = netplan.bottleneck(spec).red
     fig, ax = plt.subplots(figsize=(8, 4))
     colors = {"ecn": "#4c72b0", "legacy": "#c44e52", "vcc": "#55a868"}
     drawn = 0

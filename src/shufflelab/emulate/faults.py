@@ -28,7 +28,8 @@ import pandas as pd
 from shufflelab import procfs
 from shufflelab.emulate import netns
 from shufflelab.emulate.traffic import CrossTraffic, udp_payload_rate_bps
-from shufflelab.spec import ExperimentSpec, Fault
+from shufflelab.netplan import NetPlan
+from shufflelab.spec import Fault
 
 
 @dataclass
@@ -53,11 +54,13 @@ class _Active:
 
 
 class Injector:
-    """Carries out ``spec.faults`` on ``fabric`` (a :class:`~shufflelab.emulate.fabric.Fabric`) for
-    ``cluster`` (a :class:`~shufflelab.emulate.spark.SparkCluster`, for executor kills)."""
+    """Carries out the faults of ``plan``'s scenario on ``fabric`` (a
+    :class:`~shufflelab.emulate.fabric.Fabric`) for ``cluster`` (a
+    :class:`~shufflelab.emulate.spark.SparkCluster`, for executor kills)."""
 
-    def __init__(self, spec: ExperimentSpec, fabric: Any, cluster: Any, run_dir: Path) -> None:
-        self.spec, self.fabric, self.cluster, self.run_dir = spec, fabric, cluster, run_dir
+    def __init__(self, plan: NetPlan, fabric: Any, cluster: Any, run_dir: Path) -> None:
+        spec = plan.spec
+        self.plan, self.spec, self.fabric, self.cluster, self.run_dir = plan, spec, fabric, cluster, run_dir
         self.pending = sorted(enumerate(spec.faults), key=lambda p: p[1].at_s)
         self.active: list[_Active] = []
         self.events: list[FaultEvent] = []
@@ -118,7 +121,7 @@ class Injector:
                 src = f.host or self.spec.traffic_endpoints()[0]
                 dst = self.spec.traffic_endpoints()[1]
                 assert src is not None and dst is not None
-                rate = f.rate_mbps or self.spec.topology.bottleneck.rate_mbps
+                rate = f.rate_mbps or self.plan.link.rate_mbps
                 tr = CrossTraffic(
                     self.fabric.ns[src], self.fabric.ns[dst], self.fabric.network.host_addresses[dst],
                     self.run_dir / f"fault{i}-traffic", f.duration_s + 5,

@@ -12,6 +12,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from shufflelab import netplan
 from shufflelab.hosts.probe import HostFacts
 from shufflelab.spec import ExperimentSpec, SpecError, expand
 
@@ -236,7 +237,7 @@ def for_spec(
             cc = sc.spec.tcp_for(spec_host).kernel_congestion_control()
             if cc not in f.congestion_controls and cc not in f.loadable_congestion_controls:
                 refused.setdefault(sc.label, []).append(f"{cc} missing on {inv_host} ({spec_host})")
-            link = sc.spec.topology.bottleneck
+            link = netplan.bottleneck(sc.spec)
             if sc.spec.datapath() == "switch":  # delay and RED are the switch's, on the router host
                 continue
             if link.delay_ms > 0 and f.qdiscs is not None and "netem" not in f.qdiscs:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from shufflelab import netplan
 from shufflelab.attribution import level_text
 from shufflelab.report.data import Data, _p_text, verdict
 from shufflelab.shaping import TCP_PAYLOAD_SHARE
@@ -160,7 +161,7 @@ def _checked_elsewhere(rows: list[dict[str, Any]], own: ExperimentSpec | None) -
     fabric's first scenario (the fabric shaped the run's own link; the check compared with another)."""
     if own is None:
         return False
-    link = own.topology.bottleneck
+    link = netplan.bottleneck(own)
     return any(
         r.get("rate_mbps") != link.rate_mbps or abs(float(r.get("expected_rtt_ms") or 0.0) - 2 * link.delay_ms) > 1e-9
         for r in rows
@@ -185,7 +186,7 @@ def selftest_fact(d: Data) -> str | None:
         own = d.scenarios.get(label) if isinstance(label, str) else None
         if rows and own is not None and _checked_elsewhere(rows, own):
             elsewhere += 1
-            rate = own.topology.bottleneck.rate_mbps * TCP_PAYLOAD_SHARE
+            rate = netplan.bottleneck(own).rate_mbps * TCP_PAYLOAD_SHARE
             reread += [r["goodput_mbps"] / rate for r in rows if r.get("goodput_mbps") is not None]
             continue
         ratios += [r["rate_ratio"] for r in rows if r.get("rate_ratio") is not None]
@@ -370,7 +371,7 @@ def scale_note(d: Data) -> list[str]:
     lines = [
         f"{where} {who}, "
         f"topology '{s.topology.kind}' with a "
-        f"{s.topology.bottleneck.rate_mbps:g} Mbit/s bottleneck, workload {s.workload.name}"
+        f"{netplan.bottleneck(s).rate_mbps:g} Mbit/s bottleneck, workload {s.workload.name}"
         + (" " + ", ".join(f"{k}={v}" for k, v in params.items()) if params else "")
         + ".",
     ]
