@@ -218,6 +218,9 @@ def analyze(
         list[Path] | None,
         typer.Option(help="Logs of the same application on a quiet network: the starvation verdict (repeatable)."),
     ] = None,
+    workers: Annotated[
+        int | None, typer.Option(min=1, help="Processes parsing logs in parallel (default: one per core).")
+    ] = None,
 ) -> None:
     """Read Spark event logs of any application into the lab's tables (apps, jobs, stages, tasks,
     executors, sql_executions); with --out, write the analysis: network cost, bounds, what pays off."""
@@ -225,7 +228,7 @@ def analyze(
 
     if out is None and (link_gbps is not None or baseline):
         _fail("--link-gbps and --baseline shape the report: give --out DIR too")
-    code = command.run(logs or [], db, history_server, app_id, force, console, err)
+    code = command.run(logs or [], db, history_server, app_id, force, console, err, workers=workers)
     if code:
         raise typer.Exit(code)
     if out is None:

@@ -172,3 +172,26 @@ def test_an_interrupted_read_leaves_nothing_and_stale_staged_rows_are_removed(tm
     ing.ingest([d], db)
     assert Store(db).query("SELECT count(*) AS n FROM tasks WHERE run_id LIKE 'ingesting:%'")["n"][0] == 0
     assert _counts(db)["runs"] == 2
+
+
+def _tables(db: Path) -> dict[str, list[Any]]:
+    s = Store(db)
+    out = {}
+    for t in COUNTED:
+        df = s.query(f"SELECT * FROM {t}")
+        cols = sorted(c for c in df.columns if c != "ingested_at")
+        out[t] = sorted(map(repr, df[cols].itertuples(index=False)))
+    return out
+
+
+def test_logs_parsed_in_worker_processes_are_stored_as_when_read_in_one(tmp_path: Path) -> None:
+    d = _logdir(tmp_path)
+    _write(d / "broken", _app("app-5")[:-40] + b"\n" + _app("app-5"))  # damage inside: a partial application
+    one, two = tmp_path / "one.duckdb", tmp_path / "two.duckdb"
+    a = ing.ingest([d], one, workers=1)
+    b = ing.ingest([d], two, workers=2)
+    assert [(o.source, o.action, o.run_id, o.status, o.counts, o.problems) for o in a.outcomes] == [
+        (o.source, o.action, o.run_id, o.status, o.counts, o.problems) for o in b.outcomes
+    ]
+    assert [o.status for o in b.outcomes].count("partial") == 1
+    assert _tables(one) == _tables(two)

@@ -24,6 +24,7 @@ def run(
     console: Console,
     err: Console,
     shown: Path | None = None,
+    workers: int | None = None,
 ) -> int:
     """Ingest and print what happened (naming the store ``shown``, default ``db``); the exit status:
     0 when something was read (or was already in the store), 1 when nothing could be read, 2 for a
@@ -67,6 +68,7 @@ def run(
                 force=force,
                 on_source=lambda s: progress.update(task, description=_short(s.display)),
                 on_bytes=lambda n: progress.advance(task, n),
+                workers=workers,
             )
     report.problems[:0] = problems
     _print(report, shown or db, console, err)

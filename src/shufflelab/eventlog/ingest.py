@@ -16,11 +16,16 @@ one job are repetitions of it, so baselines can be compared like lab runs.
 from __future__ import annotations
 
 import json
+import multiprocessing
+import os
 import queue
+import tempfile
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -31,7 +36,7 @@ import pyarrow as pa
 from shufflelab.eventlog.events import TASK_COLUMNS
 from shufflelab.eventlog.files import LogSource, discover
 from shufflelab.eventlog.model import EventLog, TaskRow, records
-from shufflelab.eventlog.read import read_source
+from shufflelab.eventlog.read import ReadResult, read_source
 from shufflelab.eventlog.summary import app_row, app_status, peak_cores
 from shufflelab.results import RUN_TABLES, Store
 
@@ -106,8 +111,12 @@ def ingest(
     on_source: Callable[[LogSource], None] | None = None,
     on_bytes: Callable[[int], None] | None = None,
     batch: int = 10_000,
+    workers: int | None = None,
 ) -> IngestReport:
-    """Ingest every log under ``paths`` (and any ``sources`` given directly) into ``db``."""
+    """Ingest every log under ``paths`` (and any ``sources`` given directly) into ``db``.
+
+    With several logs to read, ``workers`` processes (default: one per core) parse them in
+    parallel (:func:`_parallel`); this process writes each one to the store in the order found."""
     found, problems = discover(paths) if paths else ([], [])
     found += sources or []
     store = Store(db)
@@ -130,11 +139,97 @@ def ingest(
             con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")  # DuckDB's cache, not Python's
             con.execute("SET enable_progress_bar = false")
             con.execute("DELETE FROM tasks WHERE starts_with(run_id, ?)", [STAGING])  # an interrupted ingest's
-            for src in todo:
-                if on_source:
-                    on_source(src)
-                outcomes.append(ingest_source(con, src, on_bytes=on_bytes, batch=batch))
+            n_workers = min(workers or os.cpu_count() or 1, sum(_by_path(s) for s in todo))
+            if n_workers > 1:
+                outcomes += _parallel(con, todo, n_workers, on_source, on_bytes, batch)
+            else:
+                for src in todo:
+                    if on_source:
+                        on_source(src)
+                    outcomes.append(ingest_source(con, src, on_bytes=on_bytes, batch=batch))
     return IngestReport(outcomes, problems)
+
+
+def _by_path(src: LogSource) -> bool:
+    """Whether a worker process can find ``src`` again from its path (a file or a rolling
+    directory on disk; not a log inside a zip)."""
+    return "!" not in src.key and Path(src.display).exists()
+
+
+def _parallel(
+    con: Any,
+    todo: list[LogSource],
+    workers: int,
+    on_source: Callable[[LogSource], None] | None,
+    on_bytes: Callable[[int], None] | None,
+    batch: int,
+) -> list[Outcome]:
+    """Parse the logs in ``workers`` processes, each writing its task rows to a Parquet file,
+    while this process writes the finished ones to the store in order. At most two logs per worker
+    are parsed or waiting to be written at any time, so memory (and temporary disk) is bounded by
+    the logs in flight, not by how many there are; each worker streams its log in batches."""
+    outcomes: list[Outcome] = []
+    ctx = multiprocessing.get_context("forkserver")  # not fork: this process holds DuckDB's threads
+    ctx.set_forkserver_preload([__name__])  # imported once, by the server the workers fork from
+    with tempfile.TemporaryDirectory(prefix="shufflelab-ingest-") as tmp, ProcessPoolExecutor(workers, ctx) as pool:
+        window: deque[tuple[LogSource, Future[tuple[ReadResult, str | None]] | None]] = deque()
+        pending = iter(enumerate(todo))
+
+        def submit() -> bool:
+            for i, src in pending:
+                path = os.path.join(tmp, f"{i}.parquet")
+                window.append((src, pool.submit(_read_to_parquet, src.display, src.key, path, batch)
+                               if _by_path(src) else None))  # fmt: skip
+                return True
+            return False
+
+        while len(window) < 2 * workers and submit():
+            pass
+        while window:
+            src, fut = window.popleft()
+            if on_source:
+                on_source(src)
+            if fut is None:  # read here
+                outcomes.append(ingest_source(con, src, on_bytes=on_bytes, batch=batch))
+            else:
+                res, tasks_file = fut.result()
+                try:
+                    outcomes.append(_write_source(con, src, res, staged_parquet=tasks_file))
+                finally:
+                    if tasks_file:
+                        Path(tasks_file).unlink(missing_ok=True)
+                if on_bytes:
+                    on_bytes(src.size)
+            submit()
+    return outcomes
+
+
+def _read_to_parquet(display: str, key: str, path: str, batch: int) -> tuple[ReadResult, str | None]:
+    """In a worker: find the log at ``display`` again, parse it with its task rows streamed to a
+    Parquet file at ``path``; returns what was read (without task rows) and the file (None: no
+    task rows)."""
+    import pyarrow.parquet as pq
+
+    found, _ = discover([Path(display)])
+    src = next(s for s in found if s.key == key)
+    writer: list[Any] = []
+
+    def on_tasks(cols: dict[str, list[Any]], log: EventLog) -> None:
+        tbl = _task_table(cols)
+        if not writer:
+            writer.append(pq.ParquetWriter(path, tbl.schema, compression="none"))
+        writer[0].write_table(tbl)
+
+    try:
+        res = read_source(src, on_tasks=on_tasks, batch=batch)
+    finally:
+        if writer:
+            writer[0].close()
+    return res, path if writer else None
+
+
+def _task_table(cols: dict[str, list[Any]]) -> pa.Table:
+    return pa.table({name: pa.array(cols[name], type=_ARROW[name]) for name in TASK_COLUMNS})
 
 
 def ingest_source(
@@ -156,7 +251,7 @@ def ingest_source(
     writer = _BatchWriter(con, staging)
 
     def on_tasks(cols: dict[str, list[Any]], log: EventLog) -> None:
-        writer.put(pa.table({name: pa.array(cols[name], type=_ARROW[name]) for name in TASK_COLUMNS}))
+        writer.put(_task_table(cols))
         staged[:] = [True]
 
     try:
@@ -164,6 +259,34 @@ def ingest_source(
             res = read_source(src, on_tasks=on_tasks, batch=batch, on_bytes=on_bytes)
         finally:
             writer.close()  # every batch inserted (or the writer's error raised) before going on
+    except BaseException:
+        if staged:
+            con.execute("DELETE FROM tasks WHERE run_id = ?", [staging])
+        raise
+    return _write_source(con, src, res, staging=staging if staged else None, t0=t0)
+
+
+def _write_source(
+    con: Any,
+    src: LogSource,
+    res: ReadResult,
+    *,
+    staging: str | None = None,
+    staged_parquet: str | None = None,
+    t0: float | None = None,
+) -> Outcome:
+    """Write what was read of ``src`` in one transaction: its task rows already staged under the
+    run id ``staging``, or in the Parquet file ``staged_parquet`` (staged here first, the same way)."""
+    t0 = time.monotonic() if t0 is None else t0
+    staged = staging is not None or staged_parquet is not None
+    if staging is None:
+        staging = f"{STAGING}{uuid.uuid4().hex}"
+    try:
+        if staged_parquet is not None:
+            con.execute(
+                "INSERT INTO tasks BY NAME SELECT *, ? AS run_id, 0 AS app_index FROM read_parquet(?)",
+                [staging, staged_parquet],
+            )
         log = res.log
         if res.nothing_read:
             return Outcome(src.display, "unreadable", problems=log.problems, seconds=time.monotonic() - t0)
