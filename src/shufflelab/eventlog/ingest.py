@@ -26,16 +26,16 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pyarrow as pa
 
-from shufflelab.eventlog.events import TASK_COLUMNS
+from shufflelab.eventlog import worker
 from shufflelab.eventlog.files import LogSource, discover
-from shufflelab.eventlog.model import EventLog, TaskRow, records
+from shufflelab.eventlog.model import EventLog, records
 from shufflelab.eventlog.read import ReadResult, read_source
 from shufflelab.eventlog.summary import app_row, app_status, peak_cores
 from shufflelab.results import RUN_TABLES, Store
@@ -44,6 +44,7 @@ EXPERIMENT = "eventlogs"
 MEMORY_LIMIT = "64MB"
 STAGING = "ingesting:"  # the run id of task rows staged while their log is read
 BACKEND = "eventlog"
+POOL_MIN_BYTES = 64_000_000  # by default, logs are parsed in worker processes from this many bytes on
 
 
 @dataclass
@@ -115,8 +116,9 @@ def ingest(
 ) -> IngestReport:
     """Ingest every log under ``paths`` (and any ``sources`` given directly) into ``db``.
 
-    With several logs to read, ``workers`` processes (default: one per core) parse them in
-    parallel (:func:`_parallel`); this process writes each one to the store in the order found."""
+    With several logs to read, ``workers`` processes parse them in parallel (:func:`_parallel`);
+    this process writes each one to the store in the order found. By default one per core, when
+    the logs to read hold at least ``POOL_MIN_BYTES``."""
     found, problems = discover(paths) if paths else ([], [])
     found += sources or []
     store = Store(db)
@@ -140,6 +142,8 @@ def ingest(
             con.execute("SET enable_progress_bar = false")
             con.execute("DELETE FROM tasks WHERE starts_with(run_id, ?)", [STAGING])  # an interrupted ingest's
             n_workers = min(workers or os.cpu_count() or 1, sum(_by_path(s) for s in todo))
+            if workers is None and sum(s.size for s in todo) < POOL_MIN_BYTES:
+                n_workers = 1  # starting the pool (about half a CPU-second) would cost more than it saves
             if n_workers > 1:
                 outcomes += _parallel(con, todo, n_workers, on_source, on_bytes, batch)
             else:
@@ -170,7 +174,7 @@ def _parallel(
     the logs in flight, not by how many there are; each worker streams its log in batches."""
     outcomes: list[Outcome] = []
     ctx = multiprocessing.get_context("forkserver")  # not fork: this process holds DuckDB's threads
-    ctx.set_forkserver_preload([__name__])  # imported once, by the server the workers fork from
+    ctx.set_forkserver_preload(worker.PRELOAD)  # imported once, by the server the workers fork from
     with tempfile.TemporaryDirectory(prefix="shufflelab-ingest-") as tmp, ProcessPoolExecutor(workers, ctx) as pool:
         window: deque[tuple[LogSource, Future[tuple[ReadResult, str | None]] | None]] = deque()
         pending = iter(enumerate(todo))
@@ -178,7 +182,7 @@ def _parallel(
         def submit() -> bool:
             for i, src in pending:
                 path = os.path.join(tmp, f"{i}.parquet")
-                window.append((src, pool.submit(_read_to_parquet, src.display, src.key, path, batch)
+                window.append((src, pool.submit(worker.read_to_parquet, src.display, src.key, path, batch)
                                if _by_path(src) else None))  # fmt: skip
                 return True
             return False
@@ -204,34 +208,6 @@ def _parallel(
     return outcomes
 
 
-def _read_to_parquet(display: str, key: str, path: str, batch: int) -> tuple[ReadResult, str | None]:
-    """In a worker: find the log at ``display`` again, parse it with its task rows streamed to a
-    Parquet file at ``path``; returns what was read (without task rows) and the file (None: no
-    task rows)."""
-    import pyarrow.parquet as pq
-
-    found, _ = discover([Path(display)])
-    src = next(s for s in found if s.key == key)
-    writer: list[Any] = []
-
-    def on_tasks(cols: dict[str, list[Any]], log: EventLog) -> None:
-        tbl = _task_table(cols)
-        if not writer:
-            writer.append(pq.ParquetWriter(path, tbl.schema, compression="none"))
-        writer[0].write_table(tbl)
-
-    try:
-        res = read_source(src, on_tasks=on_tasks, batch=batch)
-    finally:
-        if writer:
-            writer[0].close()
-    return res, path if writer else None
-
-
-def _task_table(cols: dict[str, list[Any]]) -> pa.Table:
-    return pa.table({name: pa.array(cols[name], type=_ARROW[name]) for name in TASK_COLUMNS})
-
-
 def ingest_source(
     con: Any, src: LogSource, *, on_bytes: Callable[[int], None] | None = None, batch: int = 10_000
 ) -> Outcome:
@@ -251,7 +227,7 @@ def ingest_source(
     writer = _BatchWriter(con, staging)
 
     def on_tasks(cols: dict[str, list[Any]], log: EventLog) -> None:
-        writer.put(_task_table(cols))
+        writer.put(worker.task_table(cols))
         staged[:] = [True]
 
     try:
@@ -355,10 +331,6 @@ class _BatchWriter:
         self.thread.join()
         if self.error is not None:
             raise self.error
-
-
-_ARROW_TYPES = {"int": pa.int64(), "float": pa.float64(), "bool": pa.bool_(), "str": pa.string()}
-_ARROW = {f.name: _ARROW_TYPES[str(f.type).split(" ")[0]] for f in fields(TaskRow)}
 
 
 def _insert(con: Any, table: str, df: pd.DataFrame, run_id: str) -> None:
