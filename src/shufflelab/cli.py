@@ -15,7 +15,6 @@ from rich.table import Table
 
 from shufflelab import interrupts
 from shufflelab.cli_base import DEFAULT_RESULTS, _fail, _install_signal_handlers, app, console, err
-from shufflelab.spec import SpecError
 
 
 @app.command()
@@ -58,6 +57,7 @@ def run(
     from shufflelab import spec as specmod
     from shufflelab.emulate import runner as runmod
     from shufflelab.results import StoreError
+    from shufflelab.spec import SpecError
 
     try:
         spec = specmod.load(spec_path)

@@ -10,7 +10,6 @@ from rich.table import Table
 
 from shufflelab import interrupts
 from shufflelab.cli_base import DEFAULT_RESULTS, _fail, _install_signal_handlers, app, console, err
-from shufflelab.spec import SpecError
 
 
 @app.command()
@@ -69,6 +68,7 @@ def tune(
 ) -> None:
     """Search shuffle and network knobs on the emulated fabric (every trial is stored runs)."""
     from shufflelab import tune as tunemod
+    from shufflelab.spec import SpecError
 
     try:
         base, cfg = tunemod.load(tune_path)
@@ -270,6 +270,7 @@ def calibrate(
 ) -> None:
     """Simulate every scenario of an emulated experiment (sim backend) and report sim-vs-real job time."""
     from shufflelab.sim.calibrate import CalibrationError, command
+    from shufflelab.spec import SpecError
 
     try:
         cal, md = command(results, spec, out, fit_run, cores, cross_cpu, control_loss, ensemble)
