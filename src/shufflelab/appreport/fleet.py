@@ -19,7 +19,8 @@ Methods, stated once:
   wait / k, relative to its own k = 1 answer) and the stage model for twice the executors; the
   fleet's saving is the sum of core time x predicted saved share. Each is a model estimate; its
   range applies the log replay's extreme errors measured on the lab's interventions of comparable
-  size (:func:`error_range`) to every application alike -- not a confidence interval. The executor model has no measured
+  size (:func:`error_range`) to every application alike (one with no predicted saving keeps 0) --
+  not a confidence interval. The executor model has no measured
   error (the lab has not run that change) and says so; a congestion control (DCTCP) cannot be
   priced from a log at all (a log records no queue or congestion control).
 * **change points** (:func:`change_point`): in each name's series of job times (ok runs, log scale),
@@ -36,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -115,8 +117,8 @@ def error_range(max_k: float = COMPARABLE_K) -> tuple[float, float]:
 
 
 def saved_range(saved_share: float) -> tuple[float, float]:
-    """A predicted saved share of job time under the log replay's measured error range: the true
-    job time with the change = predicted / (1 + error)."""
+    """A predicted saved share of one application's job time under the log replay's measured error
+    range: the true job time with the change = predicted / (1 + error)."""
     lo, hi = error_range()
     kept = 1 - saved_share
     a, b = 1 - kept / (1 + hi), 1 - kept / (1 + lo)
@@ -365,6 +367,7 @@ def _fig_distributions(df: pd.DataFrame, path: Path) -> None:
         bins = np.logspace(np.log10(jt.min()), np.log10(jt.max() * 1.0001), min(60, max(5, int(np.sqrt(len(jt))))))
         ax.hist(jt, bins=bins)
         ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())  # no overlapping minor labels
     ax.set_xlabel("job time (s, log scale)")
     ax.set_ylabel("applications")
     ax.grid(alpha=0.3)
@@ -517,7 +520,10 @@ def _pays_off(store: Store, df: pd.DataFrame) -> tuple[Section, str]:
         total = float(ok["core_s"].sum()) / 3600
         share = core / total if total else float("nan")
         if measured and math.isfinite(share):
-            lo, hi = saved_range(share)
+            # per application: one the replay finds no network time in saves nothing either way
+            ends = [np.where(saved > 0, 1 - (1 - saved) / (1 + e), saved) for e in (lo_e, hi_e)]
+            a, b = (float((ok["core_s"] * x).sum()) / 3600 for x in ends)
+            lo, hi = min(a, b) / total, max(a, b) / total
             rng = f"{lo:.0%} … {hi:.0%} ({lo * total:,.1f} … {hi * total:,.1f} core-h)"
             err = f"log replay's measured error {lo_e:+.0%} … {hi_e:+.0%} at k ≤ {COMPARABLE_K:g} (below)"
             if not headline:
