@@ -15,7 +15,15 @@ with many tasks, the shape of a big production log. Then, in one run on the same
   between (all threads) and its peak RSS. On a shared machine wall time depends on what else runs;
   the CPU ratio depends less on it.
 
-    .venv/bin/python benchmarks/eventlog_ingest.py --size-gb 1 --out docs/benchmarks-eventlog.json
+With ``--pairs K`` the full-size log is read K times by each side, alternating (shufflelab, then
+the History Server, then shufflelab again...): on a shared machine each ratio is taken within a
+pair measured together, and the load average is recorded with each pair. With ``--dir-apps N`` a
+directory of N applications (copies of the quarter-size log with their own application ids) is
+ingested with ``--workers 1`` and ``--workers 2``, alternating, ``--repeat`` times each: wall
+time, CPU of the whole process tree and its peak memory (PSS summed over the tree, every 50 ms).
+
+    .venv/bin/python benchmarks/eventlog_ingest.py --size-gb 0.116 --pairs 3 --dir-apps 8 \
+        --out docs/benchmarks-eventlog-116mb.json
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ import resource
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -135,25 +144,79 @@ def _renumber(e: dict[str, Any], rep: int, copy: int, fan: int, jobs: int, stage
     return e
 
 
-def ingest(log: Path, work: Path, repeat: int = 1) -> dict[str, Any]:
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (from /proc)."""
+    kids: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                continue
+            kids.setdefault(ppid, []).append(int(d))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo += kids.get(p, [])
+    return out
+
+
+class _TreeSampler:
+    """Samples the process tree of ``pid`` every 50 ms: the peak of its summed PSS and each
+    process's last CPU seconds (so the CPU of workers that are never waited for is counted)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.peak_kb, self.cpu = pid, 0, {}
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.done.is_set():
+            total = 0
+            for p in _tree(self.pid):
+                try:
+                    with open(f"/proc/{p}/smaps_rollup") as f:  # proportional: shared pages counted once
+                        total += next((int(x.split()[1]) for x in f if x.startswith("Pss:")), 0)
+                    self.cpu[p] = _cpu_s(p)
+                except (OSError, ValueError):
+                    pass
+            self.peak_kb = max(self.peak_kb, total)
+            self.done.wait(0.05)
+
+    def stop(self) -> None:
+        self.done.set()
+        self.thread.join()
+
+
+def ingest(log: Path, work: Path, repeat: int = 1, workers: int | None = None) -> dict[str, Any]:
     """``shufflelab analyze`` (the whole command, interpreter start included) in a child process,
-    ``repeat`` times into a new store: the median run's wall and CPU seconds, the highest peak RSS."""
+    ``repeat`` times into a new store: the median run's wall and CPU seconds, the highest peak RSS.
+    CPU is the child's own and its waited-for children's (rusage) or, when higher, the sampled
+    sum over its process tree (worker processes); memory is the higher of the child's peak RSS and
+    the peak of the tree's summed PSS (shared pages counted once)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    extra = ["--workers", str(workers)] if workers else []
     runs = []
     for i in range(repeat):
         db = work / f"{log.name}-{i}.duckdb"
         t0 = time.monotonic()
-        p = subprocess.Popen([sys.executable, "-m", "shufflelab.cli", "analyze", str(log), "--db", str(db)], env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+        p = subprocess.Popen([sys.executable, "-m", "shufflelab.cli", "analyze", str(log), "--db", str(db), *extra],
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+        sampler = _TreeSampler(p.pid)
         out = p.stdout.read() if p.stdout else b""
+        sampler.stop()  # (the tree is sampled until the output closes, just before the exit)
         _, status, ru = os.wait4(p.pid, 0)
         secs = time.monotonic() - t0
         if status != 0:
             raise RuntimeError(f"analyze failed: {out.decode()[-2000:]}")
         db.unlink()
-        runs.append((secs, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024))
+        cpu = max(ru.ru_utime + ru.ru_stime, sum(sampler.cpu.values()))
+        runs.append((secs, cpu, max(ru.ru_maxrss, sampler.peak_kb) / 1024))
     secs, cpu, _ = sorted(runs)[len(runs) // 2]
-    size = log.stat().st_size
+    size = sum(f.stat().st_size for f in log.iterdir()) if log.is_dir() else log.stat().st_size
     return {
         "seconds": round(secs, 2),
         "cpu_seconds": round(cpu, 2),
@@ -199,6 +262,60 @@ def history_server(log: Path, work: Path, app_id: str) -> dict[str, Any]:
     }
 
 
+def pairs(log: Path, work: Path, app: str, n: int) -> dict[str, Any]:
+    """``shufflelab analyze`` and the History Server on the same log, alternating, ``n`` times: the
+    ratios of each pair (History Server / shufflelab) and the load average when the pair began."""
+    out = []
+    for i in range(n):
+        load = os.getloadavg()[0]
+        r = ingest(log, work)
+        hs_work = work / f"hs-{i}"
+        hs_work.mkdir()
+        h = history_server(log, hs_work, app)
+        pair = {"load_1min": round(load, 1), "shufflelab": r, "history_server": h,
+                "wall_ratio": round(h["replayed_s"] / r["seconds"], 1),
+                "cpu_ratio": round(h["cpu_seconds"] / r["cpu_seconds"], 1)}  # fmt: skip
+        print(f"  pair {i + 1}: load {load:.1f}, shufflelab {r['seconds']} s / {r['cpu_seconds']} CPU-s, History "
+              f"Server {h['replayed_s']} s / {h['cpu_seconds']} CPU-s: {pair['wall_ratio']}x wall, "
+              f"{pair['cpu_ratio']}x CPU", flush=True)  # fmt: skip
+        out.append(pair)
+    med = sorted(p["cpu_ratio"] for p in out)[len(out) // 2]
+    return {"runs": out, "median_cpu_ratio": med,
+            "median_wall_ratio": sorted(p["wall_ratio"] for p in out)[len(out) // 2]}  # fmt: skip
+
+
+def directory(log: Path, work: Path, app: str, n: int, repeat: int) -> dict[str, Any]:
+    """``n`` copies of ``log``, each with its own application id, in one directory: ingested with
+    1 and 2 worker processes, alternating, ``repeat`` times each (medians)."""
+    d = work / "many"
+    d.mkdir()
+    body = log.read_bytes()
+    old = f'"App ID":"{app}"'.encode()
+    assert body.count(old) == 1, "the application id is written once"
+    for i in range(n):
+        new_id = f"{app}-copy{i:04d}"
+        (d / new_id).write_bytes(body.replace(old, f'"App ID":"{new_id}"'.encode(), 1))
+    del body
+    runs: dict[int, list[dict[str, Any]]] = {1: [], 2: []}
+    for _ in range(repeat):
+        for w in (1, 2):
+            load = os.getloadavg()[0]
+            r = ingest(d, work, workers=w)
+            r["load_1min"] = round(load, 1)
+            print(f"  {n} applications, --workers {w}: {r}", flush=True)
+            runs[w].append(r)
+    med = {w: sorted(rs, key=lambda r: r["seconds"])[len(rs) // 2] for w, rs in runs.items()}
+    size = sum(f.stat().st_size for f in d.iterdir())
+    return {
+        "apps": n,
+        "bytes": size,
+        "runs": {str(w): rs for w, rs in runs.items()},
+        "median_seconds": {str(w): med[w]["seconds"] for w in med},
+        "speedup_1_to_2_workers": round(med[1]["seconds"] / med[2]["seconds"], 2),
+        "speedup_per_pair": [round(a["seconds"] / b["seconds"], 2) for a, b in zip(runs[1], runs[2], strict=True)],
+    }
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--source", type=Path, default=DEFAULT_SOURCE, help="a real event log to grow")
@@ -206,6 +323,18 @@ def main() -> int:
     ap.add_argument("--fan", type=int, default=20, help="copies of each task within its stage")
     ap.add_argument("--skip-history-server", action="store_true")
     ap.add_argument("--repeat", type=int, default=3, help="runs of shufflelab on the full-size log (median)")
+    ap.add_argument(
+        "--pairs",
+        type=int,
+        default=0,
+        help="alternate shufflelab and the History Server this many times on the full log (ratios per pair)",
+    )
+    ap.add_argument(
+        "--dir-apps",
+        type=int,
+        default=0,
+        help="also a directory of this many applications: --workers 1 vs 2, alternating, --repeat times",
+    )
     ap.add_argument("--out", type=Path)
     ap.add_argument("--work", type=Path, help="where the big logs go (default: a temporary directory)")
     a = ap.parse_args()
@@ -225,12 +354,16 @@ def main() -> int:
             r = ingest(log, work, repeat=a.repeat if label == "full" else 1)
             print(f"  shufflelab analyze: {r}", flush=True)
             result[label] = {"log": made, "shufflelab": r}
-            if label == "full" and not a.skip_history_server:
+            if label == "full" and a.pairs and not a.skip_history_server:
+                result["pairs"] = pairs(log, work, app, a.pairs)
+            elif label == "full" and not a.skip_history_server:
                 h = history_server(log, work, app)
                 print(f"  Spark History Server: {h}", flush=True)
                 result[label]["history_server"] = h
                 result["ratio_vs_history_server"] = round(h["replayed_s"] / r["seconds"], 1)
                 result["cpu_ratio_vs_history_server"] = round(h["cpu_seconds"] / r["cpu_seconds"], 1)
+            if label == "quarter" and a.dir_apps:
+                result["directory"] = directory(log, work, app, a.dir_apps, a.repeat)
             log.unlink()
         result["peak_rss_mb_by_size"] = {
             label: result[label]["shufflelab"]["peak_rss_mb"] for label in ("quarter", "full", "double")
