@@ -77,3 +77,21 @@ def test_error_table_matches_the_committed_reports() -> None:
     assert (lo, hi) == (0.121, 0.667)  # k <= 10: the 50 % and 90 % UDP runs and the demo
     a, b = report.saved_range(0.2)
     assert 0.2 < a <= b < 1
+
+
+def test_analyze_writes_the_fleet_page_only_for_several_applications(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from shufflelab.cli import app as cli
+
+    fleet.generate(tmp_path / "f", 3, seed=1, runs=6)
+    one = sorted((tmp_path / "f" / "logs").iterdir())[0]
+    r = CliRunner().invoke(
+        cli, ["analyze", str(one), "--db", str(tmp_path / "one.duckdb"), "--out", str(tmp_path / "o")]
+    )
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "o" / "report.md").exists() and not (tmp_path / "o" / "fleet.md").exists()
+    logs = str(tmp_path / "f" / "logs")
+    r = CliRunner().invoke(cli, ["analyze", logs, "--db", str(tmp_path / "all.duckdb"), "--out", str(tmp_path / "a")])
+    assert r.exit_code == 0, r.output
+    assert "3 applications" in (tmp_path / "a" / "fleet.md").read_text() and (tmp_path / "a" / "fleet.html").exists()
