@@ -322,6 +322,7 @@ def main() -> int:
     ap.add_argument("--size-gb", type=float, default=1.0)
     ap.add_argument("--fan", type=int, default=20, help="copies of each task within its stage")
     ap.add_argument("--skip-history-server", action="store_true")
+    ap.add_argument("--dir-only", action="store_true", help="only the --dir-apps directory")
     ap.add_argument("--repeat", type=int, default=3, help="runs of shufflelab on the full-size log (median)")
     ap.add_argument(
         "--pairs",
@@ -344,7 +345,8 @@ def main() -> int:
         app = next(e["App ID"] for e in _events(source) if e["Event"] == "SparkListenerApplicationStart")
         shown = source.relative_to(ROOT) if source.is_relative_to(ROOT) else source
         result: dict[str, Any] = {"source": str(shown), "fan": a.fan, "cpus": os.cpu_count()}
-        for label, frac in (("quarter", 0.25), ("full", 1.0), ("double", 2.0)):
+        sizes = (("quarter", 0.25),) if a.dir_only else (("quarter", 0.25), ("full", 1.0), ("double", 2.0))
+        for label, frac in sizes:
             log = work / label / app
             log.parent.mkdir()
             t0 = time.monotonic()
@@ -365,9 +367,7 @@ def main() -> int:
             if label == "quarter" and a.dir_apps:
                 result["directory"] = directory(log, work, app, a.dir_apps, a.repeat)
             log.unlink()
-        result["peak_rss_mb_by_size"] = {
-            label: result[label]["shufflelab"]["peak_rss_mb"] for label in ("quarter", "full", "double")
-        }
+        result["peak_rss_mb_by_size"] = {label: result[label]["shufflelab"]["peak_rss_mb"] for label, _ in sizes}
         result["self_rusage_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     print(json.dumps(result, indent=1))
     if a.out:
