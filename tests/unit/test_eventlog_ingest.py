@@ -195,3 +195,18 @@ def test_logs_parsed_in_worker_processes_are_stored_as_when_read_in_one(tmp_path
     ]
     assert [o.status for o in b.outcomes].count("partial") == 1
     assert _tables(one) == _tables(two)
+
+
+def test_a_log_gone_before_its_worker_reads_it_is_named_as_in_one_process(tmp_path: Path) -> None:
+    from shufflelab.eventlog import worker
+    from shufflelab.eventlog.files import discover
+
+    d = _logdir(tmp_path)
+    found, _ = discover([d])
+    gone = found[0]
+    Path(gone.display).unlink()  # after discovery: the worker cannot find it again
+    assert worker.read_to_parquet(gone.display, gone.key, str(tmp_path / "t.parquet"), 100) is None
+    a = ing.ingest([], tmp_path / "one.duckdb", sources=found, workers=1)
+    b = ing.ingest([], tmp_path / "two.duckdb", sources=found, workers=2)
+    assert [(o.action, o.problems) for o in a.outcomes] == [(o.action, o.problems) for o in b.outcomes]
+    assert b.outcomes[0].action == "unreadable" and "app-1.zstd" in b.outcomes[0].problems[0]

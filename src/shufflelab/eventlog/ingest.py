@@ -176,7 +176,7 @@ def _parallel(
     ctx = multiprocessing.get_context("forkserver")  # not fork: this process holds DuckDB's threads
     ctx.set_forkserver_preload(worker.PRELOAD)  # imported once, by the server the workers fork from
     with tempfile.TemporaryDirectory(prefix="shufflelab-ingest-") as tmp, ProcessPoolExecutor(workers, ctx) as pool:
-        window: deque[tuple[LogSource, Future[tuple[ReadResult, str | None]] | None]] = deque()
+        window: deque[tuple[LogSource, Future[tuple[ReadResult, str | None] | None] | None]] = deque()
         pending = iter(enumerate(todo))
 
         def submit() -> bool:
@@ -193,10 +193,11 @@ def _parallel(
             src, fut = window.popleft()
             if on_source:
                 on_source(src)
-            if fut is None:  # read here
+            done = fut.result() if fut is not None else None
+            if done is None:  # read here (in a zip, or not found again by the worker)
                 outcomes.append(ingest_source(con, src, on_bytes=on_bytes, batch=batch))
             else:
-                res, tasks_file = fut.result()
+                res, tasks_file = done
                 try:
                     outcomes.append(_write_source(con, src, res, staged_parquet=tasks_file))
                 finally:

@@ -28,14 +28,17 @@ def task_table(cols: dict[str, list[Any]]) -> pa.Table:
     return pa.table({name: pa.array(cols[name], type=ARROW[name]) for name in TASK_COLUMNS})
 
 
-def read_to_parquet(display: str, key: str, path: str, batch: int) -> tuple[ReadResult, str | None]:
+def read_to_parquet(display: str, key: str, path: str, batch: int) -> tuple[ReadResult, str | None] | None:
     """Find the log at ``display`` again (the source whose key is ``key``), parse it with its task
     rows streamed to a Parquet file at ``path``; returns what was read (without task rows) and the
-    file (None: no task rows)."""
+    file (None: no task rows), or None when the log is no longer there as it was found (moved,
+    removed, renamed when its application ended: the parent reads it and names what happened)."""
     import pyarrow.parquet as pq
 
     found, _ = discover([Path(display)])
-    src = next(s for s in found if s.key == key)
+    src = next((s for s in found if s.key == key), None)
+    if src is None:
+        return None
     writer: list[Any] = []
 
     def on_tasks(cols: dict[str, list[Any]], log: EventLog) -> None:
