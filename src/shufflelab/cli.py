@@ -188,6 +188,8 @@ def _write_report(db: Path, out: Path | None) -> None:
     if appreport.is_eventlog_store(db):  # applications read from event logs: their own report
         html_path, md_path = appreport.write(db, out or db.with_name(db.stem + "-report"))
         console.print(f"report: {html_path}\n        {md_path}")
+        if len(appreport.applications(appreport.Store(db))) > 1:  # and the fleet page beside it
+            console.print(f"fleet:  {html_path.with_name('fleet.html')}\n        {md_path.with_name('fleet.md')}")
         return
     paths = reportmod.write(db, out)
     for line in paths.headline:

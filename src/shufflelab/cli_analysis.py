@@ -243,12 +243,8 @@ def analyze(
     except StoreError as exc:
         _fail(str(exc))
     console.print(f"report: {html_path}\n        {md_path}")
-    from shufflelab.appreport import fleet
-    from shufflelab.results import Store
-
-    if len(appreport.applications(Store(db))) > 1:  # many applications: the fleet page too
-        html_path, md_path = fleet.write(db, out)
-        console.print(f"fleet:  {html_path}\n        {md_path}")
+    if len(appreport.applications(appreport.Store(db))) > 1:  # appreport.write added the fleet page
+        console.print(f"fleet:  {out / 'fleet.html'}\n        {out / 'fleet.md'}")
 
 
 @app.command()

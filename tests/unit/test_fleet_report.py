@@ -79,7 +79,7 @@ def test_error_table_matches_the_committed_reports() -> None:
     assert 0.2 < a <= b < 1
 
 
-def test_analyze_writes_the_fleet_page_only_for_several_applications(tmp_path: Path) -> None:
+def test_analyze_and_report_write_the_fleet_page_only_for_several_applications(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
     from shufflelab.cli import app as cli
@@ -95,3 +95,6 @@ def test_analyze_writes_the_fleet_page_only_for_several_applications(tmp_path: P
     r = CliRunner().invoke(cli, ["analyze", logs, "--db", str(tmp_path / "all.duckdb"), "--out", str(tmp_path / "a")])
     assert r.exit_code == 0, r.output
     assert "3 applications" in (tmp_path / "a" / "fleet.md").read_text() and (tmp_path / "a" / "fleet.html").exists()
+    r = CliRunner().invoke(cli, ["report", str(tmp_path / "all.duckdb"), "--out", str(tmp_path / "r")])
+    assert r.exit_code == 0 and "fleet:" in r.output, r.output
+    assert (tmp_path / "r" / "fleet.md").read_text() == (tmp_path / "a" / "fleet.md").read_text()

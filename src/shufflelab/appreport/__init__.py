@@ -16,7 +16,7 @@ import pandas as pd
 from shufflelab.appreport.stores import applications, is_eventlog_store, load
 from shufflelab.results import Store, StoreError
 
-__all__ = ["applications", "is_eventlog_store", "load", "whatif_table", "write"]
+__all__ = ["Store", "applications", "is_eventlog_store", "load", "whatif_table", "write"]
 
 
 def write(
@@ -26,7 +26,8 @@ def write(
     baseline_db: Path | None = None,
     baseline_problem: str | None = None,
 ) -> tuple[Path, Path]:
-    """Write ``report.md``/``report.html`` (and ``figures/``) for every application in ``db``; with a
+    """Write ``report.md``/``report.html`` (and ``figures/``) for every application in ``db``, and
+    ``fleet.md``/``fleet.html`` (:mod:`.fleet`) when it holds more than one; with a
     store of baseline logs, the starvation verdict of each application it has logs of
     (``baseline_problem``: why baseline logs given could not be used)."""
     from shufflelab import document
@@ -43,7 +44,12 @@ def write(
         except (ValueError, StoreError) as exc:
             problem = str(exc)
     doc = render.document(db.name, apps, out / "figures", link_gbps, verdicts, problem)
-    return document.write(doc, out)
+    paths = document.write(doc, out)
+    if len(apps) > 1:  # several applications: the fleet page too (fleet.md, fleet.html)
+        from shufflelab.appreport import fleet
+
+        fleet.write(db, out)
+    return paths
 
 
 def whatif_table(
