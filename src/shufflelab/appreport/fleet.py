@@ -322,7 +322,7 @@ def what_moved(store: Store, df: pd.DataFrame, cp: ChangePoint) -> tuple[str, st
 
 def _top(df: pd.DataFrame, caption: str, k: int = TOP, keys: int = 1) -> Table:
     more = len(df) - k
-    cap = caption + (f" Top {k} of {len(df)}; {more} more not shown." if more > 0 else "")
+    cap = (caption + (f" Top {k} of {len(df)}; {more} more not shown." if more > 0 else "")).strip()
     return Table(df.head(k).reset_index(drop=True), cap, keys=keys)
 
 
