@@ -588,7 +588,7 @@ def _series(store: Store, df: pd.DataFrame, figures: Path) -> list[Section]:
         f"Change point: Welch's t-test on log job time between the runs before and after every split "
         f"with ≥ {MIN_SIDE} ok runs a side; the best split's p-value Bonferroni-corrected for the splits "
         f"tried, then Benjamini–Hochberg across the {len(cps)} series (false-discovery rate {FDR:.0%}); "
-        f"flagged when the adjusted p < {FDR} and the median moved ≥ {MIN_CHANGE:.0%}. A steady drift also "
+        f"flagged when the adjusted p < {FDR} and the median moved ≥ {MIN_CHANGE:.0%}. A drift strong enough "
         "shows as a change at its most significant split. What moved: the stage whose median duration "
         "grew most, and its task metric (summed over the stage's tasks, median over runs) that grew most."
     )
