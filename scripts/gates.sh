@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The project's gates, each timed. Two tiers:
-#   1. side by side (one core each): the Python gates (ruff, ruff format, mypy, then the tests that
-#      need neither root nor Spark) and the Rust gates (cargo fmt, clippy, cargo test);
+#   1. side by side (one core each): the Python gates (ruff, ruff format, mypy, then part b of the
+#      tests that need neither root nor Spark) and the Rust gates (cargo fmt, clippy, cargo test,
+#      then part a of those tests; tests/conftest.py's --part splits them by file, each runs once);
 #   2. alone, once tier 1 passed: the tests that need root or start Spark (real namespaces, real
 #      Spark, the SSH stand-in hosts), whose timing-sensitive checks get the machine to themselves.
 # `scripts/gates.sh` runs both (the README's `make test`, so CI); `scripts/gates.sh --quick` only
-# tier 1 (`make check`). Every test runs in exactly one of the two pytest runs (their markers split
-# the suite). The full run lists its 15 slowest tests; both print each gate's time and the total.
+# tier 1 (`make check`). Every test runs in exactly one of the three pytest runs (the markers and
+# --part split the suite). The full run lists its 15 slowest tests; both print each gate's time and the total.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 quick=0
@@ -33,7 +34,7 @@ python_gates() {
   gate ruff .venv/bin/ruff check src tests benchmarks scripts examples &&
     gate ruff-format .venv/bin/ruff format --check src tests benchmarks scripts examples &&
     gate mypy .venv/bin/mypy &&
-    gate pytest-unit .venv/bin/python -m pytest -q -m "not root and not spark"
+    gate pytest-unit-b .venv/bin/python -m pytest -q -m "not root and not spark" --part b
 }
 
 rust_gates() {
@@ -46,10 +47,11 @@ rust_gates() {
   export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/shufflelab/cargo-target}
   gate cargo-fmt cargo fmt --all --check &&
     gate clippy cargo clippy --workspace --all-targets -q -- -D warnings &&
-    gate cargo-test cargo test --workspace -q
+    gate cargo-test cargo test --workspace -q &&
+    gate pytest-unit-a .venv/bin/python -m pytest -q -m "not root and not spark" --part a
 }
 
-echo "== tier 1: the Python and the Rust gates side by side (each one's output follows when it ends)"
+echo "== tier 1: the Python and the Rust gates side by side, each with a part of the tests (each one's output follows when it ends)"
 python_gates >"$logs/python.log" 2>&1 &
 py=$!
 rust_gates >"$logs/rust.log" 2>&1 &
