@@ -19,6 +19,7 @@ import secrets
 from collections.abc import Mapping
 from pathlib import Path
 
+from shufflelab import procfs
 from shufflelab.emulate import netns
 
 TAG_VAR = "SHUFFLELAB_TEST_RUN"
@@ -61,16 +62,6 @@ def describe(procs: list[tuple[int, str]]) -> str:
     return "\n".join(f"{pid} {cmd[:300]}" for pid, cmd in procs)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def lab_namespaces() -> set[str]:
     """Every namespace named as a shufflelab run names its own (any session's)."""
     return {n for n in netns.namespaces() if netns.NS_PATTERN.match(n)}
@@ -82,7 +73,7 @@ def live_leases() -> set[str]:
     for f in netns.LEASE_DIR.glob("*.json") if netns.LEASE_DIR.exists() else []:
         with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
             pid = int(json.loads(f.read_text()).get("pid") or 0)
-            if pid and _alive(pid):
+            if pid and procfs.alive(pid):
                 ids.add(f.stem)
     return ids
 

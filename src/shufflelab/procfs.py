@@ -3,6 +3,18 @@
 from __future__ import annotations
 
 import glob
+import os
+
+
+def alive(pid: int) -> bool:
+    """Whether a process with this pid exists (signal 0; one we may not signal exists too)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def children(pid: int) -> list[int]:

@@ -71,26 +71,16 @@ def pids_in(ns: str) -> list[int]:
     return [int(p) for p in out.split() if p.isdigit()]
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def kill_pids(pids: Sequence[int], grace_s: float = 3.0) -> None:
     """SIGTERM, wait up to ``grace_s``, then SIGKILL whatever is left."""
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+    while time.monotonic() < deadline and any(procfs.alive(p) for p in pids):
         time.sleep(0.05)
     for pid in pids:
-        if _alive(pid):
+        if procfs.alive(pid):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
     # reap our own children so no zombies remain
@@ -209,7 +199,7 @@ def clean(force: bool = False) -> CleanReport:
             except (OSError, ValueError):
                 info = {}
             owner = int(info.get("pid", 0) or 0)
-            if owner and owner != os.getpid() and _alive(owner) and not force:
+            if owner and owner != os.getpid() and procfs.alive(owner) and not force:
                 live.add(f.stem)
                 continue
             scratch = info.get("scratch")

@@ -28,6 +28,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from shufflelab import procfs
 from shufflelab.hosts.control import HostError, HostLost, Session
 from shufflelab.hosts.safety import SafetyError, check_shaping
 from shufflelab.names import INTERFACE, whole
@@ -331,15 +332,7 @@ def _alive_here(controller: dict[str, Any]) -> bool:
     if controller.get("machine") != socket.gethostname():
         return False
     pid = int(controller.get("pid") or 0)
-    if pid <= 0 or pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return 0 < pid != os.getpid() and procfs.alive(pid)
 
 
 async def clean_host(session: Session, lease_dir: str, force: bool = False) -> CleanReport:
