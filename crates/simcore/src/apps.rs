@@ -28,8 +28,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::fabric::{FctBucket, Heatmap, TierResult};
 use crate::maxmin::Recompute;
+pub use crate::summary::{FctBucket, Heatmap, TierResult};
 use crate::tcpmodel::{LinkCorrection, TcpModel};
 use crate::topology::TopologySpec;
 

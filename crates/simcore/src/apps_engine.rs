@@ -1,15 +1,14 @@
 //! The event loop of [`super`]: applications, stages, tasks on cores, fetches as max-min flows.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::{AppResult, AppsConfig, AppsResult, Arrival, Placement, StageResult};
 use crate::completions::Completions;
+use crate::fluid::{Engine, Events, Progress};
 use crate::maxmin::MaxMin;
-use crate::network::Ord64;
 use crate::summary::{fct_buckets, heatmap, tier_results, LinkMeter};
 use crate::tcpmodel::Applied;
 use crate::topology::Topology;
@@ -41,10 +40,7 @@ struct Flow {
     issued_s: f64,
     ideal_s: f64,
     delay_s: f64,
-    bytes: f64,
-    sent: f64,
-    t0: f64,
-    rate: f64,
+    p: Progress,
 }
 
 /// A running task.
@@ -78,11 +74,8 @@ struct Sim<'a> {
     topo: Topology,
     mm: MaxMin,
     now: f64,
-    events: BinaryHeap<Reverse<(Ord64, u64)>>,
-    ev_data: Vec<Option<Ev>>,
-    ev_free: Vec<u64>,
+    events: Events<Ev>,
     done_at: Completions,
-    due: Vec<u32>,
     flows: Vec<Option<Flow>>,
     runs: Vec<Option<Run>>,
     run_free: Vec<u32>,
@@ -117,17 +110,7 @@ fn place(p: Placement, a: u32, e: u32, h: u32, pack_from: u32) -> Vec<u32> {
 
 impl<'a> Sim<'a> {
     fn push(&mut self, t: f64, ev: Ev) {
-        let id = match self.ev_free.pop() {
-            Some(id) => {
-                self.ev_data[id as usize] = Some(ev);
-                id
-            }
-            None => {
-                self.ev_data.push(Some(ev));
-                (self.ev_data.len() - 1) as u64
-            }
-        };
-        self.events.push(Reverse((Ord64(t), id)));
+        self.events.push(t, ev);
     }
 
     fn at(&mut self, t: f64, ev: Ev) {
@@ -394,10 +377,7 @@ impl<'a> Sim<'a> {
                     issued_s,
                     ideal_s: bytes / slowest + 2.0 * prop,
                     delay_s: d,
-                    bytes,
-                    sent: 0.0,
-                    t0: self.now,
-                    rate: 0.0,
+                    p: Progress::new(bytes, self.now),
                 });
             }
             Ev::Delivered {
@@ -431,80 +411,61 @@ impl<'a> Sim<'a> {
         self.mm.remove(id);
         let ev = Ev::Delivered {
             rt: f.rt,
-            bytes: f.bytes,
+            bytes: f.p.bytes,
             issued_s: f.issued_s,
             ideal_s: f.ideal_s,
         };
         self.at(self.now + f.delay_s, ev);
     }
 
-    /// Solve the changed rates, reschedule the flows whose rate changed, account link loads.
-    fn settle(&mut self, solved: &mut Vec<u32>, touched: &mut Vec<u32>) {
-        self.mm.solve(solved, touched);
-        if touched.is_empty() {
-            return;
-        }
-        let now = self.now;
-        self.meter.close_tiers(now);
-        for &l in touched.iter() {
-            let tier = self.topo.links[l as usize].tier as usize;
-            self.meter
-                .set_load(l as usize, tier, now, self.mm.link_load(l));
-        }
-        for &id in solved.iter() {
-            let rate = self.mm.rate(id);
-            let f = self.flows[id as usize].as_mut().expect("solved flow");
-            if rate.to_bits() == f.rate.to_bits() {
-                continue;
-            }
-            f.sent += f.rate * (now - f.t0);
-            f.t0 = now;
-            f.rate = rate;
-            let at = if rate > 0.0 {
-                now + (f.bytes - f.sent).max(0.0) / rate
-            } else {
-                f64::INFINITY
-            };
-            self.done_at.set(id, at);
-        }
-    }
-
     fn run(&mut self) {
         let (mut solved, mut touched) = (Vec::new(), Vec::new());
-        while self.apps_done < self.apps.len() {
-            let t_ev = self
-                .events
-                .peek()
-                .map_or(f64::INFINITY, |Reverse((Ord64(t), _))| *t);
-            let t_fl = self.done_at.next();
-            let t = t_ev.min(t_fl);
-            if !t.is_finite() {
-                break;
-            }
-            self.now = t;
-            if t_fl <= t + 1e-9 {
-                let mut due = std::mem::take(&mut self.due);
-                self.done_at.due(t + 1e-9, &mut due);
-                for &id in &due {
-                    // a slot freed and taken again within this loop holds a new flow
-                    if self.flows[id as usize].is_some() && self.done_at.get(id) <= t + 1e-9 {
-                        self.complete(id);
-                    }
-                }
-                self.due = due;
-            }
-            while let Some(&Reverse((Ord64(te), id))) = self.events.peek() {
-                if te > t {
-                    break;
-                }
-                self.events.pop();
-                let ev = self.ev_data[id as usize].take().expect("event");
-                self.ev_free.push(id);
-                self.handle(ev);
-            }
-            self.settle(&mut solved, &mut touched);
-        }
+        self.run_events(&mut solved, &mut touched);
         self.meter.finish(self.now);
+    }
+}
+
+impl Engine for Sim<'_> {
+    type Ev = Ev;
+
+    fn now(&self) -> f64 {
+        self.now
+    }
+    fn set_now(&mut self, t: f64) {
+        self.now = t;
+    }
+    fn events(&mut self) -> &mut Events<Ev> {
+        &mut self.events
+    }
+    fn completions(&mut self) -> &mut Completions {
+        &mut self.done_at
+    }
+    fn solver(&mut self) -> &mut MaxMin {
+        &mut self.mm
+    }
+    fn meter(&mut self) -> &mut LinkMeter {
+        &mut self.meter
+    }
+    fn topology(&self) -> &Topology {
+        &self.topo
+    }
+    fn progress(&mut self, id: u32) -> &mut Progress {
+        &mut self.flows[id as usize].as_mut().expect("solved flow").p
+    }
+    fn holds_flow(&self, id: u32) -> bool {
+        self.flows[id as usize].is_some()
+    }
+    fn link_load(&self, l: u32) -> f64 {
+        self.mm.link_load(l)
+    }
+    fn finished(&self) -> bool {
+        self.apps_done == self.apps.len()
+    }
+    fn complete(&mut self, id: u32) {
+        Sim::complete(self, id);
+    }
+    fn handle(&mut self, ev: Ev) {
+        Sim::handle(self, ev);
     }
 }
 
@@ -616,11 +577,8 @@ pub fn run_apps(cfg: &AppsConfig) -> Result<AppsResult, String> {
         cfg,
         mm: MaxMin::new(&usable, cfg.recompute),
         now: 0.0,
-        events: BinaryHeap::new(),
-        ev_data: Vec::new(),
-        ev_free: Vec::new(),
+        events: Events::default(),
         done_at: Completions::default(),
-        due: Vec::new(),
         flows: Vec::new(),
         runs: Vec::new(),
         run_free: Vec::new(),

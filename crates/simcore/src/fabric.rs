@@ -26,17 +26,15 @@
 //! Not modelled: packets, losses, slow start (every elastic flow is at its max-min rate at once),
 //! queues and congestion-control differences beyond the `tcp` correction, CPU time of tasks, disk.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::completions::Completions;
+use crate::fluid::{Engine, Events, Progress};
 use crate::maxmin::{MaxMin, Recompute};
-use crate::network::Ord64;
 use crate::summary::{fct_buckets, heatmap, tier_results, LinkMeter};
+pub use crate::summary::{FctBucket, Heatmap, TierResult};
 use crate::tcpmodel::{Applied, LinkCorrection, TcpModel};
 use crate::topology::{Topology, TopologySpec};
 
@@ -153,40 +151,6 @@ fn default_edges() -> Vec<f64> {
 }
 fn default_bins() -> u32 {
     60
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct FctBucket {
-    pub lo_bytes: f64,
-    /// null: no upper bound
-    pub hi_bytes: Option<f64>,
-    pub count: u64,
-    pub mean_s: f64,
-    pub p50_s: f64,
-    pub p99_s: f64,
-    pub max_s: f64,
-    /// FCT over the FCT alone on the path (size / slowest link + 2·delay)
-    pub mean_slowdown: f64,
-    pub p99_slowdown: f64,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct TierResult {
-    pub name: String,
-    pub links: u32,
-    pub capacity_bytes_per_s: f64,
-    pub carried_bytes: f64,
-    /// carried / (capacity × (end − start of the shuffle))
-    pub mean_utilisation: f64,
-    /// the busiest link of the tier, its carried / (capacity × duration)
-    pub max_link_utilisation: f64,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Heatmap {
-    pub bin_s: f64,
-    /// `utilisation[tier][bin]`, bins from time 0
-    pub utilisation: Vec<Vec<f64>>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -341,10 +305,7 @@ struct Flow {
     dst: u32,
     key: u64,
     cap: f64,
-    bytes: f64,
-    sent: f64,
-    t0: f64,
-    rate: f64,
+    p: Progress,
 }
 
 struct Reducer {
@@ -361,12 +322,9 @@ struct Sim<'a> {
     topo: Topology,
     mm: MaxMin,
     now: f64,
-    events: BinaryHeap<Reverse<(Ord64, u64)>>,
-    ev_data: Vec<Option<Ev>>,
-    ev_free: Vec<u64>,
+    events: Events<Ev>,
     /// Virtual time each flow slot completes at its current rate (infinity: free, or never).
     done_at: Completions,
-    due: Vec<u32>,
     flows: Vec<Option<Flow>>,
     stranded: Vec<Flow>,
     reducers: Vec<Reducer>,
@@ -394,44 +352,6 @@ struct Sim<'a> {
     n_events: u64,
 }
 
-/// Bytes per tier in time bins whose width doubles when the run outgrows them.
-pub(crate) struct Hist {
-    pub(crate) width: f64,
-    pub(crate) bins: Vec<Vec<f64>>,
-}
-impl Hist {
-    pub(crate) fn new(tiers: usize, bins: u32) -> Hist {
-        Hist {
-            width: 1e-6,
-            bins: vec![vec![0.0; 2 * bins as usize]; tiers],
-        }
-    }
-    pub(crate) fn add(&mut self, tier: usize, t0: f64, t1: f64, load: f64) {
-        if t1 <= t0 || load <= 0.0 {
-            return;
-        }
-        let n = self.bins[tier].len();
-        while t1 > self.width * n as f64 {
-            for b in &mut self.bins {
-                for i in 0..n / 2 {
-                    b[i] = b[2 * i] + b[2 * i + 1];
-                }
-                b[n / 2..].iter_mut().for_each(|x| *x = 0.0);
-            }
-            self.width *= 2.0;
-        }
-        let first = (t0 / self.width) as usize;
-        let last = ((t1 / self.width) as usize).min(n - 1);
-        for i in first..=last {
-            let lo = t0.max(i as f64 * self.width);
-            let hi = t1.min((i + 1) as f64 * self.width);
-            if hi > lo {
-                self.bins[tier][i] += load * (hi - lo);
-            }
-        }
-    }
-}
-
 /// Host of task `i` of `n` spread evenly over `hosts` (⌊i·H/n⌋: every host when n ≥ H, hosts
 /// evenly apart across racks when n < H).
 pub(crate) fn spread(i: u32, n: u32, hosts: u32) -> u32 {
@@ -440,17 +360,7 @@ pub(crate) fn spread(i: u32, n: u32, hosts: u32) -> u32 {
 
 impl<'a> Sim<'a> {
     fn push(&mut self, t: f64, ev: Ev) {
-        let id = match self.ev_free.pop() {
-            Some(id) => {
-                self.ev_data[id as usize] = Some(ev);
-                id
-            }
-            None => {
-                self.ev_data.push(Some(ev));
-                (self.ev_data.len() - 1) as u64
-            }
-        };
-        self.events.push(Reverse((Ord64(t), id)));
+        self.events.push(t, ev);
     }
 
     fn sizes_for(&self, r: u32) -> Vec<(u32, f64)> {
@@ -577,8 +487,8 @@ impl<'a> Sim<'a> {
 
     /// Put a flow on the network along its ECMP path (or strand it if there is none).
     fn place(&mut self, mut f: Flow) {
-        f.t0 = self.now;
-        f.rate = 0.0;
+        f.p.t0 = self.now;
+        f.p.rate = 0.0;
         match self.topo.route(f.src, f.dst, f.key) {
             Some(p) if !p.is_empty() => {
                 let id = self.mm.add(&p, f.cap) as usize;
@@ -598,8 +508,7 @@ impl<'a> Sim<'a> {
     /// Take a flow off the network, its bytes sent counted up to now.
     fn unplace(&mut self, id: u32) -> Flow {
         let mut f = self.flows[id as usize].take().expect("flow");
-        f.sent += f.rate * (self.now - f.t0);
-        f.t0 = self.now;
+        f.p.advance(self.now);
         self.done_at.set(id, f64::INFINITY);
         self.mm.remove(id);
         if let Owner::Cross(i) = f.owner {
@@ -662,10 +571,7 @@ impl<'a> Sim<'a> {
                     dst,
                     key,
                     cap: f64::INFINITY,
-                    bytes,
-                    sent: 0.0,
-                    t0: self.now,
-                    rate: 0.0,
+                    p: Progress::new(bytes, self.now),
                 });
             }
             Ev::Delivered {
@@ -707,10 +613,7 @@ impl<'a> Sim<'a> {
                     dst: c.dst,
                     key,
                     cap,
-                    bytes: c.bytes.unwrap_or(f64::INFINITY),
-                    sent: 0.0,
-                    t0: self.now,
-                    rate: 0.0,
+                    p: Progress::new(c.bytes.unwrap_or(f64::INFINITY), self.now),
                 });
             }
             Ev::CrossStop(i) => {
@@ -777,7 +680,7 @@ impl<'a> Sim<'a> {
         }
         if let Some(id) = self.cross_slot[i as usize] {
             let f = self.unplace(id);
-            self.cross_out[i as usize].delivered_bytes += f.sent;
+            self.cross_out[i as usize].delivered_bytes += f.p.sent;
         }
         self.cross_out[i as usize].active_s += self.now - self.cross_since[i as usize];
     }
@@ -793,7 +696,7 @@ impl<'a> Sim<'a> {
             } => {
                 let ev = Ev::Delivered {
                     r,
-                    bytes: f.bytes,
+                    bytes: f.p.bytes,
                     issued_s,
                     ideal_s,
                 };
@@ -804,86 +707,16 @@ impl<'a> Sim<'a> {
                 }
             }
             Owner::Cross(i) => {
-                self.cross_out[i as usize].delivered_bytes += f.bytes;
+                self.cross_out[i as usize].delivered_bytes += f.p.bytes;
                 self.cross_out[i as usize].active_s += self.now - self.cross_since[i as usize];
                 self.cross_since[i as usize] = self.now;
             }
         }
     }
 
-    /// Solve the changed rates, reschedule the flows whose rate was recomputed, and account
-    /// link and tier loads up to now.
-    fn settle(&mut self, solved: &mut Vec<u32>, touched: &mut Vec<u32>) {
-        self.mm.solve(solved, touched);
-        if touched.is_empty() {
-            return;
-        }
-        let now = self.now;
-        self.meter.close_tiers(now);
-        for &l in touched.iter() {
-            let li = l as usize;
-            let load = self.mm.link_load(l) + self.prio[li].min(self.nominal[li]);
-            self.meter
-                .set_load(li, self.topo.links[li].tier as usize, now, load);
-        }
-        for &id in solved.iter() {
-            let rate = self.mm.rate(id);
-            let f = self.flows[id as usize].as_mut().expect("solved flow");
-            if rate.to_bits() == f.rate.to_bits() {
-                continue; // its completion time stays
-            }
-            f.sent += f.rate * (now - f.t0);
-            f.t0 = now;
-            f.rate = rate;
-            let left = f.bytes - f.sent;
-            let at = if rate > 0.0 && left.is_finite() {
-                now + left.max(0.0) / rate
-            } else {
-                f64::INFINITY
-            };
-            self.done_at.set(id, at);
-        }
-    }
-
     fn run(&mut self) {
         let (mut solved, mut touched) = (Vec::new(), Vec::new());
-        loop {
-            let t_ev = self
-                .events
-                .peek()
-                .map_or(f64::INFINITY, |Reverse((Ord64(t), _))| *t);
-            let t_fl = self.done_at.next();
-            let t = t_ev.min(t_fl);
-            if !t.is_finite() {
-                break;
-            }
-            if self.reducers_done as usize == self.reducers.len() {
-                break; // the run ends with the shuffle (cross traffic and later events too)
-            }
-            self.now = t;
-            // completions due within a nanosecond finish together (one solve for all)
-            if t_fl <= t + 1e-9 {
-                let mut due = std::mem::take(&mut self.due);
-                self.done_at.due(t + 1e-9, &mut due);
-                for &id in &due {
-                    // a slot freed and taken again within this loop holds a new flow
-                    if self.flows[id as usize].is_some() && self.done_at.get(id) <= t + 1e-9 {
-                        self.complete(id);
-                    }
-                }
-                self.due = due;
-            }
-            while let Some(&Reverse((Ord64(te), id))) = self.events.peek() {
-                if te > t {
-                    break;
-                }
-                self.events.pop();
-                let ev = self.ev_data[id as usize].take().expect("event");
-                self.ev_free.push(id);
-                self.handle(ev);
-            }
-            self.settle(&mut solved, &mut touched);
-        }
+        self.run_events(&mut solved, &mut touched);
         // endless flows end with the run
         for i in 0..self.cfg.cross.len() as u32 {
             if self.prio_path[i as usize].is_some() || self.cross_slot[i as usize].is_some() {
@@ -892,6 +725,53 @@ impl<'a> Sim<'a> {
         }
         self.settle(&mut solved, &mut touched);
         self.meter.finish(self.now);
+    }
+}
+
+impl Engine for Sim<'_> {
+    type Ev = Ev;
+
+    fn now(&self) -> f64 {
+        self.now
+    }
+    fn set_now(&mut self, t: f64) {
+        self.now = t;
+    }
+    fn events(&mut self) -> &mut Events<Ev> {
+        &mut self.events
+    }
+    fn completions(&mut self) -> &mut Completions {
+        &mut self.done_at
+    }
+    fn solver(&mut self) -> &mut MaxMin {
+        &mut self.mm
+    }
+    fn meter(&mut self) -> &mut LinkMeter {
+        &mut self.meter
+    }
+    fn topology(&self) -> &Topology {
+        &self.topo
+    }
+    fn progress(&mut self, id: u32) -> &mut Progress {
+        &mut self.flows[id as usize].as_mut().expect("solved flow").p
+    }
+    fn holds_flow(&self, id: u32) -> bool {
+        self.flows[id as usize].is_some()
+    }
+    /// The solved load plus the priority UDP the link can carry.
+    fn link_load(&self, l: u32) -> f64 {
+        let li = l as usize;
+        self.mm.link_load(l) + self.prio[li].min(self.nominal[li])
+    }
+    /// The run ends with the shuffle (cross traffic and later events too).
+    fn finished(&self) -> bool {
+        self.reducers_done as usize == self.reducers.len()
+    }
+    fn complete(&mut self, id: u32) {
+        Sim::complete(self, id);
+    }
+    fn handle(&mut self, ev: Ev) {
+        Sim::handle(self, ev);
     }
 }
 
@@ -934,11 +814,8 @@ pub fn run_fabric(cfg: &FabricConfig) -> Result<FabricResult, String> {
         cfg,
         mm: MaxMin::new(&usable, cfg.recompute),
         now: 0.0,
-        events: BinaryHeap::new(),
-        ev_data: Vec::new(),
-        ev_free: Vec::new(),
+        events: Events::default(),
         done_at: Completions::default(),
-        due: Vec::new(),
         flows: Vec::new(),
         stranded: Vec::new(),
         reducers,

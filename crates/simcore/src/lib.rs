@@ -18,6 +18,7 @@ pub mod bottleneck;
 mod completions;
 pub mod engine;
 pub mod fabric;
+mod fluid;
 pub mod maxmin;
 pub mod model;
 pub mod netaware;

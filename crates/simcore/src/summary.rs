@@ -1,8 +1,82 @@
-//! What the fabric and application models report about a run: FCT per size bucket, per-tier
-//! utilisation and a tier × time heat map (shared by [`crate::fabric`] and [`crate::apps`]).
+//! What the fabric and application models report about a run: the result types they share, FCT
+//! per size bucket, per-tier utilisation and a tier × time heat map (used by [`crate::fabric`]
+//! and [`crate::apps`]; this module imports neither).
 
-use crate::fabric::{FctBucket, Heatmap, Hist, TierResult};
+use serde::Serialize;
+
 use crate::topology::Topology;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FctBucket {
+    pub lo_bytes: f64,
+    /// null: no upper bound
+    pub hi_bytes: Option<f64>,
+    pub count: u64,
+    pub mean_s: f64,
+    pub p50_s: f64,
+    pub p99_s: f64,
+    pub max_s: f64,
+    /// FCT over the FCT alone on the path (size / slowest link + 2·delay)
+    pub mean_slowdown: f64,
+    pub p99_slowdown: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TierResult {
+    pub name: String,
+    pub links: u32,
+    pub capacity_bytes_per_s: f64,
+    pub carried_bytes: f64,
+    /// carried / (capacity × (end − start of the shuffle))
+    pub mean_utilisation: f64,
+    /// the busiest link of the tier, its carried / (capacity × duration)
+    pub max_link_utilisation: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Heatmap {
+    pub bin_s: f64,
+    /// `utilisation[tier][bin]`, bins from time 0
+    pub utilisation: Vec<Vec<f64>>,
+}
+
+/// Bytes per tier in time bins whose width doubles when the run outgrows them.
+pub(crate) struct Hist {
+    pub(crate) width: f64,
+    pub(crate) bins: Vec<Vec<f64>>,
+}
+impl Hist {
+    pub(crate) fn new(tiers: usize, bins: u32) -> Hist {
+        Hist {
+            width: 1e-6,
+            bins: vec![vec![0.0; 2 * bins as usize]; tiers],
+        }
+    }
+    pub(crate) fn add(&mut self, tier: usize, t0: f64, t1: f64, load: f64) {
+        if t1 <= t0 || load <= 0.0 {
+            return;
+        }
+        let n = self.bins[tier].len();
+        while t1 > self.width * n as f64 {
+            for b in &mut self.bins {
+                for i in 0..n / 2 {
+                    b[i] = b[2 * i] + b[2 * i + 1];
+                }
+                b[n / 2..].iter_mut().for_each(|x| *x = 0.0);
+            }
+            self.width *= 2.0;
+        }
+        let first = (t0 / self.width) as usize;
+        let last = ((t1 / self.width) as usize).min(n - 1);
+        for i in first..=last {
+            let lo = t0.max(i as f64 * self.width);
+            let hi = t1.min((i + 1) as f64 * self.width);
+            if hi > lo {
+                self.bins[tier][i] += load * (hi - lo);
+            }
+        }
+    }
+}
 
 pub(crate) fn quantile(sorted: &[f64], q: f64) -> f64 {
     if sorted.is_empty() {
