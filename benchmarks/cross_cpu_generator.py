@@ -106,7 +106,7 @@ def _level(fab: Fabric, lz: netns.Lease, net: T.Network, generator: str, pct: fl
             raise RuntimeError(f"iperf3 at {pct} % reported nothing ({res})")
         row["sent_payload_mbps"] = bps / 1e6
     elif pct > 0:
-        status = fab.switch.status_path.read_text().splitlines()
+        status = Path(fab.switch.status_path).read_text().splitlines()
         last = dict(zip(status[0].split(","), status[-1].split(","), strict=True))
         row["offered_packets"] = int(last["cross_offered_packets"])
         row["switch_drops"] = int(last["cross_drops"])

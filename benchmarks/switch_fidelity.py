@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from shufflelab.emulate import netns
+from shufflelab.emulate.fabric import namespace_switch
 from shufflelab.spec import Link
 from shufflelab.switch import Red, Switch, SwitchConfig, SwitchPort, binary_path
 from shufflelab.switch.config import SPIN_US, switch_cpu
@@ -56,7 +57,7 @@ def _switch(star: Star, h2: SwitchPort, period_ms: float = 100, busy_poll_us: in
         cpu=cpu,
         busy_poll_us=busy_poll_us,
     )
-    sw = Switch(star.lease, "r", cfg)
+    sw = namespace_switch(star.lease, "r", cfg)
     sw.start()
     for h in star.hosts:
         steer_rx(star.ns(h), "eth0", rps_mask_without(cpu) if cpu is not None else "0")

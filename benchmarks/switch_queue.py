@@ -29,7 +29,8 @@ K = 30_000
 
 
 def _case(star: Any, name: str, seconds: float) -> dict[str, Any]:
-    from shufflelab.switch import Red, Switch, SwitchConfig, SwitchPort
+    from shufflelab.emulate.fabric import namespace_switch
+    from shufflelab.switch import Red, SwitchConfig, SwitchPort
     from shufflelab.switch.lab import iperf3, received_mbps
 
     ecn = {"cubic": 0, "dctcp": 1, "vcc": 0}[name]
@@ -42,7 +43,7 @@ def _case(star: Any, name: str, seconds: float) -> dict[str, Any]:
         hosts=star.switch_hosts(modes),
         telemetry_period_ms=1,
     )  # fmt: skip
-    sw = Switch(star.lease, "r", cfg)
+    sw = namespace_switch(star.lease, "r", cfg)
     sw.start()
     try:
         res = iperf3(star, "h1", "h2", seconds)

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from shufflelab.emulate import netns
+from shufflelab.emulate.fabric import namespace_switch
 from shufflelab.switch import Red, Switch, SwitchConfig, SwitchPort, binary_path
 from shufflelab.switch.lab import Star, build_star, iperf3, received_mbps
 
@@ -40,7 +41,7 @@ def _switch(star: Star, h2_port: SwitchPort, modes: dict[str, str] | None = None
         hosts=star.switch_hosts(modes),  # type: ignore[arg-type]
         telemetry_period_ms=period_ms,
     )
-    sw = Switch(star.lease, "r", cfg)
+    sw = namespace_switch(star.lease, "r", cfg)
     sw.start()
     return sw
 

@@ -13,7 +13,6 @@ when only those values differ.
 from __future__ import annotations
 
 import contextlib
-import shutil
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -22,9 +21,10 @@ from typing import TYPE_CHECKING, Any
 from pyroute2 import NetNS
 
 from shufflelab.emulate import selftest as link_selftest
-from shufflelab.emulate.netns import Lease, run
+from shufflelab.emulate.netns import Lease, launch_at, run, run_at
 from shufflelab.netplan import NetPlan, PortCounters, has_root_qdisc, shaping_changes
 from shufflelab.spec import ExperimentSpec
+from shufflelab.switch.config import SwitchConfig
 from shufflelab.switch.controller import Switch, interface_mac, rps_mask_without, steer_rx
 from shufflelab.topology import ROUTER, Network, Port
 
@@ -61,6 +61,26 @@ def ensure_congestion_control_allowed(names: set[str]) -> None:
                 f"net.ipv4.tcp_allowed_congestion_control={' '.join(allowed + missing)}",
             ]
         )
+
+
+def namespace_switch(lease: Lease, node: str, cfg: SwitchConfig, offloads: bool = False) -> Switch:
+    """The userspace switch with ``cfg`` in namespace ``lease.ns(node)``, ready to start: the
+    namespace's kernel does not forward (the switch does; the kernel keeps answering ARP and ICMP
+    for the router's addresses), no redirects, and (unless ``offloads``) no offloads on the
+    switch's ports (it forwards frames). Its files are in the lease's scratch folder."""
+    ns = lease.ns(node)
+    sysctl(
+        ns,
+        {
+            "net.ipv4.ip_forward": "0",
+            "net.ipv4.conf.all.send_redirects": "0",
+            "net.ipv4.conf.default.send_redirects": "0",
+        },
+    )
+    if not offloads:
+        for p in cfg.ports:
+            run(["ethtool", "-K", p.ifname, "tso", "off", "gso", "off", "gro", "off"], ns=ns, check=False)
+    return Switch(cfg, ns, str(lease.scratch), lease.scratch, run_at, launch_at, name=f"switch-{node}")
 
 
 class Fabric:
@@ -191,14 +211,14 @@ class Fabric:
             if has_root_qdisc(run(["tc", "-n", ns, "qdisc", "show", "dev", port.ifname])):
                 run(["tc", "-n", ns, "qdisc", "del", "dev", port.ifname, "root"])
         if not self._macs:
-            self._macs = {h: interface_mac(self.ns[h], "eth0") for h in self.network.host_addresses}
+            self._macs = {h: interface_mac(self.ns[h], "eth0", run_at) for h in self.network.host_addresses}
         cfg = plan.switch_config(self._macs)
         if self.switch is not None and self.switch.alive() and not restart and self.switch.config == cfg:
             return
         if self.switch is not None:
             self.switch.stop()
-        self.switch = Switch(self.lease, ROUTER, cfg)
-        self.switch.start(offloads=self.offloads)  # turns the router's ip_forward off
+        self.switch = namespace_switch(self.lease, ROUTER, cfg, self.offloads)
+        self.switch.start()
         if cfg.cpu is not None:  # the hosts' receive work off the switch's CPU (see steer_rx)
             self._steer_router_peers(rps_mask_without(cfg.cpu))
 
@@ -206,7 +226,7 @@ class Fabric:
         for wire in self.network.wires:
             for near, far in ((wire.a, wire.b), (wire.b, wire.a)):
                 if near.node == ROUTER:
-                    steer_rx(self.ns[far.node], far.ifname, mask)
+                    steer_rx(self.ns[far.node], far.ifname, mask, run_at)
 
     def _stop_switch(self) -> None:
         if self.switch is None:
@@ -257,8 +277,7 @@ class Fabric:
         with contextlib.suppress(OSError):
             self.switch.save_telemetry(run_dir / "queue_samples.csv")
             self.switch.save_status(run_dir / "switch_status.csv")
-            shutil.copyfile(self.switch.config_path, run_dir / "switch.json")
-            shutil.copyfile(self.switch.log, run_dir / "switch.log")
+            self.switch.save_config_and_log(run_dir)
 
     def start_cross_traffic(self) -> None:
         """Start the switch's own cross-traffic sources (configured paused, so that the link self-test
@@ -269,7 +288,7 @@ class Fabric:
     def counters(self, port: Port) -> PortCounters:
         """Cumulative egress counters of ``port``: its root qdisc's on the kernel path; on the switch
         datapath the switch's latest telemetry row (counted since the switch's last start)."""
-        if self.switch is not None and port.node == self.switch.node:
+        if self.switch is not None and port.node == ROUTER:
             return PortCounters.from_switch_row(self.switch.last_telemetry().get(port.ifname))
         with contextlib.closing(NetNS(self.ns[port.node])) as nl:
             idx = nl.link_lookup(ifname=port.ifname)[0]

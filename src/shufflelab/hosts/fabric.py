@@ -29,13 +29,15 @@ from shufflelab.hosts.sampling import HostSamplers
 from shufflelab.hosts.switch import (
     OFFLOADS_OFF,
     HostsLauncher,
-    RouterSwitch,
     mac_address,
     prepare_router,
+    router_switch,
     router_switch_config,
+    start_router_switch,
 )
 from shufflelab.netplan import NetPlan, PortCounters, shaping_changes
 from shufflelab.spec import ExperimentSpec, Link, SpecError
+from shufflelab.switch.controller import Switch
 from shufflelab.topology import Network, Port
 
 if TYPE_CHECKING:
@@ -142,7 +144,7 @@ class HostsFabric:
             p.ifname: (p.ifname if p.ifname in network.host_addresses else None) for p in network.bottlenecks
         }
         self.router = router
-        self._switch: RouterSwitch | None = None  # on the router host, while the datapath is the switch
+        self._switch: Switch | None = None  # on the router host, while the datapath is the switch
         self._macs: dict[str, str] = {}  # spec host -> its data interface's MAC (for the switch)
         if None in self._port_host.values() and (router is None or router not in self.leases):
             raise SpecError("topology.kind = 'shared': the inventory names no router host (router = 'NAME')")
@@ -227,21 +229,23 @@ class HostsFabric:
             self._macs = dict(zip(hosts, macs, strict=True))
         dev = router.session.host.data_interface
         cfg = router_switch_config(plan, self._macs, dev, ncpu)
-        if self._switch is None:
-            assert self.router is not None
-            port = next(p for p, h in self._port_host.items() if h is None)
-            self._switch = RouterSwitch(
-                self._loop, router, self.router, self.remote_scratch[self.router], self._seams[1], self._lease.scratch,
-                port,
-            )  # fmt: skip
-        self._switch.ensure(cfg, restart)
+        if self._switch is not None and self._switch.alive() and not restart and self._switch.config == cfg:
+            return
+        if self._switch is not None:
+            self._switch.stop()
+        assert self.router is not None
+        run, launch = self._seams
+        self._switch = router_switch(
+            cfg, router, self.router, self.remote_scratch[self.router], self._lease.scratch, run, launch
+        )
+        start_router_switch(self._switch, router)
 
     def close(self) -> None:
         """Stop the router host's switch (its log fetched); the leases restore the rest."""
         if self._switch is not None:
             self._switch.stop()
 
-    def _switching(self) -> RouterSwitch | None:
+    def _switching(self) -> Switch | None:
         """The router host's switch while it is the datapath."""
         return self._switch if self._switch is not None and self._switch.process is not None else None
 
@@ -261,7 +265,7 @@ class HostsFabric:
         host = self._port_host[port.ifname]
         switch = self._switching()
         if host is None and switch is not None:
-            return switch.counters()
+            return PortCounters.from_switch_row(switch.last_telemetry().get(switch.config.ports[0].ifname))
         if host is None:
             assert self.router is not None
             s = self.leases[self.router].session
@@ -285,7 +289,9 @@ class HostsFabric:
             if why is not None:
                 return f"host {name} ({hl.session.host.address}) dropped off during the run: connection lost: {why}"
         switch = self._switching()
-        return switch.failure() if switch is not None else None
+        if switch is None or switch.alive():
+            return None
+        return f"the userspace switch on router host {self.router} exited: {switch.log_tail(500) or 'no output'}"
 
     def selftest(self, plan: NetPlan, run_dir: Path) -> list[dict[str, Any]]:
         """The local backend's link self-test over SSH (ping and a short iperf3 transfer across each
@@ -343,8 +349,11 @@ class HostsFabric:
         """On the switch datapath: the router host's switch's samples as ``queue_samples.csv``, its
         config and log, in ``run_dir`` (as the local fabric keeps them); else nothing."""
         switch = self._switching()
-        if switch is not None:
-            switch.save_telemetry(run_dir)
+        if switch is None:
+            return
+        port = next(p for p, h in self._port_host.items() if h is None)  # the spec's name of the router's queue
+        switch.save_telemetry(run_dir / "queue_samples.csv", rename={switch.config.ports[0].ifname: port})
+        switch.save_config_and_log(run_dir)
 
 
 async def _gateway(session: Session, address: str, dev: str) -> str | None:

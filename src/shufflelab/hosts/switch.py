@@ -9,23 +9,23 @@ still answers ARP for its address), and ``shufflelab-switch`` -- reading every f
 interface with a packet socket -- forwards each packet to the host it is addressed to, through its
 queue (rate, delay, droptail or RED/ECN) and its per-host DCTCP / VCC. Segmentation and receive
 offloads are off on every data interface, so the switch sees frames, not 64 KB GSO/GRO segments.
-Every change is under the hosts' leases; the switch is started through the backend's process
-launcher (tagged with the lease, so ``clean --hosts`` stops it after a crash) as root.
+Every change is under the hosts' leases. The switch itself is the local fabric's
+:class:`shufflelab.switch.controller.Switch`, given the backend's command runner and process
+launcher on the router host (both as root; the launcher tags it with the lease, so ``clean
+--hosts`` stops it after a crash): this module only prepares the router host and says what the
+switch's config is there.
 
 The binary is the controller's (:func:`shufflelab.switch.controller.binary_path`) at the same path
-on the router host (the hosts have the controller's checkout; nothing is deployed). Its config,
-telemetry CSV and log live in the lease's scratch folder on the router host; the counters are the
-CSV's last row (read with ``tail``), its samples are fetched into the run's ``queue_samples.csv``
-with ``dev`` the spec's port name, as a local run writes them.
+on the router host, or the deployed one (``deploy_dir``). Its config, telemetry CSV and log live in
+the lease's scratch folder on the router host; the counters are the CSV's last row (read with
+``tail``), its samples are fetched into the run's ``queue_samples.csv`` with ``dev`` the spec's
+port name, as a local run writes them.
 """
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
 import json
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -35,14 +35,14 @@ from shufflelab.hosts.deploy import HostPaths
 from shufflelab.hosts.probe import cpu_count
 from shufflelab.netplan import NetPlan, PortCounters
 from shufflelab.switch.config import SwitchConfig, switch_cpu
-from shufflelab.switch.controller import BINARY_NAME, TELEMETRY_HEADER, rows_at_end
+from shufflelab.switch.controller import TELEMETRY_HEADER, Switch, SwitchError, complete_rows, rows_at_end
 
 if TYPE_CHECKING:
+    from shufflelab.emulate.protocols import CommandRunner, Process, ProcessLauncher
     from shufflelab.hosts.lease import HostLease
-    from shufflelab.hosts.remote import Loop, SshProcess
+    from shufflelab.hosts.remote import SshProcess
 
 OFFLOADS_OFF = {"tso": "off", "gso": "off", "gro": "off"}
-_TAIL_BYTES = 65_536
 
 
 class HostsLauncher(Protocol):
@@ -89,16 +89,7 @@ def counters_from_tail(text: str, dev: str, whole: bool) -> PortCounters:
 
 def renamed_samples(text: str, dev: str, port: str) -> str:
     """A telemetry CSV's complete rows with ``dev`` named ``port`` (the spec's port name). Pure."""
-    complete = text[: text.rfind("\n") + 1] if "\n" in text else ""
-    rows = list(csv.reader(io.StringIO(complete)))
-    out = io.StringIO()
-    out.write(TELEMETRY_HEADER + "\n")
-    w = csv.writer(out, lineterminator="\n")
-    width = len(TELEMETRY_HEADER.split(","))
-    for r in rows:
-        if len(r) == width and r[0] != "t":
-            w.writerow([r[0], port if r[1] == dev else r[1], *r[2:]])
-    return out.getvalue()
+    return complete_rows(text, TELEMETRY_HEADER, {dev: port})
 
 
 async def mac_address(session: Session) -> str:
@@ -134,96 +125,33 @@ async def prepare_router(hl: HostLease) -> int:
     return await cpu_count(s) or 1
 
 
-class RouterSwitch:
-    """``shufflelab-switch`` on the router host (see the module docstring); started, restarted and
-    read from the runner's thread (the launcher waits on the SSH loop)."""
+def as_root(session: Session, run: CommandRunner, launch: HostsLauncher) -> tuple[CommandRunner, ProcessLauncher]:
+    """The backend's seams on the router host as root (``sudo -n`` for another user): the switch
+    opens a packet socket, and its files and process are root's."""
 
-    def __init__(
-        self, loop: Loop, hl: HostLease, place: str, scratch: str, launch: HostsLauncher, local: Path, port: str
-    ) -> None:
-        self._loop, self.hl, self.place, self._launch = loop, hl, place, launch
-        self.session = hl.session
-        self.dev = hl.session.host.data_interface
-        self.port = port  # the spec network's name of the queue ("sw")
-        self.config_path = f"{scratch}/switch.json"
-        self.telemetry_path = f"{scratch}/switch-queues.csv"
-        self.local = local
-        self.config: SwitchConfig | None = None
-        self.process: SshProcess | None = None
-        self._starts = 0
+    def run_as_root(argv: Sequence[str], *, place: str | None = None, check: bool = True, timeout: float = 60) -> str:
+        words = ["sudo", "-n", "--", *argv] if session.host.needs_sudo else list(argv)
+        return run(words, place=place, check=check, timeout=timeout)
 
-    def _run(self, step: str, argv: Sequence[str], check: bool = True) -> str:
-        return self._loop.call(self.session.run(step, argv, check=check)).stdout
+    def launch_as_root(place: str, argv: Sequence[str], log: Path, /, env: Mapping[str, str] | None = None) -> Process:
+        return launch(place, argv, log, env, privileged=True)
 
-    def ensure(self, cfg: SwitchConfig, restart: bool, timeout_s: float = 15.0) -> None:
-        """Running with ``cfg``: started, or restarted when its config changed, it is not running or
-        ``restart`` asks for fresh counters and telemetry (each run, as locally)."""
-        if self.alive() and not restart and self.config == cfg:
-            return
-        self.stop()
-        doc = json.dumps(cfg.to_json(Path(self.telemetry_path)), indent=2)
-        self._loop.call(self.session.write_file("write the switch's config", self.config_path, doc, mode="644"))
-        self._starts += 1
-        log = self.local / f"switch-{self._starts:03d}.log"
-        binary = HostPaths.of(self.session.host).switch
-        proc = self._launch(self.place, [binary, self.config_path], log, privileged=True)
-        self.process, self.config = proc, cfg
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if "ready" in self._run("start the switch", ["head", "-c", "4096", proc.remote_log], check=False):
-                return
-            if proc.poll() is not None:
-                break
-            time.sleep(0.05)
-        tail = self.log_tail()
-        self.stop()
-        raise HostError(
-            self.session.name, self.session.host.address, "start the switch",
-            f"{BINARY_NAME} did not become ready within {timeout_s:g} s: {tail or 'no output'}",
-        )  # fmt: skip
+    return run_as_root, launch_as_root
 
-    def log_tail(self, chars: int = 2000) -> str:
-        if self.process is None:
-            return ""
-        return self._run("read the switch's log", ["tail", "-c", str(chars), self.process.remote_log], check=False)
 
-    def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
+def router_switch(
+    cfg: SwitchConfig, hl: HostLease, place: str, scratch: str, local: Path, run: CommandRunner, launch: HostsLauncher
+) -> Switch:
+    """The userspace switch with ``cfg`` on router host ``place`` (not started): its files in the
+    lease's folder ``scratch`` there, the launcher's log in ``local``."""
+    root_run, root_launch = as_root(hl.session, run, launch)
+    binary = HostPaths.of(hl.session.host).switch
+    return Switch(cfg, place, scratch, local, root_run, root_launch, binary=binary)
 
-    def failure(self) -> str | None:
-        """Why the switch is gone while the fabric needs it (None: it runs)."""
-        if self.process is None or self.process.poll() is None:
-            return None
-        return f"the userspace switch on router host {self.session.name} exited: {self.log_tail(500) or 'no output'}"
 
-    def stop(self) -> None:
-        """SIGTERM (its summary goes to its log, fetched next to the controller's copy)."""
-        if self.process is not None:
-            self.process.stop()
-            self.process = None
-
-    def counters(self) -> PortCounters:
-        """The router port's counters since the switch's last start (its telemetry's last row)."""
-        if self.process is None:
-            return PortCounters(0, 0, 0, 0, 0, marks=0)
-        text = self._run("read the switch's counters", ["tail", "-c", str(_TAIL_BYTES), self.telemetry_path], False)
-        return counters_from_tail(text, self.dev, whole=len(text.encode()) < _TAIL_BYTES)
-
-    def save_telemetry(self, run_dir: Path) -> None:
-        """The switch's samples as the run's ``queue_samples.csv`` (``dev`` = the spec's port), its
-        config and its log so far, in ``run_dir``."""
-        if self.process is None or self.config is None:
-            return
-        raw = run_dir / "switch-queues.csv"
-        try:
-            self._loop.call(self.session.get("fetch the switch's telemetry", self.telemetry_path, raw))
-            text = raw.read_text(errors="replace")
-        except HostError:
-            text = ""
-        (run_dir / "queue_samples.csv").write_text(renamed_samples(text, self.dev, self.port))
-        raw.unlink(missing_ok=True)
-        (run_dir / "switch.json").write_text(
-            self._run("read the switch's config", ["cat", self.config_path], check=False)
-        )
-        log = self._run("read the switch's log", ["cat", self.process.remote_log], check=False)
-        (run_dir / "switch.log").write_text(log)
+def start_router_switch(switch: Switch, hl: HostLease, timeout_s: float = 15.0) -> None:
+    """Start ``switch``; a switch that does not become ready is a :class:`HostError` naming the host."""
+    try:
+        switch.start(timeout_s)
+    except SwitchError as exc:
+        raise HostError(hl.session.name, hl.session.host.address, "start the switch", str(exc)) from None

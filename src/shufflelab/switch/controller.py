@@ -1,24 +1,29 @@
-"""Start and stop ``shufflelab-switch`` in a router namespace of a lease, and read its telemetry.
+"""Start and stop ``shufflelab-switch`` and read its telemetry, wherever it runs: in the router
+namespace of a local fabric or on the router host of machines reached over SSH.
 
-The config is plain data (:mod:`shufflelab.switch.config`, units in the field names) written as
-JSON to the lease's scratch folder; the process is a :class:`shufflelab.emulate.netns.Process`, so a lease's
-teardown (and ``shufflelab clean``) stops it like any other process of the run. Before starting,
-the router namespace's own forwarding is turned off (the switch forwards; the kernel keeps
-answering ARP and ICMP for the router's addresses) and offloads are turned off on the ports.
+:class:`Switch` reaches its place only through the backend's seams
+(:class:`~shufflelab.emulate.protocols.CommandRunner` and
+:class:`~shufflelab.emulate.protocols.ProcessLauncher`): the config is plain data
+(:mod:`shufflelab.switch.config`, units in the field names) written as JSON to a scratch folder at
+the place, the process is started by the backend's launcher (so a lease's teardown, and
+``shufflelab clean``, stops it like any other process of the run), and its log and telemetry CSVs
+are read there with ``tail``/``cat``. What must be true of the place before it starts (the kernel
+not forwarding, offloads off on the ports) is the fabric's to make, under its lease.
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import shutil
-import signal
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from shufflelab.emulate.netns import Lease, Process, run
+from shufflelab.emulate.protocols import CommandRunner, Process, ProcessLauncher
 from shufflelab.switch.config import SwitchConfig
 
 TELEMETRY_HEADER = (
@@ -52,19 +57,46 @@ def binary_path() -> Path | None:
     return None
 
 
-def interface_mac(ns: str, ifname: str) -> str:
-    """MAC address of ``ifname`` in namespace ``ns``."""
-    info = json.loads(run(["ip", "-j", "link", "show", "dev", ifname], ns=ns))
+def _runner(run: CommandRunner | None) -> CommandRunner:
+    """``run``, or (None) this machine's namespaces: only for ``switch/lab.py``, test scaffolding that
+    leaves the package (issue 34), which calls the helpers below without a runner."""
+    if run is not None:
+        return run
+    from shufflelab.emulate.netns import run_at
+
+    return run_at
+
+
+def interface_mac(place: str, ifname: str, run: CommandRunner | None = None) -> str:
+    """MAC address of ``ifname`` at ``place``."""
+    info = json.loads(_runner(run)(["ip", "-j", "link", "show", "dev", ifname], place=place))
     return str(info[0]["address"])
+
+
+def parse_telemetry(text: str) -> list[dict[str, float | str]]:
+    """Rows of a switch telemetry CSV's text; numbers as float, ``dev`` as str. Pure."""
+    return [{k: (v if k == "dev" else float(v)) for k, v in rec.items()} for rec in csv.DictReader(io.StringIO(text))]
 
 
 def read_telemetry(path: Path) -> list[dict[str, float | str]]:
     """Rows of a switch telemetry CSV; numbers as float, ``dev`` as str."""
-    rows: list[dict[str, float | str]] = []
-    with open(path, newline="") as fh:
-        for rec in csv.DictReader(fh):
-            rows.append({k: (v if k == "dev" else float(v)) for k, v in rec.items()})
-    return rows
+    return parse_telemetry(path.read_text(errors="replace"))
+
+
+def complete_rows(text: str, header: str, rename: Mapping[str, str] | None = None) -> str:
+    """A telemetry or status CSV's complete rows (the switch may be writing the last one) under
+    ``header``; ``rename``: a ``dev`` (second column) -> the name to give it. Pure."""
+    complete = text[: text.rfind("\n") + 1] if "\n" in text else ""
+    if not rename:
+        return complete or header + "\n"
+    width = len(header.split(","))
+    out = io.StringIO()
+    out.write(header + "\n")
+    w = csv.writer(out, lineterminator="\n")
+    for r in csv.reader(io.StringIO(complete)):
+        if len(r) == width and r[0] != "t":
+            w.writerow([r[0], rename.get(r[1], r[1]), *r[2:]])
+    return out.getvalue()
 
 
 def last_rows(path: Path, devs: list[str], tail_bytes: int = 65_536) -> dict[str, dict[str, float | str]]:
@@ -111,56 +143,68 @@ def rps_mask_without(cpu: int, ncpu: int | None = None) -> str:
     return format(((1 << n) - 1) & ~(1 << cpu), "x")
 
 
-def steer_rx(ns: str, ifname: str, mask: str) -> None:
-    """Receive packet steering on ``ifname`` in ``ns``: its receive processing runs on the CPUs of
-    ``mask`` ("0" = where the packet arrived). On a veth the receive side of a frame the switch
+def steer_rx(place: str, ifname: str, mask: str, run: CommandRunner | None = None) -> None:
+    """Receive packet steering on ``ifname`` at ``place``: its receive processing runs on the CPUs
+    of ``mask`` ("0" = where the packet arrived). On a veth the receive side of a frame the switch
     sends runs inside the switch's own send() unless steered away; measured: 1.1-1.3 Gbit/s of one
     TCP flow through the switch without, 2.3-2.5 Gbit/s with (docs/design-switch.md)."""
-    run(["sh", "-c", f'for f in /sys/class/net/"$1"/queues/rx-*/rps_cpus; do echo {mask} > "$f"; done', "sh",
-         ifname], ns=ns, check=False)  # fmt: skip
+    _runner(run)(["sh", "-c", f'for f in /sys/class/net/"$1"/queues/rx-*/rps_cpus; do echo {mask} > "$f"; done',
+                  "sh", ifname], place=place, check=False)  # fmt: skip
+
+
+# the switch's shell at its place: its output appended to its log there (kept across restarts)
+_LOGGED = 'exec "$0" "$@" >>"$SHUFFLELAB_SWITCH_LOG" 2>&1 </dev/null'
+_TAIL_BYTES = 65_536
 
 
 class Switch:
-    """``shufflelab-switch`` running in namespace ``lease.ns(node)``; a context manager.
+    """``shufflelab-switch`` at ``place``, reached through ``run`` and ``launch``; a context manager.
 
-    Its config, log and telemetry CSV live in the lease's scratch folder. Starting again after
-    :meth:`stop` (or a new ``Switch`` for the same node) reconfigures it: the CSV starts afresh and
-    the counters start at zero; the log is appended to."""
+    Its config (``<scratch>/<name>.json``), log (``<name>.log``, appended to across restarts) and
+    telemetry CSVs (``<name>-queues.csv``, ``<name>-status.csv``) live in ``scratch``, a folder as
+    the place sees it; ``local`` is a folder on this machine for the launcher's own log. Starting
+    again after :meth:`stop` reconfigures it: the CSVs start afresh and the counters at zero."""
 
-    def __init__(self, lease: Lease, node: str, config: SwitchConfig, binary: Path | None = None) -> None:
-        self.lease = lease
-        self.node = node
-        self.ns = lease.ns(node)
-        self.config = config
-        self.binary = binary or binary_path()
-        self.config_path = lease.scratch / f"switch-{node}.json"
-        self.telemetry_path = lease.scratch / f"switch-{node}-queues.csv"
-        self.status_path = lease.scratch / f"switch-{node}-status.csv"
-        self.log = lease.scratch / f"switch-{node}.log"
+    def __init__(
+        self,
+        config: SwitchConfig,
+        place: str,
+        scratch: str,
+        local: Path,
+        run: CommandRunner,
+        launch: ProcessLauncher,
+        *,
+        binary: str | None = None,
+        name: str = "switch",
+    ) -> None:
+        self.config, self.place, self.local = config, place, local
+        self._run, self._launch = run, launch
+        found = binary_path() if binary is None else binary
+        self.binary = str(found) if found is not None else None
+        self.config_path = f"{scratch}/{name}.json"
+        self.telemetry_path = f"{scratch}/{name}-queues.csv"
+        self.status_path = f"{scratch}/{name}-status.csv"
+        self.log = f"{scratch}/{name}.log"
+        self.name = name
         self.process: Process | None = None
         self.summary: dict[str, Any] | None = None
 
-    def start(self, timeout_s: float = 10.0, offloads: bool = False) -> None:
+    def _read(self, path: str, tail_bytes: int | None = None) -> str:
+        """A file at the place ('' if it is not there); ``tail_bytes``: its end only."""
+        argv = ["cat", path] if tail_bytes is None else ["tail", "-c", str(tail_bytes), path]
+        return self._run(argv, place=self.place, check=False)
+
+    def start(self, timeout_s: float = 10.0) -> None:
         if self.binary is None:
             raise SwitchError(f"{BINARY_NAME} is not built (run the setup: make setup)")
-        run(
-            [
-                "sysctl",
-                "-q",
-                "-w",
-                "net.ipv4.ip_forward=0",
-                "net.ipv4.conf.all.send_redirects=0",
-                "net.ipv4.conf.default.send_redirects=0",
-            ],
-            ns=self.ns,
-        )
-        if not offloads:
-            for p in self.config.ports:
-                run(["ethtool", "-K", p.ifname, "tso", "off", "gso", "off", "gro", "off"], ns=self.ns, check=False)
-        self.config_path.write_text(json.dumps(self.config.to_json(self.telemetry_path, self.status_path), indent=2))
-        offset = self.log.stat().st_size if self.log.exists() else 0  # the log is appended to across restarts
+        doc = json.dumps(self.config.to_json(Path(self.telemetry_path), Path(self.status_path)), indent=2)
+        write = 'printf "%s\\n" "$1" > "$2" && wc -c < "$3" 2>/dev/null || echo 0'
+        offset = int(
+            (self._run(["sh", "-c", write, "sh", doc, self.config_path, self.log], place=self.place) or "0").split()[0]
+        )  # the log is appended to across restarts: this start's lines come after ``offset``
         self.summary = None
-        self.process = Process(self.ns, [str(self.binary), str(self.config_path)], self.log)
+        argv = ["env", f"SHUFFLELAB_SWITCH_LOG={self.log}", "sh", "-c", _LOGGED, self.binary, self.config_path]
+        self.process = self._launch(self.place, argv, self.local / f"{self.name}.launch.log")
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if "ready" in self._log_since(offset):
@@ -170,17 +214,16 @@ class Switch:
             time.sleep(0.02)
         self.process.stop()
         self.process = None
-        raise SwitchError(f"{BINARY_NAME} did not start in {self.ns}: {self._log_since(offset)[-2000:].strip()}")
+        raise SwitchError(
+            f"{BINARY_NAME} did not start at {self.place} within {timeout_s:g} s: "
+            f"{self._log_since(offset)[-2000:].strip() or 'no output'}"
+        )
 
     def _log_since(self, offset: int) -> str:
-        if not self.log.exists():
-            return ""
-        with open(self.log, "rb") as fh:
-            fh.seek(offset)
-            return fh.read().decode(errors="replace")
+        return self._run(["tail", "-c", f"+{offset + 1}", self.log], place=self.place, check=False)
 
     def log_tail(self, chars: int = 2000) -> str:
-        return self._log_since(0)[-chars:].strip()
+        return self._read(self.log, chars).strip()
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
@@ -191,37 +234,52 @@ class Switch:
             return self.summary
         self.process.stop()
         self.process = None
-        for line in self.log.read_text(errors="replace").splitlines():
+        for line in self._read(self.log).splitlines():
             if line.startswith("summary "):
                 self.summary = json.loads(line[len("summary ") :])
         return self.summary
 
     def telemetry(self) -> list[dict[str, float | str]]:
-        return read_telemetry(self.telemetry_path) if self.telemetry_path.exists() else []
+        return parse_telemetry(complete_rows(self._read(self.telemetry_path), TELEMETRY_HEADER))
 
-    def save_telemetry(self, dest: Path) -> None:
-        """Copy the telemetry CSV so far to ``dest`` (complete rows only; the switch keeps writing)."""
-        text = self.telemetry_path.read_text(errors="replace") if self.telemetry_path.exists() else ""
-        dest.write_text(text[: text.rfind("\n") + 1] if text else TELEMETRY_HEADER + "\n")
+    def save_telemetry(self, dest: Path, rename: Mapping[str, str] | None = None) -> None:
+        """Copy the telemetry CSV so far to ``dest`` (complete rows only; the switch keeps writing);
+        ``rename``: a port's name in the switch -> the name the record gives it."""
+        dest.write_text(complete_rows(self._read(self.telemetry_path), TELEMETRY_HEADER, rename))
 
     def save_status(self, dest: Path) -> None:
         """Copy the status CSV so far (lag, in-switch sources) to ``dest``, complete rows only."""
-        text = self.status_path.read_text(errors="replace") if self.status_path.exists() else ""
-        dest.write_text(text[: text.rfind("\n") + 1] if text else STATUS_HEADER + "\n")
+        dest.write_text(complete_rows(self._read(self.status_path), STATUS_HEADER))
+
+    def save_config_and_log(self, run_dir: Path) -> None:
+        """The config the switch runs (``switch.json``) and its log so far (``switch.log``) in ``run_dir``."""
+        (run_dir / "switch.json").write_text(self._read(self.config_path))
+        (run_dir / "switch.log").write_text(self._read(self.log))
+
+    def _signal(self, name: str) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self._run(["env", "kill", "-s", name, "--", f"-{self.process.pid}"], place=self.place, check=False)
 
     def start_cross(self) -> None:
         """Start the in-switch sources (SIGUSR2; a config with sources starts them paused)."""
-        if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGUSR2)
+        self._signal("USR2")
 
     def stop_cross(self) -> None:
         """Stop the in-switch sources (SIGUSR1); the switch keeps forwarding."""
-        if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGUSR1)
+        self._signal("USR1")
 
     def last_telemetry(self) -> dict[str, dict[str, float | str]]:
-        """The latest telemetry row of every port (cumulative counters since this start)."""
-        return last_rows(self.telemetry_path, [p.ifname for p in self.config.ports])
+        """The latest telemetry row of every port (cumulative counters since this start): the end
+        of the CSV only, while it holds a row of every port (it grows for the length of a run)."""
+        devs = [p.ifname for p in self.config.ports]
+        tail = _TAIL_BYTES
+        while True:
+            text = self._read(self.telemetry_path, tail)
+            whole = len(text.encode()) < tail
+            found = rows_at_end(text, devs, whole=whole)
+            if len(found) == len(devs) or whole:
+                return found
+            tail *= 8
 
     def __enter__(self) -> Switch:
         self.start()

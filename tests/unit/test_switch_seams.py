@@ -1,0 +1,128 @@
+"""The one switch control (:class:`shufflelab.switch.controller.Switch`) through the backend's seams
+alone, without root: a command runner and a process launcher on this machine (a place is only a
+name here) and a stand-in for the binary that reads the config as the switch does, says "ready",
+writes telemetry rows for its ports, and its summary when stopped. What the local fabric and the
+router host over SSH both rely on: ready only after *this* start's "ready" (the log is appended
+to), counters from the telemetry's last rows, samples renamed to the record's port name, the
+summary, and a failed start naming the log."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pytest
+
+from shufflelab.switch import SwitchConfig, SwitchHost, SwitchPort
+from shufflelab.switch.controller import TELEMETRY_HEADER, Switch, SwitchError
+
+STAND_IN = f"""#!{sys.executable}
+import json, signal, sys, time
+cfg = json.load(open(sys.argv[1]))
+ports = [p["ifname"] for p in cfg["ports"]]
+if cfg.get("fail"):
+    print("error: cannot open a packet socket on " + ports[0], flush=True)
+    sys.exit(1)
+def bye(*_):
+    print("summary " + json.dumps({{"ports": ports}}), flush=True)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, bye)
+with open(cfg["telemetry"]["path"], "w") as fh:
+    fh.write("{TELEMETRY_HEADER}\\n")
+    for k in (1, 2):
+        for p in ports:
+            fh.write(f"{{k}}.0,{{p}},{{100 * k}},1,0,{{1000 * k}},{{10 * k}},0,0,0,{{k}}\\n")
+    fh.write("3.0," + ports[0] + ",5")  # a row being written
+print("ready", flush=True)
+while True:
+    time.sleep(0.05)
+"""
+
+
+class Proc:
+    def __init__(self, argv: Sequence[str], log: Path, env: Mapping[str, str] | None) -> None:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "ab") as fh:
+            self.popen = subprocess.Popen(
+                list(argv), stdout=fh, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
+                start_new_session=True,
+            )  # fmt: skip
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def poll(self) -> int | None:
+        return self.popen.poll()
+
+    def stop(self, sig: int = signal.SIGTERM, grace_s: float = 5.0) -> int | None:
+        if self.popen.poll() is None:
+            os.killpg(self.popen.pid, sig)
+            self.popen.wait(timeout=grace_s)
+        return self.popen.returncode
+
+
+class Seams:
+    """A runner and a launcher that record the places they were asked to act at."""
+
+    def __init__(self) -> None:
+        self.places: set[str | None] = set()
+        self.procs: list[Proc] = []
+
+    def run(self, argv: Sequence[str], *, place: str | None = None, check: bool = True, timeout: float = 60) -> str:
+        self.places.add(place)
+        p = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout)
+        if check and p.returncode:
+            raise RuntimeError(f"{argv}: {p.stderr}")
+        return p.stdout
+
+    def launch(self, place: str, argv: Sequence[str], log: Path, /, env: Mapping[str, str] | None = None) -> Proc:
+        self.places.add(place)
+        self.procs.append(Proc(argv, log, env))
+        return self.procs[-1]
+
+
+def _switch(tmp_path: Path, seams: Seams, **extra: object) -> Switch:
+    binary = tmp_path / "stand-in-switch"
+    binary.write_text(STAND_IN)
+    binary.chmod(0o755)
+    scratch = tmp_path / "at-the-place"
+    scratch.mkdir(exist_ok=True)
+    cfg = SwitchConfig(
+        ports=[SwitchPort("data0", rate_mbps=40)], hosts=[SwitchHost("10.0.0.1", "02:00:00:00:00:01", "data0")],
+        extra=dict(extra),
+    )  # fmt: skip
+    return Switch(cfg, "router", str(scratch), tmp_path, seams.run, seams.launch, binary=str(binary))
+
+
+def test_the_switch_runs_read_and_stops_through_the_seams(tmp_path: Path) -> None:
+    seams = Seams()
+    sw = _switch(tmp_path, seams)
+    try:
+        sw.start(timeout_s=20)
+        assert sw.alive() and seams.places == {"router"}  # every command at the switch's place
+        (row,) = sw.last_telemetry().values()  # the last complete row, not the one being written
+        assert (row["t"], row["sent_bytes"], row["marks"]) == (2.0, 2000.0, 2.0)
+        sw.save_telemetry(tmp_path / "queue_samples.csv", rename={"data0": "sw"})
+        lines = (tmp_path / "queue_samples.csv").read_text().splitlines()
+        assert lines[0] == TELEMETRY_HEADER and [r.split(",")[1] for r in lines[1:]] == ["sw", "sw"]
+        assert sw.stop() == {"ports": ["data0"]} and not sw.alive()
+        # started again: the log is appended to, and only this start's "ready" counts
+        sw.start(timeout_s=20)
+        assert sw.log_tail().count("ready") == 2 and sw.alive()
+        sw.save_config_and_log(tmp_path)
+        assert json.loads((tmp_path / "switch.json").read_text())["ports"][0]["ifname"] == "data0"
+    finally:
+        sw.stop()
+
+
+def test_a_switch_that_does_not_start_names_its_log(tmp_path: Path) -> None:
+    sw = _switch(tmp_path, Seams(), fail=True)
+    with pytest.raises(SwitchError, match="did not start at router.*cannot open a packet socket on data0"):
+        sw.start(timeout_s=20)
+    assert sw.process is None
