@@ -61,6 +61,20 @@ def test_a_bad_spec_names_the_field(changes: dict[str, Any], where: str) -> None
     assert error(spec(**changes)).startswith(where)
 
 
+def test_a_matrix_is_expanded_by_the_rules_of_every_spec() -> None:
+    """spec.matrix's rules, as for the lab's and seed 003's specs: a path into a value names the value,
+    the bound names each factor, a list item is reached by its index."""
+    msg = error(spec(matrix={"topology.k.x": [4]}))
+    assert msg == "t.toml: matrix.topology.k.x: topology.k is a value (4), not a table: the path cannot descend into it"
+    big = {"topology.host_gbps": list(range(1, 101)), "hosts.cores": list(range(1, 201))}
+    assert "matrix: 20,000 points (100 topology.host_gbps x 200 hosts.cores) exceed the bound" in error(
+        spec(matrix=big)
+    )
+    cross = [{"kind": "udp", "src": 0, "dst": 1, "gbps": 1}]
+    points = fabric_spec.expand(fabric_spec.parse(spec(cross=cross, matrix={"cross.0.gbps": [1, 2]})))
+    assert [p.spec.cross[0].gbps for p in points] == [1, 2]
+
+
 def test_leaf_spine_takes_one_of_uplink_and_oversubscription() -> None:
     topo = {"kind": "leaf_spine", "leaves": 4, "hosts_per_leaf": 8, "spines": 2, "host_gbps": 10}
     assert "exactly one" in error(spec(topology=topo))

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import copy
 import itertools
-import math
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
@@ -59,8 +58,8 @@ from shufflelab.sim.fabric_spec import (
 )
 from shufflelab.sim.spec import SimSpecError
 from shufflelab.sim.tcp_spec import Tcp, check_tcp
-from shufflelab.spec import MAX_SCENARIOS, check_nesting, read_toml
-from shufflelab.spec.matrix import check_distinct
+from shufflelab.spec import check_nesting, read_toml
+from shufflelab.spec.matrix import PathError, check_bound, check_distinct, set_path
 
 MAX_APPS = 1_000
 
@@ -145,9 +144,7 @@ def expand(spec: AppsSpec, where: str = "<spec>") -> list[AppsPoint]:
             raise SimSpecError(f"{where}: matrix.{k}: give a non-empty list of values")
         if k.split(".")[0] in ("matrix", "experiment"):
             raise SimSpecError(f"{where}: matrix.{k}: this field cannot be varied")
-    total = math.prod(len(spec.matrix[k]) for k in keys)
-    if total > MAX_SCENARIOS:
-        raise SimSpecError(f"{where}: matrix: {total:,} points exceed the bound of {MAX_SCENARIOS:,}")
+    check_bound([(len(v), k) for k, v in spec.matrix.items()], where, SimSpecError, "points")
     check_distinct(spec.matrix, where, SimSpecError)
     base = spec.model_dump(mode="json", exclude_none=True)
     base["matrix"] = {}
@@ -155,7 +152,10 @@ def expand(spec: AppsSpec, where: str = "<spec>") -> list[AppsPoint]:
     for combo in itertools.product(*(spec.matrix[k] for k in keys)):
         doc = copy.deepcopy(base)
         for k, v in zip(keys, combo, strict=True):
-            _set(doc, k, v, where)
+            try:
+                set_path(doc, k, v, lists=True, create=False)
+            except PathError as exc:
+                raise SimSpecError(f"{where}: matrix.{k}: {exc}") from None
         shown = ", ".join(f"{k}={v}" for k, v in zip(keys, combo, strict=True))
         try:
             point = AppsSpec.model_validate(doc)
@@ -165,25 +165,6 @@ def expand(spec: AppsSpec, where: str = "<spec>") -> list[AppsPoint]:
     for pt in out:
         check_tcp(pt.spec.tcp, f"{where} [{pt.label}]")
     return out
-
-
-def _set(doc: dict[str, Any], dotted: str, value: Any, where: str) -> None:
-    """Set a dotted key; a number after ``app`` picks an ``[[app]]`` table (``app.0.bytes_factor``)."""
-    node: Any = doc
-    parts = dotted.split(".")
-    for part in parts[:-1]:
-        if isinstance(node, list):
-            if not part.isdigit() or int(part) >= len(node):
-                raise SimSpecError(f"{where}: matrix.{dotted}: {part!r} is not an index below {len(node)}")
-            node = node[int(part)]
-            continue
-        nxt = node.get(part)
-        if not isinstance(nxt, dict | list):
-            raise SimSpecError(f"{where}: matrix.{dotted}: {part!r} is not a table of the spec")
-        node = nxt
-    if not isinstance(node, dict):
-        raise SimSpecError(f"{where}: matrix.{dotted}: name a field of a table")
-    node[parts[-1]] = value
 
 
 @lru_cache(maxsize=32)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 import csv
 import itertools
-import math
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -20,8 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from shufflelab.sim.spec import SimSpecError
 from shufflelab.sim.tcp_spec import Tcp, check_tcp
-from shufflelab.spec import MAX_SCENARIOS, check_nesting, field_path, read_toml
-from shufflelab.spec.matrix import check_distinct
+from shufflelab.spec import check_nesting, field_path, read_toml
+from shufflelab.spec.matrix import PathError, check_bound, check_distinct, set_path
 
 MIB = 2**20
 MAX_HOSTS = 20_000
@@ -276,17 +275,6 @@ def load(path: str | Path) -> FabricSpec:
     return parse(read_toml(path, SimSpecError), str(path))
 
 
-def _set(doc: dict[str, Any], dotted: str, value: Any, where: str) -> None:
-    node = doc
-    parts = dotted.split(".")
-    for part in parts[:-1]:
-        nxt = node.get(part)
-        if not isinstance(nxt, dict):
-            raise SimSpecError(f"{where}: matrix.{dotted}: {part!r} is not a table of the spec")
-        node = nxt
-    node[parts[-1]] = value
-
-
 def expand(spec: FabricSpec, where: str = "<spec>") -> list[Point]:
     """The matrix's cartesian product in file order (the base scenario without a matrix); every
     point is validated, naming its values in errors."""
@@ -296,9 +284,7 @@ def expand(spec: FabricSpec, where: str = "<spec>") -> list[Point]:
             raise SimSpecError(f"{where}: matrix.{k}: give a non-empty list of values")
         if k.split(".")[0] in ("matrix", "experiment"):
             raise SimSpecError(f"{where}: matrix.{k}: this field cannot be varied")
-    total = math.prod(len(spec.matrix[k]) for k in keys)
-    if total > MAX_SCENARIOS:
-        raise SimSpecError(f"{where}: matrix: {total:,} points exceed the bound of {MAX_SCENARIOS:,}")
+    check_bound([(len(v), k) for k, v in spec.matrix.items()], where, SimSpecError, "points")
     check_distinct(spec.matrix, where, SimSpecError)
     base = spec.model_dump(mode="json", exclude_none=True)
     base["matrix"] = {}
@@ -306,7 +292,10 @@ def expand(spec: FabricSpec, where: str = "<spec>") -> list[Point]:
     for combo in itertools.product(*(spec.matrix[k] for k in keys)):
         doc = copy.deepcopy(base)
         for k, v in zip(keys, combo, strict=True):
-            _set(doc, k, v, where)
+            try:
+                set_path(doc, k, v, lists=True, create=False)
+            except PathError as exc:
+                raise SimSpecError(f"{where}: matrix.{k}: {exc}") from None
         shown = ", ".join(f"{k}={v}" for k, v in zip(keys, combo, strict=True))
         try:
             point = FabricSpec.model_validate(doc)

@@ -18,17 +18,18 @@ class PathError(ValueError):
     """A dotted path that descends into something other than a table."""
 
 
-def set_path(data: dict[str, Any], path: str, value: Any, *, lists: bool = False) -> None:
-    """Set the field at the dotted ``path`` (creating tables on the way); raise :class:`PathError`
-    when the path descends into a value, or into a list unless ``lists`` (then a part that is a
-    list's index selects that element: ``clusters.0.cores``)."""
+def set_path(data: dict[str, Any], path: str, value: Any, *, lists: bool = False, create: bool = True) -> None:
+    """Set the field at the dotted ``path`` (creating tables on the way, unless not ``create``: then
+    a missing table is a :class:`PathError`); raise :class:`PathError` when the path descends into a
+    value, or into a list unless ``lists`` (then a part that is a list's index selects that element:
+    ``clusters.0.cores``)."""
     node: Any = data
     parts = path.split(".")
     for i, part in enumerate(parts):
         last = i == len(parts) - 1
         if lists and isinstance(node, list):
             if not part.isdigit() or int(part) >= len(node):
-                raise PathError(f"{'.'.join(parts[: i + 1])}: {part!r} is not an index of the list")
+                raise PathError(f"{'.'.join(parts[: i + 1])}: {part!r} is not an index below {len(node)}")
             if last:
                 node[int(part)] = value
             else:
@@ -39,8 +40,10 @@ def set_path(data: dict[str, Any], path: str, value: Any, *, lists: bool = False
             raise PathError(f"{'.'.join(parts[:i])} is {what}, not a table: the path cannot descend into it")
         if last:
             node[part] = value
-        else:
+        elif part in node or create:
             node = node.setdefault(part, {})
+        else:
+            raise PathError(f"{'.'.join(parts[: i + 1])} is not a table of the spec: give the table to vary its fields")
 
 
 def points(matrix: Mapping[str, Sequence[Any]]) -> Iterator[dict[str, Any]]:
