@@ -109,7 +109,7 @@ def _is_text(head: bytes) -> bool:
 def _file_part(path: Path, index: int | None = None) -> Part:
     st = path.stat()
     _, suffix, _, _ = split_name(path.name)
-    return Part(str(path), st.st_size, st.st_mtime, index, suffix, lambda p=path: open(p, "rb"))  # type: ignore[misc]
+    return Part(str(path), st.st_size, st.st_mtime, index, suffix, lambda p=path: p.open("rb"))  # type: ignore[misc]
 
 
 def _rolling_parts(names: list[tuple[str, Part]], where: str) -> tuple[list[Part], bool | None, list[str]]:
@@ -207,7 +207,8 @@ def _zip_mtime(info: zipfile.ZipInfo) -> float:
 def discover(paths: list[Path]) -> tuple[list[LogSource], list[str]]:
     """Every log under ``paths`` (files, rolling directories, directories of logs searched
     recursively, zip files), and problems naming what could not be used (a missing path, an
-    empty directory)."""
+    empty directory). A path is a :class:`~pathlib.Path` or any object with the methods used here
+    (:class:`shufflelab.eventlog.remote.RemotePath`: logs on HDFS)."""
     sources: list[LogSource] = []
     problems: list[str] = []
     for p in paths:
@@ -221,7 +222,7 @@ def discover(paths: list[Path]) -> tuple[list[LogSource], list[str]]:
             if not found:
                 problems.append(f"{p}: no event logs in this directory")
             sources += found
-        elif zipfile.is_zipfile(p):
+        elif _is_zip(p):
             try:
                 found = zip_sources(p)
             except (zipfile.BadZipFile, OSError) as exc:
@@ -235,6 +236,12 @@ def discover(paths: list[Path]) -> tuple[list[LogSource], list[str]]:
     return sources, problems
 
 
+def _is_zip(p: Path) -> bool:
+    """A zip file on this machine's file system (reading one needs random access; a path of another
+    kind, such as :class:`shufflelab.eventlog.remote.RemotePath`, is read as a log)."""
+    return isinstance(p, Path) and zipfile.is_zipfile(p)
+
+
 def _scan(d: Path) -> list[LogSource]:
     out: list[LogSource] = []
     for entry in sorted(d.iterdir()):
@@ -243,7 +250,7 @@ def _scan(d: Path) -> list[LogSource]:
         if entry.is_dir():
             out += [rolling_source(entry)] if entry.name.startswith(ROLLING_DIR) else _scan(entry)
         elif entry.is_file():
-            if entry.suffix == ".zip" and zipfile.is_zipfile(entry):
+            if entry.suffix == ".zip" and _is_zip(entry):
                 out += zip_sources(entry)
             else:
                 out.append(file_source(entry))
