@@ -100,12 +100,17 @@ class RunRow:
     fetch_failures: int | None = _column(_INT)
     stage_reattempts: int | None = _column(_INT)
     # the fidelity of the box (shufflelab.emulate.boxload): was the emulation host itself the bottleneck?
-    box_runq_per_core: float | None = None  # mean runnable threads per core during the run
+    box_runq_per_core: float | None = None  # mean runnable threads per core during the run (recorded, not judged)
     box_softirq_share: float | None = None  # share of all CPU time in softirq (packet processing)
     box_switch_lag_ms: float | None = None  # the userspace switch's mean lag behind its schedule
     box_switch_lag_p99_ms: float | None = None  # ... the 99th percentile of its per-sample maxima
-    box_bottleneck: bool | None = None  # any of the above (or the link self-test) over its threshold
+    box_bottleneck: bool | None = None  # a judged sign (or the link self-test) over its threshold
     box_reasons: str | None = None  # which, with the values
+    # share of the box's CPU time used by processes outside the lab (judged), at positive nice and by
+    # the sampler itself (recorded); NULL in runs recorded before them
+    box_foreign_share: float | None = None
+    box_nice_share: float | None = None
+    box_sampler_share: float | None = None
 
     @staticmethod
     def of(values: Mapping[str, Any]) -> RunRow:

@@ -1,5 +1,6 @@
-"""The fidelity of the box per run: /proc/stat parsed, the run queue and softirq share from samples,
-the switch's lag from its status CSV, and each threshold judged (fakes only: no real /proc)."""
+"""The fidelity of the box per run: /proc/stat and /proc/<pid>/stat parsed, the lab told from other
+work, the run queue, softirq, nice and foreign shares from samples, the switch's lag from its status
+CSV, and each threshold judged (fakes only: synthetic /proc snapshots, no real /proc)."""
 
 from __future__ import annotations
 
@@ -22,26 +23,32 @@ procs_blocked 0
 """
 
 
-def _samples(runq: list[int], softirq_per_step: int, busy_per_step: int = 100) -> pd.DataFrame:
-    """Samples whose jiffies grow by ``busy_per_step`` a step, ``softirq_per_step`` of them softirq."""
+def _samples(runq: list[int], softirq_per_step: int, busy_per_step: int = 100, foreign: bool = True) -> pd.DataFrame:
+    """Samples whose jiffies grow by ``busy_per_step`` a step, ``softirq_per_step`` of them softirq
+    (``foreign``: with the lab/foreign columns, the lab using all the busy time)."""
     rows = []
     for k, r in enumerate(runq):
         rows.append(
             {"t": float(k), "procs_running": r, "user": k * (busy_per_step - softirq_per_step), "nice": 0,
              "system": 0, "idle": k * 100, "iowait": 0, "irq": 0, "softirq": k * softirq_per_step, "steal": 0}
         )  # fmt: skip
+        if foreign:
+            rows[-1] |= {"lab_cpu": k * (busy_per_step - softirq_per_step), "foreign_cpu": 0, "sampler_cpu_s": 0.0}
     return pd.DataFrame(rows)
 
 
 def test_proc_stat_is_read_for_the_run_queue_and_the_cpu_modes() -> None:
     s = B.parse_proc_stat(PROC_STAT, 1.5)
     assert s.procs_running == 3 and s.jiffies["softirq"] == 30 and s.jiffies["idle"] == 800
-    assert s.row() == [1.5, 3, 100, 5, 50, 800, 10, 2, 30, 0]
+    assert B.Sample(s, 7, 2, 0.25).row() == [1.5, 3, 100, 5, 50, 800, 10, 2, 30, 0, 7, 2, 0.25]
 
 
 def test_a_sampler_thread_with_a_fake_proc_stat_writes_its_samples(tmp_path: Path) -> None:
     t = iter(range(1000))
-    sampler = B.BoxSampler(period_s=0.01, read=lambda: PROC_STAT, clock=lambda: float(next(t))).start()
+    sampler = B.BoxSampler(
+        period_s=0.01, read=lambda: PROC_STAT, clock=lambda: float(next(t)), procs=lambda inside: [],
+        lab_netns=lambda root: set(),
+    ).start()  # fmt: skip
     while len(sampler.samples) < 3:
         pass
     sampler.stop(tmp_path / "box_load.csv")
@@ -50,16 +57,19 @@ def test_a_sampler_thread_with_a_fake_proc_stat_writes_its_samples(tmp_path: Pat
 
 
 def test_run_queue_per_core_and_softirq_share() -> None:
-    runq, soft = B.from_samples(_samples([5, 5, 5, 5], softirq_per_step=40), ncpu=2)
-    assert runq == 2.0  # (5 - the sampler) / 2 cores
-    assert soft == pytest.approx(40 / 200)  # 40 of 100 busy + 100 idle jiffies per step
-    assert B.from_samples(pd.DataFrame(), 2) == (None, None)
+    load = B.from_samples(_samples([5, 5, 5, 5], softirq_per_step=40), ncpu=2)
+    assert load.runq_per_core == 2.0  # (5 - the sampler) / 2 cores
+    assert load.softirq_share == pytest.approx(40 / 200)  # 40 of 100 busy + 100 idle jiffies per step
+    assert load.foreign_share == 0.0 and load.nice_share == 0.0
+    assert B.from_samples(pd.DataFrame(), 2) == B.BoxLoad()
+    older = B.from_samples(_samples([5, 5], softirq_per_step=40, foreign=False), ncpu=2)  # a CSV from before
+    assert older.foreign_share is None and older.sampler_share is None and older.softirq_share is not None
 
 
 @pytest.mark.parametrize(
     ("load", "reason"),
     [
-        (B.BoxLoad(runq_per_core=B.RUNQ_PER_CORE + 0.01), "run queue"),
+        (B.BoxLoad(foreign_share=B.FOREIGN_SHARE + 0.01), "other work on the box: 11 % of its CPU time"),
         (B.BoxLoad(softirq_share=B.SOFTIRQ_SHARE + 0.01), "softirq"),
         (B.BoxLoad(switch_lag_mean_ms=B.SWITCH_LAG_MEAN_MS + 0.01), "behind its schedule"),
         (B.BoxLoad(selftest_failed=["sw: goodput 0.7 of the rate"]), "link self-test: sw"),
@@ -72,8 +82,9 @@ def test_each_sign_over_its_threshold_labels_the_run(load: B.BoxLoad, reason: st
 
 def test_a_box_at_its_thresholds_is_not_the_bottleneck() -> None:
     at = B.BoxLoad(
-        runq_per_core=B.RUNQ_PER_CORE, softirq_share=B.SOFTIRQ_SHARE, switch_lag_mean_ms=B.SWITCH_LAG_MEAN_MS,
+        foreign_share=B.FOREIGN_SHARE, softirq_share=B.SOFTIRQ_SHARE, switch_lag_mean_ms=B.SWITCH_LAG_MEAN_MS,
         switch_lag_p99_ms=50.0,  # spikes are recorded, not judged
+        runq_per_core=4.0, nice_share=0.9,  # nor are the run queue and niced work
     )  # fmt: skip
     assert at.verdict() == (False, [])
     assert B.BoxLoad().verdict() == (False, [])  # nothing known: no label
@@ -95,8 +106,9 @@ def test_a_run_folder_is_assessed_and_becomes_runs_columns(tmp_path: Path) -> No
     )
     cols = B.columns(B.assess(tmp_path, ncpu=2, selftest=[{"port": "sw", "ok": True}]))
     assert cols["box_runq_per_core"] == 1.5 and cols["box_bottleneck"] is False and cols["box_reasons"] is None
-    cols = B.columns(B.assess(tmp_path, ncpu=1, selftest=[]))
-    assert cols["box_bottleneck"] is True and "3.00 runnable threads per core" in cols["box_reasons"]
+    assert cols["box_foreign_share"] == 0.0 and cols["box_switch_lag_ms"] == pytest.approx(0.03)
+    cols = B.columns(B.assess(tmp_path, ncpu=1, selftest=[{"port": "sw", "ok": False, "problem": "goodput 0.7"}]))
+    assert cols["box_runq_per_core"] == 3.0 and cols["box_reasons"] == "link self-test: sw: goodput 0.7"
     empty = B.columns(B.assess(tmp_path / "none", ncpu=2, selftest=[]))
     assert empty["box_bottleneck"] is False and empty["box_runq_per_core"] is None
 
@@ -130,3 +142,177 @@ def test_the_report_says_which_verdicts_rest_on_runs_of_an_overloaded_box() -> N
     assert "in 2 of 4 ok runs" in (box_fact(d) or "")
     older = _data([{"label": "a", "status": "ok"}])  # a store from before the columns
     assert box_fact(older) is None and box_verdict_note(older, "a", "a") == ""
+
+
+def _pid_stat(
+    pid: int,
+    ppid: int,
+    utime: int,
+    *,
+    stime: int = 0,
+    reaped: int = 0,
+    start: int = 500,
+    comm: str = "java",
+    kthread: bool = False,
+) -> str:
+    """A ``/proc/<pid>/stat`` line (proc(5) field order)."""
+    flags = B.PF_KTHREAD | 0x40 if kthread else 0x400100
+    return (
+        f"{pid} ({comm}) S {ppid} {pid} {pid} 0 -1 {flags} 10 0 0 0 {utime} {stime} {reaped} 0 20 0 1 0 {start} "
+        "1000000 100 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0"
+    )  # fmt: skip
+
+
+def test_a_pid_stat_line_is_read_whatever_its_command_name_holds() -> None:
+    p = B.parse_pid_stat(_pid_stat(42, 7, 120, stime=30, reaped=9, start=777, comm="a) (b c"), netns=5)
+    assert (p.pid, p.ppid, p.cpu, p.reaped, p.start, p.kthread, p.netns) == (42, 7, 150, 9, 777, False, 5)
+    assert B.parse_pid_stat(_pid_stat(12, 2, 0, comm="ksoftirqd/0", kthread=True)).kthread
+
+
+LAB_NS, HOST_NS, OTHER_RUN_NS = 4026532177, 4026531833, 4026539999
+ROOT = 100  # the running shufflelab process
+
+
+def _proc(pid: int, ppid: int, netns: int, cpu: int = 0, *, reaped: int = 0, start: int = 500) -> B.Proc:
+    return B.Proc(pid, ppid, start, cpu, reaped, False, netns)
+
+
+def test_the_lab_is_the_process_tree_and_the_leased_namespaces() -> None:
+    procs = [
+        _proc(1, 0, HOST_NS),
+        _proc(ROOT, 1, HOST_NS),
+        _proc(101, ROOT, HOST_NS),  # e.g. the switch, a child
+        _proc(102, 101, LAB_NS),  # ... and its child, inside a namespace
+        _proc(200, 1, LAB_NS),  # a Spark daemon: left the tree, not its namespace
+        _proc(201, 200, LAB_NS),  # its executor
+        _proc(300, 1, HOST_NS),  # an editor, a compiler: other work
+        _proc(400, 1, OTHER_RUN_NS),  # another run's executor (another lease): other work too
+    ]
+    lab = B.lab_of(procs, ROOT, {LAB_NS})
+    assert {pid for pid, _ in lab} == {ROOT, 101, 102, 200, 201}
+
+
+def test_cpu_between_counts_new_processes_from_their_start_and_reaped_children_once() -> None:
+    prev = B.snapshot(
+        [
+            _proc(ROOT, 1, HOST_NS, 1000),
+            _proc(300, 1, HOST_NS, 50, reaped=0),  # a shell (other work)...
+            _proc(301, 300, HOST_NS, 40),  # ... whose child is seen alive, then reaped
+            _proc(500, 1, HOST_NS, 70, start=100),  # exits; its pid comes back as a new process
+        ],
+        ROOT, {LAB_NS},
+    )  # fmt: skip
+    cur = B.snapshot(
+        [
+            _proc(ROOT, 1, HOST_NS, 1010),  # +10 (lab)
+            # +5 own; reaped 301 (it had 40, used 6 more) and a child never seen alive (20): 66, of which 40 counted
+            _proc(300, 1, HOST_NS, 55, reaped=66),
+            _proc(500, 1, HOST_NS, 8, start=900),  # a new process under a reused pid: from its start, 8
+            B.Proc(2, 0, 0, 999, 0, True, None),  # a kernel thread: counted nowhere
+        ],
+        ROOT, {LAB_NS},
+    )  # fmt: skip
+    assert B.cpu_between(prev, cur) == (10, 5 + 26 + 8)
+
+
+class FakeBox:
+    """A synthetic /proc: processes whose CPU ticks grow by a set amount per sample, and /proc/stat
+    whose jiffies (2 cores, 100 ticks a sample) are what they used, the rest idle."""
+
+    def __init__(self, running: int) -> None:
+        self.running = running
+        self.jiffies = dict.fromkeys(B.MODES, 0)
+        self.procs: dict[int, dict[str, int]] = {}
+
+    def add(self, pid: int, ppid: int, netns: int, per_step: int, *, kthread: bool = False, nice: bool = False) -> None:
+        self.procs[pid] = {"ppid": ppid, "netns": netns, "per": per_step, "cpu": 0, "k": kthread, "nice": nice}
+
+    def step(self) -> None:
+        used = 0
+        for p in self.procs.values():
+            p["cpu"] += p["per"]
+            used += p["per"]
+            self.jiffies["system" if p["k"] else "nice" if p["nice"] else "user"] += p["per"]
+        self.jiffies["idle"] += 100 - used
+
+    def proc_stat(self) -> str:
+        j = self.jiffies
+        return f"cpu  {' '.join(str(j[m]) for m in B.MODES)} 0 0\nprocs_running {self.running}\n"
+
+    def pid_stats(self, inside: object) -> list[B.Proc]:
+        return [
+            B.parse_pid_stat(_pid_stat(pid, p["ppid"], p["cpu"], kthread=bool(p["k"])), p["netns"])
+            for pid, p in self.procs.items()
+        ]
+
+
+def _assess(box: FakeBox, tmp_path: Path, steps: int = 10) -> B.BoxLoad:
+    t = iter(range(1000))
+    sampler = B.BoxSampler(
+        read=box.proc_stat, clock=lambda: float(next(t)), procs=box.pid_stats, lab_netns=lambda root: {LAB_NS},
+        root=ROOT,
+    )  # fmt: skip
+    for _ in range(steps):
+        sampler.sample()
+        box.step()
+    sampler.sample()
+    sampler.stop(tmp_path / "box_load.csv")
+    return B.assess(tmp_path, ncpu=2, selftest=[])
+
+
+def _lab(box: FakeBox, per_executor: int) -> None:
+    box.add(1, 0, HOST_NS, 1)  # init and the like
+    box.add(2, 0, 0, 0, kthread=True)
+    box.add(12, 2, 0, 4, kthread=True)  # ksoftirqd: the softirq sign's, not other work
+    box.add(ROOT, 1, HOST_NS, 2)
+    box.add(150, ROOT, HOST_NS, 6)  # the switch
+    box.add(200, 1, LAB_NS, 1)  # a worker daemon (reparented)
+    for k in range(4):  # four one-core executors and the driver
+        box.add(201 + k, 200, LAB_NS, per_executor)
+    box.add(210, ROOT, LAB_NS, per_executor)
+
+
+def test_a_box_busy_with_the_lab_alone_is_not_labelled_however_long_its_run_queue(tmp_path: Path) -> None:
+    box = FakeBox(running=8)  # 3.5 runnable threads per core: the lab's design on two cores
+    _lab(box, per_executor=17)
+    load = _assess(box, tmp_path)
+    assert load.runq_per_core == 3.5 and load.foreign_share == pytest.approx(0.01)
+    assert load.verdict() == (False, [])
+
+
+def test_other_work_on_the_box_labels_the_run(tmp_path: Path) -> None:
+    box = FakeBox(running=8)
+    _lab(box, per_executor=12)
+    box.add(400, 1, OTHER_RUN_NS, 20)  # another run's executor
+    box.add(500, 1, HOST_NS, 10, nice=True)  # a niced build
+    load = _assess(box, tmp_path)
+    assert load.foreign_share == pytest.approx(0.31) and load.nice_share == pytest.approx(0.10)
+    bad, why = load.verdict()
+    assert bad and why == ["other work on the box: 31 % of its CPU time outside the lab (> 10 %)"]
+
+
+def test_an_older_store_labelled_for_its_run_queue_alone_reads_as_unlabelled(tmp_path: Path) -> None:
+    import duckdb
+    import synthetic_store
+
+    from shufflelab import report
+
+    db = synthetic_store.build(tmp_path / "s.duckdb", 3)
+    con = duckdb.connect(str(db))  # as written before other work was measured: the run queue judged
+    con.execute(
+        "UPDATE runs SET box_runq_per_core = 2.2 + rep / 2, box_bottleneck = true, box_reasons = "
+        "'run queue ' || CAST(2.2 + rep / 2 AS VARCHAR) || ' runnable threads per core (> 1.5)'"
+    )
+    con.execute(
+        "UPDATE runs SET box_reasons = box_reasons || '; softirq 31 % of CPU time (> 25 %)' WHERE run_id = 'udp=75-r1'"
+    )
+    for col in ("box_foreign_share", "box_nice_share", "box_sampler_share"):
+        con.execute(f"ALTER TABLE runs DROP COLUMN {col}")
+    con.close()
+    paths = report.write(db, tmp_path / "out")  # read only: the store keeps its old columns
+    text = paths.markdown.read_text()
+    assert "in 1 of 6 ok runs the emulation host was itself the bottleneck (softirq over threshold" in text
+    assert "mean run queue 2.7-3.7 runnable threads per core (recorded, not judged" in text
+    assert "other work on the box not measured in these runs" in text
+    assert "built on 1 of 6 runs where the emulation host was itself the bottleneck (softirq)" in text
+    assert "run queue over threshold" not in text and "(run queue" not in text

@@ -253,31 +253,59 @@ def cross_generator_fact(d: Data) -> str | None:
 
 # how boxload.BoxLoad.verdict's reasons begin, and the kind each names in the report
 _BOX_KINDS = (
-    ("run queue", "run queue"),
+    ("other work", "other work"),
     ("softirq", "softirq"),
     ("switch", "switch lag"),
     ("link self-test", "link self-test"),
 )
+# ("run queue ...", which stores written before it was recorded rather than judged may hold, is none)
+
+
+def _box_kinds(reasons: object) -> list[str]:
+    """The judged kinds among a run's ``box_reasons`` (a self-test's problem may hold "; " itself:
+    known kinds only)."""
+    kinds: list[str] = []
+    for part in str(reasons).split("; ") if isinstance(reasons, str) else []:
+        kind = next((k for p, k in _BOX_KINDS if part.startswith(p)), None)
+        if kind is not None and kind not in kinds:
+            kinds.append(kind)
+    return kinds
 
 
 def box_runs(d: Data, labels: Sequence[str] | None = None) -> tuple[int, int, list[str]]:
     """Of the ok runs (of ``labels``, or all), how many ran on a box that was itself the bottleneck
     (``runs.box_bottleneck``, :mod:`shufflelab.emulate.boxload`), how many were assessed, and the
-    distinct reasons' kinds."""
+    distinct reasons' kinds. A run labelled only for its run queue (stores from before it was
+    recorded rather than judged) is not counted: the lab oversubscribes the cores by design."""
     runs = d.runs
     if "box_bottleneck" not in runs.columns:
         return 0, 0, []
     ok = runs[(runs["status"] == "ok") & runs["box_bottleneck"].notna()]
     if labels is not None:
         ok = ok[ok["label"].isin(list(labels))]
-    bad = ok[ok["box_bottleneck"].astype(bool)]
-    kinds: list[str] = []
-    for why in bad.get("box_reasons", pd.Series(dtype=object)).dropna():
-        for part in str(why).split("; "):  # a self-test's problem may hold "; " itself: known kinds only
-            kind = next((k for p, k in _BOX_KINDS if part.startswith(p)), None)
-            if kind is not None and kind not in kinds:
-                kinds.append(kind)
-    return len(bad), len(ok), kinds
+    flagged = ok[ok["box_bottleneck"].astype(bool)]
+    per_run = [_box_kinds(why) for why in flagged.get("box_reasons", pd.Series([None] * len(flagged)))]
+    kinds = list(dict.fromkeys(k for ks in per_run for k in ks))
+    return sum(1 for ks in per_run if ks), len(ok), kinds
+
+
+def _box_measures(d: Data) -> str:
+    """What the report says of the recorded, unjudged measures: the run queue's range and whether
+    other work was measured at all."""
+    runs = d.runs[d.runs["status"] == "ok"]
+    said = []
+    runq = runs["box_runq_per_core"].dropna() if "box_runq_per_core" in runs.columns else pd.Series(dtype=float)
+    if not runq.empty:
+        said.append(
+            f"mean run queue {runq.min():.1f}-{runq.max():.1f} runnable threads per core (recorded, not judged: "
+            "the lab oversubscribes the cores by design, alike in every scenario)"
+        )
+    foreign = runs["box_foreign_share"].dropna() if "box_foreign_share" in runs.columns else pd.Series(dtype=float)
+    if not foreign.empty:
+        said.append(f"other work {100 * foreign.min():.0f}-{100 * foreign.max():.0f} % of the box")
+    else:
+        said.append("other work on the box not measured in these runs")
+    return "; ".join(said)
 
 
 def box_fact(d: Data) -> str | None:
@@ -285,12 +313,16 @@ def box_fact(d: Data) -> str | None:
     bad, n, kinds = box_runs(d)
     if n == 0:
         return None
+    measures = _box_measures(d)
     if bad == 0:
-        return f"Fidelity of the box: in none of the {n} assessed ok runs was the emulation host itself the bottleneck."
+        return (
+            f"Fidelity of the box: in none of the {n} assessed ok runs was the emulation host itself the "
+            f"bottleneck ({measures})."
+        )
     return (
         f"Fidelity of the box: in {bad} of {n} ok runs the emulation host was itself the bottleneck "
         f"({', '.join(kinds)} over threshold; column box_bottleneck / box_reasons of runs): what those runs "
-        "measured includes the box, not only the emulated network."
+        f"measured includes the box, not only the emulated network ({measures})."
     )
 
 
