@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from shufflelab import spec as S
 from shufflelab.sim import spec as simspec
+from shufflelab.spec import matrix
 
 BASE_TOML = """
 [experiment]
@@ -128,7 +129,7 @@ def test_a_matrix_beyond_the_bound_is_refused_before_it_is_expanded(
     def never(*args: Any) -> None:
         raise AssertionError("a point was expanded")
 
-    monkeypatch.setattr(simspec, "set_path", never)
+    monkeypatch.setattr(matrix, "set_path", never)
     text = BASE_TOML + f'"network.inter_cluster_gbps" = {list(range(1, 201))}\n"workload.jobs" = {list(range(1, 51))}\n'
     _refused(
         tmp_path,

@@ -36,8 +36,6 @@ How a recording is scaled is :func:`shufflelab.sim.app_dag.scale`; the report st
 
 from __future__ import annotations
 
-import copy
-import itertools
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
@@ -59,7 +57,7 @@ from shufflelab.sim.fabric_spec import (
 from shufflelab.sim.spec import SimSpecError
 from shufflelab.sim.tcp_spec import Tcp, check_tcp
 from shufflelab.spec import check_nesting, read_toml
-from shufflelab.spec.matrix import PathError, check_bound, check_distinct, set_path
+from shufflelab.spec.matrix import point_documents
 
 MAX_APPS = 1_000
 
@@ -138,30 +136,16 @@ def load(path: str | Path) -> AppsSpec:
 
 def expand(spec: AppsSpec, where: str = "<spec>") -> list[AppsPoint]:
     """The matrix's points in file order, each validated (errors name the point's values)."""
-    keys = list(spec.matrix)
-    for k in keys:
-        if not spec.matrix[k]:
-            raise SimSpecError(f"{where}: matrix.{k}: give a non-empty list of values")
-        if k.split(".")[0] in ("matrix", "experiment"):
-            raise SimSpecError(f"{where}: matrix.{k}: this field cannot be varied")
-    check_bound([(len(v), k) for k, v in spec.matrix.items()], where, SimSpecError, "points")
-    check_distinct(spec.matrix, where, SimSpecError)
     base = spec.model_dump(mode="json", exclude_none=True)
     base["matrix"] = {}
     out = []
-    for combo in itertools.product(*(spec.matrix[k] for k in keys)):
-        doc = copy.deepcopy(base)
-        for k, v in zip(keys, combo, strict=True):
-            try:
-                set_path(doc, k, v, lists=True, create=False)
-            except PathError as exc:
-                raise SimSpecError(f"{where}: matrix.{k}: {exc}") from None
-        shown = ", ".join(f"{k}={v}" for k, v in zip(keys, combo, strict=True))
+    for values, doc in point_documents(spec.matrix, base, where, SimSpecError, create=False):
+        shown = ", ".join(f"{k}={v}" for k, v in values.items())
         try:
             point = AppsSpec.model_validate(doc)
         except ValidationError as err:
             raise SimSpecError(_errors(f"{where} [{shown}]", err)) from None
-        out.append(AppsPoint(label=shown or "base", values=dict(zip(keys, combo, strict=True)), spec=point))
+        out.append(AppsPoint(label=shown or "base", values=values, spec=point))
     for pt in out:
         check_tcp(pt.spec.tcp, f"{where} [{pt.label}]")
     return out

@@ -9,7 +9,6 @@ matrix point into the Rust core's JSON (``crates/simcore/src/fabric.rs``).
 
 from __future__ import annotations
 
-import copy
 import csv
 import itertools
 from pathlib import Path
@@ -20,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from shufflelab.sim.spec import SimSpecError
 from shufflelab.sim.tcp_spec import Tcp, check_tcp
 from shufflelab.spec import check_nesting, field_path, read_toml
-from shufflelab.spec.matrix import PathError, check_bound, check_distinct, set_path
+from shufflelab.spec.matrix import point_documents
 
 MIB = 2**20
 MAX_HOSTS = 20_000
@@ -278,31 +277,17 @@ def load(path: str | Path) -> FabricSpec:
 def expand(spec: FabricSpec, where: str = "<spec>") -> list[Point]:
     """The matrix's cartesian product in file order (the base scenario without a matrix); every
     point is validated, naming its values in errors."""
-    keys = list(spec.matrix)
-    for k in keys:
-        if not spec.matrix[k]:
-            raise SimSpecError(f"{where}: matrix.{k}: give a non-empty list of values")
-        if k.split(".")[0] in ("matrix", "experiment"):
-            raise SimSpecError(f"{where}: matrix.{k}: this field cannot be varied")
-    check_bound([(len(v), k) for k, v in spec.matrix.items()], where, SimSpecError, "points")
-    check_distinct(spec.matrix, where, SimSpecError)
     base = spec.model_dump(mode="json", exclude_none=True)
     base["matrix"] = {}
     out = []
-    for combo in itertools.product(*(spec.matrix[k] for k in keys)):
-        doc = copy.deepcopy(base)
-        for k, v in zip(keys, combo, strict=True):
-            try:
-                set_path(doc, k, v, lists=True, create=False)
-            except PathError as exc:
-                raise SimSpecError(f"{where}: matrix.{k}: {exc}") from None
-        shown = ", ".join(f"{k}={v}" for k, v in zip(keys, combo, strict=True))
+    for values, doc in point_documents(spec.matrix, base, where, SimSpecError, create=False):
+        shown = ", ".join(f"{k}={v}" for k, v in values.items())
         try:
             point = FabricSpec.model_validate(doc)
         except ValidationError as err:
             raise SimSpecError(_errors(f"{where} [{shown}]", err)) from None
         check_tcp(point.tcp, f"{where} [{shown}]")
-        out.append(Point(label=shown or "base", values=dict(zip(keys, combo, strict=True)), spec=point))
+        out.append(Point(label=shown or "base", values=values, spec=point))
     return out
 
 

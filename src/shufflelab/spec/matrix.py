@@ -1,8 +1,11 @@
 """A spec's matrix, shared by the lab's and the simulator's specs: dotted field paths set in a
-document, the bound on the number of points."""
+document, the bound on the number of points, and the expansion of a simulator spec's matrix into
+one document per point (:func:`point_documents`, for seed 003's, the fabric and the application
+specs)."""
 
 from __future__ import annotations
 
+import copy
 import itertools
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -109,6 +112,40 @@ def check_bound(counts: Sequence[tuple[int, str]], where: str, error: type[Excep
             f"{where}: matrix: {total:,} {noun} ({sizes}) exceed the bound of {MAX_SCENARIOS:,} per experiment; "
             "vary fewer values or split the experiment"
         )
+
+
+FIXED = ("matrix", "experiment")
+"""The tables a simulator spec's matrix cannot vary."""
+
+
+def point_documents(
+    matrix: Mapping[str, Sequence[Any]],
+    base: Mapping[str, Any],
+    where: str,
+    error: type[Exception],
+    *,
+    create: bool = True,
+) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """A simulator spec's matrix points, the last key varying fastest: per point its
+    ``{path: value}`` and a copy of the document ``base`` with those values set (list items by
+    index; missing tables created unless not ``create``). Refused before anything is expanded,
+    naming the file and the field: an empty list, a path into a :data:`FIXED` table, more than
+    :data:`MAX_SCENARIOS` points, a value given twice; then a path that cannot be set, at its point."""
+    for key, given in matrix.items():
+        if not given:
+            raise error(f"{where}: matrix.{key}: give a non-empty list of values")
+        if key.split(".")[0] in FIXED:
+            raise error(f"{where}: matrix.{key}: this field cannot be varied")
+    check_bound([(len(v), k) for k, v in matrix.items()], where, error, "points")
+    check_distinct(matrix, where, error)  # (now bounded)
+    for values in points(matrix):
+        doc = copy.deepcopy(dict(base))
+        for k, v in values.items():
+            try:
+                set_path(doc, k, v, lists=True, create=create)
+            except PathError as exc:
+                raise error(f"{where}: matrix.{k}: {exc}") from None
+        yield values, doc
 
 
 def _brief(value: Any, limit: int = 40) -> str:
