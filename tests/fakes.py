@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
+import signal
+import subprocess
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -294,3 +297,61 @@ class Backend:
 
     def launch(self, place: str, argv: Sequence[str], log: Path, /, env: Mapping[str, str] | None = None) -> Process:
         return Process(self.clock, None)
+
+
+class HereProcess:
+    """A real process on this machine (its own session), as a launcher's :class:`Process`."""
+
+    def __init__(self, argv: Sequence[str], log: Path, env: Mapping[str, str] | None) -> None:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "ab") as fh:
+            self.popen = subprocess.Popen(
+                list(argv), stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env={**os.environ, **(env or {})}, start_new_session=True,
+            )  # fmt: skip
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def poll(self) -> int | None:
+        return self.popen.poll()
+
+    def stop(self, sig: int = signal.SIGTERM, grace_s: float = 5.0) -> int | None:
+        if self.popen.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.popen.pid, sig)
+            try:
+                self.popen.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.popen.pid, signal.SIGKILL)
+                self.popen.wait(timeout=5)
+        return self.popen.returncode
+
+
+@dataclass
+class Here:
+    """A command runner and a process launcher that run everything on this machine, whatever the
+    place (a place is only a name here; no root): the seams for product code that needs real
+    processes but no fabric. Records the places it was asked to act at and what it started."""
+
+    places: set[str | None] = field(default_factory=set)
+    procs: list[HereProcess] = field(default_factory=list)
+
+    def run(self, argv: Sequence[str], *, place: str | None = None, check: bool = True, timeout: float = 60) -> str:
+        self.places.add(place)
+        p = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout)
+        if check and p.returncode:
+            raise RuntimeError(f"`{' '.join(argv)}` failed ({p.returncode}): {p.stderr.strip()}")
+        return p.stdout
+
+    def launch(
+        self, place: str, argv: Sequence[str], log: Path, /, env: Mapping[str, str] | None = None
+    ) -> HereProcess:
+        self.places.add(place)
+        self.procs.append(HereProcess(argv, log, env))
+        return self.procs[-1]
+
+    def stop_all(self) -> None:
+        for p in self.procs:
+            p.stop(grace_s=2)

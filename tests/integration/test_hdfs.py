@@ -56,7 +56,15 @@ def test_hdfs_put_read_and_replicas_on_both_datanodes() -> None:
     with netns.lease() as lz, Fabric(lz, net) as fab:
         fab.configure(netplan.of(sp, fab.network))
         cluster = hdfs.HdfsCluster.on_fabric(
-            fab, "nn", ["s1", "s2"], lz.scratch / "hdfs", replication=2, block_bytes=1 << 20, client="client"
+            fab,
+            netns.run_at,
+            netns.launch_at,
+            "nn",
+            ["s1", "s2"],
+            lz.scratch / "hdfs",
+            replication=2,
+            block_bytes=1 << 20,
+            client="client",
         )
         marker = str(cluster.config.scratch)  # in every daemon's command line (its conf dir)
         cg = cluster.cpu_limit("s1", 1) if cgroups else None  # a weak storage host: one core

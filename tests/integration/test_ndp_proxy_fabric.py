@@ -118,7 +118,15 @@ def test_ndp_proxy_pushdown_forwarding_and_hostile_plans() -> None:
         fab.configure(netplan.of(sp, fab.network))
         addr = net.host_addresses
         cluster = hdfs.HdfsCluster.on_fabric(
-            fab, "nn", ["s1", "s2"], lz.scratch / "hdfs", replication=2, block_bytes=1 << 20, client="client"
+            fab,
+            netns.run_at,
+            netns.launch_at,
+            "nn",
+            ["s1", "s2"],
+            lz.scratch / "hdfs",
+            replication=2,
+            block_bytes=1 << 20,
+            client="client",
         )
         user = cluster.config.user
         local = lz.scratch / "lineitem.parquet"

@@ -118,13 +118,17 @@ def test_config_errors_name_the_field(tmp_path: Path, kw: dict[str, Any], needle
     assert needle in str(exc.value)
 
 
-def test_cluster_checks_namespaces_and_defaults(tmp_path: Path) -> None:
-    ns = {h: f"sl000000-{h}" for h in ADDR}
-    cl = HdfsCluster(ns, ADDR, "nn", ["s1", "s2"], tmp_path)
+def _no_command(*args: Any, **kw: Any) -> Any:
+    raise AssertionError("nothing runs while the cluster is only described")
+
+
+def test_cluster_checks_places_and_defaults(tmp_path: Path) -> None:
+    places = {h: f"sl000000-{h}" for h in ADDR}
+    cl = HdfsCluster(places, ADDR, "nn", ["s1", "s2"], tmp_path, _no_command, _no_command)
     assert cl.config.replication == 2  # every DataNode holds every block
     assert cl.client == "nn" and cl.default_fs == "hdfs://10.77.1.1:9000"
-    with pytest.raises(HdfsError, match="host 's2' has no namespace"):
-        HdfsCluster({"nn": "a", "s1": "b"}, ADDR, "nn", ["s1", "s2"], tmp_path)
+    with pytest.raises(HdfsError, match="host 's2' has no place on the fabric"):
+        HdfsCluster({"nn": "a", "s1": "b"}, ADDR, "nn", ["s1", "s2"], tmp_path, _no_command, _no_command)
     with pytest.raises(HdfsError, match="cpu limit: 'client' runs no HDFS daemon"):
         cl.cpu_limit("client", 1)
     with pytest.raises(HdfsError, match="cores: 0 must be positive"):

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+import fakes
 from shufflelab.mapreduce import replay, trace
 
 
@@ -101,3 +102,24 @@ def test_the_shipped_hadoop_sort_trace_is_the_generators() -> None:
     shipped = trace.load(root / "experiments" / "traces" / "hadoop-sort-8x4-12MB.json")
     assert shipped == trace.hadoop_sort(mappers=8, reducers=4, input_mb_per_map=12.0)
     assert shipped.shuffle_bytes == pytest.approx(96e6, rel=1e-6)
+
+
+def test_a_replay_on_a_fabric_starts_its_agents_through_the_launcher(tmp_path: Path) -> None:
+    """FabricJob reaches its hosts only through the backend's process launcher: here one that runs
+    the agents on this machine, each host an address of the loopback network and one port, as
+    each host of a fabric has its own address."""
+    t = trace.synthetic(3, 3, 0.1, map_s=0.05, reduce_s=0.05, parallel_copies=2, seed=4)
+    here = fakes.Here()
+    places = {f"h{i}": f"place-h{i}" for i in range(3)}
+    addresses = {f"h{i}": f"127.0.0.{i + 2}" for i in range(3)}
+    job = replay.FabricJob(t, places, addresses, tmp_path, here.launch, timeout_s=60, port=17720)
+    try:
+        job.start()
+        for p in here.procs:
+            p.popen.wait(timeout=70)
+    finally:
+        job.stop()
+    assert here.places == set(places.values())
+    r = job.result()
+    assert r.ok, r.errors
+    assert int(r.fetches["bytes"].sum()) == t.shuffle_bytes and set(r.fetches["map"]) == {0, 1, 2}

@@ -9,15 +9,12 @@ summary, and a failed start naming the log."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import sys
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
 
+import fakes
 from shufflelab.switch import SwitchConfig, SwitchHost, SwitchPort
 from shufflelab.switch.controller import TELEMETRY_HEADER, Switch, SwitchError
 
@@ -44,50 +41,7 @@ while True:
 """
 
 
-class Proc:
-    def __init__(self, argv: Sequence[str], log: Path, env: Mapping[str, str] | None) -> None:
-        log.parent.mkdir(parents=True, exist_ok=True)
-        with open(log, "ab") as fh:
-            self.popen = subprocess.Popen(
-                list(argv), stdout=fh, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
-                start_new_session=True,
-            )  # fmt: skip
-
-    @property
-    def pid(self) -> int:
-        return self.popen.pid
-
-    def poll(self) -> int | None:
-        return self.popen.poll()
-
-    def stop(self, sig: int = signal.SIGTERM, grace_s: float = 5.0) -> int | None:
-        if self.popen.poll() is None:
-            os.killpg(self.popen.pid, sig)
-            self.popen.wait(timeout=grace_s)
-        return self.popen.returncode
-
-
-class Seams:
-    """A runner and a launcher that record the places they were asked to act at."""
-
-    def __init__(self) -> None:
-        self.places: set[str | None] = set()
-        self.procs: list[Proc] = []
-
-    def run(self, argv: Sequence[str], *, place: str | None = None, check: bool = True, timeout: float = 60) -> str:
-        self.places.add(place)
-        p = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout)
-        if check and p.returncode:
-            raise RuntimeError(f"{argv}: {p.stderr}")
-        return p.stdout
-
-    def launch(self, place: str, argv: Sequence[str], log: Path, /, env: Mapping[str, str] | None = None) -> Proc:
-        self.places.add(place)
-        self.procs.append(Proc(argv, log, env))
-        return self.procs[-1]
-
-
-def _switch(tmp_path: Path, seams: Seams, **extra: object) -> Switch:
+def _switch(tmp_path: Path, seams: fakes.Here, **extra: object) -> Switch:
     binary = tmp_path / "stand-in-switch"
     binary.write_text(STAND_IN)
     binary.chmod(0o755)
@@ -101,7 +55,7 @@ def _switch(tmp_path: Path, seams: Seams, **extra: object) -> Switch:
 
 
 def test_the_switch_runs_read_and_stops_through_the_seams(tmp_path: Path) -> None:
-    seams = Seams()
+    seams = fakes.Here()
     sw = _switch(tmp_path, seams)
     try:
         sw.start(timeout_s=20)
@@ -122,7 +76,7 @@ def test_the_switch_runs_read_and_stops_through_the_seams(tmp_path: Path) -> Non
 
 
 def test_a_switch_that_does_not_start_names_its_log(tmp_path: Path) -> None:
-    sw = _switch(tmp_path, Seams(), fail=True)
+    sw = _switch(tmp_path, fakes.Here(), fail=True)
     with pytest.raises(SwitchError, match="did not start at router.*cannot open a packet socket on data0"):
         sw.start(timeout_s=20)
     assert sw.process is None

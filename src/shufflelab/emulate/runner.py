@@ -218,7 +218,7 @@ class EmulateRunner:
             fabric.configure(group.plan(runs[0][0]))
             kind = drivers.kind_of(first)
             try:
-                kind.open_group(first, group, self.progress.on_phase)
+                kind.open_group(first, group, self.backend, self.progress.on_phase)
                 setup_s = clock() - t0  # charged to the group's first run
                 for sc, rep in runs:
                     outcome = self._run_in_group(sc, rep, group, env, setup_s)

@@ -7,7 +7,8 @@ two-switch topology every fetch crosses the inter-switch link as in seed 002's c
 shuffle). ``collect`` reads the agents' JSON into a :class:`JobResult`: job completion time
 (last reducer end - t0), shuffle time, and one row per fetch with its flow completion time.
 ``run_local`` runs a whole replay on the loopback interface (one agent process per node, each on
-its own port) -- what the unit tests and a dry run use; the runner does the same in namespaces.
+its own port) -- what the unit tests and a dry run use; :class:`FabricJob` does the same on a
+fabric's hosts through the backend's process launcher.
 """
 
 from __future__ import annotations
@@ -18,11 +19,14 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 
 from shufflelab.mapreduce.trace import Trace
+
+if TYPE_CHECKING:
+    from shufflelab.emulate.protocols import Process, ProcessLauncher
 
 AGENT_PORT = 7600
 Placement = Literal["round-robin", "split"]
@@ -137,18 +141,21 @@ def run_local(trace: Trace, n_nodes: int, workdir: Path, base_port: int = 17600,
 
 
 class FabricJob:
-    """One replay inside a fabric: an agent per node, each in its host's namespace.
+    """One replay on a fabric: an agent per node, each at its host's place, started through the
+    backend's ``launch``.
 
-    ``namespaces`` and ``addresses`` map node names to the host's namespace and address; the
-    agents start now and the job starts ``lead_s`` later (every agent must be listening first).
+    ``places`` and ``addresses`` map node names to the host's place and address; the agents start
+    with :meth:`start` and the job starts ``lead_s`` after the plan was made (every agent must be
+    listening first).
     """
 
     def __init__(
         self,
         trace: Trace,
-        namespaces: dict[str, str],
+        places: dict[str, str],
         addresses: dict[str, str],
         run_dir: Path,
+        launch: ProcessLauncher,
         *,
         placement: Placement = "round-robin",
         timeout_s: float = 600.0,
@@ -157,19 +164,17 @@ class FabricJob:
     ) -> None:
         self.run_dir = run_dir / "mapreduce"
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.namespaces = namespaces
-        nodes = {n: (addresses[n], port) for n in namespaces}
+        self.places, self.launch = places, launch
+        nodes = {n: (addresses[n], port) for n in places}
         self.plan = plan(trace, nodes, t0=time.time() + lead_s, placement=placement, timeout_s=timeout_s)
         self.plan_path = self.run_dir / "plan.json"
         self.plan_path.write_text(json.dumps(self.plan))
-        self.procs: dict[str, Any] = {}
+        self.procs: dict[str, Process] = {}
 
     def start(self) -> None:
-        from shufflelab.emulate.netns import Process
-
-        for n, ns in self.namespaces.items():
-            self.procs[n] = Process(
-                ns,
+        for n, place in self.places.items():
+            self.procs[n] = self.launch(
+                place,
                 [
                     sys.executable,
                     "-m",
@@ -190,7 +195,7 @@ class FabricJob:
 
     def result(self) -> JobResult:
         results = []
-        for n in self.namespaces:
+        for n in self.places:
             out = self.run_dir / f"{n}.json"
             if out.exists():
                 results.append(json.loads(out.read_text()))

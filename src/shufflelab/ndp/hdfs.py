@@ -2,13 +2,13 @@
 (:mod:`~shufflelab.ndp.hadoop_jars`), started and stopped.
 
 :class:`HdfsCluster` writes one configuration directory per host
-(:mod:`~shufflelab.ndp.hdfs_config`), starts every daemon with
-:class:`~shufflelab.emulate.netns.Process` inside its host's namespace, bound to that host's
-address: the DataNodes first, then it formats and starts the NameNode, and waits until every
-DataNode is live and reports free space (NameNode JMX). Clients talk WebHDFS (plain HTTP):
-:meth:`HdfsCluster.put`, :meth:`~HdfsCluster.get`, :meth:`~HdfsCluster.read` and
-:meth:`~HdfsCluster.block_locations` run :func:`shufflelab.ndp.webhdfs.exchange` inside the
-client host's namespace (this module's ``--http`` mode).
+(:mod:`~shufflelab.ndp.hdfs_config`), starts every daemon at its host's place through the
+backend's process launcher (:class:`~shufflelab.emulate.protocols.ProcessLauncher`; a namespace of
+the local fabric), bound to that host's address: the DataNodes first, then it formats and starts the
+NameNode (the backend's command runner), and waits until every DataNode is live and reports free
+space (NameNode JMX). Clients talk WebHDFS (plain HTTP): :meth:`HdfsCluster.put`,
+:meth:`~HdfsCluster.get`, :meth:`~HdfsCluster.read` and :meth:`~HdfsCluster.block_locations` run
+:func:`shufflelab.ndp.webhdfs.exchange` at the client host's place (this module's ``--http`` mode).
 
 Weak storage machines: :meth:`HdfsCluster.cpu_limit` puts a host's daemons into a cgroup
 (:mod:`shufflelab.cgroups`, v1 ``cpu`` controller) with ``cpu.cfs_quota_us = cores x
@@ -32,10 +32,10 @@ import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shufflelab import cgroups
-from shufflelab.emulate.netns import CommandError, Process, run
+from shufflelab.emulate.protocols import CommandRunner, Process, ProcessLauncher
 from shufflelab.ndp.hadoop_jars import HadoopFetchError, ensure_jars
 from shufflelab.ndp.hdfs_config import (
     DATANODE_CLASS,
@@ -48,23 +48,29 @@ from shufflelab.ndp.hdfs_config import (
 )
 from shufflelab.ndp.webhdfs import BlockLocation, exchange, live_datanodes, parse_block_locations
 
+if TYPE_CHECKING:
+    from shufflelab.emulate.protocols import Fabric
+
 
 # -- the cluster -------------------------------------------------------------------------------------
 @dataclass
 class HdfsCluster:
-    """A NameNode and DataNodes in the fabric's namespaces. Use as a context manager, or
+    """A NameNode and DataNodes on the fabric's hosts. Use as a context manager, or
     :meth:`start` / :meth:`stop`.
 
-    ``ns`` and ``addresses`` map hosts to namespace names and IPv4 addresses (a fabric's ``ns`` and
-    ``network.host_addresses``; see :meth:`on_fabric`). ``client`` is the host WebHDFS requests are
-    made from unless a call names another. ``replication`` defaults to the number of DataNodes, so
-    every DataNode holds every block and can serve any pushdown."""
+    ``places`` and ``addresses`` map hosts to their places and IPv4 addresses (a fabric's
+    ``places`` and ``network.host_addresses``; see :meth:`on_fabric`); ``run`` and ``launch`` are the
+    backend's seams that reach the places. ``client`` is the host WebHDFS requests are made from
+    unless a call names another. ``replication`` defaults to the number of DataNodes, so every
+    DataNode holds every block and can serve any pushdown."""
 
-    ns: Mapping[str, str]
+    places: Mapping[str, str]
     addresses: Mapping[str, str]
     namenode: str
     datanodes: Sequence[str]
     scratch: Path
+    run: CommandRunner
+    launch: ProcessLauncher
     replication: int | None = None
     block_bytes: int = 128 * 1024 * 1024
     client: str | None = None
@@ -75,6 +81,7 @@ class HdfsCluster:
     start_timeout_s: float = 120
     config: HdfsConfig = field(init=False)
     daemons: dict[str, Process] = field(init=False, default_factory=dict)
+    logs: dict[str, Path] = field(init=False, default_factory=dict)  # daemon -> its log
     cgroups: dict[str, cgroups.CpuCgroup] = field(init=False, default_factory=dict)
     timings: dict[str, float] = field(init=False, default_factory=dict)
 
@@ -91,18 +98,27 @@ class HdfsCluster:
             user=_user(),
         )
         for h in self.config.hosts():
-            if h not in self.ns:
-                raise HdfsError(f"host {h!r} has no namespace")
+            if h not in self.places:
+                raise HdfsError(f"host {h!r} has no place on the fabric")
         if self.client is None:
             self.client = self.namenode
         if not self.name:
             self.name = hashlib.sha256(str(Path(self.scratch).resolve()).encode()).hexdigest()[:8]
 
     @classmethod
-    def on_fabric(cls, fabric: Any, namenode: str, datanodes: Sequence[str], scratch: Path, **kw: Any) -> HdfsCluster:
-        """A cluster on a live :class:`~shufflelab.emulate.fabric.Fabric`, named after its lease."""
-        kw.setdefault("name", getattr(getattr(fabric, "lease", None), "lease_id", ""))
-        return cls(fabric.ns, fabric.network.host_addresses, namenode, datanodes, scratch, **kw)
+    def on_fabric(
+        cls,
+        fabric: Fabric,
+        run: CommandRunner,
+        launch: ProcessLauncher,
+        namenode: str,
+        datanodes: Sequence[str],
+        scratch: Path,
+        **kw: Any,
+    ) -> HdfsCluster:
+        """A cluster on a live fabric reached through ``run`` and ``launch``, named after its lease."""
+        kw.setdefault("name", fabric.lease.lease_id)
+        return cls(fabric.places, fabric.network.host_addresses, namenode, datanodes, scratch, run, launch, **kw)
 
     # -- lifecycle ----------------------------------------------------------------------------
     def __enter__(self) -> HdfsCluster:
@@ -122,19 +138,20 @@ class HdfsCluster:
         cpus = max(1, math.ceil(cg.cores)) if cg is not None else None
         return java_command(self.config, host, self.jars, main, args, active_cpus=cpus)
 
-    def _daemon(self, host: str, main: str, log: Path) -> Process:
+    def _daemon(self, name: str, host: str, main: str, log: Path) -> None:
         """Start one daemon; a CPU-limited host's daemon joins its cgroup at once. (Only from outside:
         ``ip netns exec`` mounts a fresh /sys without the cgroup hierarchies.) The process is still
         ``ip`` or has just become the JVM, so every thread the JVM creates starts inside the group."""
-        proc = Process(self.ns[host], self._cmd(host, main), log)
+        proc = self.launch(self.places[host], self._cmd(host, main), log)
+        self.daemons[name], self.logs[name] = proc, log
         cg = self.cgroups.get(host)
         if cg is not None:
             try:
                 cg.add(proc.pid)
             except OSError as exc:
                 proc.stop(grace_s=2)
+                del self.daemons[name]
                 raise HdfsError(f"cpu limit: could not move {host}'s daemon into {cg.path}: {exc}") from None
-        return proc
 
     def start(self, timeout_s: float | None = None) -> None:
         """Start the DataNodes, format and start the NameNode, wait until every DataNode is live.
@@ -151,15 +168,15 @@ class HdfsCluster:
         nn = cfg.namenode
         try:
             for d in cfg.datanodes:
-                self.daemons[f"datanode-{d}"] = self._daemon(d, DATANODE_CLASS, logs / f"datanode-{d}.log")
+                self._daemon(f"datanode-{d}", d, DATANODE_CLASS, logs / f"datanode-{d}.log")
             t1 = time.monotonic()
             fmt = ["-format", "-force", "-nonInteractive", "-clusterid", "shufflelab"]
             try:
-                run(self._cmd(nn, NAMENODE_CLASS, fmt), ns=self.ns[nn], timeout=timeout_s)
-            except (CommandError, subprocess.TimeoutExpired) as exc:
+                self.run(self._cmd(nn, NAMENODE_CLASS, fmt), place=self.places[nn], timeout=timeout_s)
+            except (RuntimeError, subprocess.TimeoutExpired) as exc:
                 raise HdfsError(f"formatting the NameNode on {nn} failed: {str(exc)[-2000:]}") from None
             self.timings["format_s"] = time.monotonic() - t1
-            self.daemons[f"namenode-{nn}"] = self._daemon(nn, NAMENODE_CLASS, logs / f"namenode-{nn}.log")
+            self._daemon(f"namenode-{nn}", nn, NAMENODE_CLASS, logs / f"namenode-{nn}.log")
             self.wait_live(max(10.0, timeout_s - (time.monotonic() - t0)))
         except BaseException:
             self.stop()
@@ -169,8 +186,9 @@ class HdfsCluster:
     def _check_daemons(self) -> None:
         for name, p in self.daemons.items():
             if p.poll() is not None:
-                tail = p.log.read_text(errors="replace").strip().splitlines()[-20:] if p.log.exists() else []
-                raise HdfsError(f"{name} exited ({p.poll()}); see {p.log}:\n" + "\n".join(tail))
+                log = self.logs[name]
+                tail = log.read_text(errors="replace").strip().splitlines()[-20:] if log.exists() else []
+                raise HdfsError(f"{name} exited ({p.poll()}); see {log}:\n" + "\n".join(tail))
 
     def wait_live(self, timeout_s: float = 120) -> None:
         """Wait until every DataNode is registered with free space and the NameNode is out of safe mode."""
@@ -209,6 +227,7 @@ class HdfsCluster:
         (a later :meth:`start` needs :meth:`cpu_limit` again). Safe to call twice."""
         for name in sorted(self.daemons, key=lambda n: n.startswith("namenode-")):
             self.daemons.pop(name).stop(grace_s=10)
+            self.logs.pop(name, None)
         errors = []
         for host in list(self.cgroups):
             try:
@@ -263,9 +282,9 @@ class HdfsCluster:
         timeout: float = 60,
         check: bool = True,
     ) -> dict[str, Any]:
-        """Run one HTTP exchange from ``client``'s namespace (see :func:`~shufflelab.ndp.webhdfs.exchange`)."""
-        if client not in self.ns:
-            raise HdfsError(f"client host {client!r} has no namespace")
+        """Run one HTTP exchange at ``client``'s place (see :func:`~shufflelab.ndp.webhdfs.exchange`)."""
+        if client not in self.places:
+            raise HdfsError(f"client host {client!r} has no place on the fabric")
         req = {
             "method": method,
             "url": url,
@@ -278,9 +297,9 @@ class HdfsCluster:
         helper = [sys.executable, "-m", "shufflelab.ndp.hdfs", "--http", json.dumps(req)]
         argv = ["env", f"PYTHONPATH={pythonpath}", *helper]
         try:
-            out = run(argv, ns=self.ns[client], timeout=timeout + 15)
+            out = self.run(argv, place=self.places[client], timeout=timeout + 15)
             res: dict[str, Any] = json.loads(out)
-        except (CommandError, subprocess.TimeoutExpired, ValueError) as exc:
+        except (RuntimeError, subprocess.TimeoutExpired, ValueError) as exc:
             res = {"error": f"HTTP helper on {client} failed: {exc}", "url": url}
         if check:
             if "error" in res:

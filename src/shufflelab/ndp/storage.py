@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shufflelab.emulate import netns
+from shufflelab.emulate.protocols import CommandRunner, Fabric, Process, ProcessLauncher
 from shufflelab.ndp import hdfs, hdfs_config, tpch
 
 PROXY_PORT = 9880
@@ -33,7 +33,12 @@ class StorageError(RuntimeError):
 
 @dataclass
 class NdpStorage:
-    fabric: Any
+    """HDFS and the NDP proxies on ``hosts`` of ``fabric``, reached through the backend's ``run``
+    and ``launch``."""
+
+    fabric: Fabric
+    run: CommandRunner
+    launch: ProcessLauncher
     hosts: list[str]
     scratch: Path
     scale_factor: float
@@ -43,7 +48,8 @@ class NdpStorage:
     proxy_max_queue: int = 64
     exec_timeout_s: float = 300.0
     cluster: hdfs.HdfsCluster | None = field(default=None, init=False)
-    proxies: dict[str, netns.Process] = field(default_factory=dict, init=False)
+    proxies: dict[str, Process] = field(default_factory=dict, init=False)
+    proxy_logs: dict[str, Path] = field(default_factory=dict, init=False)
     data_dir: Path | None = field(default=None, init=False)
     cores: float | None = field(default=None, init=False)
     timings: dict[str, float] = field(default_factory=dict, init=False)
@@ -76,6 +82,8 @@ class NdpStorage:
         try:
             self.cluster = hdfs.HdfsCluster.on_fabric(
                 self.fabric,
+                self.run,
+                self.launch,
                 self.hosts[0],
                 self.hosts,
                 self.scratch / "hdfs",
@@ -105,7 +113,7 @@ class NdpStorage:
             for f in man["tables"][table]["files"]:
                 self.cluster.put(self.data_dir / table / f["name"], f"{self.hdfs_dir(table)}/{f['name']}")
 
-    def _proxy(self, host: str) -> netns.Process:
+    def _proxy(self, host: str) -> Process:
         assert self.cluster is not None
         addr = self.addresses
         spool = self.scratch / "ndp-spool" / host
@@ -119,20 +127,20 @@ class NdpStorage:
             "--user", self.cluster.config.user, "--spool", str(spool),
         ]  # fmt: skip
         pythonpath = ":".join(p for p in sys.path if p)
-        proc = netns.Process(
-            self.fabric.ns[host], argv, self.scratch / "logs" / f"ndp-proxy-{host}.log", env={"PYTHONPATH": pythonpath}
-        )
+        log = self.proxy_logs[host] = self.scratch / "logs" / f"ndp-proxy-{host}.log"
+        proc = self.launch(self.fabric.places[host], argv, log, {"PYTHONPATH": pythonpath})
         cg = self.cluster.cgroups.get(host)
         if cg is not None:
             cg.add(proc.pid)
         return proc
 
-    def _wait_listening(self, host: str, proc: netns.Process, timeout_s: float = 60) -> None:
+    def _wait_listening(self, host: str, proc: Process, timeout_s: float = 60) -> None:
         deadline = time.monotonic() + timeout_s
+        log = self.proxy_logs[host]
         while time.monotonic() < deadline:
             if proc.poll() is not None:
-                raise StorageError(f"the NDP proxy on {host} exited: {proc.log.read_text(errors='replace')[-1500:]}")
-            if proc.log.exists() and "ndp proxy listening" in proc.log.read_text(errors="replace"):
+                raise StorageError(f"the NDP proxy on {host} exited: {log.read_text(errors='replace')[-1500:]}")
+            if log.exists() and "ndp proxy listening" in log.read_text(errors="replace"):
                 return
             time.sleep(0.2)
         raise StorageError(f"the NDP proxy on {host} is not listening after {timeout_s:g} s")

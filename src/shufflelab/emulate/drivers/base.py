@@ -65,8 +65,9 @@ class Driver:
         self.period_s = 0.25
 
     @classmethod
-    def open_group(cls, spec: ExperimentSpec, group: Group, phase: Phase) -> None:
-        """Start what the group's runs share besides fabric and cluster (once per group)."""
+    def open_group(cls, spec: ExperimentSpec, group: Group, backend: Backend, phase: Phase) -> None:
+        """Start what the group's runs share besides fabric and cluster (once per group), on the
+        group's fabric through ``backend``'s seams."""
 
     @classmethod
     def close_group(cls, group: Group, phase: Phase) -> None:

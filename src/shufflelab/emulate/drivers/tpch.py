@@ -10,13 +10,14 @@ from typing import Any
 from shufflelab.emulate import record
 from shufflelab.emulate.drivers.base import Group, Phase
 from shufflelab.emulate.drivers.spark import SparkDriver
+from shufflelab.emulate.protocols import Backend
 from shufflelab.results import RunRecord
 from shufflelab.spec import ExperimentSpec
 
 
 class TpchDriver(SparkDriver):
     @classmethod
-    def open_group(cls, spec: ExperimentSpec, group: Group, phase: Phase) -> None:
+    def open_group(cls, spec: ExperimentSpec, group: Group, backend: Backend, phase: Phase) -> None:
         from shufflelab.ndp import connector, tpch
         from shufflelab.ndp.storage import NdpStorage, workers_for
 
@@ -25,6 +26,8 @@ class TpchDriver(SparkDriver):
         connector.ensure_jar()  # fail before HDFS starts if the connector cannot be built
         storage = NdpStorage(
             group.fabric,
+            backend.run,
+            backend.launch,
             spec.hosts_with("storage"),
             group.fabric.lease.scratch / "ndp",
             p.scale_factor,
