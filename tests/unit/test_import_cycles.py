@@ -2,7 +2,12 @@
 cycle hides: the import runs late, so nothing fails until the order changes). Imports under
 ``if TYPE_CHECKING:`` are left out: they never run.
 
-The same check from a shell: ``.venv/bin/python -m pytest tests/unit/test_import_cycles.py``.
+And the layering of the backends over what they run: the packages the backends drive (``ndp/``,
+``switch/``, ``mapreduce/``) reach the backends (``emulate/``, ``hosts/``) only through the seams,
+``shufflelab.emulate.protocols`` -- never a backend's adapter (the namespaces, the SSH session):
+the arrows run from the backends down to what they run, and back up only through the protocols.
+
+The same checks from a shell: ``make cycles`` (``.venv/bin/python -m pytest tests/unit/test_import_cycles.py``).
 """
 
 from __future__ import annotations
@@ -84,6 +89,56 @@ def test_no_import_cycle() -> None:
     comps = _strongly_connected(graph)
     detail = "\n".join(" -> ".join(_cycle_in(graph, c)) + f"   (component: {', '.join(c)})" for c in comps)
     assert not comps, f"import cycles in shufflelab:\n{detail}"
+
+
+BACKENDS = ("shufflelab.emulate", "shufflelab.hosts")
+DRIVEN = ("shufflelab.ndp", "shufflelab.switch", "shufflelab.mapreduce")
+SEAMS = "shufflelab.emulate.protocols"
+# importers still on their way out, each with why (an entry whose module is gone is ignored):
+# switch/lab.py is test and benchmark scaffolding that leaves the product package (issue 34); until
+# then it builds its star from the namespaces, and the switch controller lends it a local runner
+LEAVING = {
+    "shufflelab.switch.lab": "test scaffolding leaving the package",
+    "shufflelab.switch.controller": "its helpers' default runner, for switch/lab.py only",
+}
+
+
+def _under(module: str, packages: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in packages)
+
+
+def layering_violations(graph: dict[str, set[str]], leaving: dict[str, str] | None = None) -> list[str]:
+    """Every import of a backend module by a driven package other than the seams, as
+    ``importer -> imported``; ``leaving``: importers let through (see LEAVING)."""
+    return sorted(
+        f"{m} -> {t}"
+        for m, targets in graph.items()
+        if _under(m, DRIVEN) and m not in (leaving or {})
+        for t in targets
+        if _under(t, BACKENDS) and t != SEAMS
+    )
+
+
+def test_driven_packages_reach_the_backends_only_through_the_seams() -> None:
+    found = layering_violations(import_graph(), LEAVING)
+    assert not found, (
+        "ndp/, switch/ and mapreduce/ may import from emulate/ and hosts/ only "
+        f"{SEAMS} (take a CommandRunner / ProcessLauncher instead):\n" + "\n".join(found)
+    )
+
+
+def test_the_layering_check_sees_an_import_past_the_seams() -> None:
+    graph = {
+        "shufflelab.ndp.hdfs": {SEAMS, "shufflelab.ndp.webhdfs"},
+        "shufflelab.mapreduce.replay": {"shufflelab.emulate.netns"},
+        "shufflelab.switch.lab": {"shufflelab.emulate.netns"},
+        "shufflelab.emulate.fabric": {"shufflelab.switch.controller"},  # downwards: allowed
+        "shufflelab.ndp.proxy": {"shufflelab.hosts.remote"},
+    }
+    assert layering_violations(graph, LEAVING) == [
+        "shufflelab.mapreduce.replay -> shufflelab.emulate.netns",
+        "shufflelab.ndp.proxy -> shufflelab.hosts.remote",
+    ]
 
 
 def test_the_check_sees_a_cycle() -> None:
