@@ -1,6 +1,7 @@
 """The report of an application experiment, labelled SIMULATED: per run and application the job
 time next to its time without a network, stage times, FCT per size bucket, per-tier utilisation
-with a heat map, how the recording was scaled, and the model's limits.
+with a heat map (:mod:`shufflelab.sim.fabric_sections`, shared with the fabric report), how the
+recording was scaled, and the model's limits.
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ from typing import Any
 import pandas as pd
 
 from shufflelab import document
-from shufflelab.document import Document, Figure, Section, Table
+from shufflelab.document import Document, Section, Table
 from shufflelab.sim.apps_sim import run_rows, short_label, summary_rows
-from shufflelab.sim.fabric_report import _slug, heatmap
+from shufflelab.sim.fabric_sections import fct_table, run_section
 from shufflelab.sim.tcp_spec import TCP_LIMIT, tcp_section, tcp_table
 
 NO_TCP_LIMIT = (
@@ -47,39 +48,6 @@ def _stage_table(run: dict[str, Any], app: dict[str, Any]) -> pd.DataFrame:
                 "remote MiB": s["remote_bytes"] / 2**20,
             }
             for s in app["stages"]
-        ]
-    )
-
-
-def _fct_table(r: dict[str, Any]) -> pd.DataFrame:
-    return pd.DataFrame(
-        [
-            {
-                "size from KiB": b["lo_bytes"] / 1024,
-                "size to KiB": None if b["hi_bytes"] is None else b["hi_bytes"] / 1024,
-                "fetches": b["count"],
-                "mean FCT ms": b["mean_s"] * 1e3,
-                "p99 FCT ms": b["p99_s"] * 1e3,
-                "mean slowdown": b["mean_slowdown"],
-                "p99 slowdown": b["p99_slowdown"],
-            }
-            for b in r["fct"]
-        ]
-    )
-
-
-def _tier_table(r: dict[str, Any]) -> pd.DataFrame:
-    return pd.DataFrame(
-        [
-            {
-                "tier": t["name"],
-                "links": t["links"],
-                "capacity Gbit/s": t["capacity_bytes_per_s"] * 8 / 1e9,
-                "carried GiB": t["carried_bytes"] / 2**30,
-                "mean utilisation": t["mean_utilisation"],
-                "busiest link utilisation": t["max_link_utilisation"],
-            }
-            for t in r["tiers"]
         ]
     )
 
@@ -142,34 +110,20 @@ def build(doc: dict[str, Any], out: Path) -> Document:
         sections.append(tcp_section(tcp))
     for run in doc["runs"]:
         r = run["result"]
-        title = f"{short_label(run)} (seed {run['seed']})"
-        tables = [
+        stages = [
             Table(_stage_table(run, a), caption=f"{a['name']}: stages (seconds from its arrival, simulated).")
             for a in r["apps"][:4]
         ]
-        tables += [
-            Table(_fct_table(r), caption="Flow completion time per block-size bucket (simulated)."),
-            Table(_tier_table(r), caption="Per-tier utilisation over the run (simulated)."),
-        ]
-        png = heatmap(
-            {**run, "label": short_label(run)}, figures / f"heat-{_slug(short_label(run))}-s{run['seed']}.png"
-        )
         scaled = run["apps"][0]
-        sections.append(
-            Section(
-                title,
-                paragraphs=[
-                    f"{r['hosts']:,} hosts × {run['cores_per_host']} core(s), {len(r['apps'])} application(s), "
-                    f"{r['tasks']:,} tasks; {r['remote_fetches']:,} remote and {r['local_fetches']:,} local "
-                    f"fetches ({r['remote_bytes'] / 2**30:.2f} GiB on the network); {r['solves']:,} rate "
-                    f"recomputations over {r['events']:,} events; {run['wall_s']:.1f} s of wall time. "
-                    f"Scaling: {scaled['scaling']}."
-                ],
-                tables=tables,
-                figures=[Figure(png, f"Simulated per-tier utilisation over time, {title}.")],
-                level=3,
-            )
+        paragraph = (
+            f"{r['hosts']:,} hosts × {run['cores_per_host']} core(s), {len(r['apps'])} application(s), "
+            f"{r['tasks']:,} tasks; {r['remote_fetches']:,} remote and {r['local_fetches']:,} local "
+            f"fetches ({r['remote_bytes'] / 2**30:.2f} GiB on the network); {r['solves']:,} rate "
+            f"recomputations over {r['events']:,} events; {run['wall_s']:.1f} s of wall time. "
+            f"Scaling: {scaled['scaling']}."
         )
+        fct = fct_table(r, size="KiB", time="ms", stats=("mean", "p99"))
+        sections.append(run_section(run, short_label(run), paragraph, figures, fct=fct, over="the run", tables=stages))
     headline = [
         f"{row['run']} (seed {row['seed']}): "
         + (
