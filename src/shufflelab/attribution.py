@@ -37,6 +37,7 @@ difference waiting - busy (its added time = added waiting - added busy time).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -129,6 +130,17 @@ def _what_decides(dominance: Difference, waiting: Difference, busy: Difference, 
     return dom
 
 
+def constant_text(base: Sequence[float], scen: Sequence[float], job: Comparison) -> str:
+    """What a slowdown that does not vary from run to run is (``job.constant``): no test and no
+    number of runs can say more of it."""
+    return (
+        f"job times do not vary from run to run ({job.n_baseline}/{job.n_treatment} runs: {float(np.mean(base)):.3g} s "
+        f"vs {float(np.mean(scen)):.3g} s, a constant {job.percent_change:+.0f} %): with no run-to-run variation "
+        "Welch's test is undefined and more runs of the same would not change that -- a deterministic "
+        "measurement (a simulated backend, or a clock coarser than the runs' spread), to be read as it is"
+    )
+
+
 def level_text(confidence: float) -> str:
     """'95 %', or '99.87 %' for a sequential look's level."""
     pct = confidence * 100
@@ -183,6 +195,9 @@ def attribute(
         if job.ratio < 1 + tolerance:
             att.verdict = "not starved"
             att.reasons.append(f"job not significantly slower: x{job.ratio:.2f} ({lvl} CI {job.ci_text()})")
+        elif job.constant:
+            att.decide = "no number of runs: the job times do not vary"
+            att.reasons.append(constant_text(b["job"].tolist(), s["job"].tolist(), job))
         else:
             need = runs_needed(added, conf)
             att.decide = (

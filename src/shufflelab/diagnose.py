@@ -63,7 +63,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from shufflelab.attribution import Attribution, attribute, attributed_verdict, attribution_columns
+from shufflelab.attribution import Attribution, attribute, attributed_verdict, attribution_columns, constant_text
 from shufflelab.stats import Comparison, compare
 
 if TYPE_CHECKING:
@@ -370,6 +370,8 @@ def diagnose(
                 )
         elif slower:
             reasons.append(f"job slower ({pct:+.0f} %) and waiting longer on fetches, but executors were not idler")
+        elif job.constant:
+            reasons.append(constant_text(base_runs["job_time_s"], scen_runs["job_time_s"], job))
         else:
             reasons.append(
                 f"job time ratio {job.ratio:.2f} not significant (Welch p = {_p(job)}, {_ci(job)}): "

@@ -98,6 +98,12 @@ class Comparison:
         return not self.too_few and not math.isnan(self.ratio_ci_low)
 
     @property
+    def constant(self) -> bool:
+        """Enough runs a side, but none varies from another on either side: Welch's test is
+        undefined and more runs of the same would not change that (a deterministic measurement)."""
+        return not self.too_few and math.isfinite(self.ratio) and math.isnan(self.ratio_ci_low)
+
+    @property
     def significant(self) -> bool:
         """The ratio differs from 1 at level 1 - confidence (the interval excludes 1, p < alpha)."""
         return self.has_interval and self.p_value < 1 - self.confidence

@@ -289,6 +289,17 @@ def test_a_constant_slowdown_is_explained_as_no_run_to_run_variation() -> None:
     assert not any(r.startswith("invalid data") for r in d.reasons)
 
 
+@pytest.mark.parametrize("with_run_time", [False, True])
+def test_a_constant_slowdown_does_not_ask_for_repetitions_that_cannot_change_it(with_run_time: bool) -> None:
+    base, scen = _runs([10.0] * 4, [4.0] * 4), _runs([13.0] * 4, [4.0] * 4)
+    if with_run_time:  # the attribution's reasons too
+        base["executor_run_s"], scen["executor_run_s"] = 40.0, 52.0
+    d = dg.diagnose("udp", "none", base, scen, _tasks(base, 100), _tasks(scen, 100))
+    text = " ".join(d.reasons)
+    assert "more repetitions" not in text and "runs a side" not in text and "decides: the job time" not in text
+    assert "job times do not vary from run to run (4/4 runs: 10 s vs 13 s, a constant +30 %)" in text
+
+
 @pytest.mark.parametrize("value", ["0", "-5", "1"])
 def test_min_reps_below_two_is_refused(tmp_path: Path, value: str) -> None:
     import synthetic_store
