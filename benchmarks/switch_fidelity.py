@@ -29,13 +29,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from switchlab import Star, build_star, iperf3, received_mbps
+
 from shufflelab.emulate import netns
 from shufflelab.emulate.fabric import namespace_switch
 from shufflelab.spec import Link
 from shufflelab.switch import Red, Switch, SwitchConfig, SwitchPort, binary_path
 from shufflelab.switch.config import SPIN_US, switch_cpu
 from shufflelab.switch.controller import rps_mask_without, steer_rx
-from shufflelab.switch.lab import Star, build_star, iperf3, received_mbps
 
 PAYLOAD_SHARE = 1448 / 1514
 RATES_MBPS = (10, 100, 1000)
@@ -60,7 +61,7 @@ def _switch(star: Star, h2: SwitchPort, period_ms: float = 100, busy_poll_us: in
     sw = namespace_switch(star.lease, "r", cfg)
     sw.start()
     for h in star.hosts:
-        steer_rx(star.ns(h), "eth0", rps_mask_without(cpu) if cpu is not None else "0")
+        steer_rx(star.ns(h), "eth0", rps_mask_without(cpu) if cpu is not None else "0", netns.run_at)
     return sw
 
 

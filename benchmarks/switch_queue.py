@@ -29,9 +29,10 @@ K = 30_000
 
 
 def _case(star: Any, name: str, seconds: float) -> dict[str, Any]:
+    from switchlab import iperf3, received_mbps
+
     from shufflelab.emulate.fabric import namespace_switch
     from shufflelab.switch import Red, SwitchConfig, SwitchPort
-    from shufflelab.switch.lab import iperf3, received_mbps
 
     ecn = {"cubic": 0, "dctcp": 1, "vcc": 0}[name]
     modes = {"cubic": {}, "dctcp": {"h1": "dctcp"}, "vcc": {"h1": "vcc"}}[name]
@@ -78,9 +79,9 @@ def main() -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from switchlab import build_star
 
     from shufflelab.emulate import netns
-    from shufflelab.switch.lab import build_star
 
     results = []
     with netns.lease() as lz:

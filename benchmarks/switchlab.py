@@ -1,7 +1,9 @@
-"""A small star fabric for the switch's tests and benchmarks: hosts ``h1..hN`` each on their own
-port of router ``r`` (the addressing of ``topology.star``: host i is 10.77.i.1/24 behind gateway
-10.77.i.254). Namespaces come from a :class:`~shufflelab.emulate.netns.Lease`, so its release
-(and ``shufflelab clean``) removes everything.
+"""A small star fabric for the switch's benchmarks (``switch_fidelity.py``, ``switch_queue.py``, which
+import it as ``switchlab``) and its root integration test (``tests/switch``, as
+``benchmarks.switchlab``): hosts ``h1..hN`` each on their own port of router ``r`` (the addressing
+of ``topology.star``: host i is 10.77.i.1/24 behind gateway 10.77.i.254). Namespaces come from a
+:class:`~shufflelab.emulate.netns.Lease`, so its release (and ``shufflelab clean``) removes
+everything. Scaffolding, not part of the product package.
 
 The router either forwards in the kernel (``kernel_path``: ip_forward on, optional HTB shaping
 from :func:`shufflelab.netplan.shaping_commands`) or leaves forwarding to the userspace
@@ -13,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from shufflelab.emulate.fabric import sysctl
-from shufflelab.emulate.netns import Lease, run
+from shufflelab.emulate.netns import Lease, run, run_at
 from shufflelab.netplan import shaping_commands
 from shufflelab.spec import Link
 from shufflelab.switch.config import Mode, SwitchHost
@@ -44,7 +46,7 @@ class Star:
         """Let the kernel route (ip_forward on) and shape every router port with HTB + FIFO."""
         sysctl(self.router_ns, {"net.ipv4.ip_forward": "1"})
         for h in self.hosts:  # kernel forwarding: receive work where it arrives (no steering)
-            steer_rx(self.ns(h), "eth0", "0")
+            steer_rx(self.ns(h), "eth0", "0", run_at)
         for h in self.hosts:
             if link is None:
                 run(["tc", "-n", self.router_ns, "qdisc", "del", "dev", h, "root"], check=False)
@@ -81,7 +83,7 @@ def build_star(lease: Lease, n_hosts: int = 2) -> Star:
         for where, dev in ((ns, "eth0"), (r, h)):
             run(["ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off"], ns=where, check=False)
         star.addresses[h] = f"10.77.{i}.1"
-        star.macs[h] = interface_mac(ns, "eth0")
+        star.macs[h] = interface_mac(ns, "eth0", run_at)
     return star
 
 

@@ -12,11 +12,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from benchmarks.switchlab import Star, build_star, iperf3, received_mbps
 
 from shufflelab.emulate import netns
 from shufflelab.emulate.fabric import namespace_switch
 from shufflelab.switch import Red, Switch, SwitchConfig, SwitchPort, binary_path
-from shufflelab.switch.lab import Star, build_star, iperf3, received_mbps
 
 pytestmark = [
     pytest.mark.root,
