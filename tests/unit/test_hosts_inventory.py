@@ -59,7 +59,7 @@ def test_good_inventory_resolves_paths(tmp_path: Path) -> None:
         (('key_file = "id_test"', 'key_file = "nope"'), "hosts.node1.key_file:"),
         (('key_file = "id_test"', 'key_file = "id_test"\nagent = true'), "hosts.node1: give exactly one of"),
         (('w1 = "node2"', 'w1 = "node3"'), "map.w1: no inventory host named 'node3'"),
-        (('w1 = "node2"', 'w1 = "node1"'), "map.w1: inventory host 'node1' already runs spec host 'master'"),
+        (("[ssh]", 'router = "node1"\n[ssh]'), "router: 'node1' runs spec host 'master'; the router host forwards"),
         (('data_interface = "eth1"\n[hosts.node2]', 'data_interface = "eth 1"\n[hosts.node2]'), "data_interface"),
         (("port = 2222", "port = 70000"), "hosts.node2.port"),
         (("port = 2222", "colour = 1"), "hosts.node2.colour: unknown field"),
@@ -96,6 +96,29 @@ def test_mapping_against_spec(tmp_path: Path, spec_dict: dict[str, Any]) -> None
         inventory.check_mapping(inv, spec)
     del spec_dict["hosts"]["extra"]
     assert inventory.check_mapping(inv, specmod.parse(spec_dict)) == {"master": "node1", "w1": "node2"}
+
+
+def test_a_spark_master_may_share_its_machine_with_one_worker_and_nothing_else(spec_dict: dict[str, Any]) -> None:
+    hosts = {f"node{i}": {"address": f"192.0.2.{i}", "agent": True, "data_interface": "eth1"} for i in range(1, 6)}
+
+    def mapped(**onto: str) -> dict[str, str]:
+        spec = specmod.parse(spec_dict)
+        base = {"master": "node1", "w1": "node2", "w2": "node3", "tgen": "node4", "tsink": "node5"}
+        inv = inventory.parse({"hosts": hosts, "map": {**base, **onto}})
+        return inventory.check_mapping(inv, spec, "inv.toml")
+
+    assert mapped(w1="node1")["w1"] == "node1"  # master + a worker: one machine
+    with pytest.raises(inventory.InventoryError, match=r"inv.toml: map: w1 and w2 share machine 'node2', but w1, w2 "):
+        mapped(w2="node2")
+    with pytest.raises(
+        inventory.InventoryError, match=r"master and tgen share .* tgen \(traffic-source\) needs one of"
+    ):
+        mapped(tgen="node1")
+    with pytest.raises(inventory.InventoryError, match=r"w2 and tsink share .* tsink \(traffic-sink\) needs one"):
+        mapped(tsink="node3")
+    with pytest.raises(inventory.InventoryError, match=r"master, w1 and w2 share machine 'node1'"):
+        mapped(w1="node1", w2="node1")
+    assert inventory.machine_groups({"master": "n1", "w1": "n1", "w2": "n2"}) == [["master", "w1"]]
 
 
 def test_targets_only_inventory_addresses(tmp_path: Path) -> None:

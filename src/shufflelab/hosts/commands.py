@@ -187,9 +187,10 @@ def backend_refusals(
     from shufflelab.hosts.fabric import refusals
     from shufflelab.spec import selected
 
+    sharing = inventory.machine_groups(inventory.check_mapping(inv, spec, spec_path))
     scenarios: dict[str, list[str]] = {}
     for sc in selected(spec, select, spec_path):
-        for p in refusals(sc.spec, router=inv.router is not None):
+        for p in refusals(sc.spec, router=inv.router is not None, sharing=sharing):
             scenarios.setdefault(p, []).append(sc.label)
     return scenarios
 

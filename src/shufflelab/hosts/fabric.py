@@ -18,12 +18,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-from collections.abc import Coroutine, Mapping
+from collections.abc import Collection, Coroutine, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from shufflelab.emulate import selftest as link_selftest
 from shufflelab.hosts.control import HostError, Session
+from shufflelab.hosts.inventory import machine_groups
 from shufflelab.hosts.lease import HostLease
 from shufflelab.hosts.sampling import HostSamplers
 from shufflelab.hosts.switch import (
@@ -57,9 +58,10 @@ async def settled(*steps: Coroutine[Any, Any, T]) -> list[T]:
     return list(results)  # type: ignore[arg-type]
 
 
-def refusals(spec: ExperimentSpec, router: bool = False) -> list[str]:
-    """What in ``spec`` the hosts backend cannot do (yet), each naming the field; empty: it runs.
-    ``router``: the inventory names a router host (a shared bottleneck can be held)."""
+def refusals(spec: ExperimentSpec, router: bool = False, sharing: Collection[Collection[str]] = ()) -> list[str]:
+    """What in ``spec`` the hosts backend cannot do, each naming the field and why; empty: it runs.
+    ``router``: the inventory names a router host (a shared bottleneck can be held); ``sharing``:
+    the groups of spec hosts that run on one machine (:func:`shufflelab.hosts.inventory.machine_groups`)."""
     from shufflelab.emulate import drivers
 
     out = []
@@ -72,21 +74,52 @@ def refusals(spec: ExperimentSpec, router: bool = False) -> list[str]:
         )
     elif kind == "dumbbell":
         out.append(
-            "topology.kind = 'dumbbell': two racks behind a router are not set up on real hosts yet; "
-            "'shared' (with a router host) and 'star' are"
+            "topology.kind = 'dumbbell': its bottleneck is the link between two racks, with a queue in each "
+            "direction; a router host has one data interface, whose one egress queue would carry both directions "
+            "at once (each a share of one link, not a link of its own), and an inventory has no router with an "
+            "interface per rack; use 'shared' (one queue every host-to-host packet crosses) or 'star'"
         )
     features = spec.switch_features()
     if spec.datapath() == "switch" and kind == "star":
         why = ", ".join(features) or "topology.bottleneck.datapath = 'switch'"
         out.append(
-            f"{why} with topology.kind = 'star': the hosts backend runs the userspace switch only on the router "
-            "host of topology.kind = 'shared' (per-host links would need a switch on every host's own link); use "
-            "'shared' with a router host"
+            f"{why} with topology.kind = 'star': on machines the userspace switch runs on the router host, which "
+            "is in the path of every packet only with topology.kind = 'shared'; per-host links are each host's "
+            "own data interface, and each would need a switch of its own on that host, in its own traffic's path; "
+            "use 'shared' with a router host"
         )
+    for group in sharing:
+        names = " and ".join(", ".join(group).rsplit(", ", 1))
+        if kind == "star":
+            out.append(
+                f"topology.kind = 'star' with {names} on one machine: each host has a link of its own (its data "
+                "interface's egress), and on one machine they would share one; map them to machines of their own"
+            )
+        settings = {h: spec.tcp_for(h) for h in group}
+        if len({t.model_dump_json() for t in settings.values()}) > 1:
+            out.append(
+                f"tcp: {names} share one machine but not their TCP settings, which are the machine's (sysctls "
+                "and routes); give them the same, or machines of their own"
+            )
+        downed = [f.host for f in spec.faults if f.kind == "link-down" and f.host in group]
+        if downed:
+            out.append(
+                f"faults: link-down of {downed[0]} takes down the data interface it shares with "
+                f"{', '.join(h for h in group if h != downed[0])} (one machine)"
+            )
     if spec.faults:
         out.append("faults: fault injection is not supported by the hosts backend yet")
-    if drivers.kind_of(spec) is not drivers.SparkDriver:
-        out.append(f"workload.name = {spec.workload.name!r}: only Spark workloads run on real hosts yet")
+    kind_of = drivers.kind_of(spec)
+    if kind_of is drivers.TpchDriver:
+        out.append(
+            "workload.name = 'tpch': HDFS, the NDP proxies and the TPC-H tables are set up from the controller's "
+            "own configuration, jars and data at its paths, which machines do not share; not on machines yet"
+        )
+    elif kind_of is drivers.ReplayDriver:
+        out.append(
+            "workload.name = 'mapreduce': the replay's agents read their plan from the controller's run folder and "
+            "write their results there, which machines do not share; not on machines yet"
+        )
     return out
 
 
@@ -174,7 +207,7 @@ class HostsFabric:
         """Apply ``plan``'s TCP settings, routes and datapath on every host (idempotent). On the
         switch datapath the router host's switch is (re)started when its config changed, when it
         is not running, or when ``restart_switch`` asks for fresh counters (each run, as locally)."""
-        problems = refusals(plan.spec, router=self.router is not None)
+        problems = refusals(plan.spec, router=self.router is not None, sharing=machine_groups(dict(self._places)))
         if problems:
             raise SpecError("the hosts backend cannot run this spec: " + "; ".join(problems))
         link_of = {host: plan.links[port] for port, host in self._port_host.items()}  # None: the router's
@@ -182,6 +215,10 @@ class HostsFabric:
         switch = plan.datapath == "switch"
         if not switch and self._switch is not None:
             self._switch.stop()  # before the kernel forwards again: one copy of every packet
+
+        async def machine(hosts: list[str]) -> None:
+            for host in hosts:  # one after the other: one lease (and equal settings, see refusals)
+                await one(host)
 
         async def one(host: str) -> None:
             hl = self.leases[self._places[host]]
@@ -195,7 +232,7 @@ class HostsFabric:
             if switch:  # the switch forwards frames, not GSO segments
                 await hl.set_offloads(dev, OFFLOADS_OFF)
             for other, address in self._network.host_addresses.items():
-                if other == host:
+                if self._places[other] == self._places[host]:  # itself, or a host on the same machine
                     continue
                 if router is not None:  # to every other host through the router
                     await hl.add_route(address, self._data[router.session.name], dev, attrs)
@@ -213,7 +250,10 @@ class HostsFabric:
             await self._shape(hl, link_of[None])
             return 0
 
-        steps: list[Coroutine[Any, Any, Any]] = [one(h) for h in self._network.host_addresses]
+        by_machine: dict[str, list[str]] = {}
+        for h in self._network.host_addresses:
+            by_machine.setdefault(self._places[h], []).append(h)
+        steps: list[Coroutine[Any, Any, Any]] = [machine(hosts) for hosts in by_machine.values()]
         if router is not None:
             steps.append(prepare_router(router) if switch else forward(router))
         done = self._loop.call(settled(*steps))
@@ -314,7 +354,8 @@ class HostsFabric:
         if len(hosts) < 2 or port.ifname not in self._port_host:
             return None
         src = self._port_host[port.ifname] or hosts[0]
-        return src, next(h for h in hosts if h != src)
+        others = [h for h in hosts if self._places[h] != self._places[src]]  # across the network
+        return (src, others[0]) if others else None
 
     def start_queue_sampler(self, spec: ExperimentSpec, out: Path, launch: ProcessLauncher) -> Process | None:
         """The local backend's queue sampler on each host holding a bottleneck (its data interface:

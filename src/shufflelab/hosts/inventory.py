@@ -19,6 +19,9 @@ data_interface = "eth1"
 master = "node1"
 ```
 
+A Spark master may share its machine with one Spark worker; every other spec host needs a machine
+of its own (:func:`check_mapping` says why, per role).
+
 A top-level ``router = "node9"`` names the host that holds a shared bottleneck (``topology.kind =
 "shared"``): the mapped hosts route to each other through it (IP forwarding), and its data
 interface's egress is the one shaped queue.
@@ -177,14 +180,7 @@ class Inventory(_Model):
             if inv_host not in self.hosts:
                 have = ", ".join(self.hosts)
                 raise ValueError(f"map.{spec_host}: no inventory host named {inv_host!r} (have {have})")
-        by_target: dict[str, str] = {}
-        for spec_host, inv_host in self.map.items():
-            if inv_host in by_target:
-                raise ValueError(
-                    f"map.{spec_host}: inventory host {inv_host!r} already runs spec host {by_target[inv_host]!r} "
-                    "(one spec host per machine: their daemons would share ports and interfaces)"
-                )
-            by_target[inv_host] = spec_host
+        by_target = {inv_host: spec_host for spec_host, inv_host in self.map.items()}
         if self.router is not None:
             if self.router not in self.hosts:
                 raise ValueError(f"router: no inventory host named {self.router!r} (have {', '.join(self.hosts)})")
@@ -241,9 +237,53 @@ def load(path: str | Path) -> Inventory:
     return parse(read_toml(p, InventoryError), str(p), p.resolve().parent)
 
 
+# why a spec host with this role needs a machine of its own (the roles that may share one: a Spark
+# master with one worker, whose daemons' ports differ and whose traffic with each other is small)
+ALONE = {
+    "traffic-source": "its cross traffic must cross the network to its sink and take no CPU from the job",
+    "traffic-sink": "its cross traffic must cross the network from its source and take no CPU from the job",
+    "storage": "what Spark reads from it must cross the network",
+    "mapreduce": "the replay's fetches must cross the network, and its agents share one port",
+}
+SHARING_ROLES = frozenset({"spark-master", "spark-worker"})
+
+
+def sharing_problem(spec: ExperimentSpec, machine: str, spec_hosts: list[str]) -> str | None:
+    """Why ``spec_hosts`` may not run on one ``machine`` (None: they may). Only a Spark master may
+    share a machine, and with one worker: two workers' shuffle would not cross the network (and their
+    daemons' ports collide), and the other roles' traffic is the experiment's. Pure."""
+    if len(spec_hosts) < 2:
+        return None
+    names = " and ".join(", ".join(spec_hosts).rsplit(", ", 1))
+    for h in spec_hosts:
+        for role in spec.hosts[h].roles:
+            if role in ALONE:
+                return f"map: {names} share machine {machine!r}, but {h} ({role}) needs one of its own: {ALONE[role]}"
+    workers = [h for h in spec_hosts if "spark-worker" in spec.hosts[h].roles]
+    masters = [h for h in spec_hosts if "spark-master" in spec.hosts[h].roles]
+    if len(workers) > 1:
+        return (
+            f"map: {names} share machine {machine!r}, but {', '.join(workers)} are Spark workers: a shuffle between "
+            "them would not cross the network, and their daemons' ports collide (one worker per machine)"
+        )
+    if len(spec_hosts) > 2 or len(masters) != 1 or not workers:
+        return f"map: {names} share machine {machine!r}: only a Spark master may share a machine, with one worker"
+    return None
+
+
+def machine_groups(mapping: dict[str, str]) -> list[list[str]]:
+    """The spec hosts that share a machine under ``mapping`` (spec host -> inventory host), in groups
+    of two or more. Pure."""
+    by_machine: dict[str, list[str]] = {}
+    for spec_host, machine in mapping.items():
+        by_machine.setdefault(machine, []).append(spec_host)
+    return [hosts for hosts in by_machine.values() if len(hosts) > 1]
+
+
 def check_mapping(inv: Inventory, spec: ExperimentSpec, where: str = "<inventory>") -> dict[str, str]:
     """Spec host -> inventory host for ``spec``; raise :class:`InventoryError` if a spec host is not
-    mapped or the map names hosts the spec does not have."""
+    mapped, the map names hosts the spec does not have, or spec hosts share a machine their roles
+    may not share (:func:`sharing_problem`)."""
     problems = []
     unmapped = [h for h in spec.hosts if h not in inv.map]
     if unmapped:
@@ -253,4 +293,11 @@ def check_mapping(inv: Inventory, spec: ExperimentSpec, where: str = "<inventory
         problems.append(f"map: {', '.join(extra)} are not hosts of experiment {spec.experiment.name!r}")
     if problems:
         raise InventoryError(f"{where}: " + "; ".join(problems))
-    return {h: inv.map[h] for h in spec.hosts}
+    mapping = {h: inv.map[h] for h in spec.hosts}
+    for group in machine_groups(mapping):
+        why = sharing_problem(spec, mapping[group[0]], group)
+        if why is not None:
+            problems.append(why)
+    if problems:
+        raise InventoryError(f"{where}: " + "; ".join(problems))
+    return mapping

@@ -1,0 +1,132 @@
+"""Spec hosts sharing a machine over SSH (a Spark master with one worker), with fakes of the SSH
+connections (never used by the product): the fabric configures each machine once, never routes a
+host to an address on its own machine, and refuses, before anything is touched, what one machine
+cannot be for two hosts."""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from shufflelab import netplan, topology
+from shufflelab import spec as specmod
+from shufflelab.hosts.control import Session, _Watch
+from shufflelab.hosts.fabric import HostsFabric, HostsLeaseInfo, refusals
+from shufflelab.hosts.inventory import InventoryHost
+from shufflelab.hosts.lease import HostLease
+from shufflelab.hosts.remote import Loop
+from shufflelab.spec import SpecError
+
+SPEC: dict[str, Any] = {
+    "experiment": {"name": "t"},
+    "topology": {"kind": "shared", "bottleneck": {"rate_mbps": 40, "queue_bytes": 100_000}},
+    "telemetry": {"selftest": "off"},
+    "tcp": {"initcwnd": 20},
+    "hosts": {
+        "master": {"roles": ["spark-master"]},
+        "w1": {"roles": ["spark-worker"]},
+        "w2": {"roles": ["spark-worker"]},
+    },
+    "workload": {"name": "sort-aggregate", "params": {"rows": 1000, "partitions": 4}},
+}
+PLACES = {"master": "node1", "w1": "node1", "w2": "node2"}
+DATA = {"node1": "10.214.5.10", "node2": "10.214.5.11", "router": "10.214.5.19"}
+
+
+class _Conn:
+    """A host that answers every command (the lease file written, no route of its own, the kernel's
+    default qdisc) and records them."""
+
+    def __init__(self, ran: list[str]) -> None:
+        self.ran = ran
+
+    def is_closed(self) -> bool:
+        return False
+
+    async def run(self, command: str, input: str | None = None, check: bool = False) -> Any:
+        self.ran.append(command)
+        words = shlex.split(command)
+        out = ""
+        if words[:2] == ["sysctl", "-n"]:
+            out = "0\n"
+        elif "SSH_CONNECTION" in command:  # the controller's connection arrives on ctl0, not eth1
+            out = "192.0.2.100 50000 192.0.2.1 22"
+        elif words[:4] == ["ip", "-j", "route", "get"]:
+            out = '[{"dev": "ctl0"}]'
+        elif words[:2] == ["ip", "-j"]:
+            out = "[]"
+        elif words[:3] == ["tc", "-j", "qdisc"]:
+            out = '[{"kind": "noqueue", "handle": "0:", "root": true}]'
+        return SimpleNamespace(stdout=out, stderr="", exit_status=0, exit_signal=None)
+
+
+def _fabric(tmp_path: Path, loop: Loop) -> tuple[HostsFabric, dict[str, list[str]]]:
+    spec = specmod.parse(SPEC)
+    ran: dict[str, list[str]] = {m: [] for m in DATA}
+    leases = {
+        m: HostLease(
+            Session(
+                m,
+                InventoryHost(address=f"192.0.2.{i}", data_interface="eth1", agent=True),
+                _Conn(ran[m]),
+                5.0,
+                _Watch(),
+            ),  # type: ignore[arg-type]
+            "abc123",
+            "/var/lib/shufflelab/leases",
+        )  # fmt: skip
+        for i, m in enumerate(DATA, start=1)
+    }
+    fabric = HostsFabric(
+        loop, topology.build(spec), PLACES, leases, DATA, HostsLeaseInfo("abc123", tmp_path), {}, router="router"
+    )
+    return fabric, ran
+
+
+def test_two_hosts_on_one_machine_are_configured_once_and_never_routed_to_themselves(tmp_path: Path) -> None:
+    loop = Loop()
+    try:
+        fabric, ran = _fabric(tmp_path, loop)
+        spec = specmod.parse(SPEC)
+        fabric.configure(netplan.of(spec, fabric.network))
+    finally:
+        loop.close()
+    routes = {m: [c for c in cmds if c.startswith("ip route replace")] for m, cmds in ran.items()}
+    # node1 (master and w1) routes only node2's address through the router, once per host on it
+    assert {r.split()[3] for r in routes["node1"]} == {"10.214.5.11/32"}
+    assert all("via 10.214.5.19" in r and "initcwnd 20" in r for r in routes["node1"])
+    assert {r.split()[3] for r in routes["node2"]} == {"10.214.5.10/32"}
+    # node1's lease recorded one route and each sysctl once, though two spec hosts live there
+    node1 = fabric.leases["node1"].changes
+    assert [c["destination"] for c in node1 if c["kind"] == "route"] == ["10.214.5.11"]
+    names = [c["name"] for c in node1 if c["kind"] == "sysctl"]
+    assert len(names) == len(set(names)) > 0
+
+
+def test_what_one_machine_cannot_be_for_two_hosts_is_refused_naming_the_field() -> None:
+    shared = specmod.parse(SPEC)
+    assert refusals(shared, router=True, sharing=[["master", "w1"]]) == []
+    star = specmod.parse({**SPEC, "topology": {**SPEC["topology"], "kind": "star"}})
+    (why,) = refusals(star, sharing=[["master", "w1"]])
+    assert why.startswith("topology.kind = 'star' with master and w1 on one machine: each host has a link of its own")
+    hosts = {**SPEC["hosts"], "w1": {"roles": ["spark-worker"], "tcp": {"congestion_control": "reno"}}}
+    (why,) = refusals(specmod.parse({**SPEC, "hosts": hosts}), router=True, sharing=[["master", "w1"]])
+    assert why.startswith("tcp: master and w1 share one machine but not their TCP settings")
+
+
+def test_the_fabric_refuses_a_scenario_it_cannot_run_before_touching_a_machine(tmp_path: Path) -> None:
+    loop = Loop()
+    try:
+        fabric, ran = _fabric(tmp_path, loop)
+        hosts = {**SPEC["hosts"], "w1": {"roles": ["spark-worker"], "tcp": {"congestion_control": "reno"}}}
+        spec = specmod.parse({**SPEC, "hosts": hosts})
+        with pytest.raises(SpecError, match="tcp: master and w1 share one machine"):
+            fabric.configure(netplan.of(spec, dataclasses.replace(fabric.network)))
+    finally:
+        loop.close()
+    assert ran == {m: [] for m in DATA}
