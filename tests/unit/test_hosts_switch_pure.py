@@ -65,6 +65,19 @@ def test_the_switch_config_is_the_spec_on_the_router_hosts_data_interface() -> N
     assert doc["ports"][0]["delay_us"] == 5000 and doc["ports"][0]["discipline"] == "red"
 
 
+def test_the_switch_makes_its_own_cross_traffic_in_the_router_hosts_one_queue() -> None:
+    hosts = {**SPEC["hosts"], "tgen": {"roles": ["traffic-source"]}, "tsink": {"roles": ["traffic-sink"]}}
+    data = {**SPEC, "hosts": hosts, "cross_traffic": {"generator": "switch", "udp_percent": 50}}
+    spec = specmod.parse(data)
+    net = topology.build(spec)
+    net = dataclasses.replace(net, host_addresses={h: f"10.214.5.{10 + i}" for i, h in enumerate(net.host_addresses)})
+    macs = {h: f"02:00:00:00:00:{i:02x}" for i, h in enumerate(net.host_addresses)}
+    cfg = router_switch_config(netplan.of(spec, net), macs, "eth1", ncpu=4)
+    (source,) = cfg.cross  # offered to the sink's queue, which is the router host's one port
+    assert source.port == "eth1" and source.rate_mbps == 20
+    assert cfg.to_json(None)["cross_paused"] is True  # started with the run's cross traffic, not before
+
+
 def test_the_switch_config_is_only_for_a_shared_bottleneck() -> None:
     data = {**SPEC, "topology": {**SPEC["topology"], "kind": "star"}}
     spec = specmod.parse(data)

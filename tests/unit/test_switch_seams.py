@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,7 @@ def bye(*_):
     print("summary " + json.dumps({{"ports": ports}}), flush=True)
     sys.exit(0)
 signal.signal(signal.SIGTERM, bye)
+signal.signal(signal.SIGUSR2, lambda *_: print("cross started", flush=True))
 with open(cfg["telemetry"]["path"], "w") as fh:
     fh.write("{TELEMETRY_HEADER}\\n")
     for k in (1, 2):
@@ -65,6 +67,12 @@ def test_the_switch_runs_read_and_stops_through_the_seams(tmp_path: Path) -> Non
         sw.save_telemetry(tmp_path / "queue_samples.csv", rename={"data0": "sw"})
         lines = (tmp_path / "queue_samples.csv").read_text().splitlines()
         assert lines[0] == TELEMETRY_HEADER and [r.split(",")[1] for r in lines[1:]] == ["sw", "sw"]
+        sw.start_cross()  # its own UDP source: a signal to its process group, sent at its place
+        for _ in range(100):
+            if "cross started" in sw.log_tail():
+                break
+            time.sleep(0.05)
+        assert "cross started" in sw.log_tail()
         assert sw.stop() == {"ports": ["data0"]} and not sw.alive()
         # started again: the log is appended to, and only this start's "ready" counts
         sw.start(timeout_s=20)

@@ -383,17 +383,22 @@ class HostsFabric:
         return samplers
 
     def start_cross_traffic(self) -> None:
-        """Nothing: the router host's switch has no sources of its own (``router_switch_config``
-        refuses ``cross_traffic.generator = "switch"``)."""
+        """Start the router host's switch's own UDP source (``cross_traffic.generator = "switch"``;
+        configured paused, so that the link self-test runs on an idle fabric); nothing without it."""
+        switch = self._switching()
+        if switch is not None and switch.config.cross:
+            switch.start_cross()
 
     def save_telemetry(self, run_dir: Path) -> None:
         """On the switch datapath: the router host's switch's samples as ``queue_samples.csv``, its
-        config and log, in ``run_dir`` (as the local fabric keeps them); else nothing."""
+        status (``switch_status.csv``), config and log, in ``run_dir`` (as the local fabric keeps
+        them); else nothing."""
         switch = self._switching()
         if switch is None:
             return
         port = next(p for p, h in self._port_host.items() if h is None)  # the spec's name of the router's queue
         switch.save_telemetry(run_dir / "queue_samples.csv", rename={switch.config.ports[0].ifname: port})
+        switch.save_status(run_dir / "switch_status.csv")  # its lag, and its own UDP source's counters
         switch.save_config_and_log(run_dir)
 
 

@@ -63,22 +63,19 @@ class HostsLauncher(Protocol):
 def router_switch_config(plan: NetPlan, macs: Mapping[str, str], router_dev: str, ncpu: int) -> SwitchConfig:
     """The local fabric's switch configuration (:meth:`shufflelab.netplan.NetPlan.switch_config`:
     the link's rate, delay, queue and RED on the shared topology's one router port, every host
-    behind it with its MAC and its mode ``off``/``dctcp``/``vcc``) with that port being the router
-    host's data interface ``router_dev``, the hosts' data addresses (the plan's network's) and MACs
+    behind it with its MAC and its mode ``off``/``dctcp``/``vcc``, the in-switch UDP source of
+    ``cross_traffic.generator = "switch"``) with that port being the router host's data interface
+    ``router_dev``, the hosts' data addresses (the plan's network's) and MACs
     (``macs``: spec host -> MAC of its data interface), pinned to the router host's last CPU of
     ``ncpu``. Pure."""
     kind = plan.spec.topology.kind
     if kind != "shared":
         raise ValueError(f"topology.kind = {kind!r}: the router host's switch holds a shared bottleneck")
     cfg = plan.switch_config(macs)
-    if cfg.cross:
-        raise ValueError(
-            "cross_traffic.generator = 'switch': the in-switch source runs on the local fabric only (the "
-            "router host's switch does not report it yet); use generator = 'iperf3' on machines"
-        )
     ports = [dataclasses.replace(p, ifname=router_dev) for p in cfg.ports]
     hosts = [dataclasses.replace(h, port=router_dev) for h in cfg.hosts]
-    return dataclasses.replace(cfg, ports=ports, hosts=hosts, cpu=switch_cpu(ncpu))
+    cross = [dataclasses.replace(c, port=router_dev) for c in cfg.cross]  # the sink's queue is the one port's
+    return dataclasses.replace(cfg, ports=ports, hosts=hosts, cross=cross, cpu=switch_cpu(ncpu))
 
 
 def counters_from_tail(text: str, dev: str, whole: bool) -> PortCounters:
