@@ -18,11 +18,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import duckdb
-import pandas as pd
 
+from shufflelab import tables
 from shufflelab.eventlog import ExecutorRow, JobRow, SqlExecutionRow, StageRow, TaskRow
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from shufflelab.spec import ExperimentSpec
 
 _SQL_TYPES = {int: "BIGINT", float: "DOUBLE", str: "VARCHAR", bool: "BOOLEAN"}
@@ -231,9 +233,8 @@ def _restore_keys(con: duckdb.DuckDBPyConnection) -> None:
     ``CREATE TABLE ... AS`` or an export/import keeps rows but drops constraints), so a resumed
     experiment can still replace rows by key. Duplicate keys keep the last row written."""
     for table, key in KEYED_TABLES.items():
-        row = con.execute(
-            "SELECT count(*) FROM duckdb_constraints() WHERE table_name = ? AND constraint_type = 'PRIMARY KEY'",
-            [table],
+        row = con.execute(  # (no bound parameter: DuckDB would import pandas for it, see eventlog.ingest)
+            f"SELECT count(*) FROM duckdb_constraints() WHERE table_name = '{table}' AND constraint_type = 'PRIMARY KEY'"
         ).fetchone()
         has_key = row[0] if row else 0
         if has_key:
@@ -295,6 +296,12 @@ class Store:
         :class:`StoreError` naming the file."""
         if read_only and not self.path.exists():
             raise MissingStoreError(f"{self.path}: no such results file")
+        if tables.is_dataset(self.path):  # Parquet tables (analyze --engine spark): read through views
+            if not read_only:
+                raise StoreError(f"{self.path}: a folder of Parquet tables is read, never written, by this command")
+            with self._dataset() as con:
+                yield con
+            return
         if self.path.is_dir():
             raise StoreError(f"{self.path}: is a folder, not a results file (.duckdb)")
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -306,6 +313,22 @@ class Store:
                 _restore_keys(con)
             elif not self._checked:
                 self._check_tables(con)
+            yield con
+        finally:
+            con.close()
+
+    @contextlib.contextmanager
+    def _dataset(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """An in-memory connection whose tables are views over the folder's Parquet files
+        (:mod:`shufflelab.tables`); the schema's other tables are there, empty."""
+        con = duckdb.connect()
+        try:
+            for stmt in SCHEMA + MIGRATIONS:
+                con.execute(stmt)
+            try:
+                tables.create_views(con, self.path)
+            except (tables.DatasetError, duckdb.Error) as exc:
+                raise StoreError(f"{self.path}: cannot read its Parquet tables ({str(exc).splitlines()[0]})") from None
             yield con
         finally:
             con.close()
@@ -391,6 +414,8 @@ class Store:
                 con.execute("DELETE FROM runs WHERE run_id = ?", [run_id])
                 for t in RUN_TABLES:
                     con.execute(f"DELETE FROM {t} WHERE run_id = ?", [run_id])
+                import pandas as pd  # (not at import: `analyze` reads logs without it)
+
                 run_df = pd.DataFrame([record.run.columns()])
                 con.register("run_df", run_df)
                 con.execute("INSERT INTO runs BY NAME SELECT * FROM run_df")
