@@ -197,12 +197,20 @@ def _whatif_eventlogs(db: Path, speedup: float, cpu_saving: float, select: list[
 @app.command()
 def analyze(
     logs: Annotated[
-        list[Path] | None,
-        typer.Argument(help="Event logs: files (any Spark codec), rolling log directories, directories of logs, zips."),
+        list[str] | None,
+        typer.Argument(
+            help="Event logs: files (any Spark codec), rolling log directories, directories of logs, zips; "
+            "with --engine spark also hdfs://host/path (or webhdfs://host:port/path) URLs.",
+            show_default=False,
+        ),
     ] = None,
-    db: Annotated[Path, typer.Option(help="DuckDB file to write (re-running adds only new or grown logs).")] = Path(
-        "results/eventlogs.duckdb"
-    ),
+    db: Annotated[
+        Path | None,
+        typer.Option(
+            help="DuckDB file to write (re-running adds only new or grown logs; default results/eventlogs.duckdb); "
+            "with --engine spark, the folder of Parquet tables (default results/eventlogs.parquet; replaced)."
+        ),
+    ] = None,
     history_server: Annotated[str | None, typer.Option(help="A Spark History Server's URL (with --app).")] = None,
     app_id: Annotated[
         str | None, typer.Option("--app", help="Application id to fetch from the History Server.")
@@ -221,6 +229,20 @@ def analyze(
     workers: Annotated[
         int | None, typer.Option(min=1, help="Processes parsing logs in parallel (default: one per core).")
     ] = None,
+    engine: Annotated[
+        str,
+        typer.Option(
+            help="local: this machine's cores, into a DuckDB file; spark: a Spark application on --master "
+            "(logs on a local path or hdfs://), into Parquet tables that report reads directly.",
+        ),
+    ] = "local",
+    master: Annotated[
+        str | None, typer.Option(help="With --engine spark: the Spark master URL (spark://host:port, local[N], yarn).")
+    ] = None,
+    spark_conf: Annotated[
+        list[str] | None,
+        typer.Option(help="With --engine spark: a Spark setting spark.KEY=VALUE (repeatable).", show_default=False),
+    ] = None,
 ) -> None:
     """Read Spark event logs of any application into the lab's tables (apps, jobs, stages, tasks,
     executors, sql_executions); with --out, write the analysis: network cost, bounds, what pays off."""
@@ -228,7 +250,26 @@ def analyze(
 
     if out is None and (link_gbps is not None or baseline):
         _fail("--link-gbps and --baseline shape the report: give --out DIR too")
-    code = command.run(logs or [], db, history_server, app_id, force, console, err, workers=workers)
+    if engine not in ("local", "spark"):
+        _fail(f"--engine: {engine!r} is not local or spark")
+    if engine == "spark":
+        from shufflelab.eventlog import spark_engine
+
+        if master is None:
+            _fail("--engine spark needs --master URL (spark://host:port, local[N], yarn)")
+        if history_server is not None or workers is not None:
+            _fail("--history-server and --workers are for --engine local (Spark's executors parse the logs)")
+        db = db or Path("results/eventlogs.parquet")
+        code = spark_engine.run(logs or [], db, master, spark_conf or [], console, err)
+    else:
+        if master is not None or spark_conf:
+            _fail("--master and --spark-conf go with --engine spark")
+        remote = [p for p in logs or [] if "://" in p and not p.startswith("file://")]
+        if remote:
+            _fail(f"{remote[0]}: logs at a URL are read with --engine spark --master URL")
+        db = db or Path("results/eventlogs.duckdb")
+        local = [Path(p.removeprefix("file://")) for p in logs or []]
+        code = command.run(local, db, history_server, app_id, force, console, err, workers=workers)
     if code:
         raise typer.Exit(code)
     if out is None:
