@@ -9,10 +9,9 @@ from pathlib import Path
 import pytest
 
 from shufflelab.hosts import inventory
-from shufflelab.hosts.deploy import (
+from shufflelab.hosts.deploy_plan import (
     Controller,
     Entry,
-    HostPaths,
     Item,
     LocalFile,
     Manifest,
@@ -25,6 +24,7 @@ from shufflelab.hosts.deploy import (
     resolve_unsure,
     roots,
 )
+from shufflelab.hosts.paths import HostPaths
 
 PY = "/usr/bin/python3.11"
 GOOD_PYTHON = {PY: ((3, 11, 2), "x86_64", "glibc", "2.36")}

@@ -8,7 +8,7 @@ the run's folder -- and the tables written from it -- look as after a local run.
 
 The hosts run the same software as the controller (the venv, pyspark's ``SPARK_HOME``, the
 listener jar and the class-data archive), at the controller's paths or in a host's ``deploy_dir``
-(:class:`shufflelab.hosts.deploy.HostPaths`, filled by ``shufflelab deploy``); ``shufflelab doctor
+(:class:`shufflelab.hosts.paths.HostPaths`, filled by ``shufflelab deploy``); ``shufflelab doctor
 --hosts`` checks the versions.
 """
 
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from shufflelab.emulate.spark import ClusterSpec, Daemon, SparkCluster
 from shufflelab.hosts.control import HostLost
-from shufflelab.hosts.deploy import HostPaths, artifacts_root, pythonpath
+from shufflelab.hosts.paths import HostPaths, artifacts_root, pythonpath
 from shufflelab.hosts.remote import SshProcess, pull_tree
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ from typing import Any
 import asyncssh
 
 from shufflelab.hosts.control import HostError, Session
-from shufflelab.hosts.deploy import HostPaths
+from shufflelab.hosts.paths import HostPaths
 from shufflelab.hosts.safety import control_interface
 
 QDISC_KINDS = ("htb", "pfifo", "bfifo", "netem", "red", "fq_codel", "tbf")

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from shufflelab.emulate.sampler import HEADER
 from shufflelab.hosts.control import HostError, Session
-from shufflelab.hosts.deploy import HostPaths, pythonpath
+from shufflelab.hosts.paths import HostPaths, pythonpath
 
 if TYPE_CHECKING:
     from shufflelab.emulate.protocols import Process, ProcessLauncher
