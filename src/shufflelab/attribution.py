@@ -44,6 +44,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
+from shufflelab.document import signed
 from shufflelab.stats import Comparison, Difference, compare, difference
 
 VERDICTS = ("starved", "not starved", "mixed", "inconclusive")
@@ -135,7 +136,7 @@ def constant_text(base: Sequence[float], scen: Sequence[float], job: Comparison)
     number of runs can say more of it."""
     return (
         f"job times do not vary from run to run ({job.n_baseline}/{job.n_treatment} runs: {float(np.mean(base)):.3g} s "
-        f"vs {float(np.mean(scen)):.3g} s, a constant {job.percent_change:+.0f} %): with no run-to-run variation "
+        f"vs {float(np.mean(scen)):.3g} s, a constant {signed(job.percent_change)} %): with no run-to-run variation "
         "Welch's test is undefined and more runs of the same would not change that -- a deterministic "
         "measurement (a simulated backend, or a clock coarser than the runs' spread), to be read as it is"
     )

@@ -156,6 +156,13 @@ _MD_LINE_START = re.compile(r"^(\s*)(?:([-+>=])|(\d+)([.)]))")
 _ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")  # CommonMark: a backslash before ASCII punctuation
 
 
+def signed(value: float, digits: int = 0) -> str:
+    """``value`` with its sign at ``digits`` decimals ("+12", "-1.5"); one that rounds to zero has
+    none ("0", never "-0" or "+0": the sign of a change too small to print says nothing)."""
+    text = f"{value:+.{digits}f}"
+    return text[1:] if math.isfinite(value) and float(text) == 0 else text
+
+
 def md_text(text: str) -> str:
     """Text from outside (an application's, a file's or a stage's name) as Markdown that renders it
     literally: a backslash before every character that could start emphasis, code, a link, raw HTML

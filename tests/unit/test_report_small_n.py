@@ -193,3 +193,16 @@ def test_many_comparisons_are_summed_up_in_the_headline() -> None:
         "95 % CI [6.28, 8.69], Welch p = 1e-06, n = 5/5)."
     ]
     assert len(report.headline(pd.DataFrame(), slow.iloc[:3], [])) == 3  # a few: one line each
+
+
+def test_a_change_that_rounds_to_zero_is_printed_without_a_sign() -> None:
+    from types import SimpleNamespace
+
+    from shufflelab.document import signed
+    from shufflelab.stats import compare
+
+    job = compare([10.0, 10.2, 9.8], [9.98, 10.17, 9.79])  # x0.998: -0.2 %
+    line = report.headline(pd.DataFrame(), None, [SimpleNamespace(scenario="a", baseline="b", job=job, verdict="x")])
+    assert "job time x1.00 (0 %)" in line[0], line
+    assert [signed(v) for v in (-0.2, 0.4, -0.6, 0.0, 12.0)] == ["0", "0", "-1", "0", "+12"]
+    assert signed(-0.04, 1) == "0.0" and signed(-0.06, 1) == "-0.1"

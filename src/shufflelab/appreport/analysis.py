@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from shufflelab import fct, shuffle, whatif
+from shufflelab.document import signed
 
 INFINITE = 1e9
 """The speed-up that stands for an infinitely fast network in the replay."""
@@ -156,7 +157,7 @@ class Bounds:
                 {
                     "what if": b.what,
                     "predicted_s": round(b.predicted_s, 2),
-                    "vs recorded": f"{-b.gain(self.observed_s):+.0%}",
+                    "vs recorded": f"{signed(-100 * b.gain(self.observed_s))}%",
                     "how": b.how,
                 }
                 for b in self.rows

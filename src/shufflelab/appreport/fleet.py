@@ -48,7 +48,7 @@ from scipy import stats as sps  # noqa: E402
 from shufflelab import document  # noqa: E402
 from shufflelab.appreport import analysis  # noqa: E402
 from shufflelab.appreport.analysis import App  # noqa: E402
-from shufflelab.document import Document, Figure, Section, Table, md_text  # noqa: E402
+from shufflelab.document import Document, Figure, Section, Table, md_text, signed  # noqa: E402
 from shufflelab.results import Store, StoreError  # noqa: E402
 
 TOP = 25
@@ -525,7 +525,10 @@ def _pays_off(store: Store, df: pd.DataFrame) -> tuple[Section, str]:
             a, b = (float((ok["core_s"] * x).sum()) / 3600 for x in ends)
             lo, hi = min(a, b) / total, max(a, b) / total
             rng = f"{lo:.0%} … {hi:.0%} ({lo * total:,.1f} … {hi * total:,.1f} core-h)"
-            err = f"log replay's measured error {lo_e:+.0%} … {hi_e:+.0%} at k ≤ {COMPARABLE_K:g} (below)"
+            err = (
+                f"log replay's measured error {signed(100 * lo_e)}% … {signed(100 * hi_e)}% "
+                f"at k ≤ {COMPARABLE_K:g} (below)"
+            )
             if not headline:
                 headline = (
                     f"A {label} would save {core:,.1f} core-hours ({share:.0%}) by the what-if replay -- a model "
@@ -599,7 +602,7 @@ def _series(store: Store, df: pd.DataFrame, figures: Path) -> list[Section]:
                 "runs": c.n,
                 "first_run_after": c.first_after,
                 "run_index": c.split,
-                "change": f"{c.change:+.0%}",
+                "change": f"{signed(100 * c.change)}%",
                 "p_adjusted": c.p_adjusted,
                 "stage_that_moved": md_text(c.stage),
                 "metric_that_moved": c.metric,

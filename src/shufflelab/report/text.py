@@ -14,6 +14,7 @@ import pandas as pd
 
 from shufflelab import netplan
 from shufflelab.attribution import level_text
+from shufflelab.document import signed
 from shufflelab.report.data import Data, _p_text, verdict
 from shufflelab.shaping import TCP_PAYLOAD_SHARE
 from shufflelab.stats import MIN_N, Comparison
@@ -26,7 +27,7 @@ def _comparison_line(scenario: str, baseline: str, c: Comparison) -> str:
     n = f"n = {c.n_baseline}/{c.n_treatment}"
     if math.isnan(c.ratio):
         return f"{scenario} vs {baseline}: no successful run with a job time on a side ({n})"
-    head = f"{scenario} vs {baseline}: job time x{c.ratio:.2f} ({c.percent_change:+.0f} %)"
+    head = f"{scenario} vs {baseline}: job time x{c.ratio:.2f} ({signed(c.percent_change)} %)"
     if c.too_few:
         return f"{head}, {n}: too few runs for an interval/verdict (need {MIN_N} per side)"
     level = level_text(c.confidence)  # 95 %, or a sequential look's level
