@@ -23,7 +23,7 @@ import pickle
 import shutil
 import uuid
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, cast
 
@@ -31,10 +31,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from shufflelab import tables
-from shufflelab.eventlog import worker
 from shufflelab.eventlog.files import LogSource, discover
 from shufflelab.eventlog.ingest import Outcome, _write_source, run_id_of
-from shufflelab.eventlog.model import EventLog
+from shufflelab.eventlog.model import EventLog, TaskRow
 from shufflelab.eventlog.read import ReadResult, read_source
 from shufflelab.eventlog.remote import RemotePath, is_remote
 
@@ -42,6 +41,18 @@ INCOMING = "_incoming"  # task files as the parsers wrote them, before their app
 META = "_meta"  # what else was read, one pickle per log
 ROWS = "_rows.duckdb"  # the scratch store the other tables are built in
 PART_FILE = "part-0.parquet"  # one file per table and application
+
+
+_ARROW_TYPES = {"int": pa.int64(), "float": pa.float64(), "bool": pa.bool_(), "str": pa.string()}
+# the task table's columns, in TaskRow's field order, with their Arrow types (those the store's DDL maps them to)
+TASK_ARROW = {f.name: _ARROW_TYPES[str(f.type).split(" ")[0]] for f in fields(TaskRow)}
+
+
+def task_table(cols: dict[str, list[Any]], run_id: str) -> pa.Table:
+    """A batch of task rows (the parser's columns) with their application's ``run_id`` and ``app_index``."""
+    tbl = pa.table({name: pa.array(cols[name], type=t) for name, t in TASK_ARROW.items()})
+    tbl = tbl.append_column("run_id", pa.array([run_id] * tbl.num_rows, pa.string()))
+    return tbl.append_column("app_index", pa.array([0] * tbl.num_rows, pa.int32()))
 
 
 @dataclass(frozen=True)
@@ -91,11 +102,9 @@ def parse_source(staging: str, batch: int, i: int, src: LogSource) -> None:
     run_id: list[str] = []
 
     def on_tasks(cols: dict[str, list[Any]], log: EventLog) -> None:
-        tbl = worker.task_table(cols)
         if not run_id:  # the application start comes first in a log: its id is known by the first batch
             run_id.append(run_id_of(log, src.app_hint))
-        tbl = tbl.append_column("run_id", pa.array([run_id[0]] * tbl.num_rows, pa.string()))
-        tbl = tbl.append_column("app_index", pa.array([0] * tbl.num_rows, pa.int32()))
+        tbl = task_table(cols, run_id[0])
         if not writer:
             writer.append(pq.ParquetWriter(str(tasks_path), tbl.schema))
         writer[0].write_table(tbl)

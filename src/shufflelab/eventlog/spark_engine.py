@@ -11,6 +11,7 @@ Python (``spark.pyspark.python``, default this interpreter) must have shufflelab
 from __future__ import annotations
 
 import functools
+import os
 import re
 import shutil
 import socket
@@ -98,7 +99,8 @@ def spark_conf(master: str, user: dict[str, str]) -> dict[str, str]:
     ours = {
         "spark.master": master,
         "spark.app.name": "shufflelab analyze",
-        "spark.pyspark.python": sys.executable,  # the executors' Python: shufflelab's parser is imported there
+        # the executors' Python: shufflelab's parser is imported there
+        "spark.pyspark.python": os.environ.get("PYSPARK_PYTHON") or sys.executable,
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.log.level": "ERROR",
@@ -130,8 +132,11 @@ def run_job(master: str, conf: dict[str, str], staging: Path, sources: list[LogS
         return found
     from pyspark.sql import SparkSession
 
+    settings = spark_conf(master, conf)
+    # PySpark takes the executors' Python from the driver's environment, not from the setting
+    os.environ["PYSPARK_PYTHON"] = settings["spark.pyspark.python"]
     builder = SparkSession.builder
-    for k, v in spark_conf(master, conf).items():
+    for k, v in settings.items():
         builder = builder.config(k, v)
     try:
         spark = builder.getOrCreate()
