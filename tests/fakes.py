@@ -100,6 +100,9 @@ class Fabric:
         assert self.network is not None
         return {n: f"place-{n}" for n in self.network.nodes}
 
+    def interface(self, host: str) -> str:
+        return "eth0"
+
     def configure(self, plan: NetPlan, restart_switch: bool = False) -> None:
         if self.lost():
             raise MachineLost(f"configure: {self.lost_why}")

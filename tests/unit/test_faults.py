@@ -3,12 +3,18 @@ run's task and stage tables."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pandas as pd
 import pytest
 
+import fakes
+from shufflelab import netplan, topology
 from shufflelab import spec as S
+from shufflelab.emulate import faults
 from shufflelab.emulate.faults import recovery
 
 
@@ -83,3 +89,43 @@ def test_recovery_counts_failed_attempts_fetch_failures_and_stage_reattempts() -
     assert r["failed_tasks"] == 2 and r["fetch_failures"] == 1 and r["stage_reattempts"] == 1
     assert r["reasons"] == {"ExecutorLostFailure": 1, "FetchFailed": 1}
     assert recovery(pd.DataFrame(), None)["failed_tasks"] == 0
+
+
+def test_faults_reach_their_hosts_only_through_the_backends_seams(tmp_path: Path) -> None:
+    """A link down and an executor killed on a fabric of fakes: every command at the host's place
+    through the backend's runner (so the same on namespaces and on machines over SSH), the link the
+    fabric's interface of that host, its routes back after it comes up, only live executors killed."""
+    spec = S.parse(
+        _spec(
+            [
+                {"kind": "link-down", "at_s": 0, "host": "w1", "duration_s": 30},
+                {"kind": "executor-kill", "at_s": 0, "host": "w2"},
+            ]
+        )
+    )
+    net = topology.build(spec)
+    fabric = fakes.Fabric(fakes.Clock(), network=net)
+    routes = ["default via 10.77.2.254 dev eth0", "10.77.2.0/24 dev eth0 proto kernel scope link src 10.77.2.1"]
+    ran: list[tuple[str | None, list[str]]] = []
+
+    def run(argv: Sequence[str], *, place: str | None = None, check: bool = True, timeout: float = 60) -> str:
+        ran.append((place, list(argv)))
+        if list(argv[:3]) == ["ip", "route", "show"]:
+            was_down = any(a[1] == ["ip", "link", "set", "dev", "eth0", "down"] for a in ran)
+            return "\n".join(routes[1:] if was_down else routes) + "\n"  # down took the default route along
+        if argv[0] == "ps":
+            return " 4711 Sl\n 4712 Z\n 4713 S\n"
+        return ""
+
+    cluster = SimpleNamespace(daemons={"w2": SimpleNamespace(pid=99)})
+    inj = faults.Injector(netplan.of(spec, net), fabric, cluster, tmp_path, run, fakes.Backend(tmp_path).launch)
+    (tmp_path / "driver_result_0.ready").touch()  # the application's session is up: fault times start
+    inj.tick()
+    events = inj.close()
+    assert [(e.kind, e.error) for e in events] == [("link-down", None), ("executor-kill", None)]
+    assert ("place-w1", ["ip", "link", "set", "dev", "eth0", "down"]) in ran
+    assert ("place-w2", ["ps", "-o", "pid=,stat=", "--ppid", "99"]) in ran
+    assert ("place-w2", ["kill", "-KILL", "4711", "4713"]) in ran  # not the zombie
+    up = ran.index(("place-w1", ["ip", "link", "set", "dev", "eth0", "up"]))
+    assert ran[up + 2 :] == [("place-w1", ["ip", "route", "replace", "default", "via", "10.77.2.254", "dev", "eth0"])]
+    assert {p for p, _ in ran} == {"place-w1", "place-w2"}

@@ -96,6 +96,15 @@ def test_refusals_name_the_field(changes: dict[str, Any], field: str) -> None:
     assert any(p.startswith(field) for p in found), found
 
 
+def test_faults_run_on_machines() -> None:
+    """Fault injection reaches the hosts through the backend's seams (was: refused over SSH)."""
+    faults = [
+        {"kind": "link-down", "at_s": 1, "host": "h2", "duration_s": 2},
+        {"kind": "executor-kill", "at_s": 1, "host": "h2"},
+    ]
+    assert refusals(_spec(faults=faults)) == []
+
+
 def two_hosts(tmp_path: Path) -> Path:
     """An inventory of two documentation-range hosts for spec hosts h1 and h2 (never contacted)."""
     (tmp_path / "key").write_text("not read")
@@ -129,17 +138,16 @@ def test_backend_refusals_name_the_scenarios_that_have_each_problem(tmp_path: Pa
 
 
 def test_only_the_selected_scenarios_are_checked(tmp_path: Path) -> None:
-    """``run --hosts --select case=none`` of a spec whose other cases inject faults: the selected
-    scenario runs on hosts, so it is not refused for the cases it did not select (was: refused,
-    naming the fault cases)."""
+    """``run --hosts --select case=none`` of a spec whose other case the hosts cannot run (here the
+    switch's delay on per-host links): the selected scenario runs on hosts, so it is not refused for
+    the cases it did not select (was: refused, naming the other cases)."""
     inv = two_hosts(tmp_path)
-    fault = [{"kind": "executor-kill", "at_s": 1, "host": "h2"}]
-    spec = _spec(cases={"none": {}, "kill": {"faults": fault}})
-    with pytest.raises(specmod.SpecError, match=r"faults: .*\(scenarios: case=kill\)"):
+    spec = _spec(cases={"none": {}, "delay": {"topology.bottleneck.delay_ms": 5}})
+    with pytest.raises(specmod.SpecError, match=r"delay_ms = 5 .*\(scenarios: case=delay\)"):
         open_backend(inv, spec, "spec.toml")
     open_backend(inv, spec, "spec.toml", select=["case=none"])  # not refused (nothing connects before entry)
-    with pytest.raises(specmod.SpecError, match=r"faults: .*\(scenarios: case=kill\)"):
-        open_backend(inv, spec, "spec.toml", select=["case=kill"])
+    with pytest.raises(specmod.SpecError, match=r"delay_ms = 5 .*\(scenarios: case=delay\)"):
+        open_backend(inv, spec, "spec.toml", select=["case=delay"])
     with pytest.raises(specmod.SpecError, match="no scenario matches --select case=other"):
         open_backend(inv, spec, "spec.toml", select=["case=other"])
 

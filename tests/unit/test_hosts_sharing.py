@@ -6,6 +6,7 @@ cannot be for two hosts."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import shlex
 from pathlib import Path
 from types import SimpleNamespace
@@ -20,6 +21,7 @@ from shufflelab.hosts.fabric import HostsFabric, HostsLeaseInfo, refusals
 from shufflelab.hosts.inventory import InventoryHost
 from shufflelab.hosts.lease import HostLease
 from shufflelab.hosts.remote import Loop
+from shufflelab.hosts.safety import SafetyError
 from shufflelab.spec import SpecError
 
 SPEC: dict[str, Any] = {
@@ -42,8 +44,8 @@ class _Conn:
     """A host that answers every command (the lease file written, no route of its own, the kernel's
     default qdisc) and records them."""
 
-    def __init__(self, ran: list[str]) -> None:
-        self.ran = ran
+    def __init__(self, ran: list[str], control: str = "ctl0") -> None:
+        self.ran, self.control = ran, control
 
     def is_closed(self) -> bool:
         return False
@@ -57,7 +59,7 @@ class _Conn:
         elif "SSH_CONNECTION" in command:  # the controller's connection arrives on ctl0, not eth1
             out = "192.0.2.100 50000 192.0.2.1 22"
         elif words[:4] == ["ip", "-j", "route", "get"]:
-            out = '[{"dev": "ctl0"}]'
+            out = json.dumps([{"dev": self.control}])
         elif words[:2] == ["ip", "-j"]:
             out = "[]"
         elif words[:3] == ["tc", "-j", "qdisc"]:
@@ -65,7 +67,7 @@ class _Conn:
         return SimpleNamespace(stdout=out, stderr="", exit_status=0, exit_signal=None)
 
 
-def _fabric(tmp_path: Path, loop: Loop) -> tuple[HostsFabric, dict[str, list[str]]]:
+def _fabric(tmp_path: Path, loop: Loop, control: str = "ctl0") -> tuple[HostsFabric, dict[str, list[str]]]:
     spec = specmod.parse(SPEC)
     ran: dict[str, list[str]] = {m: [] for m in DATA}
     leases = {
@@ -73,7 +75,7 @@ def _fabric(tmp_path: Path, loop: Loop) -> tuple[HostsFabric, dict[str, list[str
             Session(
                 m,
                 InventoryHost(address=f"192.0.2.{i}", data_interface="eth1", agent=True),
-                _Conn(ran[m]),
+                _Conn(ran[m], control),
                 5.0,
                 _Watch(),
             ),  # type: ignore[arg-type]
@@ -130,3 +132,21 @@ def test_the_fabric_refuses_a_scenario_it_cannot_run_before_touching_a_machine(t
     finally:
         loop.close()
     assert ran == {m: [] for m in DATA}
+
+
+def test_a_link_down_fault_on_the_interface_carrying_ssh_is_refused_before_any_change(tmp_path: Path) -> None:
+    """A link-down fault takes the host's data interface down: not the one the controller reaches the
+    machine through (then nothing is changed on any machine)."""
+    fault = [{"kind": "link-down", "at_s": 1, "host": "w2", "duration_s": 2}]
+    spec = specmod.parse({**SPEC, "faults": fault})
+    loop = Loop()
+    try:
+        fabric, ran = _fabric(tmp_path, loop, control="eth1")
+        with pytest.raises(SafetyError, match=r"node2 \(192.0.2.2\): faults: link-down of w2 would take down eth1"):
+            fabric.configure(netplan.of(spec, fabric.network))
+        assert not any(c.startswith(("sysctl -w", "ip route replace", "tc ")) for cmds in ran.values() for c in cmds)
+        ok, ran_ok = _fabric(tmp_path, loop)  # the data interface is not the control one: it goes on
+        ok.configure(netplan.of(spec, ok.network))
+        assert any(c.startswith("ip route replace") for c in ran_ok["node2"])
+    finally:
+        loop.close()

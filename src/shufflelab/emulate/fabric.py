@@ -102,6 +102,10 @@ class Fabric:
         """Host name -> its namespace (where its commands run)."""
         return self.ns
 
+    def interface(self, host: str) -> str:
+        """A host's one interface, its link to the router or its rack's bridge."""
+        return "eth0"  # topology.build names every host's one port so
+
     # -- lifecycle -------------------------------------------------------------------------
     def up(self) -> None:
         for name in self.network.nodes:

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import signal
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -25,8 +23,7 @@ from typing import Any
 
 import pandas as pd
 
-from shufflelab import procfs
-from shufflelab.emulate import netns
+from shufflelab.emulate.protocols import CommandRunner, Fabric, ProcessLauncher
 from shufflelab.emulate.traffic import CrossTraffic, udp_payload_rate_bps
 from shufflelab.netplan import NetPlan
 from shufflelab.spec import Fault
@@ -53,14 +50,29 @@ class _Active:
     routes: list[str] = field(default_factory=list)
 
 
-class Injector:
-    """Carries out the faults of ``plan``'s scenario on ``fabric`` (a
-    :class:`~shufflelab.emulate.fabric.Fabric`) for ``cluster`` (a
-    :class:`~shufflelab.emulate.spark.SparkCluster`, for executor kills)."""
+def executor_pids(ps_output: str) -> list[int]:
+    """The live processes in ``ps -o pid=,stat= --ppid WORKER`` output: a worker's executors (a
+    zombie, already dead, is left out). Pure."""
+    out = []
+    for line in ps_output.splitlines():
+        words = line.split()
+        if len(words) >= 2 and words[0].isdigit() and not words[1].startswith("Z"):
+            out.append(int(words[0]))
+    return out
 
-    def __init__(self, plan: NetPlan, fabric: Any, cluster: Any, run_dir: Path) -> None:
+
+class Injector:
+    """Carries out the faults of ``plan``'s scenario on ``fabric`` for ``cluster`` (a
+    :class:`~shufflelab.emulate.spark.SparkCluster` or the hosts backend's, for executor kills),
+    through the backend's ``run`` and ``launch``: the same on namespaces and on machines over SSH
+    (a host's link is its interface on the fabric, :meth:`~shufflelab.emulate.protocols.Fabric.interface`)."""
+
+    def __init__(
+        self, plan: NetPlan, fabric: Fabric, cluster: Any, run_dir: Path, run: CommandRunner, launch: ProcessLauncher
+    ) -> None:
         spec = plan.spec
         self.plan, self.spec, self.fabric, self.cluster, self.run_dir = plan, spec, fabric, cluster, run_dir
+        self.run, self.launch = run, launch
         self.pending = sorted(enumerate(spec.faults), key=lambda p: p[1].at_s)
         self.active: list[_Active] = []
         self.events: list[FaultEvent] = []
@@ -102,19 +114,18 @@ class Injector:
         try:
             if f.kind == "link-down":
                 assert f.host is not None
-                ns = self.fabric.ns[f.host]
-                a.routes = [r for r in netns.run(["ip", "route", "show"], ns=ns).splitlines() if r.strip()]
-                netns.run(["ip", "link", "set", "dev", "eth0", "down"], ns=ns)
-                ev.detail = f"{f.host}: eth0 down for {f.duration_s:g} s"
+                place, dev = self.fabric.places[f.host], self.fabric.interface(f.host)
+                a.routes = [r for r in self.run(["ip", "route", "show"], place=place).splitlines() if r.strip()]
+                self.run(["ip", "link", "set", "dev", dev, "down"], place=place)
+                ev.detail = f"{f.host}: {dev} down for {f.duration_s:g} s"
                 self.active.append(a)
             elif f.kind == "executor-kill":
                 assert f.host is not None
-                pid = self.cluster.daemons[f.host].pid
-                kids = procfs.live_children(pid)
+                place, pid = self.fabric.places[f.host], self.cluster.daemons[f.host].pid
+                kids = executor_pids(self.run(["ps", "-o", "pid=,stat=", "--ppid", str(pid)], place=place, check=False))
                 if not kids:
                     raise RuntimeError(f"no executor process under {f.host}'s worker (pid {pid})")
-                for k in kids:
-                    os.kill(k, signal.SIGKILL)
+                self.run(["kill", "-KILL", *map(str, kids)], place=place, check=False)
                 ev.ended_at = time.time()
                 ev.detail = f"{f.host}: SIGKILL to executor pid(s) {', '.join(map(str, kids))}"
             else:  # udp-burst
@@ -123,8 +134,8 @@ class Injector:
                 assert src is not None and dst is not None
                 rate = f.rate_mbps or self.plan.link.rate_mbps
                 tr = CrossTraffic(
-                    self.fabric.ns[src], self.fabric.ns[dst], self.fabric.network.host_addresses[dst],
-                    self.run_dir / f"fault{i}-traffic", f.duration_s + 5,
+                    self.fabric.places[src], self.fabric.places[dst], self.fabric.network.host_addresses[dst],
+                    self.run_dir / f"fault{i}-traffic", f.duration_s + 5, launch=self.launch, run=self.run,
                 )  # fmt: skip
                 a.traffic = tr
                 self.active.append(a)
@@ -144,12 +155,12 @@ class Injector:
         try:
             if f.kind == "link-down":
                 assert f.host is not None
-                ns = self.fabric.ns[f.host]
-                netns.run(["ip", "link", "set", "dev", "eth0", "up"], ns=ns)
-                have = set(netns.run(["ip", "route", "show"], ns=ns).splitlines())
-                for r in a.routes:  # down removed the routes through eth0 (the default route)
+                place, dev = self.fabric.places[f.host], self.fabric.interface(f.host)
+                self.run(["ip", "link", "set", "dev", dev, "up"], place=place)
+                have = set(self.run(["ip", "route", "show"], place=place).splitlines())
+                for r in a.routes:  # down removed the routes through it (the default route, the fabric's)
                     if r not in have and " proto kernel " not in f" {r} ":
-                        netns.run(["ip", "route", "replace", *r.split()], ns=ns)
+                        self.run(["ip", "route", "replace", *r.split()], place=place)
             elif a.traffic is not None:
                 rows = a.traffic.stop()
                 if rows and rows[0].get("bytes") is not None:

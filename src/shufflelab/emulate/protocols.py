@@ -86,6 +86,10 @@ class Fabric(Protocol):
         """Host name -> its place."""
         ...
 
+    def interface(self, host: str) -> str:
+        """The interface at ``host``'s place that carries its traffic on the fabric (its link)."""
+        ...
+
     def configure(self, plan: NetPlan, restart_switch: bool = False) -> None:
         """Apply ``plan``'s datapath, shaping and TCP settings (idempotent); ``restart_switch``: fresh
         telemetry and counters for a new run."""

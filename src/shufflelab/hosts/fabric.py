@@ -26,6 +26,7 @@ from shufflelab.emulate import selftest as link_selftest
 from shufflelab.hosts.control import HostError, Session
 from shufflelab.hosts.inventory import machine_groups
 from shufflelab.hosts.lease import HostLease
+from shufflelab.hosts.safety import SafetyError, control_interface
 from shufflelab.hosts.sampling import HostSamplers
 from shufflelab.hosts.switch import (
     OFFLOADS_OFF,
@@ -107,8 +108,6 @@ def refusals(spec: ExperimentSpec, router: bool = False, sharing: Collection[Col
                 f"faults: link-down of {downed[0]} takes down the data interface it shares with "
                 f"{', '.join(h for h in group if h != downed[0])} (one machine)"
             )
-    if spec.faults:
-        out.append("faults: fault injection is not supported by the hosts backend yet")
     kind_of = drivers.kind_of(spec)
     if kind_of is drivers.TpchDriver:
         out.append(
@@ -179,6 +178,7 @@ class HostsFabric:
         self.router = router
         self._switch: Switch | None = None  # on the router host, while the datapath is the switch
         self._macs: dict[str, str] = {}  # spec host -> its data interface's MAC (for the switch)
+        self._may_go_down: set[str] = set()  # spec hosts whose data interface a link-down fault may take down
         if None in self._port_host.values() and (router is None or router not in self.leases):
             raise SpecError("topology.kind = 'shared': the inventory names no router host (router = 'NAME')")
 
@@ -202,6 +202,23 @@ class HostsFabric:
     def session(self, spec_host: str) -> Session:
         return self.leases[self._places[spec_host]].session
 
+    def interface(self, host: str) -> str:
+        """The data interface of the machine spec host ``host`` runs on."""
+        return self.session(host).host.data_interface
+
+    async def _check_link_down(self, host: str) -> None:
+        """A link-down fault takes down ``host``'s data interface: refused when that interface carries
+        the SSH control connection (the controller would lose the machine, whatever the inventory
+        allows for shaping)."""
+        s = self.session(host)
+        dev = s.host.data_interface
+        if await control_interface(s) == dev:
+            raise SafetyError(
+                f"host {s.name} ({s.host.address}): faults: link-down of {host} would take down {dev}, which carries "
+                "the SSH control connection; give the host a data interface of its own"
+            )
+        self._may_go_down.add(host)
+
     # -- configuration -------------------------------------------------------------------------
     def configure(self, plan: NetPlan, restart_switch: bool = False) -> None:
         """Apply ``plan``'s TCP settings, routes and datapath on every host (idempotent). On the
@@ -210,6 +227,9 @@ class HostsFabric:
         problems = refusals(plan.spec, router=self.router is not None, sharing=machine_groups(dict(self._places)))
         if problems:
             raise SpecError("the hosts backend cannot run this spec: " + "; ".join(problems))
+        downed = sorted({f.host for f in plan.spec.faults if f.kind == "link-down" and f.host} - self._may_go_down)
+        if downed:  # before any change: a link that goes down must not carry the controller's connection
+            self._loop.call(settled(*(self._check_link_down(h) for h in downed)))
         link_of = {host: plan.links[port] for port, host in self._port_host.items()}  # None: the router's
         router = self.leases[self.router] if None in link_of and self.router is not None else None
         switch = plan.datapath == "switch"

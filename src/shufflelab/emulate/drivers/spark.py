@@ -71,7 +71,7 @@ class SparkDriver(Driver):
         spec = ctx.spec
         self.out = SparkOutput(total_cores=spec.spark.worker_cores * len(spec.hosts_with("spark-worker")))
         self.marks = self.cluster.log_marks()  # the run's share of the daemons' logs starts here
-        self.injector = faults.Injector(ctx.plan, group.fabric, self.cluster, ctx.run_dir)
+        self.injector = faults.Injector(ctx.plan, group.fabric, self.cluster, ctx.run_dir, backend.run, backend.launch)
         self.procs: list[Process] = []
         self.app_ids: list[str] = []
         self._ticks_before: tuple[int, int] | None = None
