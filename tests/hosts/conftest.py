@@ -3,7 +3,11 @@ each running Debian's OpenSSH server on its own address with a generated host ke
 key for a generated client key, a data interface (``data0``, on a second bridge) and a private
 ``/var/lib/shufflelab`` and scratch folder (tmpfs in the server's own mount namespace) and its own
 processes (a PID namespace), so each has its own lease files and a restore on one never touches
-another's. The backend reaches them only over SSH; tests inspect them directly to check its work."""
+another's. The backend reaches them only over SSH; tests inspect them directly to check its work.
+
+A lab records the test process that made it (``OWNERS/<tag>``); a lab whose maker is gone -- a test
+process killed before its clean-up ran -- is swept when the next one starts (:func:`sweep_stale`):
+its namespaces with whatever still runs in them (its OpenSSH servers), its bridges and veths."""
 
 from __future__ import annotations
 
@@ -11,18 +15,20 @@ import contextlib
 import ipaddress
 import json
 import os
+import re
 import secrets
 import shlex
 import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
+from shufflelab import procfs
 from shufflelab.emulate.fabric import available_congestion_controls, ensure_congestion_control_allowed
 from shufflelab.hosts.lease import SCRATCH_ROOT
 
@@ -31,6 +37,49 @@ LEASE_PARENT = Path("/var/lib/shufflelab")
 SCRATCH_PARENT = Path(SCRATCH_ROOT)  # the hosts' scratch folders: each stand-in has its own
 # each server in a mount namespace (its own lease files and scratch) and a PID namespace of its own
 UNSHARE = ["unshare", "--mount", "--propagation", "private", "--pid", "--fork", "--mount-proc"]
+OWNERS = Path("/run/shufflelab-stand-ins")  # <tag>: the pid of the test process that made the lab
+# what a lab of tag T creates on this machine: namespaces slsshTh<i>, bridges slsshbT and slsshdT,
+# veths slsshTv<i> and slsshTd<i> (their peers in the namespaces)
+STAND_IN_NS = re.compile(r"slssh([0-9a-f]{4})h[0-9]+")
+STAND_IN_LINK = re.compile(r"slssh[bd]([0-9a-f]{4})|slssh([0-9a-f]{4})[vd][0-9]+")
+
+
+def _tag_of(name: str, pattern: re.Pattern[str]) -> str | None:
+    m = pattern.fullmatch(name)
+    return next((g for g in m.groups() if g), None) if m else None
+
+
+def stale_stand_ins(
+    namespaces: Iterable[str],
+    links: Iterable[str],
+    owners: Mapping[str, int],
+    alive: Callable[[int], bool],
+    busy: Callable[[str], bool],
+) -> tuple[list[str], list[str]]:
+    """The namespaces and links of stand-in labs left behind: a lab whose maker (``owners``: tag ->
+    pid) is gone, or, with no maker recorded, none of whose namespaces has a process left (``busy``)
+    -- never a lab being made or used by a test process that still runs. Pure."""
+    namespaces, links = list(namespaces), list(links)
+    tags: dict[str, list[str]] = {}
+    for ns in namespaces:
+        tag = _tag_of(ns, STAND_IN_NS)
+        if tag is not None:
+            tags.setdefault(tag, []).append(ns)
+    for link in links:
+        tag = _tag_of(link, STAND_IN_LINK)
+        if tag is not None:
+            tags.setdefault(tag, [])
+
+    def stale(tag: str) -> bool:
+        if tag in owners:
+            return not alive(owners[tag])
+        return not any(busy(ns) for ns in tags[tag])
+
+    gone = {t for t in tags if stale(t)}
+    return (
+        sorted(ns for ns in namespaces if _tag_of(ns, STAND_IN_NS) in gone),
+        sorted(link for link in links if _tag_of(link, STAND_IN_LINK) in gone),
+    )
 
 
 @dataclass
@@ -107,13 +156,45 @@ def _wait_port(address: str, timeout: float = 15.0) -> None:
             time.sleep(0.1)
 
 
+def _kill_in(ns: str) -> None:
+    for pid in sh("ip", "netns", "pids", ns, check=False).split():
+        with contextlib.suppress(ProcessLookupError, ValueError):
+            os.kill(int(pid), signal.SIGKILL)
+
+
+def sweep_stale() -> tuple[list[str], list[str]]:
+    """Remove the stand-in labs left behind by test processes that are gone (see
+    :func:`stale_stand_ins`); the namespaces and links removed."""
+    namespaces = [line.split()[0] for line in sh("ip", "netns", "list", check=False).splitlines() if line.strip()]
+    links = [link["ifname"] for link in json.loads(sh("ip", "-j", "link", "show", check=False) or "[]")]
+    owners = {}
+    for f in OWNERS.glob("*") if OWNERS.is_dir() else []:
+        with contextlib.suppress(OSError, ValueError):
+            owners[f.name] = int(f.read_text())
+    gone_ns, gone_links = stale_stand_ins(
+        namespaces, links, owners, procfs.alive, lambda ns: bool(sh("ip", "netns", "pids", ns, check=False).split())
+    )
+    for ns in gone_ns:
+        _kill_in(ns)
+        sh("ip", "netns", "delete", ns, check=False)
+    for link in gone_links:
+        sh("ip", "link", "delete", link, check=False)
+    for tag in {_tag_of(x, STAND_IN_NS) for x in gone_ns} | {_tag_of(x, STAND_IN_LINK) for x in gone_links}:
+        if tag:
+            (OWNERS / tag).unlink(missing_ok=True)
+    return gone_ns, gone_links
+
+
 @contextlib.contextmanager
 def stand_in_hosts(root: Path, n: int, hide: Sequence[Path] = ()) -> Iterator[Lab]:
     """``n`` stand-in hosts; ``hide``: folders of this machine they do not see (an empty tmpfs over
     each in their mount namespace), as a machine without the controller's checkout."""
     if not os.path.exists(SSHD):
         pytest.skip(f"{SSHD} is missing (scripts/setup.sh installs openssh-server)")
+    sweep_stale()  # labs of test processes killed before their clean-up (their servers too)
     tag = secrets.token_hex(2)
+    OWNERS.mkdir(parents=True, exist_ok=True)
+    (OWNERS / tag).write_text(str(os.getpid()))
     net = _free_subnet()
     addrs = list(net.hosts())
     bridge, data_bridge = f"slsshb{tag}", f"slsshd{tag}"
@@ -193,9 +274,7 @@ def stand_in_hosts(root: Path, n: int, hide: Sequence[Path] = ()) -> Iterator[La
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.pid, signal.SIGTERM)
         for ns in namespaces:  # sessions the servers forked, and anything started through them
-            for pid in sh("ip", "netns", "pids", ns, check=False).split():
-                with contextlib.suppress(ProcessLookupError, ValueError):
-                    os.kill(int(pid), signal.SIGKILL)
+            _kill_in(ns)
         for p in servers:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 p.wait(timeout=10)
@@ -203,6 +282,7 @@ def stand_in_hosts(root: Path, n: int, hide: Sequence[Path] = ()) -> Iterator[La
             sh("ip", "netns", "delete", ns, check=False)
         sh("ip", "link", "delete", bridge, check=False)
         sh("ip", "link", "delete", data_bridge, check=False)
+        (OWNERS / tag).unlink(missing_ok=True)
         # LEASE_PARENT and SCRATCH_PARENT stay (empty): they are the mount points of the stand-ins'
         # tmpfs, and removing them would detach the mounts of another lab's stand-ins running now
         # (another test session), whose lease files would then be this machine's
