@@ -98,3 +98,20 @@ def test_analyze_and_report_write_the_fleet_page_only_for_several_applications(t
     r = CliRunner().invoke(cli, ["report", str(tmp_path / "all.duckdb"), "--out", str(tmp_path / "r")])
     assert r.exit_code == 0 and "fleet:" in r.output, r.output
     assert (tmp_path / "r" / "fleet.md").read_text() == (tmp_path / "a" / "fleet.md").read_text()
+
+
+def test_a_fleet_page_of_an_earlier_store_does_not_outlive_it_in_the_out_folder(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from shufflelab.cli import app as cli
+
+    fleet.generate(tmp_path / "f", 2, seed=1, runs=6)
+    out = tmp_path / "o"
+    logs = tmp_path / "f" / "logs"
+    r = CliRunner().invoke(cli, ["analyze", str(logs), "--db", str(tmp_path / "all.duckdb"), "--out", str(out)])
+    assert r.exit_code == 0 and (out / "fleet.md").exists(), r.output
+    one = sorted(logs.iterdir())[0]
+    r = CliRunner().invoke(cli, ["analyze", str(one), "--db", str(tmp_path / "one.duckdb"), "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert (out / "report.md").exists()
+    assert not (out / "fleet.md").exists() and not (out / "fleet.html").exists()  # no page of the other store

@@ -45,10 +45,12 @@ def write(
             problem = str(exc)
     doc = render.document(db.name, apps, out / "figures", link_gbps, verdicts, problem)
     paths = document.write(doc, out)
-    if len(apps) > 1:  # several applications: the fleet page too (fleet.md, fleet.html)
-        from shufflelab.appreport import fleet
+    from shufflelab.appreport import fleet
 
+    if len(apps) > 1:  # several applications: the fleet page too (fleet.md, fleet.html)
         fleet.write(db, out)
+    else:  # one: no fleet page, not even an earlier store's
+        fleet.remove(out)
     return paths
 
 

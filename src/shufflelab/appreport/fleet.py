@@ -628,11 +628,22 @@ def _series(store: Store, df: pd.DataFrame, figures: Path) -> list[Section]:
     return [sec]
 
 
+PAGES = ("fleet.md", "fleet.html")
+
+
 def write(db: Path, out: Path) -> tuple[Path, Path]:
     """Write ``fleet.md`` and ``fleet.html`` (figures in ``out/figures``) for the store ``db``."""
     doc = document_of(Store(db), db.name, out / "figures")
     out.mkdir(parents=True, exist_ok=True)
-    md_path, html_path = out / "fleet.md", out / "fleet.html"
+    md_path, html_path = (out / p for p in PAGES)
     md_path.write_text(document.to_markdown(doc))
     html_path.write_text(document.to_html(doc))
     return html_path, md_path
+
+
+def remove(out: Path) -> None:
+    """Remove the fleet page from ``out``: one written there for an earlier store (of several
+    applications) must not outlive it next to the report of a store of one (its figures went with
+    the report's, which clears ``out/figures``)."""
+    for p in PAGES:
+        (out / p).unlink(missing_ok=True)
