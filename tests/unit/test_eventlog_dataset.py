@@ -232,3 +232,16 @@ def test_unreachable_hdfs_an_empty_folder_and_a_file_as_db_are_named_and_nothing
         assert r.exit_code == code, r.output
         assert message in " ".join(r.output.split()), r.output
         assert "Traceback" not in r.output and sorted(p.name for p in out.iterdir()) == ["x.duckdb"]
+
+
+def test_a_log_named_relative_to_the_driver_is_found_by_a_task_in_another_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _write(tmp_path / "driver" / "logs" / "app-1", _app("app-1", tasks=10))
+    monkeypatch.chdir(tmp_path / "driver")
+    found, _ = discover([dataset.locate("logs")])
+    (tmp_path / "executor").mkdir()
+    monkeypatch.chdir(tmp_path / "executor")  # a Spark task's working folder
+    staging = tmp_path / "staging"
+    items = [(i, s.display, s.key) for i, s in enumerate(found)]
+    assert list(dataset.parse_items(str(staging), 100, items)) == [(0, True)]

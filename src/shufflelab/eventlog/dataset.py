@@ -65,13 +65,12 @@ class Parsed:
 
 
 def locate(location: str) -> Path:
-    """A log's location as discovery takes it: a local path, or an ``hdfs://``/``webhdfs://`` URL
-    (a :class:`RemotePath`, which has the methods of a :class:`~pathlib.Path` that discovery uses)."""
-    if location.startswith("file://"):
-        return Path(location[len("file://") :])
+    """A log's location as discovery takes it: a local path made absolute (a Spark task runs in
+    another working folder), or an ``hdfs://``/``webhdfs://`` URL (a :class:`RemotePath`, which has
+    the methods of a :class:`~pathlib.Path` that discovery uses)."""
     if is_remote(location):
         return cast(Path, RemotePath(location))
-    return Path(location)
+    return Path(location.removeprefix("file://")).absolute()
 
 
 def by_location(src: LogSource) -> bool:

@@ -164,7 +164,7 @@ def ingest(paths: list[str], dest: Path, master: str, conf: dict[str, str], err:
     if not found:
         return IngestReport([], problems)
     reachable(master)
-    staging = dataset.staging_for(dest)
+    staging = dataset.staging_for(dest.absolute())  # the executors' working folder is not ours
     staging.mkdir(parents=True)
     try:
         err.print(
