@@ -29,6 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import cpuwindow
+
 from shufflelab import netplan
 from shufflelab import spec as S
 from shufflelab import topology as T
@@ -62,27 +64,6 @@ def _spec(generator: str, pct: float) -> S.ExperimentSpec:
     )
 
 
-def _busy_jiffies() -> float:
-    fields = [float(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-    user, nice, system, _idle, _iowait, irq, softirq, steal = (fields + [0.0] * 8)[:8]
-    return user + nice + system + irq + softirq + steal
-
-
-def _proc_jiffies(pid: int) -> float:
-    """user + system CPU of ``pid`` (clock ticks)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return float(fields[11]) + float(fields[12])  # utime, stime (fields 14 and 15 of the line)
-
-
-def _window(seconds: float, gen: list[int], switch: int) -> dict[str, float]:
-    """Cores used over ``seconds`` by the generator processes, the switch, and the whole host."""
-    hz = os.sysconf("SC_CLK_TCK")
-    g0, s0, b0, t0 = sum(map(_proc_jiffies, gen)), _proc_jiffies(switch), _busy_jiffies(), time.monotonic()
-    time.sleep(seconds)
-    g1, s1, b1, dt = sum(map(_proc_jiffies, gen)), _proc_jiffies(switch), _busy_jiffies(), time.monotonic() - t0
-    return {"gen_cores": (g1 - g0) / hz / dt, "switch_cores": (s1 - s0) / hz / dt, "busy_cores": (b1 - b0) / hz / dt}
-
-
 def _level(fab: Fabric, lz: netns.Lease, net: T.Network, generator: str, pct: float, seconds: float) -> dict[str, Any]:
     sp = _spec(generator, pct)
     fab.configure(netplan.of(sp, fab.network), restart_switch=True)
@@ -98,7 +79,7 @@ def _level(fab: Fabric, lz: netns.Lease, net: T.Network, generator: str, pct: fl
     assert fab.switch is not None and fab.switch.process is not None
     gen = [p.pid for f in traffic.flows for p in (f.client, f.server)] if traffic is not None else []
     row: dict[str, Any] = {"generator": generator if pct > 0 else "none", "udp_percent": pct}
-    row.update(_window(seconds, gen, fab.switch.process.pid))
+    row.update(cpuwindow.cores(seconds, {"gen": gen, "switch": [fab.switch.process.pid]}))
     if traffic is not None:
         res = traffic.stop()
         bps = res[0].get("bits_per_second") if res else None

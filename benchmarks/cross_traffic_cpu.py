@@ -34,6 +34,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import cpuwindow
+
 from shufflelab import netplan
 from shufflelab import spec as S
 from shufflelab import topology as T
@@ -62,25 +64,6 @@ def _spec() -> S.ExperimentSpec:
             "workload": {"name": "sort-aggregate", "params": {"rows": 1000, "partitions": 3}},
         }
     )
-
-
-def _cpu_times() -> tuple[float, float]:
-    """(busy, total) jiffies over all cores from /proc/stat."""
-    fields = [float(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-    user, nice, system, idle, iowait, irq, softirq, steal = (fields + [0.0] * 8)[:8]
-    busy = user + nice + system + irq + softirq + steal
-    return busy, busy + idle + iowait
-
-
-def _busy_cores(seconds: float) -> float:
-    import os
-
-    hz = os.sysconf("SC_CLK_TCK")
-    b0, _ = _cpu_times()
-    t0 = time.monotonic()
-    time.sleep(seconds)
-    b1, _ = _cpu_times()
-    return (b1 - b0) / hz / (time.monotonic() - t0)
 
 
 def _spin(seconds: float, out: Any) -> None:
@@ -160,7 +143,7 @@ def measure(seconds: float, percents: list[float], settle_s: float = 2.0, method
         for pct in percents:
             traffic = start_udp(fab, lz, net, pct, settle_s)
             if method == "stat":
-                busy = _busy_cores(seconds)
+                busy = cpuwindow.cores(seconds)["busy_cores"]
             elif method == "work":
                 busy = _work_rate(seconds)
             else:
