@@ -33,7 +33,7 @@ def main() -> None:
         t0 = time.thread_time()
         sampler.sample()
         cost_ms.append(1000 * (time.thread_time() - t0))
-        procs.append(len(sampler._prev.procs) if sampler._prev else 0)  # noqa: SLF001 - a benchmark looks inside
+        procs.append(len(sampler.last.procs) if sampler.last else 0)
         time.sleep(boxload.PERIOD_S)
     per = float(np.mean(cost_ms))
     out = {

@@ -302,6 +302,11 @@ class BoxSampler:
         self._thread.start()
         return self
 
+    @property
+    def last(self) -> Snapshot | None:
+        """The processes at the latest sample (None before the first)."""
+        return self._prev
+
     def sample(self) -> None:
         """Take one sample (the thread's step; a reading lost is a sample lost, not a failed run)."""
         t0 = time.thread_time()
