@@ -245,3 +245,19 @@ def test_a_log_named_relative_to_the_driver_is_found_by_a_task_in_another_folder
     staging = tmp_path / "staging"
     items = [(i, s.display, s.key) for i, s in enumerate(found)]
     assert list(dataset.parse_items(str(staging), 100, items)) == [(0, True)]
+
+
+def test_a_failed_spark_job_is_said_by_its_python_error() -> None:
+    from shufflelab.eventlog.spark_engine import _error_line
+
+    text = (
+        "An error occurred while calling z:org.apache.spark.api.python.PythonRDD.collectAndServe.\n"
+        ": org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 0.0 failed 2 times\n"
+        "org.apache.spark.api.python.PythonException: Traceback (most recent call last):\n"
+        '  File "/x/dataset.py", line 80, in parse_items\n'
+        "shufflelab.eventlog.remote.RemoteLogError: hdfs://nn:9000/logs/a: cannot reach WebHDFS at nn:9870 (refused)\n"
+        "\tat org.apache.spark.api.python.BasePythonRunner.handlePythonException(PythonRunner.scala:600)\n"
+    )
+    assert _error_line(RuntimeError(text)) == (
+        "shufflelab.eventlog.remote.RemoteLogError: hdfs://nn:9000/logs/a: cannot reach WebHDFS at nn:9870 (refused)"
+    )
