@@ -261,3 +261,21 @@ def test_a_failed_spark_job_is_said_by_its_python_error() -> None:
     assert _error_line(RuntimeError(text)) == (
         "shufflelab.eventlog.remote.RemoteLogError: hdfs://nn:9000/logs/a: cannot reach WebHDFS at nn:9870 (refused)"
     )
+
+
+def test_a_failed_spark_job_leaves_nothing_not_even_the_folders_made_for_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from shufflelab.eventlog import spark_engine
+
+    def failed_job(master: str, conf: dict[str, str], staging: Path, sources: list[Any]) -> dict[int, bool]:
+        dataset.parse_items(str(staging), 100, [])  # the executors had begun (their folder exists)
+        (staging / dataset.INCOMING).mkdir()
+        raise spark_engine.EngineError("the Spark job failed: boom")
+
+    monkeypatch.setattr(spark_engine, "run_job", failed_job)
+    logs = _logdir(tmp_path)
+    dest = tmp_path / "new" / "sub" / "t.parquet"
+    r = CliRunner().invoke(app, ["analyze", str(logs), "--engine", "spark", "--master", "local[1]", "--db", str(dest)])
+    assert r.exit_code == 1 and "the Spark job failed: boom" in r.output, r.output
+    assert not (tmp_path / "new").exists()

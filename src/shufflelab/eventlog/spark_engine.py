@@ -10,6 +10,7 @@ Python (``spark.pyspark.python``, default this interpreter) must have shufflelab
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
@@ -165,7 +166,9 @@ def ingest(paths: list[str], dest: Path, master: str, conf: dict[str, str], err:
         return IngestReport([], problems)
     reachable(master)
     staging = dataset.staging_for(dest.absolute())  # the executors' working folder is not ours
+    made = [p for p in staging.parents if not p.exists()]  # folders made for it: removed again on failure
     staging.mkdir(parents=True)
+    published = False
     try:
         err.print(
             f"parsing {len(found)} event log(s), {sum(s.size for s in found) / 1e6:.1f} MB, on {master}",
@@ -177,9 +180,14 @@ def ingest(paths: list[str], dest: Path, master: str, conf: dict[str, str], err:
         report = IngestReport(outcomes, problems)
         if report.anything_read:
             dataset.publish(staging, dest)
+            published = True
         return report
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+        if not published:
+            for folder in made:  # innermost first
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
 
 
 def run(paths: list[str], dest: Path, master: str, conf_items: list[str], console: Console, err: Console) -> int:
