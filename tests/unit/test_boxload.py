@@ -1,9 +1,10 @@
 """The fidelity of the box per run: /proc/stat and /proc/<pid>/stat parsed, the lab told from other
 work, the run queue, softirq, nice and foreign shares from samples, the switch's lag from its status
-CSV, and each threshold judged (fakes only: synthetic /proc snapshots, no real /proc)."""
+CSV, and each threshold judged (synthetic /proc snapshots; one test reads the real /proc)."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import pandas as pd
@@ -316,3 +317,44 @@ def test_an_older_store_labelled_for_its_run_queue_alone_reads_as_unlabelled(tmp
     assert "other work on the box not measured in these runs" in text
     assert "built on 1 of 6 runs where the emulation host was itself the bottleneck (softirq)" in text
     assert "run queue over threshold" not in text and "(run queue" not in text
+
+
+def _real(pid: int | str) -> B.Proc:
+    return B.parse_pid_stat(Path(f"/proc/{pid}/stat").read_text())
+
+
+def test_on_the_real_proc_an_orphaned_busy_process_is_other_work_and_this_one_is_the_lab(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    stop = tmp_path / "stop"
+    spin = tmp_path / "spin.py"  # busy until told to stop (30 s at most)
+    spin.write_text(
+        "import os, time\nend = time.monotonic() + 30\n"
+        f"while time.monotonic() < end and not os.path.exists({str(stop)!r}): pass\n"
+    )
+    # started by a child that exits at once: reparented out of this process's tree, in no leased namespace
+    launcher = (
+        "import subprocess, sys\nquiet = subprocess.DEVNULL\n"
+        f"print(subprocess.Popen([sys.executable, {str(spin)!r}], stdout=quiet, stderr=quiet).pid)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", launcher], capture_output=True, text=True, check=True, timeout=30)
+    orphan = int(out.stdout.split()[0])
+    try:
+        sampler = B.BoxSampler(lab_netns=lambda root: set())
+        sampler.sample()
+        assert sampler.last is not None
+        assert _real(orphan).key in sampler.last.procs and _real(orphan).key not in sampler.last.lab
+        assert _real("self").key in sampler.last.lab
+        deadline = time.monotonic() + 60
+        while _real(orphan).cpu < 20 and time.monotonic() < deadline:  # 0.2 s of CPU, however loaded the box
+            time.sleep(0.05)
+        sampler.sample()
+        assert sampler.samples[-1].foreign_cpu >= 20
+    finally:
+        stop.touch()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(orphan, signal.SIGKILL)
