@@ -131,25 +131,22 @@ def run_job(master: str, conf: dict[str, str], staging: Path, sources: list[LogS
             found[i] = True
     if not items:
         return found
-    from pyspark.sql import SparkSession
+    from pyspark import SparkConf, SparkContext  # a plain context: the RDD API, never Spark Connect
 
     settings = spark_conf(master, conf)
     # PySpark takes the executors' Python from the driver's environment, not from the setting
     os.environ["PYSPARK_PYTHON"] = settings["spark.pyspark.python"]
-    builder = SparkSession.builder
-    for k, v in settings.items():
-        builder = builder.config(k, v)
     try:
-        spark = builder.getOrCreate()
+        sc = SparkContext(conf=SparkConf().setAll(list(settings.items())))
     except Exception as exc:  # noqa: BLE001 - the JVM or the master refused: said in one line
         raise EngineError(f"{master}: Spark did not start ({_error_line(exc)})") from None
     try:
-        rdd = spark.sparkContext.parallelize(items, min(len(items), MAX_TASKS))
+        rdd = sc.parallelize(items, min(len(items), MAX_TASKS))
         done = rdd.mapPartitions(functools.partial(dataset.parse_items, str(staging), BATCH)).collect()
     except Exception as exc:  # noqa: BLE001 - a failed job: its reason in one line, no JVM stack
         raise EngineError(f"the Spark job failed: {_error_line(exc)}") from None
     finally:
-        spark.stop()
+        sc.stop()
     found.update(dict(done))
     return found
 
