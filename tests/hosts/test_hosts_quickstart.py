@@ -1,8 +1,16 @@
-"""experiments/quickstart.toml as it is (one repetition instead of three) on seven stand-in hosts: its
-six hosts and its shared bottleneck on a router host, its scenario with cross traffic (UDP at 75 % of
-the link from tgen to tsink through the router; the scenario without it is the same run minus the
-iperf3 pair, covered by the other hosts tests), its link self-test; the job time against the local
-backend's, and every host as before afterwards."""
+"""Shipped experiments as they are (one repetition instead of three) on six stand-in hosts: their
+six spec hosts on five machines (the Spark master sharing one with a worker) and their shared
+bottleneck on a router host.
+
+- experiments/quickstart.toml, its scenario with cross traffic (UDP at 75 % of the link from tgen to
+  tsink through the router; the scenario without it is the same run minus the iperf3 pair, covered
+  by the other hosts tests), its link self-test; the job time against the local backend's;
+- experiments/cc-under-udp-switch.toml, one cell: the userspace switch on the router host with its
+  delay, RED/ECN and DCTCP, making the UDP cross traffic itself;
+- experiments/faults.toml, its link-down case: a worker's data interface down for 5 s mid-job and
+  its routes back.
+
+Every host as before afterwards."""
 
 from __future__ import annotations
 
@@ -13,13 +21,30 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from shufflelab.switch import binary_path
+
 from .conftest import Lab, sh
 from .test_hosts_run import REPO, cli, host_state, job_times
 
 pytestmark = [pytest.mark.root, pytest.mark.spark]
 
-SPEC_HOSTS = ["master", "w1", "w2", "w3", "tgen", "tsink"]
+# the shipped specs' six hosts on five machines (host6 the router)
+MACHINES = {"master": "host1", "w1": "host1", "w2": "host2", "w3": "host3", "tgen": "host4", "tsink": "host5"}
 UDP = ["--select", "udp=75"]  # the scenario with cross traffic through the router host
+
+
+def shipped(lab: Lab, tmp_path: Path, name: str, share: str = "w1") -> tuple[Path, Path]:
+    """The inventory (the master on ``share``'s machine) and experiments/``name`` with one repetition."""
+    inv = lab.inventory(tmp_path / "inv.toml")
+    text = inv.read_text()
+    machines = dict(MACHINES)
+    if share == "w2":  # w2 with the master, w1 on a machine of its own
+        machines["w1"], machines["w2"] = "host2", "host1"
+    text = text[: text.index("[map]")] + "[map]\n" + "".join(f'{h} = "{m}"\n' for h, m in machines.items())
+    inv.write_text('router = "host6"\n' + text)
+    spec = tmp_path / name
+    spec.write_text((REPO / "experiments" / name).read_text().replace("repetitions = 3", "repetitions = 1"))
+    return inv, spec
 
 
 def routing(lab: Lab) -> list[object]:
@@ -46,20 +71,13 @@ def by_udp(db: Path) -> dict[bool, list[float]]:
     return out
 
 
-def test_the_quickstart_unchanged_over_ssh_agrees_with_local(lab7: Lab, tmp_path: Path) -> None:
-    inv = lab7.inventory(tmp_path / "inv.toml")
-    text = inv.read_text()
-    text = text[: text.index("[map]")] + "[map]\n"
-    text += "".join(f'{h} = "host{i}"\n' for i, h in enumerate(SPEC_HOSTS, start=1))
-    inv.write_text('router = "host7"\n' + text)
-    spec = tmp_path / "quickstart.toml"
-    original = (REPO / "experiments" / "quickstart.toml").read_text()
-    spec.write_text(original.replace("repetitions = 3", "repetitions = 1"))
-    before, routes = host_state(lab7), routing(lab7)
+def test_the_quickstart_unchanged_over_ssh_agrees_with_local(lab6: Lab, tmp_path: Path) -> None:
+    inv, spec = shipped(lab6, tmp_path, "quickstart.toml")
+    before, routes = host_state(lab6), routing(lab6)
 
     r = cli("run", str(spec), "--hosts", str(inv), "--results", str(tmp_path / "hosts"), "--no-report", *UDP)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    assert host_state(lab7) == before and routing(lab7) == routes  # shaping, sysctls, routes, forwarding: back
+    assert host_state(lab6) == before and routing(lab6) == routes  # shaping, sysctls, routes, forwarding: back
     db = tmp_path / "hosts" / "quickstart.duckdb"
     job_times(db)
     remote = by_udp(db)
@@ -67,6 +85,7 @@ def test_the_quickstart_unchanged_over_ssh_agrees_with_local(lab7: Lab, tmp_path
         udp = con.execute("SELECT bytes, bits_per_second FROM cross_traffic WHERE kind = 'udp'").fetchall()
         backlog = con.execute("SELECT dev, count(*), max(backlog_bytes) FROM queue_samples GROUP BY dev").fetchall()
         hosts = {row[0] for row in con.execute("SELECT DISTINCT host FROM tasks").fetchall()}
+        machines = json.loads(con.execute("SELECT environment_json FROM runs").fetchone()[0])["machines"]
         through = con.execute(
             "SELECT r.bottleneck_tx_bytes, (SELECT sum(remote_bytes) FROM tasks t WHERE t.run_id = r.run_id) "
             "FROM runs r"
@@ -78,6 +97,7 @@ def test_the_quickstart_unchanged_over_ssh_agrees_with_local(lab7: Lab, tmp_path
     # what the driver wrote on the master's host came back: event logs (the tasks table, the executors
     # on the stand-ins' data addresses) and the listener's output
     assert hosts and all(str(h).startswith("10.214.") for h in hosts), hosts
+    assert machines["master"]["machine"] == machines["w1"]["machine"] == "host1", machines  # one machine
     runs = sorted((tmp_path / "hosts" / "quickstart" / "runs").iterdir())
     assert runs and all(any((d / "eventlog").iterdir()) for d in runs)
     assert all(any(p.stat().st_size for p in (d / "listener").glob("*.jsonl")) for d in runs)
@@ -94,3 +114,40 @@ def test_the_quickstart_unchanged_over_ssh_agrees_with_local(lab7: Lab, tmp_path
 
     r = cli("clean", "--hosts", str(inv))
     assert r.returncode == 0 and "restored 0 leases" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.skipif(binary_path() is None, reason="shufflelab-switch is not built (make setup)")
+def test_the_switch_makes_the_cross_traffic_on_the_router_host(lab6: Lab, tmp_path: Path) -> None:
+    """cc-under-udp-switch.toml, DCTCP with the switch's UDP at half the link: the source is the
+    router host's switch (no iperf3 anywhere), its status fetched into the record."""
+    inv, spec = shipped(lab6, tmp_path, "cc-under-udp-switch.toml")
+    before, routes = host_state(lab6), routing(lab6)
+    r = cli("run", str(spec), "--hosts", str(inv), "--results", str(tmp_path / "res"), "--no-report",
+            "--select", "cc=dctcp", "--select", "udp=50")  # fmt: skip
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert host_state(lab6) == before and routing(lab6) == routes
+    with duckdb.connect(str(tmp_path / "res" / "cc-under-udp-switch.duckdb"), read_only=True) as con:
+        run = con.execute("SELECT status, cause, bottleneck_marks FROM runs").fetchall()
+        udp = con.execute("SELECT generator, bytes, lost_packets, error FROM cross_traffic").fetchall()
+        devs = con.execute("SELECT DISTINCT dev FROM queue_samples").fetchall()
+    print(f"run {run}; cross traffic {udp}; sample devs {devs}")
+    assert [row[0] for row in run] == ["ok"], run
+    assert len(udp) == 1 and udp[0][0] == "switch" and udp[0][1] > 0 and udp[0][3] is None, udp
+    assert devs == [("sw",)], devs
+
+
+def test_a_link_down_fault_on_a_machine(lab6: Lab, tmp_path: Path) -> None:
+    """faults.toml's link-down case: w1's data interface down for 5 s mid-job (the master shares
+    w2's machine, not w1's); the job recovers and the machine's routes come back."""
+    inv, spec = shipped(lab6, tmp_path, "faults.toml", share="w2")
+    before, routes = host_state(lab6), routing(lab6)
+    r = cli("run", str(spec), "--hosts", str(inv), "--results", str(tmp_path / "res"), "--no-report",
+            "--select", "case=link-down")  # fmt: skip
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert host_state(lab6) == before and routing(lab6) == routes  # the link up, its routes back
+    with duckdb.connect(str(tmp_path / "res" / "faults.duckdb"), read_only=True) as con:
+        run = con.execute("SELECT status, cause, job_time_s FROM runs").fetchall()
+        events = con.execute("SELECT kind, host, detail, error FROM faults").fetchall()
+    print(f"run {run}; faults {events}")
+    assert [row[0] for row in run] == ["ok"], run
+    assert events == [("link-down", "w1", "w1: data0 down for 5 s", None)], events

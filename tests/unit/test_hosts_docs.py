@@ -1,6 +1,7 @@
 """docs/hosts.md's table of shipped experiments says what the code does: for every file in
-experiments/, how many machines it needs and whether the hosts backend runs it, runs part of it
-(``--select``) or refuses it, naming each field the backend refuses."""
+experiments/, the fewest machines it needs (the map the backend accepts: a Spark master sharing with
+one worker where it may) and whether the hosts backend runs it, runs part of it (``--select``) or
+refuses it, naming each field the backend refuses."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from shufflelab import spec as specmod
+from shufflelab.hosts import inventory
 from shufflelab.hosts.fabric import refusals
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,13 +24,34 @@ def _table() -> dict[str, list[str]]:
     rows = {}
     for line in section.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        m = re.fullmatch(r"`([^`]+)`", cells[0]) if len(cells) == 4 else None
+        m = re.fullmatch(r"`([^`]+)`", cells[0]) if len(cells) == 5 else None
         if m:
             rows[m.group(1)] = cells[1:]
     return rows
 
 
 TABLE = _table()
+
+
+def fewest(spec: specmod.ExperimentSpec) -> tuple[int, dict[str, str]]:
+    """The fewest machines for ``spec`` (and the map): the Spark master on the first worker's machine
+    that the inventory check and the backend accept, a machine per other host, a router host for
+    'shared'."""
+    hosts = list(spec.hosts)
+    alone = {h: f"m{i}" for i, h in enumerate(hosts)}
+    router = spec.topology.kind == "shared"
+    machines = {
+        m: {"address": f"192.0.2.{i}", "agent": True, "data_interface": "eth1"} for i, m in enumerate(alone.values())
+    }
+    masters = [h for h in hosts if spec.hosts[h].roles == ["spark-master"]]
+    for master in masters[:1]:
+        for worker in (h for h in hosts if spec.hosts[h].roles == ["spark-worker"]):
+            shared = {**alone, master: alone[worker]}
+            inventory.check_mapping(inventory.parse({"hosts": machines, "map": shared}), spec)
+            groups = inventory.machine_groups(shared)
+            if all(not refusals(sc.spec, router=True, sharing=groups) for sc in specmod.expand(spec)):
+                return len(hosts) - 1 + router, shared
+    return len(hosts) + router, alone
 
 
 def _row(name: str) -> list[str]:
@@ -40,7 +63,7 @@ def _row(name: str) -> list[str]:
 
 @pytest.mark.parametrize("path", EXPERIMENTS, ids=[p.name for p in EXPERIMENTS])
 def test_the_table_says_what_the_backend_does(path: Path) -> None:
-    hosts, machines, verdict = _row(path.name)
+    hosts, machines, where, verdict = _row(path.name)
     try:
         spec = specmod.load(path)
     except specmod.SpecError:  # a simulator or tune spec: nothing of it runs on machines
@@ -60,8 +83,12 @@ def test_the_table_says_what_the_backend_does(path: Path) -> None:
         assert verdict.startswith("refused:"), (path.name, verdict)
         assert machines == "–", (path.name, machines)
     if not stopped or len(stopped) < len(scenarios):
-        shared = any(sc.spec.topology.kind == "shared" for sc in scenarios)
-        assert machines == str(len(spec.hosts) + shared), (path.name, machines)
+        n, mapping = fewest(spec)
+        assert machines == str(n), (path.name, machines, mapping)
+        (group,) = inventory.machine_groups(mapping) or [[]]
+        if group:  # the row says which hosts share a machine (the quickstart's: master + w1)
+            said = " + ".join(group)
+            assert said in where or (said == "master + w1" and where.startswith("as the quickstart")), (where, said)
     for field in fields:  # each refused field is named, by the first words of the backend's refusal
         named = re.findall(r"[a-z_]+\.[a-z_.]+|faults", field)
         assert named and all(f in verdict for f in named[:1]), (path.name, field, verdict)
