@@ -313,7 +313,7 @@ def test_an_older_store_labelled_for_its_run_queue_alone_reads_as_unlabelled(tmp
     paths = report.write(db, tmp_path / "out")  # read only: the store keeps its old columns
     text = paths.markdown.read_text()
     assert "in 1 of 6 ok runs the emulation host was itself the bottleneck (softirq over threshold" in text
-    assert "mean run queue 2.7-3.7 runnable threads per core (recorded, not judged" in text
+    assert "Mean run queue 2.7-3.7 runnable threads per core, recorded but not judged" in text
     assert "other work on the box not measured in these runs" in text
     assert "built on 1 of 6 runs where the emulation host was itself the bottleneck (softirq)" in text
     assert "run queue over threshold" not in text and "(run queue" not in text

@@ -291,22 +291,23 @@ def box_runs(d: Data, labels: Sequence[str] | None = None) -> tuple[int, int, li
 
 
 def _box_measures(d: Data) -> str:
-    """What the report says of the recorded, unjudged measures: the run queue's range and whether
-    other work was measured at all."""
+    """What the report says of the recorded, unjudged measures: the run queue's range and other
+    work's (or that it was not measured)."""
     runs = d.runs[d.runs["status"] == "ok"]
     said = []
     runq = runs["box_runq_per_core"].dropna() if "box_runq_per_core" in runs.columns else pd.Series(dtype=float)
     if not runq.empty:
         said.append(
-            f"mean run queue {runq.min():.1f}-{runq.max():.1f} runnable threads per core (recorded, not judged: "
-            "the lab oversubscribes the cores by design, alike in every scenario)"
+            f"mean run queue {runq.min():.1f}-{runq.max():.1f} runnable threads per core, recorded but not judged "
+            "(the lab oversubscribes the cores by design, alike in every scenario)"
         )
     foreign = runs["box_foreign_share"].dropna() if "box_foreign_share" in runs.columns else pd.Series(dtype=float)
     if not foreign.empty:
-        said.append(f"other work {100 * foreign.min():.0f}-{100 * foreign.max():.0f} % of the box")
+        said.append(f"other work {100 * foreign.min():.0f}-{100 * foreign.max():.0f} % of the box's CPU time")
     else:
         said.append("other work on the box not measured in these runs")
-    return "; ".join(said)
+    text = "; ".join(said)
+    return text[0].upper() + text[1:] + "."
 
 
 def box_fact(d: Data) -> str | None:
@@ -318,12 +319,12 @@ def box_fact(d: Data) -> str | None:
     if bad == 0:
         return (
             f"Fidelity of the box: in none of the {n} assessed ok runs was the emulation host itself the "
-            f"bottleneck ({measures})."
+            f"bottleneck. {measures}"
         )
     return (
         f"Fidelity of the box: in {bad} of {n} ok runs the emulation host was itself the bottleneck "
         f"({', '.join(kinds)} over threshold; column box_bottleneck / box_reasons of runs): what those runs "
-        f"measured includes the box, not only the emulated network ({measures})."
+        f"measured includes the box, not only the emulated network. {measures}"
     )
 
 
