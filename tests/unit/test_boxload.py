@@ -15,6 +15,7 @@ from shufflelab import spec as S
 from shufflelab.emulate import boxload as B
 from shufflelab.report.data import Data
 from shufflelab.report.text import box_fact, box_verdict_note
+from shufflelab.results import RunRow
 
 PROC_STAT = """cpu  100 5 50 800 10 2 30 0 0 0
 cpu0 50 2 25 400 5 1 15 0 0 0
@@ -108,6 +109,7 @@ def test_a_run_folder_is_assessed_and_becomes_runs_columns(tmp_path: Path) -> No
     cols = B.columns(B.assess(tmp_path, ncpu=2, selftest=[{"port": "sw", "ok": True}]))
     assert cols["box_runq_per_core"] == 1.5 and cols["box_bottleneck"] is False and cols["box_reasons"] is None
     assert cols["box_foreign_share"] == 0.0 and cols["box_switch_lag_ms"] == pytest.approx(0.03)
+    assert RunRow.of({"run_id": "r", "scenario_id": "s", "rep": 1, "status": "ok", **cols}).box_nice_share == 0.0
     cols = B.columns(B.assess(tmp_path, ncpu=1, selftest=[{"port": "sw", "ok": False, "problem": "goodput 0.7"}]))
     assert cols["box_runq_per_core"] == 3.0 and cols["box_reasons"] == "link self-test: sw: goodput 0.7"
     empty = B.columns(B.assess(tmp_path / "none", ncpu=2, selftest=[]))
