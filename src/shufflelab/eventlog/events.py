@@ -11,12 +11,14 @@ kept.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from shufflelab.eventlog import taskend
+from shufflelab.eventlog.batch import TASK_COLUMNS, TaskBatch
 from shufflelab.eventlog.compression import LogReadError, TruncatedLog
 from shufflelab.eventlog.model import (
     NS_PER_MS,
@@ -34,6 +36,11 @@ try:  # a C parser: several times faster than json on task events
     from orjson import loads as _loads
 except ImportError:  # pragma: no cover - orjson is a dependency
     _loads = json.loads  # type: ignore[assignment]
+
+try:  # the Rust core (crates/eventlogcore): chunks split and task ends decoded into columns
+    import shufflelab_eventlogcore as RUST
+except ImportError:  # pragma: no cover - built by scripts/setup.sh; without it the Python path reads
+    RUST = None
 
 _PREFIX = b'{"Event":"'
 _TASK_END = b'{"Event":"SparkListenerTaskEnd",'
@@ -197,8 +204,6 @@ KEPT_CONF = (
     "spark.eventLog.rolling.enabled",
 )
 
-TASK_COLUMNS = tuple(f for f in TaskRow.__dataclass_fields__)
-
 # Task-end events whose fields are all checked against KNOWN_FIELDS: the first CHECK_FIRST and then
 # one in CHECK_EVERY (the others are decoded into typed structs that skip unknown fields).
 CHECK_FIRST = 1000
@@ -262,16 +267,27 @@ class Parser:
     """Feed it lines (:meth:`feed_stream` for decompressed chunks), then :meth:`finish`.
 
     With ``on_tasks`` the task rows go there as columns (:class:`TaskRow` field name -> values),
-    about ``batch`` rows at a time, with the log parsed so far; without it they are collected as
-    :class:`TaskRow` in ``log.tasks``."""
+    about ``batch`` rows at a time, with the log parsed so far; with ``on_batch`` instead, as a
+    :class:`~shufflelab.eventlog.batch.TaskBatch` (which can write itself to CSV without making
+    Python objects of the rows); without either they are collected as :class:`TaskRow` in
+    ``log.tasks``.
+
+    Task ends are decoded by the Rust core when it is installed (``shufflelab_eventlogcore``; the
+    module attribute ``RUST``), else by the Python path (``taskend``); both give the same rows."""
 
     def __init__(
-        self, on_tasks: Callable[[dict[str, list[Any]], EventLog], None] | None = None, batch: int = 10_000
+        self,
+        on_tasks: Callable[[dict[str, list[Any]], EventLog], None] | None = None,
+        batch: int = 10_000,
+        *,
+        on_batch: Callable[[TaskBatch, EventLog], None] | None = None,
     ) -> None:
         self.log = EventLog()
         self._on_tasks = on_tasks
+        self._on_batch = on_batch
+        self._core = RUST
         self._batch = batch
-        self._pending: dict[str, list[Any]] = {c: [] for c in TASK_COLUMNS}
+        self._pending: list[Any] = []  # segments: Rust TaskColumns or dictionaries of lists
         self._n_pending = 0
         self._job_start: dict[int, tuple[int | None, list[int], int | None]] = {}
         self._execs: dict[str, list[Any]] = {}
@@ -316,10 +332,13 @@ class Parser:
                 if pieces:
                     pieces.append(chunk)
                     chunk = b"".join(pieces)
-                lines = chunk.split(b"\n")
-                last = lines.pop()
+                if self._core is not None:
+                    last = self._rust_lines(chunk, line_fn)
+                else:
+                    lines = chunk.split(b"\n")
+                    last = lines.pop()
+                    self._lines(lines, line_fn)
                 pieces = [last] if last else []
-                self._lines(lines, line_fn)
         except TruncatedLog as exc:
             log.problems.append(str(exc))
             clean = False
@@ -403,15 +422,44 @@ class Parser:
         if task_ends:
             self._task_lines(task_ends)
 
+    def _rust_lines(self, chunk: bytes, line_fn: Callable[[bytes, bool], bool]) -> bytes:
+        """:meth:`_lines` on the Rust core: the chunk split and its task ends decoded there, the
+        same decisions taken here; returns what follows the last newline. A chunk whose task ends
+        do not all fit the typed decoding has them read by the Python path (:meth:`_task_lines`)."""
+        c = self._core.scan(chunk)  # type: ignore[union-attr]
+        log = self.log
+        starts = c.starts
+        for line in c.odd_starts() if starts else ():  # not decoded: checked to be whole
+            if not _intact(line):
+                starts -= 1
+                log.lines += 1
+                log.skipped_lines += 1
+                self._damaged(line)
+        self._task_starts += starts
+        log.lines += starts
+        log.events += starts
+        for line in c.others():
+            line_fn(line, False)
+        if c.n_ends:
+            cols = c.columns()
+            if cols is None:
+                self._task_lines(c.end_lines())
+            else:
+                n = len(cols)
+                log.lines += n
+                log.events += n
+                for i in _checked(self._task_ends, n):
+                    keys = c.end_keys(i)
+                    if keys is not None:  # (a decoded line is an object)
+                        self._count_unknown(*keys)
+                self._add_rust(cols)
+        return c.last()  # type: ignore[no-any-return]
+
     def _task_lines(self, lines: list[bytes]) -> None:
         log = self.log
-        n0 = self._task_ends
         log.lines += len(lines)
         log.events += len(lines)
-        # the fields of the first CHECK_FIRST task ends and one in CHECK_EVERY after them are checked
-        first = range(max(0, min(len(lines), CHECK_FIRST - n0)))
-        every = range((-n0) % CHECK_EVERY, len(lines), CHECK_EVERY)
-        for i in sorted({*first, *(i for i in every if n0 + i >= CHECK_FIRST)}):
+        for i in _checked(self._task_ends, len(lines)):
             try:
                 ev = _loads(lines[i])
             except ValueError:
@@ -457,11 +505,11 @@ class Parser:
                 # as a dictionary, to count fields this version does not know
                 n = self._task_ends
                 if n >= CHECK_FIRST and n % CHECK_EVERY:
-                    try:
-                        row = _fast_task_row(line)
-                    except _FAST_ERRORS:
-                        pass  # unexpected types: the dictionary path below decides
-                    else:
+                    row = self._core.task_row(line) if self._core is not None else None
+                    if row is None:  # (the Rust core decodes no line the typed decoder would not)
+                        with contextlib.suppress(*_FAST_ERRORS):  # unexpected types: the dictionary path decides
+                            row = _fast_task_row(line)
+                    if row is not None:
                         log.events += 1
                         self._add_task(row)
                         return True
@@ -555,11 +603,20 @@ class Parser:
 
     def _check_task_fields(self, ev: dict[str, Any]) -> None:
         """Count the fields of a task end this version does not know (top level, task info, metrics)."""
+        info, metrics = ev.get("Task Info"), ev.get("Task Metrics")
+        self._count_unknown(
+            ev, info if isinstance(info, dict) else None, metrics if isinstance(metrics, dict) else None
+        )
+
+    def _count_unknown(self, top: Any, info: Any, metrics: Any) -> None:
+        """The fields (keys) of a task end's top level, task info and metrics (None: not an
+        object) that this version does not know, counted."""
         log = self.log
         log.task_ends_checked += 1
-        for key, d in (("", ev), ("Task Info.", ev.get("Task Info")), ("Task Metrics.", ev.get("Task Metrics"))):
-            if not isinstance(d, dict):
+        for key, keys in (("", top), ("Task Info.", info), ("Task Metrics.", metrics)):
+            if keys is None:
                 continue
+            d = keys if isinstance(keys, dict) else dict.fromkeys(keys)  # (key order as a dictionary's)
             known = KNOWN_FIELDS["SparkListenerTaskEnd" + ("." + key[:-1] if key else "")]
             if not known.issuperset(d):
                 for k in d.keys() - known:
@@ -618,6 +675,31 @@ class Parser:
         """One task row (the dictionary path)."""
         self._add_columns({c: [v] for c, v in zip(TASK_COLUMNS, row, strict=True)}, 1)
 
+    def _add_rust(self, cols: Any) -> None:
+        """:meth:`_add_columns` for columns decoded by the Rust core (its counts are exact; float
+        columns are summed here, in the same order, as from lists)."""
+        n = len(cols)
+        successful, fetch_failed, speculative, remote, local, written = cols.counts()
+        t = self.log.totals
+        t.n_tasks += n
+        t.failed_tasks += n - successful
+        t.fetch_failures += fetch_failed
+        t.speculative_tasks += speculative
+        t.executor_run_ms += sum(memoryview(cols.floats("executor_run_ms")).cast("d"))
+        t.executor_cpu_ms += sum(memoryview(cols.floats("executor_cpu_ms")).cast("d"))
+        t.fetch_wait_ms += sum(memoryview(cols.floats("fetch_wait_ms")).cast("d"))
+        t.remote_bytes += remote
+        t.local_bytes += local
+        t.shuffle_write_bytes += written
+        self._task_ends += n
+        if self._on_tasks is None and self._on_batch is None:
+            self.log.tasks.extend(TaskRow(*r) for r in zip(*cols.to_dict().values(), strict=True))
+            return
+        self._pending.append(cols)
+        self._n_pending += n
+        if self._n_pending >= self._batch:
+            self._flush()
+
     def _add_columns(self, cols: dict[str, list[Any]], n: int) -> None:
         """Running totals, then the rows to the batch (or the in-memory list)."""
         t = self.log.totals
@@ -632,19 +714,27 @@ class Parser:
         t.local_bytes += sum(cols["local_bytes"])
         t.shuffle_write_bytes += sum(cols["shuffle_write_bytes"])
         self._task_ends += n
-        if self._on_tasks is None:
+        if self._on_tasks is None and self._on_batch is None:
             self.log.tasks.extend(TaskRow(*r) for r in zip(*cols.values(), strict=True))
             return
-        for c, values in cols.items():
-            self._pending[c].extend(values)
+        last = self._pending[-1] if self._pending else None
+        if isinstance(last, dict):  # rows of the Python path: one segment until a Rust one comes
+            for c, values in cols.items():
+                last[c].extend(values)
+        else:
+            self._pending.append({c: list(cols[c]) for c in TASK_COLUMNS})
         self._n_pending += n
         if self._n_pending >= self._batch:
             self._flush()
 
     def _flush(self) -> None:
-        if self._n_pending and self._on_tasks is not None:
-            self._on_tasks(self._pending, self.log)
-        self._pending = {c: [] for c in TASK_COLUMNS}
+        if self._n_pending:
+            batch = TaskBatch(self._pending, self._n_pending)
+            if self._on_batch is not None:
+                self._on_batch(batch, self.log)
+            elif self._on_tasks is not None:
+                self._on_tasks(batch.columns(), self.log)
+        self._pending = []
         self._n_pending = 0
 
     def _stage_completed(self, ev: dict[str, Any]) -> None:
@@ -774,6 +864,14 @@ def _headline(message: str) -> str:
             first = f"{first} ... {line.strip()}"
             break
     return first[:500]
+
+
+def _checked(n0: int, n: int) -> list[int]:
+    """Which of ``n`` task ends, after ``n0`` read before them, have their fields checked: the
+    first CHECK_FIRST of the log and one in CHECK_EVERY after them."""
+    first = range(max(0, min(n, CHECK_FIRST - n0)))
+    every = range((-n0) % CHECK_EVERY, n, CHECK_EVERY)
+    return sorted({*first, *(i for i in every if n0 + i >= CHECK_FIRST)})
 
 
 def _exec_order(row: list[Any]) -> tuple[int, str]:

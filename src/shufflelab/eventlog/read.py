@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from shufflelab.eventlog.batch import TaskBatch
 from shufflelab.eventlog.compression import UnknownCodec, decompress
 from shufflelab.eventlog.events import Parser
 from shufflelab.eventlog.files import LogSource, discover
@@ -34,10 +35,14 @@ def read_source(
     on_tasks: Callable[[dict[str, list[Any]], EventLog], None] | None = None,
     batch: int = 10_000,
     on_bytes: Callable[[int], None] | None = None,
+    *,
+    on_batch: Callable[[TaskBatch, EventLog], None] | None = None,
 ) -> ReadResult:
     """Parse every file of ``src`` in order. Problems are recorded in ``log.problems``, naming the
-    file; reading goes on with the next file where it can."""
-    parser = Parser(on_tasks, batch)
+    file; reading goes on with the next file where it can. Task rows go to ``on_tasks`` (columns
+    as lists) or ``on_batch`` (a :class:`~shufflelab.eventlog.batch.TaskBatch`), see
+    :class:`~shufflelab.eventlog.events.Parser`."""
+    parser = Parser(on_tasks, batch, on_batch=on_batch)
     log = parser.log
     log.problems += src.problems + src.notes
     codecs: list[str] = []
