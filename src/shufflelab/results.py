@@ -234,7 +234,8 @@ def _restore_keys(con: duckdb.DuckDBPyConnection) -> None:
     experiment can still replace rows by key. Duplicate keys keep the last row written."""
     for table, key in KEYED_TABLES.items():
         row = con.execute(  # (no bound parameter: DuckDB would import pandas for it, see eventlog.ingest)
-            f"SELECT count(*) FROM duckdb_constraints() WHERE table_name = '{table}' AND constraint_type = 'PRIMARY KEY'"
+            "SELECT count(*) FROM duckdb_constraints() "
+            f"WHERE table_name = '{table}' AND constraint_type = 'PRIMARY KEY'"
         ).fetchone()
         has_key = row[0] if row else 0
         if has_key:

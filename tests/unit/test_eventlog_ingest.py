@@ -205,7 +205,7 @@ def test_a_log_gone_before_its_worker_reads_it_is_named_as_in_one_process(tmp_pa
     found, _ = discover([d])
     gone = found[0]
     Path(gone.display).unlink()  # after discovery: the worker cannot find it again
-    assert worker.read_to_parquet(gone.display, gone.key, str(tmp_path / "t.parquet"), 100) is None
+    assert worker.read_to_csv(gone.display, gone.key, str(tmp_path / "t.csv"), 100) is None
     a = ing.ingest([], tmp_path / "one.duckdb", sources=found, workers=1)
     b = ing.ingest([], tmp_path / "two.duckdb", sources=found, workers=2)
     assert [(o.action, o.problems) for o in a.outcomes] == [(o.action, o.problems) for o in b.outcomes]

@@ -11,6 +11,10 @@ Re-running over the same logs skips every source whose size, time and files are 
 re-reads one that grew (an in-progress log, a new rolling file) or changed, replacing its rows.
 Applications with the same name are grouped as one scenario (``app:<name>``): repeated runs of
 one job are repetitions of it, so baselines can be compared like lab runs.
+
+Everything reaches DuckDB as SQL text or as a CSV file it reads itself (task batches,
+:mod:`~shufflelab.eventlog.batch`), never as bound parameters or registered Python objects: DuckDB
+imports pandas for those, which would be a third of the whole command's CPU time on a big log.
 """
 
 from __future__ import annotations
@@ -30,10 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-import pyarrow as pa
-
 from shufflelab.eventlog import worker
+from shufflelab.eventlog.batch import TaskBatch, read_csv_sql
 from shufflelab.eventlog.files import LogSource, discover
 from shufflelab.eventlog.model import EventLog, records
 from shufflelab.eventlog.read import ReadResult, read_source
@@ -140,7 +142,7 @@ def ingest(
         with store.connect() as con:  # one connection, one transaction per application
             con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")  # DuckDB's cache, not Python's
             con.execute("SET enable_progress_bar = false")
-            con.execute("DELETE FROM tasks WHERE starts_with(run_id, ?)", [STAGING])  # an interrupted ingest's
+            con.execute(f"DELETE FROM tasks WHERE starts_with(run_id, {sql(STAGING)})")  # an interrupted ingest's
             n_workers = min(workers or os.cpu_count() or 1, sum(_by_path(s) for s in todo))
             if workers is None and sum(s.size for s in todo) < POOL_MIN_BYTES:
                 n_workers = 1  # starting the pool (about half a CPU-second) would cost more than it saves
@@ -168,7 +170,7 @@ def _parallel(
     on_bytes: Callable[[int], None] | None,
     batch: int,
 ) -> list[Outcome]:
-    """Parse the logs in ``workers`` processes, each writing its task rows to a Parquet file,
+    """Parse the logs in ``workers`` processes, each writing its task rows to a CSV file,
     while this process writes the finished ones to the store in order. At most two logs per worker
     are parsed or waiting to be written at any time, so memory (and temporary disk) is bounded by
     the logs in flight, not by how many there are; each worker streams its log in batches."""
@@ -181,8 +183,8 @@ def _parallel(
 
         def submit() -> bool:
             for i, src in pending:
-                path = os.path.join(tmp, f"{i}.parquet")
-                window.append((src, pool.submit(worker.read_to_parquet, src.display, src.key, path, batch)
+                path = os.path.join(tmp, f"{i}.csv")
+                window.append((src, pool.submit(worker.read_to_csv, src.display, src.key, path, batch)
                                if _by_path(src) else None))  # fmt: skip
                 return True
             return False
@@ -199,7 +201,7 @@ def _parallel(
             else:
                 res, tasks_file = done
                 try:
-                    outcomes.append(_write_source(con, src, res, staged_parquet=tasks_file))
+                    outcomes.append(_write_source(con, src, res, staged_csv=tasks_file))
                 finally:
                     if tasks_file:
                         Path(tasks_file).unlink(missing_ok=True)
@@ -227,18 +229,18 @@ def ingest_source(
 
     writer = _BatchWriter(con, staging)
 
-    def on_tasks(cols: dict[str, list[Any]], log: EventLog) -> None:
-        writer.put(worker.task_table(cols))
+    def on_batch(tasks: TaskBatch, log: EventLog) -> None:
+        writer.put(tasks)
         staged[:] = [True]
 
     try:
         try:
-            res = read_source(src, on_tasks=on_tasks, batch=batch, on_bytes=on_bytes)
+            res = read_source(src, batch=batch, on_bytes=on_bytes, on_batch=on_batch)
         finally:
             writer.close()  # every batch inserted (or the writer's error raised) before going on
     except BaseException:
         if staged:
-            con.execute("DELETE FROM tasks WHERE run_id = ?", [staging])
+            con.execute(f"DELETE FROM tasks WHERE run_id = {sql(staging)}")
         raise
     return _write_source(con, src, res, staging=staging if staged else None, t0=t0)
 
@@ -249,21 +251,18 @@ def _write_source(
     res: ReadResult,
     *,
     staging: str | None = None,
-    staged_parquet: str | None = None,
+    staged_csv: str | None = None,
     t0: float | None = None,
 ) -> Outcome:
     """Write what was read of ``src`` in one transaction: its task rows already staged under the
-    run id ``staging``, or in the Parquet file ``staged_parquet`` (staged here first, the same way)."""
+    run id ``staging``, or in the CSV file ``staged_csv`` (staged here first, the same way)."""
     t0 = time.monotonic() if t0 is None else t0
-    staged = staging is not None or staged_parquet is not None
+    staged = staging is not None or staged_csv is not None
     if staging is None:
         staging = f"{STAGING}{uuid.uuid4().hex}"
     try:
-        if staged_parquet is not None:
-            con.execute(
-                "INSERT INTO tasks BY NAME SELECT *, ? AS run_id, 0 AS app_index FROM read_parquet(?)",
-                [staging, staged_parquet],
-            )
+        if staged_csv is not None:
+            _insert_tasks(con, staged_csv, staging)
         log = res.log
         if res.nothing_read:
             return Outcome(src.display, "unreadable", problems=log.problems, seconds=time.monotonic() - t0)
@@ -271,13 +270,14 @@ def _write_source(
         status, cause = app_status(log, res.partial)
         con.execute("BEGIN TRANSACTION")
         try:
-            old_rep = con.execute("SELECT rep FROM runs WHERE run_id = ?", [run_id]).fetchone()
-            con.execute("DELETE FROM runs WHERE run_id = ?", [run_id])
+            rid = sql(run_id)
+            old_rep = con.execute(f"SELECT rep FROM runs WHERE run_id = {rid}").fetchone()
+            con.execute(f"DELETE FROM runs WHERE run_id = {rid}")
             for t in RUN_TABLES:
-                con.execute(f"DELETE FROM {t} WHERE run_id = ?", [run_id])
-            con.execute("DELETE FROM eventlog_sources WHERE source = ?", [src.key])
+                con.execute(f"DELETE FROM {t} WHERE run_id = {rid}")
+            con.execute(f"DELETE FROM eventlog_sources WHERE source = {sql(src.key)}")
             if staged:
-                con.execute("UPDATE tasks SET run_id = ? WHERE run_id = ?", [run_id, staging])
+                con.execute(f"UPDATE tasks SET run_id = {rid} WHERE run_id = {sql(staging)}")
             _write_rest(con, src, res.codecs, log, run_id, status, cause, old_rep, res.partial)
             con.execute("COMMIT")
         except BaseException:
@@ -285,7 +285,7 @@ def _write_source(
             raise
     finally:
         if staged:  # whatever is still staged (nothing after a commit)
-            con.execute("DELETE FROM tasks WHERE run_id = ?", [staging])
+            con.execute(f"DELETE FROM tasks WHERE run_id = {sql(staging)}")
     counts = {
         "tasks": log.totals.n_tasks,
         "stages": len(log.stages),
@@ -298,52 +298,87 @@ def _write_source(
                    time.monotonic() - t0, unknown)  # fmt: skip
 
 
+def _insert_tasks(con: Any, path: str, run_id: str) -> None:
+    """The task rows of a CSV file written by :meth:`TaskBatch.write_csv`, under ``run_id``."""
+    con.execute(
+        f"INSERT INTO tasks BY NAME SELECT *, {sql(run_id)} AS run_id, 0 AS app_index FROM {read_csv_sql(path)}"
+    )
+
+
 class _BatchWriter:
     """Inserts task batches in a thread while the parser goes on (DuckDB releases the GIL while it
-    inserts): reading and writing overlap on two cores. At most two batches wait."""
+    inserts; the Rust core, while it writes a batch's CSV file): reading and writing overlap on two
+    cores. At most two batches wait, each in a temporary file removed once inserted."""
 
     def __init__(self, con: Any, run_id: str) -> None:
         self.con, self.run_id = con, run_id
-        self.queue: queue.Queue[pa.Table | None] = queue.Queue(maxsize=2)
+        self.queue: queue.Queue[str | None] = queue.Queue(maxsize=2)
         self.error: BaseException | None = None
+        self.dir = tempfile.mkdtemp(prefix="shufflelab-ingest-")
+        self.n = 0
         self.thread = threading.Thread(target=self._run, name="eventlog-writer", daemon=True)
         self.thread.start()
 
     def _run(self) -> None:
-        while (tbl := self.queue.get()) is not None:
-            if self.error is not None:
-                continue  # drain after a failure
+        while (path := self.queue.get()) is not None:
             try:
-                self.con.register("_task_batch", tbl)
-                self.con.execute(
-                    "INSERT INTO tasks BY NAME SELECT *, ? AS run_id, 0 AS app_index FROM _task_batch", [self.run_id]
-                )
-                self.con.unregister("_task_batch")
+                if self.error is None:  # (after a failure: drained)
+                    _insert_tasks(self.con, path, self.run_id)
             except BaseException as exc:  # raised in the reading thread by put/close
                 self.error = exc
+            finally:
+                os.unlink(path)
 
-    def put(self, tbl: pa.Table) -> None:
+    def put(self, tasks: TaskBatch) -> None:
         if self.error is not None:
             raise self.error
-        self.queue.put(tbl)
+        self.n += 1
+        path = os.path.join(self.dir, f"{self.n}.csv")
+        try:
+            tasks.write_csv(path)
+        except BaseException:
+            Path(path).unlink(missing_ok=True)
+            raise
+        self.queue.put(path)
 
     def close(self) -> None:
         self.queue.put(None)
         self.thread.join()
+        os.rmdir(self.dir)
         if self.error is not None:
             raise self.error
 
 
-def _insert(con: Any, table: str, df: pd.DataFrame, run_id: str) -> None:
-    if df.empty:
+def sql(v: Any) -> str:
+    """A Python value as a DuckDB literal (str, int, float, bool or None): exact, with no bound
+    parameter (see the module)."""
+    if v is None:
+        return "NULL"
+    if isinstance(v, bool):
+        return "TRUE" if v else "FALSE"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return f"'{v!r}'::DOUBLE"
+    if isinstance(v, str):
+        text = "'" + v.replace("'", "''") + "'"
+        return text.replace("\x00", "' || chr(0) || '") if "\x00" in v else text  # (SQL text ends at a NUL)
+    raise TypeError(f"no SQL literal for {type(v).__name__}")
+
+
+def _insert(con: Any, table: str, rows: list[dict[str, Any]], run_id: str) -> None:
+    if not rows:
         return
-    df = df.copy()
-    df["run_id"] = run_id
-    if table != "runs" and "app_index" not in df:
-        df["app_index"] = 0
-    con.register("_rows", df)
-    con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _rows")
-    con.unregister("_rows")
+    names, extra = list(rows[0]), []
+    if table != "runs" and "app_index" not in rows[0]:
+        names.append("app_index")
+        extra.append("0")
+    names.append("run_id")
+    extra.append(sql(run_id))
+    columns = ", ".join(f'"{n}"' for n in names)
+    for i in range(0, len(rows), 1000):
+        values = ",\n".join("(" + ", ".join([*(sql(v) for v in r.values()), *extra]) + ")" for r in rows[i : i + 1000])
+        con.execute(f"INSERT INTO {table} ({columns}) VALUES {values}")
 
 
 def _write_rest(
@@ -359,26 +394,30 @@ def _write_rest(
 ) -> None:
     name = log.app_name or src.app_hint
     scenario = f"app:{name}"
+    values: list[Any] = [
+        EXPERIMENT,
+        "Spark event logs read by shufflelab analyze",
+        json.dumps({"source": BACKEND}),
+        None,
+    ]
     con.execute(
-        "INSERT OR REPLACE INTO experiments (name, description, spec_json, spec_path) VALUES (?, ?, ?, ?)",
-        [EXPERIMENT, "Spark event logs read by shufflelab analyze", json.dumps({"source": BACKEND}), None],
+        "INSERT OR REPLACE INTO experiments (name, description, spec_json, spec_path) "
+        f"VALUES ({', '.join(map(sql, values))})"
     )
-    con.execute(
-        "INSERT OR REPLACE INTO scenarios VALUES (?, ?, ?, ?, ?)",
-        [scenario, name, json.dumps({"app": name}), json.dumps({"source": BACKEND, "app_name": name}), BACKEND],
-    )
+    values = [scenario, name, json.dumps({"app": name}), json.dumps({"source": BACKEND, "app_name": name}), BACKEND]
+    con.execute(f"INSERT OR REPLACE INTO scenarios VALUES ({', '.join(map(sql, values))})")
     if old_rep is not None:
         rep = int(old_rep[0])
     else:
-        rep = int(con.execute("SELECT count(*) FROM runs WHERE scenario_id = ?", [scenario]).fetchone()[0]) + 1
+        rep = int(con.execute(f"SELECT count(*) FROM runs WHERE scenario_id = {sql(scenario)}").fetchone()[0]) + 1
     for table, rows in (
         ("stages", log.stages),
         ("jobs", log.jobs),
         ("executors", log.executor_rows),
         ("sql_executions", log.sql_executions),
     ):
-        _insert(con, table, pd.DataFrame(records(rows)), run_id)
-    _insert(con, "apps", pd.DataFrame([app_row(log, status, cause)]), run_id)
+        _insert(con, table, records(rows), run_id)
+    _insert(con, "apps", [app_row(log, status, cause)], run_id)
     t = log.totals
     span = log.workload_span_ms()
     attempt = log.app_attempt_id
@@ -424,27 +463,27 @@ def _write_rest(
             }
         ),
     }
-    _insert(con, "runs", pd.DataFrame([run]), run_id)
+    _insert(con, "runs", [run], run_id)
     unknown = {"events": dict(log.unknown_events), "fields": dict(log.unknown_fields)}
+    source = [
+        src.key,
+        run_id,
+        src.kind,
+        ",".join(sorted(set(codecs))),
+        src.size,
+        src.mtime,
+        src.last_index,
+        len(src.parts),
+        src.in_progress,
+        partial,
+        log.bytes_read,
+        log.events,
+        log.spark_version,
+        json.dumps(log.problems),
+        json.dumps(unknown),
+    ]
     con.execute(
         "INSERT INTO eventlog_sources (source, run_id, kind, codecs, size_bytes, mtime, last_index, n_files, "
-        "in_progress, partial, bytes_read, n_events, spark_version, problems_json, unknown_json) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [
-            src.key,
-            run_id,
-            src.kind,
-            ",".join(sorted(set(codecs))),
-            src.size,
-            src.mtime,
-            src.last_index,
-            len(src.parts),
-            src.in_progress,
-            partial,
-            log.bytes_read,
-            log.events,
-            log.spark_version,
-            json.dumps(log.problems),
-            json.dumps(unknown),
-        ],
+        f"in_progress, partial, bytes_read, n_events, spark_version, problems_json, unknown_json) "
+        f"VALUES ({', '.join(map(sql, source))})"
     )
