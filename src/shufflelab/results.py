@@ -289,6 +289,7 @@ class Store:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._checked = False
+        self._views: duckdb.DuckDBPyConnection | None = None  # a folder of Parquet tables, read through views
 
     @contextlib.contextmanager
     def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -320,19 +321,25 @@ class Store:
 
     @contextlib.contextmanager
     def _dataset(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """An in-memory connection whose tables are views over the folder's Parquet files
-        (:mod:`shufflelab.tables`); the schema's other tables are there, empty."""
-        con = duckdb.connect()
-        try:
-            for stmt in SCHEMA + MIGRATIONS:
-                con.execute(stmt)
+        """A cursor of an in-memory database whose tables are views over the folder's Parquet files
+        (:mod:`shufflelab.tables`; the schema's other tables are there, empty). The database is
+        made once per store object, so its views and the files' metadata (cached) serve every query."""
+        if self._views is None:
+            con = duckdb.connect()
             try:
+                con.execute("SET parquet_metadata_cache = true")
+                for stmt in SCHEMA + MIGRATIONS:
+                    con.execute(stmt)
                 tables.create_views(con, self.path)
             except (tables.DatasetError, duckdb.Error) as exc:
+                con.close()
                 raise StoreError(f"{self.path}: cannot read its Parquet tables ({str(exc).splitlines()[0]})") from None
-            yield con
+            self._views = con
+        cur = self._views.cursor()
+        try:
+            yield cur
         finally:
-            con.close()
+            cur.close()
 
     def _check_tables(self, con: duckdb.DuckDBPyConnection) -> None:
         names = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}

@@ -73,12 +73,20 @@ def table_files(path: Path, table: str) -> list[str]:
     return sorted(str(f) for f in d.rglob("*.parquet") if not any(p.startswith((".", "_")) for p in f.parts[-2:]))
 
 
+def _literal(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
 def create_views(con: Any, path: Path) -> None:
     """On ``con`` (an in-memory DuckDB connection holding the results schema as empty tables),
     replace every table the dataset has files of with a view over those files, its columns cast to
     the schema's types in the schema's order (a column no file has is NULL). Tables without files
     stay empty tables, so every query of the schema runs. The files of one table have the same
-    columns (one writer wrote them), read as the first one's."""
+    columns (one writer wrote them), read as the first one's.
+
+    In a table of applications' rows the view's ``run_id`` is the folder's (``app=``, a Hive
+    partition DuckDB decodes), so a query for some applications (``WHERE run_id = ?`` or ``IN``)
+    opens only their files, not one per application of the fleet."""
     read_marker(path)
     tables = [r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()]
     for table in tables:
@@ -87,10 +95,17 @@ def create_views(con: Any, path: Path) -> None:
             continue
         schema = con.execute(f'DESCRIBE "{table}"').fetchall()
         have = {r[0] for r in con.execute("DESCRIBE SELECT * FROM read_parquet(?)", [files[0]]).fetchall()}
+        by_app = table not in GLOBAL_TABLES
         cols = ", ".join(
-            f'CAST("{name}" AS {typ}) AS "{name}"' if name in have else f'CAST(NULL AS {typ}) AS "{name}"'
+            '"app" AS "run_id"' if by_app and name == "run_id"
+            else f'CAST("{name}" AS {typ}) AS "{name}"' if name in have
+            else f'CAST(NULL AS {typ}) AS "{name}"'
             for name, typ, *_ in schema
-        )
-        listed = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
+        )  # fmt: skip
+        if any(c in str(path) for c in "*?[{"):  # a folder name DuckDB would read as a pattern: each file named
+            glob = "[" + ", ".join(_literal(f) for f in files) + "]"
+        else:
+            glob = _literal(str(path / table / ("*/*.parquet" if by_app else "*.parquet")))
+        hive = "hive_partitioning = true, hive_types = {'app': VARCHAR}" if by_app else "hive_partitioning = false"
         con.execute(f'DROP TABLE "{table}"')
-        con.execute(f'CREATE VIEW "{table}" AS SELECT {cols} FROM read_parquet([{listed}], hive_partitioning = false)')
+        con.execute(f'CREATE VIEW "{table}" AS SELECT {cols} FROM read_parquet({glob}, {hive})')

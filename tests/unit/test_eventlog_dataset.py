@@ -279,3 +279,16 @@ def test_a_failed_spark_job_leaves_nothing_not_even_the_folders_made_for_it(
     r = CliRunner().invoke(app, ["analyze", str(logs), "--engine", "spark", "--master", "local[1]", "--db", str(dest)])
     assert r.exit_code == 1 and "the Spark job failed: boom" in r.output, r.output
     assert not (tmp_path / "new").exists()
+
+
+def test_a_query_for_one_application_opens_only_its_files(tmp_path: Path) -> None:
+    ds, logs = tmp_path / "tables.parquet", tmp_path / "logs"
+    _write(logs / "app-1", _app("app-1", tasks=40))
+    _write(logs / "app-2", _app("app-2", tasks=20))
+    _engine_without_spark([str(logs)], ds)
+    (ds / "tasks" / tables.app_dir("app-2") / dataset.PART_FILE).write_bytes(b"not parquet")  # damaged
+    store = Store(ds)
+    assert len(store.query("SELECT * FROM tasks WHERE run_id = ?", ["app-1"])) == 40  # app-2's file not opened
+    assert len(store.query("SELECT * FROM tasks WHERE run_id IN ('app-1')")) == 40
+    with pytest.raises(Exception, match="not parquet|Parquet|magic"):
+        store.query("SELECT * FROM tasks")
