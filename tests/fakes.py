@@ -86,6 +86,7 @@ class Fabric:
     lost_why: str = "host w1 (192.0.2.2) dropped off during the run: connection lost"
     cross_started: bool = False
     selftest_cache: dict[str, Any] = field(default_factory=dict)
+    links: list[tuple[str, bool]] = field(default_factory=list)  # set_link calls: (host, up)
 
     def lost(self) -> bool:
         return self.lost_at is not None and self.clock() >= self.lost_at
@@ -102,6 +103,9 @@ class Fabric:
 
     def interface(self, host: str) -> str:
         return "eth0"
+
+    def set_link(self, host: str, up: bool) -> None:
+        self.links.append((host, up))
 
     def configure(self, plan: NetPlan, restart_switch: bool = False) -> None:
         if self.lost():

@@ -16,6 +16,7 @@ from shufflelab import netplan, topology
 from shufflelab import spec as S
 from shufflelab.emulate import faults
 from shufflelab.emulate.faults import recovery
+from shufflelab.routes import routes_to_restore
 
 
 def _spec(faults: list[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -92,9 +93,9 @@ def test_recovery_counts_failed_attempts_fetch_failures_and_stage_reattempts() -
 
 
 def test_faults_reach_their_hosts_only_through_the_backends_seams(tmp_path: Path) -> None:
-    """A link down and an executor killed on a fabric of fakes: every command at the host's place
-    through the backend's runner (so the same on namespaces and on machines over SSH), the link the
-    fabric's interface of that host, its routes back after it comes up, only live executors killed."""
+    """A link down and an executor killed on a fabric of fakes: the link through the fabric (down,
+    then up when the fault ends), the executors through the backend's runner at the worker's place
+    (so the same on namespaces and on machines over SSH), only live ones killed."""
     spec = S.parse(
         _spec(
             [
@@ -105,27 +106,38 @@ def test_faults_reach_their_hosts_only_through_the_backends_seams(tmp_path: Path
     )
     net = topology.build(spec)
     fabric = fakes.Fabric(fakes.Clock(), network=net)
-    routes = ["default via 10.77.2.254 dev eth0", "10.77.2.0/24 dev eth0 proto kernel scope link src 10.77.2.1"]
     ran: list[tuple[str | None, list[str]]] = []
 
     def run(argv: Sequence[str], *, place: str | None = None, check: bool = True, timeout: float = 60) -> str:
         ran.append((place, list(argv)))
-        if list(argv[:3]) == ["ip", "route", "show"]:
-            was_down = any(a[1] == ["ip", "link", "set", "dev", "eth0", "down"] for a in ran)
-            return "\n".join(routes[1:] if was_down else routes) + "\n"  # down took the default route along
-        if argv[0] == "ps":
-            return " 4711 Sl\n 4712 Z\n 4713 S\n"
-        return ""
+        return " 4711 Sl\n 4712 Z\n 4713 S\n" if argv[0] == "ps" else ""
 
     cluster = SimpleNamespace(daemons={"w2": SimpleNamespace(pid=99)})
     inj = faults.Injector(netplan.of(spec, net), fabric, cluster, tmp_path, run, fakes.Backend(tmp_path).launch)
     (tmp_path / "driver_result_0.ready").touch()  # the application's session is up: fault times start
     inj.tick()
+    assert fabric.links == [("w1", False)]
     events = inj.close()
-    assert [(e.kind, e.error) for e in events] == [("link-down", None), ("executor-kill", None)]
-    assert ("place-w1", ["ip", "link", "set", "dev", "eth0", "down"]) in ran
-    assert ("place-w2", ["ps", "-o", "pid=,stat=", "--ppid", "99"]) in ran
-    assert ("place-w2", ["kill", "-KILL", "4711", "4713"]) in ran  # not the zombie
-    up = ran.index(("place-w1", ["ip", "link", "set", "dev", "eth0", "up"]))
-    assert ran[up + 2 :] == [("place-w1", ["ip", "route", "replace", "default", "via", "10.77.2.254", "dev", "eth0"])]
-    assert {p for p, _ in ran} == {"place-w1", "place-w2"}
+    assert [(e.kind, e.error, e.detail) for e in events] == [
+        ("link-down", None, "w1: eth0 down for 30 s"),
+        ("executor-kill", None, "w2: SIGKILL to executor pid(s) 4711, 4713"),
+    ]
+    assert fabric.links == [("w1", False), ("w1", True)]  # up again when the fault ends (here: the run)
+    assert ran == [
+        ("place-w2", ["ps", "-o", "pid=,stat=", "--ppid", "99"]),
+        ("place-w2", ["kill", "-KILL", "4711", "4713"]),  # not the zombie
+    ]
+
+
+def test_a_downed_links_routes_come_back() -> None:
+    before = [
+        "default via 10.77.2.254 dev eth0",
+        "10.77.2.0/24 dev eth0 proto kernel scope link src 10.77.2.1",
+        "10.214.5.11 via 10.214.5.19 dev data0 initcwnd 10",
+    ]
+    now = "10.77.2.0/24 dev eth0 proto kernel scope link src 10.77.2.1\n"
+    assert routes_to_restore(before, now) == [
+        ["default", "via", "10.77.2.254", "dev", "eth0"],
+        ["10.214.5.11", "via", "10.214.5.19", "dev", "data0", "initcwnd", "10"],
+    ]
+    assert routes_to_restore(before, "\n".join(before)) == []

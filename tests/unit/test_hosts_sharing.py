@@ -16,6 +16,7 @@ import pytest
 
 from shufflelab import netplan, topology
 from shufflelab import spec as specmod
+from shufflelab.hosts import lease
 from shufflelab.hosts.control import Session, _Watch
 from shufflelab.hosts.fabric import HostsFabric, HostsLeaseInfo, refusals
 from shufflelab.hosts.inventory import InventoryHost
@@ -62,6 +63,9 @@ class _Conn:
             out = json.dumps([{"dev": self.control}])
         elif words[:2] == ["ip", "-j"]:
             out = "[]"
+        elif words[:3] == ["ip", "route", "show"]:  # the default route went with data0, and stays away
+            downed = any(c.startswith("ip link set dev eth1 down") for c in self.ran)
+            out = "10.214.5.0/24 dev eth1 proto kernel\n" + ("" if downed else "default via 10.214.5.1 dev eth1\n")
         elif words[:3] == ["tc", "-j", "qdisc"]:
             out = '[{"kind": "noqueue", "handle": "0:", "root": true}]'
         return SimpleNamespace(stdout=out, stderr="", exit_status=0, exit_signal=None)
@@ -150,3 +154,26 @@ def test_a_link_down_fault_on_the_interface_carrying_ssh_is_refused_before_any_c
         assert any(c.startswith("ip route replace") for c in ran_ok["node2"])
     finally:
         loop.close()
+
+
+def test_a_link_down_is_in_the_lease_so_a_crash_mid_fault_leaves_it_to_clean(tmp_path: Path) -> None:
+    """The data interface goes down only once its lease records it with the routes it takes along;
+    restoring the lease (the run's end, or ``clean --hosts`` after the controller died mid-fault)
+    brings it up and puts the routes back."""
+    loop = Loop()
+    try:
+        fabric, ran = _fabric(tmp_path, loop)
+        fabric.set_link("w2", up=False)
+        (change,) = [c for c in fabric.leases["node2"].changes if c["kind"] == "link"]
+        assert change == {"kind": "link", "interface": "eth1", "routes": [
+            "10.214.5.0/24 dev eth1 proto kernel", "default via 10.214.5.1 dev eth1"]}  # fmt: skip
+        wrote = [i for i, c in enumerate(ran["node2"]) if "lease" in c and c.startswith("sh -c")]
+        assert wrote and wrote[-1] < ran["node2"].index("ip link set dev eth1 down")  # recorded first
+        hl = fabric.leases["node2"]
+        problems = loop.call(lease.restore_changes(hl.session, hl.lease_id, hl.changes, hl.path))
+    finally:
+        loop.close()
+    assert problems == []
+    after = ran["node2"][ran["node2"].index("ip link set dev eth1 down") + 1 :]
+    assert after[0] == "ip link set dev eth1 up"
+    assert "ip route replace default via 10.214.5.1 dev eth1" in after

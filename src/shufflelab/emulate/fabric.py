@@ -23,6 +23,7 @@ from pyroute2 import NetNS
 from shufflelab.emulate import selftest as link_selftest
 from shufflelab.emulate.netns import Lease, launch_at, run, run_at
 from shufflelab.netplan import NetPlan, PortCounters, has_root_qdisc, shaping_changes
+from shufflelab.routes import routes_to_restore
 from shufflelab.spec import ExperimentSpec
 from shufflelab.switch.config import SwitchConfig
 from shufflelab.switch.controller import Switch, interface_mac, rps_mask_without, steer_rx
@@ -96,6 +97,7 @@ class Fabric:
         self._up = False
         # link self-tests done on this fabric, by link configuration (see emulate.selftest.for_run)
         self.selftest_cache: dict[str, Any] = {}
+        self._routes_before_down: dict[str, list[str]] = {}  # host -> its routes before a link-down fault
 
     @property
     def places(self) -> Mapping[str, str]:
@@ -105,6 +107,18 @@ class Fabric:
     def interface(self, host: str) -> str:
         """A host's one interface, its link to the router or its rack's bridge."""
         return "eth0"  # topology.build names every host's one port so
+
+    def set_link(self, host: str, up: bool) -> None:
+        """``host``'s link down, or up again with the routes that went with it (its default route);
+        the namespaces go with the fabric, downed links too."""
+        ns, dev = self.ns[host], self.interface(host)
+        if not up:
+            self._routes_before_down[host] = run(["ip", "route", "show"], ns=ns).splitlines()
+            run(["ip", "link", "set", "dev", dev, "down"], ns=ns)
+            return
+        run(["ip", "link", "set", "dev", dev, "up"], ns=ns)
+        for args in routes_to_restore(self._routes_before_down.pop(host, []), run(["ip", "route", "show"], ns=ns)):
+            run(["ip", "route", "replace", *args], ns=ns)
 
     # -- lifecycle -------------------------------------------------------------------------
     def up(self) -> None:

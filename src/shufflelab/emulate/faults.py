@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +47,6 @@ class _Active:
     event: FaultEvent
     end_mono: float
     traffic: CrossTraffic | None = None
-    routes: list[str] = field(default_factory=list)
 
 
 def executor_pids(ps_output: str) -> list[int]:
@@ -65,7 +64,7 @@ class Injector:
     """Carries out the faults of ``plan``'s scenario on ``fabric`` for ``cluster`` (a
     :class:`~shufflelab.emulate.spark.SparkCluster` or the hosts backend's, for executor kills),
     through the backend's ``run`` and ``launch``: the same on namespaces and on machines over SSH
-    (a host's link is its interface on the fabric, :meth:`~shufflelab.emulate.protocols.Fabric.interface`)."""
+    (a host's link goes down and up through :meth:`~shufflelab.emulate.protocols.Fabric.set_link`)."""
 
     def __init__(
         self, plan: NetPlan, fabric: Fabric, cluster: Any, run_dir: Path, run: CommandRunner, launch: ProcessLauncher
@@ -114,10 +113,8 @@ class Injector:
         try:
             if f.kind == "link-down":
                 assert f.host is not None
-                place, dev = self.fabric.places[f.host], self.fabric.interface(f.host)
-                a.routes = [r for r in self.run(["ip", "route", "show"], place=place).splitlines() if r.strip()]
-                self.run(["ip", "link", "set", "dev", dev, "down"], place=place)
-                ev.detail = f"{f.host}: {dev} down for {f.duration_s:g} s"
+                self.fabric.set_link(f.host, up=False)
+                ev.detail = f"{f.host}: {self.fabric.interface(f.host)} down for {f.duration_s:g} s"
                 self.active.append(a)
             elif f.kind == "executor-kill":
                 assert f.host is not None
@@ -155,12 +152,7 @@ class Injector:
         try:
             if f.kind == "link-down":
                 assert f.host is not None
-                place, dev = self.fabric.places[f.host], self.fabric.interface(f.host)
-                self.run(["ip", "link", "set", "dev", dev, "up"], place=place)
-                have = set(self.run(["ip", "route", "show"], place=place).splitlines())
-                for r in a.routes:  # down removed the routes through it (the default route, the fabric's)
-                    if r not in have and " proto kernel " not in f" {r} ":
-                        self.run(["ip", "route", "replace", *r.split()], place=place)
+                self.fabric.set_link(f.host, up=True)  # with the routes down removed (the default route ...)
             elif a.traffic is not None:
                 rows = a.traffic.stop()
                 if rows and rows[0].get("bytes") is not None:

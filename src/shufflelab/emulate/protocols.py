@@ -90,6 +90,11 @@ class Fabric(Protocol):
         """The interface at ``host``'s place that carries its traffic on the fabric (its link)."""
         ...
 
+    def set_link(self, host: str, up: bool) -> None:
+        """Take ``host``'s link down (a fault) or bring it up again with the routes the kernel removed
+        with it; a link still down when the fabric is torn down comes up with it."""
+        ...
+
     def configure(self, plan: NetPlan, restart_switch: bool = False) -> None:
         """Apply ``plan``'s datapath, shaping and TCP settings (idempotent); ``restart_switch``: fresh
         telemetry and counters for a new run."""

@@ -207,6 +207,13 @@ class HostsFabric:
         """The data interface of the machine spec host ``host`` runs on."""
         return self.session(host).host.data_interface
 
+    def set_link(self, host: str, up: bool) -> None:
+        """The data interface of ``host``'s machine down (recorded in its lease, with the routes it
+        takes along, before it goes down), or up again with them."""
+        hl = self.leases[self._places[host]]
+        dev = hl.session.host.data_interface
+        self._loop.call(hl.link_up(dev) if up else hl.link_down(dev))
+
     async def _check_link_down(self, host: str) -> None:
         """A link-down fault takes down ``host``'s data interface: refused when that interface carries
         the SSH control connection (the controller would lose the machine, whatever the inventory

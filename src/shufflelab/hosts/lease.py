@@ -32,6 +32,7 @@ from shufflelab import procfs
 from shufflelab.hosts.control import HostError, HostLost, Session
 from shufflelab.hosts.safety import SafetyError, check_shaping
 from shufflelab.names import INTERFACE, whole
+from shufflelab.routes import routes_to_restore
 
 SYSCTL = whole(r"[a-z0-9_]+(\.[A-Za-z0-9_-]+)+")
 LEASE_ID = whole(r"[0-9a-f]{12}")
@@ -180,6 +181,21 @@ class HostLease:
         if wanted:
             await self.session.run(step, offload_args(interface, wanted), privileged=True)
 
+    async def link_down(self, interface: str) -> None:
+        """Take ``interface`` down (a fault), recording it and the routes it takes with it first, so
+        that a restore -- also ``clean --hosts`` after a crash mid-fault -- brings both back."""
+        if not INTERFACE.match(interface):
+            raise ValueError(f"{interface!r} is not an interface name")
+        step = f"take {interface} down"
+        routes = (await self.session.run(step, ["ip", "route", "show"])).stdout.splitlines()
+        await self._record({"kind": "link", "interface": interface, "routes": [r for r in routes if r.strip()]})
+        await self.session.run(step, ["ip", "link", "set", "dev", interface, "down"], privileged=True)
+
+    async def link_up(self, interface: str) -> None:
+        """Bring ``interface`` up again with the routes :meth:`link_down` recorded (idempotent)."""
+        downs = [c for c in self.changes if c["kind"] == "link" and c["interface"] == interface]
+        await link_up(self.session, interface, downs[-1]["routes"] if downs else [])
+
     def has_route(self, destination: str) -> bool:
         """Whether this lease added the /32 route to ``destination``."""
         dst = str(ipaddress.ip_address(destination))
@@ -225,6 +241,18 @@ _KILL_TAGGED = (
     'for p in /proc/[0-9]*; do if tr "\\000" "\\n" < "$p/environ" 2>/dev/null | grep -qxF "$1"; then '
     'kill -{sig} "${{p#/proc/}}" 2>/dev/null; fi; done; exit 0'
 )
+
+
+async def link_up(session: Session, interface: str, routes: Sequence[str]) -> None:
+    """``interface`` up, and each of ``routes`` (``ip route show`` lines from before it went down)
+    that is missing put back."""
+    if not INTERFACE.match(interface):
+        raise ValueError(f"{interface!r} is not an interface name")
+    step = f"bring {interface} up"
+    await session.run(step, ["ip", "link", "set", "dev", interface, "up"], privileged=True)
+    now = (await session.run(step, ["ip", "route", "show"])).stdout
+    for args in routes_to_restore([str(r) for r in routes], now):
+        await session.run(f"restore the route {' '.join(args)}", ["ip", "route", "replace", *args], privileged=True)
 
 
 async def restore_changes(session: Session, lease_id: str, changes: list[dict[str, Any]], path: str) -> list[str]:
@@ -273,6 +301,8 @@ async def restore_changes(session: Session, lease_id: str, changes: list[dict[st
                 if c["previous"]:
                     argv = offload_args(str(c["interface"]), dict(c["previous"]))
                     await session.run(f"restore the offloads of {c['interface']}", argv, privileged=True)
+            elif c["kind"] == "link":  # a link-down fault the run did not end (a crash mid-fault)
+                await link_up(session, str(c["interface"]), list(c.get("routes") or []))
             elif c["kind"] == "scratch":
                 if c["path"] != scratch_path(lease_id):
                     raise ValueError(f"scratch path {c['path']!r} is not this lease's")
