@@ -39,7 +39,8 @@ from shufflelab.eventlog.remote import RemotePath, is_remote
 
 INCOMING = "_incoming"  # task files as the parsers wrote them, before their application's folder is known
 META = "_meta"  # what else was read, one pickle per log
-ROWS = "_rows.duckdb"  # the scratch store the other tables are built in
+ROWS = "_rows.tmp"  # where the scratch store the other tables are built in spills
+SCRATCH_MEMORY = "512MB"  # the scratch store's memory before it spills (the other tables: no task rows)
 PART_FILE = "part-0.parquet"  # one file per table and application
 
 
@@ -130,13 +131,14 @@ def assemble(staging: Path, sources: list[LogSource], found: dict[int, bool]) ->
     ``found[i]`` False: its parser could not find it again), in the order of ``sources``."""
     import duckdb
 
-    from shufflelab.results import SCHEMA
+    from shufflelab.results import MIGRATIONS, SCHEMA
 
     outcomes: list[Outcome] = []
-    rows_db = staging / ROWS
-    con = duckdb.connect(str(rows_db))
+    con = duckdb.connect()  # in memory (a file's commit per application costs a sync each), spilling beside
     try:
-        for stmt in SCHEMA:
+        con.execute("SET temp_directory = '" + str(staging / ROWS).replace("'", "''") + "'")
+        con.execute(f"SET memory_limit = '{SCRATCH_MEMORY}'")
+        for stmt in SCHEMA + MIGRATIONS:  # the tables of a local store
             con.execute(stmt)
         for i, src in enumerate(sources):
             meta = staging / META / f"{i}.pkl"
@@ -152,10 +154,8 @@ def assemble(staging: Path, sources: list[LogSource], found: dict[int, bool]) ->
         written = _export(con, staging)
     finally:
         con.close()
-    for leftover in (INCOMING, META):
+    for leftover in (INCOMING, META, ROWS):
         shutil.rmtree(staging / leftover, ignore_errors=True)
-    for f in staging.glob(ROWS + "*"):
-        f.unlink()
     tables.write_marker(staging, written, source="eventlog")
     return outcomes
 
