@@ -210,3 +210,21 @@ def test_a_log_gone_before_its_worker_reads_it_is_named_as_in_one_process(tmp_pa
     b = ing.ingest([], tmp_path / "two.duckdb", sources=found, workers=2)
     assert [(o.action, o.problems) for o in a.outcomes] == [(o.action, o.problems) for o in b.outcomes]
     assert b.outcomes[0].action == "unreadable" and "app-1.zstd" in b.outcomes[0].problems[0]
+
+
+def test_analyze_reads_logs_without_pandas_pyarrow_or_matplotlib(tmp_path: Path) -> None:
+    """Their imports were most of the command's CPU time on a big log (docs/benchmarks.md)."""
+    import subprocess
+    import sys
+
+    logs = _logdir(tmp_path)
+    code = (
+        "import atexit, runpy, sys\n"
+        "atexit.register(lambda: print('HEAVY', sorted(m for m in ('pandas', 'pyarrow', 'numpy', 'matplotlib')"
+        " if m in sys.modules)))\n"
+        f"sys.argv = ['shufflelab', 'analyze', {str(logs)!r}, '--db', {str(tmp_path / 's.duckdb')!r}]\n"
+        "runpy.run_module('shufflelab.cli', run_name='__main__')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "application(s) written" in out.stdout, out.stdout + out.stderr
+    assert "HEAVY []" in out.stdout

@@ -3,6 +3,7 @@ with a progress bar over the bytes to read and one line per application."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -11,7 +12,6 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeR
 from rich.table import Table
 
 from shufflelab.eventlog.files import LogSource, discover
-from shufflelab.eventlog.history import HistoryServerError, fetch_logs, temp_dir
 from shufflelab.eventlog.ingest import IngestReport, ingest
 
 
@@ -39,10 +39,13 @@ def run(
             soft_wrap=True,
         )
         return 2
-    with temp_dir() as tmp:
+    with contextlib.ExitStack() as stack:
         hs_sources: list[LogSource] = []
         fetch_problem = None
-        if history_server is not None and app_id is not None:
+        if history_server is not None and app_id is not None:  # (urllib: imported only then)
+            from shufflelab.eventlog.history import HistoryServerError, fetch_logs, temp_dir
+
+            tmp = stack.enter_context(temp_dir())
             try:
                 _, hs_sources = fetch_logs(history_server, app_id, Path(tmp))
             except HistoryServerError as exc:

@@ -17,7 +17,6 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from shufflelab.eventlog import taskend
 from shufflelab.eventlog.batch import TASK_COLUMNS, TaskBatch
 from shufflelab.eventlog.compression import LogReadError, TruncatedLog
 from shufflelab.eventlog.model import (
@@ -29,8 +28,6 @@ from shufflelab.eventlog.model import (
     StageRow,
     TaskRow,
 )
-from shufflelab.eventlog.taskend import DecodeError as _FAST_ERRORS
-from shufflelab.eventlog.taskend import row as _fast_task_row
 
 try:  # a C parser: several times faster than json on task events
     from orjson import loads as _loads
@@ -456,6 +453,8 @@ class Parser:
         return c.last()  # type: ignore[no-any-return]
 
     def _task_lines(self, lines: list[bytes]) -> None:
+        from shufflelab.eventlog import taskend  # (msgspec: imported when the Python path reads)
+
         log = self.log
         log.lines += len(lines)
         log.events += len(lines)
@@ -468,12 +467,12 @@ class Parser:
                 self._check_task_fields(ev)
         try:
             events = taskend.decode_many(lines)
-        except _FAST_ERRORS:  # some line does not fit the typed decoder: one by one
+        except taskend.DecodeError:  # some line does not fit the typed decoder: one by one
             events = []
             for line in lines:
                 try:
                     events.append(taskend.decode_one(line))
-                except _FAST_ERRORS:
+                except taskend.DecodeError:
                     try:
                         ev = _loads(line)
                     except ValueError:
@@ -507,8 +506,10 @@ class Parser:
                 if n >= CHECK_FIRST and n % CHECK_EVERY:
                     row = self._core.task_row(line) if self._core is not None else None
                     if row is None:  # (the Rust core decodes no line the typed decoder would not)
-                        with contextlib.suppress(*_FAST_ERRORS):  # unexpected types: the dictionary path decides
-                            row = _fast_task_row(line)
+                        from shufflelab.eventlog import taskend
+
+                        with contextlib.suppress(*taskend.DecodeError):  # unexpected types: the dictionary path decides
+                            row = taskend.row(line)
                     if row is not None:
                         log.events += 1
                         self._add_task(row)

@@ -20,7 +20,6 @@ imports pandas for those, which would be a third of the whole command's CPU time
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import queue
 import tempfile
@@ -29,10 +28,9 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shufflelab.eventlog import worker
 from shufflelab.eventlog.batch import TaskBatch, read_csv_sql
@@ -41,6 +39,9 @@ from shufflelab.eventlog.model import EventLog, records
 from shufflelab.eventlog.read import ReadResult, read_source
 from shufflelab.eventlog.summary import app_row, app_status, peak_cores
 from shufflelab.results import RUN_TABLES, Store
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 EXPERIMENT = "eventlogs"
 MEMORY_LIMIT = "64MB"
@@ -174,6 +175,9 @@ def _parallel(
     while this process writes the finished ones to the store in order. At most two logs per worker
     are parsed or waiting to be written at any time, so memory (and temporary disk) is bounded by
     the logs in flight, not by how many there are; each worker streams its log in batches."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
     outcomes: list[Outcome] = []
     ctx = multiprocessing.get_context("forkserver")  # not fork: this process holds DuckDB's threads
     ctx.set_forkserver_preload(worker.PRELOAD)  # imported once, by the server the workers fork from
