@@ -36,11 +36,13 @@ def source_root() -> str:
 
 
 def executable_rel() -> str:
+    """This interpreter's path below its environment (``bin/python`` when it lies outside it)."""
     rel = os.path.relpath(sys.executable, sys.prefix)
     return rel if not rel.startswith("..") else "bin/python"
 
 
 def _site_rel() -> str:
+    """An environment's site-packages for this interpreter's minor version."""
     return f"lib/python{sys.version_info[0]}.{sys.version_info[1]}/site-packages"
 
 
