@@ -175,6 +175,24 @@ def test_shaping_the_ssh_interface_is_refused_where_a_run_shapes_it(
     assert _rows(doc)[("*", "cells")]["detail"].startswith("0 of 2")
 
 
+def test_a_link_down_fault_on_the_ssh_interface_is_refused_for_its_cell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A link-down of a host whose data interface carries SSH would cut the controller off: doctor
+    refuses the cells with that fault, as the run refuses them before changing anything."""
+    inv, spec = _files(tmp_path, "shared")
+    fault = '\n[cases.none]\n[cases.down]\nfaults = [{ kind = "link-down", at_s = 1, host = "w1", duration_s = 2 }]\n'
+    spec.write_text(spec.read_text() + fault)
+    code, doc, _ = _doctor(monkeypatch, inv, spec, _facts(node2={"control_interface": "data0"}))
+    rows = _rows(doc)
+    assert (
+        code == 1 and "a link-down of w1 takes down node2's data0" in rows[("*", "cell cc=cubic,case=down")]["detail"]
+    )
+    assert rows[("*", "cells")]["detail"].startswith("2 of 4 cells")
+    code, doc, _ = _doctor(monkeypatch, inv, spec, _facts())
+    assert code == 0 and _rows(doc)[("*", "cells")]["detail"] == "4 of 4 cells can run on these hosts"
+
+
 def test_data_addresses_that_do_not_answer_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Was: never checked (Spark then failed to connect, mid-run)."""
     inv, spec = _files(tmp_path, "shared")

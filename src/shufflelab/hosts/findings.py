@@ -252,6 +252,18 @@ def for_spec(
                     f"shapes {inv_host}'s {f.data_interface}, which carries the SSH control connection "
                     f"(hosts.{inv_host}.control_interface_shaping_allowed is not set)"
                 )
+        for fault in sc.spec.faults:  # a link down takes the machine's data interface down
+            f = facts.get(mapping.get(fault.host or "", ""))
+            if (
+                fault.kind == "link-down"
+                and f is not None
+                and f.error is None
+                and f.control_interface == f.data_interface
+            ):
+                refused.setdefault(sc.label, []).append(
+                    f"a link-down of {fault.host} takes down {mapping[fault.host or '']}'s {f.data_interface}, which "
+                    "carries the SSH control connection"
+                )
         r = facts.get(router) if router is not None else None
         if sc.spec.datapath() == "switch" and (router is None or sc.spec.topology.kind != "shared"):
             refused.setdefault(sc.label, []).append(
