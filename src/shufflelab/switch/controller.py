@@ -198,7 +198,7 @@ class Switch:
         if self.binary is None:
             raise SwitchError(f"{BINARY_NAME} is not built (run the setup: make setup)")
         doc = json.dumps(self.config.to_json(Path(self.telemetry_path), Path(self.status_path)), indent=2)
-        write = 'printf "%s\\n" "$1" > "$2" && wc -c < "$3" 2>/dev/null || echo 0'
+        write = 'printf "%s\\n" "$1" > "$2" || exit 1; wc -c < "$3" 2>/dev/null || echo 0'
         offset = int(
             (self._run(["sh", "-c", write, "sh", doc, self.config_path, self.log], place=self.place) or "0").split()[0]
         )  # the log is appended to across restarts: this start's lines come after ``offset``
