@@ -248,6 +248,9 @@ class Cluster:
         b.drivers.append(proc)
         return proc
 
+    def session_ready(self, result: Path) -> bool:
+        return result.with_suffix(".ready").exists()
+
     def log_marks(self) -> dict[str, int]:
         return {}
 

@@ -112,9 +112,12 @@ def test_faults_reach_their_hosts_only_through_the_backends_seams(tmp_path: Path
         ran.append((place, list(argv)))
         return " 4711 Sl\n 4712 Z\n 4713 S\n" if argv[0] == "ps" else ""
 
-    cluster = SimpleNamespace(daemons={"w2": SimpleNamespace(pid=99)})
+    ready: list[Path] = []  # the cluster says when the session is up (its driver may run on another machine)
+    cluster = SimpleNamespace(daemons={"w2": SimpleNamespace(pid=99)}, session_ready=lambda result: bool(ready))
     inj = faults.Injector(netplan.of(spec, net), fabric, cluster, tmp_path, run, fakes.Backend(tmp_path).launch)
-    (tmp_path / "driver_result_0.ready").touch()  # the application's session is up: fault times start
+    inj.tick()
+    assert fabric.links == [] and ran == []  # fault times count from the session being up
+    ready.append(tmp_path / "driver_result_0.ready")
     inj.tick()
     assert fabric.links == [("w1", False)]
     events = inj.close()

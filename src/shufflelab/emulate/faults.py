@@ -82,7 +82,7 @@ class Injector:
         moment the first application's SparkSession is up (its driver writes ``*.ready``; the
         workload's first job is submitted right after)."""
         if self.t0 is None:
-            if not self.pending or not (self.run_dir / "driver_result_0.ready").exists():
+            if not self.pending or not self.cluster.session_ready(self.run_dir / "driver_result_0.json"):
                 return
             self.t0 = time.monotonic()
         now = time.monotonic()

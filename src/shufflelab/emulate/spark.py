@@ -242,6 +242,10 @@ class SparkCluster:
             self.daemons.pop(name).stop(grace_s=10)
 
     # -- per-run log slices ----------------------------------------------------------------------
+    def session_ready(self, result: Path) -> bool:
+        """The driver's ``.ready`` marker next to ``result`` (the driver runs on this machine)."""
+        return result.with_suffix(".ready").exists()
+
     def log_marks(self) -> dict[str, int]:
         return {n: (d.log.stat().st_size if d.log.exists() else 0) for n, d in self.daemons.items()}
 

@@ -195,12 +195,21 @@ class HostsCluster(SparkCluster):
                     self.backend.loop.call(pull_tree(session, src, dest / app_id / f"executors-{w}"))
 
     # -- the driver ------------------------------------------------------------------------------
+    def _remote_run(self, local_run: Path) -> str:
+        """The folder on the master's host that stands for the run's folder ``local_run``."""
+        return str(PurePosixPath(self.scratch).parent / "runs" / local_run.name)
+
+    def session_ready(self, result: Path) -> bool:
+        """The driver's ``.ready`` marker next to ``result``'s counterpart on the master's host."""
+        marker = f"{self._remote_run(result.parent)}/{result.with_suffix('.ready').name}"
+        return "yes" in self._command(self.spec.master, ["sh", "-c", 'test -e "$1" && echo yes', "sh", marker])
+
     def driver(self, request_path: Path, log: Path) -> DriverProcess:
         """Start the driver on the master's host on ``request_path`` with the run's folder mapped
         to a folder there."""
         m = self.spec.master
         local_run = request_path.parent
-        remote_run = str(PurePosixPath(self.scratch).parent / "runs" / local_run.name)
+        remote_run = self._remote_run(local_run)
         text = request_path.read_text().replace(str(local_run), remote_run)
         remote_request = f"{remote_run}/{request_path.name}"
         script = 'mkdir -p "$1/eventlog" "$1/listener" && cat > "$2"'
