@@ -52,7 +52,7 @@ pub enum Growth {
 
 impl Growth {
     /// (segments added per round trip, factor kept on a cut)
-    fn aimd(self) -> (f64, f64) {
+    pub(crate) fn aimd(self) -> (f64, f64) {
         match self {
             Growth::Reno => (1.0, 0.5),
             Growth::Cubic => (3.0 * 0.3 / 1.7, 0.7),

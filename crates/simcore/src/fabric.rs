@@ -33,6 +33,7 @@ use serde::{Deserialize, Serialize};
 use crate::completions::Completions;
 use crate::fluid::{Engine, Events, Progress};
 use crate::maxmin::{MaxMin, Recompute};
+use crate::packet::{refine, PacketSummary, Traced};
 use crate::summary::{fct_buckets, heatmap, tier_results, LinkMeter};
 pub use crate::summary::{FctBucket, Heatmap, TierResult};
 use crate::tcpmodel::{Applied, LinkCorrection, TcpModel};
@@ -120,6 +121,18 @@ pub struct Failure {
     pub up_s: Option<f64>,
 }
 
+/// Which model produces the result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Flow level: max-min fair rates (with the `tcp` correction when given). The fast mode.
+    #[default]
+    Maxmin,
+    /// Packet-faithful: the max-min schedule's fetches re-timed by per-link packet-level
+    /// simulations ([`crate::packet`]). Needs `tcp`.
+    Packet,
+}
+
 #[derive(Debug, Clone, Deserialize, Serialize)]
 pub struct FabricConfig {
     pub topology: TopologySpec,
@@ -142,6 +155,8 @@ pub struct FabricConfig {
     /// correction from the packet-level probe ([`crate::tcpmodel`]). Absent: pure max-min.
     #[serde(default)]
     pub tcp: Option<TcpModel>,
+    #[serde(default)]
+    pub mode: Mode,
 }
 fn one() -> u32 {
     1
@@ -184,6 +199,9 @@ pub struct FabricResult {
     /// The probe's correction per link class (with a `tcp` model only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tcp_links: Option<Vec<LinkCorrection>>,
+    /// The packet-level pass (`mode = "packet"` only; absent: the max-min mode produced this).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub packet: Option<PacketSummary>,
 }
 
 impl FabricConfig {
@@ -227,6 +245,23 @@ impl FabricConfig {
         }
         if let Some(t) = &self.tcp {
             t.validate()?;
+        }
+        if self.mode == Mode::Packet {
+            if self.tcp.is_none() {
+                return Err(
+                    "mode: 'packet' needs a tcp model (the congestion control and the \
+                            ports' queues to simulate)"
+                        .into(),
+                );
+            }
+            if !self.failures.is_empty() {
+                return Err("failures: link failures are not modelled in mode 'packet'".into());
+            }
+            if let Some(i) = self.cross.iter().position(|c| c.kind != CrossKind::Udp) {
+                return Err(format!(
+                    "cross[{i}]: TCP cross traffic is not modelled in mode 'packet' (UDP only)"
+                ));
+            }
         }
         if self.heatmap_bins == 0 || self.heatmap_bins > 10_000 {
             return Err("heatmap_bins must be in [1, 10000]".into());
@@ -350,6 +385,9 @@ struct Sim<'a> {
     remote_bytes: f64,
     rerouted: u64,
     n_events: u64,
+    /// The remote fetches as scheduled, and the links the schedule saturated (mode 'packet').
+    trace: Vec<Traced>,
+    saturated: Vec<bool>,
 }
 
 /// Host of task `i` of `n` spread evenly over `hosts` (⌊i·H/n⌋: every host when n ≥ H, hosts
@@ -554,7 +592,18 @@ impl<'a> Sim<'a> {
                             .map(|&l| self.nominal[l as usize])
                             .fold(f64::INFINITY, f64::min);
                         let d = self.path_delay(&p);
-                        (bytes / slowest + 2.0 * d, d + self.queue_delay(&p))
+                        let ideal = bytes / slowest + 2.0 * d;
+                        if self.cfg.mode == Mode::Packet {
+                            self.trace.push(Traced {
+                                r,
+                                issued_s,
+                                data_s: self.now,
+                                bytes,
+                                ideal_s: ideal,
+                                path: p.clone(),
+                            });
+                        }
+                        (ideal, d + self.queue_delay(&p))
                     }
                     None => (f64::NAN, 0.0),
                 };
@@ -773,6 +822,11 @@ impl Engine for Sim<'_> {
     fn handle(&mut self, ev: Ev) {
         Sim::handle(self, ev);
     }
+    fn loaded(&mut self, l: u32, load: f64) {
+        if self.cfg.mode == Mode::Packet && load >= self.solver_capacity(l) * (1.0 - 1e-6) {
+            self.saturated[l as usize] = true;
+        }
+    }
 }
 
 pub fn run_fabric(cfg: &FabricConfig) -> Result<FabricResult, String> {
@@ -845,6 +899,8 @@ pub fn run_fabric(cfg: &FabricConfig) -> Result<FabricResult, String> {
         remote_bytes: 0.0,
         rerouted: 0,
         n_events: 0,
+        trace: Vec::new(),
+        saturated: vec![false; n_links],
         topo,
     };
     sim.push(cfg.shuffle.start_s, Ev::ShuffleStart);
@@ -861,10 +917,47 @@ pub fn run_fabric(cfg: &FabricConfig) -> Result<FabricResult, String> {
         }
     }
     sim.run();
-    Ok(sim.result())
+    let packet = match (cfg.mode, &cfg.tcp) {
+        (Mode::Packet, Some(tcp)) => Some(sim.packet_pass(tcp)?),
+        _ => None,
+    };
+    let mut result = sim.result();
+    result.packet = packet;
+    Ok(result)
 }
 
 impl Sim<'_> {
+    /// Mode 'packet': re-time every remote fetch by the per-link packet-level pass; its FCTs
+    /// replace the max-min ones and a reducer ends with its last fetch.
+    fn packet_pass(&mut self, tcp: &TcpModel) -> Result<PacketSummary, String> {
+        let mut udp = vec![0.0; self.topo.links.len()];
+        for (i, c) in self.cfg.cross.iter().enumerate() {
+            if let Some(p) = self.topo.route(c.src, c.dst, u64::MAX - i as u64) {
+                for l in p {
+                    udp[l as usize] += c.rate_bytes_per_s;
+                }
+            }
+        }
+        let (fct, summary) = refine(&self.topo, tcp, &udp, &self.saturated, &self.trace)?;
+        self.fct.iter_mut().for_each(Vec::clear);
+        let mut end = vec![f64::NEG_INFINITY; self.reducers.len()];
+        let edges = &self.cfg.fct_bucket_edges_bytes;
+        for (t, &f) in self.trace.iter().zip(&fct) {
+            let b = edges.iter().take_while(|&&e| t.bytes >= e).count();
+            self.fct[b].push((f, f / t.ideal_s));
+            end[t.r as usize] = end[t.r as usize].max(t.issued_s + f);
+        }
+        for (r, e) in end.into_iter().enumerate() {
+            // a reducer without remote fetches keeps its end; an unfinished fetch, none
+            if e.is_nan() {
+                self.reducer_finish[r] = f64::NAN;
+            } else if e.is_finite() {
+                self.reducer_finish[r] = e;
+            }
+        }
+        Ok(summary)
+    }
+
     fn result(mut self) -> FabricResult {
         let start = self.cfg.shuffle.start_s;
         let done: Vec<f64> = self
@@ -899,6 +992,7 @@ impl Sim<'_> {
             solves: self.mm.solves,
             flows_solved: self.mm.flows_solved,
             tcp_links: self.tcp.classes.take(),
+            packet: None,
         }
     }
 }
@@ -949,6 +1043,7 @@ mod tests {
             fct_bucket_edges_bytes: default_edges(),
             heatmap_bins: 10,
             tcp: None,
+            mode: Default::default(),
         }
     }
 

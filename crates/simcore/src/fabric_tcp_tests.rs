@@ -39,6 +39,7 @@ fn swap(bytes: f64) -> FabricConfig {
         fct_bucket_edges_bytes: vec![1e6],
         heatmap_bins: 10,
         tcp: None,
+        mode: Default::default(),
     }
 }
 

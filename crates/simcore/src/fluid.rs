@@ -136,6 +136,8 @@ pub(crate) trait Engine {
     /// The flow in slot `id` delivered its last byte into the network.
     fn complete(&mut self, id: u32);
     fn handle(&mut self, ev: Self::Ev);
+    /// Link `l` carries `load` from now on (after a solve); nothing by default.
+    fn loaded(&mut self, _l: u32, _load: f64) {}
 
     /// Solve the changed rates, re-time the flows whose rate changed, and account link and tier
     /// loads up to now.
@@ -150,6 +152,7 @@ pub(crate) trait Engine {
             let load = self.link_load(l);
             let tier = self.topology().links[l as usize].tier as usize;
             self.meter().set_load(l as usize, tier, now, load);
+            self.loaded(l, load);
         }
         for &id in solved.iter() {
             let rate = self.solver().rate(id);

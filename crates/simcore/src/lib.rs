@@ -9,7 +9,9 @@
 //! userspace switch's queue and DCTCP window logic (crate `switchcore`) on virtual packets for the
 //! operating point of a RED/ECN bottleneck. [`fabric`] runs all-to-all shuffles on data-center
 //! [`topology`]s (leaf-spine, fat tree, graphs) with [`maxmin`] rates recomputed incrementally;
-//! [`apps`] runs recorded Spark applications (stage DAGs) on the same fabrics.
+//! [`apps`] runs recorded Spark applications (stage DAGs) on the same fabrics. [`linksim`] runs one
+//! link at packet level with finite TCP flows: the per-link engine of the fabric's packet-faithful
+//! mode (`mode = "packet"`, module `packet`).
 
 #![forbid(unsafe_code)]
 
@@ -19,10 +21,12 @@ mod completions;
 pub mod engine;
 pub mod fabric;
 mod fluid;
+pub mod linksim;
 pub mod maxmin;
 pub mod model;
 pub mod netaware;
 pub mod network;
+mod packet;
 mod radixheap;
 pub mod sparkjob;
 mod summary;
@@ -131,6 +135,14 @@ mod python {
             .map_err(PyValueError::new_err)
     }
 
+    /// One link at packet level with the finite TCP flows crossing it (the packet-faithful mode's
+    /// per-link engine): JSON in, JSON out. Releases the GIL.
+    #[pyfunction]
+    fn run_link(py: Python<'_>, config_json: String) -> PyResult<String> {
+        py.allow_threads(move || super::linksim::simulate_json(&config_json))
+            .map_err(PyValueError::new_err)
+    }
+
     /// Max-min fair rates of flows over links (the fabric's solver): JSON in, JSON list out.
     #[pyfunction]
     fn max_min_rates(input_json: &str) -> PyResult<String> {
@@ -144,6 +156,7 @@ mod python {
         m.add_function(wrap_pyfunction!(run_fabric, m)?)?;
         m.add_function(wrap_pyfunction!(run_apps, m)?)?;
         m.add_function(wrap_pyfunction!(max_min_rates, m)?)?;
+        m.add_function(wrap_pyfunction!(run_link, m)?)?;
         m.add_function(wrap_pyfunction!(net_aware_plan, m)?)?;
         m.add_function(wrap_pyfunction!(bottleneck_operating_point, m)?)?;
         m.add_function(wrap_pyfunction!(net_aware_fluid_finish, m)?)?;

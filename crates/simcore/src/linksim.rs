@@ -1,0 +1,663 @@
+//! One link at packet level with the flows that cross it: finite TCP flows (slow start, window
+//! growth and cuts, loss detection by duplicate ACKs, retransmission timeouts) through the
+//! switch's own queue (`switchcore::queue::EgressQueue`: droptail, RED, ECN marking) next to
+//! constant-rate unresponsive cross traffic. The per-link piece of the fabric's packet-faithful
+//! mode ([`crate::fabric`], `mode = "packet"`): every congested link is simulated with the flows
+//! crossing it, and a flow's delays on the links of its path are added up (Parsimon, NSDI'23).
+//!
+//! The senders: a window in bytes of `mss_bytes` segments (`switchcore::window::DctcpWindow`'s
+//! arithmetic: slow start from `init_cwnd_segments`, at most 2 segments per ACK; one segment per
+//! window after it for Reno, Cubic's TCP-friendly +0.53 and cut to 0.7 (data-center round trips
+//! keep Cubic in that region), DCTCP's α with g = 1/16 and a cut by α/2 per marked window).
+//! Every packet is ACKed alone (no delayed ACKs). A dropped segment is detected when three
+//! segments sent after it have arrived (SACK's rule, RFC 6675) and is resent; the window is cut
+//! once per window of data. A sender that hears nothing for its retransmission timeout
+//! (`min_rto_s`, doubled per timeout in a row) resends what was lost with a window of one segment
+//! and ssthresh at half the flight (at least 2 segments, Linux's floor). Each sender injects its
+//! packets no faster than its access link (`access_bytes_per_s`). The propagation of a flow's
+//! round trip is all after the queue: a packet's ACK reaches its sender `base_rtt_s` after it
+//! left the queue, its data reaches the receiver `one_way_s` after.
+//!
+//! Output per flow: its completion time (first packet sent to the last byte received), the
+//! timeouts it took, and the link's drop and mark counts. Deterministic for a seed.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use switchcore::queue::{Admit, Discipline, EgressQueue, PortConfig, RedConfig};
+use switchcore::window::DctcpWindow;
+
+use crate::bottleneck::{Growth, RedSpec};
+use crate::tcpmodel::Cc;
+
+const NS: f64 = 1e9;
+/// DCTCP's gain for α.
+const G: f64 = 1.0 / 16.0;
+/// Cubic's HyStart looks for the end of slow start from this window on (segments).
+const HYSTART_LOW_WINDOW: u64 = 16;
+/// Segments that must arrive after a lost one before its loss is detected.
+const DUP_THRESH: u32 = 3;
+
+/// One TCP flow across the link.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize, Serialize)]
+pub struct LinkFlow {
+    /// Payload bytes.
+    pub bytes: f64,
+    pub start_s: f64,
+    /// Round trip without queueing at this link (the whole path's propagation and the other
+    /// hops' serialization).
+    pub base_rtt_s: f64,
+    /// From leaving this link's queue to the receiver (its last byte's latency after the queue).
+    pub one_way_s: f64,
+    /// The rate the sender can inject at (its host link); 0: unlimited.
+    #[serde(default)]
+    pub access_bytes_per_s: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub struct LinkSim {
+    /// Drain rate, wire bytes/s.
+    pub link_bytes_per_s: f64,
+    /// Queue limit, wire bytes.
+    pub queue_bytes: f64,
+    /// RED/ECN or step marking; absent: droptail.
+    #[serde(default)]
+    pub red: Option<RedSpec>,
+    pub cc: Cc,
+    /// Reno/Cubic send ECT (marked instead of dropped by a marking queue). DCTCP always does.
+    #[serde(default)]
+    pub ecn: bool,
+    #[serde(default = "mss")]
+    pub mss_bytes: f64,
+    /// A segment on the wire: payload and headers.
+    #[serde(default = "wire")]
+    pub wire_bytes: f64,
+    #[serde(default = "init_cwnd")]
+    pub init_cwnd_segments: f64,
+    #[serde(default = "min_rto")]
+    pub min_rto_s: f64,
+    /// Unresponsive, non-ECT cross traffic offered to the queue, wire bytes/s.
+    #[serde(default)]
+    pub cross_bytes_per_s: f64,
+    /// Flows not done by then are reported as not done (NaN).
+    #[serde(default = "horizon")]
+    pub horizon_s: f64,
+    #[serde(default = "seed")]
+    pub seed: u64,
+    pub flows: Vec<LinkFlow>,
+}
+
+fn mss() -> f64 {
+    1448.0
+}
+fn wire() -> f64 {
+    1514.0
+}
+fn init_cwnd() -> f64 {
+    10.0
+}
+fn min_rto() -> f64 {
+    0.2
+}
+fn horizon() -> f64 {
+    120.0
+}
+fn seed() -> u64 {
+    1
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LinkResult {
+    /// Per flow, first packet to last byte at the receiver, seconds (NaN: not done).
+    pub fct_s: Vec<f64>,
+    /// Per flow, retransmission timeouts.
+    pub timeouts: Vec<u32>,
+    pub drops: u64,
+    pub marks: u64,
+    /// Cross traffic delivered, wire bytes/s over the run.
+    pub cross_bytes_per_s: f64,
+    pub end_s: f64,
+    pub events: u64,
+}
+
+impl LinkSim {
+    pub fn validate(&self) -> Result<(), String> {
+        let pos = |x: f64| x > 0.0 && x.is_finite();
+        if !pos(self.link_bytes_per_s) {
+            return Err("link.link_bytes_per_s: must be > 0".into());
+        }
+        if !pos(self.wire_bytes) || !pos(self.mss_bytes) || self.mss_bytes > self.wire_bytes {
+            return Err("link.mss_bytes / wire_bytes: 0 < mss <= wire".into());
+        }
+        if !pos(self.queue_bytes) || self.queue_bytes < self.wire_bytes {
+            return Err("link.queue_bytes: must hold at least one packet".into());
+        }
+        if !(self.init_cwnd_segments >= 1.0 && self.init_cwnd_segments <= 1000.0) {
+            return Err("link.init_cwnd_segments: in [1, 1000]".into());
+        }
+        if !pos(self.min_rto_s) || !pos(self.horizon_s) {
+            return Err("link.min_rto_s / horizon_s: must be > 0".into());
+        }
+        if !(self.cross_bytes_per_s >= 0.0 && self.cross_bytes_per_s.is_finite()) {
+            return Err("link.cross_bytes_per_s: must be >= 0".into());
+        }
+        if let Some(r) = &self.red {
+            if !(r.min_bytes >= 0.0
+                && r.max_bytes >= r.min_bytes
+                && r.max_bytes <= self.queue_bytes)
+            {
+                return Err("link.red: need 0 <= min_bytes <= max_bytes <= queue_bytes".into());
+            }
+        }
+        for (i, f) in self.flows.iter().enumerate() {
+            let ok = pos(f.bytes)
+                && f.bytes <= 1e13
+                && f.start_s >= 0.0
+                && f.start_s.is_finite()
+                && f.base_rtt_s >= 0.0
+                && f.base_rtt_s.is_finite()
+                && f.one_way_s >= 0.0
+                && f.one_way_s.is_finite()
+                && f.access_bytes_per_s >= 0.0
+                && f.access_bytes_per_s.is_finite();
+            if !ok {
+                return Err(format!("link.flows[{i}]: bytes > 0, times and rates >= 0"));
+            }
+        }
+        Ok(())
+    }
+
+    fn port(&self) -> PortConfig {
+        let discipline = match &self.red {
+            None => Discipline::DropTail,
+            Some(r) => Discipline::Red(RedConfig {
+                min_bytes: r.min_bytes as u64,
+                max_bytes: r.max_bytes as u64,
+                max_p: r.max_p,
+                ewma_weight: r.ewma_weight,
+                ecn: r.ecn,
+                gentle: r.gentle,
+                seed: self.seed,
+            }),
+        };
+        PortConfig {
+            rate_bytes_per_s: self.link_bytes_per_s.round() as u64,
+            burst_bytes: self.wire_bytes as u64,
+            delay_ns: 0,
+            limit_bytes: Some(self.queue_bytes as u64),
+            limit_packets: None,
+            discipline,
+        }
+    }
+}
+
+/// A packet in the queue: flow (`CROSS`: cross traffic), transmission number, mark.
+#[derive(Debug, Clone, Copy)]
+struct Pkt {
+    flow: u32,
+    tx: u64,
+    marked: bool,
+    /// A retransmission (its arrival fills a hole).
+    retx: bool,
+}
+
+const CROSS: u32 = u32::MAX;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Ev {
+    /// Flow `flow` starts sending.
+    Start(u32),
+    /// The ACK of transmission `tx` of `flow` reaches its sender (`ce`: it echoes a mark).
+    Ack {
+        flow: u32,
+        tx: u64,
+        ce: bool,
+        retx: bool,
+    },
+    /// A packet of `flow` reaches the queue (after its access link).
+    Arrive {
+        flow: u32,
+        tx: u64,
+        seq: u64,
+        retx: bool,
+    },
+    /// The retransmission timer of `flow`, armed as its `gen`-th.
+    Timeout { flow: u32, gen: u64 },
+    /// The next cross-traffic packet arrives.
+    Cross,
+}
+
+struct Sender {
+    win: DctcpWindow,
+    /// Segments of the flow.
+    total: u64,
+    next_new: u64,
+    next_tx: u64,
+    resend: VecDeque<u64>,
+    /// Sent, neither acknowledged nor known lost.
+    in_flight: u64,
+    /// Segments dropped and not yet delivered by a retransmission.
+    holes: u64,
+    /// Dropped transmissions not yet detected: (tx, segment, later arrivals seen); a dropped
+    /// retransmission counts no arrivals (`u32::MAX`): only the timer finds it (RFC 6675's
+    /// recovery, as ns-3's; Linux's RACK would find it one round trip later).
+    dropped: VecDeque<(u64, u64, u32)>,
+    /// A cut happens only for a transmission at or after this one (one cut per window).
+    recover: u64,
+    window_end: u64,
+    grow: f64,
+    received: u64,
+    /// Injection: the access link is free from this time on (ns).
+    access_free: u64,
+    access_ns: u64,
+    rto_gen: u64,
+    backoff: u32,
+    timeouts: u32,
+    done_s: f64,
+}
+
+/// What every sender's send path needs: segment size, minimum RTO, a packet time of the link.
+struct Consts {
+    mss: u64,
+    rto_ns: u64,
+    tx_ns: u64,
+}
+
+/// Simulate the link and its flows.
+pub fn simulate(p: &LinkSim) -> Result<LinkResult, String> {
+    p.validate()?;
+    let mss = p.mss_bytes.round() as u64;
+    let wire = p.wire_bytes.round() as u64;
+    let min_cwnd = 2 * mss;
+    let dctcp = p.cc == Cc::Dctcp;
+    let ect = dctcp || p.ecn;
+    let (ai, keep) = match p.cc {
+        Cc::Cubic => Growth::Cubic.aimd(),
+        _ => Growth::Reno.aimd(),
+    };
+    let rto_ns = (p.min_rto_s * NS) as u64;
+    let horizon_ns = (p.horizon_s * NS) as u64;
+    let rtt_ns: Vec<u64> = p
+        .flows
+        .iter()
+        .map(|f| (f.base_rtt_s * NS).round() as u64)
+        .collect();
+    let tx_ns = (p.wire_bytes / p.link_bytes_per_s * NS).max(1.0) as u64;
+    let mut rng = ChaCha8Rng::seed_from_u64(p.seed ^ 0x11AC_0000);
+    let k = Consts { mss, rto_ns, tx_ns };
+    let mut q: EgressQueue<Pkt> = EgressQueue::new(p.port(), 0);
+    let mut heap: BinaryHeap<Reverse<(u64, Ev)>> = BinaryHeap::new();
+    let mut senders: Vec<Sender> = p
+        .flows
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let start = (f.start_s * NS).round() as u64;
+            heap.push(Reverse((start, Ev::Start(i as u32))));
+            let mut win = DctcpWindow::new((p.init_cwnd_segments * p.mss_bytes) as u64, 1.0);
+            if p.cc == Cc::Cubic {
+                // HyStart's ACK-train test (Linux's and ns-3's Cubic): once the window holds
+                // 16 segments, a train of ACKs longer than half the minimum round trip ends slow
+                // start; at data-center round trips that is the first such train
+                win.ssthresh = HYSTART_LOW_WINDOW * mss;
+            }
+            Sender {
+                win,
+                total: (f.bytes / p.mss_bytes).ceil().max(1.0) as u64,
+                next_new: 0,
+                next_tx: 0,
+                resend: VecDeque::new(),
+                in_flight: 0,
+                holes: 0,
+                dropped: VecDeque::new(),
+                recover: 0,
+                window_end: 0,
+                grow: 0.0,
+                received: 0,
+                access_free: start,
+                access_ns: if f.access_bytes_per_s > 0.0 {
+                    (p.wire_bytes / f.access_bytes_per_s * NS).round() as u64
+                } else {
+                    0
+                },
+                rto_gen: 0,
+                backoff: 0,
+                timeouts: 0,
+                done_s: f64::NAN,
+            }
+        })
+        .collect();
+    let cross_gap_ns = if p.cross_bytes_per_s > 0.0 {
+        (p.wire_bytes / p.cross_bytes_per_s * NS).max(1.0) as u64
+    } else {
+        0
+    };
+    if cross_gap_ns > 0 {
+        heap.push(Reverse((0, Ev::Cross)));
+    }
+    let (mut drops, mut marks, mut cross_bytes, mut events) = (0u64, 0u64, 0u64, 0u64);
+    let mut left = senders.len();
+    let mut now = 0u64;
+    // Bounded: far above any real need (each segment is sent, queued and ACKed a few times).
+    let mut budget = senders
+        .iter()
+        .map(|s| s.total)
+        .sum::<u64>()
+        .saturating_mul(40)
+        .saturating_add(1_000_000);
+
+    // Send what the window of `f` allows at `now`.
+    fn pump(
+        s: &mut Sender,
+        f: u32,
+        now: u64,
+        k: &Consts,
+        heap: &mut BinaryHeap<Reverse<(u64, Ev)>>,
+        rng: &mut ChaCha8Rng,
+    ) {
+        let cwnd_segments = (s.win.cwnd / k.mss).max(1);
+        let was_idle = s.in_flight == 0;
+        while s.in_flight < cwnd_segments {
+            let (seq, retx) = if let Some(seq) = s.resend.pop_front() {
+                (seq, true)
+            } else if s.next_new < s.total {
+                s.next_new += 1;
+                (s.next_new - 1, false)
+            } else {
+                break;
+            };
+            let tx = s.next_tx;
+            s.next_tx += 1;
+            s.in_flight += 1;
+            let at = now.max(s.access_free);
+            s.access_free = at + s.access_ns;
+            // a host's send times wander by up to a packet time of the link (interrupts, the
+            // NIC): without it a full drop-tail queue locks to the senders' phases and always
+            // admits the same flow (Floyd and Jacobson's phase effects)
+            let at = at + rng.random_range(0..k.tx_ns);
+            heap.push(Reverse((
+                at,
+                Ev::Arrive {
+                    flow: f,
+                    tx,
+                    seq,
+                    retx,
+                },
+            )));
+        }
+        if was_idle && s.in_flight > 0 {
+            s.rto_gen += 1;
+            let at = now + (k.rto_ns << s.backoff.min(6));
+            heap.push(Reverse((
+                at,
+                Ev::Timeout {
+                    flow: f,
+                    gen: s.rto_gen,
+                },
+            )));
+        }
+    }
+
+    while left > 0 {
+        if budget == 0 {
+            return Err("link: did not finish within its event budget".into());
+        }
+        budget -= 1;
+        let t_heap = heap.peek().map(|Reverse((t, _))| *t);
+        let t_q = q.next_wakeup();
+        let Some(t) = [t_heap, t_q].into_iter().flatten().min() else {
+            break;
+        };
+        if t > horizon_ns {
+            break;
+        }
+        now = t;
+        while let Some(pkt) = q.poll(now) {
+            events += 1;
+            if pkt.flow == CROSS {
+                cross_bytes += wire;
+                continue;
+            }
+            let f = pkt.flow as usize;
+            let s = &mut senders[f];
+            if dctcp {
+                s.win.count(mss, pkt.marked);
+            }
+            s.received += 1;
+            if s.received == s.total {
+                s.done_s = (now as f64 / NS) + p.flows[f].one_way_s - p.flows[f].start_s;
+                left -= 1;
+            }
+            let ack = Ev::Ack {
+                flow: pkt.flow,
+                tx: pkt.tx,
+                ce: pkt.marked,
+                retx: pkt.retx,
+            };
+            heap.push(Reverse((now + rtt_ns[f], ack)));
+        }
+        while let Some(&Reverse((te, ev))) = heap.peek() {
+            if te > now {
+                break;
+            }
+            heap.pop();
+            events += 1;
+            match ev {
+                Ev::Cross => {
+                    match q.admit(wire, false, now) {
+                        Admit::Drop => drops += 1,
+                        v => {
+                            marks += u64::from(v == Admit::Mark);
+                            let pkt = Pkt {
+                                flow: CROSS,
+                                tx: 0,
+                                marked: false,
+                                retx: false,
+                            };
+                            q.push(pkt, wire, now);
+                        }
+                    }
+                    heap.push(Reverse((now + cross_gap_ns, Ev::Cross)));
+                }
+                Ev::Start(f) => {
+                    let s = &mut senders[f as usize];
+                    pump(s, f, now, &k, &mut heap, &mut rng);
+                }
+                Ev::Arrive {
+                    flow,
+                    tx,
+                    seq,
+                    retx,
+                } => {
+                    let s = &mut senders[flow as usize];
+                    match q.admit(wire, ect, now) {
+                        Admit::Drop => {
+                            drops += 1;
+                            s.holes += 1;
+                            s.dropped
+                                .push_back((tx, seq, if retx { u32::MAX } else { 0 }));
+                        }
+                        v => {
+                            let marked = v == Admit::Mark;
+                            marks += u64::from(marked);
+                            let pkt = Pkt {
+                                flow,
+                                tx,
+                                marked,
+                                retx,
+                            };
+                            q.push(pkt, wire, now);
+                        }
+                    }
+                }
+                Ev::Ack { flow, tx, ce, retx } => {
+                    let s = &mut senders[flow as usize];
+                    s.in_flight -= 1;
+                    // the cumulative ACK advances when no hole is left below, or a resent
+                    // segment fills one: only then does the timer restart (as Linux's)
+                    let advanced = s.holes == 0 || retx;
+                    if retx {
+                        s.holes -= 1;
+                    }
+                    // SACK: every undetected drop sent before this transmission saw one more
+                    // arrival; three make it a loss
+                    let mut lost = false;
+                    let mut found = false;
+                    for d in s.dropped.iter_mut() {
+                        if d.0 < tx && d.2 != u32::MAX {
+                            d.2 += 1;
+                            found |= d.2 >= DUP_THRESH;
+                        }
+                    }
+                    if found {
+                        let mut i = 0;
+                        while i < s.dropped.len() {
+                            let (dtx, seq, n) = s.dropped[i];
+                            if n == u32::MAX || n < DUP_THRESH {
+                                i += 1;
+                                continue;
+                            }
+                            s.dropped.remove(i);
+                            s.in_flight -= 1;
+                            s.resend.push_back(seq);
+                            lost |= dtx >= s.recover;
+                        }
+                    }
+                    if lost {
+                        if dctcp {
+                            s.win.on_loss(min_cwnd);
+                        } else {
+                            cut(s, keep, min_cwnd);
+                        }
+                        s.recover = s.next_tx;
+                        s.window_end = s.next_tx;
+                    } else if dctcp {
+                        s.win.on_new_ack(mss, mss);
+                    } else if ce && p.ecn && tx >= s.recover {
+                        cut(s, keep, min_cwnd);
+                        s.recover = s.next_tx;
+                    } else if tx >= s.recover {
+                        grow(s, mss, ai);
+                    }
+                    if tx >= s.window_end {
+                        if dctcp {
+                            s.win.end_window(G, min_cwnd);
+                        }
+                        s.window_end = s.next_tx;
+                    }
+                    if advanced {
+                        s.backoff = 0;
+                    }
+                    if advanced && (s.in_flight > 0 || !s.dropped.is_empty()) {
+                        s.rto_gen += 1;
+                        heap.push(Reverse((
+                            now + rto_ns,
+                            Ev::Timeout {
+                                flow,
+                                gen: s.rto_gen,
+                            },
+                        )));
+                    }
+                    pump(s, flow, now, &k, &mut heap, &mut rng);
+                }
+                Ev::Timeout { flow, gen } => {
+                    let s = &mut senders[flow as usize];
+                    if gen != s.rto_gen || s.received == s.total {
+                        continue;
+                    }
+                    if s.dropped.is_empty() {
+                        if s.in_flight > 0 {
+                            // still queued: wait again
+                            s.rto_gen += 1;
+                            let at = now + (rto_ns << s.backoff.min(6));
+                            heap.push(Reverse((
+                                at,
+                                Ev::Timeout {
+                                    flow,
+                                    gen: s.rto_gen,
+                                },
+                            )));
+                        }
+                        continue;
+                    }
+                    s.timeouts += 1;
+                    let flight = s.in_flight;
+                    while let Some((_, seq, _)) = s.dropped.pop_front() {
+                        s.in_flight -= 1;
+                        s.resend.push_back(seq);
+                    }
+                    s.win.ssthresh = (flight * mss / 2).max(min_cwnd);
+                    s.win.cwnd = mss;
+                    s.grow = 0.0;
+                    s.recover = s.next_tx;
+                    s.window_end = s.next_tx;
+                    s.backoff += 1;
+                    s.rto_gen += 1;
+                    if s.in_flight > 0 {
+                        let at = now + (rto_ns << s.backoff.min(6));
+                        heap.push(Reverse((
+                            at,
+                            Ev::Timeout {
+                                flow,
+                                gen: s.rto_gen,
+                            },
+                        )));
+                    }
+                    let was = s.backoff;
+                    pump(s, flow, now, &k, &mut heap, &mut rng);
+                    s.backoff = was;
+                }
+            }
+        }
+    }
+    let end_s = now as f64 / NS;
+    Ok(LinkResult {
+        fct_s: senders.iter().map(|s| s.done_s).collect(),
+        timeouts: senders.iter().map(|s| s.timeouts).collect(),
+        drops,
+        marks,
+        cross_bytes_per_s: if end_s > 0.0 {
+            cross_bytes as f64 / end_s
+        } else {
+            0.0
+        },
+        end_s,
+        events,
+    })
+}
+
+/// A loss-based sender's congestion response: the window to `keep` of itself.
+fn cut(s: &mut Sender, keep: f64, min_cwnd: u64) {
+    if keep == 0.5 {
+        s.win.on_loss(min_cwnd);
+    } else {
+        s.win.cwnd = ((s.win.cwnd as f64 * keep) as u64).max(min_cwnd);
+        s.win.ssthresh = s.win.cwnd;
+    }
+    s.grow = 0.0;
+}
+
+/// A loss-based sender's growth for one acknowledged segment: slow start below ssthresh, else
+/// `ai` segments per window.
+fn grow(s: &mut Sender, mss: u64, ai: f64) {
+    if s.win.cwnd < s.win.ssthresh || ai == 1.0 {
+        s.win.on_new_ack(mss, mss);
+        return;
+    }
+    s.grow += ai * (mss * mss) as f64 / s.win.cwnd as f64;
+    if s.grow >= mss as f64 {
+        let add = (s.grow / mss as f64).floor();
+        s.win.cwnd += add as u64 * mss;
+        s.grow -= add * mss as f64;
+    }
+}
+
+/// [`simulate`] for a JSON [`LinkSim`], as JSON.
+pub fn simulate_json(json: &str) -> Result<String, String> {
+    let p: LinkSim = serde_json::from_str(json).map_err(|e| format!("link: {e}"))?;
+    let r = simulate(&p)?;
+    serde_json::to_string(&r).map_err(|e| e.to_string())
+}

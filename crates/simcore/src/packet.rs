@@ -1,0 +1,223 @@
+//! The fabric's packet-faithful mode (`mode = "packet"`): per-link decomposition after Parsimon
+//! (Zhao et al., NSDI'23), on the switch's own queue logic.
+//!
+//! 1. **The flows**: the max-min engine runs the shuffle as in the fast mode and records every
+//!    remote fetch: when its request left, when its data started, its bytes and its ECMP path.
+//!    With every request out at once (no in-flight limit) these are the workload itself; with
+//!    `max_reqs_in_flight` / `max_mib_in_flight` a fetch's start is the one the max-min schedule
+//!    gave it (an approximation: a slower packet-level flow would delay the next request).
+//! 2. **One packet-level simulation per loaded link**: every link crossed by at least two fetches
+//!    (or by one fetch and UDP cross traffic) is simulated alone with the fetches that cross it
+//!    ([`crate::linksim`]: slow start, window growth and cuts of the chosen congestion control,
+//!    losses and retransmission timeouts, the port's droptail / RED / step marking through
+//!    `switchcore`'s queue), each fetch with its whole path's round trip and its host link's rate.
+//!    A link crossed by a single fetch has no one to share with and is not simulated.
+//! 3. **Per path**: a fetch's packet-level time is its time alone on its path's slowest link (the
+//!    same engine with no other flow: slow start and propagation included) plus, for every
+//!    simulated link of its path, what that link added (its time there − its time alone there).
+//!    Its FCT = the request's one-way delay + that time.
+//!
+//! On one bottleneck this is that link's packet-level simulation. Across several loaded links in
+//! series the delays are assumed independent and add up, as in Parsimon: upstream links do not
+//! reshape the packets a downstream link sees. The tiers' utilisation and the heat map stay the
+//! max-min schedule's. UDP cross traffic is constant-rate on every link of its path for the whole
+//! run; TCP cross traffic and link failures are refused in this mode.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use crate::linksim::{simulate, LinkFlow, LinkSim};
+use crate::tcpmodel::{Cc, TcpModel};
+use crate::topology::Topology;
+
+/// A wire segment: 1448 bytes of payload, TCP with timestamps, IPv4, Ethernet.
+const WIRE: f64 = 1514.0;
+const MSS: f64 = 1448.0;
+
+/// A remote fetch as the max-min schedule ran it.
+#[derive(Debug, Clone)]
+pub(crate) struct Traced {
+    pub(crate) r: u32,
+    pub(crate) issued_s: f64,
+    pub(crate) data_s: f64,
+    pub(crate) bytes: f64,
+    pub(crate) ideal_s: f64,
+    pub(crate) path: Vec<u32>,
+}
+
+/// What the packet-level pass did (in the result as `packet`; absent in the max-min mode).
+#[derive(Debug, Clone, Serialize)]
+pub struct PacketSummary {
+    pub mode: &'static str,
+    /// Links crossed by a fetch, and of those simulated at packet level.
+    pub links_with_flows: u32,
+    pub links_simulated: u32,
+    pub flows: u64,
+    /// Retransmission timeouts, drops and marks summed over the simulated links.
+    pub timeouts: u64,
+    pub drops: u64,
+    pub marks: u64,
+    /// Fetches a link had not finished within its horizon (their FCT is unknown).
+    pub flows_not_done: u64,
+    /// Packet-level events over every link simulation, the solo runs included.
+    pub events: u64,
+}
+
+struct Ctx<'a> {
+    topo: &'a Topology,
+    tcp: &'a TcpModel,
+    solo: HashMap<[u64; 5], f64>,
+    events: u64,
+}
+
+impl Ctx<'_> {
+    fn link(&self, l: u32, cross: f64, flows: Vec<LinkFlow>) -> LinkSim {
+        let cap = self.topo.links[l as usize].capacity;
+        let horizon = flows.iter().map(|f| f.start_s).fold(0.0, f64::max) + 120.0;
+        LinkSim {
+            link_bytes_per_s: cap,
+            queue_bytes: self.tcp.queue_packets * WIRE,
+            red: self.tcp.probe(cap, 0.0).red,
+            cc: self.tcp.cc,
+            ecn: self.tcp.ecn && self.tcp.cc != Cc::Dctcp,
+            mss_bytes: MSS,
+            wire_bytes: WIRE,
+            init_cwnd_segments: 10.0,
+            min_rto_s: 0.2,
+            cross_bytes_per_s: cross,
+            horizon_s: horizon,
+            seed: 1,
+            flows,
+        }
+    }
+
+    /// Fetch `t` as seen from link `l` of its path: its round trip and last-byte latency.
+    fn flow_at(&self, t: &Traced, l: u32) -> LinkFlow {
+        let links = &self.topo.links;
+        let prop: f64 = t.path.iter().map(|&h| links[h as usize].delay_s).sum();
+        let ser: f64 = t
+            .path
+            .iter()
+            .filter(|&&h| h != l)
+            .map(|&h| WIRE / links[h as usize].capacity)
+            .sum();
+        LinkFlow {
+            bytes: t.bytes,
+            start_s: t.data_s,
+            base_rtt_s: 2.0 * prop + ser,
+            one_way_s: prop + ser,
+            // it cannot arrive faster than the slowest of its other links lets it
+            access_bytes_per_s: t
+                .path
+                .iter()
+                .filter(|&&h| h != l)
+                .map(|&h| links[h as usize].capacity)
+                .fold(f64::INFINITY, f64::min)
+                .min(1e15),
+        }
+    }
+
+    /// Fetch `t`'s time alone on link `l` (memoised: equal fetches are simulated once).
+    fn alone(&mut self, t: &Traced, l: u32) -> Result<f64, String> {
+        let mut f = self.flow_at(t, l);
+        f.start_s = 0.0;
+        let cap = self.topo.links[l as usize].capacity;
+        let key = [
+            cap.to_bits(),
+            f.bytes.to_bits(),
+            f.base_rtt_s.to_bits(),
+            f.one_way_s.to_bits(),
+            f.access_bytes_per_s.to_bits(),
+        ];
+        if let Some(&v) = self.solo.get(&key) {
+            return Ok(v);
+        }
+        let r = simulate(&self.link(l, 0.0, vec![f]))?;
+        self.events += r.events;
+        self.solo.insert(key, r.fct_s[0]);
+        Ok(r.fct_s[0])
+    }
+}
+
+/// The packet-level FCT of every traced fetch (its request leg included), and the summary.
+pub(crate) fn refine(
+    topo: &Topology,
+    tcp: &TcpModel,
+    udp_on_link: &[f64],
+    saturated: &[bool],
+    traces: &[Traced],
+) -> Result<(Vec<f64>, PacketSummary), String> {
+    let mut on_link: Vec<Vec<u32>> = vec![Vec::new(); topo.links.len()];
+    for (i, t) in traces.iter().enumerate() {
+        for &l in &t.path {
+            on_link[l as usize].push(i as u32);
+        }
+    }
+    let mut ctx = Ctx {
+        topo,
+        tcp,
+        solo: HashMap::new(),
+        events: 0,
+    };
+    let mut summary = PacketSummary {
+        mode: "packet",
+        links_with_flows: on_link.iter().filter(|v| !v.is_empty()).count() as u32,
+        links_simulated: 0,
+        flows: traces.len() as u64,
+        timeouts: 0,
+        drops: 0,
+        marks: 0,
+        flows_not_done: 0,
+        events: 0,
+    };
+    // what each simulated link adds to each of its fetches
+    let mut added = vec![0.0f64; traces.len()];
+    for (l, ids) in on_link.iter().enumerate() {
+        let cross = udp_on_link[l];
+        let shared = ids.len() >= 2 || (ids.len() == 1 && cross > 0.0);
+        if !(shared && (saturated[l] || cross > 0.0)) {
+            continue;
+        }
+        let l = l as u32;
+        let flows = ids
+            .iter()
+            .map(|&i| ctx.flow_at(&traces[i as usize], l))
+            .collect();
+        let r = simulate(&ctx.link(l, cross, flows))?;
+        summary.links_simulated += 1;
+        summary.timeouts += r.timeouts.iter().map(|&x| u64::from(x)).sum::<u64>();
+        summary.drops += r.drops;
+        summary.marks += r.marks;
+        ctx.events += r.events;
+        for (k, &i) in ids.iter().enumerate() {
+            let alone = ctx.alone(&traces[i as usize], l)?;
+            added[i as usize] += r.fct_s[k] - alone;
+        }
+    }
+    let mut fct = Vec::with_capacity(traces.len());
+    for (i, t) in traces.iter().enumerate() {
+        let slowest = *t
+            .path
+            .iter()
+            .min_by(|&&a, &&b| {
+                let (ca, cb) = (
+                    topo.links[a as usize].capacity,
+                    topo.links[b as usize].capacity,
+                );
+                ca.total_cmp(&cb)
+            })
+            .expect("a remote fetch has a path");
+        let v = (t.data_s - t.issued_s) + ctx.alone(t, slowest)? + added[i];
+        if v.is_nan() {
+            summary.flows_not_done += 1;
+        }
+        fct.push(v);
+    }
+    summary.events = ctx.events;
+    Ok((fct, summary))
+}
+
+#[cfg(test)]
+#[path = "packet_tests.rs"]
+mod tests;

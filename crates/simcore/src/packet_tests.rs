@@ -1,0 +1,161 @@
+//! The packet-faithful mode pinned to cases checked against ns-3 (`benchmarks/sim_vs_ns3_packet.py`,
+//! `docs/results/sim-vs-ns3/packet-mode.md`): the numbers quoted are ns-3 3.44's.
+
+use crate::fabric::{run_fabric, FabricConfig};
+use crate::linksim::{simulate, LinkFlow, LinkSim};
+use crate::tcpmodel::Cc;
+
+/// The incast of the validation: N senders x 1 MB to host 0 of a 5 x 8 leaf-spine (1 Gbit/s
+/// hosts, 4 Gbit/s uplinks, 10 µs links, 100-packet ports).
+fn incast(cc: &str, senders: u32, mode: &str) -> FabricConfig {
+    let discipline = if cc == "dctcp" { "step" } else { "droptail" };
+    let json = format!(
+        r#"{{"topology": {{"kind": "leaf_spine", "leaves": 5, "hosts_per_leaf": 8, "spines": 1,
+             "host_bytes_per_s": 125e6, "uplink_bytes_per_s": 500e6,
+             "host_delay_s": 1e-5, "uplink_delay_s": 1e-5}},
+            "shuffle": {{"maps": {maps}, "reducers": 1, "sizes": {{"kind": "constant", "bytes": 1e6}}}},
+            "tcp": {{"cc": "{cc}", "discipline": "{discipline}", "queue_packets": 100,
+                     "mark_packets": 20, "ecn": false}},
+            "fct_bucket_edges_bytes": [], "mode": "{mode}"}}"#,
+        maps = senders + 1
+    );
+    serde_json::from_str(&json).unwrap()
+}
+
+fn mean_fct(cfg: &FabricConfig) -> (f64, f64) {
+    let r = run_fabric(cfg).unwrap();
+    assert!(r.packet.is_some() == (cfg.mode == crate::fabric::Mode::Packet));
+    (r.fct[0].mean_s, r.shuffle_completion_s.unwrap())
+}
+
+#[test]
+fn incast_of_eight_reno_senders_is_within_ten_percent_of_ns3() {
+    // ns-3: mean FCT 0.1401 s, five of the eight flows wait for a retransmission timeout
+    let (mean, _) = mean_fct(&incast("reno", 8, "packet"));
+    assert!((mean - 0.1401).abs() / 0.1401 < 0.10, "{mean}");
+    // the max-min mode has no timeouts: every flow at an eighth of the link, ~0.066 s
+    let (fluid, _) = mean_fct(&incast("reno", 8, "maxmin"));
+    assert!(fluid < 0.07, "{fluid}");
+}
+
+#[test]
+fn incast_of_32_senders_dctcp_finishes_before_cubic_as_in_ns3() {
+    // ns-3: Cubic 0.3255 s mean, DCTCP 0.2336 s: DCTCP's marks at K = 20 cost fewer timeouts
+    let (cubic, _) = mean_fct(&incast("cubic", 32, "packet"));
+    let (dctcp, _) = mean_fct(&incast("dctcp", 32, "packet"));
+    assert!(dctcp < cubic, "dctcp {dctcp} cubic {cubic}");
+}
+
+fn bottleneck(cc: Cc, udp_share: f64) -> LinkSim {
+    // sim_vs_ns3.py's one bottleneck: 4 x 20 MB through 1 Gbit/s, 200 packets, step marking at 20
+    let c = 125e6;
+    let pkt = 1502.0;
+    let rtt = 300e-6 + 2.0 * pkt / 1.25e9;
+    LinkSim {
+        link_bytes_per_s: c,
+        queue_bytes: 200.0 * pkt,
+        red: Some(crate::bottleneck::RedSpec {
+            min_bytes: 20.0 * pkt,
+            max_bytes: 20.0 * pkt,
+            max_p: 1.0,
+            ewma_weight: None,
+            ecn: true,
+            gentle: false,
+        }),
+        cc,
+        ecn: true,
+        mss_bytes: 1448.0,
+        wire_bytes: pkt,
+        init_cwnd_segments: 10.0,
+        min_rto_s: 0.2,
+        cross_bytes_per_s: udp_share * c,
+        horizon_s: 60.0,
+        seed: 1,
+        flows: vec![
+            LinkFlow {
+                bytes: 20e6,
+                start_s: 0.0,
+                base_rtt_s: rtt,
+                one_way_s: rtt / 2.0,
+                access_bytes_per_s: 1.25e9,
+            };
+            4
+        ],
+    }
+}
+
+#[test]
+fn one_step_marked_bottleneck_without_udp_matches_ns3() {
+    // ns-3: DCTCP 0.649 s, Cubic 0.665 s mean FCT (the link's rate bounds both: 0.664 s)
+    for (cc, ns3) in [(Cc::Dctcp, 0.649), (Cc::Cubic, 0.665)] {
+        let r = simulate(&bottleneck(cc, 0.0)).unwrap();
+        let mean = r.fct_s.iter().sum::<f64>() / 4.0;
+        assert!((mean - ns3).abs() / ns3 < 0.10, "{cc:?}: {mean}");
+    }
+}
+
+#[test]
+fn a_flow_alone_takes_its_slow_start_and_the_link_rate() {
+    let mut p = bottleneck(Cc::Reno, 0.0);
+    p.flows.truncate(1);
+    p.flows[0].bytes = 1e6;
+    let r = simulate(&p).unwrap();
+    let wire = 1e6 / 1448.0 * 1502.0 / 125e6; // 8.3 ms on the wire
+                                              // slow start from 10 segments reaches the link's rate within 3 round trips (~1 ms)
+    assert!(r.fct_s[0] > wire && r.fct_s[0] < wire + 0.002, "{r:?}");
+    assert_eq!((r.drops, r.timeouts[0]), (0, 0));
+}
+
+#[test]
+fn a_full_queue_drops_and_every_flow_still_finishes() {
+    // 16 senders into 10 packets of buffer: losses, some recovered only by the timer
+    let mut p = bottleneck(Cc::Reno, 0.0);
+    p.red = None;
+    p.queue_bytes = 10.0 * 1502.0;
+    p.flows = vec![p.flows[0]; 16];
+    for f in &mut p.flows {
+        f.bytes = 200e3;
+    }
+    let r = simulate(&p).unwrap();
+    assert!(r.drops > 0);
+    assert!(r.fct_s.iter().all(|f| f.is_finite()), "{r:?}");
+    assert!(r.timeouts.iter().sum::<u32>() > 0, "{r:?}");
+    // the bytes still take their time on the link: 16 x 200 kB at 1 Gbit/s
+    let slowest = r.fct_s.iter().copied().fold(0.0, f64::max);
+    assert!(
+        slowest > 16.0 * 200e3 / 1448.0 * 1502.0 / 125e6,
+        "{slowest}"
+    );
+}
+
+#[test]
+fn unresponsive_udp_at_the_link_rate_leaves_tcp_its_minimum_windows() {
+    // step marking drops the non-ECT UDP above K: the TCP flows keep a share and finish
+    let r = simulate(&bottleneck(Cc::Cubic, 1.0)).unwrap();
+    assert!(r.fct_s.iter().all(|f| f.is_finite() && *f > 1.0), "{r:?}");
+    assert!(r.cross_bytes_per_s < 125e6, "{r:?}");
+}
+
+#[test]
+fn packet_mode_refuses_what_it_does_not_model() {
+    let mut cfg = incast("cubic", 8, "packet");
+    cfg.tcp = None;
+    assert!(run_fabric(&cfg).unwrap_err().starts_with("mode:"));
+    let mut cfg = incast("cubic", 8, "packet");
+    cfg.failures =
+        vec![serde_json::from_str(r#"{"a": "leaf0", "b": "spine0", "down_s": 0.0}"#).unwrap()];
+    assert!(run_fabric(&cfg).unwrap_err().starts_with("failures:"));
+    let mut cfg = incast("cubic", 8, "packet");
+    cfg.cross = vec![serde_json::from_str(
+        r#"{"src": 1, "dst": 2, "kind": "tcp", "rate_bytes_per_s": 0.0, "start_s": 0.0}"#,
+    )
+    .unwrap()];
+    assert!(run_fabric(&cfg).unwrap_err().starts_with("cross[0]:"));
+}
+
+#[test]
+fn the_max_min_result_carries_no_packet_section() {
+    let r = run_fabric(&incast("cubic", 8, "maxmin")).unwrap();
+    let json = serde_json::to_string(&r).unwrap();
+    assert!(!json.contains("\"packet\""));
+}
