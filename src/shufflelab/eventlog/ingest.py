@@ -182,7 +182,7 @@ def _parallel(
     ctx = multiprocessing.get_context("forkserver")  # not fork: this process holds DuckDB's threads
     ctx.set_forkserver_preload(worker.PRELOAD)  # imported once, by the server the workers fork from
     with tempfile.TemporaryDirectory(prefix="shufflelab-ingest-") as tmp, ProcessPoolExecutor(workers, ctx) as pool:
-        window: deque[tuple[LogSource, Future[tuple[ReadResult, str | None] | None] | None]] = deque()
+        window: deque[tuple[LogSource, Future[tuple[ReadResult, list[str]] | None] | None]] = deque()
         pending = iter(enumerate(todo))
 
         def submit() -> bool:
@@ -203,12 +203,12 @@ def _parallel(
             if done is None:  # read here (in a zip, or not found again by the worker)
                 outcomes.append(ingest_source(con, src, on_bytes=on_bytes, batch=batch))
             else:
-                res, tasks_file = done
+                res, task_files = done
                 try:
-                    outcomes.append(_write_source(con, src, res, staged_csv=tasks_file))
+                    outcomes.append(_write_source(con, src, res, staged_csv=task_files))
                 finally:
-                    if tasks_file:
-                        Path(tasks_file).unlink(missing_ok=True)
+                    for f in task_files:
+                        Path(f).unlink(missing_ok=True)
                 if on_bytes:
                     on_bytes(src.size)
             submit()
@@ -255,18 +255,19 @@ def _write_source(
     res: ReadResult,
     *,
     staging: str | None = None,
-    staged_csv: str | None = None,
+    staged_csv: list[str] | None = None,
     t0: float | None = None,
 ) -> Outcome:
     """Write what was read of ``src`` in one transaction: its task rows already staged under the
-    run id ``staging``, or in the CSV file ``staged_csv`` (staged here first, the same way)."""
+    run id ``staging``, or in the CSV files ``staged_csv`` (staged here first, the same way, a
+    batch at a time: one insert of a big log's rows would need more than DuckDB's memory limit)."""
     t0 = time.monotonic() if t0 is None else t0
-    staged = staging is not None or staged_csv is not None
+    staged = staging is not None or bool(staged_csv)
     if staging is None:
         staging = f"{STAGING}{uuid.uuid4().hex}"
     try:
-        if staged_csv is not None:
-            _insert_tasks(con, staged_csv, staging)
+        for path in staged_csv or []:
+            _insert_tasks(con, path, staging)
         log = res.log
         if res.nothing_read:
             return Outcome(src.display, "unreadable", problems=log.problems, seconds=time.monotonic() - t0)

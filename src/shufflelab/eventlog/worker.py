@@ -1,6 +1,7 @@
 """What a worker process of a parallel ingest runs (:func:`shufflelab.eventlog.ingest.ingest` with
-several workers): one log parsed, its task rows streamed to a CSV file the parent hands to DuckDB
-(:mod:`~shufflelab.eventlog.batch`). Kept apart from ``ingest`` so a worker imports only the
+several workers): one log parsed, its task rows streamed to CSV files (one a batch, as a
+one-process ingest inserts them) that the parent hands to DuckDB (:mod:`~shufflelab.eventlog.batch`).
+Kept apart from ``ingest`` so a worker imports only the
 parser, not DuckDB (nor pandas or pyarrow, which nothing here needs)."""
 
 from __future__ import annotations
@@ -16,20 +17,25 @@ from shufflelab.eventlog.read import ReadResult, read_source
 PRELOAD = [__name__]
 
 
-def read_to_csv(display: str, key: str, path: str, batch: int) -> tuple[ReadResult, str | None] | None:
+def read_to_csv(display: str, key: str, path: str, batch: int) -> tuple[ReadResult, list[str]] | None:
     """Find the log at ``display`` again (the source whose key is ``key``), parse it with its task
-    rows streamed to a CSV file at ``path``; returns what was read (without task rows) and the
-    file (None: no task rows), or None when the log is no longer there as it was found (moved,
+    rows streamed to CSV files ``<path>.<n>``, one a batch; returns what was read (without task
+    rows) and the files in order, or None when the log is no longer there as it was found (moved,
     removed, renamed when its application ended: the parent reads it and names what happened)."""
     found, _ = discover([Path(display)])
     src = next((s for s in found if s.key == key), None)
     if src is None:
         return None
-    written: list[bool] = []
+    written: list[str] = []
 
     def on_batch(tasks: TaskBatch, log: EventLog) -> None:
-        tasks.write_csv(path)
-        written[:] = [True]
+        written.append(f"{path}.{len(written)}")
+        tasks.write_csv(written[-1])
 
-    res = read_source(src, batch=batch, on_batch=on_batch)
-    return res, path if written else None
+    try:
+        res = read_source(src, batch=batch, on_batch=on_batch)
+    except BaseException:
+        for f in written:
+            Path(f).unlink(missing_ok=True)
+        raise
+    return res, written
