@@ -1,6 +1,6 @@
 """The results tables as a folder of Parquet files (what ``analyze --engine spark`` writes): one
 sub-folder per table, and in a table of applications' rows one sub-folder per application,
-``<table>/app=<run id, escaped>/part-<n>.parquet``, each file holding its rows' ``run_id`` too.
+``<table>/app=<run id, escaped>/part-<log>.parquet``, each file holding its rows' ``run_id`` too.
 A marker file says which tables the folder holds. :class:`shufflelab.results.Store` reads such a
 folder as it reads a DuckDB file, through DuckDB views over the files (:func:`create_views`), so
 ``report``, the fleet page, ``whatif`` and ``diagnose`` read it directly.

@@ -286,7 +286,8 @@ def test_a_query_for_one_application_opens_only_its_files(tmp_path: Path) -> Non
     _write(logs / "app-1", _app("app-1", tasks=40))
     _write(logs / "app-2", _app("app-2", tasks=20))
     _engine_without_spark([str(logs)], ds)
-    (ds / "tasks" / tables.app_dir("app-2") / dataset.PART_FILE).write_bytes(b"not parquet")  # damaged
+    for f in (ds / "tasks" / tables.app_dir("app-2")).iterdir():
+        f.write_bytes(b"not parquet")  # damaged
     store = Store(ds)
     assert len(store.query("SELECT * FROM tasks WHERE run_id = ?", ["app-1"])) == 40  # app-2's file not opened
     assert len(store.query("SELECT * FROM tasks WHERE run_id IN ('app-1')")) == 40

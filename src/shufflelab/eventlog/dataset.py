@@ -6,14 +6,14 @@ Two halves, neither of which imports Spark:
 - :func:`parse_items`, run where the logs are read (a Spark task, or this process): each log is
   found again from its location (a path or an ``hdfs://`` URL) and parsed by
   :func:`shufflelab.eventlog.read.read_source`, the local ingest's parser, its task rows streamed to
-  a Parquet file in the folder being built and what else was read (a :class:`ReadResult` without
-  task rows) pickled beside it.
+  a Parquet file; the local ingest's own writer (``ingest._write_source``) turns the rest of what
+  was read into the other tables' rows in an in-memory DuckDB, each table written out as a Parquet
+  file, and the outcome is pickled beside them. All of it goes into the folder being built.
 - :func:`assemble`, run by the one process that owns the folder (the Spark driver): for each log in
-  the order the logs were found, the local ingest's own writer (``ingest._write_source``) turns what
-  was read into the other tables' rows -- repetition numbers, statuses, a later log of the same
-  application replacing an earlier one, exactly as in a one-process ingest -- in a scratch DuckDB
-  file; then every table goes out as Parquet, one folder per application, and the task files are
-  moved into theirs. :func:`publish` puts the folder in place; until then it is hidden beside it.
+  the order the logs were found, it numbers the application's repetition as a one-process ingest
+  does (a later log of the same application replaces an earlier one and keeps its number), moves
+  the log's files into their tables' ``app=<run id>`` folders and writes the ``experiments`` and
+  ``scenarios`` tables. :func:`publish` puts the folder in place; until then it is hidden beside it.
 """
 
 from __future__ import annotations
@@ -34,14 +34,12 @@ from shufflelab import tables
 from shufflelab.eventlog.files import LogSource, discover
 from shufflelab.eventlog.ingest import Outcome, _write_source, run_id_of
 from shufflelab.eventlog.model import EventLog, TaskRow
-from shufflelab.eventlog.read import ReadResult, read_source
+from shufflelab.eventlog.read import read_source
 from shufflelab.eventlog.remote import RemotePath, is_remote
 
-INCOMING = "_incoming"  # task files as the parsers wrote them, before their application's folder is known
-META = "_meta"  # what else was read, one pickle per log
-ROWS = "_rows.tmp"  # where the scratch store the other tables are built in spills
-SCRATCH_MEMORY = "512MB"  # the scratch store's memory before it spills (the other tables: no task rows)
-PART_FILE = "part-0.parquet"  # one file per table and application
+INCOMING = "_incoming"  # each log's files as its parser wrote them, before its application's folder is known
+META = "_meta"  # each log's outcome, one pickle per log
+BY_SOURCE = ("eventlog_sources",)  # rows of a log, not of its application: kept when a later log replaces it
 
 
 _ARROW_TYPES = {"int": pa.int64(), "float": pa.float64(), "bool": pa.bool_(), "str": pa.string()}
@@ -60,9 +58,12 @@ def task_table(cols: dict[str, list[Any]], run_id: str) -> pa.Table:
 class Parsed:
     """What one log's parse left in the folder being built."""
 
-    result: ReadResult  # without task rows
-    tasks_file: str | None  # None: no task rows
-    tasks_run_id: str | None  # the run id the task rows were written with
+    outcome: Outcome  # as the local ingest reports it
+    files: dict[str, str]  # table -> its rows of this application (a Parquet file)
+    tasks_run_id: str | None  # the run id the task rows were written with (None: no task rows)
+    scenario_id: str | None  # the application's scenario (``app:<name>``)
+    rep: int | None  # the repetition number written in its runs row
+    shared: dict[str, pa.Table]  # its rows of the tables of no one application (experiments, scenarios)
 
 
 def locate(location: str) -> Path:
@@ -91,13 +92,15 @@ def parse_items(staging: str, batch: int, items: Iterable[tuple[int, str, str]])
 
 
 def parse_source(staging: str, batch: int, i: int, src: LogSource) -> None:
-    """Parse ``src`` with the local parser: task rows (with their ``run_id`` and ``app_index``) to a
-    file under ``staging/_incoming``, the rest pickled to ``staging/_meta/<i>.pkl``. Each file is
-    written aside and renamed, so a retried or speculative attempt leaves whole files."""
+    """Parse ``src`` with the local parser and write its rows with the local writer: each table's
+    rows to a file under ``staging/_incoming/<i>-<attempt>/``, the outcome to ``staging/_meta/<i>.pkl``
+    (written aside and renamed, so a retried or speculative attempt leaves whole files, the pickle
+    naming its own attempt's folder)."""
     root = Path(staging)
-    (root / INCOMING).mkdir(parents=True, exist_ok=True)
+    folder = root / INCOMING / f"{i}-{uuid.uuid4().hex}"
+    folder.mkdir(parents=True)
     (root / META).mkdir(parents=True, exist_ok=True)
-    tasks_path = root / INCOMING / f"{i}-{uuid.uuid4().hex}.parquet"
+    tasks_path = folder / "tasks.parquet"
     writer: list[pq.ParquetWriter] = []
     run_id: list[str] = []
 
@@ -114,11 +117,57 @@ def parse_source(staging: str, batch: int, i: int, src: LogSource) -> None:
     finally:
         if writer:
             writer[0].close()
-    parsed = Parsed(res, str(tasks_path) if writer else None, run_id[0] if run_id else None)
+    con = _scratch()
+    try:
+        outcome = _write_source(con, src, res)
+        files = {"tasks": str(tasks_path)} if writer else {}
+        scenario_id, rep, shared = None, None, {}
+        if outcome.action == "ingested":
+            for table in _per_app_tables(con):
+                tbl = _arrow(con, f'SELECT * FROM "{table}"')
+                if tbl.num_rows:
+                    pq.write_table(tbl, folder / f"{table}.parquet")
+                    files[table] = str(folder / f"{table}.parquet")
+            scenario_id, rep = con.execute("SELECT scenario_id, rep FROM runs").fetchone()  # type: ignore[misc]
+            shared = {t: _arrow(con, f'SELECT * FROM "{t}"') for t in tables.GLOBAL_TABLES}
+    finally:
+        for table in _all_tables(con):
+            con.execute(f'DELETE FROM "{table}"')
+    parsed = Parsed(outcome, files, run_id[0] if run_id else None, scenario_id, rep, shared)
     meta = root / META / f"{i}.pkl"
     tmp = meta.with_name(f".{meta.name}.{uuid.uuid4().hex}")
     tmp.write_bytes(pickle.dumps(parsed, protocol=pickle.HIGHEST_PROTOCOL))
     os.replace(tmp, meta)
+
+
+_SCRATCH: list[Any] = []  # one in-memory store per process (a Spark Python worker parses many logs)
+
+
+def _scratch() -> Any:
+    """An empty in-memory DuckDB with a local store's tables, made once per process."""
+    if not _SCRATCH:
+        import duckdb
+
+        from shufflelab.results import MIGRATIONS, SCHEMA
+
+        con = duckdb.connect()
+        for stmt in SCHEMA + MIGRATIONS:
+            con.execute(stmt)
+        _SCRATCH.append(con)
+    return _SCRATCH[0]
+
+
+def _all_tables(con: Any) -> list[str]:
+    return [r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()]
+
+
+def _per_app_tables(con: Any) -> list[str]:
+    return [t for t in _all_tables(con) if t not in tables.GLOBAL_TABLES and t != "tasks"]
+
+
+def _arrow(con: Any, sql: str) -> pa.Table:
+    tbl = con.execute(sql).arrow()
+    return tbl.read_all() if isinstance(tbl, pa.RecordBatchReader) else tbl
 
 
 def staging_for(dest: Path) -> Path:
@@ -127,87 +176,76 @@ def staging_for(dest: Path) -> Path:
 
 
 def assemble(staging: Path, sources: list[LogSource], found: dict[int, bool]) -> list[Outcome]:
-    """Write every table of the logs parsed into ``staging`` (``sources[i]`` parsed as index ``i``;
-    ``found[i]`` False: its parser could not find it again), in the order of ``sources``."""
-    import duckdb
-
-    from shufflelab.results import MIGRATIONS, SCHEMA
-
+    """Put the rows of the logs parsed into ``staging`` (``sources[i]`` parsed as index ``i``;
+    ``found[i]`` False: its parser could not find it again) into their tables, taking the logs in
+    the order of ``sources`` as a one-process ingest does."""
     outcomes: list[Outcome] = []
-    con = duckdb.connect()  # in memory (a file's commit per application costs a sync each), spilling beside
-    try:
-        con.execute("SET temp_directory = '" + str(staging / ROWS).replace("'", "''") + "'")
-        con.execute(f"SET memory_limit = '{SCRATCH_MEMORY}'")
-        for stmt in SCHEMA + MIGRATIONS:  # the tables of a local store
-            con.execute(stmt)
-        for i, src in enumerate(sources):
-            meta = staging / META / f"{i}.pkl"
-            if not found.get(i, False) or not meta.exists():
-                gone = f"{src.display}: no longer there as it was found (removed or renamed while the logs were read)"
-                outcomes.append(Outcome(src.display, "unreadable", problems=[gone]))
-                continue
-            parsed: Parsed = pickle.loads(meta.read_bytes())
-            outcome = _write_source(con, src, parsed.result)
-            outcomes.append(outcome)
-            if outcome.action == "ingested" and outcome.run_id is not None:
-                _place_tasks(staging, parsed, outcome.run_id)
-        written = _export(con, staging)
-    finally:
-        con.close()
-    for leftover in (INCOMING, META, ROWS):
+    runs: dict[str, tuple[str | None, int]] = {}  # run id -> (scenario, repetition), as the store would hold them
+    shared: dict[str, dict[Any, dict[str, Any]]] = {t: {} for t in tables.GLOBAL_TABLES}
+    schemas: dict[str, pa.Schema] = {}
+    keys = {"experiments": "name", "scenarios": "scenario_id"}  # rows replaced by key (INSERT OR REPLACE)
+    for i, src in enumerate(sources):
+        meta = staging / META / f"{i}.pkl"
+        if not found.get(i, False) or not meta.exists():
+            gone = f"{src.display}: no longer there as it was found (removed or renamed while the logs were read)"
+            outcomes.append(Outcome(src.display, "unreadable", problems=[gone]))
+            continue
+        parsed: Parsed = pickle.loads(meta.read_bytes())
+        outcome = parsed.outcome
+        outcomes.append(outcome)
+        run_id = outcome.run_id
+        if outcome.action != "ingested" or run_id is None:
+            continue
+        old = runs.pop(run_id, None)  # a log of the same application read before: replaced, its number kept
+        rep = old[1] if old else sum(1 for s, _ in runs.values() if s == parsed.scenario_id) + 1
+        runs[run_id] = (parsed.scenario_id, rep)
+        _place(staging, i, parsed, run_id, rep, replaced=old is not None)
+        for t, tbl in parsed.shared.items():
+            schemas[t] = tbl.schema
+            for row in tbl.to_pylist():
+                shared[t][row[keys[t]]] = row
+    written = sorted(t for t in _table_dirs(staging))
+    for t, rows_by_key in shared.items():
+        if rows_by_key:
+            (staging / t).mkdir()
+            pq.write_table(pa.Table.from_pylist(list(rows_by_key.values()), schemas[t]), staging / t / "part-0.parquet")
+            written.append(t)
+    for leftover in (INCOMING, META):
         shutil.rmtree(staging / leftover, ignore_errors=True)
     tables.write_marker(staging, written, source="eventlog")
     return outcomes
 
 
-def _place_tasks(staging: Path, parsed: Parsed, run_id: str) -> None:
-    """Move the application's task file into its folder, replacing an earlier log's of the same
-    application (as a local ingest replaces its rows)."""
-    folder = staging / "tasks" / tables.app_dir(run_id)
-    shutil.rmtree(folder, ignore_errors=True)
-    if parsed.tasks_file is None:
-        return
-    folder.mkdir(parents=True)
-    if parsed.tasks_run_id == run_id:
-        os.replace(parsed.tasks_file, folder / PART_FILE)
-        return
-    # the application's id came after its first task rows (a log whose start is elsewhere): rewrite them
-    src = pq.ParquetFile(parsed.tasks_file)
-    with pq.ParquetWriter(str(folder / PART_FILE), src.schema_arrow) as out:
-        for b in src.iter_batches():
-            i = b.schema.get_field_index("run_id")
-            out.write_batch(b.set_column(i, "run_id", pa.array([run_id] * b.num_rows, pa.string())))
-    os.unlink(parsed.tasks_file)
+def _table_dirs(staging: Path) -> list[str]:
+    return [d.name for d in staging.iterdir() if d.is_dir() and not d.name.startswith(("_", "."))]
 
 
-def _export(con: Any, staging: Path) -> list[str]:
-    """Every non-empty table of the scratch store as Parquet: one file per application in the tables
-    of applications' rows, one file in the others. Returns the tables written (with ``tasks``)."""
-    written = ["tasks"] if (staging / "tasks").is_dir() and any((staging / "tasks").iterdir()) else []
-    names = [r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()]
-    for table in names:
-        if table == "tasks" or con.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0] == 0:
-            continue
-        tbl = con.execute(f'SELECT * FROM "{table}"').arrow()
-        if isinstance(tbl, pa.RecordBatchReader):
-            tbl = tbl.read_all()
-        if table in tables.GLOBAL_TABLES:
-            (staging / table).mkdir()
-            pq.write_table(tbl, staging / table / PART_FILE)
+def _place(staging: Path, i: int, parsed: Parsed, run_id: str, rep: int, replaced: bool) -> None:
+    """Move log ``i``'s files into their tables' folders (``part-<i>.parquet``), replacing an
+    earlier log's of the same application (``replaced``) as a local ingest replaces its rows."""
+    folder = tables.app_dir(run_id)
+    for table_dir in _table_dirs(staging) if replaced else []:
+        if table_dir not in BY_SOURCE:
+            shutil.rmtree(staging / table_dir / folder, ignore_errors=True)
+    for table, path in parsed.files.items():
+        dest = staging / table / folder / f"part-{i}.parquet"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if table == "tasks" and parsed.tasks_run_id != run_id:
+            _rewrite(path, dest, "run_id", run_id)  # the application's id came after its first task rows
+        elif table == "runs" and parsed.rep != rep:
+            _rewrite(path, dest, "rep", rep)  # an earlier application of its name was read elsewhere
         else:
-            tbl = tbl.sort_by("run_id")
-            ids = tbl.column("run_id").to_pylist()
-            start = 0
-            while start < len(ids):
-                end = start
-                while end < len(ids) and ids[end] == ids[start]:
-                    end += 1
-                folder = staging / table / tables.app_dir(str(ids[start]))
-                folder.mkdir(parents=True)
-                pq.write_table(tbl.slice(start, end - start), folder / PART_FILE)
-                start = end
-        written.append(table)
-    return written
+            os.replace(path, dest)
+
+
+def _rewrite(src: str, dest: Path, column: str, value: Any) -> None:
+    """Copy a Parquet file with ``column`` set to ``value`` in every row."""
+    f = pq.ParquetFile(src)
+    with pq.ParquetWriter(str(dest), f.schema_arrow) as out:
+        for b in f.iter_batches():
+            i = b.schema.get_field_index(column)
+            out.write_batch(b.set_column(i, column, pa.array([value] * b.num_rows, b.schema.field(i).type)))
+    os.unlink(src)
 
 
 def publish(staging: Path, dest: Path) -> None:

@@ -156,9 +156,13 @@ def ingest(paths: list[str], dest: Path, master: str, conf: dict[str, str], err:
     ``dest``. Nothing is created when no log is found, the master cannot be reached, or the job
     fails (:class:`EngineError`); nothing is written when no log could be read."""
     try:
-        found, problems = discover([dataset.locate(p) for p in paths])
+        listed, problems = discover([dataset.locate(p) for p in paths])
     except (RemoteLogError, ValueError) as exc:
         raise EngineError(str(exc)) from None
+    first: dict[str, LogSource] = {}
+    for src in listed:  # a log named twice (a folder and a file in it) is read once, where first found
+        first.setdefault(src.key, src)
+    found = list(first.values())
     if not found:
         return IngestReport([], problems)
     reachable(master)
