@@ -293,3 +293,21 @@ def test_a_query_for_one_application_opens_only_its_files(tmp_path: Path) -> Non
     assert len(store.query("SELECT * FROM tasks WHERE run_id IN ('app-1')")) == 40
     with pytest.raises(Exception, match="not parquet|Parquet|magic"):
         store.query("SELECT * FROM tasks")
+
+
+def test_a_log_named_twice_is_read_once_as_by_the_local_ingest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from shufflelab.eventlog import spark_engine
+
+    def job_here(master: str, conf: dict[str, str], staging: Path, sources: list[Any]) -> dict[int, bool]:
+        items = [(i, s.display, s.key) for i, s in enumerate(sources)]  # the executors' function, run here
+        return dict(dataset.parse_items(str(staging), 100, items))
+
+    monkeypatch.setattr(spark_engine, "run_job", job_here)
+    logs = _logdir(tmp_path)
+    twice = [str(logs), str(logs / "app-1.zstd")]
+    local, ds = tmp_path / "local.duckdb", tmp_path / "t.parquet"
+    r = CliRunner().invoke(app, ["analyze", *twice, "--db", str(local)])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(app, ["analyze", *twice, "--engine", "spark", "--master", "local[1]", "--db", str(ds)])
+    assert r.exit_code == 0 and "4 application(s) written" in " ".join(r.output.split()), r.output
+    assert _tables(local) == _tables(ds)
