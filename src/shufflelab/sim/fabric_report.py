@@ -89,6 +89,19 @@ SEEDS_NOTE = (
 )
 
 
+def mode_line(doc: dict[str, Any]) -> str:
+    """Which mode produced the runs (a result with ``packet`` came from the packet-faithful mode)."""
+    packet = sum(1 for run in doc["runs"] if "packet" in run["result"])
+    if packet == 0:
+        return "Mode: max-min (flow level, the fast mode) for every run."
+    what = "every run" if packet == len(doc["runs"]) else f"{packet} of {len(doc['runs'])} runs (the others max-min)"
+    return (
+        f"Mode: packet-faithful for {what}: the max-min schedule's fetches re-timed by a packet-level simulation "
+        "of every saturated link (slow start, losses, retransmission timeouts, the ports' marking), the links' "
+        "delays added per path; tiers and heat maps are the max-min schedule's."
+    )
+
+
 def build(doc: dict[str, Any], out: Path) -> Document:
     figures = out / "figures"
     summary = pd.DataFrame(summary_rows(doc))
@@ -101,6 +114,7 @@ def build(doc: dict[str, Any], out: Path) -> Document:
             paragraphs=[
                 "Every number in this report comes from shufflelab's flow-level simulator "
                 "(crates/simcore, max-min fair fluid flows on the topology); none is measured on a network.",
+                mode_line(doc),
             ],
             bullets=limits,
             note=True,

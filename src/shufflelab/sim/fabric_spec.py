@@ -224,6 +224,11 @@ class FabricSpec(_Model):
     cross: list[Cross] = Field(default_factory=list, max_length=10_000)
     failures: list[Failure] = Field(default_factory=list, max_length=10_000)
     tcp: Tcp | None = Field(default=None, description="Congestion control of every TCP flow (tcp_spec).")
+    mode: Literal["maxmin", "packet"] = Field(
+        default="maxmin",
+        description="maxmin: flow level, the fast mode; packet: the max-min schedule's fetches re-timed by a "
+        "packet-level simulation of every saturated link (slow start, losses, timeouts, marking; needs [tcp]).",
+    )
     output: Output = Output()
     matrix: dict[str, list[Any]] = Field(default_factory=dict)
 
@@ -266,8 +271,16 @@ def parse(data: dict[str, Any], where: str = "<spec>") -> FabricSpec:
     except ValidationError as err:
         raise SimSpecError(_errors(where, err)) from None
     check_tcp(spec.tcp, where)
+    check_mode(spec, where)
     expand(spec, where)
     return spec
+
+
+def check_mode(spec: FabricSpec, where: str) -> None:
+    if spec.mode == "packet" and spec.tcp is None:
+        raise SimSpecError(
+            f"{where}: mode: 'packet' needs a [tcp] table (the congestion control and queues to simulate)"
+        )
 
 
 def load(path: str | Path) -> FabricSpec:
@@ -287,6 +300,7 @@ def expand(spec: FabricSpec, where: str = "<spec>") -> list[Point]:
         except ValidationError as err:
             raise SimSpecError(_errors(f"{where} [{shown}]", err)) from None
         check_tcp(point.tcp, f"{where} [{shown}]")
+        check_mode(point, f"{where} [{shown}]")
         out.append(Point(label=shown or "base", values=values, spec=point))
     return out
 
@@ -453,4 +467,6 @@ def core_config(spec: FabricSpec, seed: int, base_dir: Path, *, recompute: str |
     }
     if spec.tcp is not None:
         config["tcp"] = spec.tcp.core()
+    if spec.mode == "packet":
+        config["mode"] = "packet"
     return config
