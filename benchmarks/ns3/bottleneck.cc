@@ -6,6 +6,11 @@
 //
 //   senders s0..sN-1, udp source u  --10G-->  router a  --bottleneck (RED, ECN)-->  router b  --10G-->  sinks
 //
+// Hosts like Linux (benchmarks/sim_vs_ns3_incast.py): --delAckTimeoutMs=40 (Linux's minimum
+// delayed-ACK timer; ns-3's 200 ms races the 200 ms minimum RTO) and --dctcpFloor=2 (Linux's
+// dctcp_ssthresh keeps ssthresh at 2 segments or more; ns-3's TcpDctcp has no floor), as
+// benchmarks/ns3/two_tier.cc. Defaults: ns-3's own.
+//
 // Prints one JSON object on stdout: per-flow completion times (s, from the flows' common start),
 // the UDP rate delivered, and the simulator's own wall time.
 #include <chrono>
@@ -20,6 +25,31 @@
 #include "ns3/traffic-control-module.h"
 
 using namespace ns3;
+
+// ns-3's TcpDctcp with Linux's floor on the ECN-driven ssthresh (as in two_tier.cc).
+class TcpDctcpFloor : public TcpDctcp {
+ public:
+  static TypeId GetTypeId() {
+    static TypeId tid = TypeId("ns3::TcpDctcpFloor")
+                            .SetParent<TcpDctcp>()
+                            .AddConstructor<TcpDctcpFloor>()
+                            .AddAttribute("MinSegments", "floor of ssthresh, segments", UintegerValue(2),
+                                          MakeUintegerAccessor(&TcpDctcpFloor::m_minSegments),
+                                          MakeUintegerChecker<uint32_t>());
+    return tid;
+  }
+  TcpDctcpFloor() = default;
+  TcpDctcpFloor(const TcpDctcpFloor &sock) : TcpDctcp(sock), m_minSegments(sock.m_minSegments) {}
+  std::string GetName() const override { return "TcpDctcpFloor"; }
+  uint32_t GetSsThresh(Ptr<const TcpSocketState> tcb, uint32_t bytesInFlight) override {
+    return std::max(TcpDctcp::GetSsThresh(tcb, bytesInFlight), m_minSegments * tcb->m_segmentSize);
+  }
+  Ptr<TcpCongestionOps> Fork() override { return CopyObject<TcpDctcpFloor>(this); }
+
+ private:
+  uint32_t m_minSegments = 2;
+};
+NS_OBJECT_ENSURE_REGISTERED(TcpDctcpFloor);
 
 static std::vector<double> g_fct;
 static double g_t25 = -1, g_t75 = -1;  // when all flows together had 25 % / 75 % of their bytes
@@ -53,7 +83,13 @@ int main(int argc, char *argv[]) {
   bool gentle = false, hardDrop = false;
   double minRtoMs = 200;  // Linux's TCP_RTO_MIN (ns-3's default is 1 s)
   double stopS = 600;     // virtual-time limit: a flow not done by then is reported as -1
+  double delAckTimeoutMs = 200;
+  uint32_t dctcpFloor = 0;
   CommandLine cmd;
+  cmd.AddValue("delAckTimeoutMs", "the receiver's delayed-ACK timer, ms (ns-3: 200; Linux's minimum: 40)",
+               delAckTimeoutMs);
+  cmd.AddValue("dctcpFloor", "ns3::TcpDctcp: floor of its ssthresh in segments (Linux: 2; 0: ns-3's rule)",
+               dctcpFloor);
   cmd.AddValue("flows", "TCP flows", flows);
   cmd.AddValue("megabytes", "MB (10^6) per flow", megabytes);
   cmd.AddValue("rateGbps", "bottleneck rate", rateGbps);
@@ -75,6 +111,11 @@ int main(int argc, char *argv[]) {
   g_fct.assign(flows, -1.0);
   g_rx.assign(flows, 0);
 
+  if (cc == "ns3::TcpDctcp" && dctcpFloor > 0) {
+    cc = "ns3::TcpDctcpFloor";
+    Config::SetDefault("ns3::TcpDctcpFloor::MinSegments", UintegerValue(dctcpFloor));
+  }
+  Config::SetDefault("ns3::TcpSocket::DelAckTimeout", TimeValue(Seconds(delAckTimeoutMs / 1000.0)));
   Config::SetDefault("ns3::TcpL4Protocol::SocketType", TypeIdValue(TypeId::LookupByName(cc)));
   Config::SetDefault("ns3::TcpSocket::SegmentSize", UintegerValue(1448));
   Config::SetDefault("ns3::TcpSocket::SndBufSize", UintegerValue(8 << 20));

@@ -17,6 +17,10 @@
 // segment; Linux's dctcp_ssthresh keeps at least 2. --dctcpFloor=N (segments) puts that floor on
 // ns-3's rule (class TcpDctcpFloor below); 0 runs ns-3's TcpDctcp as it is.
 //
+// --incastSenders=3,7,10 --incastReceiver=0: instead of the all-to-all, a many-to-one incast: each
+// listed host sends `megabytes` to the receiver, all starting together
+// (benchmarks/sim_vs_ns3_incast.py).
+//
 // Prints one JSON object on stdout: per-flow (src, dst, completion time in s from the common start),
 // per-flow diagnostics of the senders (retransmission timeouts, congestion windows set below one
 // segment, the last segment sent and the longest pause between two; ns-3 closes a connection
@@ -24,6 +28,7 @@
 // sending long before the end was given up) and the simulator's own wall time.
 #include <chrono>
 #include <cstdio>
+#include <sstream>
 #include <vector>
 
 #include "ns3/applications-module.h"
@@ -98,7 +103,8 @@ static void OnCwnd(uint32_t flow, uint32_t, uint32_t now) {
 int main(int argc, char *argv[]) {
   uint32_t leaves = 2, hostsPerLeaf = 4, queue = 200, markK = 20, dctcpFloor = 0, dataRetries = 6, delAckCount = 2;
   double hostGbps = 1.0, uplinkGbps = 2.0, delayUs = 10, megabytes = 10, stopS = 120, delAckTimeoutMs = 200;
-  std::string cc = "ns3::TcpCubic", queueDisc = "droptail";
+  std::string cc = "ns3::TcpCubic", queueDisc = "droptail", incastSenders;
+  uint32_t incastReceiver = 0;
   CommandLine cmd;
   cmd.AddValue("leaves", "leaf switches", leaves);
   cmd.AddValue("hostsPerLeaf", "hosts per leaf", hostsPerLeaf);
@@ -117,6 +123,9 @@ int main(int argc, char *argv[]) {
                delAckTimeoutMs);
   cmd.AddValue("dataRetries", "retransmission timeouts of one segment before ns-3 closes the connection",
                dataRetries);
+  cmd.AddValue("incastSenders", "comma-separated sender hosts of a many-to-one incast (empty: all-to-all)",
+               incastSenders);
+  cmd.AddValue("incastReceiver", "the incast's receiving host", incastReceiver);
   cmd.AddValue("stopS", "virtual seconds after which unfinished flows are reported as -1", stopS);
   cmd.Parse(argc, argv);
   g_bytes = static_cast<uint64_t>(megabytes * 1e6);
@@ -188,10 +197,28 @@ int main(int argc, char *argv[]) {
   for (uint32_t l = 0; l < leaves; l++) link(upLink, leafNodes.Get(l), spine.Get(0), upPort);
   Ipv4GlobalRoutingHelper::PopulateRoutingTables();
 
+  std::vector<std::pair<uint32_t, uint32_t>> pairs;
+  if (incastSenders.empty()) {
+    for (uint32_t s = 0; s < nHosts; s++)
+      for (uint32_t d = 0; d < nHosts; d++)
+        if (s != d) pairs.emplace_back(s, d);
+  } else {
+    std::stringstream list(incastSenders);
+    std::string item;
+    while (std::getline(list, item, ',')) {
+      uint32_t s = static_cast<uint32_t>(std::stoul(item));
+      if (s >= nHosts || s == incastReceiver || incastReceiver >= nHosts) {
+        std::fprintf(stderr, "--incastSenders: host %u is not a sender in [0, %u) other than the receiver\n", s,
+                     nHosts);
+        return 2;
+      }
+      pairs.emplace_back(s, incastReceiver);
+    }
+  }
+
   uint16_t port = 5000;
-  for (uint32_t s = 0; s < nHosts; s++) {
-    for (uint32_t d = 0; d < nHosts; d++) {
-      if (s == d) continue;
+  for (auto [s, d] : pairs) {
+    {
       uint32_t id = g_flows.size();
       g_flows.push_back(Flow{s, d});
       PacketSinkHelper sink("ns3::TcpSocketFactory", InetSocketAddress(Ipv4Address::GetAny(), port));

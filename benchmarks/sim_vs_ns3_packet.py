@@ -1,0 +1,272 @@
+"""Benchmark: the simulator's packet-faithful mode vs ns-3: incast on a two-tier fabric, and one
+bottleneck next to UDP, for Cubic, Reno and DCTCP.
+
+    .venv/bin/pip install ns3          # the PyPI wheel; the programs are compiled with g++ as sim_vs_ns3.py does
+    nice -n 10 .venv/bin/python benchmarks/sim_vs_ns3_packet.py --out /tmp/sim-vs-ns3-packet.md
+    nice -n 10 .venv/bin/python benchmarks/sim_vs_ns3_packet.py --only incast    # or: --only bottleneck
+
+**Incast** (``--only incast``): a leaf-spine of 5 leaves x 8 hosts and one spine, 1 Gbit/s host links,
+4 Gbit/s uplinks (2:1), 10 µs per link, every port 100 packets. N = 8 / 16 / 32 senders each send
+1 MB to host 0, all at once. The senders are the hosts a shuffle of N + 1 maps and one reducer puts
+its map tasks on (map j on host floor(j * 40 / (N + 1)); map 0 is on the reducer's host, read
+locally), so the simulator side is that shuffle (``run_fabric``, ``mode = "packet"``, the matching
+``[tcp]``) and the ns-3 side is ``benchmarks/ns3/two_tier.cc --incastSenders=...`` with the same
+hosts. Cubic and Reno: drop-tail ports, no ECN. DCTCP: step marking at K = 20 packets. ns-3's hosts
+are set up like Linux's (a 40 ms delayed-ACK timer, DCTCP's ssthresh floor of 2 segments, minimum
+RTO 200 ms), as ``sim_vs_ns3_fabric.py --ns3-host linux``. The max-min mode's answer is shown
+beside it.
+
+**One bottleneck** (``--only bottleneck``): ``sim_vs_ns3.py``'s scenario (4 flows x 20 MB through
+1 Gbit/s, 10 Gbit/s access links, 50 µs per link, 200 packets, RED 20/60 packets or step marking at
+20, ECN-capable TCP, non-ECN UDP at 0 / 50 / 90 / 100 %), ns-3 with the same Linux-like hosts
+(``bottleneck.cc --delAckTimeoutMs=40 --dctcpFloor=2``); the simulator side is the packet-faithful
+mode's per-link engine (``run_link``) on that one link, which is what the mode computes for a
+fabric whose only loaded link is this one.
+
+Reported per row: mean and p99 FCT on both sides (p99 = the nearest-rank 99th percentile, i.e. the
+slowest flow for these flow counts), their errors relative to ns-3, retransmission timeouts, and
+per scenario the sign of Cubic's mean FCT minus DCTCP's on each side. ns-3 is deterministic: one run
+per row; the simulator is deterministic for its seed (1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sim_vs_ns3 import CCS, MSS, RED, WIRE_PER_SEGMENT, compile_ns3  # noqa: E402
+
+from shufflelab.sim import core  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+TWO_TIER = HERE / "ns3" / "two_tier.cc"
+GBPS = 1e9 / 8
+# incast
+LEAVES, HOSTS_PER_LEAF, UPLINK_GBPS, LINK_DELAY_US, QUEUE, STEP_K, MEGABYTES = 5, 8, 4.0, 10.0, 100, 20, 1.0
+SENDERS = (8, 16, 32)
+DELACK_MS, DCTCP_FLOOR = 40, 2
+# one bottleneck (sim_vs_ns3.py's scenario)
+B_FLOWS, B_MEGABYTES, B_DELAY_US, B_LIMIT, UDP_SHARES = 4, 20.0, 50.0, 200, (0.0, 0.5, 0.9, 1.0)
+
+
+def p99(xs: list[float]) -> float:
+    """The simulator's quantile (nearest rank on the sorted values)."""
+    s = sorted(xs)
+    return s[round((len(s) - 1) * 0.99)]
+
+
+def incast_hosts(n: int) -> list[int]:
+    hosts = LEAVES * HOSTS_PER_LEAF
+    return [j * hosts // (n + 1) for j in range(1, n + 1)]
+
+
+def ns3_incast(binary: Path, cc: str, n: int) -> dict[str, Any]:
+    args = [str(binary), f"--leaves={LEAVES}", f"--hostsPerLeaf={HOSTS_PER_LEAF}", "--hostGbps=1"]
+    args += [f"--uplinkGbps={UPLINK_GBPS}", f"--delayUs={LINK_DELAY_US}", f"--megabytes={MEGABYTES}"]
+    args += [f"--queue={QUEUE}", "--stopS=60", f"--cc={CCS[cc]}", f"--delAckTimeoutMs={DELACK_MS}"]
+    if cc == "dctcp":
+        args += ["--queueDisc=step", f"--markK={STEP_K}", f"--dctcpFloor={DCTCP_FLOOR}"]
+    args += [f"--incastSenders={','.join(map(str, incast_hosts(n)))}", "--incastReceiver=0"]
+    out = json.loads(subprocess.run(args, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
+    fct = [f[2] for f in out["flows"]]
+    return {"fct_s": fct, "timeouts": sum(out["rtos"]), "wall_s": out["wall_s"], "args": args[1:]}
+
+
+def incast_config(cc: str, n: int, mode: str) -> dict[str, Any]:
+    tcp = {"cc": cc, "discipline": "step" if cc == "dctcp" else "droptail", "queue_packets": QUEUE}
+    tcp |= {"mark_packets": STEP_K, "ecn": False}
+    config: dict[str, Any] = {
+        "topology": {
+            "kind": "leaf_spine",
+            "leaves": LEAVES,
+            "hosts_per_leaf": HOSTS_PER_LEAF,
+            "spines": 1,
+            "host_bytes_per_s": GBPS,
+            "uplink_bytes_per_s": UPLINK_GBPS * GBPS,
+            "host_delay_s": LINK_DELAY_US * 1e-6,
+            "uplink_delay_s": LINK_DELAY_US * 1e-6,
+        },
+        "shuffle": {"maps": n + 1, "reducers": 1, "sizes": {"kind": "constant", "bytes": MEGABYTES * 1e6}},
+        "tcp": tcp,
+        "fct_bucket_edges_bytes": [],
+    }
+    if mode == "packet":
+        config["mode"] = "packet"
+    return config
+
+
+def sim_incast(cc: str, n: int, mode: str) -> dict[str, Any]:
+    config = incast_config(cc, n, mode)
+    t0 = time.perf_counter()
+    r = core.simulate_fabric(config)
+    wall = time.perf_counter() - t0
+    b = r["fct"][0]
+    return {
+        "mean_s": b["mean_s"],
+        "p99_s": b["p99_s"],
+        "timeouts": r.get("packet", {}).get("timeouts"),
+        "wall_s": wall,
+        "config": config,
+    }
+
+
+def link_config(cc: str, queue: str, share: float) -> dict[str, Any]:
+    c, pkt = GBPS, float(WIRE_PER_SEGMENT)
+    if queue == "red":
+        red = {"min_bytes": RED["minTh"] * pkt, "max_bytes": RED["maxTh"] * pkt, "max_p": RED["maxP"]}
+        red |= {"ewma_weight": RED["qw"], "ecn": True, "gentle": False}
+    else:
+        red = {"min_bytes": STEP_K * pkt, "max_bytes": STEP_K * pkt, "max_p": 1.0, "ecn": True}
+    other_hops = 2 * pkt / (10 * GBPS)  # the two 10 Gbit/s access links' serialization
+    rtt = 6 * B_DELAY_US * 1e-6 + other_hops
+    flow = {"bytes": B_MEGABYTES * 1e6, "start_s": 0.0, "base_rtt_s": rtt, "one_way_s": rtt / 2}
+    flow["access_bytes_per_s"] = 10 * GBPS
+    return {
+        "link_bytes_per_s": c,
+        "queue_bytes": B_LIMIT * pkt,
+        "red": red,
+        "cc": cc,
+        "ecn": True,
+        "mss_bytes": float(MSS),
+        "wire_bytes": pkt,
+        "cross_bytes_per_s": share * c,
+        "horizon_s": 60.0,
+        "flows": [dict(flow) for _ in range(B_FLOWS)],
+    }
+
+
+def sim_link(cc: str, queue: str, share: float) -> dict[str, Any]:
+    config = link_config(cc, queue, share)
+    t0 = time.perf_counter()
+    r = json.loads(core._module().run_link(json.dumps(config)))
+    wall = time.perf_counter() - t0
+    return {"fct_s": r["fct_s"], "timeouts": sum(r["timeouts"]), "wall_s": wall}
+
+
+def ns3_link(binary: Path, cc: str, queue: str, share: float) -> dict[str, Any]:
+    args = [str(binary), f"--flows={B_FLOWS}", f"--megabytes={B_MEGABYTES}", "--rateGbps=1", "--stopS=60"]
+    args += [f"--udpShare={share}", f"--cc={CCS[cc]}", f"--limit={B_LIMIT}", f"--delayUs={B_DELAY_US}"]
+    args += [f"--delAckTimeoutMs={DELACK_MS}", f"--dctcpFloor={DCTCP_FLOOR}"]
+    if queue == "red":
+        args += ["--queue=red"] + [f"--{k}={v}" for k, v in RED.items()]
+    else:
+        args += ["--queue=step", f"--minTh={STEP_K}"]
+    out = json.loads(subprocess.run(args, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
+    return {"fct_s": out["fct_s"], "wall_s": out["wall_s"], "args": args[1:]}
+
+
+def err(sim: float, ns: float) -> float:
+    return (sim - ns) / ns if ns == ns and ns > 0 else float("nan")
+
+
+def pct(x: float) -> str:
+    return "–" if x != x else f"{x * 100:+.1f} %"
+
+
+def sign(x: float) -> str:
+    return "–" if x != x else ("+" if x > 0 else "-" if x < 0 else "0")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, default=Path("/tmp/sim-vs-ns3-packet.md"))
+    ap.add_argument("--only", choices=("incast", "bottleneck"), default=None)
+    a = ap.parse_args()
+    rows: list[dict[str, Any]] = []
+    if a.only in (None, "incast"):
+        two_tier = compile_ns3(TWO_TIER, "two_tier")
+        for n in SENDERS:
+            for cc in ("cubic", "reno", "dctcp"):
+                ns = ns3_incast(two_tier, cc, n)
+                pk, mm = sim_incast(cc, n, "packet"), sim_incast(cc, n, "maxmin")
+                done = all(f >= 0 for f in ns["fct_s"])
+                ns_mean = statistics.mean(ns["fct_s"]) if done else math.nan
+                ns_p99 = p99(ns["fct_s"]) if done else math.nan
+                row = {"case": f"incast {n}", "cc": cc, "ns3_mean_s": ns_mean, "ns3_p99_s": ns_p99}
+                row |= {"ns3_timeouts": ns["timeouts"], "sim_mean_s": pk["mean_s"], "sim_p99_s": pk["p99_s"]}
+                row |= {"sim_timeouts": pk["timeouts"], "maxmin_mean_s": mm["mean_s"], "maxmin_p99_s": mm["p99_s"]}
+                row |= {"ns3_wall_s": ns["wall_s"], "sim_wall_s": pk["wall_s"], "maxmin_wall_s": mm["wall_s"]}
+                row |= {"ns3_args": ns["args"]}
+                rows.append(row)
+                print(json.dumps({k: v for k, v in row.items() if k != "ns3_args"}), flush=True)
+    if a.only in (None, "bottleneck"):
+        bottleneck = compile_ns3()
+        for queue in ("red", "step"):
+            for share in UDP_SHARES:
+                for cc in ("cubic", "reno", "dctcp"):
+                    ns, sim = ns3_link(bottleneck, cc, queue, share), sim_link(cc, queue, share)
+                    done = all(f >= 0 for f in ns["fct_s"])
+                    sim_done = all(f == f for f in sim["fct_s"])
+                    row = {"case": f"{queue} UDP {share * 100:g} %", "cc": cc}
+                    row |= {"ns3_mean_s": statistics.mean(ns["fct_s"]) if done else math.nan}
+                    row |= {"ns3_p99_s": p99(ns["fct_s"]) if done else math.nan, "ns3_timeouts": None}
+                    row |= {"sim_mean_s": statistics.mean(sim["fct_s"]) if sim_done else math.nan}
+                    row |= {"sim_p99_s": p99(sim["fct_s"]) if sim_done else math.nan}
+                    row |= {"sim_timeouts": sim["timeouts"], "maxmin_mean_s": None, "maxmin_p99_s": None}
+                    row |= {"ns3_wall_s": ns["wall_s"], "sim_wall_s": sim["wall_s"], "maxmin_wall_s": None}
+                    row |= {"ns3_args": ns["args"]}
+                    rows.append(row)
+                    print(json.dumps({k: v for k, v in row.items() if k != "ns3_args"}), flush=True)
+    for r in rows:
+        r["mean_error"] = err(r["sim_mean_s"], r["ns3_mean_s"])
+        r["p99_error"] = err(r["sim_p99_s"], r["ns3_p99_s"])
+    lines = [
+        "| case | CC | ns-3 mean FCT (s) | sim mean FCT (s) | error | ns-3 p99 FCT (s) | sim p99 FCT (s) | error | "
+        "timeouts ns-3 / sim | max-min mean / p99 (s) | ns-3 wall (s) | sim wall (ms) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+
+    def s3(x: float | None) -> str:
+        return "–" if x is None or x != x else f"{x:.4f}"
+
+    for r in rows:
+        mm = "–" if r["maxmin_mean_s"] is None else f"{r['maxmin_mean_s']:.4f} / {r['maxmin_p99_s']:.4f}"
+        to = f"{'–' if r['ns3_timeouts'] is None else r['ns3_timeouts']} / {r['sim_timeouts']}"
+        lines.append(
+            f"| {r['case']} | {r['cc']} | {s3(r['ns3_mean_s'])} | {s3(r['sim_mean_s'])} | {pct(r['mean_error'])} | "
+            f"{s3(r['ns3_p99_s'])} | {s3(r['sim_p99_s'])} | {pct(r['p99_error'])} | {to} | {mm} | "
+            f"{r['ns3_wall_s']:.2f} | {r['sim_wall_s'] * 1e3:.1f} |"
+        )
+    for key, label in (("mean_error", "mean FCT"), ("p99_error", "p99 FCT")):
+        errs = [abs(r[key]) for r in rows if r[key] == r[key]]
+        if errs:
+            within = sum(e <= 0.10 for e in errs)
+            lines += [
+                "",
+                f"{label}: {len(errs)} rows compared, {within} within 10 %; |error| median "
+                f"{statistics.median(errs) * 100:.1f} %, max {max(errs) * 100:.1f} %.",
+            ]
+    lines += [
+        "",
+        "| case | ns-3 Cubic − DCTCP mean (s) | sim Cubic − DCTCP mean (s) | sign right |",
+        "|---|---|---|---|",
+    ]
+    right = total = 0
+    for case in dict.fromkeys(r["case"] for r in rows):
+        by = {r["cc"]: r for r in rows if r["case"] == case}
+        if "cubic" not in by or "dctcp" not in by:
+            continue
+        d_ns = by["cubic"]["ns3_mean_s"] - by["dctcp"]["ns3_mean_s"]
+        d_sim = by["cubic"]["sim_mean_s"] - by["dctcp"]["sim_mean_s"]
+        ok = "–" if d_ns != d_ns or d_sim != d_sim else ("yes" if sign(d_ns) == sign(d_sim) else "**no**")
+        if ok != "–":
+            total += 1
+            right += ok == "yes"
+        lines.append(f"| {case} | {s3(d_ns)} | {s3(d_sim)} | {ok} |")
+    lines += ["", f"Cubic-vs-DCTCP sign: right in {right} of {total} comparable cases."]
+    a.out.write_text("\n".join(lines) + "\n")
+    a.out.with_suffix(".json").write_text(json.dumps(rows, indent=1))
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
