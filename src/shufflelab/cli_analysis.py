@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -65,8 +65,14 @@ def tune(
     tune_path: Annotated[Path, typer.Argument(help="Experiment TOML with a \\[tune] table.")],
     results: Annotated[Path, typer.Option(help="Folder for the DuckDB file and run artifacts.")] = DEFAULT_RESULTS,
     out: Annotated[Path | None, typer.Option(help="Where tune.md/tune.json go (default results/<name>-tune).")] = None,
+    hosts: Annotated[
+        Path | None,
+        typer.Option(help="Inventory TOML: every trial on those machines over SSH instead of namespaces here."),
+    ] = None,
 ) -> None:
     """Search shuffle and network knobs on the emulated fabric (every trial is stored runs)."""
+    import contextlib
+
     from shufflelab import tune as tunemod
     from shufflelab.spec import SpecError
 
@@ -75,7 +81,34 @@ def tune(
     except SpecError as exc:
         _fail(str(exc))
     _install_signal_handlers()
-    evaluate, confirm_runs = tunemod.emulate_evaluator(base, results)
+    with contextlib.ExitStack() as stack:
+        backend = None
+        if hosts is not None:
+            from shufflelab.hosts import commands as hostcmds
+
+            try:  # what the machines cannot run at any knob's extreme is refused before connecting
+                probe = tunemod.extremes_spec(base, cfg, str(tune_path))
+                backend = stack.enter_context(hostcmds.open_backend(hosts, probe, str(tune_path))).backend()
+            except SpecError as exc:
+                _fail(str(exc))
+            except hostcmds.HOST_ERRORS as exc:
+                _fail(hostcmds.describe(exc), 1)
+        try:
+            _tune(tunemod, base, cfg, results, out, backend)
+        except Exception as exc:
+            if hosts is None:
+                raise
+            from shufflelab.hosts import commands as hostcmds
+
+            if not isinstance(exc, hostcmds.HOST_ERRORS):
+                raise
+            _fail(hostcmds.describe(exc), 1)
+
+
+def _tune(tunemod: Any, base: dict[str, Any], cfg: Any, results: Path, out: Path | None, backend: Any) -> None:
+    from shufflelab.spec import SpecError
+
+    evaluate, confirm_runs = tunemod.emulate_evaluator(base, results, backend=backend)
 
     def on_trial(row: dict) -> None:
         v = f"{row['value']:.2f} s" if row["value"] is not None else "[red]failed[/]"

@@ -109,17 +109,38 @@ def load(path: str | Path) -> tuple[dict[str, Any], TuneConfig]:
         errs = "; ".join(f"tune.{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors())
         raise S.SpecError(f"{p}: {errs}") from None
     S.parse(data, str(p))
-    for name, knob in cfg.knobs.items():  # every extreme value must make a valid spec
-        values = knob.choices if knob.choices is not None else [knob.low, knob.high]
-        for v in values:
-            v = int(v) if knob.int and isinstance(v, float) else v
-            try:
-                S.parse(apply(data, {name: v}), f"{p} (tune.knobs.{name} = {v!r})")
-            except S.SpecError as exc:
-                raise S.SpecError(str(exc)) from None
-            except S.PathError as exc:
-                raise S.SpecError(f"{p}: {S.field_path(('tune', 'knobs', name))}: {exc}") from None
+    for params in extreme_params(cfg):  # every extreme value must make a valid spec
+        ((name, v),) = params.items()
+        try:
+            S.parse(apply(data, params), f"{p} (tune.knobs.{name} = {v!r})")
+        except S.SpecError as exc:
+            raise S.SpecError(str(exc)) from None
+        except S.PathError as exc:
+            raise S.SpecError(f"{p}: {S.field_path(('tune', 'knobs', name))}: {exc}") from None
     return data, cfg
+
+
+def extreme_params(cfg: TuneConfig) -> list[dict[str, Any]]:
+    """One knob at one of its extremes (a choice, or the low or high end) per entry."""
+    out = []
+    for name, knob in cfg.knobs.items():
+        for v in knob.choices if knob.choices is not None else [knob.low, knob.high]:
+            out.append({name: int(v) if knob.int and isinstance(v, float) else v})
+    return out
+
+
+def extremes_spec(base: dict[str, Any], cfg: TuneConfig, where: str) -> S.ExperimentSpec:
+    """The base experiment with a case per knob extreme (and the default configuration): what a
+    backend checks before the search starts (``tune --hosts``: what the machines cannot run)."""
+    data = copy.deepcopy(base)
+    seen = {S.spec_hash(S.parse(base, where))}
+    data["cases"] = {"default": {}}
+    for i, params in enumerate(extreme_params(cfg)):
+        h = S.spec_hash(S.parse(apply(base, params), where))
+        if h not in seen:  # an extreme that is the default (or another extreme) is checked once
+            seen.add(h)
+            data["cases"][f"x{i}"] = overrides(base, params)
+    return S.parse(data, where)
 
 
 def suggest(trial: Any, knobs: dict[str, Knob]) -> dict[str, Any]:
@@ -241,8 +262,11 @@ def confirm(default: list[float], best: list[float]) -> dict[str, Any]:
     }
 
 
-def emulate_evaluator(base: dict[str, Any], results: Path, progress: Any = None) -> tuple[Evaluate, Callable]:
-    """Evaluate trials as real runs on the emulated fabric, all in ``results/<name>.duckdb``.
+def emulate_evaluator(
+    base: dict[str, Any], results: Path, progress: Any = None, backend: Any = None
+) -> tuple[Evaluate, Callable]:
+    """Evaluate trials as real runs on the emulated fabric (or ``backend``'s machines: ``tune
+    --hosts``), all in ``results/<name>.duckdb``.
 
     Returns the trial evaluator and a confirmation function (default vs best, interleaved)."""
     from shufflelab.emulate.runner import EmulateRunner
@@ -254,7 +278,9 @@ def emulate_evaluator(base: dict[str, Any], results: Path, progress: Any = None)
         d["experiment"]["repetitions"] = reps
         d["cases"] = cases
         sp = S.parse(d, f"tune:{name}")
-        runner = EmulateRunner(sp, f"tune:{name}", results, **({"progress": progress} if progress else {}))
+        runner = EmulateRunner(
+            sp, f"tune:{name}", results, **({"progress": progress} if progress else {}), backend=backend
+        )
         res = runner.run()
         out: dict[str, list[float]] = {c: [] for c in cases}
         for o in res.outcomes:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from shufflelab import spec as specmod
+from shufflelab import tune
 from shufflelab.hosts import inventory
 from shufflelab.hosts.fabric import refusals
 
@@ -64,9 +65,14 @@ def _row(name: str) -> list[str]:
 @pytest.mark.parametrize("path", EXPERIMENTS, ids=[p.name for p in EXPERIMENTS])
 def test_the_table_says_what_the_backend_does(path: Path) -> None:
     hosts, machines, where, verdict = _row(path.name)
+    searched = "[tune]" in path.read_text()
     try:
-        spec = specmod.load(path)
-    except specmod.SpecError:  # a simulator or tune spec: nothing of it runs on machines
+        if searched:  # tune --hosts: the default configuration and every knob's extremes
+            base, cfg = tune.load(path)
+            spec = tune.extremes_spec(base, cfg, str(path))
+        else:
+            spec = specmod.load(path)
+    except specmod.SpecError:  # a simulator spec: nothing of it runs on machines
         assert verdict.startswith("not over SSH"), (path.name, verdict)
         return
     scenarios = specmod.expand(spec, str(path))
@@ -74,7 +80,9 @@ def test_the_table_says_what_the_backend_does(path: Path) -> None:
     stopped = [label for label, p in problems.items() if p]
     assert hosts == str(len(spec.hosts)), (path.name, hosts)
     fields = {p.split(":")[0] for ps in problems.values() for p in ps}
-    if not stopped:
+    if not stopped and searched:
+        assert verdict.startswith("runs (`tune --hosts "), (path.name, verdict)
+    elif not stopped:
         assert verdict.startswith(f"runs ({len(scenarios)} cells"), (path.name, verdict)
     elif len(stopped) < len(scenarios):
         runnable = [label for label in problems if label not in stopped]

@@ -135,3 +135,57 @@ def test_confirm_with_two_runs_a_side_gives_no_interval() -> None:
     assert c["ratio_ci"] is None and c["p_value"] is None and not c["significant"]
     assert c["ratio_ci_text"].startswith("too few runs for an interval (n = 2/2")
     assert "NaN" not in json.dumps(c)
+
+
+def _inventory(tmp_path: Path, spec_hosts: list[str], share: tuple[str, str] | None = None) -> Path:
+    """Documentation-range machines (never contacted): one per spec host, ``share`` = (host, with)
+    on one, and a router host."""
+    (tmp_path / "key").write_text("not read")
+    (tmp_path / "known_hosts").write_text("")
+    machines = {h: f"n{i}" for i, h in enumerate(spec_hosts)}
+    if share is not None:
+        machines[share[0]] = machines[share[1]]
+    hosts = "".join(
+        f'[hosts.n{i}]\naddress = "192.0.2.{i + 1}"\nkey_file = "key"\ndata_interface = "eth1"\n'
+        for i in range(len(spec_hosts) + 1)
+    )
+    where = "".join(f'{h} = "{m}"\n' for h, m in machines.items())
+    inv = tmp_path / "inv.toml"
+    inv.write_text(f'router = "n{len(spec_hosts)}"\n[ssh]\nknown_hosts = "known_hosts"\n{hosts}[map]\n{where}')
+    return inv
+
+
+def test_the_shipped_tune_file_fits_five_machines() -> None:
+    """tune --hosts checks the default configuration and every knob's extremes against what the
+    machines can do before connecting: experiments/tune-shuffle.toml runs on five (the master with
+    w1, three more workers, a router host)."""
+    from shufflelab.hosts import inventory
+    from shufflelab.hosts.commands import backend_refusals
+
+    path = Path(__file__).resolve().parents[2] / "experiments" / "tune-shuffle.toml"
+    base, cfg = tune.load(path)
+    probe = tune.extremes_spec(base, cfg, str(path))
+    # the default and each knob's extremes other than the default's own value
+    assert 1 + sum(len(k.choices or [0, 1]) for k in cfg.knobs.values()) - len(cfg.knobs) <= len(S.expand(probe))
+    machines = {f"n{i}": {"address": f"192.0.2.{i}", "agent": True, "data_interface": "eth1"} for i in range(5)}
+    mapping = {"master": "n0", "w1": "n0", "w2": "n1", "w3": "n2", "w4": "n3"}
+    inv = inventory.parse({"router": "n4", "hosts": machines, "map": mapping})
+    assert backend_refusals(inv, probe, str(path)) == {}
+
+
+def test_tune_hosts_refuses_a_knob_the_machines_cannot_run_before_connecting(
+    tmp_path: Path, spec_dict: dict[str, Any]
+) -> None:
+    from typer.testing import CliRunner
+
+    from shufflelab.cli import app
+
+    spec_dict["topology"]["kind"] = "star"
+    knobs = '\n[tune]\ntrials = 4\n[tune.knobs]\n"topology.bottleneck.delay_ms" = { choices = [0, 5] }\n'
+    path = _file(tmp_path, spec_dict, knobs)
+    inv = _inventory(tmp_path, list(spec_dict["hosts"]))
+    r = CliRunner().invoke(app, ["tune", str(path), "--hosts", str(inv), "--results", str(tmp_path / "res")])
+    assert r.exit_code != 0
+    out = " ".join(r.output.split())
+    assert "the hosts backend cannot run this experiment" in out and "topology.bottleneck.delay_ms = 5" in out, out
+    assert not (tmp_path / "res").exists()  # nothing ran, nothing was written
