@@ -260,7 +260,7 @@ def analyze(
         typer.Option(help="Logs of the same application on a quiet network: the starvation verdict (repeatable)."),
     ] = None,
     workers: Annotated[
-        int | None, typer.Option(min=1, help="Processes parsing logs in parallel (default: one per core).")
+        int | None, typer.Option(min=1, help="Processes parsing logs (default: one per core; one on 1-2 cores).")
     ] = None,
     engine: Annotated[
         str,

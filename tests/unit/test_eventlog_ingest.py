@@ -228,3 +228,20 @@ def test_analyze_reads_logs_without_pandas_pyarrow_or_matplotlib(tmp_path: Path)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert "application(s) written" in out.stdout, out.stdout + out.stderr
     assert "HEAVY []" in out.stdout
+
+
+@pytest.mark.parametrize(("cores", "pool"), [(2, False), (4, True)])
+def test_the_pool_is_the_default_from_three_cores_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cores: int, pool: bool
+) -> None:
+    """On two cores one process already keeps both busy (its parser and DuckDB's inserting thread):
+    workers would add their start-up and memory for no time saved (docs/benchmarks.md)."""
+    started: list[int] = []
+    monkeypatch.setattr(ing.os, "cpu_count", lambda: cores)
+    monkeypatch.setattr(ing, "POOL_MIN_BYTES", 0)
+    monkeypatch.setattr(ing, "_parallel", lambda con, todo, workers, *a: started.append(workers) or [])
+    ing.ingest([_logdir(tmp_path)], tmp_path / "s.duckdb")
+    assert started == ([min(cores, 4)] if pool else [])
+    started.clear()
+    ing.ingest([_logdir(tmp_path)], tmp_path / "t.duckdb", workers=2)  # asked for: always
+    assert started == [2]

@@ -48,6 +48,7 @@ MEMORY_LIMIT = "64MB"
 STAGING = "ingesting:"  # the run id of task rows staged while their log is read
 BACKEND = "eventlog"
 POOL_MIN_BYTES = 64_000_000  # by default, logs are parsed in worker processes from this many bytes on
+POOL_MIN_CORES = 3  # ... and this many cores: on two, one process already keeps both busy (docs/benchmarks.md)
 
 
 @dataclass
@@ -121,7 +122,8 @@ def ingest(
 
     With several logs to read, ``workers`` processes parse them in parallel (:func:`_parallel`);
     this process writes each one to the store in the order found. By default one per core, when
-    the logs to read hold at least ``POOL_MIN_BYTES``."""
+    the logs to read hold at least ``POOL_MIN_BYTES`` and there are ``POOL_MIN_CORES`` cores;
+    else one process reads them all."""
     found, problems = discover(paths) if paths else ([], [])
     found += sources or []
     store = Store(db)
@@ -144,9 +146,11 @@ def ingest(
             con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")  # DuckDB's cache, not Python's
             con.execute("SET enable_progress_bar = false")
             con.execute(f"DELETE FROM tasks WHERE starts_with(run_id, {sql(STAGING)})")  # an interrupted ingest's
-            n_workers = min(workers or os.cpu_count() or 1, sum(_by_path(s) for s in todo))
-            if workers is None and sum(s.size for s in todo) < POOL_MIN_BYTES:
-                n_workers = 1  # starting the pool (about half a CPU-second) would cost more than it saves
+            cores = os.cpu_count() or 1
+            n_workers = min(workers or cores, sum(_by_path(s) for s in todo))
+            if workers is None and (sum(s.size for s in todo) < POOL_MIN_BYTES or cores < POOL_MIN_CORES):
+                n_workers = 1  # the pool would cost more than it saves (its start-up; on 2 cores, the
+                # one process's parser and DuckDB's inserting thread already use both)
             if n_workers > 1:
                 outcomes += _parallel(con, todo, n_workers, on_source, on_bytes, batch)
             else:
