@@ -22,6 +22,7 @@ import os
 import pickle
 import shutil
 import uuid
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -181,6 +182,7 @@ def assemble(staging: Path, sources: list[LogSource], found: dict[int, bool]) ->
     the order of ``sources`` as a one-process ingest does."""
     outcomes: list[Outcome] = []
     runs: dict[str, tuple[str | None, int]] = {}  # run id -> (scenario, repetition), as the store would hold them
+    per_scenario: Counter[str | None] = Counter()  # the runs of each scenario so far
     shared: dict[str, dict[Any, dict[str, Any]]] = {t: {} for t in tables.GLOBAL_TABLES}
     schemas: dict[str, pa.Schema] = {}
     keys = {"experiments": "name", "scenarios": "scenario_id"}  # rows replaced by key (INSERT OR REPLACE)
@@ -197,8 +199,11 @@ def assemble(staging: Path, sources: list[LogSource], found: dict[int, bool]) ->
         if outcome.action != "ingested" or run_id is None:
             continue
         old = runs.pop(run_id, None)  # a log of the same application read before: replaced, its number kept
-        rep = old[1] if old else sum(1 for s, _ in runs.values() if s == parsed.scenario_id) + 1
+        if old is not None:
+            per_scenario[old[0]] -= 1
+        rep = old[1] if old else per_scenario[parsed.scenario_id] + 1
         runs[run_id] = (parsed.scenario_id, rep)
+        per_scenario[parsed.scenario_id] += 1
         _place(staging, i, parsed, run_id, rep, replaced=old is not None)
         for t, tbl in parsed.shared.items():
             schemas[t] = tbl.schema
