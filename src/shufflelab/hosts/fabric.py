@@ -76,8 +76,8 @@ def refusals(spec: ExperimentSpec, router: bool = False, sharing: Collection[Col
     elif kind == "dumbbell":
         out.append(
             "topology.kind = 'dumbbell': its bottleneck is the link between two racks, a queue in each direction; "
-            "the machines share one data network and the router host has one data interface, whose one egress "
-            "queue would carry both directions at once (each a share of one link, not a link of its own), and an "
+            "the machines share one data network and the router host has one data interface, whose egress would "
+            "carry both directions (the hosts backend builds one queue there, not one per direction), and an "
             "inventory cannot name a router with an interface per rack; use 'shared' (one queue every "
             "host-to-host packet crosses) or 'star'"
         )
