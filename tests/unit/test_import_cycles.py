@@ -94,33 +94,26 @@ def test_no_import_cycle() -> None:
 BACKENDS = ("shufflelab.emulate", "shufflelab.hosts")
 DRIVEN = ("shufflelab.ndp", "shufflelab.switch", "shufflelab.mapreduce")
 SEAMS = "shufflelab.emulate.protocols"
-# importers still on their way out, each with why (an entry whose module is gone is ignored):
-# switch/lab.py is test and benchmark scaffolding that leaves the product package (issue 34); until
-# then it builds its star from the namespaces, and the switch controller lends it a local runner
-LEAVING = {
-    "shufflelab.switch.lab": "test scaffolding leaving the package",
-    "shufflelab.switch.controller": "its helpers' default runner, for switch/lab.py only",
-}
 
 
 def _under(module: str, packages: tuple[str, ...]) -> bool:
     return any(module == p or module.startswith(p + ".") for p in packages)
 
 
-def layering_violations(graph: dict[str, set[str]], leaving: dict[str, str] | None = None) -> list[str]:
+def layering_violations(graph: dict[str, set[str]]) -> list[str]:
     """Every import of a backend module by a driven package other than the seams, as
-    ``importer -> imported``; ``leaving``: importers let through (see LEAVING)."""
+    ``importer -> imported``."""
     return sorted(
         f"{m} -> {t}"
         for m, targets in graph.items()
-        if _under(m, DRIVEN) and m not in (leaving or {})
+        if _under(m, DRIVEN)
         for t in targets
         if _under(t, BACKENDS) and t != SEAMS
     )
 
 
 def test_driven_packages_reach_the_backends_only_through_the_seams() -> None:
-    found = layering_violations(import_graph(), LEAVING)
+    found = layering_violations(import_graph())
     assert not found, (
         "ndp/, switch/ and mapreduce/ may import from emulate/ and hosts/ only "
         f"{SEAMS} (take a CommandRunner / ProcessLauncher instead):\n" + "\n".join(found)
@@ -131,11 +124,11 @@ def test_the_layering_check_sees_an_import_past_the_seams() -> None:
     graph = {
         "shufflelab.ndp.hdfs": {SEAMS, "shufflelab.ndp.webhdfs"},
         "shufflelab.mapreduce.replay": {"shufflelab.emulate.netns"},
-        "shufflelab.switch.lab": {"shufflelab.emulate.netns"},
+        "shufflelab.switch.controller": {SEAMS, "shufflelab.switch.config"},
         "shufflelab.emulate.fabric": {"shufflelab.switch.controller"},  # downwards: allowed
         "shufflelab.ndp.proxy": {"shufflelab.hosts.remote"},
     }
-    assert layering_violations(graph, LEAVING) == [
+    assert layering_violations(graph) == [
         "shufflelab.mapreduce.replay -> shufflelab.emulate.netns",
         "shufflelab.ndp.proxy -> shufflelab.hosts.remote",
     ]

@@ -57,19 +57,9 @@ def binary_path() -> Path | None:
     return None
 
 
-def _runner(run: CommandRunner | None) -> CommandRunner:
-    """``run``, or (None) this machine's namespaces: only for ``switch/lab.py``, test scaffolding that
-    leaves the package (issue 34), which calls the helpers below without a runner."""
-    if run is not None:
-        return run
-    from shufflelab.emulate.netns import run_at
-
-    return run_at
-
-
-def interface_mac(place: str, ifname: str, run: CommandRunner | None = None) -> str:
-    """MAC address of ``ifname`` at ``place``."""
-    info = json.loads(_runner(run)(["ip", "-j", "link", "show", "dev", ifname], place=place))
+def interface_mac(place: str, ifname: str, run: CommandRunner) -> str:
+    """MAC address of ``ifname`` at ``place`` (reached through ``run``)."""
+    info = json.loads(run(["ip", "-j", "link", "show", "dev", ifname], place=place))
     return str(info[0]["address"])
 
 
@@ -143,12 +133,12 @@ def rps_mask_without(cpu: int, ncpu: int | None = None) -> str:
     return format(((1 << n) - 1) & ~(1 << cpu), "x")
 
 
-def steer_rx(place: str, ifname: str, mask: str, run: CommandRunner | None = None) -> None:
+def steer_rx(place: str, ifname: str, mask: str, run: CommandRunner) -> None:
     """Receive packet steering on ``ifname`` at ``place``: its receive processing runs on the CPUs
     of ``mask`` ("0" = where the packet arrived). On a veth the receive side of a frame the switch
     sends runs inside the switch's own send() unless steered away; measured: 1.1-1.3 Gbit/s of one
     TCP flow through the switch without, 2.3-2.5 Gbit/s with (docs/design-switch.md)."""
-    _runner(run)(["sh", "-c", f'for f in /sys/class/net/"$1"/queues/rx-*/rps_cpus; do echo {mask} > "$f"; done',
+    run(["sh", "-c", f'for f in /sys/class/net/"$1"/queues/rx-*/rps_cpus; do echo {mask} > "$f"; done',
                   "sh", ifname], place=place, check=False)  # fmt: skip
 
 
