@@ -938,7 +938,14 @@ impl Sim<'_> {
                 }
             }
         }
-        let (fct, summary) = refine(&self.topo, tcp, &udp, &self.saturated, &self.trace)?;
+        let (fct, summary) = refine(
+            &self.topo,
+            tcp,
+            self.cfg.seed,
+            &udp,
+            &self.saturated,
+            &self.trace,
+        )?;
         self.fct.iter_mut().for_each(Vec::clear);
         let mut end = vec![f64::NEG_INFINITY; self.reducers.len()];
         let edges = &self.cfg.fct_bucket_edges_bytes;

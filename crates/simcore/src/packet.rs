@@ -67,11 +67,13 @@ pub struct PacketSummary {
 struct Ctx<'a> {
     topo: &'a Topology,
     tcp: &'a TcpModel,
+    seed: u64,
     solo: HashMap<[u64; 5], f64>,
     events: u64,
 }
 
 impl Ctx<'_> {
+    /// Link `l`'s simulation (its RED draws and send-time jitter seeded by the run's seed and `l`).
     fn link(&self, l: u32, cross: f64, flows: Vec<LinkFlow>) -> LinkSim {
         let cap = self.topo.links[l as usize].capacity;
         let horizon = flows.iter().map(|f| f.start_s).fold(0.0, f64::max) + 120.0;
@@ -87,7 +89,7 @@ impl Ctx<'_> {
             min_rto_s: 0.2,
             cross_bytes_per_s: cross,
             horizon_s: horizon,
-            seed: 1,
+            seed: self.seed ^ (u64::from(l) << 32),
             flows,
         }
     }
@@ -144,6 +146,7 @@ impl Ctx<'_> {
 pub(crate) fn refine(
     topo: &Topology,
     tcp: &TcpModel,
+    seed: u64,
     udp_on_link: &[f64],
     saturated: &[bool],
     traces: &[Traced],
@@ -157,6 +160,7 @@ pub(crate) fn refine(
     let mut ctx = Ctx {
         topo,
         tcp,
+        seed,
         solo: HashMap::new(),
         events: 0,
     };
