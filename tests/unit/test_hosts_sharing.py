@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import shlex
+from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -24,6 +25,7 @@ from shufflelab.hosts.lease import HostLease
 from shufflelab.hosts.remote import Loop
 from shufflelab.hosts.safety import SafetyError
 from shufflelab.spec import SpecError
+from shufflelab.switch.controller import STATUS_HEADER, TELEMETRY_HEADER
 
 SPEC: dict[str, Any] = {
     "experiment": {"name": "t"},
@@ -59,6 +61,8 @@ class _Conn:
             out = "0\n"
         elif "SSH_CONNECTION" in command:  # the controller's connection arrives on ctl0, not eth1
             out = "192.0.2.100 50000 192.0.2.1 22"
+        elif words[:4] == ["ip", "-j", "link", "show"]:
+            out = json.dumps([{"address": "02:00:00:00:00:%02x" % (len(self.ran) % 256)}])
         elif words[:4] == ["ip", "-j", "route", "get"]:
             out = json.dumps([{"dev": self.control}])
         elif words[:2] == ["ip", "-j"]:
@@ -177,3 +181,71 @@ def test_a_link_down_is_in_the_lease_so_a_crash_mid_fault_leaves_it_to_clean(tmp
     after = ran["node2"][ran["node2"].index("ip link set dev eth1 down") + 1 :]
     assert after[0] == "ip link set dev eth1 up"
     assert "ip route replace default via 10.214.5.1 dev eth1" in after
+
+
+def test_the_router_hosts_switch_is_the_one_switch_control_through_the_backends_seams(tmp_path: Path) -> None:
+    """The switch datapath with the switch's own UDP on the router host: configure starts
+    switch.controller.Switch there through the backend's launcher as root, every command of it at
+    the router host; the run's cross traffic signals it there; its samples come back named as the
+    spec's port, with its status (the in-switch source's counters)."""
+    hosts = {**SPEC["hosts"], "tgen": {"roles": ["traffic-source"]}, "tsink": {"roles": ["traffic-sink"]}}
+    link = {"rate_mbps": 40, "queue_bytes": 100_000, "delay_ms": 2}
+    data = {**SPEC, "hosts": hosts, "topology": {"kind": "shared", "bottleneck": link}}
+    spec = specmod.parse({**data, "cross_traffic": {"generator": "switch", "udp_percent": 50}})
+    places = {**PLACES, "tgen": "node3", "tsink": "node4"}
+    machines = {**DATA, "node3": "10.214.5.12", "node4": "10.214.5.13"}
+    ran: dict[str, list[str]] = {m: [] for m in machines}
+    leases = {
+        m: HostLease(
+            Session(
+                m,
+                InventoryHost(address=f"192.0.2.{i}", data_interface="eth1", agent=True),
+                _Conn(ran[m]),
+                5.0,
+                _Watch(),
+            ),  # type: ignore[arg-type]
+            "abc123",
+            "/var/lib/shufflelab/leases",
+        )  # fmt: skip
+        for i, m in enumerate(machines, start=1)
+    }
+    seams: list[tuple[str | None, list[str]]] = []
+    launched: list[tuple[str, list[str], bool]] = []
+    csv = TELEMETRY_HEADER + "\n1.0,eth1,100,1,0,5000,4,0,6000,7000,2\n"
+
+    def run(argv: Sequence[str], *, place: str | None = None, check: bool = True, timeout: float = 60) -> str:
+        seams.append((place, list(argv)))
+        if argv[0] == "tail" and argv[2].startswith("+"):
+            return "ready\n"  # this start's log
+        if argv[0] == "cat" and argv[1].endswith("-queues.csv"):
+            return csv
+        if argv[0] == "cat" and argv[1].endswith("-status.csv"):
+            return STATUS_HEADER + "\n"
+        return "0\n" if argv[0] == "sh" else ""
+
+    def launch(place: str, argv: Sequence[str], log: Path, /, env: Any = None, *, privileged: bool = False) -> Any:
+        launched.append((place, list(argv), privileged))
+        return SimpleNamespace(pid=4321, poll=lambda: None, stop=lambda *a, **k: 0)
+
+    loop = Loop()
+    try:
+        fabric = HostsFabric(
+            loop, topology.build(spec), places, leases, machines, HostsLeaseInfo("abc123", tmp_path),
+            {"router": "/var/tmp/shufflelab-hosts/abc123"}, router="router", seams=(run, launch),
+        )  # fmt: skip
+        fabric.configure(netplan.of(spec, fabric.network), restart_switch=True)
+        fabric.start_cross_traffic()
+        fabric.save_telemetry(tmp_path)
+    finally:
+        loop.close()
+    ((place, argv, privileged),) = launched
+    assert place == "router" and privileged and argv[0] == "env"
+    assert argv[1] == "SHUFFLELAB_SWITCH_LOG=/var/tmp/shufflelab-hosts/abc123/switch.log"
+    assert argv[-1] == "/var/tmp/shufflelab-hosts/abc123/switch.json"
+    assert {p for p, _ in seams} == {"router"}
+    written = next(a for _, a in seams if a[0] == "sh")
+    config = json.loads(written[4])
+    assert [p["ifname"] for p in config["ports"]] == ["eth1"] and config["cross"][0]["port"] == "eth1"
+    assert ["env", "kill", "-s", "USR2", "--", "-4321"] in [a for _, a in seams]
+    assert (tmp_path / "queue_samples.csv").read_text().splitlines()[1].split(",")[1] == "sw"
+    assert (tmp_path / "switch_status.csv").read_text() == STATUS_HEADER + "\n"
