@@ -5,8 +5,9 @@ bottleneck on a router host.
 - experiments/quickstart.toml, its scenario with cross traffic (UDP at 75 % of the link from tgen to
   tsink through the router; the scenario without it is the same run minus the iperf3 pair, covered
   by the other hosts tests), its link self-test; the job time against the local backend's;
-- experiments/cc-under-udp-switch.toml, one cell: the userspace switch on the router host with its
-  delay, RED/ECN and DCTCP, making the UDP cross traffic itself;
+- experiments/cc-under-udp-switch.toml, one cell, on four of them (tgen and tsink, which run
+  nothing, with the master and w1): the userspace switch on the router host with its delay, RED/ECN
+  and DCTCP, making the UDP cross traffic itself;
 - experiments/faults.toml, its link-down case: a worker's data interface down for 5 s mid-job and
   its routes back.
 
@@ -33,13 +34,16 @@ MACHINES = {"master": "host1", "w1": "host1", "w2": "host2", "w3": "host3", "tge
 UDP = ["--select", "udp=75"]  # the scenario with cross traffic through the router host
 
 
-def shipped(lab: Lab, tmp_path: Path, name: str, share: str = "w1") -> tuple[Path, Path]:
-    """The inventory (the master on ``share``'s machine) and experiments/``name`` with one repetition."""
+def shipped(lab: Lab, tmp_path: Path, name: str, share: str = "w1", idle_traffic: bool = False) -> tuple[Path, Path]:
+    """The inventory (the master on ``share``'s machine; ``idle_traffic``: tgen and tsink there too)
+    and experiments/``name`` with one repetition."""
     inv = lab.inventory(tmp_path / "inv.toml")
     text = inv.read_text()
     machines = dict(MACHINES)
     if share == "w2":  # w2 with the master, w1 on a machine of its own
         machines["w1"], machines["w2"] = "host2", "host1"
+    if idle_traffic:  # they run nothing: the switch makes the UDP (four machines with the router)
+        machines["tgen"] = machines["tsink"] = "host1"
     text = text[: text.index("[map]")] + "[map]\n" + "".join(f'{h} = "{m}"\n' for h, m in machines.items())
     inv.write_text('router = "host6"\n' + text)
     spec = tmp_path / name
@@ -118,9 +122,10 @@ def test_the_quickstart_unchanged_over_ssh_agrees_with_local(lab6: Lab, tmp_path
 
 @pytest.mark.skipif(binary_path() is None, reason="shufflelab-switch is not built (make setup)")
 def test_the_switch_makes_the_cross_traffic_on_the_router_host(lab6: Lab, tmp_path: Path) -> None:
-    """cc-under-udp-switch.toml, DCTCP with the switch's UDP at half the link: the source is the
-    router host's switch (no iperf3 anywhere), its status fetched into the record."""
-    inv, spec = shipped(lab6, tmp_path, "cc-under-udp-switch.toml")
+    """cc-under-udp-switch.toml on four machines (master, w1, tgen and tsink on one; w2; w3; the
+    router), DCTCP with the switch's UDP at half the link: the source is the router host's switch (no
+    iperf3 anywhere), its status fetched into the record."""
+    inv, spec = shipped(lab6, tmp_path, "cc-under-udp-switch.toml", idle_traffic=True)
     before, routes = host_state(lab6), routing(lab6)
     r = cli("run", str(spec), "--hosts", str(inv), "--results", str(tmp_path / "res"), "--no-report",
             "--select", "cc=dctcp", "--select", "udp=50")  # fmt: skip

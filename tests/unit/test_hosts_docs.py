@@ -36,22 +36,29 @@ TABLE = _table()
 
 def fewest(spec: specmod.ExperimentSpec) -> tuple[int, dict[str, str]]:
     """The fewest machines for ``spec`` (and the map): the Spark master on the first worker's machine
-    that the inventory check and the backend accept, a machine per other host, a router host for
-    'shared'."""
+    that the inventory check and the backend accept, with it the traffic hosts when they run nothing
+    (the switch makes the UDP), a machine per other host, a router host for 'shared'."""
     hosts = list(spec.hosts)
     alone = {h: f"m{i}" for i, h in enumerate(hosts)}
     router = spec.topology.kind == "shared"
     machines = {
         m: {"address": f"192.0.2.{i}", "agent": True, "data_interface": "eth1"} for i, m in enumerate(alone.values())
     }
+    traffic = [h for h in hosts if set(spec.hosts[h].roles) <= inventory.TRAFFIC_ROLES]
     masters = [h for h in hosts if spec.hosts[h].roles == ["spark-master"]]
+    candidates = []
     for master in masters[:1]:
         for worker in (h for h in hosts if spec.hosts[h].roles == ["spark-worker"]):
-            shared = {**alone, master: alone[worker]}
-            inventory.check_mapping(inventory.parse({"hosts": machines, "map": shared}), spec)
-            groups = inventory.machine_groups(shared)
-            if all(not refusals(sc.spec, router=True, sharing=groups) for sc in specmod.expand(spec)):
-                return len(hosts) - 1 + router, shared
+            candidates += [{**alone, master: alone[worker], **dict.fromkeys(traffic, alone[worker])}]
+            candidates += [{**alone, master: alone[worker]}]
+    for mapping in candidates:
+        try:
+            inventory.check_mapping(inventory.parse({"hosts": machines, "map": mapping}), spec)
+        except inventory.InventoryError:
+            continue
+        groups = inventory.machine_groups(mapping)
+        if all(not refusals(sc.spec, router=True, sharing=groups) for sc in specmod.expand(spec)):
+            return len(set(mapping.values())) + router, mapping
     return len(hosts) + router, alone
 
 

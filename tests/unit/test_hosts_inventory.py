@@ -119,6 +119,12 @@ def test_a_spark_master_may_share_its_machine_with_one_worker_and_nothing_else(s
     with pytest.raises(inventory.InventoryError, match=r"master, w1 and w2 share machine 'node1'"):
         mapped(w1="node1", w2="node1")
     assert inventory.machine_groups({"master": "n1", "w1": "n1", "w2": "n2"}) == [["master", "w1"]]
+    # the switch makes the UDP: the traffic source and sink run nothing and may share any machine
+    spec_dict["topology"]["bottleneck"]["delay_ms"] = 2
+    spec_dict["cross_traffic"] = {"generator": "switch", "udp_percent": 50}
+    assert set(mapped(w1="node1", tgen="node1", tsink="node1").values()) == {"node1", "node3"}
+    with pytest.raises(inventory.InventoryError, match=r"but w1, w2 are Spark workers"):
+        mapped(w1="node1", w2="node1", tgen="node1")
 
 
 def test_targets_only_inventory_addresses(tmp_path: Path) -> None:

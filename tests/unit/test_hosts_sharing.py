@@ -127,6 +127,16 @@ def test_what_one_machine_cannot_be_for_two_hosts_is_refused_naming_the_field() 
     hosts = {**SPEC["hosts"], "w1": {"roles": ["spark-worker"], "tcp": {"congestion_control": "reno"}}}
     (why,) = refusals(specmod.parse({**SPEC, "hosts": hosts}), router=True, sharing=[["master", "w1"]])
     assert why.startswith("tcp: master and w1 share one machine but not their TCP settings")
+    # the traffic hosts on a machine of the job's: only while the switch makes the UDP (they run nothing)
+    hosts = {**SPEC["hosts"], "tgen": {"roles": ["traffic-source"]}, "tsink": {"roles": ["traffic-sink"]}}
+    link = {"rate_mbps": 40, "queue_bytes": 100_000, "delay_ms": 2}
+    data = {**SPEC, "hosts": hosts, "topology": {"kind": "shared", "bottleneck": link}}
+    group = [["master", "w1", "tgen", "tsink"]]
+    iperf3 = specmod.parse({**data, "cross_traffic": {"udp_percent": 50}})
+    (why,) = refusals(iperf3, router=True, sharing=group)
+    assert why.startswith("cross_traffic.generator = 'iperf3' with tgen, tsink sharing a machine"), why
+    switch = specmod.parse({**data, "cross_traffic": {"generator": "switch", "udp_percent": 50}})
+    assert refusals(switch, router=True, sharing=group) == []
 
 
 def test_the_fabric_refuses_a_scenario_it_cannot_run_before_touching_a_machine(tmp_path: Path) -> None:
@@ -246,6 +256,8 @@ def test_the_router_hosts_switch_is_the_one_switch_control_through_the_backends_
     written = next(a for _, a in seams if a[0] == "sh")
     config = json.loads(written[4])
     assert [p["ifname"] for p in config["ports"]] == ["eth1"] and config["cross"][0]["port"] == "eth1"
+    ips = [h["ip"] for h in config["hosts"]]  # master and w1 share node1: one entry for its address
+    assert sorted(ips) == ["10.214.5.10", "10.214.5.11", "10.214.5.12", "10.214.5.13"]
     assert ["env", "kill", "-s", "USR2", "--", "-4321"] in [a for _, a in seams]
     assert (tmp_path / "queue_samples.csv").read_text().splitlines()[1].split(",")[1] == "sw"
     assert (tmp_path / "switch_status.csv").read_text() == STATUS_HEADER + "\n"

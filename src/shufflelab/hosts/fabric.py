@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from shufflelab.emulate import selftest as link_selftest
 from shufflelab.hosts.control import HostError, Session
-from shufflelab.hosts.inventory import machine_groups
+from shufflelab.hosts.inventory import TRAFFIC_ROLES, idle_traffic_hosts, machine_groups
 from shufflelab.hosts.lease import HostLease
 from shufflelab.hosts.safety import SafetyError, control_interface
 from shufflelab.hosts.sampling import HostSamplers
@@ -96,6 +96,13 @@ def refusals(spec: ExperimentSpec, router: bool = False, sharing: Collection[Col
             out.append(
                 f"topology.kind = 'star' with {names} on one machine: each host has a link of its own (its data "
                 "interface's egress), and on one machine they would share one; map them to machines of their own"
+            )
+        traffic = [h for h in group if TRAFFIC_ROLES & set(spec.hosts[h].roles)]
+        if traffic and not idle_traffic_hosts(spec):
+            out.append(
+                f"cross_traffic.generator = {spec.cross_traffic.generator!r} with {', '.join(traffic)} sharing a "
+                "machine: its cross traffic must cross the network and take no CPU from the job (only with "
+                "generator = 'switch', which makes the UDP in the router host's queue, may they share one)"
             )
         settings = {h: spec.tcp_for(h) for h in group}
         if len({t.model_dump_json() for t in settings.values()}) > 1:

@@ -245,28 +245,37 @@ ALONE = {
     "storage": "what Spark reads from it must cross the network",
     "mapreduce": "the replay's fetches must cross the network, and its agents share one port",
 }
-SHARING_ROLES = frozenset({"spark-master", "spark-worker"})
+TRAFFIC_ROLES = frozenset({"traffic-source", "traffic-sink"})
+
+
+def idle_traffic_hosts(spec: ExperimentSpec) -> bool:
+    """Whether the traffic source and sink run nothing: the userspace switch makes the UDP itself
+    (``cross_traffic.generator = "switch"``), in the queue the sink's traffic would cross."""
+    return spec.cross_traffic.generator == "switch"
 
 
 def sharing_problem(spec: ExperimentSpec, machine: str, spec_hosts: list[str]) -> str | None:
     """Why ``spec_hosts`` may not run on one ``machine`` (None: they may). Only a Spark master may
-    share a machine, and with one worker: two workers' shuffle would not cross the network (and their
-    daemons' ports collide), and the other roles' traffic is the experiment's. Pure."""
+    share a machine, with one worker: two workers' shuffle would not cross the network (and their
+    daemons' ports collide), and the other roles' traffic is the experiment's -- but a traffic source
+    and sink that run nothing (the switch makes the UDP) may share any machine. Pure."""
     if len(spec_hosts) < 2:
         return None
     names = " and ".join(", ".join(spec_hosts).rsplit(", ", 1))
+    idle = idle_traffic_hosts(spec)
     for h in spec_hosts:
         for role in spec.hosts[h].roles:
-            if role in ALONE:
+            if role in ALONE and not (idle and role in TRAFFIC_ROLES):
                 return f"map: {names} share machine {machine!r}, but {h} ({role}) needs one of its own: {ALONE[role]}"
-    workers = [h for h in spec_hosts if "spark-worker" in spec.hosts[h].roles]
-    masters = [h for h in spec_hosts if "spark-master" in spec.hosts[h].roles]
+    busy = [h for h in spec_hosts if not (idle and set(spec.hosts[h].roles) <= TRAFFIC_ROLES)]
+    workers = [h for h in busy if "spark-worker" in spec.hosts[h].roles]
+    masters = [h for h in busy if "spark-master" in spec.hosts[h].roles]
     if len(workers) > 1:
         return (
             f"map: {names} share machine {machine!r}, but {', '.join(workers)} are Spark workers: a shuffle between "
             "them would not cross the network, and their daemons' ports collide (one worker per machine)"
         )
-    if len(spec_hosts) > 2 or len(masters) != 1 or not workers:
+    if len(busy) > 2 or (len(busy) == 2 and (len(masters) != 1 or not workers)):
         return f"map: {names} share machine {machine!r}: only a Spark master may share a machine, with one worker"
     return None
 

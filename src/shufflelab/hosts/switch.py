@@ -73,7 +73,8 @@ def router_switch_config(plan: NetPlan, macs: Mapping[str, str], router_dev: str
         raise ValueError(f"topology.kind = {kind!r}: the router host's switch holds a shared bottleneck")
     cfg = plan.switch_config(macs)
     ports = [dataclasses.replace(p, ifname=router_dev) for p in cfg.ports]
-    hosts = [dataclasses.replace(h, port=router_dev) for h in cfg.hosts]
+    by_ip = {h.ip: dataclasses.replace(h, port=router_dev) for h in reversed(cfg.hosts)}  # spec hosts sharing a
+    hosts = [by_ip[ip] for ip in dict.fromkeys(h.ip for h in cfg.hosts)]  # machine: one entry, its first host's
     cross = [dataclasses.replace(c, port=router_dev) for c in cfg.cross]  # the sink's queue is the one port's
     return dataclasses.replace(cfg, ports=ports, hosts=hosts, cross=cross, cpu=switch_cpu(ncpu))
 
