@@ -132,3 +132,29 @@ def test_rust_and_python_ingest_into_the_same_tables(tmp_path: Path, monkeypatch
     ).fetchone()  # type: ignore[misc]
     assert (empty, null) == (1, 0)  # an empty string stays one (not a missing value)
     con.close()
+
+
+def test_a_row_longer_than_a_csv_line_is_stored_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """DuckDB's CSV reader refuses lines over 2 MiB: such a batch goes to the store as Parquet."""
+    lines = PLAIN.read_bytes().split(b"\n")
+    at = next(i for i, x in enumerate(lines) if x.startswith(b'{"Event":"SparkListenerTaskEnd"'))
+    ev = json.loads(lines[at])
+    ev["Task Info"]["Host"] = "h" * 2_500_000
+    lines[at] = json.dumps(ev, separators=(",", ":")).encode()
+    log = tmp_path / "app-long"
+    log.write_bytes(b"\n".join(lines))
+
+    def store(name: str) -> dict[str, list[tuple[Any, ...]]]:
+        db = tmp_path / f"{name}.duckdb"
+        assert [o.action for o in ingest([log], db, workers=1).outcomes] == ["ingested"]
+        return _tables(db)
+
+    rust, python = _both(monkeypatch, store)
+    assert rust == python
+    assert (
+        max(
+            len(r[0])
+            for r in duckdb.connect(str(tmp_path / "rust.duckdb")).execute("SELECT host FROM tasks").fetchall()
+        )
+        == 2_500_000
+    )

@@ -319,17 +319,33 @@ impl Columns {
 
     /// Rows as CSV: integers in decimal, floats in the shortest form that reads back to the same
     /// double, booleans as `true`/`false`, every string quoted (a `"` doubled) so an empty string
-    /// is not a missing value. One row a line, no header.
-    pub fn write_csv<W: Write>(&self, w: &mut W) -> io::Result<()> {
+    /// is not a missing value. One row a line, no header. Returns the longest line's length in
+    /// bytes (its newline included).
+    pub fn write_csv<W: Write>(&self, w: &mut W) -> io::Result<usize> {
+        let mut longest = 0;
         for i in 0..self.len {
+            let mut n = 0;
             for (j, col) in self.cols.iter().enumerate() {
                 if j > 0 {
                     w.write_all(b",")?;
+                    n += 1;
                 }
                 match col {
-                    Values::Int(c) => write!(w, "{}", c[i])?,
-                    Values::Float(c) => write!(w, "{:?}", c[i])?,
-                    Values::Bool(c) => w.write_all(if c[i] { b"true" } else { b"false" })?,
+                    Values::Int(c) => {
+                        let text = c[i].to_string();
+                        n += text.len();
+                        w.write_all(text.as_bytes())?;
+                    }
+                    Values::Float(c) => {
+                        let text = format!("{:?}", c[i]);
+                        n += text.len();
+                        w.write_all(text.as_bytes())?;
+                    }
+                    Values::Bool(c) => {
+                        let text: &[u8] = if c[i] { b"true" } else { b"false" };
+                        n += text.len();
+                        w.write_all(text)?;
+                    }
                     Values::Str(c) => {
                         w.write_all(b"\"")?;
                         let s = c[i].as_bytes();
@@ -337,16 +353,19 @@ impl Columns {
                         for at in memchr::memchr_iter(b'"', s) {
                             w.write_all(&s[start..=at])?;
                             w.write_all(b"\"")?;
+                            n += 1;
                             start = at + 1;
                         }
                         w.write_all(&s[start..])?;
                         w.write_all(b"\"")?;
+                        n += s.len() + 2;
                     }
                 }
             }
             w.write_all(b"\n")?;
+            longest = longest.max(n + 1);
         }
-        Ok(())
+        Ok(longest)
     }
 }
 
@@ -527,7 +546,8 @@ mod tests {
         let line = END.replace("\"Executor ID\":\"1\"", "\"Executor ID\":\"\"");
         let c = Columns::decode([line.as_bytes()]).unwrap();
         let mut out = Vec::new();
-        c.write_csv(&mut out).unwrap();
+        let longest = c.write_csv(&mut out).unwrap();
+        assert_eq!(longest, out.len()); // one row
         let text = String::from_utf8(out).unwrap();
         assert!(text.starts_with(
             "3,0,7,2,0,\"\",\"w\"\"1\",1000,1500,500.0,true,\"Success\",400.0,123.456789,"

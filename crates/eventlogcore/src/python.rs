@@ -82,13 +82,15 @@ impl TaskColumns {
         )
     }
 
-    /// Append the rows to the CSV file ``path`` (created if missing); releases the GIL.
-    fn write_csv(&self, py: Python<'_>, path: PathBuf) -> PyResult<()> {
-        py.allow_threads(|| {
+    /// Append the rows to the CSV file ``path`` (created if missing); returns the longest line's
+    /// length in bytes. Releases the GIL.
+    fn write_csv(&self, py: Python<'_>, path: PathBuf) -> PyResult<usize> {
+        py.allow_threads(|| -> std::io::Result<usize> {
             let f = OpenOptions::new().append(true).create(true).open(&path)?;
             let mut w = BufWriter::with_capacity(1 << 20, f);
-            self.inner.write_csv(&mut w)?;
-            w.flush()
+            let longest = self.inner.write_csv(&mut w)?;
+            w.flush()?;
+            Ok(longest)
         })
         .map_err(|e| pyo3::exceptions::PyOSError::new_err(format!("{}: {e}", path.display())))
     }

@@ -2,14 +2,17 @@
 
 A batch is a sequence of segments, each either columns decoded by the Rust core
 (``shufflelab_eventlogcore.TaskColumns``) or a dictionary of lists from the Python path, in the
-order the rows were read. :meth:`TaskBatch.write_csv` writes both kinds the same way (every
-string quoted, floats in a form that reads back to the same double), so the store holds the same
-values whichever path decoded a row; :func:`read_csv_sql` is the DuckDB table function that
-reads such a file with the task table's types (no Python objects, no pandas, no pyarrow).
+order the rows were read. :meth:`TaskBatch.write` writes both kinds the same way (every string
+quoted, floats in a form that reads back to the same double), so the store holds the same values
+whichever path decoded a row; :func:`read_sql` is the DuckDB table function that reads such a
+file with the task table's types (no Python objects, no pandas, no pyarrow). A batch with a row
+longer than DuckDB's CSV reader takes (2 MiB: a log with absurdly long host names) is written as
+Parquet through pyarrow instead.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import fields
 from typing import Any
@@ -20,6 +23,7 @@ TASK_COLUMNS = tuple(f.name for f in fields(TaskRow))
 _KINDS = {f.name: str(f.type).split(" ")[0] for f in fields(TaskRow)}  # int | float | bool | str
 _SQL_TYPES = {"int": "BIGINT", "float": "DOUBLE", "bool": "BOOLEAN", "str": "VARCHAR"}
 CSV_COLUMNS = "{" + ", ".join(f"'{c}': '{_SQL_TYPES[_KINDS[c]]}'" for c in TASK_COLUMNS) + "}"
+MAX_CSV_LINE = 2_000_000  # bytes; DuckDB's read_csv takes lines up to max_line_size = 2 MiB by default
 
 
 def _quote(s: str) -> str:
@@ -55,27 +59,43 @@ class TaskBatch:
                 out[c].extend(cols[c])
         return out
 
-    def write_csv(self, path: str) -> None:
-        """Append the rows to the CSV file ``path`` (see :func:`read_csv_sql`)."""
+    def write(self, stem: str) -> str:
+        """Write the rows to a new file, ``<stem>.csv`` (or ``<stem>.parquet``, see the module);
+        returns its path, for :func:`read_sql`."""
+        path = stem + ".csv"
+        longest = 0
         for seg in self.segments:
-            if isinstance(seg, dict):
-                _write_py(seg, path)
-            else:
-                seg.write_csv(path)
+            longest = max(longest, _write_py(seg, path) if isinstance(seg, dict) else seg.write_csv(path))
+        if longest <= MAX_CSV_LINE:
+            return path
+        os.unlink(path)
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        cols = self.columns()
+        types = {"int": pa.int64(), "float": pa.float64(), "bool": pa.bool_(), "str": pa.string()}
+        table = pa.table({c: pa.array(cols[c], type=types[_KINDS[c]]) for c in TASK_COLUMNS})
+        pq.write_table(table, stem + ".parquet", compression="none")
+        return stem + ".parquet"
 
 
-def _write_py(cols: dict[str, list[Any]], path: str) -> None:
+def _write_py(cols: dict[str, list[Any]], path: str) -> int:
+    """Append rows to a CSV file as the Rust core does; the longest line's length in bytes."""
     text = [[_FORMAT[_KINDS[c]](v) for v in cols[c]] for c in TASK_COLUMNS]
-    with open(path, "a", encoding="utf-8", newline="") as f:
-        f.writelines(",".join(row) + "\n" for row in zip(*text, strict=True))
+    rows = [(",".join(row) + "\n").encode() for row in zip(*text, strict=True)]
+    with open(path, "ab") as f:
+        f.writelines(rows)
+    return max(map(len, rows), default=0)
 
 
 def _literal(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
 
-def read_csv_sql(path: str) -> str:
-    """DuckDB's table function reading a file written by :meth:`TaskBatch.write_csv`."""
+def read_sql(path: str) -> str:
+    """DuckDB's table function reading a file written by :meth:`TaskBatch.write`."""
+    if path.endswith(".parquet"):
+        return f"read_parquet({_literal(path)})"
     return (
         f"read_csv({_literal(path)}, columns = {CSV_COLUMNS}, header = false, auto_detect = false, "
         "delim = ',', quote = '\"', escape = '\"', new_line = '\\n', allow_quoted_nulls = false)"

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import shutil
 import tempfile
 import threading
 import time
@@ -33,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from shufflelab.eventlog import worker
-from shufflelab.eventlog.batch import TaskBatch, read_csv_sql
+from shufflelab.eventlog.batch import TaskBatch, read_sql
 from shufflelab.eventlog.files import LogSource, discover
 from shufflelab.eventlog.model import EventLog, records
 from shufflelab.eventlog.read import ReadResult, read_source
@@ -308,10 +309,8 @@ def _write_source(
 
 
 def _insert_tasks(con: Any, path: str, run_id: str) -> None:
-    """The task rows of a CSV file written by :meth:`TaskBatch.write_csv`, under ``run_id``."""
-    con.execute(
-        f"INSERT INTO tasks BY NAME SELECT *, {sql(run_id)} AS run_id, 0 AS app_index FROM {read_csv_sql(path)}"
-    )
+    """The task rows of a file written by :meth:`TaskBatch.write`, under ``run_id``."""
+    con.execute(f"INSERT INTO tasks BY NAME SELECT *, {sql(run_id)} AS run_id, 0 AS app_index FROM {read_sql(path)}")
 
 
 class _BatchWriter:
@@ -342,18 +341,12 @@ class _BatchWriter:
         if self.error is not None:
             raise self.error
         self.n += 1
-        path = os.path.join(self.dir, f"{self.n}.csv")
-        try:
-            tasks.write_csv(path)
-        except BaseException:
-            Path(path).unlink(missing_ok=True)
-            raise
-        self.queue.put(path)
+        self.queue.put(tasks.write(os.path.join(self.dir, str(self.n))))  # (a failed write: removed with the folder)
 
     def close(self) -> None:
         self.queue.put(None)
         self.thread.join()
-        os.rmdir(self.dir)
+        shutil.rmtree(self.dir, ignore_errors=True)  # (empty, unless interrupted between a write and its insert)
         if self.error is not None:
             raise self.error
 

@@ -1,8 +1,8 @@
 """What a worker process of a parallel ingest runs (:func:`shufflelab.eventlog.ingest.ingest` with
 several workers): one log parsed, its task rows streamed to CSV files (one a batch, as a
 one-process ingest inserts them) that the parent hands to DuckDB (:mod:`~shufflelab.eventlog.batch`).
-Kept apart from ``ingest`` so a worker imports only the
-parser, not DuckDB (nor pandas or pyarrow, which nothing here needs)."""
+Kept apart from ``ingest`` so a worker imports only the parser, not DuckDB (nor pyarrow, but for a
+batch with a row too long for a CSV line)."""
 
 from __future__ import annotations
 
@@ -19,9 +19,10 @@ PRELOAD = [__name__]
 
 def read_to_csv(display: str, key: str, path: str, batch: int) -> tuple[ReadResult, list[str]] | None:
     """Find the log at ``display`` again (the source whose key is ``key``), parse it with its task
-    rows streamed to CSV files ``<path>.<n>``, one a batch; returns what was read (without task
-    rows) and the files in order, or None when the log is no longer there as it was found (moved,
-    removed, renamed when its application ended: the parent reads it and names what happened)."""
+    rows streamed to files ``<path>.<n>.csv`` (:meth:`TaskBatch.write`), one a batch; returns what
+    was read (without task rows) and the files in order, or None when the log is no longer there as
+    it was found (moved, removed, renamed when its application ended: the parent reads it and names
+    what happened)."""
     found, _ = discover([Path(display)])
     src = next((s for s in found if s.key == key), None)
     if src is None:
@@ -29,13 +30,7 @@ def read_to_csv(display: str, key: str, path: str, batch: int) -> tuple[ReadResu
     written: list[str] = []
 
     def on_batch(tasks: TaskBatch, log: EventLog) -> None:
-        written.append(f"{path}.{len(written)}")
-        tasks.write_csv(written[-1])
+        written.append(tasks.write(f"{path}.{len(written)}"))
 
-    try:
-        res = read_source(src, batch=batch, on_batch=on_batch)
-    except BaseException:
-        for f in written:
-            Path(f).unlink(missing_ok=True)
-        raise
+    res = read_source(src, batch=batch, on_batch=on_batch)  # (a failure: the parent removes the folder)
     return res, written
