@@ -168,7 +168,7 @@ class _TreeSampler:
     process's last CPU seconds (so the CPU of workers that are never waited for is counted)."""
 
     def __init__(self, pid: int) -> None:
-        self.pid, self.peak_kb, self.cpu = pid, 0, {}
+        self.pid, self.peak_kb, self.hwm_kb, self.cpu = pid, 0, 0, {}
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
@@ -184,6 +184,12 @@ class _TreeSampler:
                 except (OSError, ValueError):
                     pass
             self.peak_kb = max(self.peak_kb, total)
+            try:  # the command's own peak RSS (its memory after exec, not the forked benchmark's)
+                with open(f"/proc/{self.pid}/status") as f:
+                    hwm = next((int(x.split()[1]) for x in f if x.startswith("VmHWM:")), 0)
+                self.hwm_kb = max(self.hwm_kb, hwm)
+            except (OSError, ValueError):
+                pass
             self.done.wait(0.05)
 
     def stop(self) -> None:
@@ -191,13 +197,16 @@ class _TreeSampler:
         self.thread.join()
 
 
-def ingest(log: Path, work: Path, repeat: int = 1, workers: int | None = None) -> dict[str, Any]:
+def ingest(
+    log: Path, work: Path, repeat: int = 1, workers: int | None = None, src: Path | None = None
+) -> dict[str, Any]:
     """``shufflelab analyze`` (the whole command, interpreter start included) in a child process,
     ``repeat`` times into a new store: the median run's wall and CPU seconds, the highest peak RSS.
     CPU is the child's own and its waited-for children's (rusage) or, when higher, the sampled
-    sum over its process tree (worker processes); memory is the higher of the child's peak RSS and
-    the peak of the tree's summed PSS (shared pages counted once)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    sum over its process tree (worker processes); memory is the higher of the child's peak RSS
+    (VmHWM, sampled: the kernel's rusage of a child counts the benchmark's own RSS, which it had
+    when forked) and the peak of the tree's summed PSS (shared pages counted once)."""
+    env = {**os.environ, "PYTHONPATH": str(src or ROOT / "src")}
     extra = ["--workers", str(workers)] if workers else []
     runs = []
     for i in range(repeat):
@@ -214,7 +223,7 @@ def ingest(log: Path, work: Path, repeat: int = 1, workers: int | None = None) -
             raise RuntimeError(f"analyze failed: {out.decode()[-2000:]}")
         db.unlink()
         cpu = max(ru.ru_utime + ru.ru_stime, sum(sampler.cpu.values()))
-        runs.append((secs, cpu, max(ru.ru_maxrss, sampler.peak_kb) / 1024))
+        runs.append((secs, cpu, max(sampler.hwm_kb, sampler.peak_kb) / 1024))
     secs, cpu, _ = sorted(runs)[len(runs) // 2]
     size = sum(f.stat().st_size for f in log.iterdir()) if log.is_dir() else log.stat().st_size
     return {
@@ -262,23 +271,33 @@ def history_server(log: Path, work: Path, app_id: str) -> dict[str, Any]:
     }
 
 
-def pairs(log: Path, work: Path, app: str, n: int) -> dict[str, Any]:
+def pairs(log: Path, work: Path, app: str, n: int, hs: bool = True, before: Path | None = None) -> dict[str, Any]:
     """``shufflelab analyze`` and the History Server on the same log, alternating, ``n`` times: the
-    ratios of each pair (History Server / shufflelab) and the load average when the pair began."""
+    ratios of each pair (History Server / shufflelab) and the load average when the pair began.
+    With ``before`` (another checkout's ``src``), each pair also runs that checkout's ``analyze``
+    right after this one's: its CPU time over this one's is ``before_cpu_ratio``."""
     out = []
     for i in range(n):
         load = os.getloadavg()[0]
         r = ingest(log, work)
-        hs_work = work / f"hs-{i}"
-        hs_work.mkdir()
-        h = history_server(log, hs_work, app)
-        pair = {"load_1min": round(load, 1), "shufflelab": r, "history_server": h,
-                "wall_ratio": round(h["replayed_s"] / r["seconds"], 1),
-                "cpu_ratio": round(h["cpu_seconds"] / r["cpu_seconds"], 1)}  # fmt: skip
-        print(f"  pair {i + 1}: load {load:.1f}, shufflelab {r['seconds']} s / {r['cpu_seconds']} CPU-s, History "
-              f"Server {h['replayed_s']} s / {h['cpu_seconds']} CPU-s: {pair['wall_ratio']}x wall, "
-              f"{pair['cpu_ratio']}x CPU", flush=True)  # fmt: skip
+        pair: dict[str, Any] = {"load_1min": round(load, 1), "shufflelab": r}
+        line = f"  pair {i + 1}: load {load:.1f}, shufflelab {r['seconds']} s / {r['cpu_seconds']} CPU-s"
+        if before is not None:
+            b = ingest(log, work, src=before)
+            pair |= {"before": b, "before_cpu_ratio": round(b["cpu_seconds"] / r["cpu_seconds"], 2)}
+            line += f", before {b['seconds']} s / {b['cpu_seconds']} CPU-s ({pair['before_cpu_ratio']}x)"
+        if hs:
+            hs_work = work / f"hs-{i}"
+            hs_work.mkdir()
+            h = history_server(log, hs_work, app)
+            pair |= {"history_server": h, "wall_ratio": round(h["replayed_s"] / r["seconds"], 1),
+                     "cpu_ratio": round(h["cpu_seconds"] / r["cpu_seconds"], 1)}  # fmt: skip
+            line += (f", History Server {h['replayed_s']} s / {h['cpu_seconds']} CPU-s: {pair['wall_ratio']}x wall, "
+                     f"{pair['cpu_ratio']}x CPU")  # fmt: skip
+        print(line, flush=True)
         out.append(pair)
+    if not hs:
+        return {"runs": out}
     med = sorted(p["cpu_ratio"] for p in out)[len(out) // 2]
     return {"runs": out, "median_cpu_ratio": med,
             "median_wall_ratio": sorted(p["wall_ratio"] for p in out)[len(out) // 2]}  # fmt: skip
@@ -331,6 +350,12 @@ def main() -> int:
         help="alternate shufflelab and the History Server this many times on the full log (ratios per pair)",
     )
     ap.add_argument(
+        "--before-src",
+        type=Path,
+        help="with --pairs: also run analyze from this src folder of another checkout in each pair "
+        "(e.g. `git archive <commit> src | tar -x -C /tmp/before`)",
+    )
+    ap.add_argument(
         "--dir-apps",
         type=int,
         default=0,
@@ -356,8 +381,8 @@ def main() -> int:
             r = ingest(log, work, repeat=a.repeat if label == "full" else 1)
             print(f"  shufflelab analyze: {r}", flush=True)
             result[label] = {"log": made, "shufflelab": r}
-            if label == "full" and a.pairs and not a.skip_history_server:
-                result["pairs"] = pairs(log, work, app, a.pairs)
+            if label == "full" and a.pairs and not (a.skip_history_server and a.before_src is None):
+                result["pairs"] = pairs(log, work, app, a.pairs, not a.skip_history_server, a.before_src)
             elif label == "full" and not a.skip_history_server:
                 h = history_server(log, work, app)
                 print(f"  Spark History Server: {h}", flush=True)
