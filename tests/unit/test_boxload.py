@@ -218,6 +218,22 @@ def test_cpu_between_counts_new_processes_from_their_start_and_reaped_children_o
     assert B.cpu_between(prev, cur) == (10, 5 + 26 + 8)
 
 
+def test_a_subtree_that_exits_between_two_samples_is_not_counted_twice() -> None:
+    # a shell runs a command (B) that ran a compiler (C): all seen alive, then B and C exit together;
+    # C's time reaches the shell's cutime through B's, and C had reaped children before the first sample
+    prev = B.snapshot(
+        [
+            _proc(300, 1, HOST_NS, 50),
+            _proc(301, 300, HOST_NS, 3),  # B
+            _proc(302, 301, HOST_NS, 31, reaped=17_000),  # C: 170 s of children reaped long ago
+        ],
+        ROOT, {LAB_NS},
+    )  # fmt: skip
+    # since prev: B used 1 more tick, C 4 more and its children 6 more: the shell reaped 3+1 + 31+4 + 17_000+6
+    cur = B.snapshot([_proc(300, 1, HOST_NS, 50, reaped=3 + 1 + 31 + 4 + 17_000 + 6)], ROOT, {LAB_NS})
+    assert B.cpu_between(prev, cur) == (0, 1 + 4 + 6)
+
+
 class FakeBox:
     """A synthetic /proc: processes whose CPU ticks grow by a set amount per sample, and /proc/stat
     whose jiffies (2 cores, 100 ticks a sample) are what they used, the rest idle."""
