@@ -26,7 +26,10 @@ fabric whose only loaded link is this one.
 Reported per row: mean and p99 FCT on both sides (p99 = the nearest-rank 99th percentile, i.e. the
 slowest flow for these flow counts), their errors relative to ns-3, retransmission timeouts, and
 per scenario the sign of Cubic's mean FCT minus DCTCP's on each side. ns-3 is deterministic: one run
-per row; the simulator is deterministic for its seed (1).
+per row. The simulator is deterministic for a seed, which draws its RED decisions and each host's
+send-time jitter (up to one packet time: without it a full drop-tail queue locks to the senders'
+phases); an incast's timeouts, and so its mean FCT, depend on these draws, so the simulator's
+figures are the mean over seeds 1-5 (``--seeds``), with the range of the seeds' values beside them.
 """
 
 from __future__ import annotations
@@ -103,8 +106,8 @@ def incast_config(cc: str, n: int, mode: str) -> dict[str, Any]:
     return config
 
 
-def sim_incast(cc: str, n: int, mode: str) -> dict[str, Any]:
-    config = incast_config(cc, n, mode)
+def sim_incast(cc: str, n: int, mode: str, seed: int) -> dict[str, Any]:
+    config = incast_config(cc, n, mode) | {"seed": seed}
     t0 = time.perf_counter()
     r = core.simulate_fabric(config)
     wall = time.perf_counter() - t0
@@ -116,6 +119,18 @@ def sim_incast(cc: str, n: int, mode: str) -> dict[str, Any]:
         "wall_s": wall,
         "config": config,
     }
+
+
+def over_seeds(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Mean, p99 and timeouts averaged over the seeds' runs, with each one's range, and the mean wall."""
+    out: dict[str, Any] = {"wall_s": statistics.mean(r["wall_s"] for r in runs)}
+    for key in ("mean_s", "p99_s", "timeouts"):
+        values = [r[key] for r in runs]
+        if any(v is None or v != v for v in values):
+            out[key], out[key + "_range"] = math.nan, None
+        else:
+            out[key], out[key + "_range"] = statistics.mean(values), [min(values), max(values)]
+    return out
 
 
 def link_config(cc: str, queue: str, share: float) -> dict[str, Any]:
@@ -143,12 +158,18 @@ def link_config(cc: str, queue: str, share: float) -> dict[str, Any]:
     }
 
 
-def sim_link(cc: str, queue: str, share: float) -> dict[str, Any]:
-    config = link_config(cc, queue, share)
+def sim_link(cc: str, queue: str, share: float, seed: int) -> dict[str, Any]:
+    config = link_config(cc, queue, share) | {"seed": seed}
     t0 = time.perf_counter()
     r = json.loads(core._module().run_link(json.dumps(config)))
     wall = time.perf_counter() - t0
-    return {"fct_s": r["fct_s"], "timeouts": sum(r["timeouts"]), "wall_s": wall}
+    done = all(f == f for f in r["fct_s"])
+    return {
+        "mean_s": statistics.mean(r["fct_s"]) if done else math.nan,
+        "p99_s": p99(r["fct_s"]) if done else math.nan,
+        "timeouts": sum(r["timeouts"]),
+        "wall_s": wall,
+    }
 
 
 def ns3_link(binary: Path, cc: str, queue: str, share: float) -> dict[str, Any]:
@@ -179,19 +200,23 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=Path("/tmp/sim-vs-ns3-packet.md"))
     ap.add_argument("--only", choices=("incast", "bottleneck"), default=None)
+    ap.add_argument("--seeds", type=int, default=5, help="simulator seeds 1..N per row")
     a = ap.parse_args()
+    seeds = range(1, a.seeds + 1)
     rows: list[dict[str, Any]] = []
     if a.only in (None, "incast"):
         two_tier = compile_ns3(TWO_TIER, "two_tier")
         for n in SENDERS:
             for cc in ("cubic", "reno", "dctcp"):
                 ns = ns3_incast(two_tier, cc, n)
-                pk, mm = sim_incast(cc, n, "packet"), sim_incast(cc, n, "maxmin")
+                pk = over_seeds([sim_incast(cc, n, "packet", s) for s in seeds])
+                mm = over_seeds([sim_incast(cc, n, "maxmin", s) for s in seeds])
                 done = all(f >= 0 for f in ns["fct_s"])
                 ns_mean = statistics.mean(ns["fct_s"]) if done else math.nan
                 ns_p99 = p99(ns["fct_s"]) if done else math.nan
                 row = {"case": f"incast {n}", "cc": cc, "ns3_mean_s": ns_mean, "ns3_p99_s": ns_p99}
                 row |= {"ns3_timeouts": ns["timeouts"], "sim_mean_s": pk["mean_s"], "sim_p99_s": pk["p99_s"]}
+                row |= {"sim_mean_range_s": pk["mean_s_range"], "sim_p99_range_s": pk["p99_s_range"]}
                 row |= {"sim_timeouts": pk["timeouts"], "maxmin_mean_s": mm["mean_s"], "maxmin_p99_s": mm["p99_s"]}
                 row |= {"ns3_wall_s": ns["wall_s"], "sim_wall_s": pk["wall_s"], "maxmin_wall_s": mm["wall_s"]}
                 row |= {"ns3_args": ns["args"]}
@@ -202,15 +227,15 @@ def main() -> int:
         for queue in ("red", "step"):
             for share in UDP_SHARES:
                 for cc in ("cubic", "reno", "dctcp"):
-                    ns, sim = ns3_link(bottleneck, cc, queue, share), sim_link(cc, queue, share)
+                    ns = ns3_link(bottleneck, cc, queue, share)
+                    sim = over_seeds([sim_link(cc, queue, share, s) for s in seeds])
                     done = all(f >= 0 for f in ns["fct_s"])
-                    sim_done = all(f == f for f in sim["fct_s"])
                     row = {"case": f"{queue} UDP {share * 100:g} %", "cc": cc}
                     row |= {"ns3_mean_s": statistics.mean(ns["fct_s"]) if done else math.nan}
                     row |= {"ns3_p99_s": p99(ns["fct_s"]) if done else math.nan, "ns3_timeouts": None}
-                    row |= {"sim_mean_s": statistics.mean(sim["fct_s"]) if sim_done else math.nan}
-                    row |= {"sim_p99_s": p99(sim["fct_s"]) if sim_done else math.nan}
-                    row |= {"sim_timeouts": sim["timeouts"], "maxmin_mean_s": None, "maxmin_p99_s": None}
+                    row |= {"sim_mean_s": sim["mean_s"], "sim_p99_s": sim["p99_s"], "sim_timeouts": sim["timeouts"]}
+                    row |= {"sim_mean_range_s": sim["mean_s_range"], "sim_p99_range_s": sim["p99_s_range"]}
+                    row |= {"maxmin_mean_s": None, "maxmin_p99_s": None}
                     row |= {"ns3_wall_s": ns["wall_s"], "sim_wall_s": sim["wall_s"], "maxmin_wall_s": None}
                     row |= {"ns3_args": ns["args"]}
                     rows.append(row)
@@ -219,20 +244,26 @@ def main() -> int:
         r["mean_error"] = err(r["sim_mean_s"], r["ns3_mean_s"])
         r["p99_error"] = err(r["sim_p99_s"], r["ns3_p99_s"])
     lines = [
-        "| case | CC | ns-3 mean FCT (s) | sim mean FCT (s) | error | ns-3 p99 FCT (s) | sim p99 FCT (s) | error | "
-        "timeouts ns-3 / sim | max-min mean / p99 (s) | ns-3 wall (s) | sim wall (ms) |",
+        "| case | CC | ns-3 mean FCT (s) | sim mean FCT (s) [seeds' range] | error | ns-3 p99 FCT (s) | "
+        "sim p99 FCT (s) [seeds' range] | error | timeouts ns-3 / sim (mean over seeds) | max-min mean / p99 (s) | "
+        "ns-3 wall (s) | sim wall (ms, one seed) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
 
     def s3(x: float | None) -> str:
         return "–" if x is None or x != x else f"{x:.4f}"
 
+    def rng(x: list[float] | None) -> str:
+        return "" if x is None else f" [{x[0]:.3f}–{x[1]:.3f}]"
+
     for r in rows:
         mm = "–" if r["maxmin_mean_s"] is None else f"{r['maxmin_mean_s']:.4f} / {r['maxmin_p99_s']:.4f}"
-        to = f"{'–' if r['ns3_timeouts'] is None else r['ns3_timeouts']} / {r['sim_timeouts']}"
+        to = f"{'–' if r['ns3_timeouts'] is None else r['ns3_timeouts']} / {r['sim_timeouts']:.1f}"
+        sim_mean = s3(r["sim_mean_s"]) + rng(r["sim_mean_range_s"])
+        sim_p99 = s3(r["sim_p99_s"]) + rng(r["sim_p99_range_s"])
         lines.append(
-            f"| {r['case']} | {r['cc']} | {s3(r['ns3_mean_s'])} | {s3(r['sim_mean_s'])} | {pct(r['mean_error'])} | "
-            f"{s3(r['ns3_p99_s'])} | {s3(r['sim_p99_s'])} | {pct(r['p99_error'])} | {to} | {mm} | "
+            f"| {r['case']} | {r['cc']} | {s3(r['ns3_mean_s'])} | {sim_mean} | {pct(r['mean_error'])} | "
+            f"{s3(r['ns3_p99_s'])} | {sim_p99} | {pct(r['p99_error'])} | {to} | {mm} | "
             f"{r['ns3_wall_s']:.2f} | {r['sim_wall_s'] * 1e3:.1f} |"
         )
     for key, label in (("mean_error", "mean FCT"), ("p99_error", "p99 FCT")):
