@@ -138,8 +138,8 @@ def steer_rx(place: str, ifname: str, mask: str, run: CommandRunner) -> None:
     of ``mask`` ("0" = where the packet arrived). On a veth the receive side of a frame the switch
     sends runs inside the switch's own send() unless steered away; measured: 1.1-1.3 Gbit/s of one
     TCP flow through the switch without, 2.3-2.5 Gbit/s with (docs/design-switch.md)."""
-    run(["sh", "-c", f'for f in /sys/class/net/"$1"/queues/rx-*/rps_cpus; do echo {mask} > "$f"; done',
-                  "sh", ifname], place=place, check=False)  # fmt: skip
+    run(["sh", "-c", f'for f in /sys/class/net/"$1"/queues/rx-*/rps_cpus; do echo {mask} > "$f"; done', "sh",
+         ifname], place=place, check=False)  # fmt: skip
 
 
 # the switch's shell at its place: its output appended to its log there (kept across restarts)
