@@ -308,10 +308,13 @@ enum Ev {
         m: u32,
         bytes: f64,
         issued_s: f64,
+        /// the traced fetch whose delivery released this request (mode 'packet'; `u32::MAX`: none)
+        after: u32,
     },
     /// the last byte of a fetch reached the reducer
     Delivered {
         r: u32,
+        m: u32,
         bytes: f64,
         issued_s: f64,
         ideal_s: f64,
@@ -326,6 +329,7 @@ enum Ev {
 enum Owner {
     Fetch {
         r: u32,
+        m: u32,
         issued_s: f64,
         ideal_s: f64,
         delay_s: f64,
@@ -388,6 +392,9 @@ struct Sim<'a> {
     /// The remote fetches as scheduled, and the links the schedule saturated (mode 'packet').
     trace: Vec<Traced>,
     saturated: Vec<bool>,
+    /// Trace index per (reducer, map) key, and the fetch whose delivery is issuing requests now.
+    trace_index: std::collections::HashMap<u64, u32>,
+    releasing: u32,
 }
 
 /// Host of task `i` of `n` spread evenly over `hosts` (⌊i·H/n⌋: every host when n ≥ H, hosts
@@ -498,6 +505,7 @@ impl<'a> Sim<'a> {
                 m,
                 bytes,
                 issued_s: self.now,
+                after: self.releasing,
             };
             if delay > 0.0 {
                 self.push(self.now + delay, ev);
@@ -582,6 +590,7 @@ impl<'a> Sim<'a> {
                 m,
                 bytes,
                 issued_s,
+                after,
             } => {
                 let (src, dst) = (self.map_host(m), self.reducers[r as usize].host);
                 let key = r as u64 * self.cfg.shuffle.maps as u64 + m as u64;
@@ -594,6 +603,7 @@ impl<'a> Sim<'a> {
                         let d = self.path_delay(&p);
                         let ideal = bytes / slowest + 2.0 * d;
                         if self.cfg.mode == Mode::Packet {
+                            self.trace_index.insert(key, self.trace.len() as u32);
                             self.trace.push(Traced {
                                 r,
                                 issued_s,
@@ -601,6 +611,7 @@ impl<'a> Sim<'a> {
                                 bytes,
                                 ideal_s: ideal,
                                 path: p.clone(),
+                                after: (after != u32::MAX).then_some(after),
                             });
                         }
                         (ideal, d + self.queue_delay(&p))
@@ -612,6 +623,7 @@ impl<'a> Sim<'a> {
                 self.place(Flow {
                     owner: Owner::Fetch {
                         r,
+                        m,
                         issued_s,
                         ideal_s: ideal,
                         delay_s: delay,
@@ -625,6 +637,7 @@ impl<'a> Sim<'a> {
             }
             Ev::Delivered {
                 r,
+                m,
                 bytes,
                 issued_s,
                 ideal_s,
@@ -637,7 +650,11 @@ impl<'a> Sim<'a> {
                 red.reqs -= 1;
                 red.bytes_in_flight -= bytes;
                 red.outstanding -= 1;
+                // the requests this delivery releases follow it (the packet mode keeps the loop)
+                let key = r as u64 * self.cfg.shuffle.maps as u64 + m as u64;
+                self.releasing = self.trace_index.get(&key).copied().unwrap_or(u32::MAX);
                 self.issue(r);
+                self.releasing = u32::MAX;
                 self.check_done(r);
             }
             Ev::CrossStart(i) => {
@@ -739,12 +756,14 @@ impl<'a> Sim<'a> {
         match f.owner {
             Owner::Fetch {
                 r,
+                m,
                 issued_s,
                 ideal_s,
                 delay_s,
             } => {
                 let ev = Ev::Delivered {
                     r,
+                    m,
                     bytes: f.p.bytes,
                     issued_s,
                     ideal_s,
@@ -901,6 +920,8 @@ pub fn run_fabric(cfg: &FabricConfig) -> Result<FabricResult, String> {
         n_events: 0,
         trace: Vec::new(),
         saturated: vec![false; n_links],
+        trace_index: Default::default(),
+        releasing: u32::MAX,
         topo,
     };
     sim.push(cfg.shuffle.start_s, Ev::ShuffleStart);
@@ -938,7 +959,7 @@ impl Sim<'_> {
                 }
             }
         }
-        let (fct, summary) = refine(
+        let (fct, shift, summary) = refine(
             &self.topo,
             tcp,
             self.cfg.seed,
@@ -949,10 +970,10 @@ impl Sim<'_> {
         self.fct.iter_mut().for_each(Vec::clear);
         let mut end = vec![f64::NEG_INFINITY; self.reducers.len()];
         let edges = &self.cfg.fct_bucket_edges_bytes;
-        for (t, &f) in self.trace.iter().zip(&fct) {
+        for ((t, &f), &d) in self.trace.iter().zip(&fct).zip(&shift) {
             let b = edges.iter().take_while(|&&e| t.bytes >= e).count();
             self.fct[b].push((f, f / t.ideal_s));
-            end[t.r as usize] = end[t.r as usize].max(t.issued_s + f);
+            end[t.r as usize] = end[t.r as usize].max(t.issued_s + d + f);
         }
         for (r, e) in end.into_iter().enumerate() {
             // a reducer without remote fetches keeps its end; an unfinished fetch, none

@@ -55,6 +55,12 @@ pub struct LinkFlow {
     /// The rate the sender can inject at (its host link); 0: unlimited.
     #[serde(default)]
     pub access_bytes_per_s: f64,
+    /// Start when this earlier flow of the list is delivered, `after_gap_s` later (a request
+    /// released by a delivery), instead of at `start_s`.
+    #[serde(default)]
+    pub after: Option<u32>,
+    #[serde(default)]
+    pub after_gap_s: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -113,6 +119,8 @@ fn seed() -> u64 {
 pub struct LinkResult {
     /// Per flow, first packet to last byte at the receiver, seconds (NaN: not done).
     pub fct_s: Vec<f64>,
+    /// Per flow, when it started (its `start_s`, or its predecessor's delivery + gap; NaN: never).
+    pub start_s: Vec<f64>,
     /// Per flow, retransmission timeouts.
     pub timeouts: Vec<u32>,
     pub drops: u64,
@@ -162,9 +170,14 @@ impl LinkSim {
                 && f.one_way_s >= 0.0
                 && f.one_way_s.is_finite()
                 && f.access_bytes_per_s >= 0.0
-                && f.access_bytes_per_s.is_finite();
+                && f.access_bytes_per_s.is_finite()
+                && f.after.is_none_or(|a| (a as usize) < i)
+                && f.after_gap_s >= 0.0
+                && f.after_gap_s.is_finite();
             if !ok {
-                return Err(format!("link.flows[{i}]: bytes > 0, times and rates >= 0"));
+                return Err(format!(
+                    "link.flows[{i}]: bytes > 0, times and rates >= 0, after an earlier flow"
+                ));
             }
         }
         Ok(())
@@ -256,6 +269,7 @@ struct Sender {
     rto_gen: u64,
     backoff: u32,
     timeouts: u32,
+    started_ns: u64,
     done_s: f64,
 }
 
@@ -296,7 +310,9 @@ pub fn simulate(p: &LinkSim) -> Result<LinkResult, String> {
         .enumerate()
         .map(|(i, f)| {
             let start = (f.start_s * NS).round() as u64;
-            heap.push(Reverse((start, Ev::Start(i as u32))));
+            if f.after.is_none() {
+                heap.push(Reverse((start, Ev::Start(i as u32))));
+            }
             let mut win = DctcpWindow::new((p.init_cwnd_segments * p.mss_bytes) as u64, 1.0);
             if p.cc == Cc::Cubic {
                 // HyStart's ACK-train test (Linux's and ns-3's Cubic): once the window holds
@@ -326,10 +342,17 @@ pub fn simulate(p: &LinkSim) -> Result<LinkResult, String> {
                 rto_gen: 0,
                 backoff: 0,
                 timeouts: 0,
+                started_ns: u64::MAX,
                 done_s: f64::NAN,
             }
         })
         .collect();
+    let mut children: Vec<Vec<u32>> = vec![Vec::new(); p.flows.len()];
+    for (i, f) in p.flows.iter().enumerate() {
+        if let Some(a) = f.after {
+            children[a as usize].push(i as u32);
+        }
+    }
     let cross_gap_ns = if p.cross_bytes_per_s > 0.0 {
         (p.wire_bytes / p.cross_bytes_per_s * NS).max(1.0) as u64
     } else {
@@ -428,8 +451,13 @@ pub fn simulate(p: &LinkSim) -> Result<LinkResult, String> {
             }
             s.received += 1;
             if s.received == s.total {
-                s.done_s = (now as f64 / NS) + p.flows[f].one_way_s - p.flows[f].start_s;
+                let delivered = now + (p.flows[f].one_way_s * NS).round() as u64;
+                s.done_s = (delivered - s.started_ns) as f64 / NS;
                 left -= 1;
+                for &c in &children[f] {
+                    let at = delivered + (p.flows[c as usize].after_gap_s * NS).round() as u64;
+                    heap.push(Reverse((at, Ev::Start(c))));
+                }
             }
             let ack = Ev::Ack {
                 flow: pkt.flow,
@@ -464,6 +492,8 @@ pub fn simulate(p: &LinkSim) -> Result<LinkResult, String> {
                 }
                 Ev::Start(f) => {
                     let s = &mut senders[f as usize];
+                    s.started_ns = now;
+                    s.access_free = now;
                     pump(s, f, now, &k, &mut heap, &mut rng);
                 }
                 Ev::Arrive {
@@ -616,6 +646,13 @@ pub fn simulate(p: &LinkSim) -> Result<LinkResult, String> {
     let end_s = now as f64 / NS;
     Ok(LinkResult {
         fct_s: senders.iter().map(|s| s.done_s).collect(),
+        start_s: senders
+            .iter()
+            .map(|s| match s.started_ns {
+                u64::MAX => f64::NAN,
+                t => t as f64 / NS,
+            })
+            .collect(),
         timeouts: senders.iter().map(|s| s.timeouts).collect(),
         drops,
         marks,

@@ -44,6 +44,8 @@ pub(crate) struct Traced {
     pub(crate) bytes: f64,
     pub(crate) ideal_s: f64,
     pub(crate) path: Vec<u32>,
+    /// The fetch whose delivery released this one's request (an in-flight limit's loop).
+    pub(crate) after: Option<u32>,
 }
 
 /// What the packet-level pass did (in the result as `packet`; absent in the max-min mode).
@@ -109,6 +111,8 @@ impl Ctx<'_> {
             start_s: t.data_s,
             base_rtt_s: 2.0 * prop + ser,
             one_way_s: prop + ser,
+            after: None,
+            after_gap_s: t.data_s - t.issued_s,
             // it cannot arrive faster than the slowest of its other links lets it
             access_bytes_per_s: t
                 .path
@@ -142,7 +146,9 @@ impl Ctx<'_> {
     }
 }
 
-/// The packet-level FCT of every traced fetch (its request leg included), and the summary.
+/// The packet-level FCT of every traced fetch (its request leg included), how much later its data
+/// started than in the max-min schedule (the latest over its simulated links, at least 0), and the
+/// summary.
 pub(crate) fn refine(
     topo: &Topology,
     tcp: &TcpModel,
@@ -150,7 +156,7 @@ pub(crate) fn refine(
     udp_on_link: &[f64],
     saturated: &[bool],
     traces: &[Traced],
-) -> Result<(Vec<f64>, PacketSummary), String> {
+) -> Result<(Vec<f64>, Vec<f64>, PacketSummary), String> {
     let mut on_link: Vec<Vec<u32>> = vec![Vec::new(); topo.links.len()];
     for (i, t) in traces.iter().enumerate() {
         for &l in &t.path {
@@ -177,6 +183,8 @@ pub(crate) fn refine(
     };
     // what each simulated link adds to each of its fetches
     let mut added = vec![0.0f64; traces.len()];
+    let mut shift = vec![0.0f64; traces.len()];
+    let mut pos: Vec<u32> = vec![u32::MAX; traces.len()];
     for (l, ids) in on_link.iter().enumerate() {
         let cross = udp_on_link[l];
         let shared = ids.len() >= 2 || (ids.len() == 1 && cross > 0.0);
@@ -184,9 +192,22 @@ pub(crate) fn refine(
             continue;
         }
         let l = l as u32;
+        for (k, &i) in ids.iter().enumerate() {
+            pos[i as usize] = k as u32;
+        }
+        // a fetch released by the delivery of one on the same link starts when that one is
+        // delivered here (plus its request's leg): the in-flight limit's loop at packet level
         let flows = ids
             .iter()
-            .map(|&i| ctx.flow_at(&traces[i as usize], l))
+            .map(|&i| {
+                let t = &traces[i as usize];
+                let mut f = ctx.flow_at(t, l);
+                f.after = t
+                    .after
+                    .map(|a| pos[a as usize])
+                    .filter(|&p| p != u32::MAX && ids.get(p as usize) == t.after.as_ref());
+                f
+            })
             .collect();
         let r = simulate(&ctx.link(l, cross, flows))?;
         summary.links_simulated += 1;
@@ -197,6 +218,11 @@ pub(crate) fn refine(
         for (k, &i) in ids.iter().enumerate() {
             let alone = ctx.alone(&traces[i as usize], l)?;
             added[i as usize] += r.fct_s[k] - alone;
+            let late = r.start_s[k] - traces[i as usize].data_s;
+            shift[i as usize] = shift[i as usize].max(late);
+        }
+        for &i in ids {
+            pos[i as usize] = u32::MAX;
         }
     }
     let mut fct = Vec::with_capacity(traces.len());
@@ -219,7 +245,7 @@ pub(crate) fn refine(
         fct.push(v);
     }
     summary.events = ctx.events;
-    Ok((fct, summary))
+    Ok((fct, shift, summary))
 }
 
 #[cfg(test)]

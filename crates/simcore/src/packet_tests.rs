@@ -86,6 +86,8 @@ fn bottleneck(cc: Cc, udp_share: f64) -> LinkSim {
                 base_rtt_s: rtt,
                 one_way_s: rtt / 2.0,
                 access_bytes_per_s: 1.25e9,
+                after: None,
+                after_gap_s: 0.0,
             };
             4
         ],
@@ -166,4 +168,44 @@ fn the_max_min_result_carries_no_packet_section() {
     let r = run_fabric(&incast("cubic", 8, "maxmin")).unwrap();
     let json = serde_json::to_string(&r).unwrap();
     assert!(!json.contains("\"packet\""));
+}
+
+#[test]
+fn a_request_released_by_a_delivery_starts_after_it_at_packet_level() {
+    // one request in flight: the reducer's seven remote fetches follow each other. The max-min
+    // schedule times them without slow start; replayed open loop at those times each would
+    // start before the previous one is delivered at packet level and they would queue together.
+    let mut cfg = incast("reno", 7, "packet");
+    cfg.shuffle.max_reqs_in_flight = 1;
+    cfg.shuffle.sizes = serde_json::from_str(r#"{"kind": "constant", "bytes": 3e5}"#).unwrap();
+    let r = run_fabric(&cfg).unwrap();
+    let p = r.packet.unwrap();
+    assert_eq!((p.links_simulated, p.drops, p.timeouts), (1, 0, 0), "{p:?}");
+    // one after the other: the shuffle takes the seven fetches' packet-level times in a row
+    let (total, fct) = (r.shuffle_completion_s.unwrap(), &r.fct[0]);
+    assert!(total >= 7.0 * fct.mean_s, "{total} vs 7 x {fct:?}");
+    assert!(
+        fct.max_s - fct.p50_s < 0.1 * fct.p50_s,
+        "equal fetches, one at a time: {fct:?}"
+    );
+}
+
+#[test]
+fn a_flow_after_another_starts_at_its_delivery_plus_the_gap() {
+    let mut p = bottleneck(Cc::Reno, 0.0);
+    p.flows.truncate(2);
+    p.flows[0].bytes = 1e6;
+    p.flows[1].bytes = 1e6;
+    p.flows[1].start_s = 0.0;
+    p.flows[1].after = Some(0);
+    p.flows[1].after_gap_s = 0.001;
+    let r = simulate(&p).unwrap();
+    let delivered = r.start_s[0] + r.fct_s[0];
+    assert!((r.start_s[1] - (delivered + 0.001)).abs() < 1e-6, "{r:?}");
+    assert!(
+        (r.fct_s[1] - r.fct_s[0]).abs() < 1e-4,
+        "alone both times: {r:?}"
+    );
+    p.flows[0].after = Some(1);
+    assert!(simulate(&p).unwrap_err().contains("flows[0]"));
 }
