@@ -162,6 +162,7 @@ def test_spec_runs_on_the_core_and_reports(tmp_path: Path) -> None:
     assert json.loads(out.path.read_text())["kind"] == "apps"
     md = report(out.path, tmp_path / "rep").read_text()
     assert "SIMULATED" in md and "weak scaling" in md and "equal times" in md
+    assert "Mode: max-min (flow level) for every run" in md
 
 
 def test_poisson_copies_and_pack(tmp_path: Path) -> None:

@@ -88,7 +88,8 @@ def build(doc: dict[str, Any], out: Path) -> Document:
             paragraphs=[
                 "Every number here comes from shufflelab's flow-level simulator (crates/simcore, apps.rs): "
                 "recorded Spark applications, scaled, on a simulated fabric. None is measured. "
-                "'No-network time' is the same scaled application with an infinitely fast network."
+                "'No-network time' is the same scaled application with an infinitely fast network.",
+                "Mode: max-min (flow level) for every run: applications have no packet-faithful mode yet.",
             ],
             bullets=limits,
             note=True,
