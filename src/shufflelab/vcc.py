@@ -20,13 +20,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
-if TYPE_CHECKING:
-    from shufflelab import netplan
+from shufflelab import netplan
 from shufflelab.spec import ExperimentSpec
 
 PAIRS_KEY = "cross_traffic.tcp_pairs"

@@ -64,3 +64,18 @@ def test_needs_all_three_cases() -> None:
     df, _ = _runs([(0, "ecn", "ok", 1.0), (0, "vcc", "ok", 1.0)])
     assert not vcc.applies([vcc.PAIRS_KEY, "case"], df)
     assert not vcc.applies(["case"], df)
+
+
+class _Store:
+    """The one query ``fig_backlog`` makes: a run's backlog per sampling round."""
+
+    def query(self, sql: str, params: list[object]) -> pd.DataFrame:
+        return pd.DataFrame({"t": [0.0, 0.1, 0.2], "b": [1_000.0, 40_000.0, 20_000.0]})
+
+
+def test_backlog_figure_draws_with_the_plan_of_the_spec(tmp_path) -> None:  # noqa: ANN001
+    # the figure reads the bottleneck's RED thresholds from the network plan when it draws, not only
+    # when types are checked (a NameError here stopped re-rendering seed 002's committed reports)
+    runs = pd.DataFrame([{"run_id": f"r{c}", vcc.PAIRS_KEY: 4, "case": c, "status": "ok", "rep": 1} for c in vcc.CASES])
+    out = vcc.fig_backlog(_Store(), runs, _spec(180), tmp_path / "backlog.png")
+    assert out == tmp_path / "backlog.png" and out.stat().st_size > 0
