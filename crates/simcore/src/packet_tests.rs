@@ -183,7 +183,10 @@ fn a_request_released_by_a_delivery_starts_after_it_at_packet_level() {
     assert_eq!((p.links_simulated, p.drops, p.timeouts), (1, 0, 0), "{p:?}");
     // one after the other: the shuffle takes the seven fetches' packet-level times in a row
     let (total, fct) = (r.shuffle_completion_s.unwrap(), &r.fct[0]);
-    assert!(total >= 7.0 * fct.mean_s, "{total} vs 7 x {fct:?}");
+    assert!(
+        total >= 7.0 * fct.mean_s * (1.0 - 1e-3),
+        "{total} vs 7 x {fct:?}"
+    );
     assert!(
         fct.max_s - fct.p50_s < 0.1 * fct.p50_s,
         "equal fetches, one at a time: {fct:?}"
@@ -208,4 +211,22 @@ fn a_flow_after_another_starts_at_its_delivery_plus_the_gap() {
     );
     p.flows[0].after = Some(1);
     assert!(simulate(&p).unwrap_err().contains("flows[0]"));
+}
+
+#[test]
+fn an_all_to_all_counts_a_fetch_limited_at_two_links_once() {
+    // sim_vs_ns3_fabric.py's two-tier all-to-all at 1:1 (2 leaves x 4 hosts, 1 Gbit/s hosts,
+    // 4 Gbit/s uplinks, 1,000-packet ports, 56 fetches of 10 MB at once), Cubic: ns-3's mean FCT
+    // 0.587 s. Every fetch shares its sender's and its receiver's host links with six others;
+    // adding both links' delays gave 1.35 s.
+    let json = r#"{"topology": {"kind": "leaf_spine", "leaves": 2, "hosts_per_leaf": 4, "spines": 1,
+        "host_bytes_per_s": 125e6, "uplink_bytes_per_s": 500e6,
+        "host_delay_s": 1e-5, "uplink_delay_s": 1e-5},
+        "shuffle": {"maps": 8, "reducers": 8, "sizes": {"kind": "constant", "bytes": 1e7},
+                    "max_bytes_in_flight": 1e15},
+        "tcp": {"cc": "cubic", "discipline": "droptail", "queue_packets": 1000, "ecn": false},
+        "fct_bucket_edges_bytes": [], "mode": "packet", "seed": 1}"#;
+    let cfg: FabricConfig = serde_json::from_str(json).unwrap();
+    let (mean, _) = mean_fct(&cfg);
+    assert!((mean - 0.587).abs() / 0.587 < 0.10, "{mean}");
 }
