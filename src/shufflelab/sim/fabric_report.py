@@ -98,7 +98,7 @@ def mode_line(doc: dict[str, Any]) -> str:
     return (
         f"Mode: packet-faithful for {what}: the max-min schedule's fetches re-timed by a packet-level simulation "
         "of every saturated link (slow start, losses, retransmission timeouts, the ports' marking), the links' "
-        "delays added per path; tiers and heat maps are the max-min schedule's."
+        "largest delay standing for each path; tiers and heat maps are the max-min schedule's."
     )
 
 
