@@ -26,7 +26,8 @@ difference waiting - busy (its added time = added waiting - added busy time).
 
 **Verdict** (at level alpha, two-sided; at least ``min_reps`` runs a side):
 
-- *not starved*: the job is not significantly slower and less than ``tolerance`` slower; or it is
+- *not starved*: the job is shown less than ``tolerance`` slower (its ratio's interval ends below
+  1 + tolerance: a non-inferiority bound, not a mere failure to find a slowdown); or it is
   slower and busy time is significantly the larger part (waiting - busy below 0), or the added
   waiting is shown smaller than ``tolerance`` x the baseline job time (its interval's upper end);
 - *starved*: slower, waiting grew and waiting is significantly the larger part;
@@ -112,6 +113,34 @@ def runs_needed(d: Difference, confidence: float) -> int | None:
     return None
 
 
+def runs_to_bound(d: Difference, margin: float, confidence: float) -> int | None:
+    """Runs a side for ``d``'s interval to end below ``margin`` (a non-inferiority bound, in the
+    difference's unit) if the difference and spread stay as measured."""
+    room = margin - d.delta
+    if not (math.isfinite(room) and room > 0 and math.isfinite(d.se) and d.se > 0):
+        return None
+    n = max(d.n_baseline, d.n_treatment)
+    var_sum = d.se**2 * n
+    for m in range(n, 10_000):
+        t = float(sps.t.ppf(0.5 + confidence / 2, max(1.0, d.df * (m - 1) / max(1, n - 1))))
+        if t * math.sqrt(var_sum / m) < room:
+            return m
+    return None
+
+
+def _job_decides(added: Difference, ratio: float, margin_s: float, confidence: float) -> str:
+    """What closes an open job-time comparison, if the estimates stay as measured: the interval of
+    the added job time ending below the tolerance (not starved) or excluding 0 (slower: then the
+    attribution decides), whichever takes fewer runs."""
+    slower = runs_needed(added, confidence) if added.delta > 0 else None
+    bounded = runs_to_bound(added, margin_s, confidence)
+    if bounded is not None and (slower is None or bounded <= slower):
+        return f"the job time: {_about(bounded)} runs a side would show it less than the tolerance slower (not starved)"
+    if slower is not None:
+        return f"the job time: {_about(slower)} runs a side would show it slower if it stays x{ratio:.2f}"
+    return "the job time"
+
+
 def _about(n: int | None) -> str:
     return "more than 100" if n is None or n > 100 else f"about {n}"
 
@@ -193,19 +222,24 @@ def attribute(
     )
     small_wait = waiting.has_interval and waiting.ci_high < tolerance * base_job
     if not slower:
-        if job.ratio < 1 + tolerance:
+        bound = 1 + tolerance
+        if job.has_interval and job.ratio_ci_high < bound:
             att.verdict = "not starved"
-            att.reasons.append(f"job not significantly slower: x{job.ratio:.2f} ({lvl} CI {job.ci_text()})")
+            att.reasons.append(
+                f"job shown less than {tolerance:.0%} slower: x{job.ratio:.2f} ({lvl} CI {job.ci_text()}, "
+                f"upper end below x{bound:g})"
+            )
+        elif job.constant and job.ratio < bound:
+            att.verdict = "not starved"
+            att.reasons.append(constant_text(b["job"].tolist(), s["job"].tolist(), job))
         elif job.constant:
             att.decide = "no number of runs: the job times do not vary"
             att.reasons.append(constant_text(b["job"].tolist(), s["job"].tolist(), job))
         else:
-            need = runs_needed(added, conf)
-            att.decide = (
-                f"the job time: about {need} runs a side if it stays x{job.ratio:.2f}" if need else "the job time"
-            )
+            att.decide = _job_decides(added, job.ratio, tolerance * base_job, conf)
             att.reasons.append(
-                f"job x{job.ratio:.2f} but not significantly slower ({lvl} CI {job.ci_text()}); decides: {att.decide}"
+                f"job x{job.ratio:.2f}, neither significantly slower nor shown less than {tolerance:.0%} slower "
+                f"({lvl} CI {job.ci_text()}); decides: {att.decide}"
             )
         att.reasons += [parts, cpu_text]
         return att

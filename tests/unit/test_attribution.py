@@ -156,3 +156,19 @@ def test_without_run_time_the_strict_verdict_stands_and_says_why() -> None:
     d = _diagnose(base, scen)
     assert d.attribution is None and d.verdict == d.strict_verdict
     assert "no attribution" in d.reasons[-1]
+
+
+@SETTINGS
+@given(n=st.integers(3, 6), seed=st.integers(0, 2**31), slowdown=st.floats(0.0, 0.3))
+def test_not_starved_needs_the_job_shown_less_than_the_tolerance_slower(n: int, seed: int, slowdown: float) -> None:
+    """Noisy runs (+/-30 %) and a slowdown of 0-30 % of wait: failing to find a slowdown is not
+    showing there is none -- 'not starved' only with the job ratio's interval below 1 + tolerance."""
+    base = _runs(n, seed, phi=0.2, util=0.5, eps=0.3)
+    scen = _runs(n, seed + 1, phi=0.2, util=0.5, eps=0.3, added_wait_s=slowdown * JOB_S)
+    att = A.attribute(base, scen, "task_user_cpu_s")
+    assert att is not None
+    job = A.compare(base["job_time_s"].tolist(), scen["job_time_s"].tolist(), confidence=0.95, min_n=3)
+    if att.verdict == "not starved" and not job.significant:
+        assert job.ratio_ci_high < 1.10, att.reasons
+    if att.verdict == "inconclusive" and not job.significant:
+        assert "runs a side" in att.decide or att.decide == "the job time", att.decide
