@@ -39,7 +39,8 @@ first seen in a sample counts from its start (``starttime`` with the pid names a
 reused pid is a new one), and children reaped since the previous sample count through their
 surviving ancestor's ``cutime + cstime`` (less what was already counted of them and of their gone
 descendants, or had been reaped before the window): a short-lived compiler or test process is not
-missed, and a whole subtree exiting at once is not counted twice. A lab daemon reaped by ``init``
+missed, and a whole subtree exiting at once is not counted twice, nor a child reaped while a scan
+ran (gone from one sample, in its parent's ``cutime`` at the next). A lab daemon reaped by ``init``
 has its last interval (at most ``PERIOD_S``) counted as other work.
 
 Cost: one sample reads ``/proc/stat``, each process's ``stat`` and, for those outside the lab's
@@ -179,12 +180,18 @@ def snapshot(procs: Iterable[Proc], root: int, lab_netns: Collection[int]) -> Sn
     return Snapshot({p.key: p for p in users}, frozenset(lab_of(users, root, lab_netns)))
 
 
-def cpu_between(prev: Snapshot, cur: Snapshot) -> tuple[int, int]:
+Owed = dict[tuple[int, int], int]
+
+
+def cpu_between(prev: Snapshot, cur: Snapshot, owed: Owed | None = None) -> tuple[int, int, Owed]:
     """CPU ticks used between two samples by the lab and by other work: each process's
     ``utime + stime`` since ``prev`` (from its start if it is new), plus what its reaped children
     used that was not counted while they lived. A subtree that exits between the samples reaches the
     surviving ancestor's ``cutime`` in one piece, so what was counted of every gone process under a
-    gone child (and what they had reaped before) is taken off too. Pure."""
+    gone child (and what they had reaped before) is taken off too. What cannot be taken off yet (a
+    scan reads the parent, then the child is reaped before its own entry is read: gone from this
+    sample, in the parent's ``cutime`` only at the next) is ``owed`` by the parent to later samples:
+    the third value, to pass back with the next pair. Pure."""
     gone_kids: dict[int, list[Proc]] = {}  # pid -> its children (as last seen) that have gone
     for key, p in prev.procs.items():
         if key not in cur.procs:
@@ -199,18 +206,23 @@ def cpu_between(prev: Snapshot, cur: Snapshot) -> tuple[int, int]:
         return memo[g.key]
 
     lab = other = 0
+    still: Owed = {}
     for key, p in cur.procs.items():
         was = prev.procs.get(key)
         own = p.cpu - (was.cpu if was else 0)
         reaped = p.reaped - (was.reaped if was else 0)
         if was is not None:  # a new process cannot have reaped one seen before it existed
-            reaped -= sum(counted(c) for c in gone_kids.get(p.pid, []))
+            debt = (owed or {}).get(key, 0) + sum(counted(c) for c in gone_kids.get(p.pid, []))
+            paid = min(debt, max(reaped, 0))
+            reaped -= paid
+            if debt > paid:
+                still[key] = debt - paid
         used = max(own, 0) + max(reaped, 0)
         if key in cur.lab:
             lab += used
         else:
             other += used
-    return lab, other
+    return lab, other, still
 
 
 @dataclass(frozen=True)
@@ -304,6 +316,7 @@ class BoxSampler:
         self.root = os.getpid() if root is None else root
         self.samples: list[Sample] = []
         self._prev: Snapshot | None = None
+        self._owed: Owed = {}
         self._lab_cpu = self._foreign_cpu = 0
         self._cpu_s = 0.0
         self._stop = threading.Event()
@@ -325,7 +338,7 @@ class BoxSampler:
             stat = parse_proc_stat(self._read(), self._clock())
             snap = self._scan()
             if self._prev is not None:
-                lab, other = cpu_between(self._prev, snap)
+                lab, other, self._owed = cpu_between(self._prev, snap, self._owed)
                 self._lab_cpu += lab
                 self._foreign_cpu += other
             self._prev = snap
