@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 
 import labprocs
@@ -85,6 +86,12 @@ def test_end_to_end_run_and_report(tmp_path: Path) -> None:
         assert seen, "ss saw no inter-host connection"
         assert set(seen) == {"reno"}, seen
         assert r["n_tasks"] > 0 and r["job_time_s"] > 0
+    # the box sampler split the machine's CPU time between the lab (Spark, the switch, iperf3: its
+    # process tree and namespaces) and other work, and recorded its own cost
+    box = runs[["box_runq_per_core", "box_foreign_share", "box_nice_share", "box_sampler_share"]]
+    assert box.notna().all().all() and (box["box_sampler_share"] > 0).all(), box.to_string()
+    for run_dir in runs["run_dir"]:
+        assert pd.read_csv(Path(run_dir) / "box_load.csv")["lab_cpu"].iloc[-1] > 0, run_dir
     store = Store(tmp_path / "results" / "tiny.duckdb")
     ct = store.query("SELECT * FROM cross_traffic")
     assert len(ct) == 1 and ct["kind"][0] == "udp" and ct["bytes"][0] > 0
