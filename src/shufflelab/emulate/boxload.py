@@ -44,9 +44,10 @@ ran (gone from one sample, in its parent's ``cutime`` at the next). A lab daemon
 has its last interval (at most ``PERIOD_S``) counted as other work.
 
 Cost: one sample reads ``/proc/stat``, each process's ``stat`` and, for those outside the lab's
-process tree, its ``ns/net`` link: 2.6 ms of CPU with ~110 processes on this machine, 0.5 % of one
-core at a 0.5 s period (docs/benchmarks.md, ``benchmarks/box_sampler_cost.py``; the CSV's
-``sampler_cpu_s`` records it per run, ``runs.box_sampler_share``).
+process tree, its ``ns/net`` link: about 3 ms of CPU with ~110 processes on this machine, 0.6 % of
+one core at a 0.5 s period (docs/benchmarks.md, ``benchmarks/box_sampler_cost.py``, which also
+checks that the split adds up to ``/proc/stat``'s busy time: within 1 % over 2 min; the CSV's
+``sampler_cpu_s`` records the cost per run, ``runs.box_sampler_share``).
 
 A run over any threshold is labelled ``box_bottleneck`` with its reasons; the report shows the
 label next to the verdicts built on such runs. Everything here but :class:`BoxSampler` and the
