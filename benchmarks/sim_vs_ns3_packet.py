@@ -3,7 +3,7 @@ bottleneck next to UDP, for Cubic, Reno and DCTCP.
 
     .venv/bin/pip install ns3          # the PyPI wheel; the programs are compiled with g++ as sim_vs_ns3.py does
     nice -n 10 .venv/bin/python benchmarks/sim_vs_ns3_packet.py --out /tmp/sim-vs-ns3-packet.md
-    nice -n 10 .venv/bin/python benchmarks/sim_vs_ns3_packet.py --only incast    # or: --only bottleneck
+    nice -n 10 .venv/bin/python benchmarks/sim_vs_ns3_packet.py --only incast    # or: bottleneck, alltoall
 
 **Incast** (``--only incast``): a leaf-spine of 5 leaves x 8 hosts and one spine, 1 Gbit/s host links,
 4 Gbit/s uplinks (2:1), 10 µs per link, every port 100 packets. N = 8 / 16 / 32 senders each send
@@ -15,6 +15,12 @@ hosts. Cubic and Reno: drop-tail ports, no ECN. DCTCP: step marking at K = 20 pa
 are set up like Linux's (a 40 ms delayed-ACK timer, DCTCP's ssthresh floor of 2 segments, minimum
 RTO 200 ms), as ``sim_vs_ns3_fabric.py --ns3-host linux``. The max-min mode's answer is shown
 beside it.
+
+**All-to-all** (``--only alltoall``, not in the default run): ``sim_vs_ns3_fabric.py``'s two-tier
+scenario (2 leaves x 4 hosts, one spine, 1 Gbit/s hosts, uplinks 4 / 2 / 1 Gbit/s = 1:1 / 2:1 / 4:1,
+10 µs links, 1,000-packet ports; every host sends 10 MB to every other, 56 flows at once), ns-3 with
+the same Linux-like hosts; the simulator side is that shuffle (8 maps, 8 reducers) in the packet mode.
+Its rows add the shuffle's end (the last flow) on both sides.
 
 **One bottleneck** (``--only bottleneck``): ``sim_vs_ns3.py``'s scenario (4 flows x 20 MB through
 1 Gbit/s, 10 Gbit/s access links, 50 µs per link, 200 packets, RED 20/60 packets or step marking at
@@ -46,6 +52,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sim_vs_ns3 import CCS, MSS, RED, WIRE_PER_SEGMENT, compile_ns3  # noqa: E402
+from sim_vs_ns3_fabric import sim_config as alltoall_config  # noqa: E402
 
 from shufflelab.sim import core  # noqa: E402
 
@@ -133,6 +140,43 @@ def over_seeds(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+A2A_UPLINKS_GBPS, A2A_QUEUE, A2A_MEGABYTES = (4.0, 2.0, 1.0), 1000, 10.0
+
+
+def ns3_alltoall(binary: Path, cc: str, uplink_gbps: float) -> dict[str, Any]:
+    args = [str(binary), "--leaves=2", "--hostsPerLeaf=4", "--hostGbps=1", f"--uplinkGbps={uplink_gbps}"]
+    args += [f"--delayUs={LINK_DELAY_US}", f"--megabytes={A2A_MEGABYTES}", f"--queue={A2A_QUEUE}", "--stopS=120"]
+    args += [f"--cc={CCS[cc]}", f"--delAckTimeoutMs={DELACK_MS}"]
+    if cc == "dctcp":
+        args += ["--queueDisc=step", f"--markK={STEP_K}", f"--dctcpFloor={DCTCP_FLOOR}"]
+    out = json.loads(subprocess.run(args, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
+    return {
+        "fct_s": [f[2] for f in out["flows"]],
+        "timeouts": sum(out["rtos"]),
+        "wall_s": out["wall_s"],
+        "args": args[1:],
+    }
+
+
+def sim_alltoall(cc: str, uplink_gbps: float, seed: int) -> dict[str, Any]:
+    config = alltoall_config(uplink_gbps, "dctcp" if cc == "dctcp" else "cubic")
+    tcp = {"cc": cc, "discipline": "step" if cc == "dctcp" else "droptail", "queue_packets": A2A_QUEUE}
+    tcp |= {"mark_packets": STEP_K, "ecn": False}
+    config |= {"seed": seed, "mode": "packet", "tcp": tcp}
+    config["shuffle"]["sizes"] = {"kind": "constant", "bytes": A2A_MEGABYTES * 1e6}  # payload: the mode adds headers
+    t0 = time.perf_counter()
+    r = core.simulate_fabric(config)
+    wall = time.perf_counter() - t0
+    b = r["fct"][0]
+    return {
+        "mean_s": b["mean_s"],
+        "p99_s": b["p99_s"],
+        "end_s": r["shuffle_completion_s"],
+        "timeouts": r["packet"]["timeouts"],
+        "wall_s": wall,
+    }
+
+
 def link_config(cc: str, queue: str, share: float) -> dict[str, Any]:
     c, pkt = GBPS, float(WIRE_PER_SEGMENT)
     if queue == "red":
@@ -199,7 +243,7 @@ def sign(x: float) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=Path("/tmp/sim-vs-ns3-packet.md"))
-    ap.add_argument("--only", choices=("incast", "bottleneck"), default=None)
+    ap.add_argument("--only", choices=("incast", "bottleneck", "alltoall"), default=None)
     ap.add_argument("--seeds", type=int, default=5, help="simulator seeds 1..N per row")
     a = ap.parse_args()
     seeds = range(1, a.seeds + 1)
@@ -219,6 +263,26 @@ def main() -> int:
                 row |= {"sim_mean_range_s": pk["mean_s_range"], "sim_p99_range_s": pk["p99_s_range"]}
                 row |= {"sim_timeouts": pk["timeouts"], "maxmin_mean_s": mm["mean_s"], "maxmin_p99_s": mm["p99_s"]}
                 row |= {"ns3_wall_s": ns["wall_s"], "sim_wall_s": pk["wall_s"], "maxmin_wall_s": mm["wall_s"]}
+                row |= {"ns3_args": ns["args"]}
+                rows.append(row)
+                print(json.dumps({k: v for k, v in row.items() if k != "ns3_args"}), flush=True)
+    if a.only == "alltoall":
+        two_tier = compile_ns3(TWO_TIER, "two_tier")
+        for up in A2A_UPLINKS_GBPS:
+            for cc in ("cubic", "reno", "dctcp"):
+                ns = ns3_alltoall(two_tier, cc, up)
+                runs = [sim_alltoall(cc, up, s) for s in seeds]
+                pk = over_seeds(runs)
+                done = all(f >= 0 for f in ns["fct_s"])
+                row = {"case": f"all-to-all {4 / up:g}:1", "cc": cc}
+                row |= {"ns3_mean_s": statistics.mean(ns["fct_s"]) if done else math.nan}
+                row |= {"ns3_p99_s": p99(ns["fct_s"]) if done else math.nan, "ns3_timeouts": ns["timeouts"]}
+                row |= {"sim_mean_s": pk["mean_s"], "sim_p99_s": pk["p99_s"], "sim_timeouts": pk["timeouts"]}
+                row |= {"sim_mean_range_s": pk["mean_s_range"], "sim_p99_range_s": pk["p99_s_range"]}
+                row |= {"ns3_end_s": max(ns["fct_s"]) if done else math.nan}
+                row |= {"sim_end_s": statistics.mean(r["end_s"] for r in runs)}
+                row |= {"maxmin_mean_s": None, "maxmin_p99_s": None}
+                row |= {"ns3_wall_s": ns["wall_s"], "sim_wall_s": pk["wall_s"], "maxmin_wall_s": None}
                 row |= {"ns3_args": ns["args"]}
                 rows.append(row)
                 print(json.dumps({k: v for k, v in row.items() if k != "ns3_args"}), flush=True)
@@ -275,6 +339,12 @@ def main() -> int:
                 f"{label}: {len(errs)} rows compared, {within} within 10 %; |error| median "
                 f"{statistics.median(errs) * 100:.1f} %, max {max(errs) * 100:.1f} %.",
             ]
+    ends = [r for r in rows if "ns3_end_s" in r]
+    if ends:
+        lines += ["", "| case | CC | ns-3 shuffle end (s) | sim shuffle end (s) | error |", "|---|---|---|---|---|"]
+        for r in ends:
+            e = err(r["sim_end_s"], r["ns3_end_s"])
+            lines.append(f"| {r['case']} | {r['cc']} | {s3(r['ns3_end_s'])} | {s3(r['sim_end_s'])} | {pct(e)} |")
     lines += [
         "",
         "| case | ns-3 Cubic − DCTCP mean (s) | sim Cubic − DCTCP mean (s) | sign right |",
