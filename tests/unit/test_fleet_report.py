@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from shufflelab.appreport import fleet as report
@@ -115,3 +116,60 @@ def test_a_fleet_page_of_an_earlier_store_does_not_outlive_it_in_the_out_folder(
     assert r.exit_code == 0, r.output
     assert (out / "report.md").exists()
     assert not (out / "fleet.md").exists() and not (out / "fleet.html").exists()  # no page of the other store
+
+
+def test_the_report_reads_a_fleet_in_a_fixed_number_of_queries(
+    fleet_store: tuple[Path, fleet.Truth], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """appreport.write read each application with six queries, each opening the store: at 10,000
+    applications 60,000 opens (0.1 s each) before a line was written. Now one query per table."""
+    from shufflelab import appreport
+    from shufflelab.appreport import render
+
+    db, truth = fleet_store
+    queries: list[str] = []
+    real = Store.query
+
+    def counted(self: Store, sql: str, params: object = None) -> object:
+        queries.append(sql)
+        return real(self, sql, params)  # type: ignore[arg-type]
+
+    class Read(Exception):
+        pass
+
+    seen: list[object] = []
+
+    def stop(title: str, apps: list[object], *a: object, **k: object) -> None:
+        seen.extend(apps)
+        raise Read
+
+    monkeypatch.setattr(Store, "query", counted)
+    monkeypatch.setattr(render, "document", stop)
+    with pytest.raises(Read):
+        appreport.write(db, tmp_path)
+    assert len(seen) == len(truth.apps) and len(queries) <= 8, len(queries)
+    s = Store(db)
+    one = appreport.load(s, *appreport.applications(s)[5])
+    same = next(a for a in seen if a.run_id == one.run_id)  # type: ignore[attr-defined]
+    for t in ("tasks", "stages", "jobs", "executors"):  # the same rows as one application's own queries
+        x, y = (getattr(a, t).astype(object) for a in (same, one))
+        pd.testing.assert_frame_equal(x.where(x.notna(), None), y.where(y.notna(), None))
+    assert (same.log, same.job_time_s, same.status) == (one.log, one.job_time_s, one.status)  # type: ignore[attr-defined]
+
+
+def test_the_report_of_a_fleet_lists_its_longest_applications_and_counts_the_rest(
+    fleet_store: tuple[Path, fleet.Truth], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """report.md listed every application: 10,000 rows. Now the longest SUMMARY_ROWS, the rest counted."""
+    from shufflelab import appreport
+    from shufflelab.appreport import render
+
+    db, truth = fleet_store
+    monkeypatch.setattr(render, "SUMMARY_ROWS", 4)
+    monkeypatch.setattr(render, "DETAILED", 1)
+    apps = appreport.load_all(Store(db))
+    doc = render.document("f", apps, tmp_path, None)
+    table = doc.sections[0].tables[0]
+    longest = sorted((a.job_time_s for a in apps if a.job_time_s == a.job_time_s), reverse=True)[:4]
+    assert list(table.df["job_s"]) == [round(x, 2) for x in longest]
+    assert f"of {len(truth.apps)}; {len(truth.apps) - 4} more not shown" in table.caption

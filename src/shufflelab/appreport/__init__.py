@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from shufflelab.appreport.stores import applications, is_eventlog_store, load
+from shufflelab.appreport.stores import applications, is_eventlog_store, load, load_all
 from shufflelab.results import Store, StoreError
 
-__all__ = ["Store", "applications", "is_eventlog_store", "load", "whatif_table", "write"]
+__all__ = ["Store", "applications", "is_eventlog_store", "load", "load_all", "whatif_table", "write"]
 
 
 def write(
@@ -34,7 +34,7 @@ def write(
     from shufflelab.appreport import render, starvation
 
     store = Store(db)
-    apps = [load(store, r, i, n) for r, i, n in applications(store)]
+    apps = load_all(store)
     if not apps:
         raise StoreError(f"{db}: no application with a recorded job in the store")
     verdicts, problem = None, baseline_problem

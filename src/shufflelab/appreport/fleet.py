@@ -48,6 +48,7 @@ from scipy import stats as sps  # noqa: E402
 from shufflelab import document  # noqa: E402
 from shufflelab.appreport import analysis  # noqa: E402
 from shufflelab.appreport.analysis import App  # noqa: E402
+from shufflelab.appreport.stores import load_all  # noqa: E402
 from shufflelab.document import Document, Figure, Section, Table, md_text, signed  # noqa: E402
 from shufflelab.results import Store, StoreError  # noqa: E402
 
@@ -155,33 +156,7 @@ def app_table(store: Store) -> pd.DataFrame:
 
 def _apps(store: Store, rows: pd.DataFrame) -> list[App]:
     """The applications' tables, read with one query per table (not per application)."""
-    keys = ["run_id", "app_index"]
-    tables = {}
-    for t in ("tasks", "stages", "jobs", "executors"):
-        df = store.query(f"SELECT * FROM {t}")
-        df["app_index"] = df["app_index"].fillna(0).astype(int) if "app_index" in df else 0
-        tables[t] = dict(iter(df.groupby(keys, sort=False)))
-    empty = {t: store.query(f"SELECT * FROM {t} LIMIT 0") for t in tables}
-    out = []
-    for r in rows.itertuples(index=False):
-        k = (r.run_id, int(r.app_index))
-        parts = {t: tables[t].get(k, empty[t]).reset_index(drop=True) for t in tables}
-        jt = float(r.job_time_s) if pd.notna(r.job_time_s) else float("nan")
-        out.append(
-            App(
-                str(r.run_id),
-                int(r.app_index),
-                str(r.name),
-                parts["tasks"],
-                parts["stages"],
-                parts["jobs"],
-                parts["executors"],
-                jt,
-                str(r.status),
-                str(r.app_id or ""),
-            )  # fmt: skip
-        )
-    return out
+    return load_all(store, [(str(r.run_id), int(r.app_index), str(r.name)) for r in rows.itertuples(index=False)])
 
 
 def what_ifs(apps: list[App]) -> pd.DataFrame:

@@ -20,6 +20,9 @@ from shufflelab.document import Document, Figure, Section, Table, md_text  # noq
 
 DETAILED = 10
 """Applications given their own sections (the longest); the rest appear in the summary table."""
+SUMMARY_ROWS = 100
+"""Rows of the summary table at most (the longest by job time): 10,000 applications' rows would make a
+page no one reads; the fleet page ranks them all."""
 
 ONE_LOG = (
     "One recording shows where this run's time went (fetch wait, skew, spills, GC) and bounds what a faster "
@@ -337,7 +340,15 @@ def document(
         stale.unlink()
     rows = [_summary_row(a) for a in apps]
     summary = pd.DataFrame(rows)
-    detailed = sorted(range(len(apps)), key=lambda i: -_job_s(apps[i]))[:DETAILED]  # longest first
+    longest = sorted(range(len(apps)), key=lambda i: -_job_s(apps[i]))
+    detailed = longest[:DETAILED]  # longest first
+    caption = ""
+    if len(apps) > SUMMARY_ROWS:  # a fleet: its longest here, every one ranked on the fleet page
+        summary = summary.iloc[longest[:SUMMARY_ROWS]].reset_index(drop=True)
+        caption = (
+            f"The {SUMMARY_ROWS} longest by job time of {len(apps)}; {len(apps) - SUMMARY_ROWS} more not shown "
+            "(the fleet page, fleet.html, ranks them all by network cost)."
+        )
     sections: list[Section] = [
         Section(
             "Applications",
@@ -345,7 +356,7 @@ def document(
                 f"{len(apps)} application(s) read from event logs"
                 + (f"; the {len(detailed)} longest have their own sections." if len(apps) > DETAILED else ".")
             ],
-            tables=[Table(summary)],
+            tables=[Table(summary, caption)],
         )
     ]
     heads: dict[int, str] = {}
