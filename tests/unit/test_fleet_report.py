@@ -4,6 +4,7 @@ flat series is not flagged; and the change-point test on its own."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -173,3 +174,13 @@ def test_the_report_of_a_fleet_lists_its_longest_applications_and_counts_the_res
     longest = sorted((a.job_time_s for a in apps if a.job_time_s == a.job_time_s), reverse=True)[:4]
     assert list(table.df["job_s"]) == [round(x, 2) for x in longest]
     assert f"of {len(truth.apps)}; {len(truth.apps) - 4} more not shown" in table.caption
+
+
+def test_a_small_fleet_headline_gives_its_saving_in_significant_digits(tmp_path: Path) -> None:
+    """Five short applications: the headline said 'would save 0.0 core-hours (12%)'."""
+    fleet.generate(tmp_path / "f", 5, seed=0, runs=6)
+    ingest([tmp_path / "f" / "logs"], tmp_path / "f.duckdb")
+    doc = report.document_of(Store(tmp_path / "f.duckdb"), "f", tmp_path / "figures")
+    saving = next(h for h in doc.headline if "would save" in h)
+    assert "save 0.0 core-hours" not in saving and " 0.0 core-hours" not in doc.headline[0]
+    assert re.search(r"would save 0\.0\d+ core-hours \(\d+%\)", saving), saving

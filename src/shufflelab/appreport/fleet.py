@@ -334,6 +334,7 @@ def _fig_distributions(df: pd.DataFrame, path: Path) -> None:
     ax.set_xlabel("fetch wait / core time (per application)")
     ax.set_ylabel("share of applications (ECDF)")
     ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1.02)
     ax.grid(alpha=0.3)
     jt = df["job_time_s"].dropna().astype(float)
     jt = jt[jt > 0]
@@ -345,6 +346,7 @@ def _fig_distributions(df: pd.DataFrame, path: Path) -> None:
         ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())  # no overlapping minor labels
     ax.set_xlabel("job time (s, log scale)")
     ax.set_ylabel("applications")
+    ax.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))  # counts: no 0.5 application
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -372,6 +374,14 @@ def _fig_series(df: pd.DataFrame, cps: list[ChangePoint], path: Path) -> None:
     plt.close(fig)
 
 
+def _hours(x: float) -> str:
+    """Core-hours to three significant digits below 100 (a fleet of five short applications saves
+    0.0193 core-hours, not '0.0'), with thousands separators above."""
+    if not math.isfinite(x):
+        return "–"
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
 def _pct(x: float) -> str:
     return "–" if not math.isfinite(x) else f"{x:.0%}"
 
@@ -394,7 +404,7 @@ def document_of(store: Store, title: str, figures: Path) -> Document:
         "running) are counted but have no core time.",
     )
     doc.headline = [
-        f"**{core_h:,.1f} core-hours** over {len(ended)} applications with a job time; "
+        f"**{_hours(core_h)} core-hours** over {len(ended)} applications with a job time; "
         f"**{_pct(fw_h / core_h if core_h else float('nan'))} in fetch wait** (waiting for shuffle data), "
         f"{_pct(max(0.0, 1 - busy_h / core_h) if core_h else float('nan'))} with no task running "
         "(waiting for data, the scheduler or the driver: a log cannot tell which).",
@@ -499,14 +509,14 @@ def _pays_off(store: Store, df: pd.DataFrame) -> tuple[Section, str]:
             ends = [np.where(saved > 0, 1 - (1 - saved) / (1 + e), saved) for e in (lo_e, hi_e)]
             a, b = (float((ok["core_s"] * x).sum()) / 3600 for x in ends)
             lo, hi = min(a, b) / total, max(a, b) / total
-            rng = f"{lo:.0%} … {hi:.0%} ({lo * total:,.1f} … {hi * total:,.1f} core-h)"
+            rng = f"{lo:.0%} … {hi:.0%} ({_hours(lo * total)} … {_hours(hi * total)} core-h)"
             err = (
                 f"log replay's measured error {signed(100 * lo_e)}% … {signed(100 * hi_e)}% "
                 f"at k ≤ {COMPARABLE_K:g} (below)"
             )
             if not headline:
                 headline = (
-                    f"A {label} would save {core:,.1f} core-hours ({share:.0%}) by the what-if replay -- a model "
+                    f"A {label} would save {_hours(core)} core-hours ({share:.0%}) by the what-if replay -- a model "
                     f"estimate; with its error measured on the lab's interventions, {lo:.0%} … {hi:.0%}."
                 )
         else:
