@@ -172,6 +172,8 @@ SCHEMA = [
     """CREATE TABLE IF NOT EXISTS task_progress (
         run_id VARCHAR, app_index INTEGER, t_ms BIGINT, task BIGINT, stage INTEGER, executor VARCHAR,
         remote_bytes BIGINT, fetch_wait_ms BIGINT, remote_reqs_ms BIGINT)""",
+    # the group-sequential design of `run --until-decided` (shufflelab.sequential; empty otherwise)
+    "CREATE TABLE IF NOT EXISTS sequential_design (spending VARCHAR, alpha DOUBLE, first_n INTEGER, max_n INTEGER)",
     # event logs read by `shufflelab analyze` (shufflelab.eventlog.ingest)
     f"CREATE TABLE IF NOT EXISTS executors (run_id VARCHAR, app_index INTEGER DEFAULT 0, {_ddl_from(ExecutorRow)})",
     f"CREATE TABLE IF NOT EXISTS sql_executions (run_id VARCHAR, app_index INTEGER DEFAULT 0, "

@@ -199,7 +199,10 @@ def load(store: object) -> Design | None:
     tables = store.query("SELECT table_name FROM information_schema.tables")  # type: ignore[attr-defined]
     if TABLE not in set(tables["table_name"]):
         return None
-    row = store.query(f"SELECT * FROM {TABLE}").iloc[0]  # type: ignore[attr-defined]
+    rows = store.query(f"SELECT * FROM {TABLE}")  # type: ignore[attr-defined]
+    if rows.empty:
+        return None
+    row = rows.iloc[0]
     return Design(int(row["first_n"]), int(row["max_n"]), float(row["alpha"]), str(row["spending"]))
 
 

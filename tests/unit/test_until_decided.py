@@ -117,6 +117,23 @@ def test_the_report_names_the_design_and_judges_at_its_look(tmp_path: Path) -> N
     assert f"{level} CI" in md.split("## Headline")[1].split("\n## ")[0]  # the headline's interval is the look's
 
 
+def test_a_report_exported_with_its_tables_is_read_back_with_its_design(tmp_path: Path) -> None:
+    # `report --tables` exports the design with the runs; loading those tables again (rerendering a
+    # committed report, scripts/verdicts.py) refused the design's table as "not a results table"
+    import synthetic_store
+
+    from shufflelab.results import Store
+
+    db = synthetic_store.build(tmp_path / "s.duckdb", 4, slowdown=2.0)
+    sequential.save(Store(db), sequential.Design(3, 8))
+    assert "sequential_design" in Store(db).export_parquet(tmp_path / "data")
+    again = Store(tmp_path / "again.duckdb")
+    assert "sequential_design" in again.import_parquet(tmp_path / "data")
+    assert sequential.load(again) == sequential.Design(3, 8)
+    fixed = synthetic_store.build(tmp_path / "fixed.duckdb", 4, slowdown=2.0)
+    assert sequential.load(Store(fixed)) is None  # a fixed number of repetitions: the table is empty
+
+
 def test_cap_options_without_until_decided_are_refused(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
