@@ -55,7 +55,7 @@ def test_page_written_with_error_table_and_estimates(fleet_store: tuple[Path, fl
     assert html.exists() and (tmp_path / "figures" / "fleet-distributions.png").exists()
     assert "model estimate" in text and "at most" not in text.replace("'at most'", "")
     assert "DCTCP" in text and "cannot be estimated" in text
-    assert "| starvation-red | workload=small-records,apps=1,case=shared | 20 | 10 | -0.398 | -0.050 |" in text
+    assert "| starvation-red | workload=small-records,apps=1,case=shared | 20 | 6 | -0.517 | -0.343 |" in text
     assert f"{len(truth.apps)} applications" in text
 
 
