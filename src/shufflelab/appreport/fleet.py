@@ -145,7 +145,10 @@ def app_table(store: Store) -> pd.DataFrame:
         return df
     slots = df["cores"].fillna(df["executor_cores"]).astype(float)
     df["slots"] = slots
-    df["core_s"] = slots * df["job_time_s"].astype(float)
+    # an application that had not ended (killed, still running) has no core time: its "job time"
+    # ends at its last ended job while its running jobs' tasks already count (fetch wait up to 5x it)
+    ended = df["status"].astype(str) != "incomplete"
+    df["core_s"] = (slots * df["job_time_s"].astype(float)).where(ended)
     ok = df["core_s"] > 0
     df["fetch_wait_share"] = np.where(ok, df["fetch_wait_s"].astype(float) / df["core_s"].where(ok, 1), np.nan)
     idle = 1 - df["executor_run_s"].astype(float) / df["core_s"].where(ok, 1)
