@@ -30,7 +30,7 @@ from cross_traffic_cpu import _spec, start_udp  # the same seed-000 fabric and U
 from shufflelab import netplan
 from shufflelab import topology as T
 from shufflelab.emulate import netns
-from shufflelab.emulate.fabric import Fabric
+from shufflelab.emulate.fabric import NamespaceFabric
 
 PORT = 5299
 
@@ -90,13 +90,13 @@ def measure(percents: list[float], exchanges: int, gap_ms: float, small: int, la
     sp = _spec()
     net = T.build(sp)
     rows = []
-    with netns.lease() as lz, Fabric(lz, net) as fab:
+    with netns.lease() as lz, NamespaceFabric(lz, net) as fab:
         fab.configure(netplan.of(sp, fab.network))
         master = net.host_addresses["master"]
         for pct in percents:
             traffic = start_udp(fab, lz, net, pct)
             log = lz.scratch / f"server{pct}.log"
-            server = netns.Process(fab.ns["master"], [sys.executable, "-c", SERVER, master, str(PORT)], log)
+            server = netns.NamespaceProcess(fab.ns["master"], [sys.executable, "-c", SERVER, master, str(PORT)], log)
             try:
                 deadline = time.monotonic() + 10
                 while "ready" not in (log.read_text() if log.exists() else ""):

@@ -35,7 +35,7 @@ from shufflelab import netplan
 from shufflelab import spec as S
 from shufflelab import topology as T
 from shufflelab.emulate import netns
-from shufflelab.emulate.fabric import Fabric
+from shufflelab.emulate.fabric import NamespaceFabric
 from shufflelab.emulate.traffic import CrossTraffic, udp_payload_rate_bps
 
 RATE_MBPS = 100
@@ -64,7 +64,9 @@ def _spec(generator: str, pct: float) -> S.ExperimentSpec:
     )
 
 
-def _level(fab: Fabric, lz: netns.Lease, net: T.Network, generator: str, pct: float, seconds: float) -> dict[str, Any]:
+def _level(
+    fab: NamespaceFabric, lz: netns.Lease, net: T.Network, generator: str, pct: float, seconds: float
+) -> dict[str, Any]:
     sp = _spec(generator, pct)
     fab.configure(netplan.of(sp, fab.network), restart_switch=True)
     traffic = None
@@ -98,7 +100,7 @@ def _level(fab: Fabric, lz: netns.Lease, net: T.Network, generator: str, pct: fl
 def measure(seconds: float) -> list[dict[str, Any]]:
     net = T.build(_spec("iperf3", 0))
     rows = []
-    with netns.lease() as lz, Fabric(lz, net) as fab:
+    with netns.lease() as lz, NamespaceFabric(lz, net) as fab:
         rows.append(_level(fab, lz, net, "iperf3", 0, seconds))
         for pct in LEVELS:
             for gen in ("iperf3", "switch"):

@@ -40,7 +40,7 @@ from shufflelab import netplan
 from shufflelab import spec as S
 from shufflelab import topology as T
 from shufflelab.emulate import netns
-from shufflelab.emulate.fabric import Fabric
+from shufflelab.emulate.fabric import NamespaceFabric
 from shufflelab.emulate.traffic import UDP_PAYLOAD_BYTES, CrossTraffic, udp_payload_rate_bps
 
 RATE_MBPS = 100
@@ -122,7 +122,9 @@ def _spark_rate(seconds: float) -> float:
     return len(times) / sum(times)
 
 
-def start_udp(fab: Fabric, lz: netns.Lease, net: T.Network, pct: float, settle_s: float = 2.0) -> CrossTraffic | None:
+def start_udp(
+    fab: NamespaceFabric, lz: netns.Lease, net: T.Network, pct: float, settle_s: float = 2.0
+) -> CrossTraffic | None:
     """UDP at ``pct`` % of the bottleneck from ``tgen`` to ``tsink`` through the runner's own
     cross-traffic driver (server listening before the client starts, JSON result kept, so a level
     whose client did not send is seen, not averaged in); None at 0 %."""
@@ -138,7 +140,7 @@ def measure(seconds: float, percents: list[float], settle_s: float = 2.0, method
     sp = _spec()
     net = T.build(sp)
     rows = []
-    with netns.lease() as lz, Fabric(lz, net) as fab:
+    with netns.lease() as lz, NamespaceFabric(lz, net) as fab:
         fab.configure(netplan.of(sp, fab.network))
         for pct in percents:
             traffic = start_udp(fab, lz, net, pct, settle_s)

@@ -25,7 +25,7 @@ from shufflelab import netplan
 from shufflelab import spec as S
 from shufflelab import topology as T
 from shufflelab.emulate import netns
-from shufflelab.emulate.fabric import Fabric
+from shufflelab.emulate.fabric import NamespaceFabric
 from shufflelab.emulate.runner import EmulateRunner
 from shufflelab.emulate.spark import ClusterSpec, SparkCluster
 from shufflelab.results import Store
@@ -55,10 +55,10 @@ def fidelity(seconds: int) -> list[dict[str, Any]]:
         for rate in (10, 100, 1000, 5000):
             sp = _spec(rate, offloads)
             net = T.build(sp)
-            with netns.lease() as lz, Fabric(lz, net, offloads=offloads) as fab:
+            with netns.lease() as lz, NamespaceFabric(lz, net, offloads=offloads) as fab:
                 fab.configure(netplan.of(sp, fab.network))
                 dst = net.host_addresses["w2"]
-                srv = netns.Process(fab.ns["w2"], ["iperf3", "-s", "-1", "-B", dst], lz.scratch / "s.log")
+                srv = netns.NamespaceProcess(fab.ns["w2"], ["iperf3", "-s", "-1", "-B", dst], lz.scratch / "s.log")
                 time.sleep(0.5)
                 out = netns.run(
                     ["iperf3", "-c", dst, "-t", str(seconds), "-O", "1", "-J"],
@@ -85,7 +85,7 @@ def overhead() -> dict[str, Any]:
     res: dict[str, Any] = {}
     with netns.lease() as lz:
         t0 = time.monotonic()
-        fab = Fabric(lz, net)
+        fab = NamespaceFabric(lz, net)
         fab.up()
         fab.configure(netplan.of(sp, fab.network))
         res["fabric_up_s"] = round(time.monotonic() - t0, 2)

@@ -78,7 +78,9 @@ def _rtts(star: Star, count: int) -> list[float]:
 def _owds_ms(star: Star, count: int, log: Path) -> list[float]:
     """One-way delays h1 -> h2 in ms (kernel receive timestamp minus the sender's stamp; one clock)."""
     log.unlink(missing_ok=True)
-    rx = netns.Process(star.ns("h2"), [sys.executable, "-m", "shufflelab.switch.owd", "recv", "5399", str(count)], log)
+    rx = netns.NamespaceProcess(
+        star.ns("h2"), [sys.executable, "-m", "shufflelab.switch.owd", "recv", "5399", str(count)], log
+    )
     try:
         deadline = time.monotonic() + 10
         while "ready" not in (log.read_text() if log.exists() else "") and time.monotonic() < deadline:

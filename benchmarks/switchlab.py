@@ -94,11 +94,11 @@ def iperf3(star: Star, src: str, dst: str, seconds: float, args: list[str] | Non
     import secrets
     import time
 
-    from shufflelab.emulate.netns import Process
+    from shufflelab.emulate.netns import NamespaceProcess
 
     port = str(20000 + secrets.randbelow(20000))
     log = star.lease.scratch / f"iperf3-{dst}-{port}.log"
-    server = Process(star.ns(dst), ["iperf3", "-s", "-1", "-p", port], log)
+    server = NamespaceProcess(star.ns(dst), ["iperf3", "-s", "-1", "-p", port], log)
     try:
         out = ""
         for _ in range(50):  # the server needs a moment to listen

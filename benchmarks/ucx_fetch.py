@@ -45,7 +45,7 @@ from shufflelab import netplan
 from shufflelab import spec as S
 from shufflelab import topology as T
 from shufflelab.emulate import netns
-from shufflelab.emulate.fabric import Fabric
+from shufflelab.emulate.fabric import NamespaceFabric
 
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = ROOT / "benchmarks" / "ucx_fetch"
@@ -133,7 +133,7 @@ class CaseFailure(RuntimeError):
     pass
 
 
-def _wait_ready(proc: netns.Process, log: Path, timeout_s: float) -> None:
+def _wait_ready(proc: netns.NamespaceProcess, log: Path, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if any(r.get("event") == "ready" for r in _json_lines(log)):
@@ -147,7 +147,7 @@ def _wait_ready(proc: netns.Process, log: Path, timeout_s: float) -> None:
 
 
 def run_case(
-    fab: Fabric,
+    fab: NamespaceFabric,
     net: T.Network,
     scratch: Path,
     transport: str,
@@ -163,13 +163,13 @@ def run_case(
     common += ["--block-bytes", str(a.block_kb * 1024)]
     env = dict(UCX_ENV) if transport == "ucx" else {}
     tag = f"{transport}-{progress}-{port}"
-    servers: dict[str, tuple[netns.Process, Path]] = {}
-    clients: dict[str, tuple[netns.Process, Path]] = {}
+    servers: dict[str, tuple[netns.NamespaceProcess, Path]] = {}
+    clients: dict[str, tuple[netns.NamespaceProcess, Path]] = {}
     try:
         for h in MAPPERS:
             log = scratch / f"{tag}-{h}.log"
             argv = [*java, "serve", *common, "--bind", net.host_addresses[h], "--port", str(port)]
-            servers[h] = (netns.Process(fab.ns[h], argv, log, env=env), log)
+            servers[h] = (netns.NamespaceProcess(fab.ns[h], argv, log, env=env), log)
         for _h, (proc, log) in servers.items():
             _wait_ready(proc, log, timeout_s=30)
         mappers = ",".join(f"{net.host_addresses[h]}:{port}" for h in MAPPERS)
@@ -179,7 +179,7 @@ def run_case(
             log = scratch / f"{tag}-{h}.log"
             argv = [*java, "fetch", *common, "--mappers", mappers, "--in-flight", str(a.in_flight)]
             argv += ["--total-bytes", str(total), "--warmup", str(a.warmup), "--timeout-s", str(a.timeout_s)]
-            clients[h] = (netns.Process(fab.ns[h], argv, log, env=env), log)
+            clients[h] = (netns.NamespaceProcess(fab.ns[h], argv, log, env=env), log)
         fetched: dict[str, dict[str, Any]] = {}
         errors: list[str] = []
         deadline = time.monotonic() + a.timeout_s + 30
@@ -294,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     net = T.build(sp)
     rows: list[dict[str, Any]] = []
     port = BASE_PORT
-    with netns.lease() as lz, Fabric(lz, net, offloads=a.offloads) as fab:
+    with netns.lease() as lz, NamespaceFabric(lz, net, offloads=a.offloads) as fab:
         fab.configure(netplan.of(sp, fab.network))
         logs = a.logs.resolve() if a.logs else lz.scratch
         logs.mkdir(parents=True, exist_ok=True)

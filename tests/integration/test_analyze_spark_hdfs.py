@@ -20,7 +20,7 @@ from shufflelab import netplan
 from shufflelab import spec as S
 from shufflelab import topology as T
 from shufflelab.emulate import netns
-from shufflelab.emulate.fabric import Fabric
+from shufflelab.emulate.fabric import NamespaceFabric
 from shufflelab.emulate.spark import FAST_JVM_OPTS, ClusterSpec, SparkCluster
 from shufflelab.eventlog import ingest as ing
 from shufflelab.ndp import hadoop_jars, hdfs
@@ -84,7 +84,7 @@ def test_spark_engine_on_the_lab_cluster_reads_hdfs_and_equals_the_local_ingest(
     sp = S.parse(SPEC)
     net = T.build(sp)
     out = tmp_path / "tables.parquet"
-    with netns.lease() as lz, Fabric(lz, net) as fab:
+    with netns.lease() as lz, NamespaceFabric(lz, net) as fab:
         fab.configure(netplan.of(sp, fab.network))
         addr = fab.network.host_addresses
         storage = hdfs.HdfsCluster.on_fabric(

@@ -17,7 +17,7 @@ from shufflelab import netplan
 from shufflelab import spec as S
 from shufflelab import topology as T
 from shufflelab.emulate import netns
-from shufflelab.emulate.fabric import Fabric
+from shufflelab.emulate.fabric import NamespaceFabric
 
 pytestmark = pytest.mark.root
 
@@ -30,7 +30,7 @@ def test_fabric_routes_through_the_shaped_router(spec_dict: dict[str, Any]) -> N
     sp = S.parse(spec_dict)
     net = T.build(sp)
     before = set(_ours())
-    with netns.lease() as lz, Fabric(lz, net) as fab:
+    with netns.lease() as lz, NamespaceFabric(lz, net) as fab:
         fab.configure(netplan.of(sp, fab.network))
         out = netns.run(["ping", "-c", "1", "-W", "2", net.host_addresses["w2"]], ns=fab.ns["w1"])
         assert "ttl=63" in out  # one routed hop: through r, not straight across the switch
@@ -52,7 +52,7 @@ def test_fabric_routes_through_the_shaped_router(spec_dict: dict[str, Any]) -> N
 def test_live_reconfiguration(spec_dict: dict[str, Any]) -> None:
     sp = S.parse(spec_dict)
     net = T.build(sp)
-    with netns.lease() as lz, Fabric(lz, net) as fab:
+    with netns.lease() as lz, NamespaceFabric(lz, net) as fab:
         fab.configure(netplan.of(sp, fab.network))
         spec_dict["topology"]["bottleneck"] = {"rate_mbps": 7, "queue_packets": 20}
         spec_dict["tcp"] = {"congestion_control": "reno", "initcwnd": 20, "initrwnd": 30}
@@ -71,9 +71,9 @@ def test_link_fidelity_tcp_goodput(spec_dict: dict[str, Any]) -> None:
     spec_dict["topology"]["bottleneck"] = {"rate_mbps": 20}
     sp = S.parse(spec_dict)
     net = T.build(sp)
-    with netns.lease() as lz, Fabric(lz, net) as fab:
+    with netns.lease() as lz, NamespaceFabric(lz, net) as fab:
         fab.configure(netplan.of(sp, fab.network))
-        server = netns.Process(
+        server = netns.NamespaceProcess(
             fab.ns["w2"],
             ["iperf3", "-s", "-1", "-B", net.host_addresses["w2"]],
             lz.scratch / "s.log",
@@ -97,8 +97,8 @@ def test_exception_inside_fabric_removes_everything(spec_dict: dict[str, Any]) -
     net = T.build(S.parse(spec_dict))
     marker = _marker()  # a duration no other process on the machine runs
     before = set(_ours())
-    with pytest.raises(RuntimeError, match="boom"), netns.lease() as lz, Fabric(lz, net) as fab:
-        netns.Process(fab.ns["w1"], ["sleep", marker], lz.scratch / "sleep.log")
+    with pytest.raises(RuntimeError, match="boom"), netns.lease() as lz, NamespaceFabric(lz, net) as fab:
+        netns.NamespaceProcess(fab.ns["w1"], ["sleep", marker], lz.scratch / "sleep.log")
         raise RuntimeError("boom")
     assert set(_ours()) == before
     assert not subprocess.run(["pgrep", "-f", f"sleep {marker}$"], capture_output=True).stdout
@@ -112,10 +112,10 @@ def test_clean_after_sigkill(spec_dict: dict[str, Any], tmp_path: Any) -> None:
         "import json, sys, time\n"
         "from shufflelab import spec as S, topology as T\n"
         "from shufflelab.emulate import netns\n"
-        "from shufflelab.emulate.fabric import Fabric\n"
+        "from shufflelab.emulate.fabric import NamespaceFabric\n"
         f"sp = S.parse(json.loads({json.dumps(json.dumps(spec_dict))}))\n"
-        "with netns.lease() as lz, Fabric(lz, T.build(sp)) as fab:\n"
-        f"    netns.Process(fab.ns['w1'], ['sleep', '{marker}'], lz.scratch / 'x.log')\n"
+        "with netns.lease() as lz, NamespaceFabric(lz, T.build(sp)) as fab:\n"
+        f"    netns.NamespaceProcess(fab.ns['w1'], ['sleep', '{marker}'], lz.scratch / 'x.log')\n"
         "    print('ready', flush=True)\n"
         "    time.sleep(120)\n"
     )
@@ -150,7 +150,7 @@ def test_dumbbell_sends_each_direction_through_its_own_port(spec_dict: dict[str,
     net = T.build(sp)
     one = [h for h in hosts if spec_dict["hosts"][h]["rack"] == 1]
     two = [h for h in hosts if spec_dict["hosts"][h]["rack"] == 2]
-    with netns.lease() as lz, Fabric(lz, net) as fab:
+    with netns.lease() as lz, NamespaceFabric(lz, net) as fab:
         fab.configure(netplan.of(sp, fab.network), restart_switch=True)
         ports = {p.ifname: p for p in net.bottlenecks}
         before = {k: fab.counters(p).tx_packets for k, p in ports.items()}

@@ -1,5 +1,5 @@
 """Root integration: the fabric on the userspace switch (no Spark). A spec asking for delay, RED/ECN
-and DCTCP gets the switch datapath through the real :class:`Fabric`: the router's kernel stops
+and DCTCP gets the switch datapath through the real :class:`NamespaceFabric`: the router's kernel stops
 forwarding, the switch delays and marks, its telemetry carries ``marks``, and the same fabric
 moves back to the kernel datapath and again to the switch."""
 
@@ -19,7 +19,7 @@ from shufflelab import netplan
 from shufflelab import spec as S
 from shufflelab import topology as T
 from shufflelab.emulate import netns
-from shufflelab.emulate.fabric import Fabric
+from shufflelab.emulate.fabric import NamespaceFabric
 from shufflelab.emulate.telemetry import load_samples
 from shufflelab.switch import binary_path
 
@@ -51,18 +51,20 @@ def _spec(spec_dict: dict[str, Any], kind: str, link: dict[str, Any], cc: str = 
     return S.parse(spec_dict)
 
 
-def _rtts_ms(fab: Fabric, src: str, dst_ip: str, count: int = 10) -> tuple[list[float], str]:
+def _rtts_ms(fab: NamespaceFabric, src: str, dst_ip: str, count: int = 10) -> tuple[list[float], str]:
     out = netns.run(["ping", "-n", "-c", str(count), "-i", "0.05", "-W", "2", dst_ip], ns=fab.ns[src], check=False)
     return [float(x) for x in re.findall(r"time=([\d.]+) ms", out)], out
 
 
-def _sysctl(fab: Fabric, node: str, key: str) -> str:
+def _sysctl(fab: NamespaceFabric, node: str, key: str) -> str:
     return netns.run(["sysctl", "-n", key], ns=fab.ns[node]).strip()
 
 
-def _iperf(fab: Fabric, net: T.Network, src: str, dst: str, seconds: float) -> dict[str, Any]:
+def _iperf(fab: NamespaceFabric, net: T.Network, src: str, dst: str, seconds: float) -> dict[str, Any]:
     ip = net.host_addresses[dst]
-    server = netns.Process(fab.ns[dst], ["iperf3", "-s", "-1", "-B", ip], fab.lease.scratch / f"iperf-{dst}.log")
+    server = netns.NamespaceProcess(
+        fab.ns[dst], ["iperf3", "-s", "-1", "-B", ip], fab.lease.scratch / f"iperf-{dst}.log"
+    )
     try:
         time.sleep(0.5)
         out = netns.run(["iperf3", "-c", ip, "-t", str(seconds), "-J"], ns=fab.ns[src], timeout=seconds + 30)
@@ -76,7 +78,7 @@ def test_star_with_delay_red_and_dctcp_through_the_fabric(spec_dict: dict[str, A
     sp = _spec(spec_dict, "star", RED_LINK)
     assert sp.datapath() == "switch"
     net = T.build(sp)
-    with netns.lease() as lz, Fabric(lz, net) as fab:
+    with netns.lease() as lz, NamespaceFabric(lz, net) as fab:
         fab.configure(netplan.of(sp, fab.network), restart_switch=True)
         assert fab.switch is not None and fab.switch.alive()
         assert _sysctl(fab, "r", "net.ipv4.ip_forward") == "0"
@@ -118,7 +120,7 @@ def test_one_fabric_moves_between_the_datapaths(spec_dict: dict[str, Any]) -> No
     net = T.build(sp_kernel)
     assert net.structure_key() == T.build(sp_switch).structure_key()
     dst = net.host_addresses["w2"]
-    with netns.lease() as lz, Fabric(lz, net) as fab:
+    with netns.lease() as lz, NamespaceFabric(lz, net) as fab:
         fab.configure(netplan.of(sp_kernel, fab.network))
         rtts, out = _rtts_ms(fab, "w1", dst)
         assert fab.switch is None and "ttl=63" in out and statistics.median(rtts) < 2 * DELAY_MS, rtts

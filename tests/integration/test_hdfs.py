@@ -16,7 +16,7 @@ from shufflelab import spec as S
 from shufflelab import topology as T
 from shufflelab.cgroups import CPU_ROOT
 from shufflelab.emulate import netns
-from shufflelab.emulate.fabric import Fabric
+from shufflelab.emulate.fabric import NamespaceFabric
 from shufflelab.ndp import hadoop_jars, hdfs
 
 pytestmark = [
@@ -53,7 +53,7 @@ def test_hdfs_put_read_and_replicas_on_both_datanodes() -> None:
     net = T.build(sp)
     data = random.Random(7).randbytes(5 * 1024 * 1024 + 123)  # five full 1 MiB blocks and a short one
     cgroups = (CPU_ROOT / "cpu.cfs_quota_us").exists()
-    with netns.lease() as lz, Fabric(lz, net) as fab:
+    with netns.lease() as lz, NamespaceFabric(lz, net) as fab:
         fab.configure(netplan.of(sp, fab.network))
         cluster = hdfs.HdfsCluster.on_fabric(
             fab,

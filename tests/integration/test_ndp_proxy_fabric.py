@@ -23,7 +23,7 @@ from shufflelab import netplan
 from shufflelab import spec as S
 from shufflelab import topology as T
 from shufflelab.emulate import netns
-from shufflelab.emulate.fabric import Fabric
+from shufflelab.emulate.fabric import NamespaceFabric
 from shufflelab.ndp import execute as X
 from shufflelab.ndp import hadoop_jars, hdfs, hdfs_config
 from shufflelab.ndp import proxy as NP
@@ -99,7 +99,7 @@ def _pythonpath() -> str:
     return os.pathsep.join(p for p in sys.path if p)
 
 
-def _wait_listening(proc: netns.Process, timeout_s: float = 60) -> None:
+def _wait_listening(proc: netns.NamespaceProcess, timeout_s: float = 60) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -114,7 +114,7 @@ def test_ndp_proxy_pushdown_forwarding_and_hostile_plans() -> None:
     sp = S.parse(SPEC)
     net = T.build(sp)
     table = _lineitem()
-    with netns.lease() as lz, Fabric(lz, net) as fab:
+    with netns.lease() as lz, NamespaceFabric(lz, net) as fab:
         fab.configure(netplan.of(sp, fab.network))
         addr = net.host_addresses
         cluster = hdfs.HdfsCluster.on_fabric(
@@ -161,7 +161,7 @@ def test_ndp_proxy_pushdown_forwarding_and_hostile_plans() -> None:
         with cluster:
             dn_pids = {n: p.pid for n, p in cluster.daemons.items()}
             cluster.put(local, "/data/lineitem.parquet")
-            proc = netns.Process(
+            proc = netns.NamespaceProcess(
                 fab.ns["s1"],
                 [sys.executable, "-m", "shufflelab.ndp.proxy", "--listen", f"{addr['s1']}:{PROXY_PORT}",
                  "--webhdfs", f"http://{addr['nn']}:{hdfs_config.NN_HTTP_PORT}", "--workers", "1", "--max-queue", "4",

@@ -12,7 +12,7 @@ from shufflelab import netplan
 from shufflelab import spec as S
 from shufflelab import topology as T
 from shufflelab.emulate import netns, selftest
-from shufflelab.emulate.fabric import Fabric
+from shufflelab.emulate.fabric import NamespaceFabric
 
 pytestmark = [
     pytest.mark.root,
@@ -24,7 +24,7 @@ def test_selftest_flags_a_mis_shaped_port(spec_dict: dict[str, Any], tmp_path: P
     spec_dict["topology"] = {"kind": "star", "bottleneck": {"rate_mbps": 20, "queue_bytes": 100_000}}
     sp = S.parse(spec_dict)
     net = T.build(sp)
-    with netns.lease() as lz, Fabric(lz, net) as fab:
+    with netns.lease() as lz, NamespaceFabric(lz, net) as fab:
         plan = netplan.of(sp, fab.network)
         fab.configure(plan)
         links = plan.links

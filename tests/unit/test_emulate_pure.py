@@ -120,7 +120,7 @@ class _FakeSwitch:
 def test_counters_of_switch_ports_come_from_its_telemetry(spec_dict: dict[str, Any]) -> None:
     spec_dict["topology"]["bottleneck"]["delay_ms"] = 2
     net = T.build(S.parse(spec_dict))
-    fab = fabric.Fabric(_FakeLease(), net)  # type: ignore[arg-type]
+    fab = fabric.NamespaceFabric(_FakeLease(), net)  # type: ignore[arg-type]
     row: dict[str, float | str] = {
         "t": 1.0, "dev": "sw", "backlog_bytes": 3000.0, "backlog_packets": 2.0, "drops": 4.0, "sent_bytes": 9000.0,
         "sent_packets": 6.0, "overlimits": 0.0, "tx_bytes": 8000.0, "rx_bytes": 7000.0, "marks": 5.0,

@@ -6,7 +6,7 @@ a FIFO. ``switch``: the userspace switch (:mod:`shufflelab.switch`) forwards and
 ports (rate, delay, droptail or RED/ECN, DCTCP/VCC per host), the router's kernel does not forward
 (``ip_forward = 0``; it still answers ARP and ICMP for the gateway addresses) and the ports have no
 qdisc. Shaping, the datapath and TCP settings can be changed on a live fabric
-(:meth:`Fabric.configure`), so runs of different scenarios reuse one fabric and one Spark cluster
+(:meth:`NamespaceFabric.configure`), so runs of different scenarios reuse one fabric and one Spark cluster
 when only those values differ.
 """
 
@@ -84,7 +84,7 @@ def namespace_switch(lease: Lease, node: str, cfg: SwitchConfig, offloads: bool 
     return Switch(cfg, ns, str(lease.scratch), lease.scratch, run_at, launch_at, name=f"switch-{node}")
 
 
-class Fabric:
+class NamespaceFabric:
     """A live emulated network. Use as a context manager or call :meth:`up` / :meth:`down`."""
 
     def __init__(self, lease: Lease, network: Network, offloads: bool = False) -> None:
@@ -194,7 +194,7 @@ class Fabric:
         self.lease.release()
         self._up = False
 
-    def __enter__(self) -> Fabric:
+    def __enter__(self) -> NamespaceFabric:
         try:
             self.up()
         except BaseException:

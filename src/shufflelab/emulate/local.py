@@ -7,9 +7,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from shufflelab.emulate import netns
-from shufflelab.emulate.fabric import Fabric
-from shufflelab.emulate.protocols import Backend
-from shufflelab.emulate.protocols import Fabric as FabricLike
+from shufflelab.emulate.fabric import NamespaceFabric
+from shufflelab.emulate.protocols import Backend, Fabric
 from shufflelab.emulate.spark import ClusterSpec, SparkCluster
 from shufflelab.topology import Network
 
@@ -18,13 +17,13 @@ launch = netns.launch_at
 
 
 @contextlib.contextmanager
-def open_fabric(network: Network, offloads: bool) -> Iterator[Fabric]:
+def open_fabric(network: Network, offloads: bool) -> Iterator[NamespaceFabric]:
     """A fabric under a fresh lease: namespaces, links and shaping up; everything removed on exit."""
-    with netns.lease() as lease, Fabric(lease, network, offloads=offloads) as fabric:
+    with netns.lease() as lease, NamespaceFabric(lease, network, offloads=offloads) as fabric:
         yield fabric
 
 
-def new_cluster(spec: ClusterSpec, fabric: FabricLike, scratch: Path, log_dir: Path) -> SparkCluster:
+def new_cluster(spec: ClusterSpec, fabric: Fabric, scratch: Path, log_dir: Path) -> SparkCluster:
     return SparkCluster(spec, dict(fabric.places), fabric.network.host_addresses, scratch, log_dir)
 
 

@@ -236,11 +236,11 @@ def clean(force: bool = False) -> CleanReport:
 
 
 # strong references: a process object dropped by an interrupted frame must still be stopped at teardown
-_LIVE: set[Process] = set()
+_LIVE: set[NamespaceProcess] = set()
 
 
 def _kill_unregistered_children(cmdlines: tuple[list[str], ...]) -> None:
-    """Kill this process's children running one of ``cmdlines`` that no Process object owns."""
+    """Kill this process's children running one of ``cmdlines`` that no NamespaceProcess object owns."""
     owned = {p.popen.pid for p in _LIVE if getattr(p, "popen", None) is not None}
     for pid in procfs.children(os.getpid()):
         if pid in owned:
@@ -251,7 +251,7 @@ def _kill_unregistered_children(cmdlines: tuple[list[str], ...]) -> None:
                 os.killpg(pid, signal.SIGKILL)
 
 
-class Process:
+class NamespaceProcess:
     """A long-running process started inside a namespace, with its output in ``log``."""
 
     def __init__(
@@ -324,6 +324,6 @@ def run_at(argv: Sequence[str], *, place: str | None = None, check: bool = True,
     return run(argv, ns=place, check=check, timeout=timeout)
 
 
-def launch_at(place: str, argv: Sequence[str], log: Path, /, env: Mapping[str, str] | None = None) -> Process:
-    """:class:`Process` as a :class:`~shufflelab.emulate.protocols.ProcessLauncher`."""
-    return Process(place, argv, log, env=env)
+def launch_at(place: str, argv: Sequence[str], log: Path, /, env: Mapping[str, str] | None = None) -> NamespaceProcess:
+    """:class:`NamespaceProcess` as a :class:`~shufflelab.emulate.protocols.ProcessLauncher`."""
+    return NamespaceProcess(place, argv, log, env=env)

@@ -1,11 +1,13 @@
 """The seams between the runner and the machines it runs on: commands, processes, fabric, cluster.
 
 The runner and its workload drivers (:mod:`shufflelab.emulate.drivers`) reach the machines only
-through these. Today's implementation is the local one (:mod:`shufflelab.emulate.local`: network
-namespaces on this machine, :class:`~shufflelab.emulate.fabric.Fabric`,
-:class:`~shufflelab.emulate.spark.SparkCluster`); a backend on real hosts is a second
-implementation of :class:`Fabric` and :class:`Cluster`, and ``tests/fakes.py`` a third (the
-runner's control logic tested without root).
+through these. Three implementations, none named as the protocol it implements:
+
+- local, network namespaces on this machine (:mod:`shufflelab.emulate.local`):
+  ``fabric.NamespaceFabric``, ``spark.SparkCluster``, ``netns.NamespaceProcess``;
+- SSH, real hosts (:mod:`shufflelab.hosts`): ``HostsFabric``, ``HostsCluster``, ``SshProcess``;
+- ``tests/fakes.py`` (the runner's control logic tested without root): ``FakeFabric``,
+  ``FakeCluster``, ``FakeProcess``.
 
 A *place* is where the commands of one of the fabric's hosts run: a network namespace here, a
 host's address on real hosts. The runner never looks inside it; it hands it back to the backend's
@@ -73,7 +75,7 @@ class Lease(Protocol):
 
 
 class Fabric(Protocol):
-    """A live emulated network (see :class:`shufflelab.emulate.fabric.Fabric`)."""
+    """A live emulated network (see :class:`shufflelab.emulate.fabric.NamespaceFabric`)."""
 
     @property
     def network(self) -> Network: ...

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from shufflelab import jvm, listener, procfs
 from shufflelab import sparkconf as sc
 from shufflelab.emulate import cds, netns
-from shufflelab.emulate.netns import Process
+from shufflelab.emulate.netns import NamespaceProcess
 from shufflelab.spec import ExperimentSpec
 
 MASTER_PORT = 7077
@@ -34,7 +34,7 @@ class ClusterError(RuntimeError):
 
 
 class Daemon(Protocol):
-    """A process of the cluster: :class:`netns.Process` here, an SSH-started one on real hosts."""
+    """A process of the cluster: :class:`netns.NamespaceProcess` here, an SSH-started one on real hosts."""
 
     log: Path
 
@@ -151,7 +151,7 @@ class SparkCluster:
 
     def _spawn(self, host: str, argv: list[str], log: Path, env: dict[str, str]) -> Daemon:
         """Start one of the cluster's processes on ``host`` (a daemon or a driver)."""
-        return Process(self.ns[host], argv, log, env=env)
+        return NamespaceProcess(self.ns[host], argv, log, env=env)
 
     def _command(self, host: str, argv: list[str]) -> str:
         """A short command on ``host``; its stdout (empty when it fails)."""
@@ -321,7 +321,7 @@ class SparkCluster:
         m = self.spec.master
         env = self._env(m)
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-        return Process(
+        return NamespaceProcess(
             self.ns[m],
             [sys.executable, "-m", "shufflelab.workloads.driver", str(request_path)],
             log,

@@ -95,7 +95,7 @@ class Every:
 
 
 class ProcessJob:
-    """A process (``poll()`` / ``stop(grace_s=...)``, as ``netns.Process``) as a Job."""
+    """A process (``poll()`` / ``stop(grace_s=...)``, as ``netns.NamespaceProcess``) as a Job."""
 
     def __init__(self, proc: _Process) -> None:
         self.proc = proc

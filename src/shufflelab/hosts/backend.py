@@ -20,8 +20,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from shufflelab.emulate.protocols import Backend
-from shufflelab.emulate.protocols import Fabric as FabricLike
+from shufflelab.emulate.protocols import Backend, Fabric
 from shufflelab.emulate.spark import ClusterSpec
 from shufflelab.hosts import lease
 from shufflelab.hosts.cluster import HostsCluster
@@ -126,7 +125,7 @@ class HostsBackend:
         self.loop.call(start())
         return proc
 
-    def new_cluster(self, spec: ClusterSpec, fabric: FabricLike, scratch: Path, log_dir: Path) -> HostsCluster:
+    def new_cluster(self, spec: ClusterSpec, fabric: Fabric, scratch: Path, log_dir: Path) -> HostsCluster:
         assert isinstance(fabric, HostsFabric)
         return HostsCluster(spec, fabric, self, log_dir)
 

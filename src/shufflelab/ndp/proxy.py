@@ -1,6 +1,6 @@
 """The NDP proxy: a service in front of WebHDFS on each storage (DataNode) host.
 
-Run it inside the storage host's namespace (with :class:`~shufflelab.emulate.netns.Process`)::
+Run it inside the storage host's namespace (with :class:`~shufflelab.emulate.netns.NamespaceProcess`)::
 
     python -m shufflelab.ndp.proxy --listen 10.0.0.2:9880 --webhdfs http://10.0.0.1:9870 [--workers N] [--max-queue M]
 
