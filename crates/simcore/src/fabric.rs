@@ -59,11 +59,28 @@ pub enum Sizes {
     },
 }
 
+/// An explicit traffic matrix: fetch i moves `bytes[i]` from host `src[i]` to host `dst[i]`
+/// (columns of equal length). Every destination host runs one fetching task that requests its
+/// rows, in a seeded random order, through the shuffle's fetch window.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+pub struct Matrix {
+    pub src: Vec<u32>,
+    pub dst: Vec<u32>,
+    pub bytes: Vec<f64>,
+}
+
+/// The workload: an all-to-all (`maps` × `reducers` blocks of `sizes`) or a `matrix`.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 pub struct Shuffle {
+    #[serde(default)]
     pub maps: u32,
+    #[serde(default)]
     pub reducers: u32,
-    pub sizes: Sizes,
+    #[serde(default)]
+    pub sizes: Option<Sizes>,
+    /// An explicit traffic matrix instead of the all-to-all (then no maps, reducers or sizes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matrix: Option<Matrix>,
     #[serde(default = "unbounded_reqs")]
     pub max_reqs_in_flight: u32,
     #[serde(default = "spark_bytes_in_flight")]
@@ -207,13 +224,45 @@ pub struct FabricResult {
 impl FabricConfig {
     pub fn validate(&self) -> Result<(), String> {
         let s = &self.shuffle;
-        if s.maps == 0 || s.reducers == 0 {
-            return Err("shuffle: maps and reducers must be > 0".into());
-        }
-        if s.maps as u64 * s.reducers as u64 > MAX_FETCHES {
-            return Err(format!(
-                "shuffle: maps × reducers exceeds {MAX_FETCHES} fetches"
-            ));
+        let size_ok = |b: f64| b.is_finite() && b > 0.0 && b <= 1e15;
+        if let Some(m) = &s.matrix {
+            if s.maps != 0 || s.reducers != 0 || s.sizes.is_some() {
+                return Err(
+                    "shuffle: a matrix replaces maps, reducers and sizes (give one or the other)"
+                        .into(),
+                );
+            }
+            if m.src.len() != m.dst.len() || m.src.len() != m.bytes.len() {
+                return Err("shuffle.matrix: src, dst and bytes must have the same length".into());
+            }
+            if m.src.is_empty() || m.src.len() as u64 > MAX_FETCHES {
+                return Err(format!(
+                    "shuffle.matrix: between 1 and {MAX_FETCHES} fetches"
+                ));
+            }
+            for i in 0..m.src.len() {
+                if m.src[i] == m.dst[i] {
+                    return Err(format!(
+                        "shuffle.matrix[{i}]: src and dst are the same host ({})",
+                        m.src[i]
+                    ));
+                }
+                if !size_ok(m.bytes[i]) {
+                    return Err(format!(
+                        "shuffle.matrix[{i}]: bytes must be in (0, 1e15], got {}",
+                        m.bytes[i]
+                    ));
+                }
+            }
+        } else {
+            if s.maps == 0 || s.reducers == 0 {
+                return Err("shuffle: maps and reducers must be > 0".into());
+            }
+            if s.maps as u64 * s.reducers as u64 > MAX_FETCHES {
+                return Err(format!(
+                    "shuffle: maps × reducers exceeds {MAX_FETCHES} fetches"
+                ));
+            }
         }
         if s.max_reqs_in_flight == 0
             || !(s.max_bytes_in_flight.is_finite() && s.max_bytes_in_flight > 0.0)
@@ -223,17 +272,17 @@ impl FabricConfig {
         if !(s.start_s.is_finite() && s.start_s >= 0.0) {
             return Err("shuffle: start_s must be >= 0".into());
         }
-        let size_ok = |b: f64| b.is_finite() && b > 0.0 && b <= 1e15;
         match &s.sizes {
-            Sizes::Constant { bytes } if !size_ok(*bytes) => {
+            None if s.matrix.is_none() => return Err("shuffle: sizes (or a matrix) needed".into()),
+            Some(Sizes::Constant { bytes }) if !size_ok(*bytes) => {
                 return Err("shuffle.sizes: bytes must be in (0, 1e15]".into())
             }
-            Sizes::Lognormal { mean_bytes, sigma }
+            Some(Sizes::Lognormal { mean_bytes, sigma })
                 if !(size_ok(*mean_bytes) && sigma.is_finite() && (0.0..=5.0).contains(sigma)) =>
             {
                 return Err("shuffle.sizes: mean_bytes in (0, 1e15], sigma in [0, 5]".into())
             }
-            Sizes::Empirical { bytes }
+            Some(Sizes::Empirical { bytes })
                 if bytes.is_empty() || !bytes.iter().all(|&b| size_ok(b)) =>
             {
                 return Err("shuffle.sizes: a non-empty list of sizes in (0, 1e15]".into())
@@ -395,6 +444,8 @@ struct Sim<'a> {
     /// Trace index per (reducer, map) key, and the fetch whose delivery is issuing requests now.
     trace_index: std::collections::HashMap<u64, u32>,
     releasing: u32,
+    /// With a matrix: the rows each reducer (destination host) fetches.
+    rows: Vec<Vec<u32>>,
 }
 
 /// Host of task `i` of `n` spread evenly over `hosts` (⌊i·H/n⌋: every host when n ≥ H, hosts
@@ -411,19 +462,29 @@ impl<'a> Sim<'a> {
     fn sizes_for(&self, r: u32) -> Vec<(u32, f64)> {
         let s = &self.cfg.shuffle;
         let mut rng = ChaCha8Rng::seed_from_u64(self.cfg.seed ^ (0xA5A5_0000_0000 + r as u64));
-        let mut draw = || -> f64 {
-            match &s.sizes {
-                Sizes::Constant { bytes } => *bytes,
-                Sizes::Lognormal { mean_bytes, sigma } => {
-                    let mu = mean_bytes.ln() - sigma * sigma / 2.0;
-                    let (u1, u2): (f64, f64) = (rng.random(), rng.random());
-                    let z = (-2.0 * (1.0 - u1).ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
-                    (mu + sigma * z).exp().clamp(1.0, 1e15)
-                }
-                Sizes::Empirical { bytes } => bytes[rng.random_range(0..bytes.len())],
+        let mut v: Vec<(u32, f64)> = match (&s.matrix, &s.sizes) {
+            (Some(m), _) => self.rows[r as usize]
+                .iter()
+                .map(|&i| (i, m.bytes[i as usize]))
+                .collect(),
+            (None, Some(sizes)) => {
+                let mut draw = || -> f64 {
+                    match sizes {
+                        Sizes::Constant { bytes } => *bytes,
+                        Sizes::Lognormal { mean_bytes, sigma } => {
+                            let mu = mean_bytes.ln() - sigma * sigma / 2.0;
+                            let (u1, u2): (f64, f64) = (rng.random(), rng.random());
+                            let z = (-2.0 * (1.0 - u1).ln()).sqrt()
+                                * (std::f64::consts::TAU * u2).cos();
+                            (mu + sigma * z).exp().clamp(1.0, 1e15)
+                        }
+                        Sizes::Empirical { bytes } => bytes[rng.random_range(0..bytes.len())],
+                    }
+                };
+                (0..s.maps).map(|m| (m, draw())).collect()
             }
+            (None, None) => Vec::new(),
         };
-        let mut v: Vec<(u32, f64)> = (0..s.maps).map(|m| (m, draw())).collect();
         // Fisher-Yates with the same stream: the request order
         for i in (1..v.len()).rev() {
             let j = rng.random_range(0..=i);
@@ -433,8 +494,20 @@ impl<'a> Sim<'a> {
         v
     }
 
+    /// The host block `m` is on: map task m's, or row m's source with a matrix.
     fn map_host(&self, m: u32) -> u32 {
-        spread(m, self.cfg.shuffle.maps, self.topo.hosts.len() as u32)
+        match &self.cfg.shuffle.matrix {
+            Some(mx) => mx.src[m as usize],
+            None => spread(m, self.cfg.shuffle.maps, self.topo.hosts.len() as u32),
+        }
+    }
+
+    /// A fetch's key (its ECMP hash and trace entry): reducer × maps + map, or the matrix row.
+    fn key(&self, r: u32, m: u32) -> u64 {
+        match self.cfg.shuffle.matrix {
+            Some(_) => m as u64,
+            None => r as u64 * self.cfg.shuffle.maps as u64 + m as u64,
+        }
     }
 
     /// The capacity the solver shares on link `l`: its nominal × the TCP efficiency, less UDP.
@@ -458,8 +531,8 @@ impl<'a> Sim<'a> {
     fn start_reducer(&mut self, r: u32) {
         let todo = self.sizes_for(r);
         let red = &mut self.reducers[r as usize];
+        red.outstanding = todo.len() as u32;
         red.todo = todo;
-        red.outstanding = self.cfg.shuffle.maps;
         let host = red.host;
         // local blocks are read at once, off the network
         let local: Vec<usize> = (0..self.reducers[r as usize].todo.len())
@@ -491,7 +564,7 @@ impl<'a> Sim<'a> {
             red.todo.pop();
             red.reqs += 1;
             red.bytes_in_flight += bytes;
-            let key = r as u64 * s.maps as u64 + m as u64;
+            let key = self.key(r, m);
             let (src, dst) = (self.map_host(m), self.reducers[r as usize].host);
             let delay = match self.has_delay {
                 true => self
@@ -593,7 +666,7 @@ impl<'a> Sim<'a> {
                 after,
             } => {
                 let (src, dst) = (self.map_host(m), self.reducers[r as usize].host);
-                let key = r as u64 * self.cfg.shuffle.maps as u64 + m as u64;
+                let key = self.key(r, m);
                 let (ideal, delay) = match self.topo.route(src, dst, key) {
                     Some(p) => {
                         let slowest = p
@@ -651,7 +724,7 @@ impl<'a> Sim<'a> {
                 red.bytes_in_flight -= bytes;
                 red.outstanding -= 1;
                 // the requests this delivery releases follow it (the packet mode keeps the loop)
-                let key = r as u64 * self.cfg.shuffle.maps as u64 + m as u64;
+                let key = self.key(r, m);
                 self.releasing = self.trace_index.get(&key).copied().unwrap_or(u32::MAX);
                 self.issue(r);
                 self.releasing = u32::MAX;
@@ -873,9 +946,32 @@ pub fn run_fabric(cfg: &FabricConfig) -> Result<FabricResult, String> {
     let usable: Vec<f64> = (0..n_links)
         .map(|l| tcp.usable(l as u32, nominal[l]))
         .collect();
-    let reducers = (0..cfg.shuffle.reducers)
-        .map(|r| Reducer {
-            host: spread(r, cfg.shuffle.reducers, h),
+    // with a matrix, one reducer per destination host (in host order) fetching its rows
+    let (hosts, rows): (Vec<u32>, Vec<Vec<u32>>) = match &cfg.shuffle.matrix {
+        Some(m) => {
+            let mut by_dst: std::collections::BTreeMap<u32, Vec<u32>> = Default::default();
+            for (i, (&s, &d)) in m.src.iter().zip(&m.dst).enumerate() {
+                if s >= h || d >= h {
+                    return Err(format!(
+                        "shuffle.matrix[{i}]: src {s} and dst {d} must be hosts in [0, {h})"
+                    ));
+                }
+                by_dst.entry(d).or_default().push(i as u32);
+            }
+            by_dst.into_iter().unzip()
+        }
+        None => (
+            (0..cfg.shuffle.reducers)
+                .map(|r| spread(r, cfg.shuffle.reducers, h))
+                .collect(),
+            Vec::new(),
+        ),
+    };
+    let n_reducers = hosts.len();
+    let reducers = hosts
+        .into_iter()
+        .map(|host| Reducer {
+            host,
             todo: Vec::new(),
             reqs: 0,
             bytes_in_flight: 0.0,
@@ -894,7 +990,7 @@ pub fn run_fabric(cfg: &FabricConfig) -> Result<FabricResult, String> {
         reducers,
         waiting: vec![Default::default(); h as usize],
         running: vec![0; h as usize],
-        reducer_finish: vec![f64::NAN; cfg.shuffle.reducers as usize],
+        reducer_finish: vec![f64::NAN; n_reducers],
         reducers_done: 0,
         has_delay: topo.links.iter().any(|l| l.delay_s > 0.0),
         nominal,
@@ -922,6 +1018,7 @@ pub fn run_fabric(cfg: &FabricConfig) -> Result<FabricResult, String> {
         saturated: vec![false; n_links],
         trace_index: Default::default(),
         releasing: u32::MAX,
+        rows,
         topo,
     };
     sim.push(cfg.shuffle.start_s, Ev::ShuffleStart);
@@ -1061,7 +1158,8 @@ mod tests {
             shuffle: Shuffle {
                 maps,
                 reducers,
-                sizes,
+                sizes: Some(sizes),
+                matrix: None,
                 max_reqs_in_flight: unbounded_reqs(),
                 max_bytes_in_flight: 1e15,
                 start_s: 0.0,
@@ -1261,6 +1359,111 @@ mod tests {
         let r = run_fabric(&cfg).unwrap();
         assert!(r.shuffle_completion_s.is_none());
         assert!(r.stranded_flows > 0);
+    }
+
+    /// The all-to-all's remote fetches of `cfg` as an explicit matrix (every ordered pair of
+    /// distinct map and reducer hosts, `bytes` each).
+    fn as_matrix(mut cfg: FabricConfig, hosts: u32, bytes: f64) -> FabricConfig {
+        let (mut src, mut dst) = (Vec::new(), Vec::new());
+        for d in 0..hosts {
+            for s in 0..hosts {
+                if s != d {
+                    src.push(s);
+                    dst.push(d);
+                }
+            }
+        }
+        let n = src.len();
+        cfg.shuffle.matrix = Some(Matrix {
+            src,
+            dst,
+            bytes: vec![bytes; n],
+        });
+        (cfg.shuffle.maps, cfg.shuffle.reducers, cfg.shuffle.sizes) = (0, 0, None);
+        cfg
+    }
+
+    #[test]
+    fn a_matrix_of_the_all_to_all_fetches_runs_as_the_all_to_all() {
+        let cfg = config(
+            leaf_spine(2, 3, 1, 10.0, 15.0),
+            6,
+            6,
+            Sizes::Constant { bytes: 40.0 },
+        );
+        let a = run_fabric(&cfg).unwrap();
+        let m = run_fabric(&as_matrix(cfg, 6, 40.0)).unwrap();
+        assert_eq!(m.remote_fetches, a.remote_fetches);
+        assert_eq!(m.local_fetches, 0);
+        assert!(close(m.remote_bytes, 30.0 * 40.0));
+        assert!(close(
+            m.shuffle_completion_s.unwrap(),
+            a.shuffle_completion_s.unwrap()
+        ));
+        assert_eq!(m.reducer_finish_s.len(), 6);
+    }
+
+    #[test]
+    fn a_matrix_fetches_only_its_rows_through_the_window() {
+        // host 0 fetches 3 blocks of 20 B from hosts 1-3, one request at a time; host 2 one of
+        // 10 B from host 3 (sharing host 3's uplink with host 0's fetch while both run)
+        let mut cfg = config(
+            leaf_spine(1, 4, 1, 10.0, 10.0),
+            1,
+            1,
+            Sizes::Constant { bytes: 1.0 },
+        );
+        cfg.shuffle.matrix = Some(Matrix {
+            src: vec![1, 2, 3, 3],
+            dst: vec![0, 0, 0, 2],
+            bytes: vec![20.0, 20.0, 20.0, 10.0],
+        });
+        (cfg.shuffle.maps, cfg.shuffle.reducers, cfg.shuffle.sizes) = (0, 0, None);
+        cfg.shuffle.max_reqs_in_flight = 1;
+        let r = run_fabric(&cfg).unwrap();
+        assert_eq!((r.remote_fetches, r.local_fetches), (4, 0));
+        assert!(close(r.remote_bytes, 70.0));
+        assert_eq!(
+            r.reducer_finish_s.len(),
+            2,
+            "one reducer per destination host"
+        );
+        let t = r.shuffle_completion_s.unwrap();
+        assert!(
+            (6.0..=7.0 + 1e-9).contains(&t),
+            "three 2 s fetches in turn, {t}"
+        );
+        let up = r.tiers.iter().find(|t| t.name == "host→leaf").unwrap();
+        assert!(close(up.carried_bytes, 70.0));
+    }
+
+    #[test]
+    fn bad_matrices_name_the_row() {
+        let mut cfg = config(
+            leaf_spine(1, 4, 1, 10.0, 10.0),
+            1,
+            1,
+            Sizes::Constant { bytes: 1.0 },
+        );
+        cfg.shuffle.matrix = Some(Matrix {
+            src: vec![1, 2],
+            dst: vec![0, 2],
+            bytes: vec![1.0, 1.0],
+        });
+        assert!(run_fabric(&cfg).unwrap_err().contains("replaces maps"));
+        (cfg.shuffle.maps, cfg.shuffle.reducers, cfg.shuffle.sizes) = (0, 0, None);
+        assert!(run_fabric(&cfg)
+            .unwrap_err()
+            .contains("matrix[1]: src and dst"));
+        cfg.shuffle.matrix.as_mut().unwrap().dst[1] = 9;
+        assert!(run_fabric(&cfg)
+            .unwrap_err()
+            .contains("matrix[1]: src 2 and dst 9"));
+        cfg.shuffle.matrix.as_mut().unwrap().dst[1] = 3;
+        cfg.shuffle.matrix.as_mut().unwrap().bytes[0] = 0.0;
+        assert!(run_fabric(&cfg).unwrap_err().contains("matrix[0]: bytes"));
+        cfg.shuffle.matrix.as_mut().unwrap().bytes.pop();
+        assert!(run_fabric(&cfg).unwrap_err().contains("same length"));
     }
 
     #[test]

@@ -29,7 +29,8 @@ fn swap(bytes: f64) -> FabricConfig {
         shuffle: Shuffle {
             maps: 2,
             reducers: 2,
-            sizes: Sizes::Constant { bytes },
+            sizes: Some(Sizes::Constant { bytes }),
+            matrix: None,
             max_reqs_in_flight: 1,
             max_bytes_in_flight: 1e15,
             start_s: 0.0,

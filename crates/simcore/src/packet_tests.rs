@@ -230,3 +230,33 @@ fn an_all_to_all_counts_a_fetch_limited_at_two_links_once() {
     let (mean, _) = mean_fct(&cfg);
     assert!((mean - 0.587).abs() / 0.587 < 0.10, "{mean}");
 }
+
+#[test]
+fn an_incast_given_as_a_matrix_is_re_timed_like_the_all_to_all_one() {
+    // the 16-sender incast of the validation, once as maps -> one reducer, once as 16 matrix rows
+    let maps = incast("dctcp", 16, "packet");
+    let mut rows = maps.clone();
+    let hosts: Vec<u32> = (1..=16u32)
+        .map(|m| crate::fabric::spread(m, 17, 40))
+        .collect();
+    rows.shuffle.matrix = Some(crate::fabric::Matrix {
+        src: hosts,
+        dst: vec![0; 16],
+        bytes: vec![1e6; 16],
+    });
+    (rows.shuffle.maps, rows.shuffle.reducers, rows.shuffle.sizes) = (0, 0, None);
+    let a = run_fabric(&maps).unwrap();
+    let b = run_fabric(&rows).unwrap();
+    let pa = a.packet.as_ref().unwrap();
+    let pb = b.packet.as_ref().unwrap();
+    assert_eq!(b.remote_fetches, 16);
+    assert_eq!(pa.links_simulated, pb.links_simulated);
+    // the same flows; only the request order (a seeded shuffle of other lists) differs
+    let (ta, tb) = (
+        a.shuffle_completion_s.unwrap(),
+        b.shuffle_completion_s.unwrap(),
+    );
+    assert!((tb / ta - 1.0).abs() < 0.05, "matrix {tb} vs maps {ta}");
+    let again = run_fabric(&rows).unwrap();
+    assert_eq!(again.shuffle_completion_s, b.shuffle_completion_s, "seeded");
+}
