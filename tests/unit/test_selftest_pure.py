@@ -123,3 +123,39 @@ def test_report_line_sets_apart_checks_made_against_another_scenarios_rate(spec_
     assert line is not None and "within tolerance" not in line
     assert "2 of 4 runs" in line and "another scenario's" in line and "deviated" not in line
     assert "measured on their own link, is 0.99-0.99 of its rate" in line  # 950 of 1000, 95 of 100
+
+
+def test_streams_fill_a_port_that_drops_below_its_bdp() -> None:
+    # seed 000 on the switch: 100 Mbit/s, 10 ms round trip (BDP 125 kB), non-ECT drops from 30 kB
+    shallow = S.Link(rate_mbps=100, queue_bytes=250_000, delay_ms=5, discipline="red",
+                     red={"min_bytes": 30_000, "max_bytes": 30_000, "max_p": 1.0, "ecn": True})  # fmt: skip
+    assert selftest.streams(shallow) == 5
+    assert selftest.streams(S.Link(rate_mbps=100, queue_bytes=250_000, delay_ms=5)) == 1  # a BDP and more
+    assert selftest.streams(S.Link(rate_mbps=1000)) == 1  # no delay: the queue holds the round trip
+    assert selftest.streams(S.Link(rate_mbps=10_000, queue_packets=10, delay_ms=50)) == selftest.MAX_STREAMS
+
+
+def test_the_probe_runs_the_streams_its_port_needs(tmp_path: Path) -> None:
+    net = _Fabric.network
+    shallow = S.Link(rate_mbps=100, queue_bytes=250_000, delay_ms=5, discipline="red",
+                     red={"min_bytes": 30_000, "max_bytes": 30_000, "max_p": 1.0, "ecn": True})  # fmt: skip
+    seen: list[list[str]] = []
+
+    def run(argv: Any, *, place: str | None = None, check: bool = True, timeout: float = 60) -> str:
+        seen.append(list(argv))
+        if argv[0] == "ping":
+            return "rtt min/avg/max/mdev = 10.1/10.1/10.1/0.0 ms\n"
+        if argv[0] == "ss":
+            return f"LISTEN 0 5 0.0.0.0:{selftest.IPERF_PORT}"
+        return json.dumps({"end": {"sum_received": {"bits_per_second": 94e6}}})
+
+    class _Proc:
+        def stop(self, grace_s: float = 1) -> None:
+            pass
+
+    places = {h: h for h in net.host_addresses}
+    links = {p.ifname: shallow for p in net.bottlenecks}
+    checks = selftest.check(places, net, tmp_path, links, run=run, launch=lambda *a, **k: _Proc())
+    clients = [a for a in seen if a[0] == "iperf3"]
+    assert clients and all(a[a.index("-P") + 1] == "5" for a in clients)
+    assert all(c.ok for c in checks)

@@ -3,7 +3,9 @@
 Before the runs of a configuration, each bottleneck port is measured once: a short iperf3 TCP
 transfer through it (goodput over the configured rate, with the TCP/IP/Ethernet payload share
 ``1448/1514`` taken out so that a perfect link reads 1.0) and a few pings across it (RTT vs the
-configured delays). A port outside the tolerances is reported; with ``telemetry.selftest =
+configured delays). The transfer has as many parallel streams as the port's drop threshold needs
+to be filled (:func:`streams`): one loss-based flow cannot keep a link busy whose queue drops at a
+fraction of the bandwidth-delay product, which is a property of the queue, not a fault of the box. A port outside the tolerances is reported; with ``telemetry.selftest =
 "refuse"`` the runs of that configuration are not started (each is recorded as failed with the
 reason), with ``"warn"`` they run and the report says so. Why: a link that silently delivers 60 %
 of its rate (a CPU-starved switch, a mistyped qdisc left behind, offloads turned back on) turns
@@ -13,6 +15,7 @@ every conclusion about the network into noise.
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -74,6 +77,27 @@ def _ping_ms(run: CommandRunner, place: str, dst_ip: str) -> float | None:
     return float(m.group(1)) if m else None
 
 
+MAX_STREAMS = 8
+
+
+def streams(link: Link) -> int:
+    """Parallel TCP streams that fill ``link``: ``ceil(BDP / drop threshold)``, 1 to
+    :data:`MAX_STREAMS`. The threshold is RED's lower one (``min_bytes``: non-ECT packets are dropped
+    from there) or the queue limit; the BDP is the rate times the configured round trip. A loss-based
+    flow's window falls to about half after each drop, so one flow fills the link only when the queue
+    holds about a BDP; N flows that lose packets at different times need about 1/N of it. Pure."""
+    if link.discipline == "red" and link.red is not None:
+        threshold: float | None = link.red.min_bytes
+    else:
+        threshold = link.effective_queue_bytes()
+        if threshold is None and link.queue_packets is not None:
+            threshold = link.queue_packets * 1514
+    bdp = link.rate_mbps * 1e6 / 8 * (2 * link.delay_ms / 1e3)
+    if not threshold or bdp <= threshold:
+        return 1
+    return min(MAX_STREAMS, math.ceil(bdp / threshold))
+
+
 def _goodput_mbps(
     run: CommandRunner,
     launch: ProcessLauncher,
@@ -83,6 +107,7 @@ def _goodput_mbps(
     dst_ip: str,
     seconds: float,
     log_dir: Any,
+    parallel: int = 1,
 ) -> float:
     server = launch(places[dst], ["iperf3", "-s", "-1", "-B", dst_ip, "-p", str(IPERF_PORT)],
                     log_dir / f"selftest-{dst}-server.log")  # fmt: skip
@@ -94,7 +119,8 @@ def _goodput_mbps(
                 break
             time.sleep(0.05)
         out = run(
-            ["iperf3", "-c", dst_ip, "-p", str(IPERF_PORT), "-t", f"{seconds:g}", "-O", "0.5", "-J"],
+            ["iperf3", "-c", dst_ip, "-p", str(IPERF_PORT), "-t", f"{seconds:g}", "-O", "0.5", "-J"]
+            + (["-P", str(parallel)] if parallel > 1 else []),
             place=places[src],
             check=False,
             timeout=seconds + 20,
@@ -142,7 +168,7 @@ def check(
         goodput = ratio = rtt = None
         try:
             rtt = _ping_ms(run, fabric_ns[src], dst_ip)
-            goodput = _goodput_mbps(run, launch, fabric_ns, src, dst, dst_ip, seconds, log_dir)
+            goodput = _goodput_mbps(run, launch, fabric_ns, src, dst, dst_ip, seconds, log_dir, streams(link))
             ratio = goodput / (link.rate_mbps * PAYLOAD_SHARE)
         except (RuntimeError, netns.CommandError, ValueError, OSError) as exc:
             problem = f"measurement failed: {exc}"
