@@ -28,7 +28,9 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::fabric::Mode;
 use crate::maxmin::Recompute;
+use crate::packet::PacketSummary;
 pub use crate::summary::{FctBucket, Heatmap, TierResult};
 use crate::tcpmodel::{LinkCorrection, TcpModel};
 use crate::topology::TopologySpec;
@@ -116,6 +118,11 @@ pub struct AppsConfig {
     /// correction from the packet-level probe ([`crate::tcpmodel`]). Absent: pure max-min.
     #[serde(default)]
     pub tcp: Option<TcpModel>,
+    /// `packet`: the max-min schedule's fetches re-timed at packet level per saturated link
+    /// (as the fabric's `mode`), each task's fetch phase replaced by its packet-level one and
+    /// the applications' stage DAGs replayed with them. Needs `tcp`.
+    #[serde(default)]
+    pub mode: Mode,
 }
 fn one() -> u32 {
     1
@@ -180,6 +187,9 @@ pub struct AppsResult {
     /// The probe's correction per link class (with a `tcp` model only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tcp_links: Option<Vec<LinkCorrection>>,
+    /// The packet-level pass (`mode = "packet"` only; absent: the max-min mode produced this).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub packet: Option<PacketSummary>,
 }
 
 impl AppsConfig {
@@ -190,6 +200,12 @@ impl AppsConfig {
         }
         if let Some(t) = &self.tcp {
             t.validate()?;
+        }
+        if self.mode == Mode::Packet && self.tcp.is_none() {
+            return Err(
+                "mode: 'packet' needs a tcp model (the congestion control and the queues to simulate)"
+                    .into(),
+            );
         }
         if self.cores_per_host == 0 || self.max_reqs_in_flight == 0 {
             return Err("cores_per_host and max_reqs_in_flight must be > 0".into());

@@ -1,16 +1,26 @@
 //! The event loop of [`super`]: applications, stages, tasks on cores, fetches as max-min flows.
+//!
+//! Mode `packet` (as the fabric's, [`crate::packet`]): the max-min run traces every remote fetch
+//! (its request, its data's start, its bytes, its ECMP path; initial-window blocks included) and
+//! the links the schedule saturated; the per-link packet-level pass re-times each fetch; a task's
+//! fetch phase becomes its fetches' latest packet-level delivery less its start in the max-min
+//! run; then the same loop replays the applications (stages, barriers, cores, FIFO between
+//! applications) with those fixed fetch phases and no network. So the fetches' start times are the
+//! max-min schedule's (a task that waits longer at packet level does not move the traffic of the
+//! tasks after it), and tiers and heat maps are the max-min run's.
 
 use std::collections::VecDeque;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::{AppResult, AppsConfig, AppsResult, Arrival, Placement, StageResult};
+use super::{AppResult, AppsConfig, AppsResult, Arrival, Mode, Placement, StageResult};
 use crate::completions::Completions;
 use crate::fluid::{Engine, Events, Progress};
 use crate::maxmin::MaxMin;
+use crate::packet::{refine, PacketSummary, Traced};
 use crate::summary::{fct_buckets, heatmap, tier_results, LinkMeter};
-use crate::tcpmodel::Applied;
+use crate::tcpmodel::{Applied, TcpModel};
 use crate::topology::Topology;
 
 #[derive(Debug, Clone, Copy)]
@@ -24,12 +34,16 @@ enum Ev {
         key: u64,
         bytes: f64,
         issued_s: f64,
+        /// the traced fetch whose delivery released this request (mode 'packet'; `u32::MAX`: none)
+        after: u32,
     },
     Delivered {
         rt: u32,
         bytes: f64,
         issued_s: f64,
         ideal_s: f64,
+        /// its trace (mode 'packet'; `u32::MAX`: none)
+        trace: u32,
     },
     TaskDone(u32),
 }
@@ -40,6 +54,7 @@ struct Flow {
     issued_s: f64,
     ideal_s: f64,
     delay_s: f64,
+    trace: u32,
     p: Progress,
 }
 
@@ -49,6 +64,8 @@ struct Run {
     stage: u32,
     task: u32,
     host: u32,
+    /// the task's index over every application and stage
+    gid: u32,
     /// (map host, bytes) still to request, popped from the back
     todo: Vec<(u32, f64)>,
     reqs: u32,
@@ -96,6 +113,18 @@ struct Sim<'a> {
     small: u64,
     n_events: u64,
     apps_done: usize,
+    /// Mode 'packet', first pass: trace the remote fetches and the saturated links.
+    packet: bool,
+    trace: Vec<Traced>,
+    saturated: Vec<bool>,
+    /// The fetch whose delivery is issuing requests now (`u32::MAX`: none).
+    releasing: u32,
+    /// First index of each application's stages' tasks (`gid` = it + the task).
+    task_base: Vec<Vec<u32>>,
+    /// When each task started (mode 'packet', first pass).
+    task_start: Vec<f64>,
+    /// Mode 'packet', second pass: each task's fetch phase, no network (NaN: never fetched).
+    replay: Option<Vec<f64>>,
 }
 
 /// The hosts of application `a` of `n`: `e` of `h` hosts.
@@ -162,6 +191,18 @@ impl<'a> Sim<'a> {
         let app = &self.cfg.apps[a as usize];
         let st = &app.stages[s as usize];
         self.apps[a as usize].map_host[s as usize][t as usize] = h;
+        let gid = self.task_base[a as usize][s as usize] + t;
+        if let Some(phase) = &self.replay {
+            let (d, c) = (phase[gid as usize], st.compute_s[t as usize]);
+            let rt = self.new_run(a, s, t, h, gid, Vec::new());
+            if !d.is_nan() {
+                self.push(self.now + d + c, Ev::TaskDone(rt));
+            }
+            return;
+        }
+        if self.packet {
+            self.task_start[gid as usize] = self.now;
+        }
         let read = st.read_bytes[t as usize];
         let mut todo = Vec::new();
         if read > 0.0 && !st.reads_from.is_empty() {
@@ -192,17 +233,24 @@ impl<'a> Sim<'a> {
             let j = rng.random_range(0..=i);
             todo.swap(i, j);
         }
+        let rt = self.new_run(a, s, t, h, gid, todo);
+        self.issue(rt);
+        self.check_fetched(rt);
+    }
+
+    fn new_run(&mut self, a: u32, s: u32, t: u32, h: u32, gid: u32, todo: Vec<(u32, f64)>) -> u32 {
         let run = Run {
             app: a,
             stage: s,
             task: t,
             host: h,
+            gid,
             outstanding: todo.len() as u32,
             todo,
             reqs: 0,
             bytes_in_flight: 0.0,
         };
-        let rt = match self.run_free.pop() {
+        match self.run_free.pop() {
             Some(i) => {
                 self.runs[i as usize] = Some(run);
                 i
@@ -211,9 +259,7 @@ impl<'a> Sim<'a> {
                 self.runs.push(Some(run));
                 (self.runs.len() - 1) as u32
             }
-        };
-        self.issue(rt);
-        self.check_fetched(rt);
+        }
     }
 
     fn issue(&mut self, rt: u32) {
@@ -246,6 +292,7 @@ impl<'a> Sim<'a> {
                 key,
                 bytes,
                 issued_s: self.now,
+                after: self.releasing,
             };
             self.at(self.now + delay, ev);
         }
@@ -325,9 +372,10 @@ impl<'a> Sim<'a> {
                 key,
                 bytes,
                 issued_s,
+                after,
             } => {
                 let r = self.runs[rt as usize].as_ref().expect("run");
-                let dst = r.host;
+                let (dst, gid) = (r.host, r.gid);
                 let (a, s) = (r.app as usize, r.stage as usize);
                 self.remote += 1;
                 self.remote_bytes += bytes;
@@ -340,6 +388,7 @@ impl<'a> Sim<'a> {
                         bytes,
                         issued_s,
                         ideal_s: f64::NAN,
+                        trace: u32::MAX,
                     });
                     return;
                 };
@@ -349,6 +398,23 @@ impl<'a> Sim<'a> {
                     .fold(f64::INFINITY, f64::min);
                 let prop = self.path_delay(&p);
                 let d = prop + self.queue_delay(&p);
+                let ideal = bytes / slowest + 2.0 * prop;
+                let trace = if self.packet {
+                    // every remote fetch, initial-window blocks too: at packet level they can be
+                    // dropped and wait for a timeout
+                    self.trace.push(Traced {
+                        r: gid,
+                        issued_s,
+                        data_s: self.now,
+                        bytes,
+                        ideal_s: ideal,
+                        path: p.clone(),
+                        after: (after != u32::MAX).then_some(after),
+                    });
+                    (self.trace.len() - 1) as u32
+                } else {
+                    u32::MAX
+                };
                 if bytes <= self.cfg.initial_window_bytes {
                     self.small += 1;
                     // its bytes count in the links' carried bytes, not in their rates
@@ -357,12 +423,12 @@ impl<'a> Sim<'a> {
                         let tier = self.topo.links[l as usize].tier as usize;
                         self.meter.burst(l as usize, tier, self.now, bytes, ser);
                     }
-                    let ideal = bytes / slowest + 2.0 * prop;
                     let ev = Ev::Delivered {
                         rt,
                         bytes,
                         issued_s,
                         ideal_s: ideal,
+                        trace,
                     };
                     self.at(self.now + d + bytes / slowest, ev);
                     return;
@@ -375,8 +441,9 @@ impl<'a> Sim<'a> {
                 self.flows[id] = Some(Flow {
                     rt,
                     issued_s,
-                    ideal_s: bytes / slowest + 2.0 * prop,
+                    ideal_s: ideal,
                     delay_s: d,
+                    trace,
                     p: Progress::new(bytes, self.now),
                 });
             }
@@ -385,6 +452,7 @@ impl<'a> Sim<'a> {
                 bytes,
                 issued_s,
                 ideal_s,
+                trace,
             } => {
                 let fct = self.now - issued_s;
                 let b = self
@@ -398,7 +466,10 @@ impl<'a> Sim<'a> {
                 r.reqs -= 1;
                 r.bytes_in_flight -= bytes;
                 r.outstanding -= 1;
+                // the requests this delivery releases follow it (the packet mode keeps the loop)
+                self.releasing = trace;
                 self.issue(rt);
+                self.releasing = u32::MAX;
                 self.check_fetched(rt);
             }
             Ev::TaskDone(rt) => self.task_done(rt),
@@ -414,6 +485,7 @@ impl<'a> Sim<'a> {
             bytes: f.p.bytes,
             issued_s: f.issued_s,
             ideal_s: f.ideal_s,
+            trace: f.trace,
         };
         self.at(self.now + f.delay_s, ev);
     }
@@ -467,6 +539,11 @@ impl Engine for Sim<'_> {
     fn handle(&mut self, ev: Ev) {
         Sim::handle(self, ev);
     }
+    fn loaded(&mut self, l: u32, load: f64) {
+        if self.packet && load >= self.usable[l as usize] * (1.0 - 1e-6) {
+            self.saturated[l as usize] = true;
+        }
+    }
 }
 
 fn arrivals(cfg: &AppsConfig) -> Vec<f64> {
@@ -490,6 +567,39 @@ fn arrivals(cfg: &AppsConfig) -> Vec<f64> {
 
 pub fn run_apps(cfg: &AppsConfig) -> Result<AppsResult, String> {
     cfg.validate()?;
+    let packet = cfg.mode == Mode::Packet;
+    let mut sim = new_sim(cfg, cfg.tcp.as_ref(), packet, None)?;
+    sim.run();
+    let Some(tcp) = cfg.tcp.as_ref().filter(|_| packet) else {
+        return Ok(sim.result());
+    };
+    let (phase, summary) = sim.packet_pass(tcp)?;
+    // the same applications replayed with the packet-level fetch phases, no network
+    let mut replay = new_sim(cfg, None, false, Some(phase))?;
+    replay.run();
+    let end = replay.now;
+    let mut result = sim.result();
+    let timed = replay.result();
+    for (a, t) in result.apps.iter_mut().zip(timed.apps) {
+        (a.end_s, a.job_time_s) = (t.end_s, t.job_time_s);
+        for (s, ts) in a.stages.iter_mut().zip(t.stages) {
+            (s.ready_s, s.end_s) = (ts.ready_s, ts.end_s);
+        }
+    }
+    result.makespan_s = timed.makespan_s;
+    result.end_s = end;
+    result.packet = Some(summary);
+    Ok(result)
+}
+
+/// The engine, its applications placed and their arrivals queued. `packet`: trace the fetches;
+/// `replay`: each task's fetch phase instead of the network.
+fn new_sim<'a>(
+    cfg: &'a AppsConfig,
+    tcp_model: Option<&TcpModel>,
+    packet: bool,
+    replay: Option<Vec<f64>>,
+) -> Result<Sim<'a>, String> {
     let mut topo = Topology::build(&cfg.topology, cfg.seed)?;
     let h = topo.hosts.len() as u32;
     let times = arrivals(cfg);
@@ -569,7 +679,17 @@ pub fn run_apps(cfg: &AppsConfig) -> Result<AppsResult, String> {
     }
     let nominal: Vec<f64> = topo.links.iter().map(|l| l.capacity).collect();
     let (n_links, n_tiers) = (nominal.len(), topo.tiers.len());
-    let tcp = Applied::new(cfg.tcp.as_ref(), &mut topo)?;
+    let tcp = Applied::new(tcp_model, &mut topo)?;
+    let mut task_base = Vec::with_capacity(cfg.apps.len());
+    let mut tasks = 0u32;
+    for app in &cfg.apps {
+        let mut v = Vec::with_capacity(app.stages.len());
+        for st in &app.stages {
+            v.push(tasks);
+            tasks += st.compute_s.len() as u32;
+        }
+        task_base.push(v);
+    }
     let usable: Vec<f64> = (0..n_links)
         .map(|l| tcp.usable(l as u32, nominal[l]))
         .collect();
@@ -596,6 +716,13 @@ pub fn run_apps(cfg: &AppsConfig) -> Result<AppsResult, String> {
         small: 0,
         n_events: 0,
         apps_done: 0,
+        packet,
+        trace: Vec::new(),
+        saturated: vec![false; if packet { n_links } else { 0 }],
+        releasing: u32::MAX,
+        task_base,
+        task_start: vec![f64::NAN; if packet { tasks as usize } else { 0 }],
+        replay,
         apps,
         topo,
     };
@@ -603,11 +730,46 @@ pub fn run_apps(cfg: &AppsConfig) -> Result<AppsResult, String> {
         let t = sim.apps[a].arrival;
         sim.push(t, Ev::Arrive(a as u32));
     }
-    sim.run();
-    Ok(sim.result())
+    Ok(sim)
 }
 
 impl Sim<'_> {
+    /// Mode 'packet': re-time every traced fetch by the per-link packet-level pass; its FCTs
+    /// replace the max-min ones. Returns each task's fetch phase: from its start in this run to
+    /// its fetches' latest packet-level delivery (0 without remote fetches, NaN if one of them
+    /// did not finish within the link simulation's horizon).
+    fn packet_pass(&mut self, tcp: &TcpModel) -> Result<(Vec<f64>, PacketSummary), String> {
+        let udp = vec![0.0; self.topo.links.len()];
+        let (fct, shift, summary) = refine(
+            &self.topo,
+            tcp,
+            self.cfg.seed,
+            &udp,
+            &self.saturated,
+            &self.trace,
+        )?;
+        self.fct.iter_mut().for_each(Vec::clear);
+        let mut end = vec![f64::NEG_INFINITY; self.task_start.len()];
+        let edges = &self.cfg.fct_bucket_edges_bytes;
+        for ((t, &f), &d) in self.trace.iter().zip(&fct).zip(&shift) {
+            let b = edges.iter().take_while(|&&e| t.bytes >= e).count();
+            self.fct[b].push((f, f / t.ideal_s));
+            let e = &mut end[t.r as usize];
+            let at = t.issued_s + d + f;
+            // a fetch not done leaves its task not done (f64::max would drop the NaN)
+            *e = if at.is_nan() || e.is_nan() { f64::NAN } else { e.max(at) };
+        }
+        let phase = end
+            .iter()
+            .zip(&self.task_start)
+            .map(|(&e, &s)| match e {
+                e if e == f64::NEG_INFINITY => 0.0,
+                e => (e - s).max(0.0),
+            })
+            .collect();
+        Ok((phase, summary))
+    }
+
     fn result(mut self) -> AppsResult {
         let span = self.now.max(1e-300);
         let fct = fct_buckets(&mut self.fct, &self.cfg.fct_bucket_edges_bytes);
@@ -636,6 +798,11 @@ impl Sim<'_> {
             solves: self.mm.solves,
             flows_solved: self.mm.flows_solved,
             tcp_links: self.tcp.classes.take(),
+            packet: None,
         }
     }
 }
+
+#[cfg(test)]
+#[path = "apps_packet_tests.rs"]
+mod packet_tests;

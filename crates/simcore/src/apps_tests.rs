@@ -50,6 +50,7 @@ fn config(topology: TopologySpec, apps: Vec<AppSpec>) -> AppsConfig {
         fct_bucket_edges_bytes: default_edges(),
         heatmap_bins: 10,
         tcp: None,
+        mode: Mode::Maxmin,
     }
 }
 

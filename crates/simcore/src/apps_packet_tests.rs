@@ -1,0 +1,144 @@
+//! The applications engine's packet mode (`mode = "packet"`), on cases the fabric's packet mode
+//! was checked on against ns-3 (`packet_tests.rs`, `docs/results/sim-vs-ns3/packet-mode.md`).
+
+use super::run_apps;
+use crate::apps::{AppSpec, AppsConfig, AppsResult, Mode, StageSpec};
+
+fn cfg(json: &str) -> AppsConfig {
+    serde_json::from_str(json).unwrap()
+}
+
+fn run(c: &AppsConfig) -> AppsResult {
+    let r = run_apps(c).unwrap();
+    assert_eq!(r.packet.is_some(), c.mode == Mode::Packet, "the result says its mode");
+    r
+}
+
+fn job_times(r: &AppsResult) -> Vec<f64> {
+    r.apps.iter().map(|a| a.job_time_s.unwrap()).collect()
+}
+
+/// Two applications on disjoint hosts of a 2 x 4 leaf-spine at 1:1 (10 Gbit/s hosts, 1 µs
+/// links): two maps writing 10 MB each, two reducers each fetching one remote block; every host
+/// link carries one fetch and the uplinks are half used, so nothing is shared.
+fn two_apps(mode: &str, cc: &str) -> AppsConfig {
+    let discipline = if cc == "dctcp" { "step" } else { "droptail" };
+    let app = r#"{"name": "A", "executors": 2, "stages": [
+            {"compute_s": [0.05, 0.05], "write_bytes": [1e7, 1e7], "read_bytes": [0, 0]},
+            {"after": [0], "reads_from": [0], "compute_s": [0.02, 0.02],
+             "write_bytes": [0, 0], "read_bytes": [2e7, 2e7]}]}"#;
+    cfg(&format!(
+        r#"{{"topology": {{"kind": "leaf_spine", "leaves": 2, "hosts_per_leaf": 4, "spines": 1,
+             "host_bytes_per_s": 1.25e9, "uplink_bytes_per_s": 5e9,
+             "host_delay_s": 1e-6, "uplink_delay_s": 1e-6}},
+            "apps": [{app}, {app}],
+            "tcp": {{"cc": "{cc}", "discipline": "{discipline}", "queue_packets": 100,
+                     "mark_packets": 20, "ecn": false}},
+            "seed": 1, "mode": "{mode}"}}"#
+    ))
+}
+
+#[test]
+fn uncongested_applications_take_the_max_min_times_in_packet_mode() {
+    for cc in ["cubic", "dctcp"] {
+        let (fluid, packet) = (run(&two_apps("maxmin", cc)), run(&two_apps("packet", cc)));
+        let p = packet.packet.as_ref().unwrap();
+        assert_eq!((p.links_simulated, p.timeouts, p.drops), (0, 0, 0), "{p:?}");
+        assert_eq!(p.flows, 4);
+        // the packet level adds the headers (1514 wire bytes per 1448 of payload: +4.6 % on an
+        // 8 ms transfer) and slow start (a few 4-µs round trips): 0.37 ms of a 78 ms job
+        for (f, q) in job_times(&fluid).iter().zip(job_times(&packet)) {
+            assert!(q >= *f - 1e-9 && (q - f) / f < 0.01, "{cc}: {f} vs {q}");
+        }
+        assert_eq!((fluid.fct.len(), packet.fct.len(), packet.fct[0].count), (1, 1, 4));
+        let (mf, mp) = (fluid.fct[0].mean_s, packet.fct[0].mean_s);
+        assert!(mp >= mf && (mp - mf) / mf < 0.06, "{cc}: mean FCT {mf} vs {mp}");
+        // the rest of the result is the max-min run's
+        assert_eq!(fluid.remote_fetches, packet.remote_fetches);
+        assert_eq!(fluid.tiers.len(), packet.tiers.len());
+    }
+}
+
+/// An incast stage: 33 map tasks of 1 MB on a 5 x 8 leaf-spine (1 Gbit/s hosts, 4 Gbit/s
+/// uplinks, 10 µs links, 100-packet ports), one reducer reading all of them at once: 32 remote
+/// senders into one host link, the fabric's ns-3-checked incast (`packet_tests.rs`).
+fn incast(mode: &str, cc: &str, seed: u64) -> AppsConfig {
+    let discipline = if cc == "dctcp" { "step" } else { "droptail" };
+    let mut c = cfg(&format!(
+        r#"{{"topology": {{"kind": "leaf_spine", "leaves": 5, "hosts_per_leaf": 8, "spines": 1,
+             "host_bytes_per_s": 125e6, "uplink_bytes_per_s": 500e6,
+             "host_delay_s": 1e-5, "uplink_delay_s": 1e-5}},
+            "apps": [],
+            "tcp": {{"cc": "{cc}", "discipline": "{discipline}", "queue_packets": 100,
+                     "mark_packets": 20, "ecn": false}},
+            "max_bytes_in_flight": 1e15, "seed": {seed}, "mode": "{mode}"}}"#
+    ));
+    let n = 33;
+    c.apps.push(AppSpec {
+        name: "incast".into(),
+        executors: Some(n),
+        placement: crate::apps::Placement::Pack,
+        arrival_s: 0.0,
+        tail_s: 0.0,
+        stages: vec![
+            StageSpec {
+                id: 0,
+                after: vec![],
+                reads_from: vec![],
+                delay_s: 0.0,
+                compute_s: vec![0.0; n as usize],
+                write_bytes: vec![1e6; n as usize],
+                read_bytes: vec![0.0; n as usize],
+            },
+            StageSpec {
+                id: 1,
+                after: vec![0],
+                reads_from: vec![0],
+                delay_s: 0.0,
+                compute_s: vec![0.0],
+                write_bytes: vec![0.0],
+                read_bytes: vec![f64::from(n) * 1e6],
+            },
+        ],
+    });
+    c
+}
+
+#[test]
+fn an_incast_stage_ends_earlier_with_dctcp_than_with_cubic_as_in_ns3() {
+    // ns-3 (32 senders x 1 MB into one 1 Gbit/s port): Cubic 0.3255 s mean FCT, DCTCP 0.2336 s;
+    // the reducer waits for its last block, so the stage ends with the slowest
+    for seed in [1, 2] {
+        let (cubic, dctcp) = (
+            run(&incast("packet", "cubic", seed)),
+            run(&incast("packet", "dctcp", seed)),
+        );
+        assert_eq!(cubic.remote_fetches, 32);
+        let (c, d) = (job_times(&cubic)[0], job_times(&dctcp)[0]);
+        assert!(d < c, "seed {seed}: dctcp {d} cubic {c}");
+        assert!(cubic.packet.as_ref().unwrap().timeouts > 0);
+        // the stage ends with its last fetch's packet-level delivery
+        let last = cubic.apps[0].stages[1].end_s;
+        assert!((last - c).abs() < 1e-12);
+    }
+    // max-min cannot tell them apart: 32 MB at the port's rate either way (the [tcp]
+    // correction's standing queue differs by well under a millisecond)
+    let (c, d) = (
+        job_times(&run(&incast("maxmin", "cubic", 1)))[0],
+        job_times(&run(&incast("maxmin", "dctcp", 1)))[0],
+    );
+    assert!((c - d).abs() / d < 0.01, "{c} {d}");
+    assert!((d - 0.27).abs() < 0.02, "{d}");
+}
+
+#[test]
+fn the_packet_mode_needs_a_tcp_model_and_is_deterministic() {
+    let mut c = incast("packet", "dctcp", 1);
+    c.tcp = None;
+    let err = run_apps(&c).unwrap_err();
+    assert!(err.starts_with("mode: 'packet' needs a tcp model"), "{err}");
+    let c = incast("packet", "cubic", 3);
+    let (a, b) = (run(&c), run(&c));
+    assert_eq!(job_times(&a), job_times(&b));
+    assert_eq!(a.packet.unwrap().events, b.packet.unwrap().events);
+}
