@@ -22,9 +22,12 @@
 //!   for `compute_s` (fetch and compute do not overlap). Its output stays on its host.
 //! - The application ends `tail_s` after its last stage.
 //!
-//! Not modelled: packets, queues, congestion-control differences (as in [`crate::fabric`]),
-//! processor sharing between tasks (one task per core), speculative or failed tasks, disk,
-//! cross traffic and link failures (the fabric's all-to-all model has them).
+//! `mode = "packet"`: the fabric's packet-faithful pass re-times the fetches and the stages are
+//! replayed with them (`apps_engine.rs`).
+//!
+//! Not modelled: packets, queues, congestion-control differences (as in [`crate::fabric`]; in
+//! the max-min mode), processor sharing between tasks (one task per core), speculative or failed
+//! tasks, disk, cross traffic and link failures (the fabric's all-to-all model has them).
 
 use serde::{Deserialize, Serialize};
 
