@@ -757,7 +757,11 @@ impl Sim<'_> {
             let e = &mut end[t.r as usize];
             let at = t.issued_s + d + f;
             // a fetch not done leaves its task not done (f64::max would drop the NaN)
-            *e = if at.is_nan() || e.is_nan() { f64::NAN } else { e.max(at) };
+            *e = if at.is_nan() || e.is_nan() {
+                f64::NAN
+            } else {
+                e.max(at)
+            };
         }
         let phase = end
             .iter()

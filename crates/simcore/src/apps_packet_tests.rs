@@ -10,7 +10,11 @@ fn cfg(json: &str) -> AppsConfig {
 
 fn run(c: &AppsConfig) -> AppsResult {
     let r = run_apps(c).unwrap();
-    assert_eq!(r.packet.is_some(), c.mode == Mode::Packet, "the result says its mode");
+    assert_eq!(
+        r.packet.is_some(),
+        c.mode == Mode::Packet,
+        "the result says its mode"
+    );
     r
 }
 
@@ -50,9 +54,15 @@ fn uncongested_applications_take_the_max_min_times_in_packet_mode() {
         for (f, q) in job_times(&fluid).iter().zip(job_times(&packet)) {
             assert!(q >= *f - 1e-9 && (q - f) / f < 0.01, "{cc}: {f} vs {q}");
         }
-        assert_eq!((fluid.fct.len(), packet.fct.len(), packet.fct[0].count), (1, 1, 4));
+        assert_eq!(
+            (fluid.fct.len(), packet.fct.len(), packet.fct[0].count),
+            (1, 1, 4)
+        );
         let (mf, mp) = (fluid.fct[0].mean_s, packet.fct[0].mean_s);
-        assert!(mp >= mf && (mp - mf) / mf < 0.06, "{cc}: mean FCT {mf} vs {mp}");
+        assert!(
+            mp >= mf && (mp - mf) / mf < 0.06,
+            "{cc}: mean FCT {mf} vs {mp}"
+        );
         // the rest of the result is the max-min run's
         assert_eq!(fluid.remote_fetches, packet.remote_fetches);
         assert_eq!(fluid.tiers.len(), packet.tiers.len());
