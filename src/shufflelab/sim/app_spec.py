@@ -20,6 +20,8 @@ A fabric spec (:mod:`shufflelab.sim.fabric_spec`: ``[experiment]``, ``[topology]
     max_mib_in_flight = 48
     initial_window_bytes = 14480                # blocks this small take one round trip (0: all are flows)
 
+    mode = "packet"      # top level, absent: "maxmin"; "packet" needs [tcp] (a matrix may vary it)
+
     [tcp]                # absent: pure max-min rates, no congestion control (today's model)
     cc = "dctcp"         # reno, cubic or dctcp: every TCP flow of the fabric
     discipline = "step"  # droptail, red or step (absent: droptail for reno/cubic, step for dctcp)
@@ -29,6 +31,11 @@ A fabric spec (:mod:`shufflelab.sim.fabric_spec`: ``[experiment]``, ``[topology]
 With ``[tcp]`` each link class is run once through the packet-level bottleneck probe
 (``crates/simcore/src/tcpmodel.rs``); its efficiency scales the link's capacity in the max-min solve
 and its standing queue delays packets crossing it while it is saturated (docs/design-sim.md).
+
+``mode = "packet"`` is the fabric's packet-faithful mode for applications: the max-min run's fetches
+are re-timed by a packet-level simulation of every saturated link, each task's fetch phase becomes
+its packet-level one, and the applications' stages are replayed with them (docs/design-sim.md,
+"Packet-faithful mode").
 
 How a recording is scaled is :func:`shufflelab.sim.app_dag.scale`; the report states it.
 :func:`core_config` turns one matrix point into the Rust core's JSON (``crates/simcore/src/apps.rs``).
@@ -100,6 +107,11 @@ class AppsSpec(_Model):
     arrival: Arrival = Arrival()
     fetch: Fetch = Fetch()
     tcp: Tcp | None = None
+    mode: Literal["maxmin", "packet"] = Field(
+        default="maxmin",
+        description="maxmin: flow level, the fast mode; packet: the max-min run's fetches re-timed by a "
+        "packet-level simulation of every saturated link and the stages replayed with them (needs [tcp]).",
+    )
     output: Output = Output(fct_buckets_mib=[0.01, 0.1, 1, 10])
     matrix: dict[str, list[Any]] = Field(default_factory=dict)
 
@@ -124,10 +136,18 @@ def parse(data: dict[str, Any], where: str = "<spec>") -> AppsSpec:
     if spec.arrival.kind == "poisson" and spec.arrival.mean_gap_s is None:
         raise SimSpecError(f"{where}: arrival.mean_gap_s: a Poisson arrival needs its mean gap")
     check_tcp(spec.tcp, where)
+    check_mode(spec, where)
     if sum(a.copies for a in spec.app) > MAX_APPS:
         raise SimSpecError(f"{where}: app: more than {MAX_APPS} applications in all (copies included)")
     expand(spec, where)
     return spec
+
+
+def check_mode(spec: AppsSpec, where: str) -> None:
+    if spec.mode == "packet" and spec.tcp is None:
+        raise SimSpecError(
+            f"{where}: mode: 'packet' needs a [tcp] table (the congestion control and queues to simulate)"
+        )
 
 
 def load(path: str | Path) -> AppsSpec:
@@ -148,6 +168,7 @@ def expand(spec: AppsSpec, where: str = "<spec>") -> list[AppsPoint]:
         out.append(AppsPoint(label=shown or "base", values=values, spec=point))
     for pt in out:
         check_tcp(pt.spec.tcp, f"{where} [{pt.label}]")
+        check_mode(pt.spec, f"{where} [{pt.label}]")
     return out
 
 
@@ -222,4 +243,6 @@ def core_config(spec: AppsSpec, seed: int, base_dir: Path, *, where: str = "<spe
     }
     if spec.tcp is not None:
         config["tcp"] = spec.tcp.core()
+    if spec.mode == "packet":
+        config["mode"] = "packet"
     return config

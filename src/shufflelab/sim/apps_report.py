@@ -35,6 +35,33 @@ LIMITS = [
 ]
 
 
+def mode_line(doc: dict[str, Any]) -> str:
+    """Which mode produced the runs (a result with ``packet`` came from the packet-faithful mode)."""
+    packet = sum(1 for run in doc["runs"] if "packet" in run["result"])
+    if packet == 0:
+        return "Mode: max-min (flow level) for every run."
+    what = "every run" if packet == len(doc["runs"]) else f"{packet} of {len(doc['runs'])} runs (the others max-min)"
+    return (
+        f"Mode: packet-faithful for {what}: the max-min run's fetches re-timed by a packet-level simulation of "
+        "every saturated link (slow start, losses, retransmission timeouts, the ports' marking), the links' largest "
+        "delay standing for each path; each task's fetch phase is its fetches' packet-level one and the "
+        "applications' stages are replayed with those phases. The fetches keep the max-min run's start times "
+        "(a task delayed at packet level does not delay the traffic of later tasks); tiers and heat maps are "
+        "the max-min run's."
+    )
+
+
+def _packet_sentence(r: dict[str, Any]) -> str:
+    p = r.get("packet")
+    if p is None:
+        return ""
+    return (
+        f" Packet level: {p['links_simulated']:,} of {p['links_with_flows']:,} links with fetches simulated, "
+        f"{p['flows']:,} fetches, {p['timeouts']:,} retransmission timeouts, {p['drops']:,} drops, "
+        f"{p['marks']:,} marks, {p['flows_not_done']:,} fetches not done, {p['events']:,} packet events."
+    )
+
+
 def _stage_table(run: dict[str, Any], app: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(
         [
@@ -89,7 +116,7 @@ def build(doc: dict[str, Any], out: Path) -> Document:
                 "Every number here comes from shufflelab's flow-level simulator (crates/simcore, apps.rs): "
                 "recorded Spark applications, scaled, on a simulated fabric. None is measured. "
                 "'No-network time' is the same scaled application with an infinitely fast network.",
-                "Mode: max-min (flow level) for every run: applications have no packet-faithful mode yet.",
+                mode_line(doc),
             ],
             bullets=limits,
             note=True,
@@ -121,7 +148,7 @@ def build(doc: dict[str, Any], out: Path) -> Document:
             f"{r['tasks']:,} tasks; {r['remote_fetches']:,} remote and {r['local_fetches']:,} local "
             f"fetches ({r['remote_bytes'] / 2**30:.2f} GiB on the network); {r['solves']:,} rate "
             f"recomputations over {r['events']:,} events; {run['wall_s']:.1f} s of wall time. "
-            f"Scaling: {scaled['scaling']}."
+            f"Scaling: {scaled['scaling']}." + _packet_sentence(r)
         )
         fct = fct_table(r, size="KiB", time="ms", stats=("mean", "p99"))
         sections.append(run_section(run, short_label(run), paragraph, figures, fct=fct, over="the run", tables=stages))

@@ -66,7 +66,7 @@ def describe(point: app_spec.AppsPoint, base_dir: Path) -> list[dict[str, Any]]:
 
 def run_point(point: app_spec.AppsPoint, seed: int, base_dir: Path, where: str) -> dict[str, Any]:
     config = app_spec.core_config(point.spec, seed, base_dir, where=where)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     try:
         result = simulate_apps(config)
     except ValueError as err:
@@ -81,6 +81,8 @@ def run_point(point: app_spec.AppsPoint, seed: int, base_dir: Path, where: str) 
         **({"tcp": config["tcp"]} if "tcp" in config else {}),
         "apps": describe(point, base_dir),
         "wall_s": time.perf_counter() - t0,
+        # the core runs in this process (the binding releases the GIL, not the thread)
+        "cpu_s": time.process_time() - c0,
         "result": result,
     }
 
@@ -144,6 +146,7 @@ def short_label(run: dict[str, Any]) -> str:
 def run_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per run: its applications' job times against the no-network time (virtual s)."""
     rows = []
+    modes = any("packet" in run["result"] for run in doc["runs"])
     for run in doc["runs"]:
         r = run["result"]
         times = [a["job_time_s"] for a in r["apps"] if a["job_time_s"] is not None]
@@ -154,6 +157,8 @@ def run_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
         rows.append(
             {
                 "run": short_label(run),
+                # a result with "packet" came from the packet-faithful mode
+                **({"mode": "packet" if "packet" in r else "maxmin"} if modes else {}),
                 "seed": run["seed"],
                 "apps done": f"{len(times)}/{len(r['apps'])}",
                 "mean job s": mean,

@@ -1,0 +1,65 @@
+"""The top-level mode of application specs: the packet-faithful mode reaches the core, is refused
+without [tcp] (naming the field), a matrix may vary it, and every report says which mode produced
+its runs."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+from tests.sim.test_sim_apps import data_folder
+from tests.sim.test_sim_apps_tcp import FAST
+
+from shufflelab.sim import app_spec, apps_sim
+from shufflelab.sim.apps_report import report
+from shufflelab.sim.spec import SimSpecError
+
+# the recorded application at 1 Gbit/s, blocks of tens of MB, Cubic through 100-packet drop-tail ports
+SPEC = FAST.replace("[matrix]", '[tcp]\ncc = "cubic"\nqueue_packets = 100\n[matrix]\nmode = ["maxmin", "packet"]')
+
+
+def test_both_modes_run_and_the_report_names_them(tmp_path: Path) -> None:
+    data_folder(tmp_path / "data")
+    (tmp_path / "s.toml").write_text(SPEC)
+    out = apps_sim.run_experiment(tmp_path / "s.toml", tmp_path / "res")
+    maxmin, packet = out.doc["runs"]
+    assert "packet" not in maxmin["result"]
+    summary = packet["result"]["packet"]
+    assert summary["mode"] == "packet" and summary["flows"] == packet["result"]["remote_fetches"] > 0
+    # same applications, same fetches; the packet level adds headers and slow start at least
+    assert packet["result"]["remote_bytes"] == maxmin["result"]["remote_bytes"]
+    t_max, t_pkt = (r["result"]["apps"][0]["job_time_s"] for r in (maxmin, packet))
+    assert t_pkt >= t_max * (1 - 1e-9)
+    rows = apps_sim.run_rows(out.doc)
+    assert [r["mode"] for r in rows] == ["maxmin", "packet"]
+    md = report(out.path, tmp_path / "rep").read_text()
+    assert "Mode: packet-faithful for 1 of 2 runs (the others max-min)" in md
+    assert "Packet level: " in md and "retransmission timeouts" in md
+
+
+def test_a_max_min_report_says_so_and_has_no_mode_column(tmp_path: Path) -> None:
+    data_folder(tmp_path / "data")
+    (tmp_path / "s.toml").write_text(SPEC.replace('mode = ["maxmin", "packet"]', ""))
+    out = apps_sim.run_experiment(tmp_path / "s.toml", tmp_path / "res")
+    assert "mode" not in apps_sim.run_rows(out.doc)[0]
+    md = report(out.path, tmp_path / "rep").read_text()
+    assert "Mode: max-min (flow level) for every run." in md
+
+
+def test_packet_mode_reaches_the_core_and_needs_tcp(tmp_path: Path) -> None:
+    data_folder(tmp_path / "data")
+    doc = tomllib.loads(SPEC)
+    doc["matrix"] = {}
+    doc["mode"] = "packet"
+    spec = app_spec.parse(doc, "t.toml")
+    assert app_spec.core_config(spec, 0, tmp_path)["mode"] == "packet"
+    doc["mode"] = "maxmin"
+    assert "mode" not in app_spec.core_config(app_spec.parse(doc, "t.toml"), 0, tmp_path)
+    del doc["tcp"]
+    doc["mode"] = "packet"
+    with pytest.raises(SimSpecError, match=r"t.toml: mode: 'packet' needs a \[tcp\] table"):
+        app_spec.parse(doc, "t.toml")
+    doc["mode"] = "fluid"
+    with pytest.raises(SimSpecError, match=r"t.toml: mode: "):
+        app_spec.parse(doc, "t.toml")
