@@ -10,6 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
+
+# no per-example deadline for property tests that name none: `make test` runs these tests at nice 19
+# beside the root/Spark tests (scripts/gates.sh), where an example may wait for the CPU far longer
+# than hypothesis's default 200 ms without anything being wrong
+settings.register_profile("shufflelab", deadline=None)
+settings.load_profile("shufflelab")
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
