@@ -47,8 +47,10 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sim_vs_ns3 import CCS, MSS, RED, WIRE_PER_SEGMENT, compile_ns3  # noqa: E402
@@ -113,8 +115,9 @@ def incast_config(cc: str, n: int, mode: str) -> dict[str, Any]:
     return config
 
 
-def sim_incast(cc: str, n: int, mode: str, seed: int) -> dict[str, Any]:
-    config = incast_config(cc, n, mode) | {"seed": seed}
+def sim_fabric(config: dict[str, Any]) -> dict[str, Any]:
+    """One simulator run of ``config``: the flows' mean and p99 FCT, the shuffle's end, the packet
+    mode's timeouts (None in the max-min mode) and the wall time."""
     t0 = time.perf_counter()
     r = core.simulate_fabric(config)
     wall = time.perf_counter() - t0
@@ -122,10 +125,15 @@ def sim_incast(cc: str, n: int, mode: str, seed: int) -> dict[str, Any]:
     return {
         "mean_s": b["mean_s"],
         "p99_s": b["p99_s"],
+        "end_s": r["shuffle_completion_s"],
         "timeouts": r.get("packet", {}).get("timeouts"),
         "wall_s": wall,
-        "config": config,
     }
+
+
+def sim_incast(cc: str, n: int, mode: str, seed: int) -> dict[str, Any]:
+    config = incast_config(cc, n, mode) | {"seed": seed}
+    return sim_fabric(config) | {"config": config}
 
 
 def over_seeds(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -164,17 +172,7 @@ def sim_alltoall(cc: str, uplink_gbps: float, seed: int) -> dict[str, Any]:
     tcp |= {"mark_packets": STEP_K, "ecn": False}
     config |= {"seed": seed, "mode": "packet", "tcp": tcp}
     config["shuffle"]["sizes"] = {"kind": "constant", "bytes": A2A_MEGABYTES * 1e6}  # payload: the mode adds headers
-    t0 = time.perf_counter()
-    r = core.simulate_fabric(config)
-    wall = time.perf_counter() - t0
-    b = r["fct"][0]
-    return {
-        "mean_s": b["mean_s"],
-        "p99_s": b["p99_s"],
-        "end_s": r["shuffle_completion_s"],
-        "timeouts": r["packet"]["timeouts"],
-        "wall_s": wall,
-    }
+    return sim_fabric(config)
 
 
 def link_config(cc: str, queue: str, share: float) -> dict[str, Any]:
@@ -240,6 +238,56 @@ def sign(x: float) -> str:
     return "–" if x != x else ("+" if x > 0 else "-" if x < 0 else "0")
 
 
+class Case(NamedTuple):
+    """One row: its ns-3 run, the simulator's run for a seed, the max-min mode's (or None), and
+    whether the row reports the shuffle's end."""
+
+    case: str
+    cc: str
+    ns3: Callable[[], dict[str, Any]]
+    sim: Callable[[int], dict[str, Any]]
+    maxmin: Callable[[int], dict[str, Any]] | None = None
+    ends: bool = False
+
+
+def cases(only: str | None) -> Iterator[Case]:
+    """The rows of ``--only`` (None: incast and bottleneck), in the table's order; each scenario's
+    ns-3 program is compiled before its first row."""
+    if only in (None, "incast"):
+        two_tier = compile_ns3(TWO_TIER, "two_tier")
+        for n in SENDERS:
+            for cc in ("cubic", "reno", "dctcp"):
+                yield Case(
+                    f"incast {n}",
+                    cc,
+                    partial(ns3_incast, two_tier, cc, n),
+                    partial(sim_incast, cc, n, "packet"),
+                    partial(sim_incast, cc, n, "maxmin"),
+                )
+    if only == "alltoall":
+        two_tier = compile_ns3(TWO_TIER, "two_tier")
+        for up in A2A_UPLINKS_GBPS:
+            for cc in ("cubic", "reno", "dctcp"):
+                yield Case(
+                    f"all-to-all {4 / up:g}:1",
+                    cc,
+                    partial(ns3_alltoall, two_tier, cc, up),
+                    partial(sim_alltoall, cc, up),
+                    ends=True,
+                )
+    if only in (None, "bottleneck"):
+        bottleneck = compile_ns3()
+        for queue in ("red", "step"):
+            for share in UDP_SHARES:
+                for cc in ("cubic", "reno", "dctcp"):
+                    yield Case(
+                        f"{queue} UDP {share * 100:g} %",
+                        cc,
+                        partial(ns3_link, bottleneck, cc, queue, share),
+                        partial(sim_link, cc, queue, share),
+                    )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=Path("/tmp/sim-vs-ns3-packet.md"))
@@ -248,62 +296,25 @@ def main() -> int:
     a = ap.parse_args()
     seeds = range(1, a.seeds + 1)
     rows: list[dict[str, Any]] = []
-    if a.only in (None, "incast"):
-        two_tier = compile_ns3(TWO_TIER, "two_tier")
-        for n in SENDERS:
-            for cc in ("cubic", "reno", "dctcp"):
-                ns = ns3_incast(two_tier, cc, n)
-                pk = over_seeds([sim_incast(cc, n, "packet", s) for s in seeds])
-                mm = over_seeds([sim_incast(cc, n, "maxmin", s) for s in seeds])
-                done = all(f >= 0 for f in ns["fct_s"])
-                ns_mean = statistics.mean(ns["fct_s"]) if done else math.nan
-                ns_p99 = p99(ns["fct_s"]) if done else math.nan
-                row = {"case": f"incast {n}", "cc": cc, "ns3_mean_s": ns_mean, "ns3_p99_s": ns_p99}
-                row |= {"ns3_timeouts": ns["timeouts"], "sim_mean_s": pk["mean_s"], "sim_p99_s": pk["p99_s"]}
-                row |= {"sim_mean_range_s": pk["mean_s_range"], "sim_p99_range_s": pk["p99_s_range"]}
-                row |= {"sim_timeouts": pk["timeouts"], "maxmin_mean_s": mm["mean_s"], "maxmin_p99_s": mm["p99_s"]}
-                row |= {"ns3_wall_s": ns["wall_s"], "sim_wall_s": pk["wall_s"], "maxmin_wall_s": mm["wall_s"]}
-                row |= {"ns3_args": ns["args"]}
-                rows.append(row)
-                print(json.dumps({k: v for k, v in row.items() if k != "ns3_args"}), flush=True)
-    if a.only == "alltoall":
-        two_tier = compile_ns3(TWO_TIER, "two_tier")
-        for up in A2A_UPLINKS_GBPS:
-            for cc in ("cubic", "reno", "dctcp"):
-                ns = ns3_alltoall(two_tier, cc, up)
-                runs = [sim_alltoall(cc, up, s) for s in seeds]
-                pk = over_seeds(runs)
-                done = all(f >= 0 for f in ns["fct_s"])
-                row = {"case": f"all-to-all {4 / up:g}:1", "cc": cc}
-                row |= {"ns3_mean_s": statistics.mean(ns["fct_s"]) if done else math.nan}
-                row |= {"ns3_p99_s": p99(ns["fct_s"]) if done else math.nan, "ns3_timeouts": ns["timeouts"]}
-                row |= {"sim_mean_s": pk["mean_s"], "sim_p99_s": pk["p99_s"], "sim_timeouts": pk["timeouts"]}
-                row |= {"sim_mean_range_s": pk["mean_s_range"], "sim_p99_range_s": pk["p99_s_range"]}
-                row |= {"ns3_end_s": max(ns["fct_s"]) if done else math.nan}
-                row |= {"sim_end_s": statistics.mean(r["end_s"] for r in runs)}
-                row |= {"maxmin_mean_s": None, "maxmin_p99_s": None}
-                row |= {"ns3_wall_s": ns["wall_s"], "sim_wall_s": pk["wall_s"], "maxmin_wall_s": None}
-                row |= {"ns3_args": ns["args"]}
-                rows.append(row)
-                print(json.dumps({k: v for k, v in row.items() if k != "ns3_args"}), flush=True)
-    if a.only in (None, "bottleneck"):
-        bottleneck = compile_ns3()
-        for queue in ("red", "step"):
-            for share in UDP_SHARES:
-                for cc in ("cubic", "reno", "dctcp"):
-                    ns = ns3_link(bottleneck, cc, queue, share)
-                    sim = over_seeds([sim_link(cc, queue, share, s) for s in seeds])
-                    done = all(f >= 0 for f in ns["fct_s"])
-                    row = {"case": f"{queue} UDP {share * 100:g} %", "cc": cc}
-                    row |= {"ns3_mean_s": statistics.mean(ns["fct_s"]) if done else math.nan}
-                    row |= {"ns3_p99_s": p99(ns["fct_s"]) if done else math.nan, "ns3_timeouts": None}
-                    row |= {"sim_mean_s": sim["mean_s"], "sim_p99_s": sim["p99_s"], "sim_timeouts": sim["timeouts"]}
-                    row |= {"sim_mean_range_s": sim["mean_s_range"], "sim_p99_range_s": sim["p99_s_range"]}
-                    row |= {"maxmin_mean_s": None, "maxmin_p99_s": None}
-                    row |= {"ns3_wall_s": ns["wall_s"], "sim_wall_s": sim["wall_s"], "maxmin_wall_s": None}
-                    row |= {"ns3_args": ns["args"]}
-                    rows.append(row)
-                    print(json.dumps({k: v for k, v in row.items() if k != "ns3_args"}), flush=True)
+    for c in cases(a.only):
+        ns = c.ns3()
+        runs = [c.sim(s) for s in seeds]
+        pk = over_seeds(runs)
+        mm = over_seeds([c.maxmin(s) for s in seeds]) if c.maxmin else None
+        done = all(f >= 0 for f in ns["fct_s"])
+        row = {"case": c.case, "cc": c.cc}
+        row |= {"ns3_mean_s": statistics.mean(ns["fct_s"]) if done else math.nan}
+        row |= {"ns3_p99_s": p99(ns["fct_s"]) if done else math.nan, "ns3_timeouts": ns.get("timeouts")}
+        row |= {"sim_mean_s": pk["mean_s"], "sim_p99_s": pk["p99_s"], "sim_timeouts": pk["timeouts"]}
+        row |= {"sim_mean_range_s": pk["mean_s_range"], "sim_p99_range_s": pk["p99_s_range"]}
+        if c.ends:
+            row |= {"ns3_end_s": max(ns["fct_s"]) if done else math.nan}
+            row |= {"sim_end_s": statistics.mean(r["end_s"] for r in runs)}
+        row |= {"maxmin_mean_s": mm and mm["mean_s"], "maxmin_p99_s": mm and mm["p99_s"]}
+        row |= {"ns3_wall_s": ns["wall_s"], "sim_wall_s": pk["wall_s"], "maxmin_wall_s": mm and mm["wall_s"]}
+        row |= {"ns3_args": ns["args"]}
+        rows.append(row)
+        print(json.dumps({k: v for k, v in row.items() if k != "ns3_args"}), flush=True)
     for r in rows:
         r["mean_error"] = err(r["sim_mean_s"], r["ns3_mean_s"])
         r["p99_error"] = err(r["sim_p99_s"], r["ns3_p99_s"])
