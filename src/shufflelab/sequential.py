@@ -186,6 +186,23 @@ def decisions(db: object, design: Design) -> list[Decision]:
     return list(out.values())
 
 
+def read(db: object) -> tuple[list[Diagnosis], str | None]:
+    """Every comparison's diagnosis as the report gives it: under a sequential design (``run
+    --until-decided``) each at the look where it was decided, or the last look taken, at that look's
+    nominal level, with the design's line; otherwise on all runs at 95 % (and no line)."""
+    from shufflelab import diagnose as dg
+    from shufflelab.results import Store
+
+    design = load(Store(db))  # type: ignore[arg-type]
+    if design is None:
+        return dg.diagnose_store(db), None
+    found = decisions(db, design)
+    out = [d.diagnosis for d in found if d.diagnosis is not None]
+    seen = {(x.scenario, x.baseline) for x in out}
+    out += [x for x in dg.diagnose_store(db) if (x.scenario, x.baseline) not in seen]  # no look yet: all runs
+    return out, summary(design, found)
+
+
 def save(store: object, design: Design) -> None:
     """Record the design with the results (the report names it and judges at its looks)."""
     with store.connect() as con:  # type: ignore[attr-defined]

@@ -194,19 +194,10 @@ def analyses(d: Data, db: Path, figdir: Path) -> Analyses:
 
 
 def _diagnoses(db: Path) -> tuple[list[Any], str | None]:
-    """Every comparison's diagnosis; under a sequential design (``run --until-decided``) each at the look
-    where it was decided, or the last look taken, at that look's nominal level, and the design's line."""
-    from shufflelab import diagnose as dg
+    """Every comparison's diagnosis and the sequential design's line (``sequential.read``)."""
     from shufflelab import sequential
 
-    design = sequential.load(Store(db))
-    if design is None:
-        return dg.diagnose_store(db), None
-    found = sequential.decisions(db, design)
-    out = [d.diagnosis for d in found if d.diagnosis is not None]
-    seen = {(x.scenario, x.baseline) for x in out}
-    out += [x for x in dg.diagnose_store(db) if (x.scenario, x.baseline) not in seen]  # no look yet: all runs
-    return out, sequential.summary(design, found)
+    return sequential.read(db)
 
 
 def _diagnosis(diagnoses: list[Any], d: Data, note: str | None = None) -> Section:
