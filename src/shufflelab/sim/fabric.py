@@ -1,4 +1,4 @@
-"""Run fabric specs (all-to-all shuffles on data-center topologies) through the Rust core.
+"""Run fabric specs (all-to-all shuffles or traffic matrices on data-center topologies) through the Rust core.
 
 Every matrix point × seed is one run of ``shufflelab_simcore.run_fabric``; the results land in
 ``RESULTS/<experiment>.fabric.json`` (the spec, and per run its values, seed, the core's result
@@ -46,6 +46,7 @@ def run_point(
         "oversubscription": fabric_spec.oversubscription(point.spec),
         "topology": point.spec.topology.kind,
         "cores_per_host": point.spec.hosts.cores,
+        "workload": fabric_spec.describe_workload(point.spec),
         **({"tcp": config["tcp"]} if "tcp" in config else {}),
         "wall_s": wall,
         "result": result,

@@ -102,6 +102,33 @@ def mode_line(doc: dict[str, Any]) -> str:
     )
 
 
+def model_questions(doc: dict[str, Any]) -> str:
+    """The headline's statement of what the runs' model can and cannot answer (by the mode that
+    produced them: a result with ``packet`` came from the packet-faithful mode)."""
+    runs = doc["runs"]
+    packet = sum(1 for run in runs if "packet" in run["result"])
+    tcp = any("tcp" in run for run in runs)
+    maxmin = (
+        "Flow-level max-min model: it answers how capacity, oversubscription, placement and the traffic's shape "
+        "(who sends how much to whom) bound the completion time, every flow at its fair share at once. It cannot "
+        "answer questions about incast, retransmission timeouts (RTOs), slow start, losses or queueing delay"
+        + (
+            " (the [tcp] table only scales capacities and adds standing queues per link class)"
+            if tcp
+            else ", nor compare congestion controls (Cubic and DCTCP get equal rates)"
+        )
+        + '; mode = "packet" re-times the fetches for those.'
+    )
+    if packet == 0:
+        return maxmin
+    faithful = (
+        "Packet-faithful runs: slow start, losses, RTOs, incast and marking are simulated on every saturated link, "
+        "so they answer whether a congestion control helps where flows meet; they do not model queues in series "
+        "interacting, TCP cross traffic or failures, and the fetches start on the max-min schedule."
+    )
+    return faithful if packet == len(runs) else f"{faithful} The max-min runs: {maxmin}"
+
+
 def build(doc: dict[str, Any], out: Path) -> Document:
     figures = out / "figures"
     summary = pd.DataFrame(summary_rows(doc))
@@ -141,14 +168,16 @@ def build(doc: dict[str, Any], out: Path) -> Document:
         sections.append(tcp_section(tcp))
     for run in doc["runs"]:
         r = run["result"]
+        workload = run.get("workload")
+        workload = f"; {workload};" if workload else f", {run['cores_per_host']} reduce task(s) per host at a time;"
         paragraph = (
-            f"{r['hosts']} hosts, {r['links']} directed links, {run['cores_per_host']} reduce task(s) per "
-            f"host at a time; {r['remote_fetches']:,} remote and {r['local_fetches']:,} local fetches; "
+            f"{r['hosts']} hosts, {r['links']} directed links{workload} "
+            f"{r['remote_fetches']:,} remote and {r['local_fetches']:,} local fetches; "
             f"{r['solves']:,} rate recomputations ({run['recompute']}) over {r['events']:,} events. "
             "Slowdown: FCT over the same fetch alone on its path."
         )
         sections.append(run_section(run, run["label"], paragraph, figures, fct=fct_table(r), over="the shuffle"))
-    headline = [
+    headline = [model_questions(doc)] + [
         f"{row['scenario']} (seed {row['seed']}): shuffle completes in "
         + (f"{row['shuffle completion s']:.3f} s" if row["shuffle completion s"] is not None else "— (stranded)")
         + " (simulated)"

@@ -1,19 +1,29 @@
-"""Data-center fabric specs: a topology, a raw all-to-all shuffle, cross traffic and link failures.
+"""Data-center fabric specs: a topology, a raw all-to-all shuffle or a traffic matrix, cross traffic
+and link failures.
 
 A TOML file with a ``[topology]`` table is a fabric spec (``shufflelab sim run`` tells the two
 kinds apart by it). Pure: no clock, no system state, except reading the files a spec names (a
 graph, a size trace), relative to the spec and bounded in size. Units are in every field name;
 ``gbps`` is 10^9 bit/s, ``mib`` is 2^20 bytes, ``us`` microseconds. :func:`core_config` turns one
 matrix point into the Rust core's JSON (``crates/simcore/src/fabric.rs``).
+
+The workload is a ``[shuffle]`` (M map tasks × R reducers, every reducer fetching one block from
+every map task) or a ``[traffic]`` matrix: ``kind = "random"`` (each receiver fetches from ``k``
+distinct random senders, never itself, or each sender sends to ``k`` distinct random receivers;
+seeded) or ``kind = "file"`` (one fetch per row of a CSV or Parquet table ``src,dst,bytes``, see
+:func:`read_matrix`). Every receiving host runs one fetching task that requests its rows through
+the fetch window.
 """
 
 from __future__ import annotations
 
 import csv
 import itertools
+import math
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from shufflelab.sim.spec import SimSpecError
@@ -150,6 +160,53 @@ class Shuffle(_Model):
         return self
 
 
+class RandomTraffic(_Model):
+    """Each receiver fetches from ``k`` distinct senders (or each sender sends to ``k`` distinct
+    receivers), drawn at random without the host itself; seeded."""
+
+    kind: Literal["random"]
+    k: int = Field(ge=1, le=MAX_HOSTS, description="Distinct peers per host (never the host itself).")
+    per: Literal["receiver", "sender"] = Field(
+        default="receiver",
+        description="receiver: each receiver fetches from k senders; sender: each sender sends to k receivers.",
+    )
+    senders: int | None = Field(
+        default=None, ge=1, le=MAX_HOSTS, description="How many hosts send, drawn at random (absent: every host)."
+    )
+    receivers: int | None = Field(
+        default=None, ge=1, le=MAX_HOSTS, description="How many hosts receive, drawn at random (absent: every host)."
+    )
+    size: Sizes
+    seed: int | None = Field(
+        default=None, ge=0, le=2**63 - 1, description="The matrix's seed (absent: the run's, a new matrix per seed)."
+    )
+    max_reqs_in_flight: int | None = Field(default=None, ge=1, le=2**31 - 1)
+    max_mib_in_flight: float = Field(default=48, gt=0, le=1e9)
+
+    @model_validator(mode="after")
+    def _feasible(self) -> RandomTraffic:
+        pool, name = (self.senders, "senders") if self.per == "receiver" else (self.receivers, "receivers")
+        if pool is not None and self.k > pool - 1:
+            raise ValueError(
+                f"k = {self.k} distinct peers need at least {self.k + 1} {name} (a host is never its own peer), "
+                f"got {pool}"
+            )
+        return self
+
+
+class FileTraffic(_Model):
+    """One fetch per row of a table ``src,dst,bytes`` (:func:`read_matrix`)."""
+
+    kind: Literal["file"]
+    file: str = Field(min_length=1, description="CSV or Parquet with columns src, dst, bytes (relative to the spec).")
+    format: Literal["csv", "parquet"] | None = Field(default=None, description="Absent: from the file's extension.")
+    max_reqs_in_flight: int | None = Field(default=None, ge=1, le=2**31 - 1)
+    max_mib_in_flight: float = Field(default=48, gt=0, le=1e9)
+
+
+Traffic = Annotated[RandomTraffic | FileTraffic, Field(discriminator="kind")]
+
+
 class Hosts(_Model):
     cores: int = Field(default=1, ge=1, le=1024, description="Reduce tasks a host runs at once.")
 
@@ -220,7 +277,8 @@ class FabricSpec(_Model):
     experiment: Experiment
     topology: Topology
     hosts: Hosts = Hosts()
-    shuffle: Shuffle
+    shuffle: Shuffle | None = None
+    traffic: Traffic | None = Field(default=None, description="A traffic matrix instead of the all-to-all shuffle.")
     cross: list[Cross] = Field(default_factory=list, max_length=10_000)
     failures: list[Failure] = Field(default_factory=list, max_length=10_000)
     tcp: Tcp | None = Field(default=None, description="Congestion control of every TCP flow (tcp_spec).")
@@ -232,6 +290,12 @@ class FabricSpec(_Model):
     output: Output = Output()
     matrix: dict[str, list[Any]] = Field(default_factory=dict)
 
+    @model_validator(mode="after")
+    def _one_workload(self) -> FabricSpec:
+        if (self.shuffle is None) == (self.traffic is None):
+            raise ValueError("give exactly one workload: a [shuffle] (all-to-all) or a [traffic] matrix")
+        return self
+
 
 class Point(_Model):
     """One matrix point: its label, varied values and the full spec."""
@@ -242,7 +306,7 @@ class Point(_Model):
 
 
 TOPOLOGY_KINDS = ("leaf_spine", "fat_tree", "graph")
-_TAGS = {"topology": TOPOLOGY_KINDS, "size": ("constant", "lognormal", "empirical")}
+_TAGS = {"topology": TOPOLOGY_KINDS, "size": ("constant", "lognormal", "empirical"), "traffic": ("random", "file")}
 
 
 def is_fabric(data: dict[str, Any]) -> bool:
@@ -251,7 +315,11 @@ def is_fabric(data: dict[str, Any]) -> bool:
     topology = data.get("topology")
     if "app" in data:
         return False
-    return "shuffle" in data or (isinstance(topology, dict) and topology.get("kind") in TOPOLOGY_KINDS)
+    return (
+        "shuffle" in data
+        or "traffic" in data
+        or (isinstance(topology, dict) and topology.get("kind") in TOPOLOGY_KINDS)
+    )
 
 
 def _loc(loc: tuple[Any, ...]) -> str:
@@ -272,8 +340,30 @@ def parse(data: dict[str, Any], where: str = "<spec>") -> FabricSpec:
         raise SimSpecError(_errors(where, err)) from None
     check_tcp(spec.tcp, where)
     check_mode(spec, where)
+    check_traffic(spec, where)
     expand(spec, where)
     return spec
+
+
+def check_traffic(spec: FabricSpec, where: str) -> None:
+    """A random matrix's host counts against the topology's hosts (known without reading files)."""
+    t = spec.traffic
+    if not isinstance(t, RandomTraffic) or isinstance(spec.topology, GraphFile):
+        return
+    hosts = spec.topology.hosts()
+    for name in ("senders", "receivers"):
+        n = getattr(t, name)
+        if n is not None and n > hosts:
+            raise SimSpecError(f"{where}: traffic.{name}: {n:,} hosts, the topology has {hosts:,}")
+    pool = (t.senders if t.per == "receiver" else t.receivers) or hosts
+    if t.k > pool - 1:
+        raise SimSpecError(
+            f"{where}: traffic.k: {t.k} distinct peers need at least {t.k + 1} hosts to draw from, "
+            f"the topology has {hosts:,}"
+        )
+    pickers = (t.receivers if t.per == "receiver" else t.senders) or hosts
+    if pickers * t.k > MAX_FETCHES:
+        raise SimSpecError(f"{where}: traffic: {pickers:,} × k = {pickers * t.k:,} fetches, more than {MAX_FETCHES:,}")
 
 
 def check_mode(spec: FabricSpec, where: str) -> None:
@@ -301,6 +391,7 @@ def expand(spec: FabricSpec, where: str = "<spec>") -> list[Point]:
             raise SimSpecError(_errors(f"{where} [{shown}]", err)) from None
         check_tcp(point.tcp, f"{where} [{shown}]")
         check_mode(point, f"{where} [{shown}]")
+        check_traffic(point, f"{where} [{shown}]")
         out.append(Point(label=shown or "base", values=values, spec=point))
     return out
 
@@ -340,6 +431,181 @@ def read_trace(path: Path) -> list[float]:
     return sizes
 
 
+Matrix = tuple[np.ndarray, np.ndarray, np.ndarray]
+"""A traffic matrix as three columns: source host, destination host, bytes (one row per fetch)."""
+
+
+def _draw_sizes(size: Constant | Lognormal | Empirical, n: int, rng: np.random.Generator, base_dir: Path) -> np.ndarray:
+    if isinstance(size, Constant):
+        return np.full(n, size.mib * MIB)
+    if isinstance(size, Lognormal):
+        mu = math.log(size.mean_mib * MIB) - size.sigma**2 / 2
+        return np.clip(rng.lognormal(mu, size.sigma, n), 1.0, 1e15)
+    trace = np.asarray(read_trace(base_dir / size.file))
+    return trace[rng.integers(0, len(trace), n)]
+
+
+def random_matrix(hosts: int, t: RandomTraffic, seed: int, base_dir: Path = Path(".")) -> Matrix:
+    """The random matrix of ``t`` on ``hosts`` hosts, drawn from ``t.seed`` (else ``seed``) with
+    numpy's PCG64: the sender and receiver sets (every host when absent, else that many distinct
+    hosts at random), then per receiver in host order ``k`` distinct senders other than itself
+    (``per = "sender"``: per sender ``k`` receivers), then the sizes, one per row. Rows are grouped
+    by the host that picked them."""
+    where = "traffic"
+    pool_n = t.senders if t.per == "receiver" else t.receivers
+    if (t.senders or hosts) > hosts or (t.receivers or hosts) > hosts:
+        raise SimSpecError(f"{where}: senders and receivers must be at most the topology's {hosts:,} hosts")
+    if t.k > (pool_n or hosts) - 1:
+        raise SimSpecError(f"{where}.k: {t.k} distinct peers need at least {t.k + 1} hosts to draw from")
+    rng = np.random.default_rng(t.seed if t.seed is not None else seed)
+
+    def some(n: int | None) -> np.ndarray:
+        if n is None or n == hosts:
+            return np.arange(hosts, dtype=np.int64)
+        return np.sort(rng.choice(hosts, n, replace=False))
+
+    senders, receivers = some(t.senders), some(t.receivers)
+    pickers, pool = (receivers, senders) if t.per == "receiver" else (senders, receivers)
+    peers = np.empty((len(pickers), t.k), dtype=np.int64)
+    for i, h in enumerate(pickers):
+        pos = int(np.searchsorted(pool, h))
+        inside = pos < len(pool) and pool[pos] == h
+        idx = rng.choice(len(pool) - int(inside), t.k, replace=False)
+        if inside:
+            idx[idx >= pos] += 1  # skip the host itself: uniform over the others
+        peers[i] = pool[idx]
+    own = np.repeat(pickers, t.k)
+    other = peers.reshape(-1)
+    src, dst = (other, own) if t.per == "receiver" else (own, other)
+    return src, dst, _draw_sizes(t.size, len(src), rng, base_dir)
+
+
+def _matrix_format(path: Path, fmt: str | None) -> str:
+    if fmt is not None:
+        return fmt
+    suffix = path.suffix.lower()
+    if suffix in (".csv", ".parquet"):
+        return suffix[1:]
+    raise SimSpecError(
+        f"traffic.file: {path}: cannot tell the format from the extension {suffix or '(none)'!r}: "
+        "name it .csv or .parquet, or give traffic.format"
+    )
+
+
+def _host_field(value: Any, row: int, field: str, where: str) -> int:
+    text = str(value).strip()
+    try:
+        f = float(text)
+    except ValueError:
+        f = math.nan
+    if not (math.isfinite(f) and f == int(f) and f >= 0):
+        raise SimSpecError(f"{where}: row {row}: field {field!r}: {text!r} is not a host index (an integer >= 0)")
+    return int(f)
+
+
+def _bytes_field(value: Any, row: int, where: str) -> float:
+    text = str(value).strip()
+    try:
+        b = float(text)
+    except ValueError:
+        raise SimSpecError(f"{where}: row {row}: field 'bytes': {text!r} is not a number of bytes") from None
+    if not (0 < b <= 1e15):
+        raise SimSpecError(f"{where}: row {row}: field 'bytes': {text} is not in (0, 1e15] bytes")
+    return b
+
+
+def read_matrix(path: Path, fmt: str | None = None) -> Matrix:
+    """A traffic matrix from a file, one fetch per row.
+
+    Format: **CSV** (UTF-8, comma-separated, a header line naming the columns ``src``, ``dst`` and
+    ``bytes`` in any order; further columns are ignored; lines starting with ``#`` are comments) or
+    **Parquet** (columns ``src``, ``dst``, ``bytes``). ``src`` and ``dst`` are host indices (0 = the
+    topology's first host, ``h0`` of a graph), integers; ``bytes`` a number in (0, 1e15]. A row whose
+    ``src`` is its ``dst`` is refused: a host's own blocks do not cross the network. Errors name the
+    file, the data row (1 = the first after the header) and the field."""
+    where = f"traffic.file: {path}"
+    kind = _matrix_format(path, fmt)
+    rows: list[tuple[Any, Any, Any]]
+    if kind == "csv":
+        lines = [line for line in _read_small(path, "traffic.file").splitlines() if not line.lstrip().startswith("#")]
+        reader = csv.reader(line for line in lines if line.strip())
+        header = [h.strip().lower() for h in next(reader, [])]
+        missing = [c for c in ("src", "dst", "bytes") if c not in header]
+        if missing:
+            raise SimSpecError(
+                f"{where}: the header line must name the columns src, dst, bytes (missing: {', '.join(missing)}; "
+                f"got {','.join(header) or 'an empty file'})"
+            )
+        cols = [header.index(c) for c in ("src", "dst", "bytes")]
+        rows = []
+        for i, rec in enumerate(reader, start=1):
+            if len(rec) < len(header):
+                raise SimSpecError(f"{where}: row {i}: {len(rec)} fields, the header has {len(header)}")
+            rows.append((rec[cols[0]], rec[cols[1]], rec[cols[2]]))
+            if len(rows) > MAX_FETCHES:
+                raise SimSpecError(f"{where}: more than {MAX_FETCHES:,} rows")
+    else:
+        import duckdb  # the project's store; reads Parquet without another dependency
+
+        try:
+            size = path.stat().st_size
+        except OSError as exc:
+            raise SimSpecError(f"{where}: cannot read: {(exc.strerror or str(exc)).lower()}") from None
+        if size > MAX_FILE_BYTES:
+            raise SimSpecError(f"{where}: {size:,} bytes, more than {MAX_FILE_BYTES:,}")
+        try:
+            rel = duckdb.sql("SELECT * FROM read_parquet(?)", params=[str(path)])
+            names = [c.lower() for c in rel.columns]
+            missing = [c for c in ("src", "dst", "bytes") if c not in names]
+            if missing:
+                raise SimSpecError(
+                    f"{where}: the Parquet file must have the columns src, dst, bytes (missing: {', '.join(missing)}; "
+                    f"got {', '.join(rel.columns)})"
+                )
+            n = rel.aggregate("count(*)").fetchone()
+            if n is not None and int(n[0]) > MAX_FETCHES:
+                raise SimSpecError(f"{where}: more than {MAX_FETCHES:,} rows")
+            got = [rel.columns[names.index(c)] for c in ("src", "dst", "bytes")]
+            rows = rel.project(", ".join(f'"{c}"' for c in got)).fetchall()
+        except duckdb.Error as err:
+            raise SimSpecError(f"{where}: not a readable Parquet file ({err})") from None
+    if not rows:
+        raise SimSpecError(f"{where}: no rows (one fetch per row: src,dst,bytes)")
+    src = np.empty(len(rows), dtype=np.int64)
+    dst = np.empty(len(rows), dtype=np.int64)
+    size_b = np.empty(len(rows))
+    for i, (a, b, c) in enumerate(rows):
+        src[i] = _host_field(a, i + 1, "src", where)
+        dst[i] = _host_field(b, i + 1, "dst", where)
+        size_b[i] = _bytes_field(c, i + 1, where)
+        if src[i] == dst[i]:
+            raise SimSpecError(
+                f"{where}: row {i + 1}: src and dst are the same host ({src[i]}): a host's own blocks do not "
+                "cross the network; leave the row out"
+            )
+    return src, dst, size_b
+
+
+def traffic_matrix(spec: FabricSpec, hosts: int, seed: int, base_dir: Path) -> Matrix:
+    """The matrix of a ``[traffic]`` spec on ``hosts`` hosts for run seed ``seed``, every row's hosts
+    checked against the topology."""
+    t = spec.traffic
+    assert t is not None
+    if isinstance(t, RandomTraffic):
+        return random_matrix(hosts, t, seed, base_dir)
+    path = base_dir / t.file
+    src, dst, size_b = read_matrix(path, t.format)
+    for name, col in (("src", src), ("dst", dst)):
+        bad = np.flatnonzero(col >= hosts)
+        if bad.size:
+            i = int(bad[0])
+            raise SimSpecError(
+                f"traffic.file: {path}: row {i + 1}: field {name!r}: host {int(col[i])} is not a host of the "
+                f"topology (0 to {hosts - 1})"
+            )
+    return src, dst, size_b
+
+
 def read_graph(path: Path) -> dict[str, Any]:
     """A graph topology from a CSV of cables ``a,b,gbps,delay_us,tier`` (header optional)."""
     nodes: dict[str, bool] = {}
@@ -373,6 +639,30 @@ def read_graph(path: Path) -> dict[str, Any]:
         raise SimSpecError(f"topology.file: {path}: {len(hosts):,} hosts, more than {MAX_HOSTS:,}")
     order = hosts + [n for n, h in nodes.items() if not h]
     return {"kind": "graph", "nodes": [{"name": n, "host": nodes[n]} for n in order], "links": links}
+
+
+def describe_workload(spec: FabricSpec) -> str:
+    """The workload in words (for the report)."""
+    t = spec.traffic
+    if t is None:
+        assert spec.shuffle is not None
+        return (
+            f"all-to-all shuffle: {spec.shuffle.maps:,} map tasks × {spec.shuffle.reducers:,} reducers, "
+            f"at most {spec.hosts.cores} reduce task(s) per host at a time"
+        )
+    if isinstance(t, FileTraffic):
+        return f"traffic matrix from {t.file} (one fetch per row); one fetching task per receiving host"
+    pick = (
+        f"each receiver fetches from {t.k} distinct random senders"
+        if t.per == "receiver"
+        else f"each sender sends to {t.k} distinct random receivers"
+    )
+    who = (
+        f"{'every host' if t.senders is None else f'{t.senders:,} random hosts'} send, "
+        f"{'every host' if t.receivers is None else f'{t.receivers:,} random hosts'} receive"
+    )
+    seed = "the run's seed" if t.seed is None else f"seed {t.seed}"
+    return f"random traffic matrix: {who}; {pick} (never itself; drawn from {seed}); one fetching task per receiver"
 
 
 def host_count(spec: FabricSpec, base_dir: Path) -> int:
@@ -429,25 +719,37 @@ def core_config(spec: FabricSpec, seed: int, base_dir: Path, *, recompute: str |
         if c.src >= hosts or c.dst >= hosts:
             raise SimSpecError(f"cross[{i}]: src and dst must be host indices below {hosts}")
     s = spec.shuffle
-    sizes: dict[str, Any]
-    if isinstance(s.size, Constant):
-        sizes = {"kind": "constant", "bytes": s.size.mib * MIB}
-    elif isinstance(s.size, Lognormal):
-        sizes = {"kind": "lognormal", "mean_bytes": s.size.mean_mib * MIB, "sigma": s.size.sigma}
+    workload: dict[str, Any]
+    if s is None:
+        traffic = spec.traffic
+        assert traffic is not None
+        src, dst, size_b = traffic_matrix(spec, hosts, seed, base_dir)
+        workload = {
+            "matrix": {"src": src.tolist(), "dst": dst.tolist(), "bytes": size_b.tolist()},
+            "max_reqs_in_flight": traffic.max_reqs_in_flight or 2**31 - 1,
+            "max_bytes_in_flight": traffic.max_mib_in_flight * MIB,
+        }
     else:
-        sizes = {"kind": "empirical", "bytes": read_trace(base_dir / s.size.file)}
-    config: dict[str, Any] = {
-        "topology": topology,
-        "cores_per_host": spec.hosts.cores,
-        "seed": seed,
-        "recompute": recompute or spec.experiment.recompute,
-        "shuffle": {
+        sizes: dict[str, Any]
+        if isinstance(s.size, Constant):
+            sizes = {"kind": "constant", "bytes": s.size.mib * MIB}
+        elif isinstance(s.size, Lognormal):
+            sizes = {"kind": "lognormal", "mean_bytes": s.size.mean_mib * MIB, "sigma": s.size.sigma}
+        else:
+            sizes = {"kind": "empirical", "bytes": read_trace(base_dir / s.size.file)}
+        workload = {
             "maps": s.maps,
             "reducers": s.reducers,
             "sizes": sizes,
             "max_reqs_in_flight": s.max_reqs_in_flight or 2**31 - 1,
             "max_bytes_in_flight": s.max_mib_in_flight * MIB,
-        },
+        }
+    config: dict[str, Any] = {
+        "topology": topology,
+        "cores_per_host": spec.hosts.cores,
+        "seed": seed,
+        "recompute": recompute or spec.experiment.recompute,
+        "shuffle": workload,
         "cross": [
             {
                 "src": c.src,
