@@ -23,20 +23,87 @@ What a stage carries (per successful task of its last attempt):
 The per-(map, reduce) bytes are not recorded (the event log has per-task totals only): a
 reducer's ``read_bytes`` is split over the map tasks of its ``reads_from`` stages in proportion to
 what each wrote (so every reducer reads exactly its recorded bytes).
+
+**Compute times from an oversubscribed recording.** A task's recorded compute is wall time. Where
+the recorded executors shared fewer physical cores than they had (the lab's 3 one-core executors on
+a 2-core box), it holds time spent waiting for a core, and it is not what the task takes on a core
+of its own. ``compute`` chooses what a stage carries (:class:`CpuAccount` records all of them):
+
+- ``"recorded"``: the wall time as recorded (longer than one-core time on an oversubscribed box);
+- ``"shared"``: the wall time × the task's mean processor-sharing rate ``min(1, C / n(t))`` over its
+  lifetime (``n(t)`` = the application's tasks running on the machine at *t*, ``C`` = its physical
+  cores), floored at the task's own thread CPU time (executor CPU + deserialize CPU) where recorded:
+  a task's share of the machine can be no less than the CPU its thread used;
+- ``"thread_cpu"``: the task thread's CPU time alone: a lower bound on one-core time (it leaves out
+  the JVM's other threads — GC, JIT — and every off-CPU wait: disk, locks, the result's send);
+- ``"auto"`` (default): ``"shared"`` when the machine's cores are known, else ``"recorded"``. They
+  are known from the lab store's run record (``runs.environment_json`` ``cpus``: the whole box, all
+  executors on it), or given (``cpus``: per recorded host, ``tasks.host``) for an imported event
+  log, which does not record them.
 """
 
 from __future__ import annotations
 
 import heapq
+import json
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import duckdb
+import numpy as np
 import pandas as pd
 
 TABLES = ("stages", "tasks", "jobs")
+OPTIONAL = ("apps", "runs")
+
+Compute = Literal["auto", "recorded", "shared", "thread_cpu"]
+
+
+@dataclass(frozen=True)
+class CpuAccount:
+    """The recording's own CPU accounting of its tasks' compute (sums over the successful tasks, s)."""
+
+    compute: str  # what the stages carry: "recorded", "shared" or "thread_cpu"
+    recorded_s: float  # deserialize + executor run − fetch wait (wall)
+    thread_cpu_s: float | None  # executor CPU + deserialize CPU of the task threads (None: not recorded)
+    shared_s: float | None  # processor-sharing corrected (None: the machine's cores unknown)
+    machine_cores: float | None  # physical cores of a recorded machine
+    machines: str  # "the box" (lab: every executor on one machine) or "per host" (tasks.host)
+    executor_cores: int
+    peak_tasks: int  # the most tasks running at once on one machine
+
+    def statement(self) -> str:
+        """In words: what the compute times are and their bias."""
+        thread = (
+            f"their threads' CPU time is {self.thread_cpu_s:.2f} s ({100 * self.thread_cpu_s / self.recorded_s:.0f} %)"
+            if self.thread_cpu_s is not None and self.recorded_s > 0
+            else "the recording has no per-task CPU time"
+        )
+        base = f"recorded task compute (wall) {self.recorded_s:.2f} s in all; {thread}"
+        if self.machine_cores is None:
+            return (
+                f"{base}. The recorded machines' cores are unknown (an event log does not record them; give "
+                f"app.recorded_cpus), so compute times are used as recorded: if the {self.executor_cores} executor "
+                f"cores shared fewer physical cores, they hold time spent waiting for a core and are longer than "
+                f"one-core times (biased long)"
+            )
+        over = self.peak_tasks > self.machine_cores
+        shared = (
+            f"corrected for processor sharing ({self.machine_cores:g} physical cores {self.machines}, up to "
+            f"{self.peak_tasks} tasks at once: each task's wall time × its mean min(1, cores / tasks running), "
+            f"floored at its thread CPU) {self.shared_s:.2f} s"
+        )
+        used = {
+            "shared": "the corrected times are used",
+            "recorded": "the times as recorded are used (biased long)" if over else "the times as recorded are used",
+            "thread_cpu": "the threads' CPU times are used (a lower bound: no GC or JIT threads, no off-CPU waits)",
+        }[self.compute]
+        if not over:
+            most = f"{self.peak_tasks} tasks at most on {self.machine_cores:g} cores"
+            return f"{base}; the machine was not oversubscribed ({most}): {used}"
+        return f"{base}; {shared}; {used}"
 
 
 class AppDagError(ValueError):
@@ -99,6 +166,7 @@ class AppDag:
     stages: tuple[Stage, ...]
     notes: tuple[str, ...] = ()
     scaling: Scaling | None = None
+    cpu: CpuAccount | None = None
 
     def stage(self, stage_id: int) -> Stage:
         for s in self.stages:
@@ -118,7 +186,7 @@ class AppDag:
 def _read_tables(path: Path) -> dict[str, pd.DataFrame]:
     if path.is_dir():
         out = {}
-        for name in (*TABLES, "apps"):
+        for name in (*TABLES, *OPTIONAL):
             f = path / f"{name}.parquet"
             if f.is_file():
                 out[name] = duckdb.sql("SELECT * FROM read_parquet(?)", params=[str(f)]).df()
@@ -136,7 +204,7 @@ def _read_tables(path: Path) -> dict[str, pd.DataFrame]:
         missing = [t for t in TABLES if t not in have]
         if missing:
             raise AppDagError(f"{path}: not a results store with Spark tables (missing {', '.join(missing)})")
-        return {t: con.execute(f'SELECT * FROM "{t}"').df() for t in (*TABLES, "apps") if t in have}
+        return {t: con.execute(f'SELECT * FROM "{t}"').df() for t in (*TABLES, *OPTIONAL) if t in have}
     finally:
         con.close()
 
@@ -173,9 +241,70 @@ def _ints(text: Any) -> tuple[int, ...]:
     return tuple(int(x) for x in str(text).split(","))
 
 
-def load_app(path: str | Path, run_id: str | None = None, app_index: int = 0) -> AppDag:
+def _box_cpus(tables: dict[str, pd.DataFrame], rid: str) -> float | None:
+    """The lab's record of the box's CPU count for run ``rid`` (``runs.environment_json``)."""
+    runs = tables.get("runs")
+    if runs is None or "environment_json" not in runs or "run_id" not in runs:
+        return None
+    for env in runs.loc[runs["run_id"] == rid, "environment_json"].dropna():
+        try:
+            cpus = json.loads(env).get("cpus")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(cpus, int | float) and cpus > 0:
+            return float(cpus)
+    return None
+
+
+def _shares(tasks: pd.DataFrame, machine: pd.Series, cores: float, slots: dict[str, float]) -> tuple[np.ndarray, int]:
+    """Each task's mean processor-sharing rate ``min(1, cores / n(t))`` over its lifetime
+    (launch → finish as the driver saw them) on its machine, and the most tasks computing at once on
+    one machine. ``n(t)`` is capped at the machine's executor slots: the driver's timestamps overlap
+    a task's end with the next one's launch on the same slot (up to 5 at once on the lab's 3)."""
+    rates = np.ones(len(tasks))
+    peak = 0
+    launch = tasks["launch_at_ms"].to_numpy(float)
+    finish = tasks["finish_at_ms"].to_numpy(float)
+    for m in pd.unique(machine):
+        idx = np.flatnonzero((machine == m).to_numpy())
+        a, b = launch[idx], finish[idx]
+        points = np.unique(np.concatenate([a, b]))
+        if len(points) < 2:
+            continue
+        mids = (points[:-1] + points[1:]) / 2
+        widths = np.diff(points)
+        running = np.zeros(len(mids))
+        for x, y in zip(a, b, strict=True):
+            running[(mids > x) & (mids < y)] += 1
+        running = np.minimum(running, slots[str(m)])
+        peak = max(peak, int(running.max()))
+        rate = np.where(running > 0, np.minimum(1.0, cores / np.maximum(running, 1)), 1.0)
+        cum = np.concatenate([[0.0], np.cumsum(rate * widths)])
+        lo, hi = np.searchsorted(points, a), np.searchsorted(points, b)
+        span = b - a
+        rates[idx] = np.where(span > 0, (cum[hi] - cum[lo]) / np.where(span > 0, span, 1), 1.0)
+    return rates, peak
+
+
+def _num(x: Any) -> float:
+    return 0.0 if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
+
+
+def load_app(
+    path: str | Path,
+    run_id: str | None = None,
+    app_index: int = 0,
+    *,
+    compute: Compute = "auto",
+    cpus: float | None = None,
+) -> AppDag:
     """The application ``(run_id, app_index)`` of a store or data folder (default: the one with the
-    median job time)."""
+    median job time). ``compute`` and ``cpus`` (physical cores per recorded host): how compute times
+    from an oversubscribed recording are read (module docstring)."""
+    if compute not in ("auto", "recorded", "shared", "thread_cpu"):
+        raise AppDagError(f"compute: {compute!r} is not auto, recorded, shared or thread_cpu")
+    if cpus is not None and not (cpus > 0 and math.isfinite(cpus)):
+        raise AppDagError("cpus: the recorded machines' physical cores must be > 0")
     p = Path(path)
     tables = _read_tables(p)
     rid, ai = _pick(tables, p, run_id, app_index)
@@ -204,13 +333,12 @@ def load_app(path: str | Path, run_id: str | None = None, app_index: int = 0) ->
     ends = {int(s.stage_id): float(s.completed_at_ms or 0) for s in stages.itertuples()}
     app_start = float(jobs["submitted_at_ms"].min())
     app_end = float(jobs["completed_at_ms"].max())
+    tasks = tasks.sort_values(["stage_id", "task_index", "attempt"]).reset_index(drop=True)
+    account, compute_s = _compute_times(tables, (rid, ai), tasks, compute, cpus, p)
     costs: dict[int, list[TaskCost]] = {}
-    for t in tasks.sort_values(["stage_id", "task_index", "attempt"]).itertuples():
-        compute_ms = float(t.deserialize_ms or 0) + float(t.executor_run_ms or 0) - float(t.fetch_wait_ms or 0)
+    for t, c in zip(tasks.itertuples(), compute_s, strict=True):
         read = float(t.remote_bytes or 0) + float(t.local_bytes or 0)
-        costs.setdefault(int(t.stage_id), []).append(
-            TaskCost(max(0.0, compute_ms) / 1000, float(t.shuffle_write_bytes or 0), read)
-        )
+        costs.setdefault(int(t.stage_id), []).append(TaskCost(float(c), float(t.shuffle_write_bytes or 0), read))
     written = {sid: sum(c.write_bytes for c in cs) for sid, cs in costs.items()}
     out: list[Stage] = []
     recorded = {int(s) for s in stages["stage_id"]}
@@ -253,7 +381,68 @@ def load_app(path: str | Path, run_id: str | None = None, app_index: int = 0) ->
         tail_s=max(0.0, app_end - last) / 1000,
         stages=tuple(out),
         notes=tuple(notes),
+        cpu=account,
     )
+
+
+def _compute_times(
+    tables: dict[str, pd.DataFrame],
+    app: tuple[str, int],
+    tasks: pd.DataFrame,
+    compute: Compute,
+    cpus: float | None,
+    p: Path,
+) -> tuple[CpuAccount, np.ndarray]:
+    """Per task (in ``tasks``' order) the compute time the DAG carries, and the account of it."""
+    rid, ai = app
+    wall = np.array(
+        [
+            max(0.0, _num(t.deserialize_ms) + _num(t.executor_run_ms) - _num(t.fetch_wait_ms)) / 1000
+            for t in tasks.itertuples()
+        ]
+    )
+    thread: np.ndarray | None = None
+    if "executor_cpu_ms" in tasks and tasks["executor_cpu_ms"].notna().any():
+        deser = pd.Series(tasks.get("deserialize_cpu_ms", 0.0), index=tasks.index).fillna(0)
+        thread = (tasks["executor_cpu_ms"].fillna(0) + deser).to_numpy(float)
+        thread = np.minimum(thread / 1000, wall)  # ms rounding of the wall time
+    machine_cores, machines = (float(cpus), "per host") if cpus is not None else (_box_cpus(tables, rid), "on the box")
+    executor_cores = _slots(tables, rid, ai, tasks) if "executor_id" in tasks else 1
+    shared: np.ndarray | None = None
+    peak = 0
+    if machine_cores is not None:
+        per_host = machines == "per host" and "host" in tasks
+        machine = tasks["host"].astype(str) if per_host else pd.Series("box", index=tasks.index)
+        executors = tasks["executor_id"].astype(str) if "executor_id" in tasks else machine
+        per_executor = executor_cores / max(1, executors.nunique())
+        slots = {str(m): executors[machine == m].nunique() * per_executor for m in pd.unique(machine)}
+        rates, peak = _shares(tasks, machine, machine_cores, slots)
+        shared = wall * rates
+        if thread is not None:
+            shared = np.maximum(shared, thread)
+    use = compute
+    if use == "auto":
+        use = "shared" if shared is not None else "recorded"
+    if use == "shared" and shared is None:
+        raise AppDagError(
+            f"{p}: compute 'shared' needs the recorded machines' physical cores: the store does not record them "
+            "(give app.recorded_cpus)"
+        )
+    if use == "thread_cpu" and thread is None:
+        raise AppDagError(f"{p}: compute 'thread_cpu': the store has no per-task CPU time (executor_cpu_ms)")
+    chosen = {"recorded": wall, "shared": shared, "thread_cpu": thread}[use]
+    assert chosen is not None
+    account = CpuAccount(
+        compute=use,
+        recorded_s=float(wall.sum()),
+        thread_cpu_s=None if thread is None else float(thread.sum()),
+        shared_s=None if shared is None else float(shared.sum()),
+        machine_cores=machine_cores,
+        machines=machines,
+        executor_cores=executor_cores,
+        peak_tasks=peak,
+    )
+    return account, chosen
 
 
 def _slots(tables: dict[str, pd.DataFrame], rid: str, ai: int, tasks: pd.DataFrame) -> int:

@@ -10,6 +10,8 @@ A fabric spec (:mod:`shufflelab.sim.fabric_spec`: ``[experiment]``, ``[topology]
     placement = "spread"                        # or "pack"
     task_factor = 20                            # absent: executor cores / recorded cores
     copies = 1                                  # this many applications of the recording
+    compute = "auto"                            # recorded | shared | thread_cpu (app_dag: oversubscribed recordings)
+    recorded_cpus = 8                           # physical cores per recorded host (absent: the lab's record)
 
     [arrival]            # absent: every application at its arrival_s (default 0)
     kind = "poisson"
@@ -84,6 +86,14 @@ class App(_Model):
     bytes_factor: float = Field(default=1.0, gt=0, le=100_000, description="Shuffle bytes per recorded byte.")
     arrival_s: float = Field(default=0, ge=0, le=1e7)
     copies: int = Field(default=1, ge=1, le=MAX_APPS)
+    compute: Literal["auto", "recorded", "shared", "thread_cpu"] = Field(
+        default="auto",
+        description="Task compute times: as recorded (wall), corrected for processor sharing on the recorded "
+        "machine, or the task threads' CPU time; auto: shared when the machine's cores are known.",
+    )
+    recorded_cpus: float | None = Field(
+        default=None, gt=0, le=100_000, description="Physical cores per recorded host (absent: the lab's run record)."
+    )
 
 
 class Arrival(_Model):
@@ -173,14 +183,16 @@ def expand(spec: AppsSpec, where: str = "<spec>") -> list[AppsPoint]:
 
 
 @lru_cache(maxsize=32)
-def _recorded(source: Path, run_id: str | None, app_index: int) -> app_dag.AppDag:
-    return app_dag.load_app(source, run_id, app_index)
+def _recorded(
+    source: Path, run_id: str | None, app_index: int, compute: app_dag.Compute = "auto", cpus: float | None = None
+) -> app_dag.AppDag:
+    return app_dag.load_app(source, run_id, app_index, compute=compute, cpus=cpus)
 
 
 def recorded(app: App, i: int, base_dir: Path) -> app_dag.AppDag:
     """The recorded application of ``app[i]`` (read once per run of the process)."""
     try:
-        return _recorded((base_dir / app.source).resolve(), app.run_id, app.app_index)
+        return _recorded((base_dir / app.source).resolve(), app.run_id, app.app_index, app.compute, app.recorded_cpus)
     except app_dag.AppDagError as err:
         raise SimSpecError(f"app[{i}].source: {err}") from None
 

@@ -14,6 +14,7 @@ import pandas as pd
 from shufflelab import document
 from shufflelab.document import Document, Section, Table
 from shufflelab.sim.apps_sim import run_rows, short_label, summary_rows
+from shufflelab.sim.fabric_report import model_questions
 from shufflelab.sim.fabric_sections import fct_table, run_section
 from shufflelab.sim.tcp_spec import TCP_LIMIT, tcp_section, tcp_table
 
@@ -94,6 +95,8 @@ def _recorded(doc: dict[str, Any]) -> Section:
             f"compute and driver time on the same cores) it takes {a['recorded_no_network_s']:.2f} s."
         )
         bullets.append(f"Scaling: {a['scaling']}.")
+        if "compute_times" in a:
+            bullets.append(f"Compute times ({a['compute']}): {a['compute_times']}.")
         bullets.extend(f"Note: {n}." for n in a["notes"])
     runs = doc["runs"]
     scalings = {(a["scaling"], a["scaled_tasks"]) for run in runs for a in run["apps"]}
@@ -152,7 +155,18 @@ def build(doc: dict[str, Any], out: Path) -> Document:
         )
         fct = fct_table(r, size="KiB", time="ms", stats=("mean", "p99"))
         sections.append(run_section(run, short_label(run), paragraph, figures, fct=fct, over="the run", tables=stages))
-    headline = [
+    compute = {a.get("compute", "recorded") for run in doc["runs"] for a in run["apps"]}
+    scaled = (
+        "Compute times of the recording: "
+        + ", ".join(sorted(compute))
+        + (
+            " (as recorded: longer than one-core times if the recorded executors shared fewer cores)"
+            if "recorded" in compute
+            else " (see 'The recorded application')"
+        )
+        + "."
+    )
+    headline = [model_questions(doc), scaled] + [
         f"{row['run']} (seed {row['seed']}): "
         + (
             f"mean job time {row['mean job s']:.3f} s over {row['apps done']} applications, "

@@ -58,6 +58,7 @@ def describe(point: app_spec.AppsPoint, base_dir: Path) -> list[dict[str, Any]]:
                 "scaled_shuffle_bytes": dag.shuffle_bytes,
                 "scaled_no_network_s": app_dag.makespan_no_network(dag),
                 "scaling": dag.scaling.statement(rec.slots),
+                **({"compute": rec.cpu.compute, "compute_times": rec.cpu.statement()} if rec.cpu else {}),
                 "notes": list(rec.notes),
             }
         )
