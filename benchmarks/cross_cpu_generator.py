@@ -65,7 +65,7 @@ def _spec(generator: str, pct: float) -> S.ExperimentSpec:
 
 
 def _level(
-    fab: NamespaceFabric, lz: netns.Lease, net: T.Network, generator: str, pct: float, seconds: float
+    fab: NamespaceFabric, lz: netns.NamespaceLease, net: T.Network, generator: str, pct: float, seconds: float
 ) -> dict[str, Any]:
     sp = _spec(generator, pct)
     fab.configure(netplan.of(sp, fab.network), restart_switch=True)

@@ -123,7 +123,7 @@ def _spark_rate(seconds: float) -> float:
 
 
 def start_udp(
-    fab: NamespaceFabric, lz: netns.Lease, net: T.Network, pct: float, settle_s: float = 2.0
+    fab: NamespaceFabric, lz: netns.NamespaceLease, net: T.Network, pct: float, settle_s: float = 2.0
 ) -> CrossTraffic | None:
     """UDP at ``pct`` % of the bottleneck from ``tgen`` to ``tsink`` through the runner's own
     cross-traffic driver (server listening before the client starts, JSON result kept, so a level

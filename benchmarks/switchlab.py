@@ -2,7 +2,7 @@
 import it as ``switchlab``) and its root integration test (``tests/switch``, as
 ``benchmarks.switchlab``): hosts ``h1..hN`` each on their own port of router ``r`` (the addressing
 of ``topology.star``: host i is 10.77.i.1/24 behind gateway 10.77.i.254). Namespaces come from a
-:class:`~shufflelab.emulate.netns.Lease`, so its release (and ``shufflelab clean``) removes
+:class:`~shufflelab.emulate.netns.NamespaceLease`, so its release (and ``shufflelab clean``) removes
 everything. Scaffolding, not part of the product package.
 
 The router either forwards in the kernel (``kernel_path``: ip_forward on, optional HTB shaping
@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from shufflelab.emulate.fabric import sysctl
-from shufflelab.emulate.netns import Lease, run, run_at
+from shufflelab.emulate.netns import NamespaceLease, run, run_at
 from shufflelab.netplan import shaping_commands
 from shufflelab.spec import Link
 from shufflelab.switch.config import Mode, SwitchHost
@@ -26,7 +26,7 @@ ROUTER = "r"
 
 @dataclass
 class Star:
-    lease: Lease
+    lease: NamespaceLease
     hosts: list[str]
     addresses: dict[str, str] = field(default_factory=dict)
     macs: dict[str, str] = field(default_factory=dict)
@@ -58,7 +58,7 @@ class Star:
         sysctl(self.ns(host), values)
 
 
-def build_star(lease: Lease, n_hosts: int = 2) -> Star:
+def build_star(lease: NamespaceLease, n_hosts: int = 2) -> Star:
     """Create ``r`` and ``h1..hN`` with veths, addresses, default routes; offloads off."""
     star = Star(lease, [f"h{i}" for i in range(1, n_hosts + 1)])
     r = lease.create_namespace(ROUTER)

@@ -66,20 +66,20 @@ class Job:
 
 
 @dataclass
-class Lease:
+class FakeLease:
     lease_id: str
     scratch: Path
 
 
 @dataclass
-class Fabric:
+class FakeFabric:
     """A fabric whose switch dies at ``dies_at`` (never when None); records what was asked of it."""
 
     clock: Clock
     dies_at: float | None = None
     why: str = "switch exited with status 1: port r:sw1 gone"
     network: Network | None = None
-    lease: Lease | None = None
+    lease: FakeLease | None = None
     configured: list[NetPlan] = field(default_factory=list)
     closed: bool = False
     lost_at: float | None = None  # a machine of the fabric is gone from then on (as a real host dropping off)
@@ -126,7 +126,7 @@ class Fabric:
 
         return link_selftest.for_run(plan, self, run_dir, self.selftest_cache, measure=measure)
 
-    def start_queue_sampler(self, spec: ExperimentSpec, out: Path, launch: ProcessLauncher) -> Process | None:
+    def start_queue_sampler(self, spec: ExperimentSpec, out: Path, launch: ProcessLauncher) -> FakeProcess | None:
         return None  # as the userspace switch: it samples itself
 
     def start_cross_traffic(self) -> None:
@@ -139,10 +139,10 @@ class Fabric:
 @dataclass
 class Link:
     """The commands of a link self-test on a fake fabric: ping answers with the configured delay, and
-    iperf3 receives the goodput of a perfect link shaped at the rate the fabric was last configured
+    iperf3 receives the payload of a perfect link shaped at the rate the fabric was last configured
     with (the payload share of the rate, as a real HTB class delivers)."""
 
-    fabric: Fabric
+    fabric: FakeFabric
 
     def run(self, argv: Sequence[str], *, place: str | None = None, check: bool = True, timeout: float = 60) -> str:
         link = self.fabric.configured[-1].link  # what the fabric was last told to shape
@@ -151,13 +151,15 @@ class Link:
             return f"rtt min/avg/max/mdev = {rtt:.3f}/{rtt:.3f}/{rtt:.3f}/0.000 ms\n"
         if argv[0] == "ss":
             return f"LISTEN 0 5 0.0.0.0:{link_selftest.IPERF_PORT}"
-        if argv[0] == "iperf3":
-            bps = link.rate_mbps * 1e6 * link_selftest.PAYLOAD_SHARE
+        if argv[0] == "iperf3":  # the UDP probe, offered above the rate: the link delivers its rate
+            bps = min(float(argv[argv.index("-b") + 1]), link.rate_mbps * 1e6 * link_selftest.PAYLOAD_SHARE)
             return json.dumps({"end": {"sum_received": {"bits_per_second": bps}}})
         raise AssertionError(f"unexpected self-test command {argv}")
 
-    def launch(self, place: str, argv: Sequence[str], log: Path, /, env: Mapping[str, str] | None = None) -> Process:
-        return Process(self.fabric.clock, None)
+    def launch(
+        self, place: str, argv: Sequence[str], log: Path, /, env: Mapping[str, str] | None = None
+    ) -> FakeProcess:
+        return FakeProcess(self.fabric.clock, None)
 
 
 @dataclass
@@ -171,7 +173,7 @@ class Behaviour:
 
 
 @dataclass
-class Process:
+class FakeProcess:
     """A process that ends at ``ends_at`` on ``clock`` (never when None), calling ``on_end`` once."""
 
     clock: Clock
@@ -195,7 +197,7 @@ class Process:
         return self.code
 
 
-class Cluster:
+class FakeCluster:
     """A Spark cluster whose drivers behave as ``behaviours`` says (in launch order; the last one
     repeats); its start fails while ``backend.start_failures`` is positive."""
 
@@ -227,7 +229,7 @@ class Cluster:
     def app_conf(self, spec: ExperimentSpec, event_dir: Path, partitions: int | None, **kw: Any) -> dict[str, str]:
         return {"spark.eventLog.dir": f"file://{event_dir}"}
 
-    def driver(self, request_path: Path, log: Path) -> Process:
+    def driver(self, request_path: Path, log: Path) -> FakeProcess:
         b = self.backend
         k = len(b.drivers)
         how = b.behaviours[min(k, len(b.behaviours) - 1)]
@@ -244,7 +246,7 @@ class Cluster:
                 result.write_text(json.dumps({"ok": False, "app_id": None, "error": "Py4JJavaError: boom\n\tat x"}))
 
         ends = None if how.ends_after is None else b.clock() + how.ends_after
-        proc = Process(b.clock, ends, on_end=end)
+        proc = FakeProcess(b.clock, ends, on_end=end)
         b.drivers.append(proc)
         return proc
 
@@ -273,9 +275,9 @@ class Backend:
     switch_dies_at: float | None = None
     machine_lost_at: float | None = None
     logs_error: Exception | None = None  # what copying a run's logs raises (None: it works)
-    fabrics: list[Fabric] = field(default_factory=list)
-    clusters: list[Cluster] = field(default_factory=list)
-    drivers: list[Process] = field(default_factory=list)
+    fabrics: list[FakeFabric] = field(default_factory=list)
+    clusters: list[FakeCluster] = field(default_factory=list)
+    drivers: list[FakeProcess] = field(default_factory=list)
     commands: list[list[str]] = field(default_factory=list)
 
     def seams(self) -> BackendSeams:
@@ -285,10 +287,10 @@ class Backend:
         )  # fmt: skip
 
     @contextlib.contextmanager
-    def open_fabric(self, network: Network, offloads: bool) -> Iterator[Fabric]:
-        lease = Lease(f"f{len(self.fabrics)}", self.scratch / f"lease{len(self.fabrics)}")
+    def open_fabric(self, network: Network, offloads: bool) -> Iterator[FakeFabric]:
+        lease = FakeLease(f"f{len(self.fabrics)}", self.scratch / f"lease{len(self.fabrics)}")
         lease.scratch.mkdir(parents=True)
-        fabric = Fabric(self.clock, dies_at=self.switch_dies_at, network=network, lease=lease)
+        fabric = FakeFabric(self.clock, dies_at=self.switch_dies_at, network=network, lease=lease)
         fabric.lost_at = self.machine_lost_at
         self.fabrics.append(fabric)
         try:
@@ -296,8 +298,8 @@ class Backend:
         finally:
             fabric.closed = True
 
-    def new_cluster(self, spec: ClusterSpec, fabric: Any, scratch: Path, log_dir: Path) -> Cluster:
-        cluster = Cluster(self, spec, scratch)
+    def new_cluster(self, spec: ClusterSpec, fabric: Any, scratch: Path, log_dir: Path) -> FakeCluster:
+        cluster = FakeCluster(self, spec, scratch)
         self.clusters.append(cluster)
         return cluster
 
@@ -305,12 +307,14 @@ class Backend:
         self.commands.append(list(argv))
         return ""
 
-    def launch(self, place: str, argv: Sequence[str], log: Path, /, env: Mapping[str, str] | None = None) -> Process:
-        return Process(self.clock, None)
+    def launch(
+        self, place: str, argv: Sequence[str], log: Path, /, env: Mapping[str, str] | None = None
+    ) -> FakeProcess:
+        return FakeProcess(self.clock, None)
 
 
 class HereProcess:
-    """A real process on this machine (its own session), as a launcher's :class:`Process`."""
+    """A real process on this machine (its own session), as a launcher's process (``protocols.Process``)."""
 
     def __init__(self, argv: Sequence[str], log: Path, env: Mapping[str, str] | None) -> None:
         log.parent.mkdir(parents=True, exist_ok=True)

@@ -105,7 +105,7 @@ def test_faults_reach_their_hosts_only_through_the_backends_seams(tmp_path: Path
         )
     )
     net = topology.build(spec)
-    fabric = fakes.Fabric(fakes.Clock(), network=net)
+    fabric = fakes.FakeFabric(fakes.Clock(), network=net)
     ran: list[tuple[str | None, list[str]]] = []
 
     def run(argv: Sequence[str], *, place: str | None = None, check: bool = True, timeout: float = 60) -> str:

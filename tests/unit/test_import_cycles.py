@@ -6,11 +6,16 @@ And the layering of the backends over what they run: the packages the backends d
 ``switch/``, ``mapreduce/``) reach the backends (``emulate/``, ``hosts/``) only through the seams,
 ``shufflelab.emulate.protocols`` -- never a backend's adapter (the namespaces, the SSH session):
 the arrows run from the backends down to what they run, and back up only through the protocols.
+And no class is named as a seam it implements (``NamespaceFabric``, ``HostsFabric`` and the fakes'
+``FakeFabric`` implement ``protocols.Fabric``): one name, one thing, whichever module a reader is in.
 
 The same checks from a shell: ``make cycles`` (``.venv/bin/python -m pytest tests/unit/test_import_cycles.py``).
 """
 
 from __future__ import annotations
+
+import ast
+from pathlib import Path
 
 import grimp
 
@@ -138,3 +143,48 @@ def test_the_check_sees_a_cycle() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert _strongly_connected(graph) == [["a", "b", "c"]]
     assert _cycle_in(graph, ["a", "b", "c"]) == ["a", "b", "c", "a"]
+
+
+ROOT = Path(__file__).resolve().parents[2]
+# a class of that name that implements no seam: the simulator's spec table of a cluster
+NOT_SEAMS = {("src/shufflelab/sim/spec.py", "Cluster")}
+
+
+def seam_names() -> set[str]:
+    """The protocols' names in ``shufflelab.emulate.protocols``."""
+    tree = ast.parse((ROOT / "src/shufflelab/emulate/protocols.py").read_text())
+    return {
+        c.name for c in tree.body if isinstance(c, ast.ClassDef) and any(ast.unparse(b) == "Protocol" for b in c.bases)
+    }
+
+
+def misnamed(sources: dict[str, str], seams: set[str]) -> list[str]:
+    """Every class of ``sources`` (path -> text) named as one of ``seams``, as ``path: name``."""
+    return sorted(
+        f"{path}: {node.name}"
+        for path, text in sources.items()
+        for node in ast.walk(ast.parse(text))
+        if isinstance(node, ast.ClassDef) and node.name in seams and (path, node.name) not in NOT_SEAMS
+    )
+
+
+def test_no_class_is_named_as_a_seam() -> None:
+    seams = seam_names()
+    assert {"Fabric", "Cluster", "Process", "Lease"} <= seams
+    files = [
+        f for f in (ROOT / "src/shufflelab").rglob("*.py") if f.name != "protocols.py" or f.parent.name != "emulate"
+    ]
+    sources = {str(f.relative_to(ROOT)): f.read_text() for f in [*files, ROOT / "tests/fakes.py"]}
+    found = misnamed(sources, seams)
+    assert not found, "named as a protocol of shufflelab.emulate.protocols (name it for what it is):\n" + "\n".join(
+        found
+    )
+
+
+def test_the_naming_check_sees_a_class_named_as_a_seam() -> None:
+    sources = {
+        "src/shufflelab/emulate/fabric.py": "class NamespaceFabric:\n    pass\n",
+        "tests/fakes.py": "class Process:\n    pass\n",
+        "src/shufflelab/sim/spec.py": "class Cluster:\n    pass\n",
+    }
+    assert misnamed(sources, {"Fabric", "Process", "Cluster"}) == ["tests/fakes.py: Process"]

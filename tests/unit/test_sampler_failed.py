@@ -40,14 +40,14 @@ def _run(
     spec_dict["spark"] = {"listener": False, "cds": False}
     spec_dict["telemetry"] = {"selftest": "off"}
     b = fakes.Backend(tmp_path / "scratch")
-    started: list[fakes.Process] = []
+    started: list[fakes.FakeProcess] = []
 
-    def start_queue_sampler(self: fakes.Fabric, spec: S.ExperimentSpec, out: Path, launch: Any) -> HostSamplers:
+    def start_queue_sampler(self: fakes.FakeFabric, spec: S.ExperimentSpec, out: Path, launch: Any) -> HostSamplers:
         samplers = HostSamplers(_Loop(), out)  # type: ignore[arg-type]
         for i, code in enumerate(codes):
 
             def launched(place: str, argv: Sequence[str], log: Path, /, env: Any = None, code: Any = code) -> Any:
-                p = fakes.Process(b.clock, None, code=code)
+                p = fakes.FakeProcess(b.clock, None, code=code)
                 if code:
                     log.write_text("ModuleNotFoundError: No module named 'pyroute2'\n")
                 started.append(p)
@@ -56,7 +56,7 @@ def _run(
             samplers.start(launched, f"host{i}", _Session(), "/scratch", {"data0": f"h{i}"}, 100, 600)  # type: ignore[arg-type]
         return samplers
 
-    monkeypatch.setattr(fakes.Fabric, "start_queue_sampler", start_queue_sampler)
+    monkeypatch.setattr(fakes.FakeFabric, "start_queue_sampler", start_queue_sampler)
     r = R.EmulateRunner(S.parse(spec_dict), "t.toml", tmp_path / "results", caps=CAPS, backend=b.seams())
     (out,) = r.run().outcomes
     assert started and all(p.stopped_with for p in started)  # every sampler stopped all the same

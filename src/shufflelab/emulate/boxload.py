@@ -279,7 +279,7 @@ def read_procs(inside: Callable[[Proc], bool] | None = None) -> list[Proc]:
 
 
 def leased_namespaces(owner: int, lease_dir: Path = LEASE_DIR) -> list[str]:
-    """The network namespaces of the leases ``owner`` holds (:class:`shufflelab.emulate.netns.Lease`)."""
+    """The network namespaces of the leases ``owner`` holds (:class:`shufflelab.emulate.netns.NamespaceLease`)."""
     names: list[str] = []
     for f in sorted(lease_dir.glob("*.json")) if lease_dir.is_dir() else []:
         with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):

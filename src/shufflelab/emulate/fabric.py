@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from pyroute2 import NetNS
 
 from shufflelab.emulate import selftest as link_selftest
-from shufflelab.emulate.netns import Lease, launch_at, run, run_at
+from shufflelab.emulate.netns import NamespaceLease, launch_at, run, run_at
 from shufflelab.netplan import NetPlan, PortCounters, has_root_qdisc, shaping_changes
 from shufflelab.routes import routes_to_restore
 from shufflelab.spec import ExperimentSpec
@@ -64,7 +64,7 @@ def ensure_congestion_control_allowed(names: set[str]) -> None:
         )
 
 
-def namespace_switch(lease: Lease, node: str, cfg: SwitchConfig, offloads: bool = False) -> Switch:
+def namespace_switch(lease: NamespaceLease, node: str, cfg: SwitchConfig, offloads: bool = False) -> Switch:
     """The userspace switch with ``cfg`` in namespace ``lease.ns(node)``, ready to start: the
     namespace's kernel does not forward (the switch does; the kernel keeps answering ARP and ICMP
     for the router's addresses), no redirects, and (unless ``offloads``) no offloads on the
@@ -87,7 +87,7 @@ def namespace_switch(lease: Lease, node: str, cfg: SwitchConfig, offloads: bool 
 class NamespaceFabric:
     """A live emulated network. Use as a context manager or call :meth:`up` / :meth:`down`."""
 
-    def __init__(self, lease: Lease, network: Network, offloads: bool = False) -> None:
+    def __init__(self, lease: NamespaceLease, network: Network, offloads: bool = False) -> None:
         self.lease = lease
         self.network = network
         self.offloads = offloads

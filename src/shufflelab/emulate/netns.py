@@ -108,7 +108,7 @@ def write_resolver(ns: str) -> None:
 
 
 @dataclass
-class Lease:
+class NamespaceLease:
     """A run's claim on a name prefix; everything it creates carries ``prefix``."""
 
     lease_id: str
@@ -166,12 +166,12 @@ class Lease:
 
 
 @contextlib.contextmanager
-def lease() -> Iterator[Lease]:
+def lease() -> Iterator[NamespaceLease]:
     """Claim a fresh prefix; on exit (normal, exception, or signal turned exception) release it."""
     lease_id = secrets.token_hex(3)
     scratch = SCRATCH_ROOT / lease_id
     scratch.mkdir(parents=True, exist_ok=True)
-    lz = Lease(lease_id, scratch)
+    lz = NamespaceLease(lease_id, scratch)
     lz.save()
     try:
         yield lz

@@ -4,10 +4,14 @@ The runner and its workload drivers (:mod:`shufflelab.emulate.drivers`) reach th
 through these. Three implementations, none named as the protocol it implements:
 
 - local, network namespaces on this machine (:mod:`shufflelab.emulate.local`):
-  ``fabric.NamespaceFabric``, ``spark.SparkCluster``, ``netns.NamespaceProcess``;
-- SSH, real hosts (:mod:`shufflelab.hosts`): ``HostsFabric``, ``HostsCluster``, ``SshProcess``;
+  ``fabric.NamespaceFabric``, ``spark.SparkCluster``, ``netns.NamespaceProcess``,
+  ``netns.NamespaceLease``;
+- SSH, real hosts (:mod:`shufflelab.hosts`): ``HostsFabric``, ``HostsCluster``, ``SshProcess``,
+  ``HostsLeaseInfo``;
 - ``tests/fakes.py`` (the runner's control logic tested without root): ``FakeFabric``,
-  ``FakeCluster``, ``FakeProcess``.
+  ``FakeCluster``, ``FakeProcess``, ``FakeLease``.
+
+(``make cycles`` fails on a class named as one of these protocols.)
 
 A *place* is where the commands of one of the fabric's hosts run: a network namespace here, a
 host's address on real hosts. The runner never looks inside it; it hands it back to the backend's
