@@ -9,8 +9,9 @@ routes each other host's data address through it (/32 routes), it forwards (one-
 redirects), and its data interface's egress -- which every host-to-host packet leaves through,
 as the emulated router's downlink -- is the one shaped queue. What needs the userspace switch
 (delay, RED/ECN, DCTCP, VCC) runs there too: the switch on the router host's data interface
-instead of the kernel's forwarding and HTB (:mod:`shufflelab.hosts.switch`). ``dumbbell`` and the
-switch on per-host links are not done: :func:`refusals` names the spec field that asks for them.
+instead of the kernel's forwarding and HTB (:mod:`shufflelab.hosts.switch`). The switch on per-host
+links (a switch in each host's own path) and ``dumbbell`` (two queues, one per rack, on the router
+host's one egress: not done) are refused: :func:`refusals` names the spec field that asks for them.
 """
 
 from __future__ import annotations
@@ -75,11 +76,11 @@ def refusals(spec: ExperimentSpec, router: bool = False, sharing: Collection[Col
         )
     elif kind == "dumbbell":
         out.append(
-            "topology.kind = 'dumbbell': its bottleneck is the link between two racks, a queue in each direction; "
-            "the machines share one data network and the router host has one data interface, whose egress would "
-            "carry both directions (the hosts backend builds one queue there, not one per direction), and an "
-            "inventory cannot name a router with an interface per rack; use 'shared' (one queue every "
-            "host-to-host packet crosses) or 'star'"
+            "topology.kind = 'dumbbell': its bottleneck is the link between two racks, a queue per direction "
+            "(towards each rack); the machines share one data network, so both would be classes of the router "
+            "host's one data interface's egress, by the destination's rack, sharing its line rate (sound while "
+            "twice the rate fits in it), but the hosts backend builds and samples one queue there, not one per "
+            "rack: not on machines yet; use 'shared' (one queue every host-to-host packet crosses) or 'star'"
         )
     features = spec.switch_features()
     if spec.datapath() == "switch" and kind == "star":
