@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from conftest import BASE_SPEC
-from shufflelab import netplan, report
+from shufflelab import netplan, report, shaping
 from shufflelab import spec as S
 from shufflelab import topology as T
 from shufflelab.emulate import selftest
@@ -125,20 +125,24 @@ def test_report_line_sets_apart_checks_made_against_another_scenarios_rate(spec_
     assert "measured on their own link, is 0.99-0.99 of its rate" in line  # 950 of 1000, 95 of 100
 
 
-def test_streams_fill_a_port_that_drops_below_its_bdp() -> None:
-    # seed 000 on the switch: 100 Mbit/s, 10 ms round trip (BDP 125 kB), non-ECT drops from 30 kB
-    shallow = S.Link(rate_mbps=100, queue_bytes=250_000, delay_ms=5, discipline="red",
-                     red={"min_bytes": 30_000, "max_bytes": 30_000, "max_p": 1.0, "ecn": True})  # fmt: skip
-    assert selftest.streams(shallow) == 5
-    assert selftest.streams(S.Link(rate_mbps=100, queue_bytes=250_000, delay_ms=5)) == 1  # a BDP and more
-    assert selftest.streams(S.Link(rate_mbps=1000)) == 1  # no delay: the queue holds the round trip
-    assert selftest.streams(S.Link(rate_mbps=10_000, queue_packets=10, delay_ms=50)) == selftest.MAX_STREAMS
+# seed 000 on the switch: 100 Mbit/s, 10 ms round trip (BDP 125 kB), non-ECT drops from 30 kB -- one
+# cubic flow read 0.41 of the rate there and five parallel ones 0.55, though the port shaped correctly
+SHALLOW = S.Link(rate_mbps=100, queue_bytes=250_000, delay_ms=5, discipline="red",
+                 red={"min_bytes": 30_000, "max_bytes": 30_000, "max_p": 1.0, "ecn": True})  # fmt: skip
 
 
-def test_the_probe_runs_the_streams_its_port_needs(tmp_path: Path) -> None:
+def _iperf3_udp(argv: list[str], shaped_bps: float | None) -> str:
+    """iperf3 3.12's client JSON for a UDP test through a port that delivers ``shaped_bps`` of payload
+    (None: unshaped): ``sum`` and ``sum_sent`` hold the sender's rate, ``sum_received`` the server's."""
+    offered = float(argv[argv.index("-b") + 1])
+    got = offered if shaped_bps is None else min(offered, shaped_bps)
+    sender = {"bits_per_second": offered, "sender": True}
+    return json.dumps({"end": {"sum": sender, "sum_sent": sender,
+                               "sum_received": {"bits_per_second": got, "sender": False}}})  # fmt: skip
+
+
+def _probe(tmp_path: Path, link: S.Link, shaped_bps: float | None) -> tuple[list[list[str]], list[selftest.LinkCheck]]:
     net = _Fabric.network
-    shallow = S.Link(rate_mbps=100, queue_bytes=250_000, delay_ms=5, discipline="red",
-                     red={"min_bytes": 30_000, "max_bytes": 30_000, "max_p": 1.0, "ecn": True})  # fmt: skip
     seen: list[list[str]] = []
 
     def run(argv: Any, *, place: str | None = None, check: bool = True, timeout: float = 60) -> str:
@@ -147,15 +151,34 @@ def test_the_probe_runs_the_streams_its_port_needs(tmp_path: Path) -> None:
             return "rtt min/avg/max/mdev = 10.1/10.1/10.1/0.0 ms\n"
         if argv[0] == "ss":
             return f"LISTEN 0 5 0.0.0.0:{selftest.IPERF_PORT}"
-        return json.dumps({"end": {"sum_received": {"bits_per_second": 94e6}}})
+        return _iperf3_udp(list(argv), shaped_bps)
 
     class _Proc:
         def stop(self, grace_s: float = 1) -> None:
             pass
 
     places = {h: h for h in net.host_addresses}
-    links = {p.ifname: shallow for p in net.bottlenecks}
+    links = {p.ifname: link for p in net.bottlenecks}
     checks = selftest.check(places, net, tmp_path, links, run=run, launch=lambda *a, **k: _Proc())
-    clients = [a for a in seen if a[0] == "iperf3"]
-    assert clients and all(a[a.index("-P") + 1] == "5" for a in clients)
-    assert all(c.ok for c in checks)
+    return [a for a in seen if a[0] == "iperf3"], checks
+
+
+def test_the_probe_offers_udp_above_the_rate_and_reads_the_receiver(tmp_path: Path) -> None:
+    # a port that shapes at its rate: 100 Mbit/s of 1442-byte frames carry 97.1 Mbit/s of payload
+    clients, checks = _probe(tmp_path, SHALLOW, shaped_bps=100e6 * 1400 / 1442)
+    assert clients
+    for argv in clients:
+        assert "-u" in argv and argv[argv.index("-l") + 1] == "1400"
+        offered = int(argv[argv.index("-b") + 1])
+        assert offered == shaping.udp_payload_rate_bps(100, 110) and "-P" not in argv
+    assert checks and all(c.ok for c in checks), [c.problem for c in checks]
+    assert all(c.rate_ratio == pytest.approx(1.0) for c in checks)  # not the sender's 1.10 (end.sum)
+
+
+def test_the_probe_catches_an_over_fast_and_a_slow_port(tmp_path: Path) -> None:
+    _, fast = _probe(tmp_path, SHALLOW, shaped_bps=None)  # the qdisc gone: the offered 1.1 gets through
+    assert fast and not any(c.ok for c in fast)
+    assert all("delivered 1.10 of its configured 100 Mbit/s" in (c.problem or "") for c in fast)
+    _, slow = _probe(tmp_path, SHALLOW, shaped_bps=60e6 * 1400 / 1442)
+    assert slow and all(not c.ok and c.rate_ratio == pytest.approx(0.6) for c in slow)
+    assert all("delivered 0.60" in (c.problem or "") and "sender offered 1.10" in (c.problem or "") for c in slow)

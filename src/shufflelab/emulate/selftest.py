@@ -1,21 +1,22 @@
 """Fabric self-test: does every shaped link deliver its configured rate and round-trip time?
 
-Before the runs of a configuration, each bottleneck port is measured once: a short iperf3 TCP
-transfer through it (goodput over the configured rate, with the TCP/IP/Ethernet payload share
-``1448/1514`` taken out so that a perfect link reads 1.0) and a few pings across it (RTT vs the
-configured delays). The transfer has as many parallel streams as the port's drop threshold needs
-to be filled (:func:`streams`): one loss-based flow cannot keep a link busy whose queue drops at a
-fraction of the bandwidth-delay product, which is a property of the queue, not a fault of the box. A port outside the tolerances is reported; with ``telemetry.selftest =
-"refuse"`` the runs of that configuration are not started (each is recorded as failed with the
-reason), with ``"warn"`` they run and the report says so. Why: a link that silently delivers 60 %
-of its rate (a CPU-starved switch, a mistyped qdisc left behind, offloads turned back on) turns
-every conclusion about the network into noise.
+Before the runs of a configuration, each bottleneck port is measured once: a short iperf3 UDP
+stream through it offered at :data:`OFFERED` times the port's rate (in frame terms: 1400-byte
+payloads, their UDP/IP/Ethernet headers counted as the qdisc counts them) and a few pings across it
+(RTT vs the configured delays). The rate check is the payload the receiver got over the payload a
+perfect link delivers at the configured rate, so a correctly shaped link reads 1.0 whatever its
+queue does with the excess, and an over-fast link (up to the offered 1.1) or a slow one is caught.
+A TCP transfer would measure how the queue treats TCP instead: one loss-based flow cannot fill a
+port that drops at a fraction of the bandwidth-delay product. A port outside the tolerances is
+reported; with ``telemetry.selftest = "refuse"`` the runs of that configuration are not started
+(each is recorded as failed with the reason), with ``"warn"`` they run and the report says so. Why:
+a link that silently delivers 60 % of its rate (a CPU-starved switch, a mistyped qdisc left behind,
+offloads turned back on) turns every conclusion about the network into noise.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -34,7 +35,9 @@ if TYPE_CHECKING:
 
 Endpoints = Callable[[Network, Port], "tuple[str, str] | None"]
 
-PAYLOAD_SHARE = shaping.TCP_PAYLOAD_SHARE
+# the probe's payload share of its frames: what a perfect link delivers to the receiver per bit of its rate
+PAYLOAD_SHARE = shaping.UDP_PAYLOAD_BYTES / (shaping.UDP_PAYLOAD_BYTES + shaping.UDP_OVERHEAD_BYTES)
+OFFERED = 1.1  # the probe offers this multiple of the port's rate: the queue drops the excess
 IPERF_PORT = 5299
 
 
@@ -44,7 +47,7 @@ class LinkCheck:
     src: str
     dst: str
     rate_mbps: float
-    goodput_mbps: float | None
+    goodput_mbps: float | None  # the probe's payload the receiver got, Mbit/s
     rate_ratio: float | None  # goodput / (rate x payload share); 1.0 = the configured rate
     rtt_ms: float | None
     expected_rtt_ms: float
@@ -77,38 +80,27 @@ def _ping_ms(run: CommandRunner, place: str, dst_ip: str) -> float | None:
     return float(m.group(1)) if m else None
 
 
-MAX_STREAMS = 8
+def probe_argv(dst_ip: str, link: Link, seconds: int) -> list[str]:
+    """The iperf3 client of the rate check: UDP at :data:`OFFERED` times ``link``'s rate in frame
+    terms (``-b`` is payload bit/s, as the cross traffic sizes it), JSON out. Pure."""
+    rate = shaping.udp_payload_rate_bps(link.rate_mbps, 100 * OFFERED)
+    return ["iperf3", "-c", dst_ip, "-p", str(IPERF_PORT), "-u", "-b", str(rate),
+            "-l", str(shaping.UDP_PAYLOAD_BYTES), "-t", str(seconds), "-J"]  # fmt: skip
 
 
-def streams(link: Link) -> int:
-    """Parallel TCP streams that fill ``link``: ``ceil(BDP / drop threshold)``, 1 to
-    :data:`MAX_STREAMS`. The threshold is RED's lower one (``min_bytes``: non-ECT packets are dropped
-    from there) or the queue limit; the BDP is the rate times the configured round trip. A loss-based
-    flow's window falls to about half after each drop, so one flow fills the link only when the queue
-    holds about a BDP; N flows that lose packets at different times need about 1/N of it. Pure."""
-    if link.discipline == "red" and link.red is not None:
-        threshold: float | None = link.red.min_bytes
-    else:
-        threshold = link.effective_queue_bytes()
-        if threshold is None and link.queue_packets is not None:
-            threshold = link.queue_packets * 1514
-    bdp = link.rate_mbps * 1e6 / 8 * (2 * link.delay_ms / 1e3)
-    if not threshold or bdp <= threshold:
-        return 1
-    return min(MAX_STREAMS, math.ceil(bdp / threshold))
-
-
-def _goodput_mbps(
+def _probe_mbps(
     run: CommandRunner,
     launch: ProcessLauncher,
     places: Mapping[str, str],
     src: str,
     dst: str,
     dst_ip: str,
-    seconds: float,
+    link: Link,
+    seconds: int,
     log_dir: Any,
-    parallel: int = 1,
-) -> float:
+) -> tuple[float, float | None]:
+    """(payload Mbit/s the receiver got, payload Mbit/s the sender sent) of one probe: iperf3 3.12's
+    UDP ``end.sum_received`` is the server's count (``end.sum`` holds the sender's bytes)."""
     server = launch(places[dst], ["iperf3", "-s", "-1", "-B", dst_ip, "-p", str(IPERF_PORT)],
                     log_dir / f"selftest-{dst}-server.log")  # fmt: skip
     try:
@@ -118,18 +110,14 @@ def _goodput_mbps(
             if str(IPERF_PORT) in out or time.monotonic() > deadline:
                 break
             time.sleep(0.05)
-        out = run(
-            ["iperf3", "-c", dst_ip, "-p", str(IPERF_PORT), "-t", f"{seconds:g}", "-O", "0.5", "-J"]
-            + (["-P", str(parallel)] if parallel > 1 else []),
-            place=places[src],
-            check=False,
-            timeout=seconds + 20,
-        )
+        out = run(probe_argv(dst_ip, link, seconds), place=places[src], check=False, timeout=seconds + 20)
         data = json.loads(out) if out.strip().startswith("{") else {}
-        bps = data.get("end", {}).get("sum_received", {}).get("bits_per_second")
+        end = data.get("end", {})
+        bps = end.get("sum_received", {}).get("bits_per_second")
         if bps is None:
             raise RuntimeError(data.get("error", "iperf3 gave no result"))
-        return float(bps) / 1e6
+        sent = end.get("sum_sent", {}).get("bits_per_second")
+        return float(bps) / 1e6, None if sent is None else float(sent) / 1e6
     finally:
         server.stop(grace_s=1)
 
@@ -139,7 +127,7 @@ def check(
     net: Network,
     log_dir: Any,
     links: Mapping[str, Link],
-    seconds: float = 1.5,
+    seconds: int = 2,
     min_ratio: float = 0.85,
     max_ratio: float = 1.08,
     rtt_slack_ms: float = 3.0,
@@ -165,16 +153,18 @@ def check(
         dst_ip = net.host_addresses[dst]
         expected_rtt = 2 * link.delay_ms
         problem = None
-        goodput = ratio = rtt = None
+        goodput = ratio = rtt = sent = None
         try:
             rtt = _ping_ms(run, fabric_ns[src], dst_ip)
-            goodput = _goodput_mbps(run, launch, fabric_ns, src, dst, dst_ip, seconds, log_dir, streams(link))
+            goodput, sent = _probe_mbps(run, launch, fabric_ns, src, dst, dst_ip, link, seconds, log_dir)
             ratio = goodput / (link.rate_mbps * PAYLOAD_SHARE)
         except (RuntimeError, netns.CommandError, ValueError, OSError) as exc:
             problem = f"measurement failed: {exc}"
         if problem is None and ratio is not None and not (min_ratio <= ratio <= max_ratio):
             problem = (f"delivered {ratio:.2f} of its configured {link.rate_mbps:g} Mbit/s "
                        f"(goodput {goodput:.1f} Mbit/s; allowed {min_ratio:g}-{max_ratio:g})")  # fmt: skip
+            if sent is not None and ratio < min_ratio:  # a sender that fell short: the box, not the link
+                problem += f"; the probe's sender offered {sent / (link.rate_mbps * PAYLOAD_SHARE):.2f} of it"
         if problem is None and rtt is None:
             problem = "no ping reply across the link"
         if problem is None and rtt is not None and rtt > expected_rtt + rtt_slack_ms:
