@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import fakes
 from shufflelab import capabilities, sequential
 from shufflelab import spec as S
@@ -142,3 +144,29 @@ def test_cap_options_without_until_decided_are_refused(tmp_path: Path) -> None:
     spec = Path(__file__).parents[2] / "experiments" / "quickstart.toml"
     r = CliRunner().invoke(app, ["run", str(spec), "--results", str(tmp_path), "--max-reps", "5"])
     assert r.exit_code != 0 and "--max-reps and --spending go with --until-decided" in r.output
+
+
+def test_the_verdicts_page_reads_each_comparison_at_its_deciding_look(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # scripts/verdicts.py diagnosed every committed store on all of its runs at 95 %, so a comparison
+    # decided at n = 3 whose baseline was repeated for other comparisons read with n = 5/3 and
+    # another level than its report says
+    import importlib.util
+
+    import synthetic_store
+
+    from shufflelab.results import Store
+
+    db = synthetic_store.build(tmp_path / "s.duckdb", 5, slowdown=2.0)
+    sequential.save(Store(db), sequential.Design(3, 8))
+    folder = tmp_path / "docs" / "results" / "seq"
+    Store(db).export_parquet(folder / "data")
+    script = Path(__file__).parents[2] / "scripts" / "verdicts.py"
+    spec = importlib.util.spec_from_file_location("verdicts_script", script)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    monkeypatch.chdir(tmp_path)
+    lines, _, _ = mod.rows()
+    assert [line.split(" | ")[2] for line in lines] == ["3/3"]
