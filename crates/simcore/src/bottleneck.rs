@@ -85,6 +85,44 @@ fn yes() -> bool {
     true
 }
 
+impl RedSpec {
+    /// Whether the thresholds are ordered and fit a queue of `queue_bytes`.
+    pub(crate) fn fits(&self, queue_bytes: f64) -> bool {
+        self.min_bytes >= 0.0 && self.max_bytes >= self.min_bytes && self.max_bytes <= queue_bytes
+    }
+}
+
+/// The switch port a packet-level run drains through: `rate_bytes_per_s` with a token bucket of
+/// `burst_bytes`, a byte limit of `queue_bytes`, RED/ECN (seeded with `seed`) or droptail.
+pub(crate) fn port_config(
+    rate_bytes_per_s: f64,
+    burst_bytes: u64,
+    queue_bytes: f64,
+    red: Option<&RedSpec>,
+    seed: u64,
+) -> PortConfig {
+    let discipline = match red {
+        None => Discipline::DropTail,
+        Some(r) => Discipline::Red(RedConfig {
+            min_bytes: r.min_bytes as u64,
+            max_bytes: r.max_bytes as u64,
+            max_p: r.max_p,
+            ewma_weight: r.ewma_weight,
+            ecn: r.ecn,
+            gentle: r.gentle,
+            seed,
+        }),
+    };
+    PortConfig {
+        rate_bytes_per_s: rate_bytes_per_s.round() as u64,
+        burst_bytes,
+        delay_ns: 0,
+        limit_bytes: Some(queue_bytes as u64),
+        limit_packets: None,
+        discipline,
+    }
+}
+
 #[derive(Debug, Clone, Deserialize, Serialize)]
 pub struct Probe {
     /// Drain rate, wire bytes/s.
@@ -172,10 +210,7 @@ impl Probe {
             return Err("probe.mss_wire_bytes / min_window_segments: must be > 0".into());
         }
         if let Some(r) = &self.red {
-            if !(r.min_bytes >= 0.0
-                && r.max_bytes >= r.min_bytes
-                && r.max_bytes <= self.queue_bytes)
-            {
+            if !r.fits(self.queue_bytes) {
                 return Err("probe.red: need 0 <= min_bytes <= max_bytes <= queue_bytes".into());
             }
             if !(r.max_p > 0.0 && r.max_p <= 1.0) {
@@ -189,26 +224,13 @@ impl Probe {
     }
 
     fn port(&self) -> PortConfig {
-        let discipline = match &self.red {
-            None => Discipline::DropTail,
-            Some(r) => Discipline::Red(RedConfig {
-                min_bytes: r.min_bytes as u64,
-                max_bytes: r.max_bytes as u64,
-                max_p: r.max_p,
-                ewma_weight: r.ewma_weight,
-                ecn: r.ecn,
-                gentle: r.gentle,
-                seed: self.seed,
-            }),
-        };
-        PortConfig {
-            rate_bytes_per_s: self.link_bytes_per_s.round() as u64,
-            burst_bytes: (2.0 * self.mss_wire_bytes) as u64,
-            delay_ns: 0,
-            limit_bytes: Some(self.queue_bytes as u64),
-            limit_packets: None,
-            discipline,
-        }
+        port_config(
+            self.link_bytes_per_s,
+            (2.0 * self.mss_wire_bytes) as u64,
+            self.queue_bytes,
+            self.red.as_ref(),
+            self.seed,
+        )
     }
 }
 

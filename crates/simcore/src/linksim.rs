@@ -27,10 +27,10 @@ use std::collections::{BinaryHeap, VecDeque};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
-use switchcore::queue::{Admit, Discipline, EgressQueue, PortConfig, RedConfig};
+use switchcore::queue::{Admit, EgressQueue, PortConfig};
 use switchcore::window::DctcpWindow;
 
-use crate::bottleneck::{Growth, RedSpec};
+use crate::bottleneck::{port_config, Growth, RedSpec};
 use crate::tcpmodel::Cc;
 
 const NS: f64 = 1e9;
@@ -153,10 +153,7 @@ impl LinkSim {
             return Err("link.cross_bytes_per_s: must be >= 0".into());
         }
         if let Some(r) = &self.red {
-            if !(r.min_bytes >= 0.0
-                && r.max_bytes >= r.min_bytes
-                && r.max_bytes <= self.queue_bytes)
-            {
+            if !r.fits(self.queue_bytes) {
                 return Err("link.red: need 0 <= min_bytes <= max_bytes <= queue_bytes".into());
             }
         }
@@ -184,26 +181,13 @@ impl LinkSim {
     }
 
     fn port(&self) -> PortConfig {
-        let discipline = match &self.red {
-            None => Discipline::DropTail,
-            Some(r) => Discipline::Red(RedConfig {
-                min_bytes: r.min_bytes as u64,
-                max_bytes: r.max_bytes as u64,
-                max_p: r.max_p,
-                ewma_weight: r.ewma_weight,
-                ecn: r.ecn,
-                gentle: r.gentle,
-                seed: self.seed,
-            }),
-        };
-        PortConfig {
-            rate_bytes_per_s: self.link_bytes_per_s.round() as u64,
-            burst_bytes: self.wire_bytes as u64,
-            delay_ns: 0,
-            limit_bytes: Some(self.queue_bytes as u64),
-            limit_packets: None,
-            discipline,
-        }
+        port_config(
+            self.link_bytes_per_s,
+            self.wire_bytes as u64,
+            self.queue_bytes,
+            self.red.as_ref(),
+            self.seed,
+        )
     }
 }
 
