@@ -73,9 +73,11 @@ def find_ns3() -> tuple[Path, Path, list[str]]:
 
 
 def compile_ns3(source: Path = SOURCE, name: str = "bottleneck") -> Path:
-    """``source`` compiled against the wheel, cached under ``name``-<hash of source and libraries>."""
+    """``source`` compiled against the wheel, cached under ``name``-<hash of source, the headers beside it
+    (``hosts.h``, which the programs include) and libraries>."""
     include, libdir, names = find_ns3()
-    key = hashlib.sha256(source.read_bytes() + str(libdir).encode() + " ".join(names).encode()).hexdigest()[:16]
+    text = source.read_bytes() + b"".join(h.read_bytes() for h in sorted(source.parent.glob("*.h")))
+    key = hashlib.sha256(text + str(libdir).encode() + " ".join(names).encode()).hexdigest()[:16]
     binary = CACHE / f"{name}-{key}"
     if binary.exists():
         return binary

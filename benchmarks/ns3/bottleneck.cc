@@ -17,39 +17,10 @@
 #include <cstdio>
 #include <vector>
 
-#include "ns3/applications-module.h"
-#include "ns3/core-module.h"
-#include "ns3/internet-module.h"
-#include "ns3/network-module.h"
-#include "ns3/point-to-point-module.h"
-#include "ns3/traffic-control-module.h"
+#include "hosts.h"
 
 using namespace ns3;
-
-// ns-3's TcpDctcp with Linux's floor on the ECN-driven ssthresh (as in two_tier.cc).
-class TcpDctcpFloor : public TcpDctcp {
- public:
-  static TypeId GetTypeId() {
-    static TypeId tid = TypeId("ns3::TcpDctcpFloor")
-                            .SetParent<TcpDctcp>()
-                            .AddConstructor<TcpDctcpFloor>()
-                            .AddAttribute("MinSegments", "floor of ssthresh, segments", UintegerValue(2),
-                                          MakeUintegerAccessor(&TcpDctcpFloor::m_minSegments),
-                                          MakeUintegerChecker<uint32_t>());
-    return tid;
-  }
-  TcpDctcpFloor() = default;
-  TcpDctcpFloor(const TcpDctcpFloor &sock) : TcpDctcp(sock), m_minSegments(sock.m_minSegments) {}
-  std::string GetName() const override { return "TcpDctcpFloor"; }
-  uint32_t GetSsThresh(Ptr<const TcpSocketState> tcb, uint32_t bytesInFlight) override {
-    return std::max(TcpDctcp::GetSsThresh(tcb, bytesInFlight), m_minSegments * tcb->m_segmentSize);
-  }
-  Ptr<TcpCongestionOps> Fork() override { return CopyObject<TcpDctcpFloor>(this); }
-
- private:
-  uint32_t m_minSegments = 2;
-};
-NS_OBJECT_ENSURE_REGISTERED(TcpDctcpFloor);
+using namespace shufflelab;
 
 static std::vector<double> g_fct;
 static double g_t25 = -1, g_t75 = -1;  // when all flows together had 25 % / 75 % of their bytes
@@ -111,17 +82,8 @@ int main(int argc, char *argv[]) {
   g_fct.assign(flows, -1.0);
   g_rx.assign(flows, 0);
 
-  if (cc == "ns3::TcpDctcp" && dctcpFloor > 0) {
-    cc = "ns3::TcpDctcpFloor";
-    Config::SetDefault("ns3::TcpDctcpFloor::MinSegments", UintegerValue(dctcpFloor));
-  }
-  Config::SetDefault("ns3::TcpSocket::DelAckTimeout", TimeValue(Seconds(delAckTimeoutMs / 1000.0)));
-  Config::SetDefault("ns3::TcpL4Protocol::SocketType", TypeIdValue(TypeId::LookupByName(cc)));
-  Config::SetDefault("ns3::TcpSocket::SegmentSize", UintegerValue(1448));
-  Config::SetDefault("ns3::TcpSocket::SndBufSize", UintegerValue(8 << 20));
-  Config::SetDefault("ns3::TcpSocket::RcvBufSize", UintegerValue(8 << 20));
+  ConfigureTcpHosts(cc, dctcpFloor, delAckTimeoutMs, minRtoMs);
   Config::SetDefault("ns3::TcpSocketBase::UseEcn", StringValue("On"));
-  Config::SetDefault("ns3::TcpSocketBase::MinRto", TimeValue(MilliSeconds(minRtoMs)));
 
   NodeContainer senders, sinks, routers, udp;
   senders.Create(flows);
@@ -141,7 +103,6 @@ int main(int argc, char *argv[]) {
   bottleneck.SetChannelAttribute("Delay", StringValue(delay));
   bottleneck.SetQueue("ns3::DropTailQueue", "MaxSize", StringValue("1p"));
 
-  Ipv4AddressHelper ip;
   TrafficControlHelper red;
   if (queue == "step") {
     maxTh = minTh;
@@ -161,36 +122,20 @@ int main(int argc, char *argv[]) {
   TrafficControlHelper fifo;  // access links: plain and never the bottleneck
   fifo.SetRootQueueDisc("ns3::FifoQueueDisc", "MaxSize", StringValue("10000p"));
 
-  int subnet = 1;
-  auto link = [&](PointToPointHelper &h, Ptr<Node> x, Ptr<Node> y, TrafficControlHelper &tc) {
-    NetDeviceContainer d = h.Install(x, y);
-    tc.Install(d);
-    std::string base = "10." + std::to_string(subnet / 250) + "." + std::to_string(subnet % 250) + ".0";
-    subnet++;
-    ip.SetBase(base.c_str(), "255.255.255.0");
-    return ip.Assign(d);
-  };
-  for (uint32_t i = 0; i < flows; i++) link(access, senders.Get(i), routers.Get(0), fifo);
-  link(access, udp.Get(0), routers.Get(0), fifo);
-  link(bottleneck, routers.Get(0), routers.Get(1), red);
+  Links links;
+  for (uint32_t i = 0; i < flows; i++) links.Add(access, senders.Get(i), routers.Get(0), fifo);
+  links.Add(access, udp.Get(0), routers.Get(0), fifo);
+  links.Add(bottleneck, routers.Get(0), routers.Get(1), red);
   std::vector<Ipv4Address> sinkAddr;
   for (uint32_t i = 0; i < flows + 1; i++) {
-    Ipv4InterfaceContainer c = link(access, routers.Get(1), sinks.Get(i), fifo);
+    Ipv4InterfaceContainer c = links.Add(access, routers.Get(1), sinks.Get(i), fifo);
     sinkAddr.push_back(c.GetAddress(1));
   }
   Ipv4GlobalRoutingHelper::PopulateRoutingTables();
 
   for (uint32_t i = 0; i < flows; i++) {
-    uint16_t port = 5000 + i;
-    PacketSinkHelper sink("ns3::TcpSocketFactory", InetSocketAddress(Ipv4Address::GetAny(), port));
-    ApplicationContainer s = sink.Install(sinks.Get(i));
-    s.Start(Seconds(0));
-    s.Get(0)->TraceConnectWithoutContext("Rx", MakeBoundCallback(&OnRx, i));
-    BulkSendHelper bulk("ns3::TcpSocketFactory", InetSocketAddress(sinkAddr[i], port));
-    bulk.SetAttribute("MaxBytes", UintegerValue(g_bytes));
-    bulk.SetAttribute("SendSize", UintegerValue(1448 * 16));
-    ApplicationContainer b = bulk.Install(senders.Get(i));
-    b.Start(Seconds(g_start));
+    InstallBulkFlow(senders.Get(i), sinks.Get(i), sinkAddr[i], 5000 + i, g_bytes, Seconds(g_start),
+                    MakeBoundCallback(&OnRx, i));
   }
   ApplicationContainer udpSink;
   if (udpShare > 0) {
@@ -205,16 +150,9 @@ int main(int argc, char *argv[]) {
     udpSink.Start(Seconds(0));
   }
 
-  // Stop once every flow is done (checked every 10 ms of virtual time), at the latest after 600 s.
-  std::function<void()> check = [&]() {
-    for (double f : g_fct)
-      if (f < 0) {
-        Simulator::Schedule(MilliSeconds(10), check);
-        return;
-      }
-    Simulator::Stop();
-  };
-  Simulator::Schedule(Seconds(g_start), check);
+  // Stop once every flow is done (checked every 10 ms of virtual time), at the latest after stopS.
+  StopWhenDone(Seconds(g_start),
+               [] { return std::none_of(g_fct.begin(), g_fct.end(), [](double f) { return f < 0; }); });
   Simulator::Stop(Seconds(g_start + stopS));
   auto t0 = std::chrono::steady_clock::now();
   Simulator::Run();

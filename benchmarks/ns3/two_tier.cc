@@ -15,7 +15,7 @@
 // get there often). Linux's delayed-ACK timer starts at 40 ms (TCP_DELACK_MIN): --delAckTimeoutMs=40. DCTCP (--cc=ns3::TcpDctcp): ns-3's TcpDctcp cuts
 // ssthresh to (1 - alpha/2) * cwnd with no floor, so a window of one segment is cut below one
 // segment; Linux's dctcp_ssthresh keeps at least 2. --dctcpFloor=N (segments) puts that floor on
-// ns-3's rule (class TcpDctcpFloor below); 0 runs ns-3's TcpDctcp as it is.
+// ns-3's rule (class TcpDctcpFloor in hosts.h); 0 runs ns-3's TcpDctcp as it is.
 //
 // --incastSenders=3,7,10 --incastReceiver=0: instead of the all-to-all, a many-to-one incast: each
 // listed host sends `megabytes` to the receiver, all starting together
@@ -31,39 +31,10 @@
 #include <sstream>
 #include <vector>
 
-#include "ns3/applications-module.h"
-#include "ns3/core-module.h"
-#include "ns3/internet-module.h"
-#include "ns3/network-module.h"
-#include "ns3/point-to-point-module.h"
-#include "ns3/traffic-control-module.h"
+#include "hosts.h"
 
 using namespace ns3;
-
-// ns-3's TcpDctcp with Linux's floor on the ECN-driven ssthresh (dctcp_ssthresh: at least 2 segments).
-class TcpDctcpFloor : public TcpDctcp {
- public:
-  static TypeId GetTypeId() {
-    static TypeId tid = TypeId("ns3::TcpDctcpFloor")
-                            .SetParent<TcpDctcp>()
-                            .AddConstructor<TcpDctcpFloor>()
-                            .AddAttribute("MinSegments", "floor of ssthresh, segments", UintegerValue(2),
-                                          MakeUintegerAccessor(&TcpDctcpFloor::m_minSegments),
-                                          MakeUintegerChecker<uint32_t>());
-    return tid;
-  }
-  TcpDctcpFloor() = default;
-  TcpDctcpFloor(const TcpDctcpFloor &sock) : TcpDctcp(sock), m_minSegments(sock.m_minSegments) {}
-  std::string GetName() const override { return "TcpDctcpFloor"; }
-  uint32_t GetSsThresh(Ptr<const TcpSocketState> tcb, uint32_t bytesInFlight) override {
-    return std::max(TcpDctcp::GetSsThresh(tcb, bytesInFlight), m_minSegments * tcb->m_segmentSize);
-  }
-  Ptr<TcpCongestionOps> Fork() override { return CopyObject<TcpDctcpFloor>(this); }
-
- private:
-  uint32_t m_minSegments = 2;
-};
-NS_OBJECT_ENSURE_REGISTERED(TcpDctcpFloor);
+using namespace shufflelab;
 
 struct Flow {
   uint32_t src, dst;
@@ -95,9 +66,8 @@ static void OnTx(uint32_t flow, Ptr<const Packet>, const TcpHeader &, Ptr<const 
   f.lastTx = now;
 }
 
-static uint32_t g_segment = 1448;
 static void OnCwnd(uint32_t flow, uint32_t, uint32_t now) {
-  if (now < g_segment) g_flows[flow].subMss++;
+  if (now < kSegment) g_flows[flow].subMss++;
 }
 
 int main(int argc, char *argv[]) {
@@ -133,19 +103,9 @@ int main(int argc, char *argv[]) {
     std::fprintf(stderr, "--queueDisc must be droptail or step, not %s\n", queueDisc.c_str());
     return 2;
   }
-  if (cc == "ns3::TcpDctcp" && dctcpFloor > 0) {
-    cc = "ns3::TcpDctcpFloor";
-    Config::SetDefault("ns3::TcpDctcpFloor::MinSegments", UintegerValue(dctcpFloor));
-  }
-
-  Config::SetDefault("ns3::TcpL4Protocol::SocketType", TypeIdValue(TypeId::LookupByName(cc)));
+  ConfigureTcpHosts(cc, dctcpFloor, delAckTimeoutMs, 200);  // Linux's minimum RTO
   Config::SetDefault("ns3::TcpSocket::DataRetries", UintegerValue(dataRetries));
   Config::SetDefault("ns3::TcpSocket::DelAckCount", UintegerValue(delAckCount));
-  Config::SetDefault("ns3::TcpSocket::DelAckTimeout", TimeValue(Seconds(delAckTimeoutMs / 1000.0)));
-  Config::SetDefault("ns3::TcpSocket::SegmentSize", UintegerValue(1448));
-  Config::SetDefault("ns3::TcpSocket::SndBufSize", UintegerValue(8 << 20));
-  Config::SetDefault("ns3::TcpSocket::RcvBufSize", UintegerValue(8 << 20));
-  Config::SetDefault("ns3::TcpSocketBase::MinRto", TimeValue(MilliSeconds(200)));  // Linux's
 
   uint32_t nHosts = leaves * hostsPerLeaf;
   NodeContainer hosts, leafNodes, spine;
@@ -179,22 +139,13 @@ int main(int argc, char *argv[]) {
   };
   TrafficControlHelper hostPort = portQueue(hostGbps), upPort = portQueue(uplinkGbps);
 
-  Ipv4AddressHelper ip;
-  int subnet = 1;
+  Links links;
   std::vector<Ipv4Address> addr(nHosts);
-  auto link = [&](PointToPointHelper &h, Ptr<Node> x, Ptr<Node> y, TrafficControlHelper &tc) {
-    NetDeviceContainer d = h.Install(x, y);
-    tc.Install(d);
-    std::string base = "10." + std::to_string(subnet / 250) + "." + std::to_string(subnet % 250) + ".0";
-    subnet++;
-    ip.SetBase(base.c_str(), "255.255.255.0");
-    return ip.Assign(d);
-  };
   for (uint32_t h = 0; h < nHosts; h++) {
-    Ipv4InterfaceContainer c = link(hostLink, hosts.Get(h), leafNodes.Get(h / hostsPerLeaf), hostPort);
+    Ipv4InterfaceContainer c = links.Add(hostLink, hosts.Get(h), leafNodes.Get(h / hostsPerLeaf), hostPort);
     addr[h] = c.GetAddress(0);
   }
-  for (uint32_t l = 0; l < leaves; l++) link(upLink, leafNodes.Get(l), spine.Get(0), upPort);
+  for (uint32_t l = 0; l < leaves; l++) links.Add(upLink, leafNodes.Get(l), spine.Get(0), upPort);
   Ipv4GlobalRoutingHelper::PopulateRoutingTables();
 
   std::vector<std::pair<uint32_t, uint32_t>> pairs;
@@ -221,15 +172,8 @@ int main(int argc, char *argv[]) {
     {
       uint32_t id = g_flows.size();
       g_flows.push_back(Flow{s, d});
-      PacketSinkHelper sink("ns3::TcpSocketFactory", InetSocketAddress(Ipv4Address::GetAny(), port));
-      ApplicationContainer a = sink.Install(hosts.Get(d));
-      a.Start(Seconds(0));
-      a.Get(0)->TraceConnectWithoutContext("Rx", MakeBoundCallback(&OnRx, id));
-      BulkSendHelper bulk("ns3::TcpSocketFactory", InetSocketAddress(addr[d], port));
-      bulk.SetAttribute("MaxBytes", UintegerValue(g_bytes));
-      bulk.SetAttribute("SendSize", UintegerValue(1448 * 16));
-      ApplicationContainer b = bulk.Install(hosts.Get(s));
-      b.Start(Seconds(g_start));
+      ApplicationContainer b = InstallBulkFlow(hosts.Get(s), hosts.Get(d), addr[d], port, g_bytes, Seconds(g_start),
+                                               MakeBoundCallback(&OnRx, id));
       // the sender's socket exists once the application has started: hook its traces then
       Ptr<BulkSendApplication> app = DynamicCast<BulkSendApplication>(b.Get(0));
       Simulator::Schedule(Seconds(g_start) + NanoSeconds(1), [app, id]() {
@@ -242,15 +186,8 @@ int main(int argc, char *argv[]) {
     }
   }
 
-  std::function<void()> check = [&]() {
-    for (const Flow &f : g_flows)
-      if (f.fct < 0) {
-        Simulator::Schedule(MilliSeconds(10), check);
-        return;
-      }
-    Simulator::Stop();
-  };
-  Simulator::Schedule(Seconds(g_start), check);
+  StopWhenDone(Seconds(g_start),
+               [] { return std::none_of(g_flows.begin(), g_flows.end(), [](const Flow &f) { return f.fct < 0; }); });
   Simulator::Stop(Seconds(g_start + stopS));
   auto t0 = std::chrono::steady_clock::now();
   Simulator::Run();

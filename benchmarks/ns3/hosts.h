@@ -1,0 +1,113 @@
+// Host set-up shared by the ns-3 reference programs (bottleneck.cc, two_tier.cc): TCP's defaults
+// on every host, point-to-point links numbered one /24 each, bulk-send flows into packet sinks, and
+// stopping once every flow is done. Included by the programs; compiled with them by
+// benchmarks/sim_vs_ns3.py's compile_ns3 (whose cache key covers this header).
+#pragma once
+
+#include <algorithm>
+#include <functional>
+#include <string>
+
+#include "ns3/applications-module.h"
+#include "ns3/core-module.h"
+#include "ns3/internet-module.h"
+#include "ns3/network-module.h"
+#include "ns3/point-to-point-module.h"
+#include "ns3/traffic-control-module.h"
+
+namespace shufflelab {
+
+using namespace ns3;
+
+// TCP segment payload of every flow (as the simulator's MSS), bytes.
+constexpr uint32_t kSegment = 1448;
+
+// ns-3's TcpDctcp with Linux's floor on the ECN-driven ssthresh (dctcp_ssthresh: at least 2 segments).
+class TcpDctcpFloor : public TcpDctcp {
+ public:
+  static TypeId GetTypeId() {
+    static TypeId tid = TypeId("ns3::TcpDctcpFloor")
+                            .SetParent<TcpDctcp>()
+                            .AddConstructor<TcpDctcpFloor>()
+                            .AddAttribute("MinSegments", "floor of ssthresh, segments", UintegerValue(2),
+                                          MakeUintegerAccessor(&TcpDctcpFloor::m_minSegments),
+                                          MakeUintegerChecker<uint32_t>());
+    return tid;
+  }
+  TcpDctcpFloor() = default;
+  TcpDctcpFloor(const TcpDctcpFloor &sock) : TcpDctcp(sock), m_minSegments(sock.m_minSegments) {}
+  std::string GetName() const override { return "TcpDctcpFloor"; }
+  uint32_t GetSsThresh(Ptr<const TcpSocketState> tcb, uint32_t bytesInFlight) override {
+    return std::max(TcpDctcp::GetSsThresh(tcb, bytesInFlight), m_minSegments * tcb->m_segmentSize);
+  }
+  Ptr<TcpCongestionOps> Fork() override { return CopyObject<TcpDctcpFloor>(this); }
+
+ private:
+  uint32_t m_minSegments = 2;
+};
+NS_OBJECT_ENSURE_REGISTERED(TcpDctcpFloor);
+
+// TCP's defaults on every host: congestion control `cc` (ns3::TcpDctcp with dctcpFloor > 0: the
+// floored TcpDctcpFloor above), the receiver's delayed-ACK timer, the minimum retransmission
+// timeout, segments of kSegment bytes and 8 MiB socket buffers.
+inline void ConfigureTcpHosts(std::string cc, uint32_t dctcpFloor, double delAckTimeoutMs, double minRtoMs) {
+  if (cc == "ns3::TcpDctcp" && dctcpFloor > 0) {
+    cc = "ns3::TcpDctcpFloor";
+    Config::SetDefault("ns3::TcpDctcpFloor::MinSegments", UintegerValue(dctcpFloor));
+  }
+  Config::SetDefault("ns3::TcpL4Protocol::SocketType", TypeIdValue(TypeId::LookupByName(cc)));
+  Config::SetDefault("ns3::TcpSocket::DelAckTimeout", TimeValue(Seconds(delAckTimeoutMs / 1000.0)));
+  Config::SetDefault("ns3::TcpSocket::SegmentSize", UintegerValue(kSegment));
+  Config::SetDefault("ns3::TcpSocket::SndBufSize", UintegerValue(8 << 20));
+  Config::SetDefault("ns3::TcpSocket::RcvBufSize", UintegerValue(8 << 20));
+  Config::SetDefault("ns3::TcpSocketBase::MinRto", TimeValue(MilliSeconds(minRtoMs)));
+}
+
+// Point-to-point links, each its own subnet 10.x.y.0/24 in the order they are made.
+class Links {
+ public:
+  Ipv4InterfaceContainer Add(PointToPointHelper &h, Ptr<Node> x, Ptr<Node> y, TrafficControlHelper &tc) {
+    NetDeviceContainer d = h.Install(x, y);
+    tc.Install(d);
+    std::string base = "10." + std::to_string(m_subnet / 250) + "." + std::to_string(m_subnet % 250) + ".0";
+    m_subnet++;
+    m_ip.SetBase(base.c_str(), "255.255.255.0");
+    return m_ip.Assign(d);
+  }
+
+ private:
+  Ipv4AddressHelper m_ip;
+  int m_subnet = 1;
+};
+
+// One TCP flow of `bytes` from `src` to `dst` (at `dstAddr`, `port`): a packet sink on `dst` from
+// time 0 whose received packets go to `onRx`, and a bulk sender on `src` from `start`. Returns the
+// sender.
+inline ApplicationContainer InstallBulkFlow(Ptr<Node> src, Ptr<Node> dst, Ipv4Address dstAddr, uint16_t port,
+                                            uint64_t bytes, Time start,
+                                            Callback<void, Ptr<const Packet>, const Address &> onRx) {
+  PacketSinkHelper sink("ns3::TcpSocketFactory", InetSocketAddress(Ipv4Address::GetAny(), port));
+  ApplicationContainer s = sink.Install(dst);
+  s.Start(Seconds(0));
+  s.Get(0)->TraceConnectWithoutContext("Rx", onRx);
+  BulkSendHelper bulk("ns3::TcpSocketFactory", InetSocketAddress(dstAddr, port));
+  bulk.SetAttribute("MaxBytes", UintegerValue(bytes));
+  bulk.SetAttribute("SendSize", UintegerValue(kSegment * 16));
+  ApplicationContainer b = bulk.Install(src);
+  b.Start(start);
+  return b;
+}
+
+// Stops the simulation once `done` holds, checked every 10 ms of virtual time.
+inline void StopOnceDone(std::function<bool()> done) {
+  if (!done()) {
+    Simulator::Schedule(MilliSeconds(10), &StopOnceDone, done);
+    return;
+  }
+  Simulator::Stop();
+}
+
+// From `from` on, stops the simulation once `done` holds (checked every 10 ms of virtual time).
+inline void StopWhenDone(Time from, std::function<bool()> done) { Simulator::Schedule(from, &StopOnceDone, done); }
+
+}  // namespace shufflelab
