@@ -301,8 +301,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     yield from _lab(tmp_path_factory, 3)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def lab6(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     """Six stand-in hosts: the quickstart's six spec hosts on five (the master sharing with a
-    worker) and a router host."""
+    worker) and a router host. One lab for the session (test_hosts_quickstart.py and
+    test_hosts_switch.py): each test leaves every host as it found it, and checks that it does."""
     yield from _lab(tmp_path_factory, 6)

@@ -7,16 +7,20 @@ bottleneck on a router host.
   by the other hosts tests), its link self-test; the job time against the local backend's;
 - experiments/cc-under-udp-switch.toml, one cell, on four of them (tgen and tsink, which run
   nothing, with the master and w1): the userspace switch on the router host with its delay, RED/ECN
-  and DCTCP, making the UDP cross traffic itself;
+  and DCTCP, making the UDP cross traffic itself -- also the test of the switch over SSH (its
+  configuration, counters, samples and marks in the record, the delay in the self-test's RTT, the
+  offloads it turns off back on), which had a run of its own on a four-host lab;
 - experiments/faults.toml, its link-down case: a worker's data interface down for 5 s mid-job and
   its routes back.
 
-Every host as before afterwards."""
+Every host as before afterwards. The six hosts are one lab for the session (``lab6``), shared with
+test_hosts_switch.py."""
 
 from __future__ import annotations
 
 import json
 import statistics
+import tomllib
 from pathlib import Path
 
 import duckdb
@@ -31,6 +35,7 @@ pytestmark = [pytest.mark.root, pytest.mark.spark]
 
 # the shipped specs' six hosts on five machines (host6 the router)
 MACHINES = {"master": "host1", "w1": "host1", "w2": "host2", "w3": "host3", "tgen": "host4", "tsink": "host5"}
+ROUTER = 5  # host6's index in the lab
 UDP = ["--select", "udp=75"]  # the scenario with cross traffic through the router host
 
 
@@ -45,7 +50,7 @@ def shipped(lab: Lab, tmp_path: Path, name: str, share: str = "w1", idle_traffic
     if idle_traffic:  # they run nothing: the switch makes the UDP (four machines with the router)
         machines["tgen"] = machines["tsink"] = "host1"
     text = text[: text.index("[map]")] + "[map]\n" + "".join(f'{h} = "{m}"\n' for h, m in machines.items())
-    inv.write_text('router = "host6"\n' + text)
+    inv.write_text(f'router = "{lab.hosts[ROUTER].name}"\n' + text)
     spec = tmp_path / name
     spec.write_text((REPO / "experiments" / name).read_text().replace("repetitions = 3", "repetitions = 1"))
     return inv, spec
@@ -120,25 +125,76 @@ def test_the_quickstart_unchanged_over_ssh_agrees_with_local(lab6: Lab, tmp_path
     assert r.returncode == 0 and "restored 0 leases" in r.stdout, r.stdout + r.stderr
 
 
+def offloads(lab: Lab) -> list[str]:
+    """Every host's data interface's TSO/GSO/GRO (the switch turns them off while it runs)."""
+    wanted = ("tcp-segmentation-offload:", "generic-segmentation-offload:", "generic-receive-offload:")
+    return [
+        " ".join(line.strip() for line in sh("ethtool", "-k", "data0", ns=h.ns).splitlines() if line.startswith(wanted))
+        for h in lab.hosts
+    ]
+
+
+def data_address(lab: Lab, i: int) -> str:
+    return str(
+        json.loads(sh("ip", "-j", "-4", "addr", "show", "dev", "data0", ns=lab.hosts[i].ns))[0]["addr_info"][0]["local"]
+    )
+
+
+SWITCH_CELL = ["--select", "cc=dctcp", "--select", "udp=50"]  # DCTCP, the switch's UDP at half the link
+
+
 @pytest.mark.skipif(binary_path() is None, reason="shufflelab-switch is not built (make setup)")
 def test_the_switch_makes_the_cross_traffic_on_the_router_host(lab6: Lab, tmp_path: Path) -> None:
     """cc-under-udp-switch.toml on four machines (master, w1, tgen and tsink on one; w2; w3; the
     router), DCTCP with the switch's UDP at half the link: the source is the router host's switch (no
-    iperf3 anywhere), its status fetched into the record."""
+    iperf3 anywhere), its status fetched into the record; the switch's delay, RED with ECN marking and
+    DCTCP (the switch's DCTCP over the hosts' cubic) in its configuration, its counters and samples
+    in the record, the delay in the link self-test's RTT, every host as before afterwards (offloads too)."""
     inv, spec = shipped(lab6, tmp_path, "cc-under-udp-switch.toml", idle_traffic=True)
-    before, routes = host_state(lab6), routing(lab6)
-    r = cli("run", str(spec), "--hosts", str(inv), "--results", str(tmp_path / "res"), "--no-report",
-            "--select", "cc=dctcp", "--select", "udp=50")  # fmt: skip
+    link = tomllib.loads(spec.read_text())["topology"]["bottleneck"]
+    delay_ms = float(link["delay_ms"])
+    before, routes, offs = host_state(lab6), routing(lab6), offloads(lab6)
+    r = cli("run", str(spec), "--hosts", str(inv), "--results", str(tmp_path / "res"), "--no-report", *SWITCH_CELL)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    assert host_state(lab6) == before and routing(lab6) == routes
+    # every host as before: qdiscs, TCP sysctls, no tagged process, routes and forwarding, offloads
+    assert host_state(lab6) == before and routing(lab6) == routes and offloads(lab6) == offs
     with duckdb.connect(str(tmp_path / "res" / "cc-under-udp-switch.duckdb"), read_only=True) as con:
-        run = con.execute("SELECT status, cause, bottleneck_marks FROM runs").fetchall()
+        run = con.execute(
+            "SELECT run_id, status, cause, job_time_s, bottleneck_tx_bytes, bottleneck_drops, bottleneck_marks, "
+            "bottleneck_max_backlog_bytes FROM runs"
+        ).fetchall()
         udp = con.execute("SELECT generator, bytes, lost_packets, error FROM cross_traffic").fetchall()
-        devs = con.execute("SELECT DISTINCT dev FROM queue_samples").fetchall()
-    print(f"run {run}; cross traffic {udp}; sample devs {devs}")
-    assert [row[0] for row in run] == ["ok"], run
+        remote = con.execute("SELECT sum(remote_bytes) FROM tasks").fetchone()
+        samples = con.execute(
+            "SELECT dev, count(*), max(backlog_bytes), max(marks) FROM queue_samples GROUP BY dev"
+        ).fetchall()
+    assert len(run) == 1, run
+    run_id, status, cause, job_s, tx, drops, marks, backlog = run[0]
+    run_dir = tmp_path / "res" / "cc-under-udp-switch" / "runs" / run_id
+    checks = json.loads((run_dir / "selftest.json").read_text())
+    config = json.loads((run_dir / "switch.json").read_text())
+    log = (run_dir / "switch.log").read_text()
+    print(f"run {run[0]}; cross traffic {udp}; shuffle remote {remote}; samples {samples}; self-test {checks}")
+    assert status == "ok", cause
     assert len(udp) == 1 and udp[0][0] == "switch" and udp[0][1] > 0 and udp[0][3] is None, udp
-    assert devs == [("sw",)], devs
+    assert remote is not None and remote[0]
+    # the switch ran on the router host's data interface, one-armed, with the spec's link and DCTCP hosts
+    assert [p["ifname"] for p in config["ports"]] == ["data0"], config["ports"]
+    port = config["ports"][0]
+    assert port["delay_us"] == delay_ms * 1000 and port["discipline"] == "red" and port["red"]["ecn"]
+    assert {h["port"] for h in config["hosts"]} == {"data0"} and {h["mode"] for h in config["hosts"]} == {"dctcp"}
+    assert {h["ip"] for h in config["hosts"]} == {data_address(lab6, i) for i in range(3)}  # host1-3 run Spark
+    assert log.startswith("ready"), log[-2000:]
+    # its counters are the record's bottleneck: every remote shuffle byte crossed it, DCTCP was marked
+    assert tx is not None and tx >= remote[0], (tx, remote)
+    assert marks is not None and marks > 0, marks
+    # its samples are the run's queue samples, named as the emulated router's downlink
+    assert len(samples) == 1 and samples[0][0] == "sw" and samples[0][1] > 0 and samples[0][2] > 0, samples
+    # the delay is in the path: ping across it reads at least the two crossings of the delayed queue
+    assert len(checks) == 1 and checks[0]["rtt_ms"] is not None, checks
+    assert checks[0]["rtt_ms"] >= 2 * delay_ms * 0.95, checks
+    r = cli("clean", "--hosts", str(inv), timeout=120)
+    assert r.returncode == 0 and "restored 0 leases" in r.stdout, r.stdout + r.stderr
 
 
 def test_a_link_down_fault_on_a_machine(lab6: Lab, tmp_path: Path) -> None:
