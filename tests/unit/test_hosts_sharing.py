@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import shlex
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -75,9 +75,10 @@ class _Conn:
         return SimpleNamespace(stdout=out, stderr="", exit_status=0, exit_signal=None)
 
 
-def _fabric(tmp_path: Path, loop: Loop, control: str = "ctl0") -> tuple[HostsFabric, dict[str, list[str]]]:
-    spec = specmod.parse(SPEC)
-    ran: dict[str, list[str]] = {m: [] for m in DATA}
+def _leases(machines: Iterable[str], control: str = "ctl0") -> tuple[dict[str, HostLease], dict[str, list[str]]]:
+    """A lease of lease id abc123 on each of ``machines`` (over a _Conn whose commands are recorded
+    per machine), and those records."""
+    ran: dict[str, list[str]] = {m: [] for m in machines}
     leases = {
         m: HostLease(
             Session(
@@ -90,8 +91,14 @@ def _fabric(tmp_path: Path, loop: Loop, control: str = "ctl0") -> tuple[HostsFab
             "abc123",
             "/var/lib/shufflelab/leases",
         )  # fmt: skip
-        for i, m in enumerate(DATA, start=1)
+        for i, m in enumerate(ran, start=1)
     }
+    return leases, ran
+
+
+def _fabric(tmp_path: Path, loop: Loop, control: str = "ctl0") -> tuple[HostsFabric, dict[str, list[str]]]:
+    spec = specmod.parse(SPEC)
+    leases, ran = _leases(DATA, control)
     fabric = HostsFabric(
         loop, topology.build(spec), PLACES, leases, DATA, HostsLeaseInfo("abc123", tmp_path), {}, router="router"
     )
@@ -225,21 +232,7 @@ def test_the_router_hosts_switch_is_the_one_switch_control_through_the_backends_
     spec = specmod.parse({**data, "cross_traffic": {"generator": "switch", "udp_percent": 50}})
     places = {**PLACES, "tgen": "node3", "tsink": "node4"}
     machines = {**DATA, "node3": "10.214.5.12", "node4": "10.214.5.13"}
-    ran: dict[str, list[str]] = {m: [] for m in machines}
-    leases = {
-        m: HostLease(
-            Session(
-                m,
-                InventoryHost(address=f"192.0.2.{i}", data_interface="eth1", agent=True),
-                _Conn(ran[m]),
-                5.0,
-                _Watch(),
-            ),  # type: ignore[arg-type]
-            "abc123",
-            "/var/lib/shufflelab/leases",
-        )  # fmt: skip
-        for i, m in enumerate(machines, start=1)
-    }
+    leases, ran = _leases(machines)
     seams: list[tuple[str | None, list[str]]] = []
     launched: list[tuple[str, list[str], bool]] = []
     csv = TELEMETRY_HEADER + "\n1.0,eth1,100,1,0,5000,4,0,6000,7000,2\n"
