@@ -7,45 +7,18 @@ from __future__ import annotations
 import os
 import random
 import subprocess
-from typing import Any
 
-import pytest
-
+import hdfslab
 from shufflelab import netplan
 from shufflelab import spec as S
 from shufflelab import topology as T
 from shufflelab.cgroups import CPU_ROOT
 from shufflelab.emulate import netns
 from shufflelab.emulate.fabric import NamespaceFabric
-from shufflelab.ndp import hadoop_jars, hdfs
 
-pytestmark = [
-    pytest.mark.root,
-    pytest.mark.skipif(
-        not hadoop_jars.jars_available(),
-        reason="Hadoop jars not fetched: run `make setup` (or `python -m shufflelab.ndp.hdfs --fetch`)",
-    ),
-]
+pytestmark = hdfslab.MARKS
 
-SPEC: dict[str, Any] = {
-    "experiment": {"name": "hdfs"},
-    "topology": {"kind": "shared", "bottleneck": {"rate_mbps": 100}},
-    "hosts": {
-        "nn": {"roles": ["spark-master"]},  # roles only satisfy the spec; no Spark is started
-        "s1": {"roles": ["spark-worker"]},
-        "s2": {"roles": ["spark-worker"]},
-        "client": {},
-    },
-    "workload": {"name": "sort-aggregate", "params": {"rows": 1000, "partitions": 2}},
-}
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+SPEC = hdfslab.spec("hdfs")
 
 
 def test_hdfs_put_read_and_replicas_on_both_datanodes() -> None:
@@ -55,22 +28,12 @@ def test_hdfs_put_read_and_replicas_on_both_datanodes() -> None:
     cgroups = (CPU_ROOT / "cpu.cfs_quota_us").exists()
     with netns.lease() as lz, NamespaceFabric(lz, net) as fab:
         fab.configure(netplan.of(sp, fab.network))
-        cluster = hdfs.HdfsCluster.on_fabric(
-            fab,
-            netns.run_at,
-            netns.launch_at,
-            "nn",
-            ["s1", "s2"],
-            lz.scratch / "hdfs",
-            replication=2,
-            block_bytes=1 << 20,
-            client="client",
-        )
+        cluster = hdfslab.cluster(fab, lz)
         marker = str(cluster.config.scratch)  # in every daemon's command line (its conf dir)
         cg = cluster.cpu_limit("s1", 1) if cgroups else None  # a weak storage host: one core
         with cluster:
             pids = [p.pid for p in cluster.daemons.values()]
-            assert len(pids) == 3 and all(_alive(p) for p in pids)
+            assert len(pids) == 3 and all(hdfslab.alive(p) for p in pids)
             if cg is not None:
                 assert (cg / "cpu.cfs_quota_us").read_text().strip() == "100000"
                 assert set(cluster.pids("s1")) <= {int(p) for p in (cg / "cgroup.procs").read_text().split()}
@@ -90,7 +53,7 @@ def test_hdfs_put_read_and_replicas_on_both_datanodes() -> None:
                     net.host_addresses[h] for h in ("s1", "s2")
                 )
         # stopped: no daemon, no JVM of this cluster, no cgroup
-        assert not cluster.daemons and not any(_alive(p) for p in pids)
+        assert not cluster.daemons and not any(hdfslab.alive(p) for p in pids)
         left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.split()
         assert not [p for p in left if int(p) != os.getpid()]
         if cg is not None:

@@ -19,34 +19,19 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+import hdfslab
 from shufflelab import netplan
 from shufflelab import spec as S
 from shufflelab import topology as T
 from shufflelab.emulate import netns
 from shufflelab.emulate.fabric import NamespaceFabric
 from shufflelab.ndp import execute as X
-from shufflelab.ndp import hadoop_jars, hdfs, hdfs_config
+from shufflelab.ndp import hdfs_config
 from shufflelab.ndp import proxy as NP
 
-pytestmark = [
-    pytest.mark.root,
-    pytest.mark.skipif(
-        not hadoop_jars.jars_available(),
-        reason="Hadoop jars not fetched: run `make setup` (or `python -m shufflelab.ndp.hdfs --fetch`)",
-    ),
-]
+pytestmark = hdfslab.MARKS
 
-SPEC: dict[str, Any] = {
-    "experiment": {"name": "ndp-proxy"},
-    "topology": {"kind": "shared", "bottleneck": {"rate_mbps": 100}},
-    "hosts": {
-        "nn": {"roles": ["spark-master"]},  # roles only satisfy the spec; no Spark is started
-        "s1": {"roles": ["spark-worker"]},
-        "s2": {"roles": ["spark-worker"]},
-        "client": {},
-    },
-    "workload": {"name": "sort-aggregate", "params": {"rows": 1000, "partitions": 2}},
-}
+SPEC = hdfslab.spec("ndp-proxy")
 SCHEMA = {
     "l_orderkey": "int", "l_quantity": "float", "l_extendedprice": "float", "l_discount": "float",
     "l_returnflag": "string", "l_shipdate": "date", "l_shipmode": "string",
@@ -87,14 +72,6 @@ def _lineitem(n: int = 6000, seed: int = 11) -> pa.Table:
     )
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def _pythonpath() -> str:
     return os.pathsep.join(p for p in sys.path if p)
 
@@ -117,17 +94,7 @@ def test_ndp_proxy_pushdown_forwarding_and_hostile_plans() -> None:
     with netns.lease() as lz, NamespaceFabric(lz, net) as fab:
         fab.configure(netplan.of(sp, fab.network))
         addr = net.host_addresses
-        cluster = hdfs.HdfsCluster.on_fabric(
-            fab,
-            netns.run_at,
-            netns.launch_at,
-            "nn",
-            ["s1", "s2"],
-            lz.scratch / "hdfs",
-            replication=2,
-            block_bytes=1 << 20,
-            client="client",
-        )
+        cluster = hdfslab.cluster(fab, lz)
         user = cluster.config.user
         local = lz.scratch / "lineitem.parquet"
         pq.write_table(table, local, row_group_size=1000)
@@ -267,7 +234,7 @@ def test_ndp_proxy_pushdown_forwarding_and_hostile_plans() -> None:
             assert code == 0, proc.log.read_text(errors="replace")[-2000:]
             assert not any(spool.iterdir()), sorted(spool.rglob("*"))  # the proxy removed its spool
         marker = str(lz.scratch)
-        assert not _alive(proc.pid)
+        assert not hdfslab.alive(proc.pid)
         left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.split()
         assert not [p for p in left if int(p) != os.getpid()]
     assert not [n for n in netns.namespaces() if n.startswith(lz.prefix)]
