@@ -43,8 +43,8 @@ def test_selftest_flags_a_mis_shaped_port(spec_dict: dict[str, Any], tmp_path: P
         assert not bad.ok and bad.rate_ratio is not None and bad.rate_ratio < 0.4
         assert "of its configured 20 Mbit/s" in (bad.problem or "")
         assert all(c.ok for port, c in again.items() if port != bad.port)
-        # and another at 40 Mbit/s: the probe's 1.1 x 20 Mbit/s gets through whole
-        fast = next(p for p in net.bottlenecks if p.ifname == "w3")
+        # and another at 40 Mbit/s: the probe's 1.2 x 20 Mbit/s gets through whole
+        fast = next(p for p in net.bottlenecks if p.ifname == "w1")
         netns.run(["tc", "class", "change", "dev", fast.ifname, "parent", "1:", "classid", "1:10", "htb",
                    "rate", "40mbit", "ceil", "40mbit"], ns=fab.ns[fast.node])  # fmt: skip
         third = {c.port: c for c in selftest.check(fab.ns, net, tmp_path, links, seconds=1)}

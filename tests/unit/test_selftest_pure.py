@@ -170,15 +170,15 @@ def test_the_probe_offers_udp_above_the_rate_and_reads_the_receiver(tmp_path: Pa
     for argv in clients:
         assert "-u" in argv and argv[argv.index("-l") + 1] == "1400"
         offered = int(argv[argv.index("-b") + 1])
-        assert offered == shaping.udp_payload_rate_bps(100, 110) and "-P" not in argv
+        assert offered == shaping.udp_payload_rate_bps(100, 120) and "-P" not in argv
     assert checks and all(c.ok for c in checks), [c.problem for c in checks]
-    assert all(c.rate_ratio == pytest.approx(1.0) for c in checks)  # not the sender's 1.10 (end.sum)
+    assert all(c.rate_ratio == pytest.approx(1.0) for c in checks)  # not the sender's 1.20 (end.sum)
 
 
 def test_the_probe_catches_an_over_fast_and_a_slow_port(tmp_path: Path) -> None:
-    _, fast = _probe(tmp_path, SHALLOW, shaped_bps=None)  # the qdisc gone: the offered 1.1 gets through
+    _, fast = _probe(tmp_path, SHALLOW, shaped_bps=None)  # the qdisc gone: the offered 1.2 gets through
     assert fast and not any(c.ok for c in fast)
-    assert all("delivered 1.10 of its configured 100 Mbit/s" in (c.problem or "") for c in fast)
+    assert all("delivered 1.20 of its configured 100 Mbit/s" in (c.problem or "") for c in fast)
     _, slow = _probe(tmp_path, SHALLOW, shaped_bps=60e6 * 1400 / 1442)
     assert slow and all(not c.ok and c.rate_ratio == pytest.approx(0.6) for c in slow)
-    assert all("delivered 0.60" in (c.problem or "") and "sender offered 1.10" in (c.problem or "") for c in slow)
+    assert all("delivered 0.60" in (c.problem or "") and "sender offered 1.20" in (c.problem or "") for c in slow)

@@ -5,7 +5,7 @@ stream through it offered at :data:`OFFERED` times the port's rate (in frame ter
 payloads, their UDP/IP/Ethernet headers counted as the qdisc counts them) and a few pings across it
 (RTT vs the configured delays). The rate check is the payload the receiver got over the payload a
 perfect link delivers at the configured rate, so a correctly shaped link reads 1.0 whatever its
-queue does with the excess, and an over-fast link (up to the offered 1.1) or a slow one is caught.
+queue does with the excess, and an over-fast link (up to the offered 1.2) or a slow one is caught.
 A TCP transfer would measure how the queue treats TCP instead: one loss-based flow cannot fill a
 port that drops at a fraction of the bandwidth-delay product. A port outside the tolerances is
 reported; with ``telemetry.selftest = "refuse"`` the runs of that configuration are not started
@@ -37,7 +37,8 @@ Endpoints = Callable[[Network, Port], "tuple[str, str] | None"]
 
 # the probe's payload share of its frames: what a perfect link delivers to the receiver per bit of its rate
 PAYLOAD_SHARE = shaping.UDP_PAYLOAD_BYTES / (shaping.UDP_PAYLOAD_BYTES + shaping.UDP_OVERHEAD_BYTES)
-OFFERED = 1.1  # the probe offers this multiple of the port's rate: the queue drops the excess
+OFFERED = 1.2  # the probe offers this multiple of the port's rate: the queue drops the excess; an unshaped port
+# read 1.08 with 1.1 (20 Mbit/s, 1 s), too close to the 1.08 tolerance to be caught surely
 IPERF_PORT = 5299
 
 
