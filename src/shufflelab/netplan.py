@@ -1,7 +1,7 @@
 """The network's desired state, pure: one :class:`NetPlan` per scenario, built once from its spec and
-the fabric's network (:func:`of`) -- the link on each shaped port, each host's TCP sysctls, route
-attributes and switch mode, the userspace switch's configuration, the cross-traffic endpoints and
-rates -- with the ``tc`` commands of a link and the idempotent change from what ``tc`` shows now.
+the fabric's network (:func:`of`) -- the link on each shaped port, each host's TCP sysctls, routes
+(with their attributes) and switch mode, the userspace switch's configuration, the cross-traffic
+endpoints and rates -- with the ``tc`` commands of a link and the idempotent change from what ``tc`` shows now.
 The local fabric (:mod:`shufflelab.emulate.fabric`, network namespaces) and the SSH fabric
 (:mod:`shufflelab.hosts.fabric`) apply a plan; the link self-test, telemetry, the run's validity
 and its record read the same plan, so a run is checked against the link it was given (a fabric
@@ -111,9 +111,27 @@ def tcp_sysctls(tcp: Tcp) -> dict[str, str]:
     }
 
 
+def routes(network: Network, host: str, attributes: tuple[str, ...]) -> tuple[Route, ...]:
+    """The routes ``host`` holds on ``network`` (see ``Network.routing``), each with ``attributes``.
+
+    Emulated, its default route via its gateway. On machines, a /32 route to each other machine's
+    data address (one per address: spec hosts sharing a machine share it; none to the host's own)
+    via the router host holding a shared bottleneck -- every host-to-host packet crosses its queue --
+    or, with per-host links and route attributes, via the path the machine has; with neither,
+    none: the machines' own routing is left as it is."""
+    if network.routing == "default":
+        return (Route("default", network.gateways[host], attributes),)
+    own = network.host_addresses[host]
+    via = network.gateways.get(host)
+    if via is None and not attributes:
+        return ()
+    peers = dict.fromkeys(a for a in network.host_addresses.values() if a != own)
+    return tuple(Route(address, via, attributes) for address in peers)
+
+
 def route_attributes(tcp: Any) -> list[str]:
-    """The route attributes of a host's TCP settings (``initcwnd``/``initrwnd``), as the local
-    backend puts them on each host's default route."""
+    """The route attributes of a host's TCP settings (``initcwnd``/``initrwnd``), on each of its
+    :func:`routes`."""
     out = []
     for field in ("initcwnd", "initrwnd"):
         value = getattr(tcp, field)
@@ -123,16 +141,29 @@ def route_attributes(tcp: Any) -> list[str]:
 
 
 @dataclass(frozen=True)
+class Route:
+    """A route a host holds: to ``destination`` (``"default"``, or one address: its /32) via ``via``
+    (None: the gateway the machine reaches ``destination`` through as it is, found where the route
+    is put; none there: on-link), with the host's route ``attributes`` (``initcwnd``/``initrwnd``)."""
+
+    destination: str
+    via: str | None
+    attributes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class HostNet:
     """One host's part of the plan: its address, its TCP sysctls (new sockets pick them up), the
-    attributes of its routes (``initcwnd``/``initrwnd``), the kernel congestion control it needs
-    allowed, and what the userspace switch does with its TCP."""
+    attributes of its routes (``initcwnd``/``initrwnd``) and the routes that carry them (every route
+    a fabric puts on the host), the kernel congestion control it needs allowed, and what the
+    userspace switch does with its TCP."""
 
     address: str
     sysctls: Mapping[str, str]
     route_attributes: tuple[str, ...]
     kernel_cc: str
     switch_mode: Mode
+    routes: tuple[Route, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -193,7 +224,9 @@ def of(spec: ExperimentSpec, network: Network) -> NetPlan:
     for h, address in network.host_addresses.items():
         tcp = spec.tcp_for(h)
         sysctls, attrs = tcp_sysctls(tcp), tuple(route_attributes(tcp))
-        hosts[h] = HostNet(address, sysctls, attrs, tcp.kernel_congestion_control(), tcp.switch_mode())
+        hosts[h] = HostNet(
+            address, sysctls, attrs, tcp.kernel_congestion_control(), tcp.switch_mode(), routes(network, h, attrs)
+        )
     ct = spec.cross_traffic
     cross = None
     if ct.active:

@@ -60,6 +60,12 @@ class Network:
     # forwards and queues on the router's ports (the router's kernel keeps ARP/ICMP for its addresses).
     # The spec's the network was built from; a live fabric's datapath is its current plan's.
     datapath: Datapath = "kernel"
+    # how a host reaches the others (the plan's routes, :func:`shufflelab.netplan.routes`): "default",
+    # emulated -- its default route via its gateway, the router's address on its own subnet; "peers",
+    # machines on one data network -- a /32 route to each other machine's address via the host's
+    # entry in ``gateways`` (the router host holding a shared bottleneck) or, without one, the path the
+    # machine already has (only to give it the spec's route attributes)
+    routing: Literal["default", "peers"] = "default"
 
     def router_port_of(self, host: str) -> Port:
         """The router port behind which ``host`` sits: its own port (star) or the access bridge's

@@ -125,6 +125,27 @@ def test_two_hosts_on_one_machine_are_configured_once_and_never_routed_to_themse
     assert len(names) == len(set(names)) > 0
 
 
+def test_the_fabric_puts_on_each_machine_exactly_the_routes_of_the_plan(tmp_path: Path) -> None:
+    """The routes come from the network plan (netplan.routes), not from the fabric: what each machine
+    is told to route is the union of its spec hosts' planned routes."""
+    loop = Loop()
+    try:
+        fabric, ran = _fabric(tmp_path, loop)
+        plan = netplan.of(specmod.parse(SPEC), fabric.network)
+        fabric.configure(plan)
+    finally:
+        loop.close()
+    for machine in ("node1", "node2"):
+        planned = {
+            " ".join(["ip route replace", f"{r.destination}/32", "via", str(r.via), "dev eth1", *r.attributes])
+            for h, m in PLACES.items()
+            if m == machine
+            for r in plan.hosts[h].routes
+        }
+        assert planned and {c for c in ran[machine] if c.startswith("ip route replace")} == planned
+    assert not any(c.startswith("ip route replace") for c in ran["router"])
+
+
 def test_what_one_machine_cannot_be_for_two_hosts_is_refused_naming_the_field() -> None:
     shared = specmod.parse(SPEC)
     assert refusals(shared, router=True, sharing=[["master", "w1"]]) == []

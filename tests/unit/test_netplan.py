@@ -11,6 +11,7 @@ from typing import Any
 from shufflelab import netplan
 from shufflelab import spec as S
 from shufflelab import topology as T
+from shufflelab.hosts.fabric import machines_network
 
 SRC = Path(netplan.__file__).parent
 
@@ -58,3 +59,62 @@ def test_nothing_but_the_spec_and_the_plan_reads_the_bottleneck() -> None:
         if reads.search(line)
     ]
     assert found == [], f"read the run's plan (netplan.of) or netplan.bottleneck(spec) instead: {found}"
+
+
+# spec host -> machine (master and w1 share one), machine -> data address
+PLACES = {"master": "node1", "w1": "node1", "w2": "node2", "tgen": "node3", "tsink": "node4"}
+DATA = {"node1": "10.214.5.10", "node2": "10.214.5.11", "node3": "10.214.5.12", "node4": "10.214.5.13"}
+ROUTER_DATA = "10.214.5.19"
+
+
+def _on_machines(sp: S.ExperimentSpec, router: str | None = "router") -> netplan.NetPlan:
+    return netplan.of(sp, machines_network(T.build(sp), PLACES, {**DATA, "router": ROUTER_DATA}, router))
+
+
+def _routes(plan: netplan.NetPlan, host: str) -> list[tuple[str, str | None, tuple[str, ...]]]:
+    return [(r.destination, r.via, r.attributes) for r in plan.hosts[host].routes]
+
+
+def test_emulated_hosts_hold_their_default_route_with_the_spec_attributes(spec_dict: dict[str, Any]) -> None:
+    spec_dict["tcp"] = {"initcwnd": 10, "initrwnd": 20}
+    sp = S.parse(spec_dict)
+    net = T.build(sp)
+    plan = netplan.of(sp, net)
+    for h in sp.hosts:
+        assert _routes(plan, h) == [("default", net.gateways[h], ("initcwnd", "10", "initrwnd", "20"))]
+
+
+def test_on_machines_with_a_shared_bottleneck_every_host_routes_each_other_machine_through_the_router_host(
+    spec_dict: dict[str, Any],
+) -> None:
+    spec_dict["tcp"] = {"initcwnd": 20}
+    plan = _on_machines(S.parse(spec_dict))
+    attrs = ("initcwnd", "20")
+    # one /32 per other machine's data address: none to its own, none twice for master and w1 on node1
+    for h in ("master", "w1"):
+        assert _routes(plan, h) == [(DATA[m], ROUTER_DATA, attrs) for m in ("node2", "node3", "node4")]
+    assert _routes(plan, "w2") == [(DATA[m], ROUTER_DATA, attrs) for m in ("node1", "node3", "node4")]
+    assert plan.hosts["w2"].address == DATA["node2"]
+    # without route attributes the routes are the same: they take every packet through the queue
+    del spec_dict["tcp"]
+    assert _routes(_on_machines(S.parse(spec_dict)), "tsink") == [
+        (DATA[m], ROUTER_DATA, ()) for m in ("node1", "node2", "node3")
+    ]
+
+
+def test_on_machines_with_per_host_links_only_the_route_attributes_need_routes(spec_dict: dict[str, Any]) -> None:
+    spec_dict["topology"]["kind"] = "star"
+    places = {**PLACES, "w1": "node5"}  # a machine of its own for each host
+
+    def plan(sp: S.ExperimentSpec) -> netplan.NetPlan:
+        data = {**DATA, "node5": "10.214.5.14", "router": ROUTER_DATA}
+        return netplan.of(sp, machines_network(T.build(sp), places, data, "router"))
+
+    # the machines' own routing, untouched (the router host holds no queue on a star)
+    assert all(h.routes == () for h in plan(S.parse(spec_dict)).hosts.values())
+    spec_dict["tcp"] = {"initrwnd": 30}
+    p = plan(S.parse(spec_dict))
+    # the path the machine has (via None: its gateway, found on the host), with the attributes
+    assert _routes(p, "master") == [
+        (a, None, ("initrwnd", "30")) for a in ("10.214.5.14", DATA["node2"], DATA["node3"], DATA["node4"])
+    ]

@@ -220,8 +220,10 @@ class NamespaceFabric:
         ensure_congestion_control_allowed({h.kernel_cc for h in plan.hosts.values()})
         for host, want in plan.hosts.items():
             sysctl(self.ns[host], dict(want.sysctls))
-            gw = self.network.gateways[host]
-            run(["ip", "-n", self.ns[host], "route", "replace", "default", "via", gw, *want.route_attributes])
+            ns = self.ns[host]
+            for route in want.routes:  # its default route, with the spec's attributes
+                assert route.via is not None
+                run(["ip", "-n", ns, "route", "replace", route.destination, "via", route.via, *route.attributes])
 
     def _configure_switch(self, plan: NetPlan, restart: bool) -> None:
         ns = self.ns[ROUTER]

@@ -131,6 +131,24 @@ def refusals(spec: ExperimentSpec, router: bool = False, sharing: Collection[Col
     return out
 
 
+def machines_network(
+    network: Network, places: Mapping[str, str], data_addresses: Mapping[str, str], router: str | None
+) -> Network:
+    """The spec's ``network`` on machines: its hosts at their machines' data addresses (``places``:
+    spec host -> inventory host; ``data_addresses``: inventory host -> address), what Spark binds to
+    and the records use, and routed to each other as machines on one data network are
+    (``routing = "peers"``): through the router host when it holds a shared bottleneck. The plan's
+    routes on each host (:func:`shufflelab.netplan.routes`) follow from it."""
+    shared = any(p.ifname not in network.host_addresses for p in network.bottlenecks)
+    via = data_addresses.get(router) if router is not None and shared else None
+    return dataclasses.replace(
+        network,
+        host_addresses={h: data_addresses[places[h]] for h in network.host_addresses},
+        gateways={h: via for h in network.host_addresses} if via is not None else {},
+        routing="peers",
+    )
+
+
 @dataclasses.dataclass(frozen=True)
 class HostsLeaseInfo:
     """The fabric's lease: its id (the same on every host) and a scratch folder on the controller."""
@@ -173,10 +191,6 @@ class HostsFabric:
         self._places = dict(places)
         self.leases = dict(leases)  # inventory host -> its lease
         self.remote_scratch = dict(scratch)  # inventory host -> the lease's folder there
-        # the spec's network with the hosts' real addresses (what Spark binds to and the records use)
-        self._network = dataclasses.replace(
-            network, host_addresses={h: data_addresses[places[h]] for h in network.host_addresses}
-        )
         self._lease = lease
         self._data = dict(data_addresses)  # inventory host -> its data address
         # a bottleneck port -> the spec host whose data interface is that link (per-host links), or
@@ -185,6 +199,7 @@ class HostsFabric:
             p.ifname: (p.ifname if p.ifname in network.host_addresses else None) for p in network.bottlenecks
         }
         self.router = router
+        self._network = machines_network(network, places, data_addresses, router)
         self._switch: Switch | None = None  # on the router host, while the datapath is the switch
         self._macs: dict[str, str] = {}  # spec host -> its data interface's MAC (for the switch)
         self._may_go_down: set[str] = set()  # spec hosts whose data interface a link-down fault may take down
@@ -248,6 +263,8 @@ class HostsFabric:
             self._loop.call(settled(*(self._check_link_down(h) for h in downed)))
         link_of = {host: plan.links[port] for port, host in self._port_host.items()}  # None: the router's
         router = self.leases[self.router] if None in link_of and self.router is not None else None
+        if plan.network.routing != "peers":
+            raise ValueError("a plan of the hosts' network (HostsFabric.network) was expected")
         switch = plan.datapath == "switch"
         if not switch and self._switch is not None:
             self._switch.stop()  # before the kernel forwards again: one copy of every packet
@@ -263,18 +280,17 @@ class HostsFabric:
                 await hl.set_sysctl(name, value)
             if host in link_of:
                 await self._shape(hl, link_of[host])
-            attrs = list(want.route_attributes)
             dev = hl.session.host.data_interface
             if switch:  # the switch forwards frames, not GSO segments
                 await hl.set_offloads(dev, OFFLOADS_OFF)
-            for other, address in self._network.host_addresses.items():
-                if self._places[other] == self._places[host]:  # itself, or a host on the same machine
-                    continue
-                if router is not None:  # to every other host through the router
-                    await hl.add_route(address, self._data[router.session.name], dev, attrs)
-                elif attrs or hl.has_route(address):  # initcwnd/initrwnd: the path as it is, with them
-                    via = await _gateway(hl.session, address, dev)
-                    await hl.add_route(address, via, dev, attrs)
+            for route in want.routes:
+                via = route.via if route.via is not None else await _gateway(hl.session, route.destination, dev)
+                await hl.add_route(route.destination, via, dev, route.attributes)
+            # a route of an earlier scenario the plan no longer holds (its initcwnd): the path as it
+            # is, without attributes, until the lease removes it
+            for address in hl.routes():
+                if address not in {r.destination for r in want.routes}:
+                    await hl.add_route(address, await _gateway(hl.session, address, dev), dev)
 
         async def forward(hl: HostLease) -> int:
             dev = hl.session.host.data_interface

@@ -196,6 +196,10 @@ class HostLease:
         downs = [c for c in self.changes if c["kind"] == "link" and c["interface"] == interface]
         await link_up(self.session, interface, downs[-1]["routes"] if downs else [])
 
+    def routes(self) -> list[str]:
+        """The destinations of the /32 routes this lease added, in the order it added them."""
+        return [str(c["destination"]) for c in self.changes if c["kind"] == "route"]
+
     def has_route(self, destination: str) -> bool:
         """Whether this lease added the /32 route to ``destination``."""
         dst = str(ipaddress.ip_address(destination))
