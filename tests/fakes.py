@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shufflelab.emulate import netns
 from shufflelab.emulate import selftest as link_selftest
 from shufflelab.emulate.protocols import Backend as BackendSeams
 from shufflelab.emulate.protocols import MachineLost, ProcessLauncher
@@ -332,15 +333,7 @@ class HereProcess:
         return self.popen.poll()
 
     def stop(self, sig: int = signal.SIGTERM, grace_s: float = 5.0) -> int | None:
-        if self.popen.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.popen.pid, sig)
-            try:
-                self.popen.wait(timeout=grace_s)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.popen.pid, signal.SIGKILL)
-                self.popen.wait(timeout=5)
-        return self.popen.returncode
+        return netns.stop_group(self.popen, sig, grace_s)  # the product's own stop of a process group
 
 
 @dataclass
@@ -354,10 +347,7 @@ class Here:
 
     def run(self, argv: Sequence[str], *, place: str | None = None, check: bool = True, timeout: float = 60) -> str:
         self.places.add(place)
-        p = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout)
-        if check and p.returncode:
-            raise RuntimeError(f"`{' '.join(argv)}` failed ({p.returncode}): {p.stderr.strip()}")
-        return p.stdout
+        return netns.run(argv, check=check, timeout=timeout)  # no namespace: here, as it is
 
     def launch(
         self, place: str, argv: Sequence[str], log: Path, /, env: Mapping[str, str] | None = None

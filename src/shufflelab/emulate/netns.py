@@ -304,19 +304,26 @@ class NamespaceProcess:
 
     def stop(self, sig: int = signal.SIGTERM, grace_s: float = 5.0) -> int | None:
         """Send ``sig``; SIGKILL after ``grace_s``; return the exit code."""
-        if self.popen.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.popen.pid, sig)
-            try:
-                self.popen.wait(timeout=grace_s)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.popen.pid, signal.SIGKILL)
-                self.popen.wait(timeout=5)
+        code = stop_group(self.popen, sig, grace_s)
         if not self._fh.closed:
             self._fh.close()
         _LIVE.discard(self)
-        return self.popen.returncode
+        return code
+
+
+def stop_group(popen: subprocess.Popen[bytes], sig: int = signal.SIGTERM, grace_s: float = 5.0) -> int | None:
+    """Send ``sig`` to the process group of ``popen`` (started in its own session); SIGKILL after
+    ``grace_s``; return the exit code."""
+    if popen.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(popen.pid, sig)
+        try:
+            popen.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(popen.pid, signal.SIGKILL)
+            popen.wait(timeout=5)
+    return popen.returncode
 
 
 def run_at(argv: Sequence[str], *, place: str | None = None, check: bool = True, timeout: float = 60) -> str:
