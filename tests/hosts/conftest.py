@@ -33,6 +33,8 @@ from shufflelab.emulate.fabric import available_congestion_controls, ensure_cong
 from shufflelab.hosts.lease import SCRATCH_ROOT
 
 SSHD = "/usr/sbin/sshd"
+LOGIN_HOME = Path(os.path.expanduser("~root"))  # the stand-ins' login user is root
+SHELL_STARTUP = (".bashrc", ".bash_profile", ".bash_login", ".profile")
 LEASE_PARENT = Path("/var/lib/shufflelab")
 SCRATCH_PARENT = Path(SCRATCH_ROOT)  # the hosts' scratch folders: each stand-in has its own
 # each server in a mount namespace (its own lease files and scratch) and a PID namespace of its own
@@ -216,6 +218,8 @@ def stand_in_hosts(root: Path, n: int, hide: Sequence[Path] = ()) -> Iterator[La
         sh("ip", "link", "set", data_bridge, "up")
         sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "slssh-client", "-f", str(lab.client_key))
         (root / "authorized_keys").write_text(Path(f"{lab.client_key}.pub").read_text())
+        empty = root / "empty"
+        empty.write_text("")
         known = []
         for i in range(1, n + 1):
             ns, addr = f"slssh{tag}h{i}", str(addrs[9 + i])
@@ -251,6 +255,10 @@ def stand_in_hosts(root: Path, n: int, hide: Sequence[Path] = ()) -> Iterator[La
             # (/run/netns too: doctor's throw-away namespaces are named by a pid, the same on every stand-in)
             script = f"mount -t tmpfs slssh {LEASE_PARENT} && mount -t tmpfs slssh {SCRATCH_PARENT} && "
             script += "mount -t tmpfs slssh /run/netns && "
+            # the login user's shell start-up files are empty on the stand-ins: a command over SSH runs
+            # through the login shell, which reads ~/.bashrc; this machine's (a version manager's init,
+            # which waits up to 60 s on a lock a killed shell left) would slow or hang every command
+            script += "".join(f"mount --bind {empty} {shlex.quote(str(f))} && " for f in _shell_startup_files())
             script += "".join(f"mount -t tmpfs slssh {shlex.quote(str(p))} && " for p in hide)
             script += f"exec {SSHD} -D -e -f {cfg}"
             log = open(root / f"sshd_host{i}.log", "wb")  # noqa: SIM115 (closed with the process)
@@ -286,6 +294,11 @@ def stand_in_hosts(root: Path, n: int, hide: Sequence[Path] = ()) -> Iterator[La
         # LEASE_PARENT and SCRATCH_PARENT stay (empty): they are the mount points of the stand-ins'
         # tmpfs, and removing them would detach the mounts of another lab's stand-ins running now
         # (another test session), whose lease files would then be this machine's
+
+
+def _shell_startup_files() -> list[Path]:
+    """The login user's shell start-up files present on this machine (a bind mount needs its target)."""
+    return [LOGIN_HOME / name for name in SHELL_STARTUP if (LOGIN_HOME / name).is_file()]
 
 
 def _lab(tmp_path_factory: pytest.TempPathFactory, n: int) -> Iterator[Lab]:
