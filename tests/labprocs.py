@@ -16,7 +16,9 @@ import contextlib
 import json
 import os
 import secrets
-from collections.abc import Mapping
+import signal
+import subprocess
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from shufflelab import procfs
@@ -88,3 +90,17 @@ def new_namespaces(before: set[str]) -> set[str]:
         if m and m.group(1) not in live:
             out.add(n)
     return out
+
+
+def stop_runs(procs: Iterable[subprocess.Popen[str]]) -> None:
+    """Stop the ``shufflelab run`` processes (each the leader of its own session) that are still
+    running after a failed test: SIGINT to the group, so the runner tears its lab down, then SIGKILL
+    if it has not ended within two minutes."""
+    for p in procs:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGINT)
+            try:
+                p.communicate(timeout=120)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.communicate()

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+import labprocs
 from shufflelab import procfs
 from shufflelab.results import Store
 from shufflelab.switch import binary_path
@@ -99,9 +100,7 @@ def test_a_run_whose_in_switch_source_stopped_is_failed(tmp_path: Path) -> None:
         os.kill(started, signal.SIGUSR1)
         out, _ = p.communicate(timeout=300)
     finally:
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGINT)
-            p.communicate(timeout=120)
+        labprocs.stop_runs([p])
     assert "Traceback" not in out, out
     db = Store(tmp_path / "results" / "xswitch.duckdb")
     run = db.query("SELECT * FROM runs").iloc[0]

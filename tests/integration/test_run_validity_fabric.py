@@ -121,14 +121,7 @@ class Lab:
         assert not labprocs.new_namespaces(self.before), labprocs.new_namespaces(self.before)
 
     def teardown(self) -> None:
-        for p in self.procs:
-            if p.poll() is None:  # a failed test: interrupt (the runner tears down), then kill
-                os.killpg(p.pid, signal.SIGINT)
-                try:
-                    p.communicate(timeout=120)
-                except subprocess.TimeoutExpired:
-                    os.killpg(p.pid, signal.SIGKILL)
-                    p.communicate()
+        labprocs.stop_runs(self.procs)  # after a failed test
         if labprocs.new_namespaces(self.before) or self.left():
             subprocess.run([sys.executable, "-m", "shufflelab.cli", "clean"], capture_output=True, timeout=120)
 

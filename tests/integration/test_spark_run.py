@@ -137,14 +137,7 @@ def resumed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Resumed]:
             p.returncode, out,
         )  # fmt: skip
     finally:
-        for p in procs:
-            if p.poll() is None:  # a failed wait: interrupt (the runner tears down), then kill
-                os.killpg(p.pid, signal.SIGINT)
-                try:
-                    p.communicate(timeout=120)
-                except subprocess.TimeoutExpired:
-                    os.killpg(p.pid, signal.SIGKILL)
-                    p.communicate()
+        labprocs.stop_runs(procs)  # after a failed wait
 
 
 def test_end_to_end_run_and_report(resumed: Resumed) -> None:
