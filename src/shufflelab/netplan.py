@@ -50,45 +50,103 @@ class PortCounters:
         )
 
 
-def shaping_commands(ns: str | None, dev: str, link: Link) -> list[list[str]]:
-    """The ``tc`` invocations that shape ``dev``'s egress: HTB rate with a FIFO child as the queue
-    (in namespace ``ns``; None: where the commands run).
+@dataclass(frozen=True)
+class Queue:
+    """One shaped queue of an interface's egress: HTB class ``1:<minor>`` at its link's rate with a
+    FIFO leaf ``<minor>:`` holding the link's queue limit, standing for the bottleneck port ``port``
+    (the spec's name, what telemetry calls it), and the destination addresses whose packets ``tc``
+    filters into it (empty: none; it is the HTB root's default class and takes every packet)."""
+
+    port: str
+    minor: int
+    link: Link
+    destinations: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Egress:
+    """An interface's shaped egress: an HTB root (handle ``1:``) with its :class:`Queue` classes;
+    a packet no filter classifies goes to class ``1:<default>`` -- a queue's, or (no queue has that
+    minor) none: HTB sends it unshaped."""
+
+    queues: tuple[Queue, ...]
+    default: int = 10
+
+    @classmethod
+    def single(cls, port: str, link: Link) -> Egress:
+        """One queue every packet leaving the interface goes through (class ``1:10``)."""
+        return cls((Queue(port, 10, link),), 10)
+
+
+def egress_commands(ns: str | None, dev: str, egress: Egress) -> list[list[str]]:
+    """The ``tc`` invocations that shape ``dev``'s egress as ``egress`` (in namespace ``ns``; None:
+    where the commands run): the HTB root, each queue's class and FIFO leaf, then each destination
+    filter (``u32`` on the destination address; its handle ``800::<n>`` makes ``replace`` idempotent).
 
     The numbers come from :mod:`shufflelab.shaping`, whose limits spec validation checks."""
-    rate_bit = shaping.rate_bits(link.rate_mbps)
-    burst = shaping.htb_burst_bytes(link.rate_mbps)
-    quantum = shaping.htb_quantum_bytes(link.rate_mbps)
-    if link.queue_packets is not None:
-        leaf = ["pfifo", "limit", str(link.queue_packets)]
-    else:
-        leaf = ["bfifo", "limit", str(link.effective_queue_bytes())]
     tc = ["tc", "-n", ns] if ns else ["tc"]
-    return [
-        [*tc, "qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "10"],
-        [
-            *tc, "class", "replace", "dev", dev, "parent", "1:", "classid", "1:10", "htb",
-            "rate", f"{rate_bit}bit", "ceil", f"{rate_bit}bit",
-            "burst", str(burst), "cburst", str(burst), "quantum", str(quantum),
-        ],
-        [*tc, "qdisc", "replace", "dev", dev, "parent", "1:10", "handle", "10:", *leaf],
-    ]  # fmt: skip
+    out = [[*tc, "qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", str(egress.default)]]
+    for q in egress.queues:
+        link = q.link
+        rate_bit = shaping.rate_bits(link.rate_mbps)
+        burst = shaping.htb_burst_bytes(link.rate_mbps)
+        quantum = shaping.htb_quantum_bytes(link.rate_mbps)
+        if link.queue_packets is not None:
+            leaf = ["pfifo", "limit", str(link.queue_packets)]
+        else:
+            leaf = ["bfifo", "limit", str(link.effective_queue_bytes())]
+        out += [
+            [
+                *tc, "class", "replace", "dev", dev, "parent", "1:", "classid", f"1:{q.minor}", "htb",
+                "rate", f"{rate_bit}bit", "ceil", f"{rate_bit}bit",
+                "burst", str(burst), "cburst", str(burst), "quantum", str(quantum),
+            ],
+            [*tc, "qdisc", "replace", "dev", dev, "parent", f"1:{q.minor}", "handle", f"{q.minor}:", *leaf],
+        ]  # fmt: skip
+    n = 0
+    for q in egress.queues:
+        for address in q.destinations:
+            n += 1
+            out.append(
+                [
+                    *tc, "filter", "replace", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1",
+                    "handle", f"800::{n:x}", "u32", "match", "ip", "dst", f"{address}/32", "flowid", f"1:{q.minor}",
+                ]
+            )  # fmt: skip
+    return out
+
+
+def egress_changes(shown: str, dev: str, egress: Egress) -> tuple[list[str] | None, list[list[str]]]:
+    """What takes ``dev``'s egress from its current state (``shown``: the output of ``tc qdisc show
+    dev DEV``) to ``egress``, idempotently: the HTB root qdisc to create (``tc``'s arguments; None:
+    it is there) and the ``tc`` arguments that then change its classes, leaves and filters live,
+    in order.
+
+    An HTB root cannot be "changed": it is created once, then its classes and leaves change live; a
+    leaf of another kind (bfifo <-> pfifo) is deleted before it is replaced; filters are replaced by
+    their handles."""
+    root, *rest = (argv[1:] for argv in egress_commands(None, dev, egress))
+    changes = []
+    for argv in rest:
+        if argv[0] == "qdisc":  # a queue's leaf
+            parent, handle = argv[argv.index("parent") + 1], argv[argv.index("handle") + 1]
+            kind = argv[argv.index("handle") + 2]
+            for other in ("bfifo", "pfifo"):
+                if other != kind and f" {other} {handle} " in shown:
+                    changes.append(["qdisc", "del", "dev", dev, "parent", parent, "handle", handle])
+        changes.append(argv)
+    return (root if "htb 1: root" not in shown else None), changes
+
+
+def shaping_commands(ns: str | None, dev: str, link: Link) -> list[list[str]]:
+    """The ``tc`` invocations that shape ``dev``'s egress: HTB rate with a FIFO child as the queue
+    (in namespace ``ns``; None: where the commands run) -- :func:`egress_commands` of one queue."""
+    return egress_commands(ns, dev, Egress.single(dev, link))
 
 
 def shaping_changes(shown: str, dev: str, link: Link) -> tuple[list[str] | None, list[list[str]]]:
-    """What takes ``dev``'s egress from its current state (``shown``: the output of ``tc qdisc show
-    dev DEV``) to ``link``, idempotently: the HTB root qdisc to create (``tc``'s arguments; None: it
-    is there) and the ``tc`` arguments that then change its class and leaf live, in order.
-
-    An HTB root cannot be "changed": it is created once, then its class and leaf change live; a leaf
-    of another kind (bfifo <-> pfifo) is deleted before it is replaced."""
-    root, cls, leaf = (argv[1:] for argv in shaping_commands(None, dev, link))
-    changes = [cls]
-    kind = leaf[leaf.index("10:") + 1]
-    for other in ("bfifo", "pfifo"):
-        if other != kind and f"{other} 10:" in shown:
-            changes.append(["qdisc", "del", "dev", dev, "parent", "1:10", "handle", "10:"])
-    changes.append(leaf)
-    return (root if "htb 1: root" not in shown else None), changes
+    """:func:`egress_changes` to one queue every packet leaving ``dev`` goes through, at ``link``."""
+    return egress_changes(shown, dev, Egress.single(dev, link))
 
 
 def has_root_qdisc(tc_show: str) -> bool:
@@ -193,6 +251,9 @@ class NetPlan:
     hosts: Mapping[str, HostNet]
     cross: CrossPlan | None  # None: no cross traffic
     switch: SwitchConfig  # the userspace switch's configuration, MACs left blank (see switch_config)
+    # where each shaped egress is -> its queues (:func:`egresses`): emulated, a router port's name;
+    # on machines, the spec host whose data interface it is, or ROUTER: the router host's
+    egress: Mapping[str, Egress] = dataclasses.field(default_factory=dict)
 
     @property
     def link_key(self) -> str:
@@ -237,7 +298,28 @@ def of(spec: ExperimentSpec, network: Network) -> NetPlan:
             shaping.udp_payload_rate_bps(link.rate_mbps, ct.udp_percent), ct.tcp_pairs,
         )  # fmt: skip
     links = {p.ifname: link for p in network.bottlenecks}
-    return NetPlan(spec, network, spec.datapath(), link, links, hosts, cross, _switch(network, spec, link, hosts))
+    return NetPlan(
+        spec, network, spec.datapath(), link, links, hosts, cross, _switch(network, spec, link, hosts),
+        egresses(network, links),
+    )  # fmt: skip
+
+
+def egresses(network: Network, links: Mapping[str, Link]) -> dict[str, Egress]:
+    """Where ``network``'s shaped queues are (``links``: bottleneck port -> its link), each egress
+    with its queues. Emulated, each bottleneck port is an interface of the router's with one queue.
+    On machines (``routing = "peers"``), a per-host link is the egress of that host's data interface
+    (keyed by the host); a bottleneck the router holds is on the router host's one data interface
+    (keyed ``ROUTER``), a queue every packet leaving it goes through."""
+    out: dict[str, Egress] = {}
+    held = []
+    for p in network.bottlenecks:
+        if network.routing == "peers" and p.ifname not in network.host_addresses:
+            held.append(p)
+        else:
+            out[p.ifname] = Egress.single(p.ifname, links[p.ifname])
+    if held:
+        out[ROUTER] = Egress.single(held[0].ifname, links[held[0].ifname])
+    return out
 
 
 def _switch(network: Network, spec: ExperimentSpec, link: Link, hosts: Mapping[str, HostNet]) -> SwitchConfig:

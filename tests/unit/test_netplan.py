@@ -118,3 +118,17 @@ def test_on_machines_with_per_host_links_only_the_route_attributes_need_routes(s
     assert _routes(p, "master") == [
         (a, None, ("initrwnd", "30")) for a in ("10.214.5.14", DATA["node2"], DATA["node3"], DATA["node4"])
     ]
+
+
+def test_the_plan_says_where_each_shaped_egress_is(spec_dict: dict[str, Any]) -> None:
+    sp = S.parse(spec_dict)  # shared
+    link = sp.topology.bottleneck
+    # emulated: the router's port towards the access bridge
+    assert netplan.of(sp, T.build(sp)).egress == {"sw": netplan.Egress.single("sw", link)}
+    # on machines: the router host's data interface, one queue every packet leaving it goes through
+    assert _on_machines(sp).egress == {T.ROUTER: netplan.Egress.single("sw", link)}
+    spec_dict["topology"]["kind"] = "star"
+    star = S.parse(spec_dict)
+    # each host's own data interface (emulated: the router's port towards it)
+    assert _on_machines(star).egress == {h: netplan.Egress.single(h, link) for h in star.hosts}
+    assert netplan.of(star, T.build(star)).egress == {h: netplan.Egress.single(h, link) for h in star.hosts}

@@ -38,10 +38,10 @@ from shufflelab.hosts.switch import (
     router_switch_config,
     start_router_switch,
 )
-from shufflelab.netplan import NetPlan, PortCounters, shaping_changes
+from shufflelab.netplan import Egress, NetPlan, PortCounters, egress_changes
 from shufflelab.spec import ExperimentSpec, Link, SpecError
 from shufflelab.switch.controller import Switch
-from shufflelab.topology import Network, Port
+from shufflelab.topology import ROUTER, Network, Port
 
 if TYPE_CHECKING:
     from shufflelab.emulate.protocols import CommandRunner, Process, ProcessLauncher
@@ -261,8 +261,8 @@ class HostsFabric:
         downed = sorted({f.host for f in plan.spec.faults if f.kind == "link-down" and f.host} - self._may_go_down)
         if downed:  # before any change: a link that goes down must not carry the controller's connection
             self._loop.call(settled(*(self._check_link_down(h) for h in downed)))
-        link_of = {host: plan.links[port] for port, host in self._port_host.items()}  # None: the router's
-        router = self.leases[self.router] if None in link_of and self.router is not None else None
+        egress = plan.egress  # a spec host's data interface's, or ROUTER: the router host's
+        router = self.leases[self.router] if ROUTER in egress and self.router is not None else None
         if plan.network.routing != "peers":
             raise ValueError("a plan of the hosts' network (HostsFabric.network) was expected")
         switch = plan.datapath == "switch"
@@ -278,8 +278,8 @@ class HostsFabric:
             want = plan.hosts[host]
             for name, value in want.sysctls.items():
                 await hl.set_sysctl(name, value)
-            if host in link_of:
-                await self._shape(hl, link_of[host])
+            if host in egress:
+                await self._shape(hl, egress[host])
             dev = hl.session.host.data_interface
             if switch:  # the switch forwards frames, not GSO segments
                 await hl.set_offloads(dev, OFFLOADS_OFF)
@@ -299,7 +299,7 @@ class HostsFabric:
             # would send the hosts around the bottleneck
             for scope in ("all", dev):
                 await hl.set_sysctl(f"net.ipv4.conf.{scope}.send_redirects", "0")
-            await self._shape(hl, link_of[None])
+            await self._shape(hl, egress[ROUTER])
             return 0
 
         by_machine: dict[str, list[str]] = {}
@@ -341,10 +341,10 @@ class HostsFabric:
         """The router host's switch while it is the datapath."""
         return self._switch if self._switch is not None and self._switch.process is not None else None
 
-    async def _shape(self, hl: HostLease, link: Link) -> None:
+    async def _shape(self, hl: HostLease, egress: Egress) -> None:
         dev = hl.session.host.data_interface
         shown = (await hl.session.run(f"shape {dev}", ["tc", "qdisc", "show", "dev", dev])).stdout
-        root, changes = shaping_changes(shown, dev, link)
+        root, changes = egress_changes(shown, dev, egress)
         if root is not None:  # not yet, or removed for the switch
             await hl.replace_root_qdisc(dev, root[root.index("root") + 1 :])
         for args in changes:
