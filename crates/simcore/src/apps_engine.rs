@@ -18,7 +18,7 @@ use super::{AppResult, AppsConfig, AppsResult, Arrival, Mode, Placement, StageRe
 use crate::completions::Completions;
 use crate::fluid::{Engine, Events, Progress};
 use crate::maxmin::MaxMin;
-use crate::packet::{refine, PacketSummary, Traced};
+use crate::packet::{bucket_and_end, refine, PacketSummary, Traced};
 use crate::summary::{fct_buckets, heatmap, tier_results, LinkMeter};
 use crate::tcpmodel::{Applied, TcpModel};
 use crate::topology::Topology;
@@ -748,21 +748,15 @@ impl Sim<'_> {
             &self.saturated,
             &self.trace,
         )?;
-        self.fct.iter_mut().for_each(Vec::clear);
-        let mut end = vec![f64::NEG_INFINITY; self.task_start.len()];
-        let edges = &self.cfg.fct_bucket_edges_bytes;
-        for ((t, &f), &d) in self.trace.iter().zip(&fct).zip(&shift) {
-            let b = edges.iter().take_while(|&&e| t.bytes >= e).count();
-            self.fct[b].push((f, f / t.ideal_s));
-            let e = &mut end[t.r as usize];
-            let at = t.issued_s + d + f;
-            // a fetch not done leaves its task not done (f64::max would drop the NaN)
-            *e = if at.is_nan() || e.is_nan() {
-                f64::NAN
-            } else {
-                e.max(at)
-            };
-        }
+        // a fetch not done leaves its task not done (NaN)
+        let end = bucket_and_end(
+            &self.trace,
+            &fct,
+            &shift,
+            &self.cfg.fct_bucket_edges_bytes,
+            &mut self.fct,
+            self.task_start.len(),
+        );
         let phase = end
             .iter()
             .zip(&self.task_start)

@@ -33,7 +33,7 @@ use serde::{Deserialize, Serialize};
 use crate::completions::Completions;
 use crate::fluid::{Engine, Events, Progress};
 use crate::maxmin::{MaxMin, Recompute};
-use crate::packet::{refine, PacketSummary, Traced};
+use crate::packet::{bucket_and_end, refine, PacketSummary, Traced};
 use crate::summary::{fct_buckets, heatmap, tier_results, LinkMeter};
 pub use crate::summary::{FctBucket, Heatmap, TierResult};
 use crate::tcpmodel::{Applied, LinkCorrection, TcpModel};
@@ -1064,14 +1064,14 @@ impl Sim<'_> {
             &self.saturated,
             &self.trace,
         )?;
-        self.fct.iter_mut().for_each(Vec::clear);
-        let mut end = vec![f64::NEG_INFINITY; self.reducers.len()];
-        let edges = &self.cfg.fct_bucket_edges_bytes;
-        for ((t, &f), &d) in self.trace.iter().zip(&fct).zip(&shift) {
-            let b = edges.iter().take_while(|&&e| t.bytes >= e).count();
-            self.fct[b].push((f, f / t.ideal_s));
-            end[t.r as usize] = end[t.r as usize].max(t.issued_s + d + f);
-        }
+        let end = bucket_and_end(
+            &self.trace,
+            &fct,
+            &shift,
+            &self.cfg.fct_bucket_edges_bytes,
+            &mut self.fct,
+            self.reducers.len(),
+        );
         for (r, e) in end.into_iter().enumerate() {
             // a reducer without remote fetches keeps its end; an unfinished fetch, none
             if e.is_nan() {

@@ -259,6 +259,35 @@ pub(crate) fn refine(
     Ok((fct, shift, summary))
 }
 
+/// The packet-level FCTs of `traces` (from [`refine`]: `fct`, `shift`) put in the size buckets
+/// `fct` (emptied first: they replace the max-min ones, as (FCT, FCT / ideal) per fetch), and
+/// each owner's (`Traced::r` < `owners`) latest packet-level delivery: the request's time + its
+/// data's shift + its FCT. An owner without traced fetches gets `-inf`; one with a fetch not done
+/// within its link simulation's horizon, NaN (`f64::max` would drop it).
+pub(crate) fn bucket_and_end(
+    traces: &[Traced],
+    fct: &[f64],
+    shift: &[f64],
+    edges: &[f64],
+    buckets: &mut [Vec<(f64, f64)>],
+    owners: usize,
+) -> Vec<f64> {
+    buckets.iter_mut().for_each(Vec::clear);
+    let mut end = vec![f64::NEG_INFINITY; owners];
+    for ((t, &f), &d) in traces.iter().zip(fct).zip(shift) {
+        let b = edges.iter().take_while(|&&e| t.bytes >= e).count();
+        buckets[b].push((f, f / t.ideal_s));
+        let e = &mut end[t.r as usize];
+        let at = t.issued_s + d + f;
+        *e = if at.is_nan() || e.is_nan() {
+            f64::NAN
+        } else {
+            e.max(at)
+        };
+    }
+    end
+}
+
 #[cfg(test)]
 #[path = "packet_tests.rs"]
 mod tests;

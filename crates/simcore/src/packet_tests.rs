@@ -260,3 +260,24 @@ fn an_incast_given_as_a_matrix_is_re_timed_like_the_all_to_all_one() {
     let again = run_fabric(&rows).unwrap();
     assert_eq!(again.shuffle_completion_s, b.shuffle_completion_s, "seeded");
 }
+
+#[test]
+fn a_fetch_not_done_within_the_horizon_leaves_the_shuffle_unfinished() {
+    // two senders x 10 MB into a 100 kB/s host link: ~200 s at packet level, past the link
+    // simulation's 120 s horizon; the reducer's end is unknown, not its other fetches' latest
+    let mut cfg = incast("reno", 2, "packet");
+    cfg.topology = serde_json::from_str(
+        r#"{"kind": "leaf_spine", "leaves": 5, "hosts_per_leaf": 8, "spines": 1,
+            "host_bytes_per_s": 1e5, "uplink_bytes_per_s": 4e5,
+            "host_delay_s": 1e-5, "uplink_delay_s": 1e-5}"#,
+    )
+    .unwrap();
+    cfg.shuffle.sizes = serde_json::from_str(r#"{"kind": "constant", "bytes": 1e7}"#).unwrap();
+    let r = run_fabric(&cfg).unwrap();
+    assert!(r.packet.unwrap().flows_not_done >= 1);
+    assert!(
+        r.shuffle_completion_s.is_none(),
+        "{:?}",
+        r.shuffle_completion_s
+    );
+}
