@@ -13,9 +13,10 @@ import pandas as pd
 
 from shufflelab import document
 from shufflelab.document import Document, Section, Table
+from shufflelab.sim import fabric_sections
 from shufflelab.sim.apps_sim import run_rows, short_label, summary_rows
 from shufflelab.sim.fabric_report import model_questions
-from shufflelab.sim.fabric_sections import fct_table, run_section
+from shufflelab.sim.fabric_sections import fct_table, how_to_read, run_section
 from shufflelab.sim.tcp_spec import TCP_LIMIT, tcp_section, tcp_table
 
 NO_TCP_LIMIT = (
@@ -36,20 +37,19 @@ LIMITS = [
 ]
 
 
+PACKET_MODE = (
+    "the max-min run's fetches re-timed by a packet-level simulation of "
+    "every saturated link (slow start, losses, retransmission timeouts, the ports' marking), the links' largest "
+    "delay standing for each path; each task's fetch phase is its fetches' packet-level one and the "
+    "applications' stages are replayed with those phases. The fetches keep the max-min run's start times "
+    "(a task delayed at packet level does not delay the traffic of later tasks); tiers and heat maps are "
+    "the max-min run's."
+)
+
+
 def mode_line(doc: dict[str, Any]) -> str:
-    """Which mode produced the runs (a result with ``packet`` came from the packet-faithful mode)."""
-    packet = sum(1 for run in doc["runs"] if "packet" in run["result"])
-    if packet == 0:
-        return "Mode: max-min (flow level) for every run."
-    what = "every run" if packet == len(doc["runs"]) else f"{packet} of {len(doc['runs'])} runs (the others max-min)"
-    return (
-        f"Mode: packet-faithful for {what}: the max-min run's fetches re-timed by a packet-level simulation of "
-        "every saturated link (slow start, losses, retransmission timeouts, the ports' marking), the links' largest "
-        "delay standing for each path; each task's fetch phase is its fetches' packet-level one and the "
-        "applications' stages are replayed with those phases. The fetches keep the max-min run's start times "
-        "(a task delayed at packet level does not delay the traffic of later tasks); tiers and heat maps are "
-        "the max-min run's."
-    )
+    """Which mode produced the runs."""
+    return fabric_sections.mode_line(doc, "max-min (flow level)", PACKET_MODE)
 
 
 def _packet_sentence(r: dict[str, Any]) -> str:
@@ -113,16 +113,12 @@ def build(doc: dict[str, Any], out: Path) -> Document:
     tcp = tcp_table(doc, short_label)
     limits = [TCP_LIMIT if tcp is not None else NO_TCP_LIMIT, *LIMITS]
     sections = [
-        Section(
-            "SIMULATED — how to read this",
-            paragraphs=[
-                "Every number here comes from shufflelab's flow-level simulator (crates/simcore, apps.rs): "
-                "recorded Spark applications, scaled, on a simulated fabric. None is measured. "
-                "'No-network time' is the same scaled application with an infinitely fast network.",
-                mode_line(doc),
-            ],
-            bullets=limits,
-            note=True,
+        how_to_read(
+            "Every number here comes from shufflelab's flow-level simulator (crates/simcore, apps.rs): "
+            "recorded Spark applications, scaled, on a simulated fabric. None is measured. "
+            "'No-network time' is the same scaled application with an infinitely fast network.",
+            mode_line(doc),
+            limits,
         ),
         _recorded(doc),
         Section(

@@ -15,8 +15,9 @@ import pandas as pd
 
 from shufflelab import document
 from shufflelab.document import Document, Section, Table
+from shufflelab.sim import fabric_sections
 from shufflelab.sim.fabric import summary_rows
-from shufflelab.sim.fabric_sections import fct_table, run_section
+from shufflelab.sim.fabric_sections import fct_table, how_to_read, run_section
 from shufflelab.sim.tcp_spec import TCP_LIMIT, tcp_section, tcp_table
 
 LIMITS = [
@@ -89,17 +90,16 @@ SEEDS_NOTE = (
 )
 
 
+PACKET_MODE = (
+    "the max-min schedule's fetches re-timed by a packet-level simulation "
+    "of every saturated link (slow start, losses, retransmission timeouts, the ports' marking), the links' "
+    "largest delay standing for each path; tiers and heat maps are the max-min schedule's."
+)
+
+
 def mode_line(doc: dict[str, Any]) -> str:
-    """Which mode produced the runs (a result with ``packet`` came from the packet-faithful mode)."""
-    packet = sum(1 for run in doc["runs"] if "packet" in run["result"])
-    if packet == 0:
-        return "Mode: max-min (flow level, the fast mode) for every run."
-    what = "every run" if packet == len(doc["runs"]) else f"{packet} of {len(doc['runs'])} runs (the others max-min)"
-    return (
-        f"Mode: packet-faithful for {what}: the max-min schedule's fetches re-timed by a packet-level simulation "
-        "of every saturated link (slow start, losses, retransmission timeouts, the ports' marking), the links' "
-        "largest delay standing for each path; tiers and heat maps are the max-min schedule's."
-    )
+    """Which mode produced the runs."""
+    return fabric_sections.mode_line(doc, "max-min (flow level, the fast mode)", PACKET_MODE)
 
 
 def model_questions(doc: dict[str, Any]) -> str:
@@ -136,15 +136,11 @@ def build(doc: dict[str, Any], out: Path) -> Document:
     # with [tcp] the first limit (no congestion control at all) is the correction's
     limits = [TCP_LIMIT, *LIMITS[1:]] if tcp is not None else LIMITS
     sections = [
-        Section(
-            "SIMULATED — how to read this",
-            paragraphs=[
-                "Every number in this report comes from shufflelab's flow-level simulator "
-                "(crates/simcore, max-min fair fluid flows on the topology); none is measured on a network.",
-                mode_line(doc),
-            ],
-            bullets=limits,
-            note=True,
+        how_to_read(
+            "Every number in this report comes from shufflelab's flow-level simulator "
+            "(crates/simcore, max-min fair fluid flows on the topology); none is measured on a network.",
+            mode_line(doc),
+            limits,
         ),
         Section("Runs", tables=[Table(summary, caption="One row per matrix point and seed (virtual seconds).")]),
     ]

@@ -24,6 +24,21 @@ from shufflelab.document import Figure, Section, Table  # noqa: E402
 SIZE_UNITS = {"MiB": 2**20, "KiB": 1024}
 
 
+def mode_line(doc: dict[str, Any], maxmin: str, packet: str) -> str:
+    """Which mode produced the runs (a result with ``packet`` came from the packet-faithful mode):
+    ``maxmin`` names the fast mode, ``packet`` says what the packet-faithful mode did."""
+    n = sum(1 for run in doc["runs"] if "packet" in run["result"])
+    if n == 0:
+        return f"Mode: {maxmin} for every run."
+    what = "every run" if n == len(doc["runs"]) else f"{n} of {len(doc['runs'])} runs (the others max-min)"
+    return f"Mode: packet-faithful for {what}: {packet}"
+
+
+def how_to_read(intro: str, mode: str, limits: Sequence[str]) -> Section:
+    """The report's headline: SIMULATED, where the numbers come from, the mode, the model's limits."""
+    return Section("SIMULATED — how to read this", paragraphs=[intro, mode], bullets=list(limits), note=True)
+
+
 def slug(text: str) -> str:
     """A file name part for a run's label."""
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:60] or "base"
