@@ -7,25 +7,22 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from simspecs import LEAF_SPINE_2X4
 
 from shufflelab.sim import fabric, fabric_spec
 from shufflelab.sim.fabric_report import report
 from shufflelab.sim.spec import SimSpecError
 
-SPEC = """
+SPEC = (
+    """
 mode = "maxmin"
 
 [experiment]
 name = "sim-incast-mode"
 
-[topology]
-kind = "leaf_spine"
-leaves = 2
-hosts_per_leaf = 4
-spines = 1
-host_gbps = 1
-uplink_gbps = 2
-
+"""
+    + LEAF_SPINE_2X4
+    + """
 [shuffle]
 maps = 8
 reducers = 1
@@ -39,6 +36,7 @@ queue_packets = 20
 [matrix]
 mode = ["maxmin", "packet"]
 """
+)
 
 
 def test_both_modes_run_and_the_report_names_them(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from simspecs import LEAF_SPINE_2X4
 
 from shufflelab.sim import fabric, fabric_spec
 from shufflelab.sim.core import simulate_fabric
@@ -19,23 +20,20 @@ from shufflelab.sim.spec import SimSpecError
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 
-SPEC = """
+SPEC = (
+    """
 [experiment]
 name = "sim-traffic-test"
 
-[topology]
-kind = "leaf_spine"
-leaves = 2
-hosts_per_leaf = 4
-spines = 1
-host_gbps = 1
-uplink_gbps = 2
-
+"""
+    + LEAF_SPINE_2X4
+    + """
 [traffic]
 kind = "random"
 k = 3
 size = { kind = "constant", mib = 0.5 }
 """
+)
 
 
 def _random(**kw: object) -> fabric_spec.RandomTraffic:
