@@ -20,7 +20,7 @@ from shufflelab import shaping
 from shufflelab.spec import ExperimentSpec, Link, Tcp
 from shufflelab.switch.config import SPIN_US, CrossSource, Mode, SwitchConfig, SwitchHost, SwitchPort, switch_cpu
 from shufflelab.switch.config import Red as SwitchRed
-from shufflelab.topology import ROUTER, Datapath, Network
+from shufflelab.topology import ROUTER, Datapath, Network, Port, build
 
 
 @dataclass(frozen=True)
@@ -174,17 +174,43 @@ def routes(network: Network, host: str, attributes: tuple[str, ...]) -> tuple[Ro
 
     Emulated, its default route via its gateway. On machines, a /32 route to each other machine's
     data address (one per address: spec hosts sharing a machine share it; none to the host's own)
-    via the router host holding a shared bottleneck -- every host-to-host packet crosses its queue --
-    or, with per-host links and route attributes, via the path the machine has; with neither,
-    none: the machines' own routing is left as it is."""
+    via the router host holding a shared bottleneck -- every host-to-host packet crosses its queue;
+    on a dumbbell (:func:`through_router`) only each machine of the other rack's, a rack's machines
+    reaching each other as they are -- or, with per-host links or within a rack and with route
+    attributes, via the path the machine has; with neither, none: the machines' own routing is left
+    as it is."""
     if network.routing == "default":
         return (Route("default", network.gateways[host], attributes),)
     own = network.host_addresses[host]
     via = network.gateways.get(host)
-    if via is None and not attributes:
-        return ()
-    peers = dict.fromkeys(a for a in network.host_addresses.values() if a != own)
-    return tuple(Route(address, via, attributes) for address in peers)
+    out: dict[str, Route] = {}
+    for peer, address in network.host_addresses.items():
+        if address == own or address in out:
+            continue
+        gateway = via if via is not None and through_router(network, host, peer) else None
+        if gateway is not None or attributes:
+            out[address] = Route(address, gateway, attributes)
+    return tuple(out.values())
+
+
+def router_held(network: Network) -> list[Port]:
+    """The bottleneck ports a router holds (not a host's own link): the shared topology's one,
+    a dumbbell's two (towards each rack)."""
+    return [p for p in network.bottlenecks if p.ifname not in network.host_addresses]
+
+
+def through_router(network: Network, src: str, dst: str) -> bool:
+    """Does a packet from host ``src`` to host ``dst`` cross a queue the router holds? A shared
+    bottleneck carries every host-to-host packet; of several (a dumbbell's racks) a packet crosses
+    the one behind which ``dst`` sits only from another rack: within a rack, hosts reach each other
+    on their own switch. (The emulation routes a rack's own traffic through the router as well,
+    see :func:`shufflelab.topology.build`; on machines it stays off the router host.)"""
+    held = router_held(network)
+    if not held:
+        return False
+    if len(held) == 1:
+        return True
+    return network.router_port_of(src) != network.router_port_of(dst)
 
 
 def route_attributes(tcp: Any) -> list[str]:
@@ -308,18 +334,54 @@ def egresses(network: Network, links: Mapping[str, Link]) -> dict[str, Egress]:
     """Where ``network``'s shaped queues are (``links``: bottleneck port -> its link), each egress
     with its queues. Emulated, each bottleneck port is an interface of the router's with one queue.
     On machines (``routing = "peers"``), a per-host link is the egress of that host's data interface
-    (keyed by the host); a bottleneck the router holds is on the router host's one data interface
-    (keyed ``ROUTER``), a queue every packet leaving it goes through."""
+    (keyed by the host); what the router holds is on the router host's one data interface (keyed
+    ``ROUTER``): the shared bottleneck, a queue every packet leaving it goes through; a dumbbell's
+    two directions, a queue per rack (classes ``1:11``, ``1:12``, in the order of the network's
+    bottleneck ports) taking the packets to that rack's machines' addresses, and no default queue:
+    the router host's own packets (ARP, its own connections) leave unshaped, and no host routes its
+    own rack's traffic through it (:func:`routes`)."""
     out: dict[str, Egress] = {}
-    held = []
+    held = router_held(network) if network.routing == "peers" else []
     for p in network.bottlenecks:
-        if network.routing == "peers" and p.ifname not in network.host_addresses:
-            held.append(p)
-        else:
+        if p not in held:
             out[p.ifname] = Egress.single(p.ifname, links[p.ifname])
-    if held:
+    if len(held) == 1:
         out[ROUTER] = Egress.single(held[0].ifname, links[held[0].ifname])
+    elif held:
+        queues = []
+        for k, p in enumerate(held, start=1):
+            behind = dict.fromkeys(a for h, a in network.host_addresses.items() if network.router_port_of(h) == p)
+            queues.append(Queue(p.ifname, 10 + k, links[p.ifname], tuple(behind)))
+        out[ROUTER] = Egress(tuple(queues), default=10)
     return out
+
+
+def router_line_problem(spec: ExperimentSpec, line_mbps: float | None, dev: str = "its data interface") -> str | None:
+    """Why the router host cannot hold ``spec``'s bottleneck on machines when its data interface
+    ``dev`` runs at ``line_mbps`` (None or not positive: unknown, nothing to say): the queues it
+    holds all leave through that one interface's egress -- a shared bottleneck's one, a dumbbell's
+    two (one per direction between the racks) -- and their rates together must fit its line rate,
+    else the line, not the queues, sets what flows. Pure."""
+    if line_mbps is None or line_mbps <= 0:
+        return None
+    held = router_held(build(spec))
+    rate = bottleneck(spec).rate_mbps
+    need = len(held) * rate
+    if not held or need <= line_mbps:
+        return None
+    kind = spec.topology.kind
+    if len(held) == 1:
+        what = f"the {kind} bottleneck is the egress of the router host's {dev}"
+    else:
+        what = (
+            f"a {kind}'s {len(held)} directions are {len(held)} queues of the router host's one {dev}'s egress, "
+            f"{len(held)} x {rate:g} = {need:g} Mbit/s together"
+        )
+    return (
+        f"topology.bottleneck.rate_mbps = {rate:g}: on machines {what}, more than its line rate of "
+        f"{line_mbps:g} Mbit/s: the line, not the shaped queue, would set the rate; lower the rate or give the "
+        "router host a faster data interface"
+    )
 
 
 def _switch(network: Network, spec: ExperimentSpec, link: Link, hosts: Mapping[str, HostNet]) -> SwitchConfig:

@@ -203,8 +203,10 @@ def test_loop_runs_coroutines_from_this_thread() -> None:
 def test_a_shared_bottleneck_needs_a_router_host() -> None:
     assert any("router = 'NAME'" in p for p in refusals(_spec(topology__kind="shared")))
     assert refusals(_spec(topology__kind="shared"), router=True) == []
+    # a dumbbell too: the link between its racks, a queue per direction, on the router host
     dumbbell = _spec(topology__kind="dumbbell", hosts__h1__rack=1, hosts__h2__rack=2)
-    assert any(p.startswith("topology.kind = 'dumbbell'") for p in refusals(dumbbell, router=True))
+    assert any(p.startswith("topology.kind = 'dumbbell'") and "router = 'NAME'" in p for p in refusals(dumbbell))
+    assert refusals(dumbbell, router=True) == []
 
 
 def _inventory(tmp_path: Path, router: str) -> dict[str, Any]:

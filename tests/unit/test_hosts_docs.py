@@ -37,10 +37,10 @@ TABLE = _table()
 def fewest(spec: specmod.ExperimentSpec) -> tuple[int, dict[str, str]]:
     """The fewest machines for ``spec`` (and the map): the Spark master on the first worker's machine
     that the inventory check and the backend accept, with it the traffic hosts when they run nothing
-    (the switch makes the UDP), a machine per other host, a router host for 'shared'."""
+    (the switch makes the UDP), a machine per other host, a router host for 'shared' and 'dumbbell'."""
     hosts = list(spec.hosts)
     alone = {h: f"m{i}" for i, h in enumerate(hosts)}
-    router = spec.topology.kind == "shared"
+    router = spec.topology.kind in ("shared", "dumbbell")
     machines = {
         m: {"address": f"192.0.2.{i}", "agent": True, "data_interface": "eth1"} for i, m in enumerate(alone.values())
     }

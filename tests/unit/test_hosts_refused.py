@@ -1,11 +1,17 @@
-"""The shipped experiments the hosts backend does not run (docs/hosts.md's table: TPC-H/NDP on a
-dumbbell, the MapReduce replay on a dumbbell) are refused by ``shufflelab run --hosts`` before
-anything connects, naming each spec field and why -- here with an inventory of documentation-range
-machines (never contacted: connecting fails the test)."""
+"""The shipped experiments the hosts backend does not run (docs/hosts.md's table: TPC-H/NDP and the
+MapReduce replay, whose set-up reads the controller's own files; the replay's specs also put the
+userspace switch on their dumbbell) are refused by ``shufflelab run --hosts`` before anything
+connects, naming each spec field and why -- here with an inventory of documentation-range machines
+(never contacted: connecting fails the test). Their dumbbell itself runs on machines; a dumbbell
+whose two directions do not fit the router host's line rate is refused once it is read, before
+anything is changed (exit 2)."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -13,6 +19,7 @@ from typer.testing import CliRunner
 
 from shufflelab import spec as specmod
 from shufflelab.cli import app
+from shufflelab.hosts import backend as backendmod
 
 ROOT = Path(__file__).resolve().parents[2]
 REFUSED = ["ndp-tpch.toml", "ndp-costs.toml", "vcc-mapreduce.toml", "vcc-mapreduce-red.toml"]
@@ -47,8 +54,54 @@ def test_refused_before_anything_connects_naming_the_fields(
     out = " ".join(r.output.split())  # the console wraps long lines
     assert r.exit_code == 2, r.output
     assert "the hosts backend cannot run this experiment" in out
-    # the topology: two queues, one per rack, on the router host's one interface (not done)
-    assert "topology.kind = 'dumbbell'" in out and "twice the rate" in out, out
+    # the workload: its set-up reads the controller's own files, which machines do not share
     workload = "tpch" if name.startswith("ndp") else "mapreduce"
-    assert f"workload.name = '{workload}'" in out, out
+    assert f"workload.name = '{workload}': its set-up reads the controller's own files" in out, out
+    if workload == "tpch":  # the kernel's dumbbell (two HTB classes on the router host) is not refused
+        assert "topology.kind = 'dumbbell'" not in out, out
+    else:  # the switch on a dumbbell: one port, one queue on the router host
+        assert "with topology.kind = 'dumbbell': on machines the userspace switch" in out, out
+    assert not (tmp_path / "results").exists() or not any((tmp_path / "results").rglob("*.duckdb"))
+
+
+def test_a_dumbbell_beyond_the_router_hosts_line_rate_is_refused_once_read_before_any_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The router host's data interface says it runs at 1000 Mbit/s; a 1000 Mbit/s dumbbell needs
+    2000 through it: refused with exit 2, naming the field, after only reads (nproc, its line rate)."""
+    ran: list[tuple[str, list[str]]] = []
+    inv_doc: dict[str, Any] = {}
+
+    class Session:
+        def __init__(self, name: str, host: Any) -> None:
+            self.name, self.host = name, host
+
+        async def run(self, step: str, argv: list[str], **kw: Any) -> Any:
+            ran.append((self.name, list(argv)))
+            out = "1000\n" if argv[0] == "cat" and argv[1].endswith("/speed") else "4\n"
+            return SimpleNamespace(stdout=out, stderr="", exit_status=0)
+
+    @contextlib.asynccontextmanager
+    async def connect(inv: Any, names: Any) -> AsyncIterator[dict[str, Any]]:
+        inv_doc["router"] = inv.router
+        yield {n: Session(n, inv.hosts[n]) for n in names}
+
+    monkeypatch.setattr(backendmod, "connect", connect)
+    path = tmp_path / "db.toml"
+    path.write_text(
+        "[experiment]\nname = 'db'\nrepetitions = 1\n[topology]\nkind = 'dumbbell'\n"
+        "bottleneck = { rate_mbps = 1000, queue_bytes = 250_000 }\n[hosts]\n"
+        "master = { roles = ['spark-master'], rack = 1 }\nw1 = { roles = ['spark-worker'], rack = 1 }\n"
+        "w2 = { roles = ['spark-worker'], rack = 2 }\n"
+        "[workload]\nname = 'sort-aggregate'\nparams = { rows = 1000, partitions = 4 }\n"
+    )
+    inv = _inventory(tmp_path, specmod.load(path))
+    r = CliRunner().invoke(app, ["run", str(path), "--hosts", str(inv), "--results", str(tmp_path / "results")])
+    out = " ".join(r.output.split())
+    assert r.exit_code == 2, r.output
+    assert "topology.bottleneck.rate_mbps = 1000: on machines a dumbbell's 2 directions" in out, out
+    assert "2 x 1000 = 2000 Mbit/s together, more than its line rate of 1000 Mbit/s" in out, out
+    # only reads ran: the CPU counts and the router host's line rate
+    assert {tuple(argv) for _, argv in ran} == {("nproc",), ("cat", "/sys/class/net/eth1/speed")}
+    assert [name for name, argv in ran if argv[0] == "cat"] == [inv_doc["router"]]
     assert not (tmp_path / "results").exists() or not any((tmp_path / "results").rglob("*.duckdb"))

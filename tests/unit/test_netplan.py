@@ -132,3 +132,97 @@ def test_the_plan_says_where_each_shaped_egress_is(spec_dict: dict[str, Any]) ->
     # each host's own data interface (emulated: the router's port towards it)
     assert _on_machines(star).egress == {h: netplan.Egress.single(h, link) for h in star.hosts}
     assert netplan.of(star, T.build(star)).egress == {h: netplan.Egress.single(h, link) for h in star.hosts}
+
+
+def _dumbbell(spec_dict: dict[str, Any]) -> S.ExperimentSpec:
+    """The base spec as a dumbbell: master, w1 (node1) and w2 (node2) in rack 1, tgen (node3) and
+    tsink (node4) in rack 2."""
+    spec_dict["topology"]["kind"] = "dumbbell"
+    for h, rack in {"master": 1, "w1": 1, "w2": 1, "tgen": 2, "tsink": 2}.items():
+        spec_dict["hosts"][h]["rack"] = rack
+    return S.parse(spec_dict)
+
+
+def test_on_machines_a_dumbbell_is_a_class_per_rack_on_the_router_host_and_only_cross_rack_routes(
+    spec_dict: dict[str, Any],
+) -> None:
+    sp = _dumbbell(spec_dict)
+    link = sp.topology.bottleneck
+    plan = _on_machines(sp)
+    rack1, rack2 = (DATA["node1"], DATA["node2"]), (DATA["node3"], DATA["node4"])
+    # both directions of the rack-to-rack link on the router host's one data interface: the queue
+    # towards rack 1 (the emulated port r:sw1) takes the packets to rack 1's machines, and the other
+    # way; no default class (minor 10 is none of them: the router host's own packets leave unshaped)
+    assert plan.egress == {
+        T.ROUTER: netplan.Egress(
+            (netplan.Queue("sw1", 11, link, rack1), netplan.Queue("sw2", 12, link, rack2)), default=10
+        )
+    }
+    assert plan.links == {"sw1": link, "sw2": link}
+    # each machine routes the other rack's machines through the router host, its own rack's not at all
+    for h in ("master", "w1"):
+        assert _routes(plan, h) == [(a, ROUTER_DATA, ()) for a in rack2]
+    assert _routes(plan, "w2") == [(a, ROUTER_DATA, ()) for a in rack2]
+    assert _routes(plan, "tgen") == [(a, ROUTER_DATA, ()) for a in rack1]
+    assert _routes(plan, "tsink") == [(a, ROUTER_DATA, ()) for a in rack1]
+    # with route attributes, its own rack's machines on the path the machine has (via None)
+    spec_dict["tcp"] = {"initcwnd": 10}
+    attrs = ("initcwnd", "10")
+    p = _on_machines(S.parse(spec_dict))
+    assert _routes(p, "w2") == [(DATA["node1"], None, attrs), *((a, ROUTER_DATA, attrs) for a in rack2)]
+    assert _routes(p, "tsink") == [*((a, ROUTER_DATA, attrs) for a in rack1), (DATA["node3"], None, attrs)]
+
+
+def test_a_dumbbell_egress_becomes_two_classes_and_their_destination_filters(spec_dict: dict[str, Any]) -> None:
+    egress = _on_machines(_dumbbell(spec_dict)).egress[T.ROUTER]
+    cmds = netplan.egress_commands(None, "eth1", egress)
+    assert cmds[0] == ["tc", "qdisc", "replace", "dev", "eth1", "root", "handle", "1:", "htb", "default", "10"]
+    classes = [c for c in cmds if c[1] == "class"]
+    assert [c[c.index("classid") + 1] for c in classes] == ["1:11", "1:12"]
+    assert all(c[c.index("rate") + 1] == "50000000bit" for c in classes)  # each direction at the link's rate
+    leaves = [c for c in cmds if c[1] == "qdisc" and "parent" in c]
+    assert [c[c.index("parent") + 1 :] for c in leaves] == [
+        ["1:11", "handle", "11:", "bfifo", "limit", "100000"],
+        ["1:12", "handle", "12:", "bfifo", "limit", "100000"],
+    ]
+    filters = [c for c in cmds if c[1] == "filter"]
+    assert [(c[c.index("handle") + 1], c[c.index("dst") + 1], c[-1]) for c in filters] == [
+        ("800::1", f"{DATA['node1']}/32", "1:11"),
+        ("800::2", f"{DATA['node2']}/32", "1:11"),
+        ("800::3", f"{DATA['node3']}/32", "1:12"),
+        ("800::4", f"{DATA['node4']}/32", "1:12"),
+    ]
+    # live: no new root; the classes, leaves and filters again (each replaced in place, by its handle)
+    live = "qdisc htb 1: root refcnt 2 r2q 10 default 0x10\nqdisc bfifo 11: parent 1:11 limit 100000b\n"
+    assert netplan.egress_changes(live, "eth1", egress) == (None, [c[1:] for c in cmds[1:]])
+    # a leaf of another kind goes first, for each queue
+    packets = dataclasses.replace(
+        egress, queues=tuple(dataclasses.replace(q, link=S.Link(rate_mbps=50, queue_packets=20)) for q in egress.queues)
+    )
+    _, changes = netplan.egress_changes(live, "eth1", packets)
+    assert ["qdisc", "del", "dev", "eth1", "parent", "1:11", "handle", "11:"] in changes
+    assert ["qdisc", "del", "dev", "eth1", "parent", "1:12", "handle", "12:"] not in changes  # not there
+
+
+def test_the_emulated_dumbbell_keeps_a_router_port_per_rack(spec_dict: dict[str, Any]) -> None:
+    sp = _dumbbell(spec_dict)
+    plan = netplan.of(sp, T.build(sp))
+    link = sp.topology.bottleneck
+    assert plan.egress == {"sw1": netplan.Egress.single("sw1", link), "sw2": netplan.Egress.single("sw2", link)}
+
+
+def test_the_router_host_line_rate_must_hold_every_queue_it_holds(spec_dict: dict[str, Any]) -> None:
+    sp = _dumbbell(spec_dict)  # 50 Mbit/s each way
+    problem = netplan.router_line_problem(sp, 80, "data0")
+    assert problem is not None and problem.startswith("topology.bottleneck.rate_mbps = 50:"), problem
+    assert "2 x 50 = 100 Mbit/s" in problem and "80 Mbit/s" in problem and "data0" in problem
+    assert netplan.router_line_problem(sp, 100) is None  # both directions fit
+    assert netplan.router_line_problem(sp, None) is None  # unknown: the documented limit
+    spec_dict["topology"]["kind"] = "shared"
+    for h in spec_dict["hosts"].values():
+        del h["rack"]
+    shared = S.parse(spec_dict)  # one queue
+    assert netplan.router_line_problem(shared, 80) is None
+    assert "topology.bottleneck.rate_mbps = 50" in (netplan.router_line_problem(shared, 40) or "")
+    spec_dict["topology"]["kind"] = "star"  # no queue on the router host
+    assert netplan.router_line_problem(S.parse(spec_dict), 1) is None

@@ -6,7 +6,9 @@ spawning ``tc`` each time cannot hold 100 ms under load). Samples follow an abso
 (no drift) and carry the wall-clock time (epoch seconds, the clock Spark's event log uses).
 
 Output: CSV with header ``t,dev,backlog_bytes,backlog_packets,drops,sent_bytes,sent_packets,``
-``overlimits,tx_bytes,rx_bytes`` -- qdisc counters of the root qdisc plus interface counters.
+``overlimits,tx_bytes,rx_bytes`` -- qdisc counters of the root qdisc plus interface counters. A
+``--dev DEV/HANDLE`` (e.g. ``data0/11:``) samples the qdisc of that handle on ``DEV`` instead of its
+root -- one queue (an HTB class's leaf) of several on one interface -- its rows' ``dev`` as given.
 """
 
 from __future__ import annotations
@@ -20,11 +22,19 @@ from typing import Any
 HEADER = "t,dev,backlog_bytes,backlog_packets,drops,sent_bytes,sent_packets,overlimits,tx_bytes,rx_bytes"
 
 
-def _root_stats(msgs: Any) -> dict[str, int]:
+def _root_stats(msgs: Any, handle: int | None = None) -> dict[str, int]:
+    """The counters of the root qdisc among ``msgs`` (or, ``handle`` given, of the qdisc with it)."""
     for q in msgs:
-        if q.get("parent") == 0xFFFFFFFF:
+        if (q.get("parent") == 0xFFFFFFFF) if handle is None else (q.get("handle") == handle):
             return dict(q.get_attr("TCA_STATS") or {})
     return {}
+
+
+def parse_dev(dev: str) -> tuple[str, int | None]:
+    """``DEV`` or ``DEV/HANDLE`` (``tc``'s hexadecimal major, ``11:``) as (interface, netlink handle;
+    None: the root qdisc)."""
+    name, _, handle = dev.partition("/")
+    return name, (int(handle.rstrip(":"), 16) << 16) if handle else None
 
 
 def sample_forever(devs: list[str], period_s: float, out: Any, max_s: float) -> int:
@@ -40,7 +50,8 @@ def sample_forever(devs: list[str], period_s: float, out: Any, max_s: float) -> 
     signal.signal(signal.SIGINT, _stop)
     n = 0
     with IPRoute() as ipr:
-        index = {d: ipr.link_lookup(ifname=d)[0] for d in devs}
+        index = {d: ipr.link_lookup(ifname=parse_dev(d)[0])[0] for d in devs}
+        handles = {d: parse_dev(d)[1] for d in devs}
         out.write(HEADER + "\n")
         start = time.monotonic()
         deadline = start + max_s
@@ -48,7 +59,7 @@ def sample_forever(devs: list[str], period_s: float, out: Any, max_s: float) -> 
         while not stop and time.monotonic() < deadline:
             for dev, idx in index.items():
                 t = time.time()
-                st = _root_stats(ipr.get_qdiscs(index=idx))
+                st = _root_stats(ipr.get_qdiscs(index=idx), handles[dev])
                 link = ipr.get_links(idx)[0]
                 ls = link.get_attr("IFLA_STATS64") or {}
                 out.write(
@@ -70,7 +81,9 @@ def sample_forever(devs: list[str], period_s: float, out: Any, max_s: float) -> 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--dev", action="append", required=True, help="interface to sample (repeatable)")
+    ap.add_argument(
+        "--dev", action="append", required=True, help="interface to sample, or DEV/HANDLE: one qdisc (repeatable)"
+    )
     ap.add_argument("--period-ms", type=float, default=100.0)
     ap.add_argument("--max-s", type=float, default=7200.0, help="stop after this long in any case")
     ap.add_argument("--out", required=True)

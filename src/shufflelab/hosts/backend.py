@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -27,15 +27,23 @@ from shufflelab.hosts.cluster import HostsCluster
 from shufflelab.hosts.control import Session, connect
 from shufflelab.hosts.fabric import HostsFabric, HostsLeaseInfo, data_address, settled
 from shufflelab.hosts.inventory import Inventory
-from shufflelab.hosts.probe import cpu_count
+from shufflelab.hosts.probe import cpu_count, line_rate_mbps
 from shufflelab.hosts.remote import Loop, SshProcess, run_local, run_remote
 from shufflelab.hosts.safety import check_traffic
+from shufflelab.spec import SpecError
 from shufflelab.topology import Network
+
+RouterLine = tuple[str, float | None]  # the router host's data interface, its line rate (None: unknown)
 
 
 class HostsBackend:
-    def __init__(self, inv: Inventory) -> None:
+    def __init__(self, inv: Inventory, refuse: Callable[[RouterLine | None], str | None] | None = None) -> None:
+        """``refuse``: what the run cannot do once the router host's line rate is known (a message:
+        refused on entry, before anything is changed; None: it runs); given, the line rate is read
+        on entry."""
         self.inv = inv
+        self._refuse = refuse
+        self.router_line: RouterLine | None = None  # read on entry when the inventory names a router host
         self.loop = Loop()
         self.sessions: dict[str, Session] = {}
         self.fabric: HostsFabric | None = None
@@ -50,6 +58,12 @@ class HostsBackend:
         try:
             self.sessions = self.loop.call(self._connection.__aenter__())
             counted = self.loop.call(settled(*(cpu_count(s) for s in self.sessions.values())))
+            router = self.sessions.get(self.inv.router) if self.inv.router else None
+            if router is not None and self._refuse is not None:
+                self.router_line = (router.host.data_interface, self.loop.call(line_rate_mbps(router)))
+            refused = self._refuse(self.router_line) if self._refuse is not None else None
+            if refused:  # read, nothing changed yet
+                raise SpecError(refused)
         except BaseException:
             if self.sessions:
                 self.loop.call(self._connection.__aexit__(None, None, None), timeout=30)
@@ -181,6 +195,7 @@ class HostsBackend:
                 scratch,
                 router,
                 seams=(self.run, self.launch),
+                router_line=self.router_line,
             )
             yield self.fabric
         finally:

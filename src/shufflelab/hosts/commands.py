@@ -179,36 +179,50 @@ def clean(inv_path: Path, force: bool, console: Console, err: Console) -> int:
 
 
 def backend_refusals(
-    inv: inventory.Inventory, spec: ExperimentSpec, spec_path: str, select: list[str] | None = None
+    inv: inventory.Inventory,
+    spec: ExperimentSpec,
+    spec_path: str,
+    select: list[str] | None = None,
+    router_line: tuple[str, float | None] | None = None,
 ) -> dict[str, list[str]]:
     """What in ``spec`` (its scenarios chosen by ``select``, as ``run --select`` does; None: all) the
     hosts backend cannot run: each problem (naming the spec field) with the labels of the scenarios
-    that have it; empty when every one of them can run."""
+    that have it; empty when every one of them can run. ``router_line``: the router host's data
+    interface and line rate, once read (before: None)."""
     from shufflelab.hosts.fabric import refusals
     from shufflelab.spec import selected
 
     sharing = inventory.machine_groups(inventory.check_mapping(inv, spec, spec_path))
     scenarios: dict[str, list[str]] = {}
     for sc in selected(spec, select, spec_path):
-        for p in refusals(sc.spec, router=inv.router is not None, sharing=sharing):
+        for p in refusals(sc.spec, router=inv.router is not None, sharing=sharing, router_line=router_line):
             scenarios.setdefault(p, []).append(sc.label)
     return scenarios
+
+
+def _refused(spec_path: str, scenarios: dict[str, list[str]]) -> str | None:
+    """The message refusing the run of ``spec_path`` for ``scenarios`` (:func:`backend_refusals`)."""
+    if not scenarios:
+        return None
+    lines = [f"{p} (scenarios: {', '.join(labels)})" for p, labels in scenarios.items()]
+    return f"{spec_path}: the hosts backend cannot run this experiment:\n  - " + "\n  - ".join(lines)
 
 
 def open_backend(inv_path: Path, spec: ExperimentSpec, spec_path: str, select: list[str] | None = None) -> HostsBackend:
     """The backend for ``shufflelab run --hosts``: the inventory read, the spec's hosts mapped,
     every scenario the run selects (``select`` as ``run --select``; None: all) checked against what
-    the hosts backend can do (a :class:`SpecError` naming the scenario and the field otherwise).
-    Use it as a context manager (it connects on entry)."""
+    the hosts backend can do (a :class:`SpecError` naming the scenario and the field otherwise),
+    and again on entry, once connected and before anything is changed, against the router host's
+    line rate (read there). Use it as a context manager (it connects on entry)."""
     from shufflelab.hosts.backend import HostsBackend
 
     inv = inventory.load(inv_path)
     inventory.check_mapping(inv, spec, str(inv_path))
-    scenarios = backend_refusals(inv, spec, spec_path, select)
-    if scenarios:
-        lines = [f"{p} (scenarios: {', '.join(labels)})" for p, labels in scenarios.items()]
-        raise SpecError(f"{spec_path}: the hosts backend cannot run this experiment:\n  - " + "\n  - ".join(lines))
-    return HostsBackend(inv)
+    refused = _refused(spec_path, backend_refusals(inv, spec, spec_path, select))
+    if refused:
+        raise SpecError(refused)
+    # once connected, before anything changes: what the router host's line rate cannot hold
+    return HostsBackend(inv, lambda line: _refused(spec_path, backend_refusals(inv, spec, spec_path, select, line)))
 
 
 def deploy(inv_path: Path, remove: bool, console: Console, err: Console) -> int:

@@ -9,9 +9,16 @@ routes each other host's data address through it (/32 routes), it forwards (one-
 redirects), and its data interface's egress -- which every host-to-host packet leaves through,
 as the emulated router's downlink -- is the one shaped queue. What needs the userspace switch
 (delay, RED/ECN, DCTCP, VCC) runs there too: the switch on the router host's data interface
-instead of the kernel's forwarding and HTB (:mod:`shufflelab.hosts.switch`). The switch on per-host
-links (a switch in each host's own path) and ``dumbbell`` (two queues, one per rack, on the router
-host's one egress: not done) are refused: :func:`refusals` names the spec field that asks for them.
+instead of the kernel's forwarding and HTB (:mod:`shufflelab.hosts.switch`). A ``dumbbell`` is two
+racks joined by one link, a queue per direction: both are HTB classes of the router host's one data
+interface's egress, filtered by the destination's rack (its machines' addresses); every host
+routes the other rack's machines through the router host and reaches its own rack's as it does,
+so a rack's own traffic never crosses the router host (the network plan, :mod:`shufflelab.netplan`,
+holds the classes, filters and routes; this module applies them). Both directions share that
+interface's line rate: a run is refused when twice the rate exceeds it, where the interface reports
+one. The switch on per-host links (a switch in each host's own path) and on a dumbbell (one port,
+one queue, on the router host) are refused: :func:`refusals` names the spec field that asks for
+them.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from collections.abc import Collection, Coroutine, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from shufflelab import netplan
 from shufflelab.emulate import selftest as link_selftest
 from shufflelab.hosts.control import HostError, Session
 from shufflelab.hosts.inventory import TRAFFIC_ROLES, idle_traffic_hosts, machine_groups
@@ -60,29 +68,44 @@ async def settled(*steps: Coroutine[Any, Any, T]) -> list[T]:
     return list(results)  # type: ignore[arg-type]
 
 
-def refusals(spec: ExperimentSpec, router: bool = False, sharing: Collection[Collection[str]] = ()) -> list[str]:
+def refusals(
+    spec: ExperimentSpec,
+    router: bool = False,
+    sharing: Collection[Collection[str]] = (),
+    router_line: tuple[str, float | None] | None = None,
+) -> list[str]:
     """What in ``spec`` the hosts backend cannot do, each naming the field and why; empty: it runs.
-    ``router``: the inventory names a router host (a shared bottleneck can be held); ``sharing``:
-    the groups of spec hosts that run on one machine (:func:`shufflelab.hosts.inventory.machine_groups`)."""
+    ``router``: the inventory names a router host (a shared bottleneck or a dumbbell can be held);
+    ``sharing``: the groups of spec hosts that run on one machine
+    (:func:`shufflelab.hosts.inventory.machine_groups`); ``router_line``: the router host's data
+    interface and its line rate in Mbit/s (None: unknown), once read from it
+    (:func:`shufflelab.netplan.router_line_problem`)."""
     from shufflelab.emulate import drivers
 
     out = []
     kind = spec.topology.kind
-    if kind == "shared" and not router:
-        out.append(
-            "topology.kind = 'shared': a shared bottleneck needs a router host holding it; name one in the "
-            "inventory (router = 'NAME', a host no spec host maps to), or use topology.kind = 'star' (each "
-            "host's own link, its data interface)"
+    if kind in ("shared", "dumbbell") and not router:
+        what = (
+            "a shared bottleneck needs a router host holding it"
+            if kind == "shared"
+            else "the link between its two racks, a queue per direction, needs a router host holding it"
         )
-    elif kind == "dumbbell":
         out.append(
-            "topology.kind = 'dumbbell': its bottleneck is the link between two racks, a queue per direction "
-            "(towards each rack); the machines share one data network, so both would be classes of the router "
-            "host's one data interface's egress, by the destination's rack, sharing its line rate (sound while "
-            "twice the rate fits in it), but the hosts backend builds and samples one queue there, not one per "
-            "rack: not on machines yet; use 'shared' (one queue every host-to-host packet crosses) or 'star'"
+            f"topology.kind = {kind!r}: {what}; name one in the inventory (router = 'NAME', a host no spec host "
+            "maps to), or use topology.kind = 'star' (each host's own link, its data interface)"
         )
+    if router_line is not None:
+        problem = netplan.router_line_problem(spec, router_line[1], router_line[0])
+        if problem:
+            out.append(problem)
     features = spec.switch_features()
+    if spec.datapath() == "switch" and kind == "dumbbell":
+        why = ", ".join(features) or "topology.bottleneck.datapath = 'switch'"
+        out.append(
+            f"{why} with topology.kind = 'dumbbell': on machines the userspace switch runs on the router host's one "
+            "data interface, one port with one queue, and a dumbbell needs a queue per direction between the racks "
+            "on it (the kernel's HTB classes do that: without delay, RED/ECN, DCTCP or VCC); use 'shared'"
+        )
     if spec.datapath() == "switch" and kind == "star":
         why = ", ".join(features) or "topology.bottleneck.datapath = 'switch'"
         out.append(
@@ -93,6 +116,14 @@ def refusals(spec: ExperimentSpec, router: bool = False, sharing: Collection[Col
         )
     for group in sharing:
         names = " and ".join(", ".join(group).rsplit(", ", 1))
+        racks = {h: r for h in group if h in spec.hosts and (r := spec.hosts[h].rack) is not None}
+        if kind == "dumbbell" and len(set(racks.values())) > 1:
+            first = {r: h for h, r in reversed(racks.items())}  # each rack's first host in the group
+            said = " and ".join(f"hosts.{h}.rack = {r}" for r, h in sorted(first.items()))
+            out.append(
+                f"{said} on one machine: their traffic to each other would not cross the link between the racks; "
+                "map each rack's hosts to machines of their own rack"
+            )
         if kind == "star":
             out.append(
                 f"topology.kind = 'star' with {names} on one machine: each host has a link of its own (its data "
@@ -120,13 +151,15 @@ def refusals(spec: ExperimentSpec, router: bool = False, sharing: Collection[Col
     kind_of = drivers.kind_of(spec)
     if kind_of is drivers.TpchDriver:
         out.append(
-            "workload.name = 'tpch': HDFS, the NDP proxies and the TPC-H tables are set up from the controller's "
-            "own configuration, jars and data at its paths, which machines do not share; not on machines yet"
+            "workload.name = 'tpch': its set-up reads the controller's own files -- HDFS's configuration and jars, "
+            "the NDP proxies and the TPC-H tables are written and started from the controller's paths, which "
+            "machines do not share; not on machines yet"
         )
     elif kind_of is drivers.ReplayDriver:
         out.append(
-            "workload.name = 'mapreduce': the replay's agents read their plan from the controller's run folder and "
-            "write their results there, which machines do not share; not on machines yet"
+            "workload.name = 'mapreduce': its set-up reads the controller's own files -- the replay's agents read "
+            "their plan from the controller's run folder and write their results there, which machines do not "
+            "share; not on machines yet"
         )
     return out
 
@@ -157,8 +190,9 @@ class HostsLeaseInfo:
     scratch: Path
 
 
-def _counters(tc_json: str) -> PortCounters:
-    found = json.loads(tc_json or "[]")
+def _counters(tc_json: str, handle: str | None = None) -> PortCounters:
+    """The counters of the first qdisc ``tc -s -j qdisc show`` lists (``handle``: of the one with it)."""
+    found = [q for q in json.loads(tc_json or "[]") if handle is None or q.get("handle") == handle]
     q: dict[str, Any] = found[0] if found else {}
     return PortCounters(
         tx_bytes=int(q.get("bytes", 0)),
@@ -184,8 +218,10 @@ class HostsFabric:
         scratch: Mapping[str, str],
         router: str | None = None,
         seams: tuple[CommandRunner, HostsLauncher] | None = None,
+        router_line: tuple[str, float | None] | None = None,
     ) -> None:
         self._loop = loop
+        self._router_line = router_line  # the router host's data interface and line rate (see refusals)
         self._seams = seams  # the backend's run and launch (the self-test's commands and iperf3 server)
         self._selftests: dict[str, Any] = {}  # link self-tests done, by link configuration
         self._places = dict(places)
@@ -203,8 +239,12 @@ class HostsFabric:
         self._switch: Switch | None = None  # on the router host, while the datapath is the switch
         self._macs: dict[str, str] = {}  # spec host -> its data interface's MAC (for the switch)
         self._may_go_down: set[str] = set()  # spec hosts whose data interface a link-down fault may take down
+        # a dumbbell's ports -> the minor of their queue (HTB class 1:<minor>, leaf <minor>:) on the
+        # router host's data interface (the plan's egress; empty: one queue there, its root)
+        self._router_queues: dict[str, int] = {}
         if None in self._port_host.values() and (router is None or router not in self.leases):
-            raise SpecError("topology.kind = 'shared': the inventory names no router host (router = 'NAME')")
+            kind = "dumbbell" if len(netplan.router_held(network)) > 1 else "shared"
+            raise SpecError(f"topology.kind = {kind!r}: the inventory names no router host (router = 'NAME')")
 
     @property
     def network(self) -> Network:
@@ -255,13 +295,17 @@ class HostsFabric:
         """Apply ``plan``'s TCP settings, routes and datapath on every host (idempotent). On the
         switch datapath the router host's switch is (re)started when its config changed, when it
         is not running, or when ``restart_switch`` asks for fresh counters (each run, as locally)."""
-        problems = refusals(plan.spec, router=self.router is not None, sharing=machine_groups(dict(self._places)))
+        problems = refusals(
+            plan.spec, self.router is not None, machine_groups(dict(self._places)), router_line=self._router_line
+        )
         if problems:
             raise SpecError("the hosts backend cannot run this spec: " + "; ".join(problems))
         downed = sorted({f.host for f in plan.spec.faults if f.kind == "link-down" and f.host} - self._may_go_down)
         if downed:  # before any change: a link that goes down must not carry the controller's connection
             self._loop.call(settled(*(self._check_link_down(h) for h in downed)))
         egress = plan.egress  # a spec host's data interface's, or ROUTER: the router host's
+        held = egress[ROUTER].queues if ROUTER in egress else ()
+        self._router_queues = {q.port: q.minor for q in held} if len(held) > 1 else {}
         router = self.leases[self.router] if ROUTER in egress and self.router is not None else None
         if plan.network.routing != "peers":
             raise ValueError("a plan of the hosts' network (HostsFabric.network) was expected")
@@ -364,13 +408,15 @@ class HostsFabric:
         else:
             s = self.session(host)
         dev = s.host.data_interface
+        minor = self._router_queues.get(port.ifname) if host is None else None
+        which = ["root"] if minor is None else []  # one queue of several: its leaf's counters
 
         async def read() -> str:
             return (
-                await s.run(f"read {dev}'s counters", ["tc", "-s", "-j", "qdisc", "show", "dev", dev, "root"])
+                await s.run(f"read {dev}'s counters", ["tc", "-s", "-j", "qdisc", "show", "dev", dev, *which])
             ).stdout
 
-        return _counters(self._loop.call(read()))
+        return _counters(self._loop.call(read()), None if minor is None else f"{minor}:")
 
     def switch_failure(self) -> str | None:
         """What breaks this fabric mid-run: a host whose SSH connection is gone (noticed by
@@ -401,10 +447,15 @@ class HostsFabric:
 
     def _endpoints(self, net: Network, port: Port) -> tuple[str, str] | None:
         """(source, destination) whose packets leave through ``port``'s queue here: a host's own
-        link is its egress (it sends), the router host's queue carries any pair."""
+        link is its egress (it sends), the router host's shared queue carries any pair, a dumbbell's
+        queue towards a rack a pair from the other rack to it."""
         hosts = sorted(net.host_addresses)
         if len(hosts) < 2 or port.ifname not in self._port_host:
             return None
+        if port.ifname in self._router_queues:
+            behind = [h for h in hosts if net.router_port_of(h) == port]
+            pairs = [(s, d) for d in behind for s in hosts if netplan.through_router(net, s, d)]
+            return pairs[0] if pairs else None
         src = self._port_host[port.ifname] or hosts[0]
         others = [h for h in hosts if self._places[h] != self._places[src]]  # across the network
         return (src, others[0]) if others else None
@@ -420,7 +471,10 @@ class HostsFabric:
         for port, host in self._port_host.items():
             place = self.router if host is None else self._places[host]
             assert place is not None
-            by_place.setdefault(place, {})[self.leases[place].session.host.data_interface] = port
+            dev = self.leases[place].session.host.data_interface
+            if port in self._router_queues:  # one of the router host's queues: its leaf
+                dev = f"{dev}/{self._router_queues[port]}:"
+            by_place.setdefault(place, {})[dev] = port
         samplers = HostSamplers(self._loop, out)
         max_s = spec.experiment.run_timeout_s + 120
         try:

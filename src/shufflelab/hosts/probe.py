@@ -230,6 +230,16 @@ async def cpu_count(session: Session) -> int | None:
     return int(out) if out.isdigit() else None
 
 
+async def line_rate_mbps(session: Session) -> float | None:
+    """The line rate of the host's data interface in Mbit/s, as its driver reports it
+    (``/sys/class/net/DEV/speed``); None when it reports none (an unknown or virtual link whose
+    driver does not say, a link that is down)."""
+    dev = session.host.data_interface
+    r = await session.run(f"read {dev}'s line rate", ["cat", f"/sys/class/net/{dev}/speed"], check=False)
+    out = r.stdout.strip()
+    return float(out) if r.exit_status == 0 and out.isdigit() and int(out) > 0 else None
+
+
 async def probe_host(session: Session) -> HostFacts:
     # the interpreter the run starts on the host: the controller's at the same path, or the deployed one
     paths = HostPaths.of(session.host)
