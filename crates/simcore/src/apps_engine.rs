@@ -2,12 +2,16 @@
 //!
 //! Mode `packet` (as the fabric's, [`crate::packet`]): the max-min run traces every remote fetch
 //! (its request, its data's start, its bytes, its ECMP path; initial-window blocks included) and
-//! the links the schedule saturated; the per-link packet-level pass re-times each fetch; a task's
-//! fetch phase becomes its fetches' latest packet-level delivery less its start in the max-min
-//! run; then the same loop replays the applications (stages, barriers, cores, FIFO between
-//! applications) with those fixed fetch phases and no network. So the fetches' start times are the
-//! max-min schedule's (a task that waits longer at packet level does not move the traffic of the
-//! tasks after it), and tiers and heat maps are the max-min run's.
+//! the links the schedule saturated; the per-link packet-level pass re-times each fetch, its
+//! starts paced by each reducer's request loop on the reducer's own link and the senders' own
+//! links queueing without loss ([`Starts::Paced`]: the max-min run sends an initial-window block
+//! in one round trip whatever the load, so its start times alone would replay bursts no link
+//! could carry); a task's fetch phase becomes its fetches' latest packet-level delivery less its
+//! start in the max-min run; then the same loop replays the applications (stages, barriers, cores,
+//! FIFO between applications) with those fixed fetch phases and no network. So a task's first
+//! requests leave at the max-min schedule's time (a task that waits longer at packet level does
+//! not move the traffic of the tasks after it), the links past the reducer's see the starts its
+//! loop paced (not slowed by their own queues), and tiers and heat maps are the max-min run's.
 
 use std::collections::VecDeque;
 
@@ -18,7 +22,7 @@ use super::{AppResult, AppsConfig, AppsResult, Arrival, Mode, Placement, StageRe
 use crate::completions::Completions;
 use crate::fluid::{Engine, Events, Progress};
 use crate::maxmin::MaxMin;
-use crate::packet::{bucket_and_end, refine, PacketSummary, Traced};
+use crate::packet::{bucket_and_end, refine, PacketSummary, Starts, Traced};
 use crate::summary::{fct_buckets, heatmap, tier_results, LinkMeter};
 use crate::tcpmodel::{Applied, TcpModel};
 use crate::topology::Topology;
@@ -747,6 +751,7 @@ impl Sim<'_> {
             &udp,
             &self.saturated,
             &self.trace,
+            Starts::Paced,
         )?;
         // a fetch not done leaves its task not done (NaN)
         let end = bucket_and_end(

@@ -33,7 +33,7 @@ use serde::{Deserialize, Serialize};
 use crate::completions::Completions;
 use crate::fluid::{Engine, Events, Progress};
 use crate::maxmin::{MaxMin, Recompute};
-use crate::packet::{bucket_and_end, refine, PacketSummary, Traced};
+use crate::packet::{bucket_and_end, refine, PacketSummary, Starts, Traced};
 use crate::summary::{fct_buckets, heatmap, tier_results, LinkMeter};
 pub use crate::summary::{FctBucket, Heatmap, TierResult};
 use crate::tcpmodel::{Applied, LinkCorrection, TcpModel};
@@ -1063,6 +1063,7 @@ impl Sim<'_> {
             &udp,
             &self.saturated,
             &self.trace,
+            Starts::Schedule,
         )?;
         let end = bucket_and_end(
             &self.trace,

@@ -20,6 +20,11 @@
 //!    2.3x ns-3's mean FCT on the two-tier all-to-all, the largest is within a few percent). Its
 //!    FCT = the request's one-way delay + that time.
 //!
+//! The applications' packet mode replays the starts paced instead ([`Starts::Paced`]): each
+//! reducer's request loop is simulated first on its own link and sets its fetches' starts on the
+//! others, and a sending host's own link queues without dropping or marking (a Linux sender's
+//! qdisc and TCP small queues hold its segments back; they are not lost in its NIC).
+//!
 //! On one bottleneck this is that link's packet-level simulation. Across several loaded links in
 //! series the largest delay stands for them all (queues that build at two links at once are
 //! counted once), and upstream links do not reshape the packets a downstream link sees. The tiers' utilisation and the heat map stay the
@@ -67,6 +72,20 @@ pub struct PacketSummary {
     pub flows_not_done: u64,
     /// Packet-level events over every link simulation, the solo runs included.
     pub events: u64,
+    /// The same per tier of links (e.g. `host→leaf`: the senders' own links).
+    pub tiers: Vec<TierPackets>,
+}
+
+/// What the packet-level pass did on one tier's links.
+#[derive(Debug, Clone, Serialize)]
+pub struct TierPackets {
+    pub tier: String,
+    pub links_simulated: u32,
+    /// Fetches over the tier's simulated links (a fetch counts once per link).
+    pub flows: u64,
+    pub timeouts: u64,
+    pub drops: u64,
+    pub marks: u64,
 }
 
 struct Ctx<'a> {
@@ -75,6 +94,8 @@ struct Ctx<'a> {
     seed: u64,
     solo: HashMap<[u64; 5], f64>,
     events: u64,
+    /// Links that queue without dropping or marking (a sending host's own link, mode Paced).
+    lossless: Vec<bool>,
 }
 
 impl Ctx<'_> {
@@ -82,10 +103,15 @@ impl Ctx<'_> {
     fn link(&self, l: u32, cross: f64, flows: Vec<LinkFlow>) -> LinkSim {
         let cap = self.topo.links[l as usize].capacity;
         let horizon = flows.iter().map(|f| f.start_s).fold(0.0, f64::max) + 120.0;
+        let lossless = self.lossless.get(l as usize).copied().unwrap_or(false);
         LinkSim {
             link_bytes_per_s: cap,
-            queue_bytes: self.tcp.queue_packets * WIRE,
-            red: self.tcp.probe(cap, 0.0).red,
+            queue_bytes: match lossless {
+                // every byte of its flows fits: nothing is ever dropped
+                true => flows.iter().map(|f| f.bytes).sum::<f64>() * 2.0 + 1e6,
+                false => self.tcp.queue_packets * WIRE,
+            },
+            red: self.tcp.probe(cap, 0.0).red.filter(|_| !lossless),
             cc: self.tcp.cc,
             ecn: self.tcp.ecn && self.tcp.cc != Cc::Dctcp,
             mss_bytes: MSS,
@@ -149,6 +175,20 @@ impl Ctx<'_> {
     }
 }
 
+/// How [`refine`] times the fetches' starts on the links it simulates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Starts {
+    /// Every link replays the max-min schedule's data starts; a fetch released by the delivery of
+    /// one on the same link starts after that delivery there (the fabric's packet mode).
+    Schedule,
+    /// Paced by the receiver's link: first every receiver link (a path's last) that carries a
+    /// request loop (a fetch released by another's delivery) is simulated, whether or not the
+    /// max-min run saturated it, and the loop decides its fetches' starts there; every other link
+    /// then starts each of those fetches at that paced start, never earlier than its max-min one
+    /// (the applications' packet mode).
+    Paced,
+}
+
 /// The packet-level FCT of every traced fetch (its request leg included), how much later its data
 /// started than in the max-min schedule (the latest over its simulated links, at least 0), and the
 /// summary.
@@ -159,6 +199,7 @@ pub(crate) fn refine(
     udp_on_link: &[f64],
     saturated: &[bool],
     traces: &[Traced],
+    starts: Starts,
 ) -> Result<(Vec<f64>, Vec<f64>, PacketSummary), String> {
     let mut on_link: Vec<Vec<u32>> = vec![Vec::new(); topo.links.len()];
     for (i, t) in traces.iter().enumerate() {
@@ -172,6 +213,14 @@ pub(crate) fn refine(
         seed,
         solo: HashMap::new(),
         events: 0,
+        lossless: match starts {
+            Starts::Schedule => Vec::new(),
+            Starts::Paced => {
+                let mut host = vec![false; topo.names.len()];
+                topo.hosts.iter().for_each(|&h| host[h as usize] = true);
+                topo.links.iter().map(|l| host[l.from as usize]).collect()
+            }
+        },
     };
     let mut summary = PacketSummary {
         mode: "packet",
@@ -183,17 +232,44 @@ pub(crate) fn refine(
         marks: 0,
         flows_not_done: 0,
         events: 0,
+        tiers: topo
+            .tiers
+            .iter()
+            .map(|t| TierPackets {
+                tier: t.clone(),
+                links_simulated: 0,
+                flows: 0,
+                timeouts: 0,
+                drops: 0,
+                marks: 0,
+            })
+            .collect(),
     };
     // what each simulated link adds to each of its fetches
     let mut added = vec![0.0f64; traces.len()];
     let mut shift = vec![0.0f64; traces.len()];
     let mut pos: Vec<u32> = vec![u32::MAX; traces.len()];
-    for (l, ids) in on_link.iter().enumerate() {
+    // the receiver links whose request loops pace the fetches (mode Paced), simulated first
+    let mut loops = vec![false; topo.links.len()];
+    if starts == Starts::Paced {
+        for t in traces.iter().filter(|t| t.after.is_some()) {
+            if let Some(&l) = t.path.last() {
+                loops[l as usize] = true;
+            }
+        }
+    }
+    let mut paced: Vec<f64> = traces.iter().map(|t| t.data_s).collect();
+    let order = (0..topo.links.len())
+        .filter(|&l| loops[l])
+        .chain((0..topo.links.len()).filter(|&l| !loops[l]));
+    for l in order {
+        let ids = &on_link[l];
         let cross = udp_on_link[l];
         let shared = ids.len() >= 2 || (ids.len() == 1 && cross > 0.0);
-        if !(shared && (saturated[l] || cross > 0.0)) {
+        if !(loops[l] || shared && (saturated[l] || cross > 0.0)) {
             continue;
         }
+        let keep_loop = starts == Starts::Schedule || loops[l];
         let l = l as u32;
         for (k, &i) in ids.iter().enumerate() {
             pos[i as usize] = k as u32;
@@ -205,18 +281,29 @@ pub(crate) fn refine(
             .map(|&i| {
                 let t = &traces[i as usize];
                 let mut f = ctx.flow_at(t, l);
-                f.after = t
-                    .after
-                    .map(|a| pos[a as usize])
-                    .filter(|&p| p != u32::MAX && ids.get(p as usize) == t.after.as_ref());
+                if keep_loop {
+                    f.after = t
+                        .after
+                        .map(|a| pos[a as usize])
+                        .filter(|&p| p != u32::MAX && ids.get(p as usize) == t.after.as_ref());
+                } else {
+                    f.start_s = paced[i as usize];
+                }
                 f
             })
             .collect();
         let r = simulate(&ctx.link(l, cross, flows))?;
+        let timeouts = r.timeouts.iter().map(|&x| u64::from(x)).sum::<u64>();
         summary.links_simulated += 1;
-        summary.timeouts += r.timeouts.iter().map(|&x| u64::from(x)).sum::<u64>();
+        summary.timeouts += timeouts;
         summary.drops += r.drops;
         summary.marks += r.marks;
+        let tier = &mut summary.tiers[topo.links[l as usize].tier as usize];
+        tier.links_simulated += 1;
+        tier.flows += ids.len() as u64;
+        tier.timeouts += timeouts;
+        tier.drops += r.drops;
+        tier.marks += r.marks;
         ctx.events += r.events;
         for (k, &i) in ids.iter().enumerate() {
             let alone = ctx.alone(&traces[i as usize], l)?;
@@ -231,6 +318,10 @@ pub(crate) fn refine(
             };
             let late = r.start_s[k] - traces[i as usize].data_s;
             shift[i as usize] = shift[i as usize].max(late);
+            if loops[l as usize] && r.start_s[k].is_finite() {
+                // never before its max-min start (the request cannot leave before it is issued)
+                paced[i as usize] = paced[i as usize].max(r.start_s[k]);
+            }
         }
         for &i in ids {
             pos[i as usize] = u32::MAX;
