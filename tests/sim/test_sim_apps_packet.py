@@ -36,6 +36,10 @@ def test_both_modes_run_and_the_report_names_them(tmp_path: Path) -> None:
     md = report(out.path, tmp_path / "rep").read_text()
     assert "Mode: packet-faithful for 1 of 2 runs (the others max-min)" in md
     assert "Packet level: " in md and "retransmission timeouts" in md
+    # per tier of links: the reducers' own links are always simulated (their request loops)
+    tiers = {t["tier"]: t for t in summary["tiers"]}
+    assert tiers["leaf→host"]["links_simulated"] >= 1
+    assert "leaf→host: " in md
 
 
 def test_a_max_min_report_says_so_and_has_no_mode_column(tmp_path: Path) -> None:

@@ -41,9 +41,11 @@ PACKET_MODE = (
     "the max-min run's fetches re-timed by a packet-level simulation of "
     "every saturated link (slow start, losses, retransmission timeouts, the ports' marking), the links' largest "
     "delay standing for each path; each task's fetch phase is its fetches' packet-level one and the "
-    "applications' stages are replayed with those phases. The fetches keep the max-min run's start times "
-    "(a task delayed at packet level does not delay the traffic of later tasks); tiers and heat maps are "
-    "the max-min run's."
+    "applications' stages are replayed with those phases. A fetch starts as its reducer's request loop lets it "
+    "at packet level on the reducer's own link (that link is always simulated), and a sender's own link queues "
+    "without loss; a task's first requests keep the max-min run's start times (a task delayed at packet level "
+    "does not delay the traffic of later tasks), the links between the hosts are not in the loop, and tiers and "
+    "heat maps are the max-min run's."
 )
 
 
@@ -60,6 +62,12 @@ def _packet_sentence(r: dict[str, Any]) -> str:
         f" Packet level: {p['links_simulated']:,} of {p['links_with_flows']:,} links with fetches simulated, "
         f"{p['flows']:,} fetches, {p['timeouts']:,} retransmission timeouts, {p['drops']:,} drops, "
         f"{p['marks']:,} marks, {p['flows_not_done']:,} fetches not done, {p['events']:,} packet events."
+        + "".join(
+            f" {t['tier']}: {t['links_simulated']:,} links, {t['timeouts']:,} timeouts, {t['drops']:,} drops, "
+            f"{t['marks']:,} marks."
+            for t in p.get("tiers", [])
+            if t["links_simulated"]
+        )
     )
 
 
