@@ -102,9 +102,10 @@ def mode_line(doc: dict[str, Any]) -> str:
     return fabric_sections.mode_line(doc, "max-min (flow level, the fast mode)", PACKET_MODE)
 
 
-def model_questions(doc: dict[str, Any]) -> str:
+def model_questions(doc: dict[str, Any], starts: str = "the fetches start on the max-min schedule") -> str:
     """The headline's statement of what the runs' model can and cannot answer (by the mode that
-    produced them: a result with ``packet`` came from the packet-faithful mode)."""
+    produced them: a result with ``packet`` came from the packet-faithful mode); ``starts``: when
+    the packet-faithful mode's fetches start."""
     runs = doc["runs"]
     packet = sum(1 for run in runs if "packet" in run["result"])
     tcp = any("tcp" in run for run in runs)
@@ -124,7 +125,7 @@ def model_questions(doc: dict[str, Any]) -> str:
     faithful = (
         "Packet-faithful runs: slow start, losses, RTOs, incast and marking are simulated on every saturated link, "
         "so they answer whether a congestion control helps where flows meet; they do not model queues in series "
-        "interacting, TCP cross traffic or failures, and the fetches start on the max-min schedule."
+        "interacting, TCP cross traffic or failures, and " + starts + "."
     )
     return faithful if packet == len(runs) else f"{faithful} The max-min runs: {maxmin}"
 
