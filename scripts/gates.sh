@@ -3,14 +3,13 @@
 #   1. side by side (one core each): the Python gates (ruff, ruff format, mypy, then part b of the
 #      tests that need neither root nor Spark) and the Rust gates (cargo fmt, clippy, cargo test,
 #      then part a of those tests; tests/conftest.py's --part splits them by file, each runs once);
-#   2. the tests that need root or start Spark (real namespaces, real Spark, the SSH stand-in hosts),
-#      in two lanes side by side: the SSH stand-in tests (tests/hosts) and the rest.
+#   2. the tests that need root or start Spark (real namespaces, real Spark, the SSH stand-in hosts).
 # `scripts/gates.sh --quick` (`make check`) runs tier 1 alone. `scripts/gates.sh` (the README's
-# `make test`, so CI) starts tier 2's lanes first, at normal priority, and runs tier 1 beside it at nice 19:
+# `make test`, so CI) starts tier 2 first, at normal priority, and runs tier 1 beside it at nice 19:
 # tier 1 takes the CPU tier 2 leaves while it waits (shaped links, fault windows, SSH round trips),
 # and tier 2's timing-sensitive checks keep the machine's CPU whenever they want it. When tier 1
-# fails, tier 2 is interrupted (SIGINT to each lane's process group: fixtures and runs tear down).
-# Every test runs in exactly one of the four pytest runs (the markers, --part and the lanes split it).
+# fails, tier 2 is interrupted (SIGINT to its process group: its fixtures and runs tear down).
+# Every test runs in exactly one of the three pytest runs (the markers and --part split the suite).
 # Printed at the end: each gate's time, the slowest tests of all pytest runs, and the total.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -69,29 +68,17 @@ summary() {
   printf '%-14s %4d s\n' "total" $((SECONDS - start))
 }
 
-# lane NAME PYTEST-ARGS...: one tier-2 pytest run in the background, in its own session and process
-# group, so that a failure of tier 1 can interrupt all of it; SIGINT and SIGQUIT as in the
-# foreground (bash ignores them in a background command, and what ignores them passes that on: the
-# tests that interrupt a runner or a controller would see no SIGINT). Its pid goes to $lanes.
-lanes=()
-lane() {
-  local name=$1
-  shift
+lab=
+if [ $quick -eq 0 ]; then
+  echo "== tier 2: the root/Spark tests, started now (their output follows at the end)"
+  # its own session and process group, so that a failure of tier 1 can interrupt all of it; SIGINT
+  # and SIGQUIT as in the foreground (bash ignores them in a background command, and what ignores
+  # them passes that on: the tests that interrupt a runner or a controller would see no SIGINT)
   (
     trap - INT QUIT
-    exec setsid .venv/bin/python -m pytest -q -m "root or spark" --durations=15 "$@"
-  ) >"$logs/lab-$name.log" 2>&1 &
-  lanes+=("$name:$!")
-}
-
-if [ $quick -eq 0 ]; then
-  echo "== tier 2: the root/Spark tests in two lanes, started now (their output follows at the end)"
-  # the SSH lane (tests/hosts: the stand-in hosts, mostly waiting on SSH round trips and their
-  # machines' Spark) beside the local lane (namespaces and Spark on this machine); each test finds
-  # only its own processes and namespaces (tests/labprocs.py, the stand-ins' owner files), so two
-  # pytest runs share the machine as two sessions would
-  lane ssh tests/hosts
-  lane local --ignore=tests/hosts
+    exec setsid .venv/bin/python -m pytest -q -m "root or spark" --durations=15
+  ) >"$logs/lab.log" 2>&1 &
+  lab=$!
 fi
 
 echo "== tier 1: the Python and the Rust gates side by side, each with a part of the tests (each one's output follows when it ends)"
@@ -106,35 +93,27 @@ wait $py || failed=1
 cat "$logs/python.log" # last: pytest's summary line closes the tier
 printf '%-14s %4d s (wall, both sides)\n' "tier 1" $((SECONDS - start)) >>"$logs/times"
 if [ $failed -ne 0 ]; then
-  if [ ${#lanes[@]} -gt 0 ]; then
+  if [ -n "$lab" ]; then
     echo "== tier 1 FAILED: interrupting tier 2"
-    for l in "${lanes[@]}"; do kill -INT -- "-${l#*:}" 2>/dev/null || true; done
-    for l in "${lanes[@]}"; do
-      wait "${l#*:}" || true
-      tail -n 30 "$logs/lab-${l%%:*}.log"
-    done
+    kill -INT -- "-$lab" 2>/dev/null || true
+    wait "$lab" || true
+    tail -n 30 "$logs/lab.log"
   fi
   echo "== gates FAILED (tier 1); times of the gates that passed:"
   summary
   exit 1
 fi
 
-lab_failed=0
-for l in "${lanes[@]}"; do # each lane's time: from the start to its end (tier 1 and the other lane beside it)
-  name=${l%%:*}
-  if wait "${l#*:}"; then
-    printf '%-14s %4d s (wall, from the start)\n' "pytest-$name" $((SECONDS - start)) >>"$logs/times"
-  else
-    lab_failed=1
-    echo "== pytest-$name FAILED after $((SECONDS - start)) s" >>"$logs/times"
+if [ -n "$lab" ]; then
+  lab_failed=0
+  wait "$lab" || lab_failed=1
+  cat "$logs/lab.log"
+  if [ $lab_failed -ne 0 ]; then
+    echo "== pytest-lab FAILED after $((SECONDS - start)) s"
+    summary
+    exit 1
   fi
-  echo "== pytest-$name (tier 2)"
-  cat "$logs/lab-$name.log"
-done
-if [ $lab_failed -ne 0 ]; then
-  echo "== tier 2 FAILED"
-  summary
-  exit 1
+  printf '%-14s %4d s (wall, from the start; tier 1 beside it)\n' "pytest-lab" $((SECONDS - start)) >>"$logs/times"
 fi
 echo "== gates passed"
 summary
