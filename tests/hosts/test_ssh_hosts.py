@@ -301,3 +301,26 @@ def test_agent_auth_and_sftp(lab: Lab, tmp_path: Path, monkeypatch: pytest.Monke
     finally:
         agent.terminate()
         agent.wait(timeout=10)
+
+
+def test_the_stand_ins_login_shell_reads_none_of_this_machines_start_up_files(lab: Lab, tmp_path: Path) -> None:
+    """A command over SSH runs through the login shell, which reads ~/.bashrc: on the stand-ins every
+    start-up file this machine has reads empty (a version manager's init there once held every
+    command for 60 s on a lock a killed shell left)."""
+    from .conftest import SHELL_STARTUP, _shell_startup_files
+
+    present = [f.name for f in _shell_startup_files()]
+    if not present:
+        pytest.skip("this machine's login user has no shell start-up files")
+    inv = inventory.load(lab.inventory(tmp_path / "inv.toml"))
+    each = '[ -f "$HOME/$f" ] && echo "$f $(wc -c < "$HOME/$f")"'
+    script = f"for f in {' '.join(SHELL_STARTUP)}; do {each}; done; true"
+
+    async def go() -> dict[str, str]:
+        async with connect(inv) as sessions:
+            return {name: (await s.run("start-up files", ["sh", "-c", script])).stdout for name, s in sessions.items()}
+
+    for name, out in asyncio.run(go()).items():
+        sizes = dict(line.split() for line in out.splitlines())
+        assert sorted(sizes) == sorted(present), (name, out)
+        assert set(sizes.values()) == {"0"}, (name, out)
