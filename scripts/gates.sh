@@ -5,10 +5,14 @@
 #      then part a of those tests; tests/conftest.py's --part splits them by file, each runs once);
 #   2. the tests that need root or start Spark (real namespaces, real Spark, the SSH stand-in hosts).
 # `scripts/gates.sh --quick` (`make check`) runs tier 1 alone. `scripts/gates.sh` (the README's
-# `make test`, so CI) starts tier 2 first, at normal priority, and runs tier 1 beside it at nice 19:
-# tier 1 takes the CPU tier 2 leaves while it waits (shaped links, fault windows, SSH round trips),
-# and tier 2's timing-sensitive checks keep the machine's CPU whenever they want it. When tier 1
-# fails, tier 2 is interrupted (SIGINT to its process group: its fixtures and runs tear down).
+# `make test`, so CI) starts tier 2 first, at normal priority, and runs tier 1 beside it at the lowest
+# priority: tier 1 takes the CPU tier 2 leaves while it waits (shaped links, fault windows, SSH round
+# trips), and tier 2's timing-sensitive checks keep the machine's CPU whenever they want it. Each
+# tier runs in a session of its own; with the kernel's autogroups on (Debian's default), CPU is
+# shared between sessions before nice counts within one, so `nice 19` alone gave tier 1 an equal
+# share beside tier 2 -- tier 1's session gets autogroup nice 19 as well (lowest_priority). When
+# tier 1 fails, tier 2 is interrupted (SIGINT to its process group: its fixtures and runs tear
+# down); so is everything when the gates themselves are interrupted.
 # Every test runs in exactly one of the three pytest runs (the markers and --part split the suite).
 # Printed at the end: each gate's time, the slowest tests of all pytest runs, and the total.
 set -euo pipefail
@@ -21,6 +25,12 @@ logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 tier1_nice=0 # tier 1 beside tier 2: nice 19
 [ $quick -eq 0 ] && tier1_nice=19
+
+# lowest_priority: this session's processes yield the CPU to every other session's (autogroup nice
+# 19, where the kernel groups CPU shares by session; a no-op where it does not)
+lowest_priority() {
+  echo 19 2>/dev/null >/proc/self/autogroup || true
+}
 
 # gate NAME COMMAND...: runs the command; its time goes to the summary. Returns its failure.
 gate() {
@@ -82,10 +92,30 @@ if [ $quick -eq 0 ]; then
 fi
 
 echo "== tier 1: the Python and the Rust gates side by side, each with a part of the tests (each one's output follows when it ends)"
-python_gates >"$logs/python.log" 2>&1 &
-py=$!
-rust_gates >"$logs/rust.log" 2>&1 &
-rs=$!
+if [ $quick -eq 0 ]; then
+  # each side in a session of its own (setsid: the forked subshell is no group leader, so setsid
+  # keeps its pid) with the session's lowest priority, so tier 2's sessions keep the CPU they want
+  export -f gate python_gates rust_gates lowest_priority
+  export logs tier1_nice
+  setsid bash -c 'lowest_priority; python_gates' >"$logs/python.log" 2>&1 &
+  py=$!
+  setsid bash -c 'lowest_priority; rust_gates' >"$logs/rust.log" 2>&1 &
+  rs=$!
+else
+  python_gates >"$logs/python.log" 2>&1 &
+  py=$!
+  rust_gates >"$logs/rust.log" 2>&1 &
+  rs=$!
+fi
+# interrupted (Ctrl-C, a CI's SIGTERM): every tier's process group gets SIGINT and tears down (its
+# sessions are not the terminal's, so the terminal's SIGINT reaches none of them by itself)
+interrupted() {
+  echo "== gates interrupted: stopping every tier"
+  for group in $lab $py $rs; do kill -INT -- "-$group" 2>/dev/null || true; done
+  wait
+  exit 130
+}
+trap interrupted INT TERM
 failed=0
 wait $rs || failed=1
 cat "$logs/rust.log"
