@@ -4,7 +4,8 @@
 #     stand-in hosts in tests/hosts run it in namespaces; only those missing)
 #   - shufflelab's Spark listener jar (javac against pyspark's jars)
 #   - .venv with the pinned Python dependencies (pyspark from PyPI) and shufflelab itself
-#   - the Rust extensions under crates/ that have a pyproject.toml (built by maturin via pip)
+#   - the Rust extensions under crates/ that have a pyproject.toml (built by maturin via pip, their
+#     wheels cached by the Rust workspace's content)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -41,10 +42,23 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "setup: installing Python packages (pyspark builds its wheel once, ~1 min)"
   .venv/bin/pip install -q --upgrade pip >/dev/null
   .venv/bin/pip install -q -e ".[dev]"
+  # each extension's wheel is built once per content of the Rust workspace (its crates, Cargo.toml,
+  # Cargo.lock) and kept in the cache: a fresh clone of the same tree installs it without compiling;
+  # a changed tree compiles in the shared target folder (cargo's fingerprints: only what changed)
+  rust_key=$({ cat Cargo.toml Cargo.lock; find crates -type f \( -name '*.rs' -o -name '*.toml' \) -print0 | sort -z \
+              | xargs -0 cat; } | sha256sum | cut -c1-16)
+  cache=${XDG_CACHE_HOME:-$HOME/.cache}/shufflelab
   for crate in crates/*/; do
     if [ -f "$crate/pyproject.toml" ]; then
-      echo "setup: building $crate"
-      .venv/bin/pip install -q "$crate"
+      wheels="$cache/wheels/$(basename "$crate")-$rust_key"
+      if ! ls "$wheels"/*.whl >/dev/null 2>&1; then
+        echo "setup: building $crate"
+        rm -rf "$wheels.tmp"
+        CARGO_TARGET_DIR="$cache/cargo-target" .venv/bin/pip wheel -q --no-deps -w "$wheels.tmp" "$crate"
+        rm -rf "$wheels"
+        mv "$wheels.tmp" "$wheels"
+      fi
+      .venv/bin/pip install -q --no-deps --force-reinstall "$wheels"/*.whl
     fi
   done
   echo "$want" > "$stamp"
