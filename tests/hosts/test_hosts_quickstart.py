@@ -1,4 +1,5 @@
-"""Shipped experiments as they are (one repetition instead of three) on six stand-in hosts: their
+"""Shipped experiments as they are (one repetition instead of three, the JVMs started as the tests'
+other Spark runs start them: ``spark.fast_jvm``) on six stand-in hosts: their
 six spec hosts on five machines (the Spark master sharing one with a worker) and their shared
 bottleneck on a router host.
 
@@ -41,7 +42,7 @@ UDP = ["--select", "udp=75"]  # the scenario with cross traffic through the rout
 
 def shipped(lab: Lab, tmp_path: Path, name: str, share: str = "w1", idle_traffic: bool = False) -> tuple[Path, Path]:
     """The inventory (the master on ``share``'s machine; ``idle_traffic``: tgen and tsink there too)
-    and experiments/``name`` with one repetition."""
+    and experiments/``name`` with one repetition and the tests' quicker JVMs (``spark.fast_jvm``)."""
     inv = lab.inventory(tmp_path / "inv.toml")
     text = inv.read_text()
     machines = dict(MACHINES)
@@ -52,7 +53,12 @@ def shipped(lab: Lab, tmp_path: Path, name: str, share: str = "w1", idle_traffic
     text = text[: text.index("[map]")] + "[map]\n" + "".join(f'{h} = "{m}"\n' for h, m in machines.items())
     inv.write_text(f'router = "{lab.hosts[ROUTER].name}"\n' + text)
     spec = tmp_path / name
-    spec.write_text((REPO / "experiments" / name).read_text().replace("repetitions = 3", "repetitions = 1"))
+    text = (REPO / "experiments" / name).read_text()
+    assert "[spark]\n" in text, name
+    # the JVMs with C1 only and the serial collector (spark.fast_jvm): half the CPU of a run
+    spec.write_text(
+        text.replace("repetitions = 3", "repetitions = 1").replace("[spark]\n", "[spark]\nfast_jvm = true\n")
+    )
     return inv, spec
 
 

@@ -36,7 +36,8 @@ def quickstart(
 ) -> Path:
     """experiments/quickstart.toml on three hosts (the stand-ins): the master and two workers, each
     with its own 40 Mbit/s link (``star``; ``shared`` needs a router host besides), without the
-    self-test (it needs namespaces), ``reps`` repetitions; without the cross-traffic matrix unless
+    self-test (it needs namespaces), ``reps`` repetitions, the tests' quicker JVMs (``spark.fast_jvm``);
+    without the cross-traffic matrix unless
     ``matrix`` (its iperf3 flows then go between the two workers), ``cross``: a ``[cross_traffic]``."""
     data = tomllib.loads((REPO / "experiments" / "quickstart.toml").read_text())
     data["experiment"]["repetitions"] = reps
@@ -48,6 +49,7 @@ def quickstart(
         "h3": {"roles": ["spark-worker"]},
     }
     data["telemetry"] = {"selftest": "off"}
+    data["spark"]["fast_jvm"] = True  # C1 only and the serial collector: half the CPU of a run
     if matrix:
         data["cross_traffic"] = {"source": "h2", "sink": "h3", **(cross or {})}
     else:
