@@ -32,15 +32,19 @@ fabric whose only loaded link is this one.
 Reported per row: mean and p99 FCT on both sides (p99 = the nearest-rank 99th percentile, i.e. the
 slowest flow for these flow counts), their errors relative to ns-3, retransmission timeouts, and
 per scenario the sign of Cubic's mean FCT minus DCTCP's on each side. ns-3 is deterministic: one run
-per row. The simulator is deterministic for a seed, which draws its RED decisions and each host's
-send-time jitter (up to one packet time: without it a full drop-tail queue locks to the senders'
-phases); an incast's timeouts, and so its mean FCT, depend on these draws, so the simulator's
+per row, kept under ``~/.cache/shufflelab/ns3-bench/runs`` by program and arguments (the program's
+name holds the hash of its sources and of the ns-3 libraries) and read back by later runs of this
+benchmark (``--fresh-ns3`` runs ns-3 again; a row's ns-3 wall time is its own run's). The
+simulator is deterministic for a seed, which draws its RED decisions and each host's send-time
+jitter (up to one packet time: without it a full drop-tail queue locks to the senders' phases); an
+incast's timeouts, and so its mean FCT, depend on these draws, so the simulator's
 figures are the mean over seeds 1-5 (``--seeds``), with the range of the seeds' values beside them.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import statistics
@@ -53,7 +57,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sim_vs_ns3 import CCS, MSS, RED, WIRE_PER_SEGMENT, compile_ns3  # noqa: E402
+from sim_vs_ns3 import CACHE, CCS, MSS, RED, WIRE_PER_SEGMENT, compile_ns3  # noqa: E402
 from sim_vs_ns3_fabric import sim_config as alltoall_config  # noqa: E402
 
 from shufflelab.sim import core  # noqa: E402
@@ -75,6 +79,27 @@ def p99(xs: list[float]) -> float:
     return s[round((len(s) - 1) * 0.99)]
 
 
+# ns-3's runs are deterministic: a run of the same program (its file name holds the hash of its
+# sources and of the ns-3 libraries) with the same arguments is read back from here (--fresh-ns3: not)
+NS3_RUNS = CACHE / "runs"
+FRESH_NS3 = False
+
+
+def run_ns3(args: list[str]) -> dict[str, Any]:
+    """The last line of ns-3's output for ``args`` (the program first) as JSON, from the cache of
+    earlier identical runs unless ``FRESH_NS3``; ``cached`` says which."""
+    key = hashlib.sha256("\0".join(args).encode()).hexdigest()[:24]
+    stored = NS3_RUNS / f"{key}.json"
+    if stored.exists() and not FRESH_NS3:
+        out: dict[str, Any] = json.loads(stored.read_text())["out"]
+        return out | {"cached": True}
+    text = subprocess.run(args, check=True, capture_output=True, text=True).stdout
+    out = json.loads(text.strip().splitlines()[-1])
+    NS3_RUNS.mkdir(parents=True, exist_ok=True)
+    stored.write_text(json.dumps({"args": args, "out": out}))
+    return out | {"cached": False}
+
+
 def incast_hosts(n: int) -> list[int]:
     hosts = LEAVES * HOSTS_PER_LEAF
     return [j * hosts // (n + 1) for j in range(1, n + 1)]
@@ -87,9 +112,12 @@ def ns3_incast(binary: Path, cc: str, n: int) -> dict[str, Any]:
     if cc == "dctcp":
         args += ["--queueDisc=step", f"--markK={STEP_K}", f"--dctcpFloor={DCTCP_FLOOR}"]
     args += [f"--incastSenders={','.join(map(str, incast_hosts(n)))}", "--incastReceiver=0"]
-    out = json.loads(subprocess.run(args, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
+    out = run_ns3(args)
     fct = [f[2] for f in out["flows"]]
-    return {"fct_s": fct, "timeouts": sum(out["rtos"]), "wall_s": out["wall_s"], "args": args[1:]}
+    return {"fct_s": fct, "timeouts": sum(out["rtos"]), "wall_s": out["wall_s"], "args": args[1:]} | {
+        "cached": out["cached"],
+        "ss_exit_segments": out.get("ss_exit_segments"),
+    }
 
 
 def incast_config(cc: str, n: int, mode: str) -> dict[str, Any]:
@@ -157,12 +185,13 @@ def ns3_alltoall(binary: Path, cc: str, uplink_gbps: float) -> dict[str, Any]:
     args += [f"--cc={CCS[cc]}", f"--delAckTimeoutMs={DELACK_MS}"]
     if cc == "dctcp":
         args += ["--queueDisc=step", f"--markK={STEP_K}", f"--dctcpFloor={DCTCP_FLOOR}"]
-    out = json.loads(subprocess.run(args, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
+    out = run_ns3(args)
     return {
         "fct_s": [f[2] for f in out["flows"]],
         "timeouts": sum(out["rtos"]),
         "wall_s": out["wall_s"],
         "args": args[1:],
+        "cached": out["cached"],
     }
 
 
@@ -222,8 +251,14 @@ def ns3_link(binary: Path, cc: str, queue: str, share: float) -> dict[str, Any]:
         args += ["--queue=red"] + [f"--{k}={v}" for k, v in RED.items()]
     else:
         args += ["--queue=step", f"--minTh={STEP_K}"]
-    out = json.loads(subprocess.run(args, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
-    return {"fct_s": out["fct_s"], "wall_s": out["wall_s"], "args": args[1:]}
+    out = run_ns3(args)
+    return {
+        "fct_s": out["fct_s"],
+        "timeouts": sum(out["rtos"]),
+        "wall_s": out["wall_s"],
+        "args": args[1:],
+        "cached": out["cached"],
+    }
 
 
 def err(sim: float, ns: float) -> float:
@@ -293,7 +328,10 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=Path("/tmp/sim-vs-ns3-packet.md"))
     ap.add_argument("--only", choices=("incast", "bottleneck", "alltoall"), default=None)
     ap.add_argument("--seeds", type=int, default=5, help="simulator seeds 1..N per row")
+    ap.add_argument("--fresh-ns3", action="store_true", help="run ns-3 again where an identical run is cached")
     a = ap.parse_args()
+    global FRESH_NS3
+    FRESH_NS3 = a.fresh_ns3
     seeds = range(1, a.seeds + 1)
     rows: list[dict[str, Any]] = []
     for c in cases(a.only):
@@ -312,7 +350,9 @@ def main() -> int:
             row |= {"sim_end_s": statistics.mean(r["end_s"] for r in runs)}
         row |= {"maxmin_mean_s": mm and mm["mean_s"], "maxmin_p99_s": mm and mm["p99_s"]}
         row |= {"ns3_wall_s": ns["wall_s"], "sim_wall_s": pk["wall_s"], "maxmin_wall_s": mm and mm["wall_s"]}
-        row |= {"ns3_args": ns["args"]}
+        row |= {"ns3_args": ns["args"], "ns3_cached": ns["cached"]}
+        if ns.get("ss_exit_segments") is not None:
+            row |= {"ns3_ss_exit_segments": ns["ss_exit_segments"]}
         rows.append(row)
         print(json.dumps({k: v for k, v in row.items() if k != "ns3_args"}), flush=True)
     for r in rows:

@@ -12,7 +12,7 @@
 // benchmarks/ns3/two_tier.cc. Defaults: ns-3's own.
 //
 // Prints one JSON object on stdout: per-flow completion times (s, from the flows' common start),
-// the UDP rate delivered, and the simulator's own wall time.
+// per-flow retransmission timeouts, the UDP rate delivered, and the simulator's own wall time.
 #include <chrono>
 #include <cstdio>
 #include <vector>
@@ -28,6 +28,11 @@ static uint64_t g_total = 0;
 static std::vector<uint64_t> g_rx;
 static uint64_t g_bytes = 0;
 static double g_start = 1.0;
+static std::vector<uint32_t> g_rtos;  // per flow: retransmission timeouts (the timer doubled)
+
+static void OnRto(uint32_t flow, Time old, Time now) {
+  if (now == old + old) g_rtos[flow]++;
+}
 
 static void OnRx(uint32_t flow, Ptr<const Packet> p, const Address &) {
   g_rx[flow] += p->GetSize();
@@ -81,6 +86,7 @@ int main(int argc, char *argv[]) {
   g_bytes = static_cast<uint64_t>(megabytes * 1e6);
   g_fct.assign(flows, -1.0);
   g_rx.assign(flows, 0);
+  g_rtos.assign(flows, 0);
 
   ConfigureTcpHosts(cc, dctcpFloor, delAckTimeoutMs, minRtoMs);
   Config::SetDefault("ns3::TcpSocketBase::UseEcn", StringValue("On"));
@@ -134,8 +140,13 @@ int main(int argc, char *argv[]) {
   Ipv4GlobalRoutingHelper::PopulateRoutingTables();
 
   for (uint32_t i = 0; i < flows; i++) {
-    InstallBulkFlow(senders.Get(i), sinks.Get(i), sinkAddr[i], 5000 + i, g_bytes, Seconds(g_start),
-                    MakeBoundCallback(&OnRx, i));
+    ApplicationContainer b = InstallBulkFlow(senders.Get(i), sinks.Get(i), sinkAddr[i], 5000 + i, g_bytes,
+                                             Seconds(g_start), MakeBoundCallback(&OnRx, i));
+    // the sender's socket exists once the application has started: hook its RTO trace then
+    Ptr<BulkSendApplication> app = DynamicCast<BulkSendApplication>(b.Get(0));
+    Simulator::Schedule(Seconds(g_start) + NanoSeconds(1), [app, i]() {
+      app->GetSocket()->TraceConnectWithoutContext("RTO", MakeBoundCallback(&OnRto, i));
+    });
   }
   ApplicationContainer udpSink;
   if (udpShare > 0) {
@@ -164,6 +175,8 @@ int main(int argc, char *argv[]) {
   }
   std::printf("{\"fct_s\": [");
   for (uint32_t i = 0; i < flows; i++) std::printf("%s%.6f", i ? ", " : "", g_fct[i]);
+  std::printf("], \"rtos\": [");
+  for (uint32_t i = 0; i < flows; i++) std::printf("%s%u", i ? ", " : "", g_rtos[i]);
   std::printf("], \"mid_s\": %.6f, \"udp_rx_bps\": %.1f, \"virtual_end_s\": %.6f, \"wall_s\": %.6f}\n",
               g_t75 - g_t25, udpRx, end, wall);
   Simulator::Destroy();

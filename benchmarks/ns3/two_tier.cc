@@ -23,7 +23,8 @@
 //
 // Prints one JSON object on stdout: per-flow (src, dst, completion time in s from the common start),
 // per-flow diagnostics of the senders (retransmission timeouts, congestion windows set below one
-// segment, the last segment sent and the longest pause between two; ns-3 closes a connection
+// segment, the last segment sent and the longest pause between two, the first slow-start threshold
+// set in segments, i.e. where slow start ended, -1: never; ns-3 closes a connection
 // silently after --dataRetries timeouts of one segment, 6 by default, so a flow that stopped
 // sending long before the end was given up) and the simulator's own wall time.
 #include <chrono>
@@ -44,6 +45,7 @@ struct Flow {
   uint32_t subMss = 0;   // congestion windows set below one segment
   double lastTx = -1;    // the sender's last segment, s from the common start
   double maxTxGap = 0;   // the longest pause between two of its segments, s
+  double ssExit = -1;    // the first slow-start threshold set (slow start's end), segments
 };
 static std::vector<Flow> g_flows;
 static uint64_t g_bytes = 0;
@@ -64,6 +66,12 @@ static void OnTx(uint32_t flow, Ptr<const Packet>, const TcpHeader &, Ptr<const 
   double now = Simulator::Now().GetSeconds() - g_start;
   if (f.lastTx >= 0) f.maxTxGap = std::max(f.maxTxGap, now - f.lastTx);
   f.lastTx = now;
+}
+
+static void OnSsThresh(uint32_t flow, uint32_t, uint32_t now) {
+  Flow &f = g_flows[flow];
+  // the first finite threshold (the socket starts at UINT32_MAX, "none")
+  if (f.ssExit < 0 && now < UINT32_MAX) f.ssExit = static_cast<double>(now) / kSegment;
 }
 
 static void OnCwnd(uint32_t flow, uint32_t, uint32_t now) {
@@ -181,6 +189,7 @@ int main(int argc, char *argv[]) {
         sock->TraceConnectWithoutContext("RTO", MakeBoundCallback(&OnRto, id));
         sock->TraceConnectWithoutContext("CongestionWindow", MakeBoundCallback(&OnCwnd, id));
         sock->TraceConnectWithoutContext("Tx", MakeBoundCallback(&OnTx, id));
+        sock->TraceConnectWithoutContext("SlowStartThreshold", MakeBoundCallback(&OnSsThresh, id));
       });
       port++;
     }
@@ -203,6 +212,8 @@ int main(int argc, char *argv[]) {
   for (size_t i = 0; i < g_flows.size(); i++) std::printf("%s%.6f", i ? ", " : "", g_flows[i].lastTx);
   std::printf("], \"max_tx_gap_s\": [");
   for (size_t i = 0; i < g_flows.size(); i++) std::printf("%s%.6f", i ? ", " : "", g_flows[i].maxTxGap);
+  std::printf("], \"ss_exit_segments\": [");
+  for (size_t i = 0; i < g_flows.size(); i++) std::printf("%s%.2f", i ? ", " : "", g_flows[i].ssExit);
   std::printf("], \"wall_s\": %.6f}\n", wall);
   Simulator::Destroy();
   return 0;
