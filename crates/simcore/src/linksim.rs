@@ -6,9 +6,10 @@
 //! crossing it, and a flow's delays on the links of its path are added up (Parsimon, NSDI'23).
 //!
 //! The senders: a window in bytes of `mss_bytes` segments (`switchcore::window::DctcpWindow`'s
-//! arithmetic: slow start from `init_cwnd_segments`, at most 2 segments per ACK; one segment per
-//! window after it for Reno, Cubic's TCP-friendly +0.53 and cut to 0.7 (data-center round trips
-//! keep Cubic in that region), DCTCP's α with g = 1/16 and a cut by α/2 per marked window).
+//! arithmetic: slow start from `init_cwnd_segments`, at most 2 segments per ACK, ended for Cubic
+//! by HyStart's ACK-train test ([`hystart`]); one segment per window after it for Reno, Cubic's
+//! TCP-friendly +0.53 and cut to 0.7 (data-center round trips keep Cubic in that region), DCTCP's
+//! α with g = 1/16 and a cut by α/2 per marked window).
 //! Every packet is ACKed alone (no delayed ACKs). A dropped segment is detected when three
 //! segments sent after it have arrived (SACK's rule, RFC 6675) and is resent; the window is cut
 //! once per window of data. A sender that hears nothing for its retransmission timeout
@@ -38,6 +39,8 @@ const NS: f64 = 1e9;
 const G: f64 = 1.0 / 16.0;
 /// Cubic's HyStart looks for the end of slow start from this window on (segments).
 const HYSTART_LOW_WINDOW: u64 = 16;
+/// HyStart's ACK train: ACKs at most this far apart (ns) belong to one train.
+const HYSTART_ACK_DELTA_NS: u64 = 2_000_000;
 /// Segments that must arrive after a lost one before its loss is detected.
 const DUP_THRESH: u32 = 3;
 
@@ -199,6 +202,8 @@ struct Pkt {
     marked: bool,
     /// A retransmission (its arrival fills a hole).
     retx: bool,
+    /// When it reached the queue (ns): its ACK's round-trip sample starts here.
+    queued: u64,
 }
 
 const CROSS: u32 = u32::MAX;
@@ -213,6 +218,7 @@ enum Ev {
         tx: u64,
         ce: bool,
         retx: bool,
+        queued: u64,
     },
     /// A packet of `flow` reaches the queue (after its access link).
     Arrive {
@@ -255,6 +261,14 @@ struct Sender {
     timeouts: u32,
     started_ns: u64,
     done_s: f64,
+    /// Cubic's HyStart still looks for the end of slow start.
+    hystart: bool,
+    /// The smallest round trip sampled (ns).
+    delay_min: u64,
+    /// HyStart's current round: its start, its train's last ACK, the first transmission after it.
+    round_start: u64,
+    last_ack: u64,
+    round_end: u64,
 }
 
 /// What every sender's send path needs: segment size, minimum RTO, a packet time of the link.
@@ -297,13 +311,7 @@ pub fn simulate(p: &LinkSim) -> Result<LinkResult, String> {
             if f.after.is_none() {
                 heap.push(Reverse((start, Ev::Start(i as u32))));
             }
-            let mut win = DctcpWindow::new((p.init_cwnd_segments * p.mss_bytes) as u64, 1.0);
-            if p.cc == Cc::Cubic {
-                // HyStart's ACK-train test (Linux's and ns-3's Cubic): once the window holds
-                // 16 segments, a train of ACKs longer than half the minimum round trip ends slow
-                // start; at data-center round trips that is the first such train
-                win.ssthresh = HYSTART_LOW_WINDOW * mss;
-            }
+            let win = DctcpWindow::new((p.init_cwnd_segments * p.mss_bytes) as u64, 1.0);
             Sender {
                 win,
                 total: (f.bytes / p.mss_bytes).ceil().max(1.0) as u64,
@@ -328,6 +336,11 @@ pub fn simulate(p: &LinkSim) -> Result<LinkResult, String> {
                 timeouts: 0,
                 started_ns: u64::MAX,
                 done_s: f64::NAN,
+                hystart: p.cc == Cc::Cubic,
+                delay_min: u64::MAX,
+                round_start: 0,
+                last_ack: 0,
+                round_end: 0,
             }
         })
         .collect();
@@ -448,6 +461,7 @@ pub fn simulate(p: &LinkSim) -> Result<LinkResult, String> {
                 tx: pkt.tx,
                 ce: pkt.marked,
                 retx: pkt.retx,
+                queued: pkt.queued,
             };
             heap.push(Reverse((now + rtt_ns[f], ack)));
         }
@@ -468,6 +482,7 @@ pub fn simulate(p: &LinkSim) -> Result<LinkResult, String> {
                                 tx: 0,
                                 marked: false,
                                 retx: false,
+                                queued: now,
                             };
                             q.push(pkt, wire, now);
                         }
@@ -502,14 +517,24 @@ pub fn simulate(p: &LinkSim) -> Result<LinkResult, String> {
                                 tx,
                                 marked,
                                 retx,
+                                queued: now,
                             };
                             q.push(pkt, wire, now);
                         }
                     }
                 }
-                Ev::Ack { flow, tx, ce, retx } => {
+                Ev::Ack {
+                    flow,
+                    tx,
+                    ce,
+                    retx,
+                    queued,
+                } => {
                     let s = &mut senders[flow as usize];
                     s.in_flight -= 1;
+                    if s.hystart {
+                        hystart(s, now, now - queued, tx, mss);
+                    }
                     // the cumulative ACK advances when no hole is left below, or a resent
                     // segment fills one: only then does the timer restart (as Linux's)
                     let advanced = s.holes == 0 || retx;
@@ -606,6 +631,10 @@ pub fn simulate(p: &LinkSim) -> Result<LinkResult, String> {
                     s.win.ssthresh = (flight * mss / 2).max(min_cwnd);
                     s.win.cwnd = mss;
                     s.grow = 0.0;
+                    // Cubic starts over after a timeout: HyStart looks again, from new samples
+                    s.hystart = p.cc == Cc::Cubic;
+                    s.delay_min = u64::MAX;
+                    s.round_end = 0;
                     s.recover = s.next_tx;
                     s.window_end = s.next_tx;
                     s.backoff += 1;
@@ -648,6 +677,31 @@ pub fn simulate(p: &LinkSim) -> Result<LinkResult, String> {
         end_s,
         events,
     })
+}
+
+/// Cubic's HyStart, its ACK-train test (ns-3's TcpCubic, unpaced): once the window holds
+/// `HYSTART_LOW_WINDOW` segments in slow start, the ACKs of a round that keep arriving within
+/// `HYSTART_ACK_DELTA_NS` of each other for longer than the smallest round trip sampled end slow
+/// start at the window reached (ssthresh = cwnd). A round starts at the first ACK of data sent
+/// after the previous round's start. The delay test (round trips 4 ms above the minimum) is left
+/// out: the queues simulated here add less than that.
+fn hystart(s: &mut Sender, now: u64, rtt: u64, tx: u64, mss: u64) {
+    s.delay_min = s.delay_min.min(rtt);
+    if s.win.cwnd >= s.win.ssthresh || s.win.cwnd < HYSTART_LOW_WINDOW * mss {
+        return;
+    }
+    if tx >= s.round_end {
+        s.round_start = now;
+        s.last_ack = now;
+        s.round_end = s.next_tx;
+    }
+    if now - s.last_ack <= HYSTART_ACK_DELTA_NS {
+        s.last_ack = now;
+        if now - s.round_start > s.delay_min {
+            s.win.ssthresh = s.win.cwnd;
+            s.hystart = false;
+        }
+    }
 }
 
 /// A loss-based sender's congestion response: the window to `keep` of itself.
