@@ -133,7 +133,7 @@ class SshProcess:
             with contextlib.suppress(HostError):
                 await self.session.run(
                     "stop a process",
-                    ["env", "kill", "-s", name, "--", f"-{self._pid}"],
+                    group_signal_argv(name, self._pid),
                     check=False,
                     privileged=self.privileged,
                 )
@@ -159,6 +159,14 @@ class SshProcess:
         if self._done is None:
             return None
         return self._loop.call(self._stop(sig, grace_s))
+
+
+def group_signal_argv(signal_name: str, pgid: int) -> list[str]:
+    """The command that sends ``signal_name`` (``TERM``, ``KILL``, ...) to process group ``pgid``: the
+    shell's own ``kill`` -- procps-ng's (4.0.2, Debian 12) takes ``-- -N`` for a signal option when N
+    is a signal's number (a group of pid 1-64, common in a container's or a stand-in's PID namespace)
+    and prints its usage instead of signalling."""
+    return ["sh", "-c", 'kill -s "$0" -- "-$1"', signal_name, str(pgid)]
 
 
 async def pull_tree(session: Session, remote: str, local: Path, skip: Sequence[str] = ()) -> int:

@@ -248,7 +248,8 @@ class Switch:
 
     def _signal(self, name: str) -> None:
         if self.process is not None and self.process.poll() is None:
-            self._run(["env", "kill", "-s", name, "--", f"-{self.process.pid}"], place=self.place, check=False)
+            # the shell's kill: procps-ng's misreads `-- -N` when N is a signal's number (a small pid)
+            self._run(["sh", "-c", 'kill -s "$0" -- "-$1"', name, str(self.process.pid)], place=self.place, check=False)
 
     def start_cross(self) -> None:
         """Start the in-switch sources (SIGUSR2; a config with sources starts them paused)."""
