@@ -123,3 +123,31 @@ def test_a_replay_on_a_fabric_starts_its_agents_through_the_launcher(tmp_path: P
     r = job.result()
     assert r.ok, r.errors
     assert int(r.fetches["bytes"].sum()) == t.shuffle_bytes and set(r.fetches["map"]) == {0, 1, 2}
+
+
+def test_an_agent_listening_after_it_was_needed_makes_the_job_not_ok() -> None:
+    """An agent that started listening after its first map's output was due (a slow start on a
+    machine): every fetch from it waited, so the replay's times are not the trace's -- the job is
+    not ok and says which agent and how late (before, such a job was ok, its fetch times inflated).
+    An agent with nothing due yet may start later."""
+    t = trace.Trace(
+        maps=[trace.MapTask(duration_s=1.0, output_bytes=[10]), trace.MapTask(duration_s=5.0, output_bytes=[10])],
+        reduces=[trace.ReduceTask()],
+        slowstart=1.0,
+    )
+    p = replay.plan(t, {"a": ("127.0.0.1", 1), "b": ("127.0.0.1", 2), "c": ("127.0.0.1", 3)}, t0=100.0)
+    p["map_node"], p["reduce_node"] = ["a", "b"], ["c"]  # a's map ends at 1 s, b's at 5 s, c reduces at 5 s
+
+    def agent(node: str, listening: float, fetches: int = 0) -> dict[str, object]:
+        rows = [{"map": m, "reduce": 0, "bytes": 10, "t_request": 105.0, "t_end": 105.5} for m in range(fetches)]
+        reducers = [{"reduce": 0, "t_shuffle_end": 105.5, "t_end": 105.5}] if node == "c" else []
+        return {"node": node, "ok": True, "t_listening": listening, "fetches": rows, "reducers": reducers}
+
+    on_time = [agent("a", 100.9), agent("b", 104.0), agent("c", 104.9, fetches=2)]
+    assert replay.collect(p, on_time).ok
+    late = [agent("a", 101.5), agent("b", 104.0), agent("c", 104.9, fetches=2)]
+    r = replay.collect(p, late)
+    assert not r.ok and r.job_time_s is None
+    assert any(e.startswith("a: listening only 1.50 s after the job's start") for e in r.errors), r.errors
+    assert replay.late_agents(p, t, late) == {"a": pytest.approx(1.5)}
+    assert replay.late_agents(p, t, [agent("c", 105.2)]) == {"c": pytest.approx(5.2)}

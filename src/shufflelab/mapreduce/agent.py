@@ -54,6 +54,7 @@ class Agent:
         self.reducers: list[dict[str, Any]] = []
         self.errors: list[str] = []
         self.all_served = asyncio.Event()
+        self.t_listening: float | None = None
 
     # -- serving map outputs -------------------------------------------------------------------
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -144,6 +145,7 @@ class Agent:
     async def run(self) -> dict[str, Any]:
         host, port = self.addr[self.node]
         server = await asyncio.start_server(self._serve, host, port, reuse_address=True)
+        self.t_listening = time.time()  # fetches of its maps' outputs may come from now on
         if self.to_serve == 0:
             self.all_served.set()
         ok = True
@@ -165,6 +167,7 @@ class Agent:
             "node": self.node,
             "ok": ok and not self.errors,
             "t0": self.t0,
+            "t_listening": self.t_listening,
             "maps": self.my_maps,
             "served": self.served,
             "served_bytes": self.served_bytes,
@@ -199,7 +202,8 @@ def main(argv: list[str] | None = None) -> int:
         result = asyncio.run(agent.run())
     except KeyboardInterrupt:
         result = {"node": args[1], "ok": False, "errors": ["stopped"], "fetches": agent.fetches,
-                  "reducers": agent.reducers, "t0": agent.t0, "served": agent.served}  # fmt: skip
+                  "reducers": agent.reducers, "t0": agent.t0, "t_listening": agent.t_listening,
+                  "served": agent.served}  # fmt: skip
     write_json(out, result)
     return 0 if result["ok"] else 1
 

@@ -5,7 +5,8 @@ reduces from the last, so with as many reduces as hosts each host runs one; ``pl
 "split"`` puts maps on the first half of the hosts and reduces on the second half, so that on a
 two-switch topology every fetch crosses the inter-switch link as in seed 002's cross-rack
 shuffle). ``collect`` reads the agents' JSON into a :class:`JobResult`: job completion time
-(last reducer end - t0), shuffle time, and one row per fetch with its flow completion time.
+(last reducer end - t0), shuffle time, and one row per fetch with its flow completion time; a job
+with an agent that was not listening when it was first needed is not ok (fetches waited for it).
 ``run_local`` runs a whole replay on the loopback interface (one agent process per node, each on
 its own port) -- what the unit tests and a dry run use; :class:`FabricJob` does the same on a
 fabric's hosts through the backend's process launcher.
@@ -14,6 +15,7 @@ fabric's hosts through the backend's process launcher.
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 import time
@@ -84,6 +86,24 @@ class JobResult:
         }
 
 
+def late_agents(plan_: dict[str, Any], trace: Trace, results: list[dict[str, Any]]) -> dict[str, float]:
+    """The agents that started listening after they were first needed -- the end of their first map
+    (its output may be fetched from then on) or their reducers' slow-start instant -- each with
+    how long after ``t0`` it was listening."""
+    t0 = float(plan_["t0"])
+    due: dict[str, float] = {}
+    for m, node in enumerate(plan_["map_node"]):
+        due[node] = min(due.get(node, math.inf), trace.map_end_s(m))
+    for node in plan_["reduce_node"]:
+        due[node] = min(due.get(node, math.inf), trace.slowstart_s())
+    out = {}
+    for r in results:
+        node, at = str(r.get("node")), r.get("t_listening")
+        if at is not None and float(at) > t0 + due.get(node, math.inf):
+            out[node] = float(at) - t0
+    return out
+
+
 def collect(plan_: dict[str, Any], results: list[dict[str, Any]]) -> JobResult:
     """One job from every agent's result (a missing agent result makes the job not ok)."""
     trace = Trace.model_validate(plan_["trace"])
@@ -91,6 +111,9 @@ def collect(plan_: dict[str, Any], results: list[dict[str, Any]]) -> JobResult:
     fetch_rows = [f for r in results for f in r.get("fetches", [])]
     red_rows = [x for r in results for x in r.get("reducers", [])]
     errors = [f"{r.get('node')}: {e}" for r in results for e in r.get("errors", [])]
+    late = late_agents(plan_, trace, results)
+    errors += [f"{n}: listening only {s:.2f} s after the job's start (t0), later than its first map output or "
+               "reducer was due: the replay's times are not the trace's" for n, s in sorted(late.items())]  # fmt: skip
     fetches = pd.DataFrame(fetch_rows)
     if not fetches.empty:
         fetches["fct_s"] = fetches["t_end"] - fetches["t_request"]
@@ -98,7 +121,8 @@ def collect(plan_: dict[str, Any], results: list[dict[str, Any]]) -> JobResult:
     reducers = pd.DataFrame(red_rows)
     expected = len(trace.maps) * len(trace.reduces)
     ok = (
-        len(results) == len(set(plan_["nodes"]))
+        not late
+        and len(results) == len(set(plan_["nodes"]))
         and all(r.get("ok") for r in results)
         and len(fetches) == expected
         and len(reducers) == len(trace.reduces)
