@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -359,3 +360,37 @@ class Here:
     def stop_all(self) -> None:
         for p in self.procs:
             p.stop(grace_s=2)
+
+
+@dataclass
+class Machines:
+    """A staging (``protocols.Staging``) whose places each have files of their own, as machines do:
+    place P's folders are below ``root/P``, which nothing else reads; files get there and back only
+    through :meth:`put` and :meth:`get`, which record what they copied."""
+
+    root: Path
+    puts: list[tuple[str, str]] = field(default_factory=list)  # (place, path there)
+    gets: list[tuple[str, str]] = field(default_factory=list)
+    folders: list[tuple[str, str]] = field(default_factory=list)  # (place, folder there)
+
+    def folder(self, place: str, local: Path) -> str:
+        there = self.root / place / f"{len(self.folders):04d}-{local.name}"
+        there.mkdir(parents=True)
+        self.folders.append((place, str(there)))
+        return str(there)
+
+    def put(self, place: str, local: Path, remote: str) -> None:
+        assert Path(remote).is_relative_to(self.root / place), (place, remote)
+        shutil.copyfile(local, remote)
+        self.puts.append((place, remote))
+
+    def get(self, place: str, remote: str, local: Path) -> bool:
+        assert Path(remote).is_relative_to(self.root / place), (place, remote)
+        self.gets.append((place, remote))
+        if not Path(remote).exists():
+            return False
+        shutil.copyfile(remote, local)
+        return True
+
+    def python(self, place: str) -> tuple[str, dict[str, str]]:
+        return sys.executable, {"SHUFFLELAB_PLACE": place}

@@ -1,8 +1,9 @@
-"""The shipped experiments the hosts backend does not run (docs/hosts.md's table: TPC-H/NDP and the
-MapReduce replay, whose set-up reads the controller's own files; the replay's specs also put the
-userspace switch on their dumbbell) are refused by ``shufflelab run --hosts`` before anything
-connects, naming each spec field and why -- here with an inventory of documentation-range machines
-(never contacted: connecting fails the test). Their dumbbell itself runs on machines; a dumbbell
+"""The shipped experiments the hosts backend does not run (docs/hosts.md's table: TPC-H/NDP, whose
+set-up reads the controller's own files, and the MapReduce replay's, which put the userspace switch
+on their dumbbell -- the replay itself runs on machines) are refused by ``shufflelab run --hosts``
+before anything connects, naming each spec field and why -- here with an inventory of
+documentation-range machines (never contacted: connecting fails the test). Their dumbbell itself
+runs on machines; a dumbbell
 whose two directions do not fit the router host's line rate is refused once it is read, before
 anything is changed (exit 2)."""
 
@@ -54,13 +55,14 @@ def test_refused_before_anything_connects_naming_the_fields(
     out = " ".join(r.output.split())  # the console wraps long lines
     assert r.exit_code == 2, r.output
     assert "the hosts backend cannot run this experiment" in out
-    # the workload: its set-up reads the controller's own files, which machines do not share
-    workload = "tpch" if name.startswith("ndp") else "mapreduce"
-    assert f"workload.name = '{workload}': its set-up reads the controller's own files" in out, out
-    if workload == "tpch":  # the kernel's dumbbell (two HTB classes on the router host) is not refused
+    if name.startswith("ndp"):  # its set-up reads the controller's own files, which machines do not share
+        assert "workload.name = 'tpch': its set-up reads the controller's own files" in out, out
+        # the kernel's dumbbell (two HTB classes on the router host) is not refused
         assert "topology.kind = 'dumbbell'" not in out, out
-    else:  # the switch on a dumbbell: one port, one queue on the router host
+    else:  # the replay runs on machines; the switch on a dumbbell does not (one port, one queue)
+        assert "workload.name" not in out, out
         assert "with topology.kind = 'dumbbell': on machines the userspace switch" in out, out
+        assert "a queue per direction between the racks" in out, out
     assert not (tmp_path / "results").exists() or not any((tmp_path / "results").rglob("*.duckdb"))
 
 

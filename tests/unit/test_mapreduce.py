@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -123,6 +124,56 @@ def test_a_replay_on_a_fabric_starts_its_agents_through_the_launcher(tmp_path: P
     r = job.result()
     assert r.ok, r.errors
     assert int(r.fetches["bytes"].sum()) == t.shuffle_bytes and set(r.fetches["map"]) == {0, 1, 2}
+
+
+def test_a_replay_on_machines_ships_its_plan_and_brings_the_results_back(tmp_path: Path) -> None:
+    """On machines that share no folder with the controller (``fakes.Machines``: each place's files
+    its own), the agents read the plan from their machine's folder -- shipped there through the
+    backend's staging -- write their results there, and the results come back into the run's
+    ``mapreduce/`` folder through it; the job is assembled from those copies."""
+    t = trace.synthetic(3, 2, 0.1, map_s=0.05, reduce_s=0.05, parallel_copies=2, seed=6)
+    here = fakes.Here()
+    machines = fakes.Machines(tmp_path / "machines")
+    places = {f"h{i}": f"place-h{i}" for i in range(3)}
+    addresses = {f"h{i}": f"127.0.0.{i + 2}" for i in range(3)}
+    run_dir = tmp_path / "run"
+    job = replay.FabricJob(t, places, addresses, run_dir, here.launch, staging=machines, timeout_s=60, port=17740)
+    try:
+        job.start()
+        for p in here.procs:
+            p.popen.wait(timeout=70)
+    finally:
+        job.stop()
+    folders = dict(machines.folders)
+    assert set(folders) == set(places.values())
+    # each agent was started on its plan and result paths in its own machine's folder
+    for proc, (n, place) in zip(here.procs, places.items(), strict=True):
+        argv = [str(a) for a in proc.popen.args]  # type: ignore[union-attr]
+        assert argv[-3:] == [f"{folders[place]}/plan.json", n, f"{folders[place]}/{n}.json"], argv
+    assert sorted(machines.puts) == sorted((p, f"{f}/plan.json") for p, f in folders.items())
+    assert json.loads(Path(folders["place-h0"], "plan.json").read_text())["t0"] == job.plan["t0"]
+    assert not list((run_dir / "mapreduce").glob("h*.json"))  # nothing came back by itself
+    r = job.result()
+    assert r.ok, r.errors
+    assert int(r.fetches["bytes"].sum()) == t.shuffle_bytes
+    assert sorted(p.name for p in (run_dir / "mapreduce").glob("h*.json")) == ["h0.json", "h1.json", "h2.json"]
+    assert len(machines.gets) == 3
+
+
+def test_a_replay_on_machines_without_an_agents_result_is_not_ok(tmp_path: Path) -> None:
+    """An agent that left no result on its machine (it never ran): the job says which fetches are
+    missing, and nothing is read from the run's folder that did not come from the machine."""
+    t = trace.synthetic(2, 2, 0.1)
+    machines = fakes.Machines(tmp_path / "machines")
+    backend = fakes.Backend(tmp_path / "scratch")
+    places = {"a": "place-a", "b": "place-b"}
+    job = replay.FabricJob(t, places, {"a": "127.0.0.2", "b": "127.0.0.3"}, tmp_path / "run", backend.launch,
+                           staging=machines, timeout_s=5)  # fmt: skip
+    job.start()  # the fake launcher runs nothing
+    (tmp_path / "run" / "mapreduce" / "a.json").write_text('{"node": "a", "ok": true}')  # not the machine's
+    r = job.result()
+    assert not r.ok and r.job_time_s is None and any("0 of 4 fetches" in e for e in r.errors), r.errors
+    assert sorted(p for p, _ in machines.gets) == ["place-a", "place-b"]
 
 
 def test_an_agent_listening_after_it_was_needed_makes_the_job_not_ok() -> None:

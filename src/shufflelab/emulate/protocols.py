@@ -20,6 +20,8 @@ host's address on real hosts. The runner never looks inside it; it hands it back
 
 from __future__ import annotations
 
+import shutil
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -66,6 +68,50 @@ class ProcessLauncher(Protocol):
     def __call__(
         self, place: str, argv: Sequence[str], log: Path, /, env: Mapping[str, str] | None = None
     ) -> Process: ...
+
+
+class Staging(Protocol):
+    """A run's files where its processes run, and this checkout's Python there: what a process
+    launched at a place reads and writes must be in a folder that place sees. Local namespaces see
+    this machine's files (:class:`SharedFiles`: nothing to copy); a real host has its own (the
+    hosts backend's copies them with SFTP into the lease's folder there)."""
+
+    def folder(self, place: str, local: Path) -> str:
+        """A folder at ``place`` standing for the local folder ``local`` (created, as empty as the
+        run left it)."""
+        ...
+
+    def put(self, place: str, local: Path, remote: str) -> None:
+        """The local file ``local`` copied to ``remote`` at ``place``."""
+        ...
+
+    def get(self, place: str, remote: str, local: Path) -> bool:
+        """``remote`` at ``place`` copied to the local file ``local``; False when it is not there."""
+        ...
+
+    def python(self, place: str) -> tuple[str, dict[str, str]]:
+        """The interpreter of this checkout at ``place`` and the environment it needs there."""
+        ...
+
+
+class SharedFiles:
+    """The places see this machine's files and Python (the local backend's namespaces, the fakes)."""
+
+    def folder(self, place: str, local: Path) -> str:
+        local.mkdir(parents=True, exist_ok=True)
+        return str(local)
+
+    def put(self, place: str, local: Path, remote: str) -> None:
+        if Path(remote).resolve() != local.resolve():
+            shutil.copyfile(local, remote)
+
+    def get(self, place: str, remote: str, local: Path) -> bool:
+        if Path(remote).resolve() != local.resolve() and Path(remote).exists():
+            shutil.copyfile(remote, local)
+        return local.exists()
+
+    def python(self, place: str) -> tuple[str, dict[str, str]]:
+        return sys.executable, {}
 
 
 class Lease(Protocol):
@@ -183,6 +229,8 @@ class Backend:
     run: CommandRunner
     launch: ProcessLauncher
     clean: Callable[[], object] = lambda: None  # what crashed runs left behind
+    # a run's files and Python at the places (default: the places see this machine's)
+    staging: Staging = field(default_factory=SharedFiles)
     # the machines the spec's hosts run on, recorded in each run's environment ({}: this one)
     machines: Callable[[], dict[str, dict[str, Any]]] = dict
     clock: Callable[[], float] = field(default=time.monotonic)

@@ -30,6 +30,7 @@ from shufflelab.hosts.inventory import Inventory
 from shufflelab.hosts.probe import cpu_count, line_rate_mbps
 from shufflelab.hosts.remote import Loop, SshProcess, run_local, run_remote
 from shufflelab.hosts.safety import check_traffic
+from shufflelab.hosts.staging import SftpStaging
 from shufflelab.spec import SpecError
 from shufflelab.topology import Network
 
@@ -50,6 +51,7 @@ class HostsBackend:
         self._connection: Any = None
         self._launched = 0
         self.cpus: dict[str, int | None] = {}  # inventory host -> its CPU count, read on entry
+        self.staging = SftpStaging(self.loop, lambda: self.fabric)  # the run's files on the machines
 
     # -- lifetime ------------------------------------------------------------------------------
     def __enter__(self) -> HostsBackend:
@@ -87,6 +89,7 @@ class HostsBackend:
             launch=self.launch,
             clean=self.clean,
             machines=self.machines,
+            staging=self.staging,
         )
 
     def machines(self) -> dict[str, dict[str, Any]]:

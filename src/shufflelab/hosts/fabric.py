@@ -104,7 +104,8 @@ def refusals(
         out.append(
             f"{why} with topology.kind = 'dumbbell': on machines the userspace switch runs on the router host's one "
             "data interface, one port with one queue, and a dumbbell needs a queue per direction between the racks "
-            "on it (the kernel's HTB classes do that: without delay, RED/ECN, DCTCP or VCC); use 'shared'"
+            "on it (the kernel's HTB classes do that: a droptail queue without delay, RED/ECN, DCTCP or VCC); use "
+            "'shared', or the dumbbell without them"
         )
     if spec.datapath() == "switch" and kind == "star":
         why = ", ".join(features) or "topology.bottleneck.datapath = 'switch'"
@@ -154,12 +155,6 @@ def refusals(
             "workload.name = 'tpch': its set-up reads the controller's own files -- HDFS's configuration and jars, "
             "the NDP proxies and the TPC-H tables are written and started from the controller's paths, which "
             "machines do not share; not on machines yet"
-        )
-    elif kind_of is drivers.ReplayDriver:
-        out.append(
-            "workload.name = 'mapreduce': its set-up reads the controller's own files -- the replay's agents read "
-            "their plan from the controller's run folder and write their results there, which machines do not "
-            "share; not on machines yet"
         )
     return out
 

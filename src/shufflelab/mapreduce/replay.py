@@ -9,7 +9,9 @@ shuffle). ``collect`` reads the agents' JSON into a :class:`JobResult`: job comp
 with an agent that was not listening when it was first needed is not ok (fetches waited for it).
 ``run_local`` runs a whole replay on the loopback interface (one agent process per node, each on
 its own port) -- what the unit tests and a dry run use; :class:`FabricJob` does the same on a
-fabric's hosts through the backend's process launcher.
+fabric's hosts through the backend's process launcher, the agents' files where each host sees them
+(the backend's :class:`~shufflelab.emulate.protocols.Staging`: on machines over SSH, the lease's
+folder there, the plan shipped and the results fetched back with SFTP).
 """
 
 from __future__ import annotations
@@ -25,10 +27,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 
+from shufflelab.emulate.protocols import SharedFiles
+from shufflelab.mapreduce.agent import write_json
 from shufflelab.mapreduce.trace import Trace
 
 if TYPE_CHECKING:
-    from shufflelab.emulate.protocols import Process, ProcessLauncher
+    from shufflelab.emulate.protocols import Process, ProcessLauncher, Staging
 
 AGENT_PORT = 7600
 Placement = Literal["round-robin", "split"]
@@ -166,11 +170,16 @@ def run_local(trace: Trace, n_nodes: int, workdir: Path, base_port: int = 17600,
 
 class FabricJob:
     """One replay on a fabric: an agent per node, each at its host's place, started through the
-    backend's ``launch``.
+    backend's ``launch``, its files where that place sees them (``staging``).
 
-    ``places`` and ``addresses`` map node names to the host's place and address; the agents start
-    with :meth:`start` and the job starts ``lead_s`` after the plan was made (every agent must be
-    listening first).
+    ``places`` and ``addresses`` map node names to the host's place and address. :meth:`start`
+    makes a folder for the agents' files at each place, sets the job's start instant ``t0``, ships
+    the plan (``plan.json``, also kept in the run's ``mapreduce/`` folder) and starts the agents
+    one after the other; :meth:`result` brings each agent's result back into that folder. ``t0``
+    is ``lead_s`` after the plan was made -- every agent must be listening by then -- plus, where
+    reaching a place takes time (a machine over SSH), twice what making the places' folders took
+    per place for each copy of the plan and each agent started. An agent that was listening only
+    after it was first needed makes the job not ok (:func:`late_agents`): fetches waited for it.
     """
 
     def __init__(
@@ -181,6 +190,7 @@ class FabricJob:
         run_dir: Path,
         launch: ProcessLauncher,
         *,
+        staging: Staging | None = None,
         placement: Placement = "round-robin",
         timeout_s: float = 600.0,
         lead_s: float = 2.0,
@@ -189,26 +199,28 @@ class FabricJob:
         self.run_dir = run_dir / "mapreduce"
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.places, self.launch = places, launch
+        self.staging: Staging = staging if staging is not None else SharedFiles()
+        self.lead_s = lead_s
         nodes = {n: (addresses[n], port) for n in places}
         self.plan = plan(trace, nodes, t0=time.time() + lead_s, placement=placement, timeout_s=timeout_s)
         self.plan_path = self.run_dir / "plan.json"
-        self.plan_path.write_text(json.dumps(self.plan))
+        self.folders: dict[str, str] = {}  # place -> the folder of the agents' files there
         self.procs: dict[str, Process] = {}
 
     def start(self) -> None:
+        began = time.monotonic()
+        for place in dict.fromkeys(self.places.values()):
+            self.folders[place] = self.staging.folder(place, self.run_dir)
+        per_place = (time.monotonic() - began) / max(1, len(self.folders))
+        self.plan["t0"] = time.time() + self.lead_s + 2 * per_place * (len(self.folders) + len(self.places))
+        write_json(self.plan_path, self.plan)
+        for place, folder in self.folders.items():
+            self.staging.put(place, self.plan_path, f"{folder}/plan.json")
         for n, place in self.places.items():
-            self.procs[n] = self.launch(
-                place,
-                [
-                    sys.executable,
-                    "-m",
-                    "shufflelab.mapreduce.agent",
-                    str(self.plan_path),
-                    n,
-                    str(self.run_dir / f"{n}.json"),
-                ],  # fmt: skip
-                self.run_dir / f"{n}.log",
-            )
+            python, env = self.staging.python(place)
+            folder = self.folders[place]
+            argv = [python, "-m", "shufflelab.mapreduce.agent", f"{folder}/plan.json", n, f"{folder}/{n}.json"]
+            self.procs[n] = self.launch(place, argv, self.run_dir / f"{n}.log", env=env or None)
 
     def running(self) -> bool:
         return any(p.poll() is None for p in self.procs.values())
@@ -218,9 +230,11 @@ class FabricJob:
             p.stop()
 
     def result(self) -> JobResult:
+        """The job from every agent's result, each fetched into the run's ``mapreduce/`` folder."""
         results = []
-        for n in self.places:
+        for n, place in self.places.items():
             out = self.run_dir / f"{n}.json"
-            if out.exists():
+            folder = self.folders.get(place)
+            if folder is not None and self.staging.get(place, f"{folder}/{n}.json", out):
                 results.append(json.loads(out.read_text()))
         return collect(self.plan, results)

@@ -49,7 +49,8 @@ class ReplayDriver(Driver):
         fabric = self.group.fabric
         job = mr.FabricJob(
             tr, {n: fabric.places[n] for n in nodes}, {n: fabric.network.host_addresses[n] for n in nodes},
-            self.ctx.run_dir, self.backend.launch, placement=p.placement, timeout_s=spec.experiment.run_timeout_s,
+            self.ctx.run_dir, self.backend.launch, staging=self.backend.staging, placement=p.placement,
+            timeout_s=spec.experiment.run_timeout_s,
         )  # fmt: skip
         self.job = job
         phase("replaying the shuffle")
