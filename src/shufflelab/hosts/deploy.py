@@ -64,7 +64,7 @@ from shufflelab.hosts.deploy_plan import describe_plan as describe_plan  # (the 
 from shufflelab.hosts.inventory import Inventory
 from shufflelab.hosts.paths import HostPaths, artifacts_root, executable_rel, source_root
 
-_COPIES_PER_HOST = 8
+_COPIES_PER_HOST = 32  # SFTP puts in flight per host (docs/benchmarks.md, "Deploy": 32 against 8)
 
 # what runs on a host: the driver (and the workloads it runs), the queue sampler (and the netlink
 # library it imports only once it samples), pyspark's workers
