@@ -109,6 +109,42 @@ def test_each_racks_queue_is_counted_sampled_and_self_tested_on_its_own(tmp_path
     assert place == "router" and devs == ["eth1/11:", "eth1/12:"]
 
 
+def test_on_the_switch_each_racks_queue_is_counted_and_sampled_by_its_name(tmp_path: Path) -> None:
+    """The switch on the router host holds the dumbbell's two queues as two ports named ``sw1`` and
+    ``sw2`` on its one interface: a queue's counters are its port's last telemetry row, and the
+    samples keep those names (the shared topology's one port is renamed to the spec's port)."""
+    from shufflelab.hosts.switch import router_switch_config
+
+    red = {**SPEC, "topology": {"kind": "dumbbell", "bottleneck": {"rate_mbps": 40, "delay_ms": 2}}}
+    spec = specmod.parse(red)
+    loop = Loop()
+    try:
+        fabric, _, _ = _fabric(tmp_path, loop)
+        plan = netplan.of(spec, fabric.network)
+        cfg = router_switch_config(plan, dict.fromkeys(PLACES, "02:00:00:00:00:01"), "eth1", ncpu=2)
+        rows = {
+            "sw1": {"sent_bytes": 100.0, "sent_packets": 1.0, "drops": 0.0, "backlog_bytes": 0.0,
+                    "backlog_packets": 0.0, "marks": 0.0},
+            "sw2": {"sent_bytes": 9000.0, "sent_packets": 6.0, "drops": 2.0, "backlog_bytes": 1514.0,
+                    "backlog_packets": 1.0, "marks": 3.0},
+        }  # fmt: skip
+        saved: list[dict[str, str] | None] = []
+        switch = SimpleNamespace(
+            config=cfg, process=object(), last_telemetry=lambda: rows,
+            save_telemetry=lambda dest, rename=None: saved.append(rename),
+            save_status=lambda dest: None, save_config_and_log=lambda run_dir: None,
+        )  # fmt: skip
+        fabric._switch = switch  # type: ignore[assignment]
+        fabric._router_queues = {q.port: q.minor for q in plan.egress[topology.ROUTER].queues}
+        sw1, sw2 = fabric.network.bottlenecks
+        c1, c2 = fabric.counters(sw1), fabric.counters(sw2)
+        fabric.save_telemetry(tmp_path)
+    finally:
+        loop.close()
+    assert (c1.tx_bytes, c2.tx_bytes, c2.drops, c2.backlog_bytes, c2.marks) == (100, 9000, 2, 1514, 3)
+    assert saved == [{}]  # already the spec's names
+
+
 def test_counters_of_one_queue_are_its_leafs() -> None:
     from shufflelab.hosts.fabric import _counters
 
@@ -143,10 +179,12 @@ def test_a_machine_holding_hosts_of_both_racks_is_refused_naming_the_racks(tmp_p
     assert refusals(spec, router=True, sharing=[["master", "w1"]]) == []
     (why,) = refusals(spec, router=True, sharing=[["master", "w2"]])
     assert why.startswith("hosts.master.rack = 1 and hosts.w2.rack = 2 on one machine"), why
-    # the switch's features on a dumbbell: one port, one queue on the router host
+    # the switch's features on a dumbbell run (a queue per rack on the router host's switch); its racks
+    # on one machine are refused as the kernel's
     red = {**SPEC, "topology": {"kind": "dumbbell", "bottleneck": {"rate_mbps": 40, "delay_ms": 2}}}
-    (why,) = refusals(specmod.parse(red), router=True)
-    assert "topology.kind = 'dumbbell'" in why and why.startswith("topology.bottleneck.delay_ms"), why
+    assert refusals(specmod.parse(red), router=True) == []
+    (why,) = refusals(specmod.parse(red), router=True, sharing=[["master", "w2"]])
+    assert why.startswith("hosts.master.rack = 1 and hosts.w2.rack = 2 on one machine"), why
 
 
 def test_the_sampler_reads_one_queue_of_several_by_its_handle() -> None:

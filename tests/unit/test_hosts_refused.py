@@ -1,9 +1,8 @@
 """The shipped experiments the hosts backend does not run (docs/hosts.md's table: TPC-H/NDP, whose
-set-up reads the controller's own files, and the MapReduce replay's, which put the userspace switch
-on their dumbbell -- the replay itself runs on machines) are refused by ``shufflelab run --hosts``
-before anything connects, naming each spec field and why -- here with an inventory of
-documentation-range machines (never contacted: connecting fails the test). Their dumbbell itself
-runs on machines; a dumbbell
+set-up reads the controller's own files) are refused by ``shufflelab run --hosts`` before anything
+connects, naming each spec field and why -- here with an inventory of documentation-range machines
+(never contacted: connecting fails the test); seed 002's MapReduce replay specs, with the userspace
+switch on their dumbbell, are not. Their dumbbell itself runs on machines; a dumbbell
 whose two directions do not fit the router host's line rate is refused once it is read, before
 anything is changed (exit 2)."""
 
@@ -21,9 +20,11 @@ from typer.testing import CliRunner
 from shufflelab import spec as specmod
 from shufflelab.cli import app
 from shufflelab.hosts import backend as backendmod
+from shufflelab.hosts import commands, inventory
 
 ROOT = Path(__file__).resolve().parents[2]
-REFUSED = ["ndp-tpch.toml", "ndp-costs.toml", "vcc-mapreduce.toml", "vcc-mapreduce-red.toml"]
+REFUSED = ["ndp-tpch.toml", "ndp-costs.toml"]
+RUN = ["vcc-mapreduce.toml", "vcc-mapreduce-red.toml"]
 
 
 def _inventory(tmp_path: Path, spec: specmod.ExperimentSpec) -> Path:
@@ -55,15 +56,24 @@ def test_refused_before_anything_connects_naming_the_fields(
     out = " ".join(r.output.split())  # the console wraps long lines
     assert r.exit_code == 2, r.output
     assert "the hosts backend cannot run this experiment" in out
-    if name.startswith("ndp"):  # its set-up reads the controller's own files, which machines do not share
-        assert "workload.name = 'tpch': its set-up reads the controller's own files" in out, out
-        # the kernel's dumbbell (two HTB classes on the router host) is not refused
-        assert "topology.kind = 'dumbbell'" not in out, out
-    else:  # the replay runs on machines; the switch on a dumbbell does not (one port, one queue)
-        assert "workload.name" not in out, out
-        assert "with topology.kind = 'dumbbell': on machines the userspace switch" in out, out
-        assert "a queue per direction between the racks" in out, out
+    # its set-up reads the controller's own files, which machines do not share
+    assert "workload.name = 'tpch': its set-up reads the controller's own files" in out, out
+    # the kernel's dumbbell (two HTB classes on the router host) is not refused
+    assert "topology.kind = 'dumbbell'" not in out, out
     assert not (tmp_path / "results").exists() or not any((tmp_path / "results").rglob("*.duckdb"))
+
+
+@pytest.mark.parametrize("name", RUN)
+def test_the_mapreduce_replay_with_the_switch_on_its_dumbbell_is_not_refused(name: str, tmp_path: Path) -> None:
+    """Seed 002's specs: the replay's agents on machines (their files shipped), the switch's RED/ECN,
+    DCTCP and VCC on the router host with a queue per rack; every cell passes the backend's checks
+    (before, each was refused for the replay's files and for the switch's one queue)."""
+    path = ROOT / "experiments" / name
+    spec = specmod.load(path)
+    inv = inventory.load(_inventory(tmp_path, spec))
+    assert commands.backend_refusals(inv, spec, str(path)) == {}
+    # a 1 GbE router host holds both directions of their 100 Mbit/s link
+    assert commands.backend_refusals(inv, spec, str(path), router_line=("eth1", 1000.0)) == {}
 
 
 def test_a_dumbbell_beyond_the_router_hosts_line_rate_is_refused_once_read_before_any_change(

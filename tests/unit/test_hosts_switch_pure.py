@@ -78,7 +78,32 @@ def test_the_switch_makes_its_own_cross_traffic_in_the_router_hosts_one_queue() 
     assert cfg.to_json(None)["cross_paused"] is True  # started with the run's cross traffic, not before
 
 
-def test_the_switch_config_is_only_for_a_shared_bottleneck() -> None:
+def test_a_dumbbells_switch_holds_a_queue_per_rack_on_the_router_hosts_one_interface() -> None:
+    """The dumbbell's two router ports are two queues of the switch's one port, the router host's
+    data interface, named as the spec's ports (``sw1`` towards rack 1, ``sw2`` towards rack 2): each
+    host behind its rack's queue, the link on each, the samples named as the spec's ports already;
+    spec hosts sharing a machine (one rack) are one entry."""
+    hosts = {
+        "h1": {"roles": ["spark-master"], "rack": 1},
+        "h2": {"roles": ["spark-worker"], "rack": 1},
+        "h3": {"roles": ["spark-worker"], "rack": 2, "tcp": {"congestion_control": "cubic", "vcc": True}},
+    }
+    spec = specmod.parse({**SPEC, "topology": {**SPEC["topology"], "kind": "dumbbell"}, "hosts": hosts})
+    net = dataclasses.replace(topology.build(spec), host_addresses={**DATA, "h2": DATA["h1"]}, routing="peers")
+    cfg = router_switch_config(netplan.of(spec, net), MACS, "eth1", ncpu=2)
+    assert [(p.ifname, p.name, p.rate_mbps, p.delay_ms, p.queue_bytes) for p in cfg.ports] == [
+        ("eth1", "sw1", 40, 5, 100_000),
+        ("eth1", "sw2", 40, 5, 100_000),
+    ]
+    assert all(p.red is not None and p.red.min_bytes == 20_000 for p in cfg.ports)
+    got = {(h.ip, h.port, h.mode) for h in cfg.hosts}
+    assert got == {("10.214.5.10", "sw1", "dctcp"), ("10.214.5.12", "sw2", "vcc")}
+    doc = cfg.to_json(None)
+    assert [(p["ifname"], p["name"]) for p in doc["ports"]] == [("eth1", "sw1"), ("eth1", "sw2")]
+    assert {h["port"] for h in doc["hosts"]} == {"sw1", "sw2"}
+
+
+def test_the_switch_config_is_only_for_a_shared_bottleneck_or_a_dumbbell() -> None:
     data = {**SPEC, "topology": {**SPEC["topology"], "kind": "star"}}
     spec = specmod.parse(data)
     with pytest.raises(ValueError, match="topology.kind = 'star'"):

@@ -114,6 +114,12 @@ fn default_busy_poll_us() -> u64 {
 pub struct PortSpec {
     /// Interface name in the switch's namespace.
     pub ifname: String,
+    /// The port's name (hosts, sources and telemetry rows name it by this; default: `ifname`).
+    /// Ports of one interface are that interface's queues: each host's packets take its port's
+    /// queue and leave through the interface (a one-armed router holding both directions of a
+    /// link, a queue per direction).
+    #[serde(default)]
+    pub name: Option<String>,
     /// Egress rate in bit/s of Ethernet frame bytes (as HTB counts); 0 = unlimited.
     #[serde(default)]
     pub rate_bps: u64,
@@ -275,6 +281,11 @@ impl FlowSpec {
 }
 
 impl PortSpec {
+    /// What hosts, sources and telemetry call this port.
+    pub fn name(&self) -> &str {
+        self.name.as_deref().unwrap_or(&self.ifname)
+    }
+
     /// The core's port configuration, or why this one is invalid.
     pub fn to_core(&self) -> Result<PortConfig, String> {
         let rate_bytes = self.rate_bps / 8;
@@ -287,14 +298,14 @@ impl PortSpec {
             (DisciplineSpec::Red, None) => {
                 return Err(format!(
                     "port {}: discipline red needs a [red] table",
-                    self.ifname
+                    self.name()
                 ))
             }
             (DisciplineSpec::Red, Some(r)) => {
                 if r.min_bytes > r.max_bytes || !(0.0..=1.0).contains(&r.max_p) {
                     return Err(format!(
                         "port {}: red needs min_bytes <= max_bytes and 0 <= max_p <= 1",
-                        self.ifname
+                        self.name()
                     ));
                 }
                 Discipline::Red(RedConfig {
@@ -309,7 +320,7 @@ impl PortSpec {
             }
         };
         if self.delay_us < 0.0 {
-            return Err(format!("port {}: delay_us must be >= 0", self.ifname));
+            return Err(format!("port {}: delay_us must be >= 0", self.name()));
         }
         let limit_bytes = match (self.queue_bytes, self.queue_packets) {
             (Some(b), _) => Some(b),
@@ -370,6 +381,17 @@ mod tests {
         );
         let p: PortSpec = serde_json::from_str(r#"{"ifname": "a", "discipline": "red"}"#).unwrap();
         assert!(p.to_core().is_err());
+    }
+
+    #[test]
+    fn a_port_is_named_by_its_interface_unless_named() {
+        let c: Config = serde_json::from_str(
+            r#"{"ports": [{"ifname": "data0", "name": "sw1"}, {"ifname": "data0", "name": "sw2"},
+                          {"ifname": "r1"}], "hosts": []}"#,
+        )
+        .unwrap();
+        let names: Vec<&str> = c.ports.iter().map(|p| p.name()).collect();
+        assert_eq!(names, ["sw1", "sw2", "r1"]);
     }
 
     #[test]

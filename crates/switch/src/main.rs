@@ -80,19 +80,35 @@ fn run(path: &str) -> Result<(), String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
     let cfg: Config = serde_json::from_str(&text).map_err(|e| format!("{path}: {e}"))?;
     let start = now_ns();
-    let mut ports = Vec::new();
+    // one socket per interface; the config's ports are queues, several of one interface sharing
+    // its socket (a one-armed router's directions): frames leave through their port's socket,
+    // and a frame received on a socket counts on that socket's first port
+    let mut sockets: Vec<Port> = Vec::new();
+    let mut socket_of = Vec::new(); // port -> its socket
+    let mut first_port = Vec::new(); // socket -> its first port
     let mut setups = Vec::new();
     let mut index = HashMap::new();
     for (i, p) in cfg.ports.iter().enumerate() {
         let queue = p.to_core()?;
-        let port = Port::open(&p.ifname).map_err(|e| format!("port {}: {e}", p.ifname))?;
+        let si = match sockets.iter().position(|s| s.ifname == p.ifname) {
+            Some(si) => si,
+            None => {
+                let port = Port::open(&p.ifname).map_err(|e| format!("port {}: {e}", p.name()))?;
+                sockets.push(port);
+                first_port.push(i);
+                sockets.len() - 1
+            }
+        };
         setups.push(PortSetup {
-            mac: port.mac,
+            mac: sockets[si].mac,
             queue,
         });
-        ports.push(port);
-        index.insert(p.ifname.clone(), i);
+        socket_of.push(si);
+        if index.insert(p.name().to_string(), i).is_some() {
+            return Err(format!("two ports are named {:?}", p.name()));
+        }
     }
+    let names: Vec<String> = cfg.ports.iter().map(|p| p.name().to_string()).collect();
     let mut hosts = Vec::new();
     for h in &cfg.hosts {
         let ip: Ipv4Addr =
@@ -127,7 +143,7 @@ fn run(path: &str) -> Result<(), String> {
     if cfg.cross_paused {
         switch.pause_cross();
     }
-    let mut tx_errors = vec![0u64; ports.len()];
+    let mut tx_errors = vec![0u64; names.len()];
 
     // SAFETY: installing an async-signal-safe handler that only stores an atomic.
     unsafe {
@@ -172,7 +188,7 @@ fn run(path: &str) -> Result<(), String> {
     let mut sample_k = 0u64;
 
     let mut pool: Vec<Vec<u8>> = Vec::new();
-    let mut pfds: Vec<libc::pollfd> = ports
+    let mut pfds: Vec<libc::pollfd> = sockets
         .iter()
         .map(|p| libc::pollfd {
             fd: p.fd(),
@@ -180,7 +196,7 @@ fn run(path: &str) -> Result<(), String> {
             revents: 0,
         })
         .collect();
-    println!("ready ports={}", ports.len());
+    println!("ready ports={}", names.len());
     let _ = std::io::stdout().flush();
 
     while !STOP.load(Ordering::Relaxed) {
@@ -196,7 +212,8 @@ fn run(path: &str) -> Result<(), String> {
             let _ = std::io::stdout().flush();
         }
         // receive
-        for (pi, port) in ports.iter().enumerate() {
+        for (si, port) in sockets.iter().enumerate() {
+            let pi = first_port[si];
             for _ in 0..RX_BATCH {
                 let mut buf = pool.pop().unwrap_or_else(|| vec![0u8; FRAME_CAP]);
                 buf.resize(FRAME_CAP, 0);
@@ -209,6 +226,12 @@ fn run(path: &str) -> Result<(), String> {
                     Err(e) => return Err(format!("recv on {}: {e}", port.ifname)),
                 };
                 worked = true;
+                if info.other_host {
+                    // addressed to another machine's MAC (flooded by the network's switch): not
+                    // this router's to forward, as the kernel's forwarding would not either
+                    pool.push(buf);
+                    continue;
+                }
                 let now = now_ns();
                 if info.len > FRAME_CAP {
                     // larger than an MTU frame: offloads are on
@@ -229,10 +252,11 @@ fn run(path: &str) -> Result<(), String> {
         let now = now_ns();
         while let Some((pi, frame)) = switch.poll_transmit(now) {
             worked = true;
-            match ports[pi].send(&frame) {
+            let socket = &sockets[socket_of[pi]];
+            match socket.send(&frame) {
                 Ok(true) => {}
                 Ok(false) => tx_errors[pi] += 1,
-                Err(e) => return Err(format!("send on {}: {e}", ports[pi].ifname)),
+                Err(e) => return Err(format!("send on {}: {e}", socket.ifname)),
             }
             pool.push(frame);
         }
@@ -240,13 +264,13 @@ fn run(path: &str) -> Result<(), String> {
         if now >= next_sample {
             if let Some(w) = telemetry.as_mut() {
                 let t = clock_ns(libc::CLOCK_REALTIME) as f64 / 1e9;
-                for (pi, port) in ports.iter().enumerate() {
+                for (pi, name) in names.iter().enumerate() {
                     let c = switch.port_counters(pi);
                     let s = c.queue;
                     writeln!(
                         w,
                         "{t:.6},{},{},{},{},{},{},{},{},{},{}",
-                        port.ifname,
+                        name,
                         s.backlog_bytes,
                         s.backlog_packets,
                         s.drops,
@@ -303,7 +327,7 @@ fn run(path: &str) -> Result<(), String> {
     // summary for the log
     let fs = switch.flow_stats();
     let mut summary = String::from("{\"ports\": {");
-    for (pi, port) in ports.iter().enumerate() {
+    for (pi, name) in names.iter().enumerate() {
         let c = switch.port_counters(pi);
         let s = c.queue;
         if pi > 0 {
@@ -311,7 +335,7 @@ fn run(path: &str) -> Result<(), String> {
         }
         summary.push_str(&format!(
             "\"{}\": {{\"offered_packets\": {}, \"sent_bytes\": {}, \"sent_packets\": {}, \"drops\": {}, \"marks\": {}, \"overlimits\": {}, \"rx_bytes\": {}, \"rx_packets\": {}, \"not_routed\": {}, \"tx_errors\": {}}}",
-            port.ifname, s.offered_packets, s.sent_bytes, s.sent_packets, s.drops, s.marks, s.overlimits, c.rx_bytes, c.rx_packets, c.not_routed, tx_errors[pi]
+            name, s.offered_packets, s.sent_bytes, s.sent_packets, s.drops, s.marks, s.overlimits, c.rx_bytes, c.rx_packets, c.not_routed, tx_errors[pi]
         ));
     }
     summary.push_str("}, \"cross\": [");

@@ -10,6 +10,7 @@ const PACKET_AUXDATA: libc::c_int = 8;
 const PACKET_QDISC_BYPASS: libc::c_int = 20;
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
 const TP_STATUS_CSUMNOTREADY: u32 = 1 << 3;
+const PACKET_OTHERHOST: u8 = 3;
 
 fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
     if r < 0 {
@@ -44,6 +45,8 @@ pub struct RxInfo {
     pub len: usize,
     /// The transport checksum is only a partial (pseudo-header) sum: fill it before forwarding.
     pub csum_not_ready: bool,
+    /// Addressed to another machine's MAC (PACKET_OTHERHOST: a frame the network flooded).
+    pub other_host: bool,
 }
 
 pub struct Port {
@@ -116,8 +119,12 @@ impl Port {
             iov_len: buf.len(),
         };
         let mut cbuf = [0u64; 16];
+        // SAFETY: a zeroed sockaddr_ll is a valid value; the kernel fills it in.
+        let mut from: libc::sockaddr_ll = unsafe { mem::zeroed() };
         // SAFETY: zeroed msghdr is valid; pointers set to live buffers below.
         let mut msg: libc::msghdr = unsafe { mem::zeroed() };
+        msg.msg_name = &mut from as *mut libc::sockaddr_ll as *mut libc::c_void;
+        msg.msg_namelen = mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
         msg.msg_iov = &mut iov;
         msg.msg_iovlen = 1;
         msg.msg_control = cbuf.as_mut_ptr() as *mut libc::c_void;
@@ -147,6 +154,7 @@ impl Port {
         Ok(Some(RxInfo {
             len: n as usize,
             csum_not_ready,
+            other_host: from.sll_pkttype == PACKET_OTHERHOST,
         }))
     }
 

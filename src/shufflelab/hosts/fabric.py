@@ -11,14 +11,14 @@ as the emulated router's downlink -- is the one shaped queue. What needs the use
 (delay, RED/ECN, DCTCP, VCC) runs there too: the switch on the router host's data interface
 instead of the kernel's forwarding and HTB (:mod:`shufflelab.hosts.switch`). A ``dumbbell`` is two
 racks joined by one link, a queue per direction: both are HTB classes of the router host's one data
-interface's egress, filtered by the destination's rack (its machines' addresses); every host
+interface's egress, filtered by the destination's rack (its machines' addresses) -- or, on the
+switch datapath, two queues of the switch's one port there, each host behind its rack's; every host
 routes the other rack's machines through the router host and reaches its own rack's as it does,
 so a rack's own traffic never crosses the router host (the network plan, :mod:`shufflelab.netplan`,
 holds the classes, filters and routes; this module applies them). Both directions share that
 interface's line rate: a run is refused when twice the rate exceeds it, where the interface reports
-one. The switch on per-host links (a switch in each host's own path) and on a dumbbell (one port,
-one queue, on the router host) are refused: :func:`refusals` names the spec field that asks for
-them.
+one. The switch on per-host links (a switch in each host's own path) is refused: :func:`refusals`
+names the spec field that asks for it.
 """
 
 from __future__ import annotations
@@ -99,14 +99,6 @@ def refusals(
         if problem:
             out.append(problem)
     features = spec.switch_features()
-    if spec.datapath() == "switch" and kind == "dumbbell":
-        why = ", ".join(features) or "topology.bottleneck.datapath = 'switch'"
-        out.append(
-            f"{why} with topology.kind = 'dumbbell': on machines the userspace switch runs on the router host's one "
-            "data interface, one port with one queue, and a dumbbell needs a queue per direction between the racks "
-            "on it (the kernel's HTB classes do that: a droptail queue without delay, RED/ECN, DCTCP or VCC); use "
-            "'shared', or the dumbbell without them"
-        )
     if spec.datapath() == "switch" and kind == "star":
         why = ", ".join(features) or "topology.bottleneck.datapath = 'switch'"
         out.append(
@@ -395,8 +387,9 @@ class HostsFabric:
         host's for the shared bottleneck)."""
         host = self._port_host[port.ifname]
         switch = self._switching()
-        if host is None and switch is not None:
-            return PortCounters.from_switch_row(switch.last_telemetry().get(switch.config.ports[0].ifname))
+        if host is None and switch is not None:  # a dumbbell's queue by its name, else the one port
+            name = port.ifname if port.ifname in self._router_queues else switch.config.ports[0].port_name
+            return PortCounters.from_switch_row(switch.last_telemetry().get(name))
         if host is None:
             assert self.router is not None
             s = self.leases[self.router].session
@@ -498,7 +491,9 @@ class HostsFabric:
         if switch is None:
             return
         port = next(p for p, h in self._port_host.items() if h is None)  # the spec's name of the router's queue
-        switch.save_telemetry(run_dir / "queue_samples.csv", rename={switch.config.ports[0].ifname: port})
+        # a dumbbell's queues are named as the spec's ports already; the one port of 'shared' is the interface
+        rename = {} if self._router_queues else {switch.config.ports[0].port_name: port}
+        switch.save_telemetry(run_dir / "queue_samples.csv", rename=rename)
         switch.save_status(run_dir / "switch_status.csv")  # its lag, and its own UDP source's counters
         switch.save_config_and_log(run_dir)
 

@@ -1,4 +1,4 @@
-"""The userspace switch on the router host of a ``shared`` bottleneck, over SSH.
+"""The userspace switch on the router host of a ``shared`` bottleneck or a ``dumbbell``, over SSH.
 
 Locally the switch runs in the router namespace on its one port ``r:sw`` towards the hosts'
 bridge, in and out on the same port (a one-armed router), with the namespace's kernel not
@@ -9,6 +9,10 @@ still answers ARP for its address), and ``shufflelab-switch`` -- reading every f
 interface with a packet socket -- forwards each packet to the host it is addressed to, through its
 queue (rate, delay, droptail or RED/ECN) and its per-host DCTCP / VCC. Segmentation and receive
 offloads are off on every data interface, so the switch sees frames, not 64 KB GSO/GRO segments.
+On a ``dumbbell`` the hosts route only the other rack's machines through the router host, and the
+switch holds the link's two directions as two queues of its one port (one per rack, each named as
+the spec's port towards that rack); it forwards only frames addressed to the router host's MAC (a
+rack's own frames, flooded to it by the data network, are not its to forward).
 Every change is under the hosts' leases. The switch itself is the local fabric's
 :class:`shufflelab.switch.controller.Switch`, given the backend's command runner and process
 launcher on the router host (both as root; the launcher tags it with the lease, so ``clean
@@ -67,15 +71,22 @@ def router_switch_config(plan: NetPlan, macs: Mapping[str, str], router_dev: str
     ``cross_traffic.generator = "switch"``) with that port being the router host's data interface
     ``router_dev``, the hosts' data addresses (the plan's network's) and MACs
     (``macs``: spec host -> MAC of its data interface), pinned to the router host's last CPU of
-    ``ncpu``. Pure."""
+    ``ncpu``. A ``dumbbell``'s two router ports (``sw1``, ``sw2``: towards each rack) are two queues
+    of that one interface, named as the spec's ports: each host behind its rack's, the link's rate,
+    delay and queue on each. Pure."""
     kind = plan.spec.topology.kind
-    if kind != "shared":
-        raise ValueError(f"topology.kind = {kind!r}: the router host's switch holds a shared bottleneck")
+    if kind not in ("shared", "dumbbell"):
+        raise ValueError(f"topology.kind = {kind!r}: the router host's switch holds a shared bottleneck or a dumbbell")
     cfg = plan.switch_config(macs)
-    ports = [dataclasses.replace(p, ifname=router_dev) for p in cfg.ports]
-    by_ip = {h.ip: dataclasses.replace(h, port=router_dev) for h in reversed(cfg.hosts)}  # spec hosts sharing a
-    hosts = [by_ip[ip] for ip in dict.fromkeys(h.ip for h in cfg.hosts)]  # machine: one entry, its first host's
-    cross = [dataclasses.replace(c, port=router_dev) for c in cfg.cross]  # the sink's queue is the one port's
+    if kind == "dumbbell":  # the ports keep their names (hosts and sources name them), on the one interface
+        ports = [dataclasses.replace(p, ifname=router_dev, name=p.port_name) for p in cfg.ports]
+        hosts, cross = list(cfg.hosts), list(cfg.cross)
+    else:
+        ports = [dataclasses.replace(p, ifname=router_dev) for p in cfg.ports]
+        hosts = [dataclasses.replace(h, port=router_dev) for h in cfg.hosts]
+        cross = [dataclasses.replace(c, port=router_dev) for c in cfg.cross]  # the sink's queue is the one port's
+    by_ip = {h.ip: h for h in reversed(hosts)}  # spec hosts sharing a machine: one entry, its first host's
+    hosts = [by_ip[ip] for ip in dict.fromkeys(h.ip for h in hosts)]
     return dataclasses.replace(cfg, ports=ports, hosts=hosts, cross=cross, cpu=switch_cpu(ncpu))
 
 

@@ -27,7 +27,10 @@ class Red:
 
 @dataclass(frozen=True)
 class SwitchPort:
-    """One switch port's egress: rate (0 = unlimited), delay, queue limit and discipline."""
+    """One switch port's egress: rate (0 = unlimited), delay, queue limit and discipline. ``name``:
+    what hosts, sources and telemetry call it (None: ``ifname``); ports of one interface are its
+    queues, each host's packets in its port's (the router host's one data interface holding a
+    dumbbell's two directions)."""
 
     ifname: str
     rate_mbps: float = 0.0
@@ -36,6 +39,11 @@ class SwitchPort:
     queue_packets: int | None = None
     red: Red | None = None
     burst_bytes: int | None = None  # default: 1 ms of the rate, at least two frames
+    name: str | None = None
+
+    @property
+    def port_name(self) -> str:
+        return self.name if self.name is not None else self.ifname
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -44,6 +52,8 @@ class SwitchPort:
             "delay_us": self.delay_ms * 1000.0,
             "discipline": "red" if self.red else "droptail",
         }
+        if self.name is not None:
+            out["name"] = self.name
         if self.queue_bytes is not None:
             out["queue_bytes"] = self.queue_bytes
         if self.queue_packets is not None:

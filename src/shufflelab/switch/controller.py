@@ -262,7 +262,7 @@ class Switch:
     def last_telemetry(self) -> dict[str, dict[str, float | str]]:
         """The latest telemetry row of every port (cumulative counters since this start): the end
         of the CSV only, while it holds a row of every port (it grows for the length of a run)."""
-        devs = [p.ifname for p in self.config.ports]
+        devs = [p.port_name for p in self.config.ports]
         tail = _TAIL_BYTES
         while True:
             text = self._read(self.telemetry_path, tail)
