@@ -123,6 +123,14 @@ class Lab:
         p.write_text("\n".join(lines) + "\n")
         return p
 
+    def inventory_on(self, path: Path, machines: Mapping[str, str], router: int) -> Path:
+        """Write an inventory of every stand-in host whose map is ``machines`` (spec host -> stand-in
+        host) and whose router host is the stand-in at index ``router``."""
+        text = self.inventory(path).read_text()
+        text = text[: text.index("[map]")] + "[map]\n" + "".join(f'{h} = "{m}"\n' for h, m in machines.items())
+        path.write_text(f'router = "{self.hosts[router].name}"\n' + text)
+        return path
+
 
 def sh(*argv: str, ns: str | None = None, check: bool = True) -> str:
     full = ["ip", "netns", "exec", ns, *argv] if ns else list(argv)

@@ -61,11 +61,7 @@ placement = "split"
 
 
 def _inventory(lab: Lab, tmp_path: Path) -> Path:
-    inv = lab.inventory(tmp_path / "inv.toml")
-    text = inv.read_text()
-    text = text[: text.index("[map]")] + "[map]\n" + "".join(f'{h} = "{m}"\n' for h, m in MACHINES.items())
-    inv.write_text(f'router = "{lab.hosts[ROUTER].name}"\n' + text)
-    return inv
+    return lab.inventory_on(tmp_path / "inv.toml", MACHINES, ROUTER)
 
 
 def test_the_mapreduce_replay_runs_on_machines_and_its_results_come_back(lab6: Lab, tmp_path: Path) -> None:
