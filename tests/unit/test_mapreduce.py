@@ -96,6 +96,16 @@ def test_a_missing_agent_makes_the_job_not_ok() -> None:
     assert not r.ok and r.job_time_s is None and any("0 of 4 fetches" in e for e in r.errors)
 
 
+def _run_to_the_end(job: replay.FabricJob, here: fakes.Here) -> None:
+    """Start ``job``'s agents (``here``'s processes), wait for each to exit, stop the job."""
+    try:
+        job.start()
+        for p in here.procs:
+            p.popen.wait(timeout=70)
+    finally:
+        job.stop()
+
+
 def test_the_shipped_hadoop_sort_trace_is_the_generators() -> None:
     """experiments/traces/ ships the trace vcc-mapreduce generates (8 maps x 12 MB, 4 reduces), so it
     can be replayed, edited or compared by other tools without shufflelab's generator."""
@@ -114,12 +124,7 @@ def test_a_replay_on_a_fabric_starts_its_agents_through_the_launcher(tmp_path: P
     places = {f"h{i}": f"place-h{i}" for i in range(3)}
     addresses = {f"h{i}": f"127.0.0.{i + 2}" for i in range(3)}
     job = replay.FabricJob(t, places, addresses, tmp_path, here.launch, timeout_s=60, port=17720)
-    try:
-        job.start()
-        for p in here.procs:
-            p.popen.wait(timeout=70)
-    finally:
-        job.stop()
+    _run_to_the_end(job, here)
     assert here.places == set(places.values())
     r = job.result()
     assert r.ok, r.errors
@@ -138,12 +143,7 @@ def test_a_replay_on_machines_ships_its_plan_and_brings_the_results_back(tmp_pat
     addresses = {f"h{i}": f"127.0.0.{i + 2}" for i in range(3)}
     run_dir = tmp_path / "run"
     job = replay.FabricJob(t, places, addresses, run_dir, here.launch, staging=machines, timeout_s=60, port=17740)
-    try:
-        job.start()
-        for p in here.procs:
-            p.popen.wait(timeout=70)
-    finally:
-        job.stop()
+    _run_to_the_end(job, here)
     folders = dict(machines.folders)
     assert set(folders) == set(places.values())
     # each agent was started on its plan and result paths in its own machine's folder
