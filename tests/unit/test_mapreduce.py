@@ -39,6 +39,12 @@ def test_hadoop_sort_conserves_bytes() -> None:
         assert max(m.output_bytes) / min(m.output_bytes) < 1.11
 
 
+# the job's start instant after the plan: every agent (a Python process) must be listening by then,
+# and a replay whose agent was late is rightly not ok -- these tests run beside the root/Spark tests
+# at the lowest priority, where three agents took 4 s to listen (1.5 s was too short)
+LEAD_S = 10.0
+
+
 def test_slowstart_instant() -> None:
     maps = [trace.MapTask(duration_s=d, output_bytes=[1]) for d in (4.0, 1.0, 2.0, 3.0)]
     t = trace.Trace(maps=maps, reduces=[trace.ReduceTask()], slowstart=0.5)
@@ -66,7 +72,7 @@ def test_split_placement_puts_every_fetch_across_halves() -> None:
 
 def test_replay_over_loopback_moves_every_byte(tmp_path: Path) -> None:
     t = trace.synthetic(4, 3, 0.2, map_s=0.2, reduce_s=0.1, parallel_copies=2, seed=3)
-    r = replay.run_local(t, 3, tmp_path, base_port=17650)
+    r = replay.run_local(t, 3, tmp_path, base_port=17650, lead_s=LEAD_S)
     assert r.ok, r.errors
     assert len(r.fetches) == 12 and int(r.fetches["bytes"].sum()) == t.shuffle_bytes
     assert (r.fetches["fct_s"] >= 0).all()
@@ -84,7 +90,7 @@ def test_large_partitions_arrive_whole(tmp_path: Path) -> None:
     last fetch. (Loopback drains too fast to show the truncation race a slow shaped path exposed —
     an agent exiting with bytes still in asyncio's buffer; the fabric runs of vcc-mapreduce do.)"""
     t = trace.synthetic(2, 2, 8.0, map_s=0.01, reduce_s=0.01, parallel_copies=2, seed=5)
-    r = replay.run_local(t, 2, tmp_path, base_port=17690)
+    r = replay.run_local(t, 2, tmp_path, base_port=17690, lead_s=LEAD_S)
     assert r.ok, r.errors
     assert int(r.fetches["bytes"].sum()) == t.shuffle_bytes
 
@@ -123,7 +129,7 @@ def test_a_replay_on_a_fabric_starts_its_agents_through_the_launcher(tmp_path: P
     here = fakes.Here()
     places = {f"h{i}": f"place-h{i}" for i in range(3)}
     addresses = {f"h{i}": f"127.0.0.{i + 2}" for i in range(3)}
-    job = replay.FabricJob(t, places, addresses, tmp_path, here.launch, timeout_s=60, port=17720)
+    job = replay.FabricJob(t, places, addresses, tmp_path, here.launch, timeout_s=60, port=17720, lead_s=LEAD_S)
     _run_to_the_end(job, here)
     assert here.places == set(places.values())
     r = job.result()
@@ -142,7 +148,8 @@ def test_a_replay_on_machines_ships_its_plan_and_brings_the_results_back(tmp_pat
     places = {f"h{i}": f"place-h{i}" for i in range(3)}
     addresses = {f"h{i}": f"127.0.0.{i + 2}" for i in range(3)}
     run_dir = tmp_path / "run"
-    job = replay.FabricJob(t, places, addresses, run_dir, here.launch, staging=machines, timeout_s=60, port=17740)
+    job = replay.FabricJob(t, places, addresses, run_dir, here.launch, staging=machines, timeout_s=60, port=17740,
+                            lead_s=LEAD_S)  # fmt: skip
     _run_to_the_end(job, here)
     folders = dict(machines.folders)
     assert set(folders) == set(places.values())

@@ -138,11 +138,19 @@ def collect(plan_: dict[str, Any], results: list[dict[str, Any]]) -> JobResult:
     return JobResult(ok, job, shuffle, fetches, reducers, errors)
 
 
-def run_local(trace: Trace, n_nodes: int, workdir: Path, base_port: int = 17600, timeout_s: float = 120.0) -> JobResult:
-    """Replay on 127.0.0.1, one agent process per node on ports base_port + i."""
+def run_local(
+    trace: Trace,
+    n_nodes: int,
+    workdir: Path,
+    base_port: int = 17600,
+    timeout_s: float = 120.0,
+    lead_s: float = 1.5,
+) -> JobResult:
+    """Replay on 127.0.0.1, one agent process per node on ports base_port + i; the job starts
+    ``lead_s`` after the plan is made (every agent must be listening by then)."""
     workdir.mkdir(parents=True, exist_ok=True)
     nodes = {f"n{i}": ("127.0.0.1", base_port + i) for i in range(n_nodes)}
-    p = plan(trace, nodes, t0=time.time() + 1.5, timeout_s=timeout_s)
+    p = plan(trace, nodes, t0=time.time() + lead_s, timeout_s=timeout_s)
     plan_path = workdir / "plan.json"
     plan_path.write_text(json.dumps(p))
     procs = {
