@@ -5,9 +5,14 @@ One agent runs in every host's namespace. It serves the outputs of the maps plac
 reducers placed on its host: from the slow-start instant on, each reducer fetches its partition
 of every finished map, at most ``parallel_copies`` fetches at a time, one TCP connection per
 fetch, then sleeps its reduce time. Every fetch is recorded (request sent, first byte, last byte)
-so flow completion times come from the hosts themselves. All agents share the plan's start
+so flow completion times come from the hosts themselves. All agents share the job's start
 instant ``t0`` (epoch seconds), so map completion times are known to every reducer without a
 coordinator on the wire -- like Hadoop's map-completion events, minus their polling delay.
+
+``t0`` is the plan's, or, when the plan's is null, the controller's once every agent listens: the
+agent then writes ``OUT.listening`` as soon as it listens and waits for ``start.json`` (``{"t0":
+...}``) beside the plan -- so a job starts as soon as its agents are ready, however long their
+interpreters took to start, instead of at a guessed instant.
 
 The agent exits when its reducers are done and every fetch of its maps has been served (or at the
 plan's deadline), writing its result as JSON atomically.
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import signal
 import struct
@@ -34,12 +40,18 @@ _ZEROS = memoryview(bytes(CHUNK))
 
 
 class Agent:
-    def __init__(self, plan: dict[str, Any], node: str) -> None:
+    def __init__(
+        self, plan: dict[str, Any], node: str, *, listening: Path | None = None, start: Path | None = None
+    ) -> None:
         self.plan = plan
         self.node = node
         self.trace = Trace.model_validate(plan["trace"])
-        self.t0 = float(plan["t0"])
-        self.deadline = self.t0 + float(plan.get("timeout_s", 600))
+        self.timeout_s = float(plan.get("timeout_s", 600))
+        if plan.get("t0") is None and (listening is None or start is None):
+            raise ValueError("a plan without t0 needs the listening and start files")
+        self.listening, self.start = listening, start
+        self.t0: float = float(plan["t0"]) if plan.get("t0") is not None else math.nan
+        self.deadline = self.t0 + self.timeout_s
         self.addr = {n: (a[0], int(a[1])) for n, a in plan["nodes"].items()}
         if node not in self.addr:
             raise ValueError(f"node {node!r} is not in the plan's nodes: {', '.join(self.addr)}")
@@ -54,7 +66,9 @@ class Agent:
         self.reducers: list[dict[str, Any]] = []
         self.errors: list[str] = []
         self.all_served = asyncio.Event()
+        self.started = asyncio.Event()  # t0 is known
         self.t_listening: float | None = None
+        self.t_ready: float | None = None  # when it listened and knew t0
 
     # -- serving map outputs -------------------------------------------------------------------
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -63,6 +77,7 @@ class Agent:
             if m >= len(self.map_node) or self.map_node[m] != self.node or r >= len(self.trace.reduces):
                 self.errors.append(f"bad request map {m} reduce {r}")
                 return
+            await self.started.wait()  # a peer may know t0 a moment before this agent does
             await _sleep_until(self.t0 + self.trace.map_end_s(m))
             n = self.trace.maps[m].output_bytes[r]
             writer.write(LENGTH.pack(n))
@@ -150,6 +165,10 @@ class Agent:
             self.all_served.set()
         ok = True
         try:
+            if math.isnan(self.t0):
+                await self._await_start()
+            self.t_ready = time.time()
+            self.started.set()
             remaining = max(0.1, self.deadline - time.time())
             await asyncio.wait_for(
                 asyncio.gather(*(self._reducer(r) for r in self.my_reduces), self.all_served.wait()),
@@ -166,8 +185,9 @@ class Agent:
         return {
             "node": self.node,
             "ok": ok and not self.errors,
-            "t0": self.t0,
+            "t0": None if math.isnan(self.t0) else self.t0,
             "t_listening": self.t_listening,
+            "t_ready": self.t_ready,
             "maps": self.my_maps,
             "served": self.served,
             "served_bytes": self.served_bytes,
@@ -176,11 +196,35 @@ class Agent:
             "errors": self.errors[:20],
         }
 
+    async def _await_start(self) -> None:
+        """Say that this agent listens (``listening``), then wait for the controller's ``t0`` in
+        ``start`` (read again while it is incomplete: a copy may still be arriving)."""
+        assert self.listening is not None and self.start is not None
+        write_json(self.listening, {"node": self.node, "t_listening": self.t_listening})
+        give_up = time.time() + self.timeout_s
+        while True:
+            try:
+                self.t0 = float(json.loads(self.start.read_text())["t0"])
+                break
+            except (OSError, ValueError, KeyError, TypeError):
+                if time.time() > give_up:
+                    raise RuntimeError(f"no start instant in {self.start} within {self.timeout_s:.0f} s") from None
+                await asyncio.sleep(0.01)
+        self.deadline = self.t0 + self.timeout_s
+
 
 async def _sleep_until(t: float) -> None:
     d = t - time.time()
     if d > 0:
         await asyncio.sleep(d)
+
+
+START = "start.json"  # beside the plan: the controller's t0 for a plan without one
+
+
+def listening_path(out: Path) -> Path:
+    """The file an agent writing its result to ``out`` writes once it listens."""
+    return out.with_suffix(".listening")
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
@@ -194,16 +238,16 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 3:
         print("usage: python -m shufflelab.mapreduce.agent PLAN.json NODE OUT.json", file=sys.stderr)
         return 2
-    plan = json.loads(Path(args[0]).read_text())
-    out = Path(args[2])
+    plan_path, out = Path(args[0]), Path(args[2])
+    plan = json.loads(plan_path.read_text())
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-    agent = Agent(plan, args[1])
+    agent = Agent(plan, args[1], listening=listening_path(out), start=plan_path.with_name(START))
     try:
         result = asyncio.run(agent.run())
     except KeyboardInterrupt:
         result = {"node": args[1], "ok": False, "errors": ["stopped"], "fetches": agent.fetches,
-                  "reducers": agent.reducers, "t0": agent.t0, "t_listening": agent.t_listening,
-                  "served": agent.served}  # fmt: skip
+                  "reducers": agent.reducers, "t0": None if math.isnan(agent.t0) else agent.t0,
+                  "t_listening": agent.t_listening, "t_ready": agent.t_ready, "served": agent.served}  # fmt: skip
     write_json(out, result)
     return 0 if result["ok"] else 1
 

@@ -11,7 +11,9 @@ with an agent that was not listening when it was first needed is not ok (fetches
 its own port) -- what the unit tests and a dry run use; :class:`FabricJob` does the same on a
 fabric's hosts through the backend's process launcher, the agents' files where each host sees them
 (the backend's :class:`~shufflelab.emulate.protocols.Staging`: on machines over SSH, the lease's
-folder there, the plan shipped and the results fetched back with SFTP).
+folder there, the plan shipped and the results fetched back with SFTP). Both start the job once
+every agent listens (:func:`_release`): the agents get a plan without ``t0``, each says when it
+listens, and the job's start instant goes to every place then -- however long the agents took.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import math
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -28,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import pandas as pd
 
 from shufflelab.emulate.protocols import SharedFiles
-from shufflelab.mapreduce.agent import write_json
+from shufflelab.mapreduce.agent import START, listening_path, write_json
 from shufflelab.mapreduce.trace import Trace
 
 if TYPE_CHECKING:
@@ -36,13 +39,15 @@ if TYPE_CHECKING:
 
 AGENT_PORT = 7600
 Placement = Literal["round-robin", "split"]
+READY_S = 60.0  # how long the agents may take to listen before the job starts anyway
+START_MARGIN_S = 0.2  # from the release to t0: every agent sees the start file by then (10 ms polls)
 
 
 def plan(
     trace: Trace,
     nodes: dict[str, tuple[str, int]],
     *,
-    t0: float,
+    t0: float | None,
     placement: Placement = "round-robin",
     timeout_s: float = 600.0,
 ) -> dict[str, Any]:
@@ -91,9 +96,9 @@ class JobResult:
 
 
 def late_agents(plan_: dict[str, Any], trace: Trace, results: list[dict[str, Any]]) -> dict[str, float]:
-    """The agents that started listening after they were first needed -- the end of their first map
-    (its output may be fetched from then on) or their reducers' slow-start instant -- each with
-    how long after ``t0`` it was listening."""
+    """The agents that were ready (listening, and knowing ``t0``) only after they were first needed
+    -- the end of their first map (its output may be fetched from then on) or their reducers'
+    slow-start instant -- each with how long after ``t0`` it was ready."""
     t0 = float(plan_["t0"])
     due: dict[str, float] = {}
     for m, node in enumerate(plan_["map_node"]):
@@ -102,7 +107,8 @@ def late_agents(plan_: dict[str, Any], trace: Trace, results: list[dict[str, Any
         due[node] = min(due.get(node, math.inf), trace.slowstart_s())
     out = {}
     for r in results:
-        node, at = str(r.get("node")), r.get("t_listening")
+        node = str(r.get("node"))
+        at = max((float(x) for x in (r.get("t_listening"), r.get("t_ready")) if x is not None), default=None)
         if at is not None and float(at) > t0 + due.get(node, math.inf):
             out[node] = float(at) - t0
     return out
@@ -116,7 +122,7 @@ def collect(plan_: dict[str, Any], results: list[dict[str, Any]]) -> JobResult:
     red_rows = [x for r in results for x in r.get("reducers", [])]
     errors = [f"{r.get('node')}: {e}" for r in results for e in r.get("errors", [])]
     late = late_agents(plan_, trace, results)
-    errors += [f"{n}: listening only {s:.2f} s after the job's start (t0), later than its first map output or "
+    errors += [f"{n}: ready only {s:.2f} s after the job's start (t0), later than its first map output or "
                "reducer was due: the replay's times are not the trace's" for n, s in sorted(late.items())]  # fmt: skip
     fetches = pd.DataFrame(fetch_rows)
     if not fetches.empty:
@@ -138,21 +144,47 @@ def collect(plan_: dict[str, Any], results: list[dict[str, Any]]) -> JobResult:
     return JobResult(ok, job, shuffle, fetches, reducers, errors)
 
 
+def _release(
+    nodes: list[str],
+    listening: Callable[[str], bool],
+    alive: Callable[[], bool],
+    ready_s: float,
+    margin: Callable[[float], float],
+    send: Callable[[float], None],
+) -> float:
+    """Start a job: wait until every node's agent listens (``listening``), one of them has exited
+    (``alive`` false: it never will) or ``ready_s`` has passed, then send the job's start instant
+    ``t0`` -- ``margin(seconds one round of listening checks took)`` from now -- and return it. An
+    agent that was not ready in time is late, and the job not ok (:func:`late_agents`)."""
+    give_up = time.monotonic() + ready_s
+    left, took = list(nodes), 0.0
+    while left:
+        began = time.monotonic()
+        left = [n for n in left if not listening(n)]
+        took = max(took, time.monotonic() - began)
+        if not left or not alive() or time.monotonic() > give_up:
+            break
+        time.sleep(0.02)
+    t0 = time.time() + margin(took)
+    send(t0)
+    return t0
+
+
 def run_local(
     trace: Trace,
     n_nodes: int,
     workdir: Path,
     base_port: int = 17600,
     timeout_s: float = 120.0,
-    lead_s: float = 1.5,
+    ready_s: float = READY_S,
 ) -> JobResult:
-    """Replay on 127.0.0.1, one agent process per node on ports base_port + i; the job starts
-    ``lead_s`` after the plan is made (every agent must be listening by then)."""
+    """Replay on 127.0.0.1, one agent process per node on ports base_port + i; the job starts as
+    soon as every agent listens (at most ``ready_s`` after they were started)."""
     workdir.mkdir(parents=True, exist_ok=True)
     nodes = {f"n{i}": ("127.0.0.1", base_port + i) for i in range(n_nodes)}
-    p = plan(trace, nodes, t0=time.time() + lead_s, timeout_s=timeout_s)
+    p = plan(trace, nodes, t0=None, timeout_s=timeout_s)
     plan_path = workdir / "plan.json"
-    plan_path.write_text(json.dumps(p))
+    write_json(plan_path, p)
     procs = {
         n: subprocess.Popen(
             [sys.executable, "-m", "shufflelab.mapreduce.agent", str(plan_path), n, str(workdir / f"{n}.json")],
@@ -163,6 +195,11 @@ def run_local(
     }
     results = []
     try:
+        p["t0"] = _release(
+            list(nodes), lambda n: listening_path(workdir / f"{n}.json").exists(),
+            lambda: all(x.poll() is None for x in procs.values()), ready_s, lambda _: START_MARGIN_S,
+            lambda t0: write_json(workdir / START, {"t0": t0}),
+        )  # fmt: skip
         for n, proc in procs.items():
             proc.wait(timeout=timeout_s + 10)
             out = workdir / f"{n}.json"
@@ -181,13 +218,13 @@ class FabricJob:
     backend's ``launch``, its files where that place sees them (``staging``).
 
     ``places`` and ``addresses`` map node names to the host's place and address. :meth:`start`
-    makes a folder for the agents' files at each place, sets the job's start instant ``t0``, ships
-    the plan (``plan.json``, also kept in the run's ``mapreduce/`` folder) and starts the agents
-    one after the other; :meth:`result` brings each agent's result back into that folder. ``t0``
-    is ``lead_s`` after the plan was made -- every agent must be listening by then -- plus, where
-    reaching a place takes time (a machine over SSH), twice what making the places' folders took
-    per place for each copy of the plan and each agent started. An agent that was listening only
-    after it was first needed makes the job not ok (:func:`late_agents`): fetches waited for it.
+    makes a folder for the agents' files at each place, ships the plan (``plan.json``, kept in the
+    run's ``mapreduce/`` folder with the job's ``t0``), starts the agents one after the other, and
+    starts the job once every agent listens (at most ``ready_s`` later): ``t0`` is sent to every
+    place (``start.json``) with a margin of twice one round of listening checks per place, as a copy
+    to each place takes about one such check. :meth:`result` brings each agent's result back into
+    that folder. An agent that was ready only after it was first needed makes the job not ok
+    (:func:`late_agents`): fetches waited for it.
     """
 
     def __init__(
@@ -201,26 +238,23 @@ class FabricJob:
         staging: Staging | None = None,
         placement: Placement = "round-robin",
         timeout_s: float = 600.0,
-        lead_s: float = 2.0,
+        ready_s: float = READY_S,
         port: int = AGENT_PORT,
     ) -> None:
         self.run_dir = run_dir / "mapreduce"
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.places, self.launch = places, launch
         self.staging: Staging = staging if staging is not None else SharedFiles()
-        self.lead_s = lead_s
+        self.ready_s = ready_s
         nodes = {n: (addresses[n], port) for n in places}
-        self.plan = plan(trace, nodes, t0=time.time() + lead_s, placement=placement, timeout_s=timeout_s)
+        self.plan = plan(trace, nodes, t0=None, placement=placement, timeout_s=timeout_s)
         self.plan_path = self.run_dir / "plan.json"
         self.folders: dict[str, str] = {}  # place -> the folder of the agents' files there
         self.procs: dict[str, Process] = {}
 
     def start(self) -> None:
-        began = time.monotonic()
         for place in dict.fromkeys(self.places.values()):
             self.folders[place] = self.staging.folder(place, self.run_dir)
-        per_place = (time.monotonic() - began) / max(1, len(self.folders))
-        self.plan["t0"] = time.time() + self.lead_s + 2 * per_place * (len(self.folders) + len(self.places))
         write_json(self.plan_path, self.plan)
         for place, folder in self.folders.items():
             self.staging.put(place, self.plan_path, f"{folder}/plan.json")
@@ -229,6 +263,23 @@ class FabricJob:
             folder = self.folders[place]
             argv = [python, "-m", "shufflelab.mapreduce.agent", f"{folder}/plan.json", n, f"{folder}/{n}.json"]
             self.procs[n] = self.launch(place, argv, self.run_dir / f"{n}.log", env=env or None)
+        self.plan["t0"] = _release(
+            list(self.places), self._listening, lambda: all(p.poll() is None for p in self.procs.values()),
+            self.ready_s, lambda took: START_MARGIN_S + 2 * took / len(self.places) * len(self.folders),
+            self._send_start,
+        )  # fmt: skip
+        write_json(self.plan_path, self.plan)  # the run's record of the plan, with its t0
+
+    def _listening(self, n: str) -> bool:
+        place = self.places[n]
+        return self.staging.get(place, str(listening_path(Path(self.folders[place], f"{n}.json"))),
+                                listening_path(self.run_dir / f"{n}.json"))  # fmt: skip
+
+    def _send_start(self, t0: float) -> None:
+        start = self.run_dir / START
+        write_json(start, {"t0": t0})
+        for place, folder in self.folders.items():
+            self.staging.put(place, start, f"{folder}/{START}")
 
     def running(self) -> bool:
         return any(p.poll() is None for p in self.procs.values())
