@@ -3,7 +3,10 @@ bottleneck next to UDP, for Cubic, Reno and DCTCP.
 
     .venv/bin/pip install ns3          # the PyPI wheel; the programs are compiled with g++ as sim_vs_ns3.py does
     nice -n 10 .venv/bin/python benchmarks/sim_vs_ns3_packet.py --out /tmp/sim-vs-ns3-packet.md
-    nice -n 10 .venv/bin/python benchmarks/sim_vs_ns3_packet.py --only incast    # or: bottleneck, alltoall
+    nice -n 10 .venv/bin/python benchmarks/sim_vs_ns3_packet.py --only incast    # or: bottleneck, alltoall, all
+    # the whole table (41 rows), ns-3's side from the committed rows (the simulator's side run):
+    nice -n 19 .venv/bin/python benchmarks/sim_vs_ns3_packet.py --only all --out /tmp/sim-vs-ns3-all.md \
+        --ns3-rows docs/results/sim-vs-ns3/packet-mode.json docs/results/sim-vs-ns3/packet-mode-alltoall.json
 
 **Incast** (``--only incast``): a leaf-spine of 5 leaves x 8 hosts and one spine, 1 Gbit/s host links,
 4 Gbit/s uplinks (2:1), 10 µs per link, every port 100 packets. N = 8 / 16 / 32 senders each send
@@ -34,7 +37,10 @@ slowest flow for these flow counts), their errors relative to ns-3, retransmissi
 per scenario the sign of Cubic's mean FCT minus DCTCP's on each side. ns-3 is deterministic: one run
 per row, kept under ``~/.cache/shufflelab/ns3-bench/runs`` by program and arguments (the program's
 name holds the hash of its sources and of the ns-3 libraries) and read back by later runs of this
-benchmark (``--fresh-ns3`` runs ns-3 again; a row's ns-3 wall time is its own run's). The
+benchmark (``--fresh-ns3`` runs ns-3 again; a row's ns-3 wall time is its own run's), or, with
+``--ns3-rows FILE ...``, taken from the rows of an earlier run of this benchmark whose ns-3
+arguments are the same (its mean, p99, end, timeouts and wall time; a row not found there runs ns-3).
+The
 simulator is deterministic for a seed, which draws its RED decisions and each host's send-time
 jitter (up to one packet time: without it a full drop-tail queue locks to the senders' phases); an
 incast's timeouts, and so its mean FCT, depend on these draws, so the simulator's
@@ -83,6 +89,27 @@ def p99(xs: list[float]) -> float:
 # sources and of the ns-3 libraries) with the same arguments is read back from here (--fresh-ns3: not)
 NS3_RUNS = CACHE / "runs"
 FRESH_NS3 = False
+# ns-3's figures from earlier rows of this benchmark, by (case's program, its arguments) (--ns3-rows)
+STORED_NS3: dict[tuple[str, ...], dict[str, Any]] = {}
+
+
+def stored_ns3(args: list[str]) -> dict[str, Any] | None:
+    """An earlier row's ns-3 figures for the program and arguments ``args`` (None: not stored)."""
+    row = STORED_NS3.get((Path(args[0]).name.split("-")[0], *args[1:]))
+    if row is None:
+        return None
+    out = {k: row.get(k) for k in ("ns3_mean_s", "ns3_p99_s", "ns3_end_s", "ns3_timeouts", "ns3_wall_s")}
+    out |= {"ss_exit_segments": row.get("ns3_ss_exit_segments"), "args": args[1:], "cached": "stored"}
+    return out
+
+
+def load_stored_ns3(paths: list[Path]) -> None:
+    """Keep the ns-3 figures of the rows in ``paths`` (this benchmark's JSON output) by their ns-3
+    program (two_tier for incast and all-to-all rows, bottleneck for the others) and arguments."""
+    for path in paths:
+        for row in json.loads(path.read_text()):
+            program = "two_tier" if row["case"].startswith(("incast", "all-to-all")) else "bottleneck"
+            STORED_NS3[(program, *row["ns3_args"])] = row
 
 
 def run_ns3(args: list[str]) -> dict[str, Any]:
@@ -112,6 +139,8 @@ def ns3_incast(binary: Path, cc: str, n: int) -> dict[str, Any]:
     if cc == "dctcp":
         args += ["--queueDisc=step", f"--markK={STEP_K}", f"--dctcpFloor={DCTCP_FLOOR}"]
     args += [f"--incastSenders={','.join(map(str, incast_hosts(n)))}", "--incastReceiver=0"]
+    if (kept := stored_ns3(args)) is not None:
+        return kept
     out = run_ns3(args)
     fct = [f[2] for f in out["flows"]]
     return {"fct_s": fct, "timeouts": sum(out["rtos"]), "wall_s": out["wall_s"], "args": args[1:]} | {
@@ -185,6 +214,8 @@ def ns3_alltoall(binary: Path, cc: str, uplink_gbps: float) -> dict[str, Any]:
     args += [f"--cc={CCS[cc]}", f"--delAckTimeoutMs={DELACK_MS}"]
     if cc == "dctcp":
         args += ["--queueDisc=step", f"--markK={STEP_K}", f"--dctcpFloor={DCTCP_FLOOR}"]
+    if (kept := stored_ns3(args)) is not None:
+        return kept
     out = run_ns3(args)
     return {
         "fct_s": [f[2] for f in out["flows"]],
@@ -251,6 +282,8 @@ def ns3_link(binary: Path, cc: str, queue: str, share: float) -> dict[str, Any]:
         args += ["--queue=red"] + [f"--{k}={v}" for k, v in RED.items()]
     else:
         args += ["--queue=step", f"--minTh={STEP_K}"]
+    if (kept := stored_ns3(args)) is not None:
+        return kept
     out = run_ns3(args)
     return {
         "fct_s": out["fct_s"],
@@ -286,9 +319,10 @@ class Case(NamedTuple):
 
 
 def cases(only: str | None) -> Iterator[Case]:
-    """The rows of ``--only`` (None: incast and bottleneck), in the table's order; each scenario's
+    """The rows of ``--only`` (None: incast and bottleneck; "all": incast, all-to-all and
+    bottleneck), in the table's order; each scenario's
     ns-3 program is compiled before its first row."""
-    if only in (None, "incast"):
+    if only in (None, "incast", "all"):
         two_tier = compile_ns3(TWO_TIER, "two_tier")
         for n in SENDERS:
             for cc in ("cubic", "reno", "dctcp"):
@@ -299,7 +333,7 @@ def cases(only: str | None) -> Iterator[Case]:
                     partial(sim_incast, cc, n, "packet"),
                     partial(sim_incast, cc, n, "maxmin"),
                 )
-    if only == "alltoall":
+    if only in ("alltoall", "all"):
         two_tier = compile_ns3(TWO_TIER, "two_tier")
         for up in A2A_UPLINKS_GBPS:
             for cc in ("cubic", "reno", "dctcp"):
@@ -310,7 +344,7 @@ def cases(only: str | None) -> Iterator[Case]:
                     partial(sim_alltoall, cc, up),
                     ends=True,
                 )
-    if only in (None, "bottleneck"):
+    if only in (None, "bottleneck", "all"):
         bottleneck = compile_ns3()
         for queue in ("red", "step"):
             for share in UDP_SHARES:
@@ -326,12 +360,20 @@ def cases(only: str | None) -> Iterator[Case]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=Path("/tmp/sim-vs-ns3-packet.md"))
-    ap.add_argument("--only", choices=("incast", "bottleneck", "alltoall"), default=None)
+    ap.add_argument("--only", choices=("incast", "bottleneck", "alltoall", "all"), default=None)
     ap.add_argument("--seeds", type=int, default=5, help="simulator seeds 1..N per row")
     ap.add_argument("--fresh-ns3", action="store_true", help="run ns-3 again where an identical run is cached")
+    ap.add_argument(
+        "--ns3-rows",
+        type=Path,
+        nargs="*",
+        default=[],
+        help="JSON rows of an earlier run: take ns-3's figures from the rows with the same ns-3 arguments",
+    )
     a = ap.parse_args()
     global FRESH_NS3
     FRESH_NS3 = a.fresh_ns3
+    load_stored_ns3(a.ns3_rows)
     seeds = range(1, a.seeds + 1)
     rows: list[dict[str, Any]] = []
     for c in cases(a.only):
@@ -339,10 +381,16 @@ def main() -> int:
         runs = [c.sim(s) for s in seeds]
         pk = over_seeds(runs)
         mm = over_seeds([c.maxmin(s) for s in seeds]) if c.maxmin else None
-        done = all(f >= 0 for f in ns["fct_s"])
         row = {"case": c.case, "cc": c.cc}
-        row |= {"ns3_mean_s": statistics.mean(ns["fct_s"]) if done else math.nan}
-        row |= {"ns3_p99_s": p99(ns["fct_s"]) if done else math.nan, "ns3_timeouts": ns.get("timeouts")}
+        if ns["cached"] == "stored":
+            done = ns["ns3_mean_s"] is not None and ns["ns3_mean_s"] == ns["ns3_mean_s"]
+            row |= {"ns3_mean_s": ns["ns3_mean_s"] if done else math.nan}
+            row |= {"ns3_p99_s": ns["ns3_p99_s"] if done else math.nan, "ns3_timeouts": ns["ns3_timeouts"]}
+            ns |= {"wall_s": ns["ns3_wall_s"], "fct_s": [ns["ns3_end_s"] if done else -1.0]}
+        else:
+            done = all(f >= 0 for f in ns["fct_s"])
+            row |= {"ns3_mean_s": statistics.mean(ns["fct_s"]) if done else math.nan}
+            row |= {"ns3_p99_s": p99(ns["fct_s"]) if done else math.nan, "ns3_timeouts": ns.get("timeouts")}
         row |= {"sim_mean_s": pk["mean_s"], "sim_p99_s": pk["p99_s"], "sim_timeouts": pk["timeouts"]}
         row |= {"sim_mean_range_s": pk["mean_s_range"], "sim_p99_range_s": pk["p99_s_range"]}
         if c.ends:
