@@ -10,6 +10,9 @@
 //! by HyStart's ACK-train test ([`hystart`]); one segment per window after it for Reno, Cubic's
 //! TCP-friendly +0.53 and cut to 0.7 (data-center round trips keep Cubic in that region), DCTCP's
 //! α with g = 1/16 and a cut by α/2 per marked window).
+//! Reno and Cubic with `ecn` send new data ECN-capable and retransmissions not (RFC 3168,
+//! section 6.1.5, as Linux and ns-3 do): where the queue would mark a retransmission it drops it,
+//! and only the timer finds that loss. DCTCP's retransmissions are ECN-capable.
 //! Every packet is ACKed alone (no delayed ACKs). A dropped segment is detected when three
 //! segments sent after it have arrived (SACK's rule, RFC 6675) and is resent; the window is cut
 //! once per window of data. A sender that hears nothing for its retransmission timeout
@@ -502,6 +505,10 @@ pub fn simulate(p: &LinkSim) -> Result<LinkResult, String> {
                     retx,
                 } => {
                     let s = &mut senders[flow as usize];
+                    // a retransmission is not ECN-capable under classic ECN (RFC 3168 6.1.5,
+                    // Linux's tcp_ecn_send, ns-3's ECN_RESTRICTION_MAP): a queue that would mark
+                    // it drops it; DCTCP's are (RFC 8257, and both stacks for DCTCP)
+                    let ect = ect && (dctcp || !retx);
                     match q.admit(wire, ect, now) {
                         Admit::Drop => {
                             drops += 1;
