@@ -394,3 +394,6 @@ class Machines:
 
     def python(self, place: str) -> tuple[str, dict[str, str]]:
         return sys.executable, {"SHUFFLELAB_PLACE": place}
+
+    def cache(self, place: str) -> str:
+        return str(self.root / place / "cache")

@@ -81,7 +81,8 @@ def test_files_reach_a_machine_and_come_back_only_through_sftp(tmp_path: Path) -
         there = staging.folder("node1", local)
         assert there == "/var/tmp/shufflelab-hosts/abc123/files/0000-mapreduce"
         assert staging.folder("node1", local) == there  # made once
-        assert staging.folder("node2", local) == "/var/tmp/shufflelab-hosts/abc123/files/0001-mapreduce"
+        assert staging.folder("node2", local) == there  # one path on every machine
+        assert staging.folder("node2", tmp_path / "other") == "/var/tmp/shufflelab-hosts/abc123/files/0001-other"
         assert [shlex.split(c) for c in conns["node1"].ran] == [["mkdir", "-p", there]]
         (local / "plan.json").write_text('{"t0": 1}')
         staging.put("node1", local / "plan.json", f"{there}/plan.json")
@@ -105,6 +106,7 @@ def test_the_machines_python_is_its_own(tmp_path: Path) -> None:
         deployed = SftpStaging(loop, lambda: _fabric({"node1": _Conn()}, deploy_dir="/opt/sl"))
         python, env = deployed.python("node1")
         assert python.startswith("/opt/sl/venv/") and env == {"PYTHONPATH": "/opt/sl/src"}
+        assert deployed.cache("node1") == "/opt/sl/cache"  # where deploy brings the jars
         none = SftpStaging(loop, lambda: None)
         with pytest.raises(RuntimeError, match="only while a fabric"):
             none.folder("node1", tmp_path)

@@ -93,6 +93,11 @@ class Staging(Protocol):
         """The interpreter of this checkout at ``place`` and the environment it needs there."""
         ...
 
+    def cache(self, place: str) -> str:
+        """The folder at ``place`` holding this checkout's cache of built and fetched artifacts
+        (:func:`shufflelab.artifacts.cache_root` here: the Hadoop jars, the NDP connector's jar)."""
+        ...
+
 
 class SharedFiles:
     """The places see this machine's files and Python (the local backend's namespaces, the fakes)."""
@@ -112,6 +117,11 @@ class SharedFiles:
 
     def python(self, place: str) -> tuple[str, dict[str, str]]:
         return sys.executable, {}
+
+    def cache(self, place: str) -> str:
+        from shufflelab import artifacts
+
+        return str(artifacts.cache_root())
 
 
 class Lease(Protocol):

@@ -3,7 +3,8 @@
 
 A process the runner starts on a machine reads and writes files there, not in the controller's run
 folder (machines share no folder with it). A local folder of the run stands for a folder in the
-lease's scratch folder on each machine (``<scratch>/files/<k>-<name>``, removed with the lease);
+lease's scratch folder on each machine (``<scratch>/files/<k>-<name>``, removed with the lease;
+the same path on every machine, whose lease folders share one path);
 files go there and come back with SFTP, as the SSH user. The interpreter and ``PYTHONPATH`` are the
 machine's (:class:`~shufflelab.hosts.paths.HostPaths`: the controller's paths, or its
 ``deploy_dir``).
@@ -32,6 +33,7 @@ class SftpStaging:
     def __init__(self, loop: Loop, fabric: Callable[[], HostsFabric | None]) -> None:
         self._loop, self._fabric = loop, fabric
         self._folders: dict[tuple[str, str, Path], str] = {}  # (lease, place, local folder) -> folder there
+        self._names: dict[tuple[str, Path], str] = {}  # (lease, local folder) -> its folder's name on every machine
 
     def _live(self) -> HostsFabric:
         fabric = self._fabric()
@@ -46,7 +48,9 @@ class SftpStaging:
         fabric = self._live()
         key = (fabric.lease.lease_id, place, local.resolve())
         if key not in self._folders:
-            remote = f"{fabric.remote_scratch[place]}/files/{len(self._folders):04d}-{local.name}"
+            # one name on every machine: a local folder stands for the same path at each place
+            name = self._names.setdefault(key[::2], f"{len(self._names):04d}-{local.name}")
+            remote = f"{fabric.remote_scratch[place]}/files/{name}"
             session = self._session(place)
             self._loop.call(session.run(f"make a folder for {local.name}", ["mkdir", "-p", remote]))
             self._folders[key] = remote
@@ -79,3 +83,6 @@ class SftpStaging:
     def python(self, place: str) -> tuple[str, dict[str, str]]:
         paths = HostPaths.of(self._session(place).host)
         return paths.python, {"PYTHONPATH": pythonpath(paths)}
+
+    def cache(self, place: str) -> str:
+        return HostPaths.of(self._session(place).host).cache
