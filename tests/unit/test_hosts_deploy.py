@@ -248,3 +248,37 @@ def test_deploy_brings_what_the_queue_sampler_imports_once_it_samples() -> None:
     from shufflelab.hosts.deploy import needed_distributions
 
     assert "pyroute2" in needed_distributions()
+
+
+def test_the_ndp_jars_go_to_the_hosts_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """TPC-H/NDP's jars -- Hadoop's (jars, web skeletons, the completeness mark) and the connector's --
+    go below the host's cache as they are below this one, where the storage and Spark read them."""
+    from shufflelab import artifacts
+    from shufflelab.hosts import deploy
+    from shufflelab.ndp import connector, hadoop_jars
+
+    cache = tmp_path / "cache"
+    hadoop = cache / "hadoop-abc"
+    for rel in ("lib/hadoop-hdfs-3.jar", "web/webapps/hdfs/index.html", "complete"):
+        (hadoop / rel).parent.mkdir(parents=True, exist_ok=True)
+        (hadoop / rel).write_text(rel)
+    (cache / "ndp-connector-1.jar").write_text("jar")
+    monkeypatch.setattr(artifacts, "cache_root", lambda: cache)
+    monkeypatch.setattr(hadoop_jars, "jars_dir", lambda pom=hadoop_jars.POM: hadoop)
+    monkeypatch.setattr(connector, "jar_path", lambda: cache / "ndp-connector-1.jar")
+    items = {i.name: i for i in deploy.ndp_items(cache)}
+    assert sorted(f.rel for f in items["hadoop jars"].files) == [
+        "hadoop-abc/complete", "hadoop-abc/lib/hadoop-hdfs-3.jar", "hadoop-abc/web/webapps/hdfs/index.html"
+    ]  # fmt: skip
+    assert [f.rel for f in items["ndp connector jar"].files] == ["ndp-connector-1.jar"]
+    ctl = _ctl()
+    ctl = Controller(ctl.python, ctl.machine, ctl.libc, ctl.java, (*ctl.items, *items.values()), ctl.base_python)
+    plan = plan_host("h1", DEPLOYED, ctl, _remote({"/opt": Entry("d")}), router=False)
+    by = {i.name: i for i in plan.items}
+    assert [c.remote for c in by["ndp connector jar"].copies] == ["/opt/lab/cache/ndp-connector-1.jar"]
+    assert "/opt/lab/cache/hadoop-abc/lib/hadoop-hdfs-3.jar" in [c.remote for c in by["hadoop jars"].copies]
+    # not fetched or built here: said, not brought
+    (hadoop / "complete").unlink()
+    (cache / "ndp-connector-1.jar").unlink()
+    skipped = {i.name: i.skip for i in deploy.ndp_items(cache)}
+    assert skipped["hadoop jars"] and "make setup" in skipped["hadoop jars"] and skipped["ndp connector jar"]

@@ -3,8 +3,9 @@
 What a run starts on a host (:class:`~shufflelab.hosts.paths.HostPaths`): the project's source
 tree (``src/`` of the running checkout), a Python environment holding the packages the remote
 entry points import (pyspark and its dependencies, found by importing those entry points in the
-controller's interpreter), the listener jar, the class-data archive when it can be reused, and the
-userspace switch on the router host. Where they go: a host's ``deploy_dir`` holds ``src/``,
+controller's interpreter), the listener jar, the class-data archive when it can be reused, TPC-H/NDP's
+jars (Hadoop's, for the storage hosts' daemons, and the NDP connector's) and the userspace switch on
+the router host. Where they go: a host's ``deploy_dir`` holds ``src/``,
 ``venv/`` (a virtual environment made of a ``pyvenv.cfg``, ``bin/python`` linked to the host's own
 Python of the controller's minor version, and ``lib/pythonX.Y/site-packages``), ``cache/`` and
 ``bin/``; without one, everything goes to the controller's own paths, as a run without deploy
@@ -192,6 +193,7 @@ def controller() -> Controller:
     archive = cds.archive_path()
     if archive.exists():
         items.append(Item("class-data archive", str(cache), _scan(cache, [archive.name])))
+    items += ndp_items(cache)
     switch = binary_path()
     if switch is not None:
         items.append(Item("switch", str(switch.parent), _scan(switch.parent, [switch.name])))
@@ -199,6 +201,26 @@ def controller() -> Controller:
         items.append(Item("switch", "", skip="not built here (cargo build --release -p shufflelab-switch)"))
     libc = platform.libc_ver()
     return Controller(sys.version_info[:3], platform.machine(), (libc[0], libc[1]), java, tuple(items), base)
+
+
+def ndp_items(cache: Path) -> list[Item]:
+    """TPC-H/NDP's jars, in the cache as here (the storage hosts' Hadoop daemons, the connector on
+    Spark's class path): brought when fetched or built here, else said."""
+    from shufflelab.ndp import connector, hadoop_jars
+
+    out = []
+    hadoop = hadoop_jars.jars_dir()
+    if hadoop_jars.jars_available() and hadoop.is_relative_to(cache):
+        rel = hadoop.relative_to(cache).as_posix()
+        out.append(Item("hadoop jars", str(cache), _scan(cache, (f"{rel}/{r}" for r in _tree(hadoop)))))
+    else:
+        out.append(Item("hadoop jars", str(cache), skip=f"not fetched here ({hadoop_jars.POM.name}: make setup)"))
+    jar = connector.jar_path()
+    if jar.exists() and jar.is_relative_to(cache):
+        out.append(Item("ndp connector jar", str(cache), _scan(cache, [jar.relative_to(cache).as_posix()])))
+    else:
+        out.append(Item("ndp connector jar", str(cache), skip=f"{jar} is not built here (make setup builds it)"))
+    return out
 
 
 def sha256(path: str) -> str:

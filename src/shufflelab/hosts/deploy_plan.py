@@ -220,6 +220,8 @@ def remote_root(item: Item, paths: HostPaths, ctl: Controller) -> str:
         "python environment": paths.venv,
         "listener jar": paths.cache,
         "class-data archive": paths.cache,
+        "hadoop jars": paths.cache,
+        "ndp connector jar": paths.cache,
         "switch": posixpath.dirname(paths.switch),
     }[item.name]
 
