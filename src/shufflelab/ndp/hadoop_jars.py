@@ -14,9 +14,12 @@ import hashlib
 import os
 import shutil
 import zipfile
-from pathlib import Path
+from pathlib import Path, PurePath
+from typing import TypeVar
 
 from shufflelab import artifacts
+
+P = TypeVar("P", bound=PurePath)
 
 HADOOP_DIR = Path(__file__).parent / "hadoop"
 POM = HADOOP_DIR / "pom.xml"
@@ -99,8 +102,8 @@ def _extract_webapps(lib: Path, web: Path) -> None:
         t.unlink()
 
 
-def web_root(lib: Path) -> Path:
-    """The class-path directory holding ``webapps/`` next to the jars ``lib``."""
+def web_root(lib: P) -> P:
+    """The class-path directory holding ``webapps/`` next to the jars ``lib`` (here or at a place)."""
     return lib.parent / "web"
 
 

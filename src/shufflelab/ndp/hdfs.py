@@ -8,7 +8,15 @@ the local fabric), bound to that host's address: the DataNodes first, then it fo
 NameNode (the backend's command runner), and waits until every DataNode is live and reports free
 space (NameNode JMX). Clients talk WebHDFS (plain HTTP): :meth:`HdfsCluster.put`,
 :meth:`~HdfsCluster.get`, :meth:`~HdfsCluster.read` and :meth:`~HdfsCluster.block_locations` run
-:func:`shufflelab.ndp.webhdfs.exchange` at the client host's place (this module's ``--http`` mode).
+:func:`shufflelab.ndp.webhdfs.exchange` at the client host's place (this module's ``--http`` mode,
+in the place's Python).
+
+What the daemons and the client read and write is where their place sees it, through the
+backend's :class:`~shufflelab.emulate.protocols.Staging` (namespaces see this machine's files; a
+machine has its own): each host's configuration is written here and put into a folder at its
+place, its name and data directories are folders there, Hadoop's jars are in the place's cache
+(where ``shufflelab deploy`` brings them), and a file put into HDFS goes to the client's place
+first (one read back comes from there).
 
 Weak storage machines: :meth:`HdfsCluster.cpu_limit` puts a host's daemons into a cgroup
 (:mod:`shufflelab.cgroups`, v1 ``cpu`` controller) with ``cpu.cfs_quota_us = cores x
@@ -21,23 +29,26 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import hashlib
 import json
 import math
 import os
+import socket
 import subprocess
 import sys
 import time
 import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePath, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from shufflelab import cgroups
-from shufflelab.emulate.protocols import CommandRunner, Process, ProcessLauncher
+from shufflelab import artifacts, cgroups
+from shufflelab.emulate.protocols import CommandRunner, Process, ProcessLauncher, SharedFiles, Staging
 from shufflelab.ndp.hadoop_jars import HadoopFetchError, ensure_jars
 from shufflelab.ndp.hdfs_config import (
+    CONF_FILES,
     DATANODE_CLASS,
     NAMENODE_CLASS,
     NN_HTTP_PORT,
@@ -76,9 +87,10 @@ class HdfsCluster:
     client: str | None = None
     namenode_heap_mb: int = 384
     datanode_heap_mb: int = 256
-    jars: Path | None = None
+    jars: Path | None = None  # Hadoop's jars here (default: :func:`~shufflelab.ndp.hadoop_jars.ensure_jars`)
     name: str = ""
     start_timeout_s: float = 120
+    staging: Staging = field(default_factory=SharedFiles)  # the files at each place
     config: HdfsConfig = field(init=False)
     daemons: dict[str, Process] = field(init=False, default_factory=dict)
     logs: dict[str, Path] = field(init=False, default_factory=dict)  # daemon -> its log
@@ -132,11 +144,35 @@ class HdfsCluster:
     def default_fs(self) -> str:
         return self.config.default_fs
 
-    def _cmd(self, host: str, main: str, args: Sequence[str] = ()) -> list[str]:
+    def _lib(self, host: str) -> PurePath:
+        """Hadoop's jars at ``host``'s place: the same path below the place's cache as below this
+        machine's (a folder outside the cache: that path)."""
         assert self.jars is not None
+        cache = artifacts.cache_root()
+        if not self.jars.is_relative_to(cache):
+            return self.jars
+        return PurePosixPath(self.staging.cache(self.places[host])) / self.jars.relative_to(cache).as_posix()
+
+    def _cmd(self, host: str, main: str, args: Sequence[str] = ()) -> list[str]:
         cg = self.cgroups.get(host)
         cpus = max(1, math.ceil(cg.cores)) if cg is not None else None
-        return java_command(self.config, host, self.jars, main, args, active_cpus=cpus)
+        return java_command(self.config, host, self._lib(host), main, args, active_cpus=cpus)
+
+    def _stage_configs(self) -> None:
+        """Each host's folders at its place, its configuration written here and put there."""
+        cfg, scratch = self.config, Path(self.scratch)
+        dirs = {h: self.staging.folder(self.places[h], scratch / h) for h in cfg.hosts()}
+        confs = {h: self.staging.folder(self.places[h], cfg.local_conf_dir(h)) for h in cfg.hosts()}
+        shared = all(dirs[h] == str(scratch / h) for h in dirs)  # the places see this machine's files
+        names = {}
+        for h in cfg.hosts():  # each daemon's machine resolves its own name to its host's address
+            out = self.run(["uname", "-n"], place=self.places[h], timeout=30).strip()
+            names[h] = out or socket.gethostname()
+        self.config = cfg = dataclasses.replace(cfg, dirs=dirs, confs=confs, java=None if shared else "java")
+        write_configs(cfg, names)
+        for h in cfg.hosts():
+            for f in CONF_FILES:
+                self.staging.put(self.places[h], cfg.local_conf_dir(h) / f, f"{confs[h]}/{f}")
 
     def _daemon(self, name: str, host: str, main: str, log: Path) -> None:
         """Start one daemon; a CPU-limited host's daemon joins its cgroup at once. (Only from outside:
@@ -162,8 +198,8 @@ class HdfsCluster:
         timeout_s = self.start_timeout_s if timeout_s is None else timeout_s
         if self.jars is None:
             self.jars = ensure_jars()
+        self._stage_configs()
         cfg = self.config
-        write_configs(cfg)
         logs = cfg.log_dir()
         nn = cfg.namenode
         try:
@@ -186,6 +222,7 @@ class HdfsCluster:
     def _check_daemons(self) -> None:
         for name, p in self.daemons.items():
             if p.poll() is not None:
+                p.stop(grace_s=0)  # (a machine's log comes back once its process is stopped)
                 log = self.logs[name]
                 tail = log.read_text(errors="replace").strip().splitlines()[-20:] if log.exists() else []
                 raise HdfsError(f"{name} exited ({p.poll()}); see {log}:\n" + "\n".join(tail))
@@ -277,8 +314,8 @@ class HdfsCluster:
         method: str,
         url: str,
         *,
-        upload: Path | None = None,
-        download: Path | None = None,
+        upload: PurePath | None = None,
+        download: PurePath | None = None,
         timeout: float = 60,
         check: bool = True,
     ) -> dict[str, Any]:
@@ -293,9 +330,10 @@ class HdfsCluster:
             "upload": str(upload) if upload else None,
             "download": str(download) if download else None,
         }
-        pythonpath = os.pathsep.join(p for p in sys.path if p)
-        helper = [sys.executable, "-m", "shufflelab.ndp.hdfs", "--http", json.dumps(req)]
-        argv = ["env", f"PYTHONPATH={pythonpath}", *helper]
+        python, env = self.staging.python(self.places[client])
+        env = {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p), **env}
+        helper = [python, "-m", "shufflelab.ndp.hdfs", "--http", json.dumps(req)]
+        argv = ["env", *(f"{k}={v}" for k, v in env.items()), *helper]
         try:
             out = self.run(argv, place=self.places[client], timeout=timeout + 15)
             res: dict[str, Any] = json.loads(out)
@@ -314,25 +352,49 @@ class HdfsCluster:
         q = urllib.parse.urlencode({"op": op, "user.name": self.config.user, **params})
         return f"{self.config.webhdfs}{urllib.parse.quote(path)}?{q}"
 
+    def _there(self, client: str, local_path: Path) -> PurePath:
+        """The file standing for ``local_path`` at ``client``'s place (in the folder standing for its folder)."""
+        return PurePosixPath(self.staging.folder(self.places[client], local_path.parent)) / local_path.name
+
     def put(self, local_path: Path, hdfs_path: str, *, client: str | None = None, timeout_s: float = 300) -> None:
-        """Write ``local_path`` to ``hdfs_path`` (overwriting) through WebHDFS from ``client``."""
-        if not Path(local_path).is_file():
+        """Write ``local_path`` to ``hdfs_path`` (overwriting) through WebHDFS from ``client`` (the
+        file put at its place first, and removed there after unless the place sees this machine's)."""
+        local_path = Path(local_path).resolve()
+        if not local_path.is_file():
             raise HdfsError(f"put: {local_path} is not a file")
-        self._request(
-            client or str(self.client),
-            "PUT",
-            self._url(hdfs_path, "CREATE", overwrite="true", replication=self.config.replication),
-            upload=Path(local_path).resolve(),
-            timeout=timeout_s,
-        )
+        c = client or str(self.client)
+        if c not in self.places:
+            raise HdfsError(f"client host {c!r} has no place on the fabric")
+        there = self._there(c, local_path)
+        self.staging.put(self.places[c], local_path, str(there))
+        try:
+            self._request(
+                c,
+                "PUT",
+                self._url(hdfs_path, "CREATE", overwrite="true", replication=self.config.replication),
+                upload=there,
+                timeout=timeout_s,
+            )
+        finally:
+            if there != local_path:
+                self.run(["rm", "-f", "--", str(there)], place=self.places[c], check=False)
 
     def get(self, hdfs_path: str, local_path: Path, *, client: str | None = None, timeout_s: float = 300) -> int:
-        """Read ``hdfs_path`` into ``local_path`` from ``client``; returns the byte count."""
+        """Read ``hdfs_path`` into ``local_path`` from ``client`` (fetched from its place); returns
+        the byte count."""
         local_path = Path(local_path).resolve()
         local_path.parent.mkdir(parents=True, exist_ok=True)
-        r = self._request(
-            client or str(self.client), "GET", self._url(hdfs_path, "OPEN"), download=local_path, timeout=timeout_s
-        )
+        c = client or str(self.client)
+        if c not in self.places:
+            raise HdfsError(f"client host {c!r} has no place on the fabric")
+        there = self._there(c, local_path)
+        r = self._request(c, "GET", self._url(hdfs_path, "OPEN"), download=there, timeout=timeout_s)
+        if there != local_path:
+            try:
+                if not self.staging.get(self.places[c], str(there), local_path):
+                    raise HdfsError(f"GET {hdfs_path} from {c}: {there} is not at its place")
+            finally:
+                self.run(["rm", "-f", "--", str(there)], place=self.places[c], check=False)
         return int(r.get("bytes", 0))
 
     def read(self, hdfs_path: str, *, client: str | None = None, timeout_s: float = 300) -> bytes:

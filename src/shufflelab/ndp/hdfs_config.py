@@ -3,6 +3,11 @@
 daemon ever asks a DNS server) and the ``java`` command line of each daemon
 (``java -cp <conf>:<web>:<lib>/* <main class>``: no Hadoop distribution, no Hadoop shell scripts).
 Pure: nothing here starts a process.
+
+The files are written below the local ``scratch`` folder; the paths they and the command lines
+name are the folders at each host's place (``dirs``, ``confs``: a machine's own, where the backend's
+:class:`~shufflelab.emulate.protocols.Staging` puts them; by default the local ones, which
+namespaces on this machine see).
 """
 
 from __future__ import annotations
@@ -10,8 +15,8 @@ from __future__ import annotations
 import shutil
 import socket
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
+from pathlib import Path, PurePath, PurePosixPath
 from xml.sax.saxutils import escape
 
 from shufflelab.ndp.hadoop_jars import web_root
@@ -57,6 +62,9 @@ class HdfsConfig:
     namenode_heap_mb: int = 384
     datanode_heap_mb: int = 256
     user: str = "root"
+    dirs: Mapping[str, str] = field(default_factory=dict)  # host -> its folder at its place (default: scratch/host)
+    confs: Mapping[str, str] = field(default_factory=dict)  # host -> its configuration folder there
+    java: str | None = None  # the ``java`` at the places (None: this machine's, found on PATH)
 
     def __post_init__(self) -> None:
         if not self.datanodes:
@@ -96,14 +104,25 @@ class HdfsConfig:
         """The cluster's hosts, NameNode first, each once (a NameNode host may also be a DataNode)."""
         return list(dict.fromkeys([self.namenode, *self.datanodes]))
 
-    def host_dir(self, host: str) -> Path:
-        return self.scratch / host
+    def host_dir(self, host: str) -> PurePath:
+        """``host``'s folder at its place (name and data directories, ``hadoop.home.dir``)."""
+        return PurePosixPath(self.dirs[host]) if host in self.dirs else self.scratch / host
 
-    def conf_dir(self, host: str) -> Path:
+    def conf_dir(self, host: str) -> PurePath:
+        """``host``'s configuration folder at its place (first on its daemons' class path)."""
+        return PurePosixPath(self.confs[host]) if host in self.confs else self.local_conf_dir(host)
+
+    def local_conf_dir(self, host: str) -> Path:
+        """Where :func:`write_configs` writes ``host``'s configuration on this machine."""
         return self.scratch / host / "conf"
 
     def log_dir(self) -> Path:
+        """The daemons' logs on this machine."""
         return self.scratch / "logs"
+
+    def place_log_dir(self, host: str) -> PurePath:
+        """``hadoop.log.dir`` of ``host``'s daemons at its place."""
+        return self.host_dir(host) / "logs" if host in self.dirs else self.log_dir()
 
 
 def core_site(cfg: HdfsConfig, host: str) -> dict[str, str]:
@@ -198,7 +217,7 @@ def hosts_file(cfg: HdfsConfig, host: str, machine_name: str | None = None) -> s
 def java_command(
     cfg: HdfsConfig,
     host: str,
-    lib: Path,
+    lib: PurePath,
     main: str,
     args: Sequence[str] = (),
     active_cpus: int | None = None,
@@ -207,7 +226,7 @@ def java_command(
     ``active_cpus`` makes the JVM size its GC and thread pools for that many CPUs (a CPU-limited host)."""
     nn = main == NAMENODE_CLASS
     heap = cfg.namenode_heap_mb if nn else cfg.datanode_heap_mb
-    java = shutil.which("java") or "java"
+    java = cfg.java or shutil.which("java") or "java"
     conf = cfg.conf_dir(host)
     # the NameNode handles metadata only: the quick C1 compiler starts it sooner; DataNodes move the
     # bytes and keep the optimising compiler
@@ -222,7 +241,7 @@ def java_command(
         "-Djava.net.preferIPv4Stack=true",
         f"-Djdk.net.hosts.file={conf / 'hosts'}",
         f"-Dhadoop.home.dir={cfg.host_dir(host)}",
-        f"-Dhadoop.log.dir={cfg.log_dir()}",
+        f"-Dhadoop.log.dir={cfg.place_log_dir(host)}",
         f"-Dlog4j.configuration=file:{conf / 'log4j.properties'}",
         *JPMS_OPTS,
         "-cp",
@@ -232,12 +251,18 @@ def java_command(
     ]
 
 
-def write_configs(cfg: HdfsConfig) -> None:
+CONF_FILES = ("core-site.xml", "hdfs-site.xml", "log4j.properties", "hosts")
+
+
+def write_configs(cfg: HdfsConfig, machine_names: Mapping[str, str] | None = None) -> None:
+    """Every host's configuration files (:data:`CONF_FILES`) in its local configuration folder;
+    ``machine_names``: each host's machine's own name (default: this machine's)."""
+    names = machine_names or {}
     for h in cfg.hosts():
-        conf = cfg.conf_dir(h)
+        conf = cfg.local_conf_dir(h)
         conf.mkdir(parents=True, exist_ok=True)
         (conf / "core-site.xml").write_text(site_xml(core_site(cfg, h)))
         (conf / "hdfs-site.xml").write_text(site_xml(hdfs_site(cfg, h)))
         (conf / "log4j.properties").write_text(LOG4J)
-        (conf / "hosts").write_text(hosts_file(cfg, h))
+        (conf / "hosts").write_text(hosts_file(cfg, h, names.get(h)))
     cfg.log_dir().mkdir(parents=True, exist_ok=True)

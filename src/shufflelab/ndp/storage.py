@@ -9,18 +9,28 @@ written from the NameNode's host, so loading never crosses the bottleneck betwee
 Core counts are *emulated*: this machine has two cores, so an emulated core is ``core_scale`` of a
 real one (0.25 by default: 1/2/4 emulated storage cores are 0.25/0.5/1 real CPU). The compute side
 is scaled the same way by its Spark core count (documented with the experiment).
+
+On machines (``cpu_caps`` off: their processes are not this machine's, and a CPU cgroup there is
+not yet a change their lease undoes) a storage host runs on its machine's own CPUs: a run whose
+``storage_cores × core_scale`` is below the storage machine's CPU count fails at once, saying so.
+
+The TPC-H tables are generated here and put into HDFS from the NameNode's host (through the
+backend's :class:`~shufflelab.emulate.protocols.Staging`); the proxies run in their place's Python
+with their spool in a folder there, and are ready once they answer HTTP at their address, asked
+from their place.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shufflelab.emulate.protocols import CommandRunner, Fabric, Process, ProcessLauncher
+from shufflelab.emulate.protocols import CommandRunner, Fabric, Process, ProcessLauncher, SharedFiles, Staging
 from shufflelab.ndp import hdfs, hdfs_config, tpch
 
 PROXY_PORT = 9880
@@ -47,6 +57,8 @@ class NdpStorage:
     proxy_workers: int = 1
     proxy_max_queue: int = 64
     exec_timeout_s: float = 300.0
+    staging: Staging = field(default_factory=SharedFiles)  # the files at each place
+    cpu_caps: bool = True  # the places' processes are this machine's: its cgroups cap them
     cluster: hdfs.HdfsCluster | None = field(default=None, init=False)
     proxies: dict[str, Process] = field(default_factory=dict, init=False)
     proxy_logs: dict[str, Path] = field(default_factory=dict, init=False)
@@ -88,6 +100,7 @@ class NdpStorage:
                 self.hosts,
                 self.scratch / "hdfs",
                 block_bytes=self.block_mb * 1024 * 1024,
+                staging=self.staging,
             )
             t1 = time.monotonic()
             self.cluster.start()
@@ -116,40 +129,63 @@ class NdpStorage:
     def _proxy(self, host: str) -> Process:
         assert self.cluster is not None
         addr = self.addresses
-        spool = self.scratch / "ndp-spool" / host
-        spool.mkdir(parents=True, exist_ok=True)
+        place = self.fabric.places[host]
+        spool = self.staging.folder(place, self.scratch / "ndp-spool" / host)
+        python, env = self.staging.python(place)
         argv = [
-            sys.executable, "-m", "shufflelab.ndp.proxy",
+            python, "-m", "shufflelab.ndp.proxy",
             "--listen", f"{addr[host]}:{PROXY_PORT}",
             "--webhdfs", f"http://{addr[self.hosts[0]]}:{hdfs_config.NN_HTTP_PORT}",
             "--workers", str(self.proxy_workers), "--max-queue", str(self.proxy_max_queue),
             "--exec-timeout", f"{self.exec_timeout_s:g}",
-            "--user", self.cluster.config.user, "--spool", str(spool),
+            "--user", self.cluster.config.user, "--spool", spool,
         ]  # fmt: skip
-        pythonpath = ":".join(p for p in sys.path if p)
+        env = {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p), **env}
         log = self.proxy_logs[host] = self.scratch / "logs" / f"ndp-proxy-{host}.log"
-        proc = self.launch(self.fabric.places[host], argv, log, {"PYTHONPATH": pythonpath})
+        proc = self.launch(place, argv, log, env)
         cg = self.cluster.cgroups.get(host)
         if cg is not None:
             cg.add(proc.pid)
         return proc
 
     def _wait_listening(self, host: str, proc: Process, timeout_s: float = 60) -> None:
+        """Until the proxy answers HTTP at its address, asked from its own place (any status: the
+        proxy serves POSTs)."""
+        assert self.cluster is not None
         deadline = time.monotonic() + timeout_s
-        log = self.proxy_logs[host]
+        url = f"http://{self.addresses[host]}:{PROXY_PORT}/"
         while time.monotonic() < deadline:
             if proc.poll() is not None:
-                raise StorageError(f"the NDP proxy on {host} exited: {log.read_text(errors='replace')[-1500:]}")
-            if log.exists() and "ndp proxy listening" in log.read_text(errors="replace"):
+                proc.stop(grace_s=1)  # its log comes back (on a machine) once stopped
+                log = self.proxy_logs[host]
+                text = log.read_text(errors="replace")[-1500:] if log.exists() else "(no log)"
+                raise StorageError(f"the NDP proxy on {host} exited: {text}")
+            r = self.cluster._request(host, "GET", url, timeout=5, check=False)
+            if "status" in r:
                 return
             time.sleep(0.2)
         raise StorageError(f"the NDP proxy on {host} is not listening after {timeout_s:g} s")
+
+    def machine_cpus(self, host: str) -> int:
+        """The CPU count of ``host``'s machine, read there."""
+        out = self.run(["nproc"], place=self.fabric.places[host], timeout=30).strip()
+        return int(out)
 
     def set_cores(self, emulated_cores: float, core_scale: float) -> None:
         """Cap every storage host (DataNode, NameNode, proxy) at ``emulated_cores × core_scale`` CPUs;
         the proxies run one pushdown per emulated core (restarted when that number changes)."""
         assert self.cluster is not None
         real = emulated_to_real(emulated_cores, core_scale)
+        if not self.cpu_caps:
+            for h in self.hosts:
+                n = self.machine_cpus(h)
+                if real < n:
+                    raise StorageError(
+                        f"workload.params.storage_cores x core_scale = {real:g} CPUs, below the {n} CPUs of "
+                        f"{h}'s machine: on machines a storage host runs on its machine's own CPUs (a cap "
+                        "needs a CPU cgroup there, which the lease does not yet undo); give it at least "
+                        f"{n} CPUs, or machines with that many"
+                    )
         workers = workers_for(emulated_cores)
         if workers != self.proxy_workers and self.proxies:
             for p in self.proxies.values():
@@ -157,7 +193,7 @@ class NdpStorage:
             self.proxies.clear()
         self.proxy_workers = workers
         if self.cores != real:
-            for h in self.hosts:
+            for h in self.hosts if self.cpu_caps else ():
                 self.cluster.cpu_limit(h, real)
                 proxy = self.proxies.get(h)
                 if proxy is not None and proxy.poll() is None:

@@ -1,16 +1,25 @@
 """TPC-H queries through near-data processing: Spark applications as :class:`SparkDriver` runs them,
 plus the group's storage hosts (HDFS, the NDP proxies, the TPC-H tables and their expected answers,
-started once per group) and each run's storage cores, pushdown model and per-read statistics."""
+started once per group) and each run's storage cores, pushdown model and per-read statistics.
+
+The storage's files are where its places see them (the backend's ``staging``). The executors append
+their per-read statistics to a file in a folder standing for the run's ``ndp-reads/`` -- one path on
+every worker's place -- and each place's file is fetched back into the run's ``ndp_reads.jsonl``
+(namespaces see this machine's files: they write that file directly). The connector's jar is the one
+in the places' cache (where ``shufflelab deploy`` brings it)."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path, PurePosixPath
 from typing import Any
 
+from shufflelab import artifacts
 from shufflelab.emulate import record
 from shufflelab.emulate.drivers.base import Group, Phase
 from shufflelab.emulate.drivers.spark import SparkDriver
-from shufflelab.emulate.protocols import Backend
+from shufflelab.emulate.protocols import Backend, SharedFiles
+from shufflelab.emulate.spark import ClusterSpec
 from shufflelab.results import RunRecord
 from shufflelab.spec import ExperimentSpec
 
@@ -34,6 +43,9 @@ class TpchDriver(SparkDriver):
             file_mb=p.file_mb,
             block_mb=p.block_mb,
             proxy_workers=workers_for(p.storage_cores),
+            staging=backend.staging,
+            # namespaces run this machine's processes, which its cgroups cap; machines run their own
+            cpu_caps=isinstance(backend.staging, SharedFiles),
         )
         storage.start()
         try:
@@ -76,13 +88,62 @@ class TpchDriver(SparkDriver):
             "proxies": storage.proxy_urls(),
             "root": HDFS_ROOT,
             "user": storage.cluster.config.user,
-            "stats_file": str(self.ctx.run_dir / "ndp_reads.jsonl"),
+            "stats_file": self._stats_file(),
             "expected": storage.expected,
             "model": model.to_dict(),
         }
-        return {"ndp": ndp}, [str(connector.ensure_jar())]
+        return {"ndp": ndp}, [self._at_places(connector.ensure_jar())]
+
+    def _places(self) -> list[str]:
+        """The places of the Spark hosts (driver and executors), each once."""
+        c, places = ClusterSpec.of(self.ctx.spec), self.group.fabric.places
+        return list(dict.fromkeys(places[h] for h in (c.master, *c.workers)))
+
+    def _one_path(self, what: str, paths: dict[str, str]) -> str:
+        """The path every place has for ``what`` (one class path and one option name it for all)."""
+        if len(set(paths.values())) != 1:
+            said = ", ".join(f"{p}: {v}" for p, v in paths.items())
+            raise RuntimeError(f"{what} is not at one path on every Spark host's machine ({said})")
+        return next(iter(paths.values()))
+
+    def _at_places(self, jar: Path) -> str:
+        """``jar`` (in this machine's cache) at the Spark hosts' places: the same name in their cache."""
+        staging, cache = self.backend.staging, artifacts.cache_root()
+        if not jar.is_relative_to(cache):
+            return str(jar)
+        rel = jar.relative_to(cache).as_posix()
+        return self._one_path(jar.name, {p: str(PurePosixPath(staging.cache(p)) / rel) for p in self._places()})
+
+    def _stats_folder(self) -> Path:
+        return self.ctx.run_dir / "ndp-reads"
+
+    def _stats_file(self) -> str:
+        """Where the executors append their reads: the run's ndp_reads.jsonl when the places see
+        this machine's files, else a file in the folder standing for ndp-reads/ at every place."""
+        local = self._stats_folder()
+        there = self._one_path(
+            "the folder of the per-read statistics", {p: self.backend.staging.folder(p, local) for p in self._places()}
+        )
+        if there == str(local):
+            return str(self.ctx.run_dir / "ndp_reads.jsonl")
+        return f"{there}/ndp_reads.jsonl"
+
+    def _fetch_stats(self) -> None:
+        """Each place's per-read statistics fetched into the run's ndp_reads.jsonl (namespaces: there already)."""
+        local, staging = self._stats_folder(), self.backend.staging
+        remote = self._stats_file()
+        if remote == str(self.ctx.run_dir / "ndp_reads.jsonl"):
+            return
+        lines = []
+        for p in self._places():
+            dest = local / f"{p}.jsonl"
+            if staging.get(p, remote, dest):
+                lines.append(dest.read_text(errors="replace"))
+        with open(self.ctx.run_dir / "ndp_reads.jsonl", "a") as out:
+            out.write("".join(t if t.endswith("\n") or not t else t + "\n" for t in lines))
 
     def record(self) -> RunRecord:
+        self._fetch_stats()
         rec = super().record()
         rec.tables.update(record.ndp_tables(self.ctx.run_dir, self.out.driver_results))
         return rec
