@@ -1,8 +1,9 @@
-"""The shipped experiments the hosts backend does not run (docs/hosts.md's table: TPC-H/NDP, whose
-set-up reads the controller's own files) are refused by ``shufflelab run --hosts`` before anything
-connects, naming each spec field and why -- here with an inventory of documentation-range machines
-(never contacted: connecting fails the test); seed 002's MapReduce replay specs, with the userspace
-switch on their dumbbell, are not. Their dumbbell itself runs on machines; a dumbbell
+"""The shipped experiments the hosts backend does not run (docs/hosts.md's table: TPC-H/NDP's cells
+whose storage has less than one CPU, which on machines would need a CPU cap there) are refused by
+``shufflelab run --hosts`` before anything connects, naming each spec field, the scenarios and why
+-- here with an inventory of documentation-range machines (never contacted: connecting fails the
+test); seed 002's MapReduce replay specs, with the userspace switch on their dumbbell, and
+ndp-costs.toml (one CPU of storage in every cell) are not. Their dumbbell itself runs on machines; a dumbbell
 whose two directions do not fit the router host's line rate is refused once it is read, before
 anything is changed (exit 2)."""
 
@@ -23,8 +24,8 @@ from shufflelab.hosts import backend as backendmod
 from shufflelab.hosts import commands, inventory
 
 ROOT = Path(__file__).resolve().parents[2]
-REFUSED = ["ndp-tpch.toml", "ndp-costs.toml"]
-RUN = ["vcc-mapreduce.toml", "vcc-mapreduce-red.toml"]
+REFUSED = ["ndp-tpch.toml"]
+RUN = ["vcc-mapreduce.toml", "vcc-mapreduce-red.toml", "ndp-costs.toml"]
 
 
 def _inventory(tmp_path: Path, spec: specmod.ExperimentSpec) -> Path:
@@ -56,24 +57,29 @@ def test_refused_before_anything_connects_naming_the_fields(
     out = " ".join(r.output.split())  # the console wraps long lines
     assert r.exit_code == 2, r.output
     assert "the hosts backend cannot run this experiment" in out
-    # its set-up reads the controller's own files, which machines do not share
-    assert "workload.name = 'tpch': its set-up reads the controller's own files" in out, out
+    # storage below one CPU: a cap on the machine, which its lease does not yet undo
+    assert "workload.params.storage_cores x core_scale = 0.25 CPU: on machines a storage host runs" in out, out
+    assert "workload.params.storage_cores x core_scale = 0.5 CPU" in out, out
+    assert "workload.params.storage_cores x core_scale = 1 CPU" not in out, out
+    assert "storage_cores=4" not in out.split("0.5 CPU", 1)[1].split("- ", 1)[0], out  # that cell runs
     # the kernel's dumbbell (two HTB classes on the router host) is not refused
     assert "topology.kind = 'dumbbell'" not in out, out
     assert not (tmp_path / "results").exists() or not any((tmp_path / "results").rglob("*.duckdb"))
 
 
 @pytest.mark.parametrize("name", RUN)
-def test_the_mapreduce_replay_with_the_switch_on_its_dumbbell_is_not_refused(name: str, tmp_path: Path) -> None:
+def test_the_mapreduce_replay_and_ndp_costs_are_not_refused(name: str, tmp_path: Path) -> None:
     """Seed 002's specs: the replay's agents on machines (their files shipped), the switch's RED/ECN,
     DCTCP and VCC on the router host with a queue per rack; every cell passes the backend's checks
-    (before, each was refused for the replay's files and for the switch's one queue)."""
+    (before, each was refused for the replay's files and for the switch's one queue). ndp-costs.toml:
+    HDFS, the proxies and the tables reach the machines through the backend's staging (before,
+    refused: its set-up read the controller's own files)."""
     path = ROOT / "experiments" / name
     spec = specmod.load(path)
     inv = inventory.load(_inventory(tmp_path, spec))
     assert commands.backend_refusals(inv, spec, str(path)) == {}
-    # a 1 GbE router host holds both directions of their 100 Mbit/s link
-    assert commands.backend_refusals(inv, spec, str(path), router_line=("eth1", 1000.0)) == {}
+    # a router host of 10 Gbit/s holds both directions of their link (100 Mbit/s; ndp-costs's 1,000)
+    assert commands.backend_refusals(inv, spec, str(path), router_line=("eth1", 10_000.0)) == {}
 
 
 def test_a_dumbbell_beyond_the_router_hosts_line_rate_is_refused_once_read_before_any_change(
@@ -117,3 +123,46 @@ def test_a_dumbbell_beyond_the_router_hosts_line_rate_is_refused_once_read_befor
     assert {tuple(argv) for _, argv in ran} == {("nproc",), ("cat", "/sys/class/net/eth1/speed")}
     assert [name for name, argv in ran if argv[0] == "cat"] == [inv_doc["router"]]
     assert not (tmp_path / "results").exists() or not any((tmp_path / "results").rglob("*.duckdb"))
+
+
+def test_tpch_storage_below_its_machines_cpus_is_refused_once_read_before_any_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TPC-H/NDP with one CPU of storage (storage_cores x core_scale) passes before connecting; the
+    machines report 4 CPUs, and on machines the storage runs on all of them (a cap would need a CPU
+    cgroup there): refused with exit 2, naming the field and the machine, after only reads."""
+    ran: list[list[str]] = []
+
+    class Session:
+        def __init__(self, name: str, host: Any) -> None:
+            self.name, self.host = name, host
+
+        async def run(self, step: str, argv: list[str], **kw: Any) -> Any:
+            ran.append(list(argv))
+            out = "10000\n" if argv[0] == "cat" and argv[1].endswith("/speed") else "4\n"
+            return SimpleNamespace(stdout=out, stderr="", exit_status=0)
+
+    @contextlib.asynccontextmanager
+    async def connect(inv: Any, names: Any) -> AsyncIterator[dict[str, Any]]:
+        yield {n: Session(n, inv.hosts[n]) for n in names}
+
+    monkeypatch.setattr(backendmod, "connect", connect)
+    path = tmp_path / "tpch.toml"
+    path.write_text(
+        "[experiment]\nname = 'tpch'\nrepetitions = 1\n[topology]\nkind = 'dumbbell'\n"
+        "bottleneck = { rate_mbps = 100, queue_bytes = 250_000 }\n[hosts]\n"
+        "master = { roles = ['spark-master'], rack = 1 }\nw1 = { roles = ['spark-worker'], rack = 1 }\n"
+        "s1 = { roles = ['storage'], rack = 2 }\n"
+        "[workload]\nname = 'tpch'\nparams = { storage_cores = 2, core_scale = 0.5 }\n"
+    )
+    spec = specmod.load(path)
+    inv = _inventory(tmp_path, spec)
+    assert commands.backend_refusals(inventory.load(inv), spec, str(path)) == {}  # before connecting: one CPU
+    r = CliRunner().invoke(app, ["run", str(path), "--hosts", str(inv), "--results", str(tmp_path / "results")])
+    out = " ".join(r.output.split())
+    assert r.exit_code == 2, r.output
+    assert "workload.params.storage_cores x core_scale = 1 CPU, below the CPUs of its machines (4 of s1's" in out, out
+    assert "m-s1" in out and "on machines a storage host runs on its machine's own CPUs" in out, out
+    assert {tuple(argv) for argv in ran} == {("nproc",), ("cat", "/sys/class/net/eth1/speed")}  # only reads
+    # machines of one CPU: it runs
+    assert commands.backend_refusals(inventory.load(inv), spec, str(path), cpus={"m-s1": 1}) == {}

@@ -38,10 +38,12 @@ RouterLine = tuple[str, float | None]  # the router host's data interface, its l
 
 
 class HostsBackend:
-    def __init__(self, inv: Inventory, refuse: Callable[[RouterLine | None], str | None] | None = None) -> None:
-        """``refuse``: what the run cannot do once the router host's line rate is known (a message:
-        refused on entry, before anything is changed; None: it runs); given, the line rate is read
-        on entry."""
+    def __init__(
+        self, inv: Inventory, refuse: Callable[[RouterLine | None, Mapping[str, int | None]], str | None] | None = None
+    ) -> None:
+        """``refuse``: what the run cannot do once the router host's line rate and each inventory
+        host's CPU count are known (a message: refused on entry, before anything is changed; None:
+        it runs); given, the line rate is read on entry."""
         self.inv = inv
         self._refuse = refuse
         self.router_line: RouterLine | None = None  # read on entry when the inventory names a router host
@@ -63,7 +65,8 @@ class HostsBackend:
             router = self.sessions.get(self.inv.router) if self.inv.router else None
             if router is not None and self._refuse is not None:
                 self.router_line = (router.host.data_interface, self.loop.call(line_rate_mbps(router)))
-            refused = self._refuse(self.router_line) if self._refuse is not None else None
+            cpus = dict(zip(self.sessions, counted, strict=True))
+            refused = self._refuse(self.router_line, cpus) if self._refuse is not None else None
             if refused:  # read, nothing changed yet
                 raise SpecError(refused)
         except BaseException:

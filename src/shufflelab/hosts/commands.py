@@ -16,6 +16,8 @@ from shufflelab.hosts.safety import SafetyError
 from shufflelab.spec import ExperimentSpec, SpecError, expand
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from shufflelab.hosts.backend import HostsBackend
 
 # what a run on inventory hosts may fail with besides a bad spec (each names the host and the step)
@@ -184,18 +186,24 @@ def backend_refusals(
     spec_path: str,
     select: list[str] | None = None,
     router_line: tuple[str, float | None] | None = None,
+    cpus: Mapping[str, int | None] | None = None,
 ) -> dict[str, list[str]]:
     """What in ``spec`` (its scenarios chosen by ``select``, as ``run --select`` does; None: all) the
     hosts backend cannot run: each problem (naming the spec field) with the labels of the scenarios
     that have it; empty when every one of them can run. ``router_line``: the router host's data
-    interface and line rate, once read (before: None)."""
+    interface and line rate, once read (before: None); ``cpus``: each inventory host's CPU count,
+    once read."""
     from shufflelab.hosts.fabric import refusals
     from shufflelab.spec import selected
 
-    sharing = inventory.machine_groups(inventory.check_mapping(inv, spec, spec_path))
+    mapping = inventory.check_mapping(inv, spec, spec_path)
+    sharing = inventory.machine_groups(mapping)
+    machine_cpus = {h: (m, cpus.get(m)) for h, m in mapping.items()} if cpus is not None else None
     scenarios: dict[str, list[str]] = {}
     for sc in selected(spec, select, spec_path):
-        for p in refusals(sc.spec, router=inv.router is not None, sharing=sharing, router_line=router_line):
+        for p in refusals(
+            sc.spec, router=inv.router is not None, sharing=sharing, router_line=router_line, machine_cpus=machine_cpus
+        ):
             scenarios.setdefault(p, []).append(sc.label)
     return scenarios
 
@@ -213,7 +221,7 @@ def open_backend(inv_path: Path, spec: ExperimentSpec, spec_path: str, select: l
     every scenario the run selects (``select`` as ``run --select``; None: all) checked against what
     the hosts backend can do (a :class:`SpecError` naming the scenario and the field otherwise),
     and again on entry, once connected and before anything is changed, against the router host's
-    line rate (read there). Use it as a context manager (it connects on entry)."""
+    line rate (read there) and each machine's CPU count. Use it as a context manager (it connects on entry)."""
     from shufflelab.hosts.backend import HostsBackend
 
     inv = inventory.load(inv_path)
@@ -222,7 +230,9 @@ def open_backend(inv_path: Path, spec: ExperimentSpec, spec_path: str, select: l
     if refused:
         raise SpecError(refused)
     # once connected, before anything changes: what the router host's line rate cannot hold
-    return HostsBackend(inv, lambda line: _refused(spec_path, backend_refusals(inv, spec, spec_path, select, line)))
+    return HostsBackend(
+        inv, lambda line, cpus: _refused(spec_path, backend_refusals(inv, spec, spec_path, select, line, cpus))
+    )
 
 
 def deploy(inv_path: Path, remove: bool, console: Console, err: Console) -> int:

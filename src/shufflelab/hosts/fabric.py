@@ -47,7 +47,7 @@ from shufflelab.hosts.switch import (
     start_router_switch,
 )
 from shufflelab.netplan import Egress, NetPlan, PortCounters, egress_changes
-from shufflelab.spec import ExperimentSpec, Link, SpecError
+from shufflelab.spec import ExperimentSpec, Link, SpecError, TpchParams
 from shufflelab.switch.controller import Switch
 from shufflelab.topology import ROUTER, Network, Port
 
@@ -73,13 +73,15 @@ def refusals(
     router: bool = False,
     sharing: Collection[Collection[str]] = (),
     router_line: tuple[str, float | None] | None = None,
+    machine_cpus: Mapping[str, tuple[str, int | None]] | None = None,
 ) -> list[str]:
     """What in ``spec`` the hosts backend cannot do, each naming the field and why; empty: it runs.
     ``router``: the inventory names a router host (a shared bottleneck or a dumbbell can be held);
     ``sharing``: the groups of spec hosts that run on one machine
     (:func:`shufflelab.hosts.inventory.machine_groups`); ``router_line``: the router host's data
     interface and its line rate in Mbit/s (None: unknown), once read from it
-    (:func:`shufflelab.netplan.router_line_problem`)."""
+    (:func:`shufflelab.netplan.router_line_problem`); ``machine_cpus``: each spec host's machine and
+    its CPU count (None: unknown), once read."""
     from shufflelab.emulate import drivers
 
     out = []
@@ -143,11 +145,25 @@ def refusals(
             )
     kind_of = drivers.kind_of(spec)
     if kind_of is drivers.TpchDriver:
-        out.append(
-            "workload.name = 'tpch': its set-up reads the controller's own files -- HDFS's configuration and jars, "
-            "the NDP proxies and the TPC-H tables are written and started from the controller's paths, which "
-            "machines do not share; not on machines yet"
+        p = spec.workload_params()
+        cpus = p.storage_cores * p.core_scale if isinstance(p, TpchParams) else 1.0
+        why = (
+            "on machines a storage host runs on its machine's own CPUs -- a cap below them needs a CPU cgroup on "
+            "the machine, which the lease does not yet undo"
         )
+        known = {h: mc for h in spec.hosts_with("storage") if (mc := (machine_cpus or {}).get(h)) and mc[1]}
+        below = {h: mc for h, mc in known.items() if mc[1] is not None and cpus < mc[1]}
+        if below:
+            said = ", ".join(f"{n} of {h}'s machine {m}" for h, (m, n) in below.items())
+            out.append(
+                f"workload.params.storage_cores x core_scale = {cpus:g} CPU, below the CPUs of its machines ({said}): "
+                f"{why}; give the storage at least as many CPUs, or machines with as few"
+            )
+        elif cpus < 1:
+            out.append(
+                f"workload.params.storage_cores x core_scale = {cpus:g} CPU: {why}; give the storage at least its "
+                "machines' CPU count (checked once they are reached, before any change)"
+            )
     return out
 
 
