@@ -75,7 +75,7 @@ def test_tpch_pushdown_runs_on_machines_and_its_reads_come_back(lab6: Lab, tmp_p
     inv = lab6.inventory_on(tmp_path / "inv.toml", MACHINES, ROUTER)
     results = tmp_path / "results"
     before, routes = host_state(lab6), routing(lab6)
-    r = cli("run", str(spec), "--hosts", str(inv), "--results", str(results), timeout=600)
+    r = cli("run", str(spec), "--hosts", str(inv), "--results", str(results), "--no-report", timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     with duckdb.connect(str(results / "tpch-hosts.duckdb"), read_only=True) as con:
         runs = con.execute("SELECT status, cause, bottleneck_tx_bytes FROM runs").fetchall()
