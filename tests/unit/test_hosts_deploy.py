@@ -242,12 +242,14 @@ def test_inventory_deploy_dir(tmp_path: Path) -> None:
         inventory.load(p)
 
 
-def test_deploy_brings_what_the_queue_sampler_imports_once_it_samples() -> None:
+def test_deploy_brings_what_the_queue_sampler_and_the_ndp_proxy_import() -> None:
     """The sampler imports its netlink library only when it starts sampling: without it on a deployed
-    host the sampler ends at once and the run has no queue samples."""
+    host the sampler ends at once and the run has no queue samples. A storage host's NDP proxy runs
+    its pushdowns in DuckDB and serves them with aiohttp: without them it never listens."""
     from shufflelab.hosts.deploy import needed_distributions
 
-    assert "pyroute2" in needed_distributions()
+    needed = needed_distributions()
+    assert "pyroute2" in needed and {"duckdb", "aiohttp"} <= set(needed), needed
 
 
 def test_the_ndp_jars_go_to_the_hosts_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -68,7 +68,8 @@ from shufflelab.hosts.paths import HostPaths, artifacts_root, executable_rel, so
 _COPIES_PER_HOST = 32  # SFTP puts in flight per host (docs/benchmarks.md, "Deploy": 32 against 8)
 
 # what runs on a host: the driver (and the workloads it runs), the queue sampler (and the netlink
-# library it imports only once it samples), pyspark's workers
+# library it imports only once it samples), pyspark's workers, TPC-H/NDP's proxy (DuckDB, aiohttp)
+# and WebHDFS helper on a storage host
 _ENTRY_MODULES = (
     "shufflelab.workloads.driver",
     "shufflelab.workloads",
@@ -77,6 +78,8 @@ _ENTRY_MODULES = (
     "pyspark.sql",
     "pyspark.daemon",
     "pyspark.worker",
+    "shufflelab.ndp.proxy",
+    "shufflelab.ndp.hdfs",
 )
 
 
