@@ -86,3 +86,15 @@ def test_app_conf_refuses_a_reserved_key_that_bypassed_validation(
     bypass = sp.model_copy(update={"spark": sp.spark.model_copy(update={"conf": {"spark.eventLog.enabled": "false"}})})
     with pytest.raises(sparkconf.ReservedConfError, match="spark.eventLog.enabled"):
         cluster.app_conf(bypass, tmp_path / "ev", 4)
+
+
+def test_the_master_and_workers_start_from_the_class_data_archive(cluster: SparkCluster, tmp_path: Path) -> None:
+    """The daemons get the archive's options and its class path's first entry (the listener jar), so
+    that the archive recorded for drivers and executors serves their classes too; without the archive
+    (``spark.cds = false``) they start as before."""
+    env = cluster._env("w1")
+    assert env["SPARK_DAEMON_CLASSPATH"] == str(tmp_path / "listener.jar")
+    assert env["SPARK_DAEMON_JAVA_OPTS"] == f"{spark.FAST_JVM_OPTS} -XX:SharedArchiveFile=/a.jsa -Xshare:auto"
+    cluster.spec = ClusterSpec("master", ("w1", "w2"), 1, "1g", fast_jvm=True, cds=False)
+    env = cluster._env("w1")
+    assert "SPARK_DAEMON_CLASSPATH" not in env and env["SPARK_DAEMON_JAVA_OPTS"] == spark.FAST_JVM_OPTS

@@ -88,7 +88,10 @@ class HostsCluster(SparkCluster):
         env = super()._env(host)
         paths = self._paths(host)
         env["SPARK_HOME"], env["PYSPARK_PYTHON"] = paths.spark_home, paths.python
-        if self._deployed:
+        if self._deployed:  # no class-data archive there (see app_conf)
+            env.pop("SPARK_DAEMON_CLASSPATH", None)
+            if opts := _without_cds(env.pop("SPARK_DAEMON_JAVA_OPTS", "")):
+                env["SPARK_DAEMON_JAVA_OPTS"] = opts
             env["PYTHONPATH"] = pythonpath(paths)
             env["PYSPARK_PYTHON"] = f"{self._link('venv')}/{posixpath.relpath(paths.python, paths.venv)}"
             script = 'ln -sfn "$1" "$2" && ln -sfn "$3" "$4"'
@@ -114,7 +117,7 @@ class HostsCluster(SparkCluster):
         out = {}
         for k, v in conf.items():
             if k.endswith("extraJavaOptions"):
-                v = " ".join(w for w in v.split() if not w.startswith("-XX:SharedArchiveFile=") and w != "-Xshare:auto")
+                v = _without_cds(v)
                 if not v:
                     continue
             out[k] = v.replace(cache + "/", link + "/")
@@ -228,3 +231,9 @@ class HostsCluster(SparkCluster):
             self.ns[m], [paths.python, "-m", "shufflelab.workloads.driver", remote_request], log, env=env
         )
         return DriverProcess(proc, self.backend, remote_run, local_run)
+
+
+def _without_cds(java_options: str) -> str:
+    """JVM options without the class-data archive's."""
+    words = java_options.split()
+    return " ".join(w for w in words if not w.startswith("-XX:SharedArchiveFile=") and w != "-Xshare:auto")
