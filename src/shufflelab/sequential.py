@@ -27,6 +27,7 @@ spending function, alpha, first and last look -- is stored with the results).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -118,8 +119,7 @@ class Design:
 
     def nominal_alphas(self) -> np.ndarray:
         """Each look's two-sided nominal level, in the order of ``looks``."""
-        c = boundaries([n / self.max_n for n in self.looks], self.alpha, self.spending)
-        return np.asarray(2 * sps.norm.sf(c))
+        return np.array(_nominal_alphas(self))
 
     def nominal_alpha(self, n: int) -> float:
         if n not in self.looks:
@@ -131,6 +131,14 @@ class Design:
             f"group-sequential design, Lan-DeMets {NAMES[self.spending]} alpha spending, two-sided alpha = "
             f"{self.alpha:g} over looks at n = {self.first_n}..{self.max_n} runs a side (one look per repetition)"
         )
+
+
+@functools.lru_cache(maxsize=64)
+def _nominal_alphas(design: Design) -> tuple[float, ...]:
+    """A design's nominal levels, computed once per design (the recursive integration takes about
+    0.3 s, and every comparison at every look asks for them)."""
+    c = boundaries([n / design.max_n for n in design.looks], design.alpha, design.spending)
+    return tuple(float(a) for a in 2 * sps.norm.sf(c))
 
 
 # -- over a results store -------------------------------------------------------------------------
