@@ -5,7 +5,9 @@ run is stored and resumed to its end with the report: the resumed experiment is 
 record (its two ok runs, their bytes, CC, telemetry and report), the interruption and the resume the
 other test's, which then kills (SIGKILL) a third run and cleans. One experiment for both, shared by
 a module fixture: an uninterrupted one of its own repeated what the resumed one shows. JVMs use the
-fast flags (``spark.fast_jvm``) to keep CI short; measurements never do.
+fast flags (``spark.fast_jvm``) to keep CI short; measurements never do. Two workers: the shuffle
+crosses the shared link from either, and a third cost about 9 CPU-s (its worker and executor JVMs)
+a cluster start.
 """
 
 from __future__ import annotations
@@ -45,7 +47,6 @@ bottleneck = {{ rate_mbps = 20, queue_bytes = 60_000 }}
 master = {{ roles = ["spark-master"] }}
 w1 = {{ roles = ["spark-worker"] }}
 w2 = {{ roles = ["spark-worker"] }}
-w3 = {{ roles = ["spark-worker"] }}
 tgen = {{ roles = ["traffic-source"] }}
 tsink = {{ roles = ["traffic-sink"] }}
 
