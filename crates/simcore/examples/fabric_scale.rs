@@ -1,7 +1,8 @@
 //! Time one fabric run from a JSON configuration (the core's `run_fabric` input), without Python:
 //! `cargo run --release -p shufflelab-simcore --example fabric_scale -- CONFIG.json [RECOMPUTE]`
 //! (`benchmarks/fabric_scale/*.json`: the configurations `benchmarks/sim_scale.py` builds).
-//! Prints one JSON line: wall seconds, the result's counters and its shuffle completion.
+//! Prints one JSON line: wall seconds, the result's counters and its shuffle completion, and in
+//! the packet-faithful mode (`"mode": "packet"`) its links simulated, timeouts, drops and events.
 
 use std::time::Instant;
 
@@ -28,6 +29,14 @@ fn main() -> Result<(), String> {
             "solves": r.solves,
             "flows_solved": r.flows_solved,
             "shuffle_completion_s": r.shuffle_completion_s,
+            "packet": r.packet.as_ref().map(|p| serde_json::json!({
+                "links_with_flows": p.links_with_flows,
+                "links_simulated": p.links_simulated,
+                "flows": p.flows,
+                "timeouts": p.timeouts,
+                "drops": p.drops,
+                "events": p.events,
+            })),
         })
     );
     Ok(())
