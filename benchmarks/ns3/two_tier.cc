@@ -50,6 +50,30 @@ struct Flow {
 static std::vector<Flow> g_flows;
 static uint64_t g_bytes = 0;
 static double g_start = 1.0;
+static bool g_trace = false;  // --trace: each sender's events on stderr (the JSON on stdout unchanged)
+
+static double Since() { return Simulator::Now().GetSeconds() - g_start; }
+
+// --trace: "<s since start> <flow> <event> <value>" per line: STATE old->new (0 open, 1 disorder,
+// 2 CWR, 3 recovery, 4 loss), CWND (segments), TX / RETX (segment number: first sent / sent again),
+// RTO (the timer's new value after a timeout, s).
+static std::vector<uint32_t> g_highTx;
+static void TraceTx(uint32_t flow, Ptr<const Packet> p, const TcpHeader &h, Ptr<const TcpSocketBase>) {
+  if (p->GetSize() == 0) return;
+  uint32_t seq = h.GetSequenceNumber().GetValue();
+  bool again = seq < g_highTx[flow];
+  if (!again) g_highTx[flow] = seq + p->GetSize();
+  std::fprintf(stderr, "%.6f %u %s %u\n", Since(), flow, again ? "RETX" : "TX", (seq - 1) / kSegment);
+}
+static void TraceState(uint32_t flow, TcpSocketState::TcpCongState_t from, TcpSocketState::TcpCongState_t to) {
+  std::fprintf(stderr, "%.6f %u STATE %d->%d\n", Since(), flow, static_cast<int>(from), static_cast<int>(to));
+}
+static void TraceCwnd(uint32_t flow, uint32_t, uint32_t now) {
+  std::fprintf(stderr, "%.6f %u CWND %.2f\n", Since(), flow, static_cast<double>(now) / kSegment);
+}
+static void TraceRto(uint32_t flow, Time old, Time now) {
+  if (now == old + old) std::fprintf(stderr, "%.6f %u RTO %.3f\n", Since(), flow, now.GetSeconds());
+}
 
 static void OnRx(uint32_t flow, Ptr<const Packet> p, const Address &) {
   Flow &f = g_flows[flow];
@@ -105,6 +129,7 @@ int main(int argc, char *argv[]) {
                incastSenders);
   cmd.AddValue("incastReceiver", "the incast's receiving host", incastReceiver);
   cmd.AddValue("stopS", "virtual seconds after which unfinished flows are reported as -1", stopS);
+  cmd.AddValue("trace", "each sender's congestion state, window, transmissions and timeouts on stderr", g_trace);
   cmd.Parse(argc, argv);
   g_bytes = static_cast<uint64_t>(megabytes * 1e6);
   if (queueDisc != "droptail" && queueDisc != "step") {
@@ -180,6 +205,7 @@ int main(int argc, char *argv[]) {
     {
       uint32_t id = g_flows.size();
       g_flows.push_back(Flow{s, d});
+      g_highTx.push_back(0);
       ApplicationContainer b = InstallBulkFlow(hosts.Get(s), hosts.Get(d), addr[d], port, g_bytes, Seconds(g_start),
                                                MakeBoundCallback(&OnRx, id));
       // the sender's socket exists once the application has started: hook its traces then
@@ -190,6 +216,12 @@ int main(int argc, char *argv[]) {
         sock->TraceConnectWithoutContext("CongestionWindow", MakeBoundCallback(&OnCwnd, id));
         sock->TraceConnectWithoutContext("Tx", MakeBoundCallback(&OnTx, id));
         sock->TraceConnectWithoutContext("SlowStartThreshold", MakeBoundCallback(&OnSsThresh, id));
+        if (g_trace) {
+          sock->TraceConnectWithoutContext("Tx", MakeBoundCallback(&TraceTx, id));
+          sock->TraceConnectWithoutContext("CongState", MakeBoundCallback(&TraceState, id));
+          sock->TraceConnectWithoutContext("CongestionWindow", MakeBoundCallback(&TraceCwnd, id));
+          sock->TraceConnectWithoutContext("RTO", MakeBoundCallback(&TraceRto, id));
+        }
       });
       port++;
     }
