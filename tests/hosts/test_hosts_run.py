@@ -9,12 +9,15 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import tomllib
 from pathlib import Path
 
 import duckdb
 import pytest
+
+from shufflelab.hosts import lease
 
 from .conftest import Lab, sh
 
@@ -127,10 +130,16 @@ def _driver_running(lab: Lab) -> bool:
     return tagged_running(lab, 0, b"shufflelab.workloads.driver")
 
 
+def _controller_folders() -> set[Path]:
+    """The hosts backend's own folders for its leases on this machine (in the temporary folder)."""
+    return set(Path(tempfile.gettempdir()).glob(lease.local_folder_prefix("*") + "*"))
+
+
 # SIGTERM (and SIGHUP) take SIGINT's path: tests/unit/test_cli_signals.py shows they become the same
 # KeyboardInterrupt in the runner, so the SIGINT case here covers their teardown over SSH too
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["sigint", "sigkill"])
 def test_runner_stopped_mid_job_leaves_nothing_after_clean(lab: Lab, tmp_path: Path, sig: signal.Signals) -> None:
+    folders_before = _controller_folders()
     inv = lab.inventory(tmp_path / "inv.toml")
     spec = quickstart(tmp_path / "quickstart.toml", reps=1)
     before = host_state(lab)
@@ -163,6 +172,8 @@ def test_runner_stopped_mid_job_leaves_nothing_after_clean(lab: Lab, tmp_path: P
     if sig == signal.SIGKILL:
         assert "restored 3 leases" in r.stdout, r.stdout
     assert host_state(lab) == before
+    # nor is the controller's own folder of the run's lease left (a killed runner left it until clean)
+    assert not _controller_folders() - folders_before, _controller_folders() - folders_before
     r = cli("clean", "--hosts", str(inv), timeout=120)
     assert "restored 0 leases" in r.stdout, r.stdout  # nothing left over
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -259,3 +260,18 @@ def test_runs_record_the_machine_of_each_spec_host(tmp_path: Path, monkeypatch: 
             "h2": {"machine": "b", "address": "192.0.2.2", "data_interface": "eth1", "cpus": 4},
         }
     assert sorted(asked) == [(n, ["nproc"]) for n in ("a", "b", "r")]
+
+
+def test_clean_removes_only_the_controllers_folders_of_the_restored_leases(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A killed controller leaves its own folder of each lease (``shufflelab-hosts-<lease>-*`` in the
+    temporary folder); ``clean`` removes those of the leases it restored and nothing else."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    mine = tmp_path / f"{lease.local_folder_prefix('0123456789ab')}x1"
+    other = tmp_path / f"{lease.local_folder_prefix('ba9876543210')}x2"
+    for d in (mine, other):
+        (d / "sub").mkdir(parents=True)
+    (tmp_path / "shufflelab-hosts-0123456789ab").write_text("a file, not a lease's folder")
+    assert lease.remove_local_folders(["0123456789ab", "0123456789ab"]) == [mine]
+    assert not mine.exists() and other.is_dir() and (tmp_path / "shufflelab-hosts-0123456789ab").is_file()

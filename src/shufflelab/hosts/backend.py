@@ -174,7 +174,7 @@ class HostsBackend:
         lid = lease.new_lease_id()
         machines = set(places.values()) | ({router} if router else set())
         leases = {n: lease.HostLease(self.sessions[n], lid, self.inv.ssh.lease_dir) for n in machines}
-        local = Path(tempfile.mkdtemp(prefix=f"shufflelab-hosts-{lid}-"))
+        local = Path(tempfile.mkdtemp(prefix=lease.local_folder_prefix(lid)))
 
         async def up() -> tuple[dict[str, str], dict[str, str]]:
             await settled(*(hl.open() for hl in leases.values()))

@@ -166,6 +166,7 @@ def clean(inv_path: Path, force: bool, console: Console, err: Console) -> int:
         err.print(f"[bold red]error:[/] {exc}", highlight=False)
         return 1
     restored = [r for rep in reports for r in rep.restored]
+    lease.remove_local_folders(i for rep in reports for i in rep.restored_ids)
     live = [r for rep in reports for r in rep.skipped_live]
     problems = [p for rep in reports for p in rep.problems]
     console.print(f"restored {len(restored)} leases on {len(reports)} hosts")

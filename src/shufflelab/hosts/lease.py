@@ -22,10 +22,13 @@ import json
 import os
 import secrets
 import shlex
+import shutil
 import socket
+import tempfile
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from shufflelab import procfs
@@ -358,6 +361,7 @@ class RestoreError(RuntimeError):
 @dataclass
 class CleanReport:
     restored: list[str] = field(default_factory=list)  # "host: lease id (n changes)"
+    restored_ids: list[str] = field(default_factory=list)  # the lease ids of ``restored``
     skipped_live: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
@@ -395,6 +399,7 @@ async def clean_host(session: Session, lease_dir: str, force: bool = False) -> C
         report.problems += problems
         if not problems:
             report.restored.append(f"{session.name}: {stem} ({len(changes)} changes)")
+            report.restored_ids.append(stem)
     return report
 
 
@@ -424,3 +429,20 @@ def run_controller(main: Any) -> Any:
         return await main
 
     return asyncio.run(wrapper())
+
+
+def local_folder_prefix(lease_id: str) -> str:
+    """The name prefix of the controller's own folder for a lease (in the temporary folder)."""
+    return f"shufflelab-hosts-{lease_id}-"
+
+
+def remove_local_folders(lease_ids: Iterable[str]) -> list[Path]:
+    """The controller's folders of these leases, removed: a controller that was killed (SIGKILL)
+    left them behind when its leases were restored by ``clean``."""
+    removed = []
+    for lid in dict.fromkeys(lease_ids):
+        for folder in Path(tempfile.gettempdir()).glob(f"{local_folder_prefix(lid)}*"):
+            if folder.is_dir():
+                shutil.rmtree(folder, ignore_errors=True)
+                removed.append(folder)
+    return removed
