@@ -82,11 +82,12 @@ def test_the_mapreduce_replay_and_ndp_costs_are_not_refused(name: str, tmp_path:
     assert commands.backend_refusals(inv, spec, str(path), router_line=("eth1", 10_000.0)) == {}
 
 
-def test_a_dumbbell_beyond_the_router_hosts_line_rate_is_refused_once_read_before_any_change(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The router host's data interface says it runs at 1000 Mbit/s; a 1000 Mbit/s dumbbell needs
-    2000 through it: refused with exit 2, naming the field, after only reads (nproc, its line rate)."""
+def _machines_that_answer_reads(
+    monkeypatch: pytest.MonkeyPatch, speed_mbps: int
+) -> tuple[list[tuple[str, list[str]]], dict[str, Any]]:
+    """The SSH backend's connections replaced by machines that answer reads only: 4 CPUs (nproc) and
+    a data interface of ``speed_mbps``. Returns every command run (machine, argv) and the inventory's
+    router as the backend saw it."""
     ran: list[tuple[str, list[str]]] = []
     inv_doc: dict[str, Any] = {}
 
@@ -96,7 +97,7 @@ def test_a_dumbbell_beyond_the_router_hosts_line_rate_is_refused_once_read_befor
 
         async def run(self, step: str, argv: list[str], **kw: Any) -> Any:
             ran.append((self.name, list(argv)))
-            out = "1000\n" if argv[0] == "cat" and argv[1].endswith("/speed") else "4\n"
+            out = f"{speed_mbps}\n" if argv[0] == "cat" and argv[1].endswith("/speed") else "4\n"
             return SimpleNamespace(stdout=out, stderr="", exit_status=0)
 
     @contextlib.asynccontextmanager
@@ -105,6 +106,15 @@ def test_a_dumbbell_beyond_the_router_hosts_line_rate_is_refused_once_read_befor
         yield {n: Session(n, inv.hosts[n]) for n in names}
 
     monkeypatch.setattr(backendmod, "connect", connect)
+    return ran, inv_doc
+
+
+def test_a_dumbbell_beyond_the_router_hosts_line_rate_is_refused_once_read_before_any_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The router host's data interface says it runs at 1000 Mbit/s; a 1000 Mbit/s dumbbell needs
+    2000 through it: refused with exit 2, naming the field, after only reads (nproc, its line rate)."""
+    ran, inv_doc = _machines_that_answer_reads(monkeypatch, speed_mbps=1000)
     path = tmp_path / "db.toml"
     path.write_text(
         "[experiment]\nname = 'db'\nrepetitions = 1\n[topology]\nkind = 'dumbbell'\n"
@@ -131,22 +141,7 @@ def test_tpch_storage_below_its_machines_cpus_is_refused_once_read_before_any_ch
     """TPC-H/NDP with one CPU of storage (storage_cores x core_scale) passes before connecting; the
     machines report 4 CPUs, and on machines the storage runs on all of them (a cap would need a CPU
     cgroup there): refused with exit 2, naming the field and the machine, after only reads."""
-    ran: list[list[str]] = []
-
-    class Session:
-        def __init__(self, name: str, host: Any) -> None:
-            self.name, self.host = name, host
-
-        async def run(self, step: str, argv: list[str], **kw: Any) -> Any:
-            ran.append(list(argv))
-            out = "10000\n" if argv[0] == "cat" and argv[1].endswith("/speed") else "4\n"
-            return SimpleNamespace(stdout=out, stderr="", exit_status=0)
-
-    @contextlib.asynccontextmanager
-    async def connect(inv: Any, names: Any) -> AsyncIterator[dict[str, Any]]:
-        yield {n: Session(n, inv.hosts[n]) for n in names}
-
-    monkeypatch.setattr(backendmod, "connect", connect)
+    ran, _ = _machines_that_answer_reads(monkeypatch, speed_mbps=10_000)
     path = tmp_path / "tpch.toml"
     path.write_text(
         "[experiment]\nname = 'tpch'\nrepetitions = 1\n[topology]\nkind = 'dumbbell'\n"
@@ -163,6 +158,6 @@ def test_tpch_storage_below_its_machines_cpus_is_refused_once_read_before_any_ch
     assert r.exit_code == 2, r.output
     assert "workload.params.storage_cores x core_scale = 1 CPU, below the CPUs of its machines (4 of s1's" in out, out
     assert "m-s1" in out and "on machines a storage host runs on its machine's own CPUs" in out, out
-    assert {tuple(argv) for argv in ran} == {("nproc",), ("cat", "/sys/class/net/eth1/speed")}  # only reads
+    assert {tuple(argv) for _, argv in ran} == {("nproc",), ("cat", "/sys/class/net/eth1/speed")}  # only reads
     # machines of one CPU: it runs
     assert commands.backend_refusals(inventory.load(inv), spec, str(path), cpus={"m-s1": 1}) == {}
