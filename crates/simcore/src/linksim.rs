@@ -247,6 +247,9 @@ struct Sender {
     in_flight: u64,
     /// Segments dropped and not yet delivered by a retransmission.
     holes: u64,
+    /// Retransmissions dropped.
+    #[cfg(test)]
+    retx_drops: u64,
     /// Dropped transmissions not yet detected: (tx, segment, later arrivals seen); a dropped
     /// retransmission counts no arrivals (`u32::MAX`): only the timer finds it (RFC 6675's
     /// recovery, as ns-3's; Linux's RACK would find it one round trip later).
@@ -283,6 +286,11 @@ struct Consts {
 
 /// Simulate the link and its flows.
 pub fn simulate(p: &LinkSim) -> Result<LinkResult, String> {
+    run(p).map(|(r, _)| r)
+}
+
+/// [`simulate`], and every sender's state at the end.
+fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
     p.validate()?;
     let mss = p.mss_bytes.round() as u64;
     let wire = p.wire_bytes.round() as u64;
@@ -323,6 +331,8 @@ pub fn simulate(p: &LinkSim) -> Result<LinkResult, String> {
                 resend: VecDeque::new(),
                 in_flight: 0,
                 holes: 0,
+                #[cfg(test)]
+                retx_drops: 0,
                 dropped: VecDeque::new(),
                 recover: 0,
                 window_end: 0,
@@ -513,6 +523,10 @@ pub fn simulate(p: &LinkSim) -> Result<LinkResult, String> {
                         Admit::Drop => {
                             drops += 1;
                             s.holes += 1;
+                            #[cfg(test)]
+                            {
+                                s.retx_drops += u64::from(retx);
+                            }
                             s.dropped
                                 .push_back((tx, seq, if retx { u32::MAX } else { 0 }));
                         }
@@ -664,7 +678,7 @@ pub fn simulate(p: &LinkSim) -> Result<LinkResult, String> {
         }
     }
     let end_s = now as f64 / NS;
-    Ok(LinkResult {
+    let r = LinkResult {
         fct_s: senders.iter().map(|s| s.done_s).collect(),
         start_s: senders
             .iter()
@@ -683,7 +697,8 @@ pub fn simulate(p: &LinkSim) -> Result<LinkResult, String> {
         },
         end_s,
         events,
-    })
+    };
+    Ok((r, senders))
 }
 
 /// Cubic's HyStart, its ACK-train test (ns-3's TcpCubic, unpaced): once the window holds
