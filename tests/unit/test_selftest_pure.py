@@ -141,14 +141,18 @@ def _iperf3_udp(argv: list[str], shaped_bps: float | None) -> str:
                                "sum_received": {"bits_per_second": got, "sender": False}}})  # fmt: skip
 
 
-def _probe(tmp_path: Path, link: S.Link, shaped_bps: float | None) -> tuple[list[list[str]], list[selftest.LinkCheck]]:
+def _probe(
+    tmp_path: Path, link: S.Link, shaped_bps: float | None, ping: str = "10.1/10.1/10.1/0.0"
+) -> tuple[list[list[str]], list[selftest.LinkCheck]]:
+    """The self-test of ``link`` through a port delivering ``shaped_bps``, where ping prints
+    ``ping`` (min/avg/max/mdev in ms)."""
     net = _Fabric.network
     seen: list[list[str]] = []
 
     def run(argv: Any, *, place: str | None = None, check: bool = True, timeout: float = 60) -> str:
         seen.append(list(argv))
         if argv[0] == "ping":
-            return "rtt min/avg/max/mdev = 10.1/10.1/10.1/0.0 ms\n"
+            return f"rtt min/avg/max/mdev = {ping} ms\n"
         if argv[0] == "ss":
             return f"LISTEN 0 5 0.0.0.0:{selftest.IPERF_PORT}"
         return _iperf3_udp(list(argv), shaped_bps)
@@ -182,3 +186,13 @@ def test_the_probe_catches_an_over_fast_and_a_slow_port(tmp_path: Path) -> None:
     _, slow = _probe(tmp_path, SHALLOW, shaped_bps=60e6 * 1400 / 1442)
     assert slow and all(not c.ok and c.rate_ratio == pytest.approx(0.6) for c in slow)
     assert all("delivered 0.60" in (c.problem or "") and "sender offered 1.20" in (c.problem or "") for c in slow)
+
+
+def test_the_rtt_is_the_smallest_ping_so_a_late_reply_is_no_delay_of_the_link(tmp_path: Path) -> None:
+    # a userspace switch that lost the CPU for a moment answers some pings late: the link's delay is
+    # what the fastest reply took (the configured 2 x 5 ms), not the average the late ones raise
+    _, checks = _probe(tmp_path, SHALLOW, shaped_bps=100e6 * 1400 / 1442, ping="10.1/16.0/31.2/8.0")
+    assert checks and all(c.ok and c.rtt_ms == pytest.approx(10.1) for c in checks), [c.problem for c in checks]
+    # a delay above the configured one shows in every reply, the fastest too
+    _, slow = _probe(tmp_path, SHALLOW, shaped_bps=100e6 * 1400 / 1442, ping="20.3/20.5/21.0/0.2")
+    assert slow and all(not c.ok and "RTT 20.30 ms, expected 10.00 ms" in (c.problem or "") for c in slow)
