@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import tomllib
 from pathlib import Path
@@ -72,9 +71,9 @@ def quickstart(
     return path
 
 
-def cli(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+def cli(*args: str, timeout: float = 900, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "shufflelab.cli", *args], capture_output=True, text=True, env=ENV, timeout=timeout
+        [sys.executable, "-m", "shufflelab.cli", *args], capture_output=True, text=True, env=env or ENV, timeout=timeout
     )
 
 
@@ -130,23 +129,27 @@ def _driver_running(lab: Lab) -> bool:
     return tagged_running(lab, 0, b"shufflelab.workloads.driver")
 
 
-def _controller_folders() -> set[Path]:
-    """The hosts backend's own folders for its leases on this machine (in the temporary folder)."""
-    return set(Path(tempfile.gettempdir()).glob(lease.local_folder_prefix("*") + "*"))
+def _controller_folders(tmp: Path) -> set[Path]:
+    """The hosts backend's own folders for its leases in the temporary folder ``tmp``."""
+    return set(tmp.glob(lease.local_folder_prefix("*") + "*"))
 
 
 # SIGTERM (and SIGHUP) take SIGINT's path: tests/unit/test_cli_signals.py shows they become the same
 # KeyboardInterrupt in the runner, so the SIGINT case here covers their teardown over SSH too
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["sigint", "sigkill"])
 def test_runner_stopped_mid_job_leaves_nothing_after_clean(lab: Lab, tmp_path: Path, sig: signal.Signals) -> None:
-    folders_before = _controller_folders()
+    # the runner's and clean's temporary folder of their own: no other run's folders in it (another
+    # lane of the tests may run over SSH at the same time)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**ENV, "TMPDIR": str(tmp)}
     inv = lab.inventory(tmp_path / "inv.toml")
     spec = quickstart(tmp_path / "quickstart.toml", reps=1)
     before = host_state(lab)
     runner = subprocess.Popen(
         [sys.executable, "-m", "shufflelab.cli", "run", str(spec), "--hosts", str(inv),
          "--results", str(tmp_path / "res"), "--no-report"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=ENV, text=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, text=True,
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 240
@@ -165,16 +168,18 @@ def test_runner_stopped_mid_job_leaves_nothing_after_clean(lab: Lab, tmp_path: P
     if sig != signal.SIGKILL:
         assert rc == 130
         assert host_state(lab) == before  # the runner restored every host itself
+        assert not _controller_folders(tmp)  # the runner removed its own folders
     else:
         assert rc == -signal.SIGKILL
-    r = cli("clean", "--hosts", str(inv), timeout=120)
+        assert _controller_folders(tmp)  # a killed runner leaves its folders to clean
+    r = cli("clean", "--hosts", str(inv), timeout=120, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     if sig == signal.SIGKILL:
         assert "restored 3 leases" in r.stdout, r.stdout
     assert host_state(lab) == before
     # nor is the controller's own folder of the run's lease left (a killed runner left it until clean)
-    assert not _controller_folders() - folders_before, _controller_folders() - folders_before
-    r = cli("clean", "--hosts", str(inv), timeout=120)
+    assert not _controller_folders(tmp), _controller_folders(tmp)
+    r = cli("clean", "--hosts", str(inv), timeout=120, env=env)
     assert "restored 0 leases" in r.stdout, r.stdout  # nothing left over
 
 

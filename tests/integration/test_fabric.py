@@ -22,14 +22,14 @@ from shufflelab.emulate.fabric import NamespaceFabric
 pytestmark = pytest.mark.root
 
 
-def _ours() -> list[str]:
-    return [n for n in netns.namespaces() if netns.NS_PATTERN.match(n)]
+def _ours(prefix: str) -> set[str]:
+    """The namespaces of one lease (another test may make or remove its own meanwhile)."""
+    return {n for n in netns.namespaces() if netns.NS_PATTERN.match(n) and n.startswith(prefix)}
 
 
 def test_fabric_routes_through_the_shaped_router(spec_dict: dict[str, Any]) -> None:
     sp = S.parse(spec_dict)
     net = T.build(sp)
-    before = set(_ours())
     with netns.lease() as lz, NamespaceFabric(lz, net) as fab:
         fab.configure(netplan.of(sp, fab.network))
         out = netns.run(["ping", "-c", "1", "-W", "2", net.host_addresses["w2"]], ns=fab.ns["w1"])
@@ -40,12 +40,12 @@ def test_fabric_routes_through_the_shaped_router(spec_dict: dict[str, Any]) -> N
         assert cc == "cubic"
         c = fab.counters(net.bottlenecks[0])
         assert c.tx_packets >= 2  # the echo request and reply both left through the bottleneck
-        created = set(_ours()) - before
-        assert len(created) == len(net.nodes)
+        created = _ours(lz.prefix)
+        assert len(created) == len(net.nodes) and created == set(fab.ns.values())
         # no name server inside the fabric: lookups fail at once instead of leaving through the router
         assert netns.run(["cat", "/etc/resolv.conf"], ns=fab.ns["w1"]) == netns.RESOLV_CONF
         assert all((netns.NETNS_ETC / n / "resolv.conf").exists() for n in created)
-    assert set(_ours()) == before
+    assert not _ours(lz.prefix)
     assert not any((netns.NETNS_ETC / n).exists() for n in created)
 
 
@@ -96,11 +96,13 @@ def _marker() -> str:
 def test_exception_inside_fabric_removes_everything(spec_dict: dict[str, Any]) -> None:
     net = T.build(S.parse(spec_dict))
     marker = _marker()  # a duration no other process on the machine runs
-    before = set(_ours())
+    prefixes = []
     with pytest.raises(RuntimeError, match="boom"), netns.lease() as lz, NamespaceFabric(lz, net) as fab:
+        prefixes.append(lz.prefix)
         netns.NamespaceProcess(fab.ns["w1"], ["sleep", marker], lz.scratch / "sleep.log")
+        assert _ours(lz.prefix)
         raise RuntimeError("boom")
-    assert set(_ours()) == before
+    assert not _ours(prefixes[0])
     assert not subprocess.run(["pgrep", "-f", f"sleep {marker}$"], capture_output=True).stdout
 
 
@@ -116,23 +118,24 @@ def test_clean_after_sigkill(spec_dict: dict[str, Any], tmp_path: Any) -> None:
         f"sp = S.parse(json.loads({json.dumps(json.dumps(spec_dict))}))\n"
         "with netns.lease() as lz, NamespaceFabric(lz, T.build(sp)) as fab:\n"
         f"    netns.NamespaceProcess(fab.ns['w1'], ['sleep', '{marker}'], lz.scratch / 'x.log')\n"
-        "    print('ready', flush=True)\n"
+        "    print('ready', lz.prefix, flush=True)\n"
         "    time.sleep(120)\n"
     )
-    before = set(_ours())
     p = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
-    assert p.stdout is not None and p.stdout.readline().strip() == "ready"
-    left = set(_ours()) - before
+    assert p.stdout is not None
+    ready, prefix = p.stdout.readline().split()
+    assert ready == "ready"
+    left = _ours(prefix)
     assert left
     # the live runner's resources are protected from a plain clean
     report = netns.clean()
     assert set(report.skipped_live) >= left
     os.kill(p.pid, signal.SIGKILL)
     p.wait()
-    assert set(_ours()) - before == left  # SIGKILL cannot clean up
+    assert _ours(prefix) == left  # SIGKILL cannot clean up
     assert all((netns.NETNS_ETC / n).exists() for n in left)
     netns.clean()
-    assert set(_ours()) == before
+    assert not _ours(prefix)
     assert not any((netns.NETNS_ETC / n).exists() for n in left)
     assert not subprocess.run(["pgrep", "-f", f"sleep {marker}$"], capture_output=True).stdout
 
