@@ -3,7 +3,10 @@
 #   1. side by side (one core each): the Python gates (ruff, ruff format, mypy, then part b of the
 #      tests that need neither root nor Spark) and the Rust gates (cargo fmt, clippy, cargo test,
 #      then part a of those tests; tests/conftest.py's --part splits them by file, each runs once);
-#   2. the tests that need root or start Spark (real namespaces, real Spark, the SSH stand-in hosts).
+#   2. the tests that need root or start Spark (real namespaces, real Spark, the SSH stand-in hosts),
+#      in two lanes (pytest-xdist, one module at a time per lane: tests/conftest.py's _lanes): one
+#      lane's tests wait on shaped links, fault windows and SSH round trips while the other's use
+#      the CPU.
 # `scripts/gates.sh --quick` (`make check`) runs tier 1 alone. `scripts/gates.sh` (the README's
 # `make test`, so CI) starts tier 2 first, at normal priority, and runs tier 1 beside it at the lowest
 # priority: tier 1 takes the CPU tier 2 leaves while it waits (shaped links, fault windows, SSH round
@@ -90,7 +93,7 @@ if [ $quick -eq 0 ]; then
   # them passes that on: the tests that interrupt a runner or a controller would see no SIGINT)
   (
     trap - INT QUIT
-    exec setsid .venv/bin/python -m pytest -q -m "root or spark" --durations=15
+    exec setsid .venv/bin/python -m pytest -q -m "root or spark" -n 2 --dist loadgroup --durations=15
   ) >"$logs/lab.log" 2>&1 &
   lab=$!
 fi
