@@ -3,7 +3,10 @@
 shufflelab creates cgroup v1 ``cpu`` groups (``cpu.cfs_quota_us = cores x cpu.cfs_period_us``) to
 make weak storage machines (the HDFS daemons of one host); every group it creates is named
 ``shufflelab-hdfs-*`` so that ``shufflelab clean`` can find a killed run's leftovers.
-:func:`cpu_quota` reads the cap (v1 or v2) of the calling process, where /sys shows it.
+:func:`local_group` is the local backend's
+:class:`~shufflelab.emulate.protocols.CpuCaps` (on machines, a group under the lease there:
+:class:`shufflelab.hosts.lease.LeasedCgroup`). :func:`cpu_quota` reads the cap (v1 or v2) of the
+calling process, where /sys shows it.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,6 +54,11 @@ class CpuCgroup:
         """Move process ``pid`` (all its threads) into the group."""
         (self.path / "cgroup.procs").write_text(str(pid))
 
+    def starting(self, argv: Sequence[str]) -> list[str]:
+        """``argv`` as it is: a namespace's process cannot join a group itself (``ip netns exec``
+        mounts a fresh /sys without the cgroup hierarchies); :meth:`add` moves it in once started."""
+        return list(argv)
+
     def pids(self) -> list[int]:
         try:
             return [int(p) for p in (self.path / "cgroup.procs").read_text().split()]
@@ -72,6 +81,12 @@ class CpuCgroup:
                 if time.monotonic() > deadline:
                     raise CgroupError(f"cpu limit: could not remove cgroup {self.path}: {exc}") from None
                 time.sleep(0.1)
+
+
+def local_group(place: str, name: str, cores: float) -> CpuCgroup:
+    """The group ``name`` of this machine's processes (every place here is one of its namespaces),
+    ``shufflelab-hdfs-<name>`` below :data:`CPU_ROOT`, capped at ``cores`` once created."""
+    return CpuCgroup(CPU_ROOT / f"{PREFIX}{name}", cores)
 
 
 def stale(root: Path = CPU_ROOT) -> list[Path]:

@@ -8,13 +8,21 @@ HDFS's configuration, its name and data folders and the proxy's spool are in the
 the storage machine (the stand-ins' scratch folders are their own: nothing written there reaches
 the controller otherwise), the tables are generated on the controller and put into HDFS from the
 NameNode's machine, and the executors' per-read statistics come back from the worker's machine with
-SFTP. The storage runs on its machine's own CPUs (``storage_cores x core_scale`` = its CPU count:
-no cap). The answer must equal DuckDB's, every read of lineitem must have been a pushed-down partial
-aggregate, and every host must be as before afterwards."""
+SFTP. The storage is capped at one CPU of its machine's (``storage_cores x core_scale`` = 1): a CPU
+cgroup on the storage machine under its lease, watched from here while the run lasts (the stand-in
+gets the cgroup v1 ``cpu`` hierarchy this machine has, which ``ip netns exec`` leaves out of its
+/sys). The answer must equal DuckDB's, every read of lineitem must have been a pushed-down partial
+aggregate, the group must have held the storage's processes at the cap, and every host must be as
+before afterwards, the group gone."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
@@ -22,15 +30,17 @@ import pytest
 
 from shufflelab.ndp import connector, hadoop_jars
 
-from .conftest import LAB6, Lab
+from .conftest import LAB6, Lab, StandIn, sh
 from .test_hosts_quickstart import ROUTER, routing
-from .test_hosts_run import cli, host_state
+from .test_hosts_run import ENV, host_state
 
 pytestmark = [LAB6, pytest.mark.root, pytest.mark.spark]
 
 # the worker on a machine of its own: its statistics come back from a machine the driver is not on
 MACHINES = {"master": "host1", "w1": "host2", "s1": "host4"}  # racks 1, 1, 2
-CPUS = len(os.sched_getaffinity(0))  # the stand-ins' (nproc of this machine): the storage's, uncapped
+CPUS = len(os.sched_getaffinity(0))  # the stand-ins' (nproc of this machine)
+STORAGE_CPUS = 1  # capped below the machine's CPUs (on a one-CPU machine: none needed, none made)
+CPU_ROOT = Path("/sys/fs/cgroup/cpu")  # this machine's v1 cpu hierarchy, the stand-in's too once mounted
 SPEC = f"""
 [experiment]
 name = "tpch-hosts"
@@ -61,22 +71,64 @@ policy = "full"
 scale_factor = 0.01
 file_mb = 1
 block_mb = 1
-storage_cores = {CPUS}
+storage_cores = {STORAGE_CPUS}
 core_scale = 1
 """
+
+
+@contextlib.contextmanager
+def cpu_hierarchy(host: StandIn) -> Iterator[None]:
+    """The stand-in's /sys gets this machine's cgroup v1 cpu hierarchy (its sysfs, mounted by ``ip
+    netns exec``, has none) for the test, in the stand-in's own mount namespace."""
+    enter = ["nsenter", "-t", str(host.server_pid()), "-m", "--"]
+    sh(*enter, "sh", "-c", "mount -t tmpfs slssh-cg /sys/fs/cgroup && mkdir /sys/fs/cgroup/cpu && "
+       "mount -t cgroup -o cpu cgroup /sys/fs/cgroup/cpu")  # fmt: skip
+    try:
+        yield
+    finally:
+        sh(*enter, "sh", "-c", "umount /sys/fs/cgroup/cpu; umount /sys/fs/cgroup", check=False)
+
+
+def groups() -> dict[str, tuple[int, int]]:
+    """The lease's CPU groups on the stand-ins (in this machine's hierarchy): quota and process count."""
+    out = {}
+    for d in CPU_ROOT.glob("shufflelab-hosts-*"):
+        with contextlib.suppress(OSError, ValueError):
+            out[d.name] = (int((d / "cpu.cfs_quota_us").read_text()), len((d / "cgroup.procs").read_text().split()))
+    return out
 
 
 def test_tpch_pushdown_runs_on_machines_and_its_reads_come_back(lab6: Lab, tmp_path: Path) -> None:
     if not hadoop_jars.jars_available():
         pytest.skip("Hadoop jars not fetched: python -m shufflelab.ndp.hdfs --fetch (make setup does it)")
+    if not (CPU_ROOT / "cpu.cfs_quota_us").exists():
+        pytest.skip("no cgroup v1 cpu hierarchy at /sys/fs/cgroup/cpu on this machine")
     connector.ensure_jar()
     spec = tmp_path / "tpch-hosts.toml"
     spec.write_text(SPEC)
     inv = lab6.inventory_on(tmp_path / "inv.toml", MACHINES, ROUTER)
     results = tmp_path / "results"
-    before, routes = host_state(lab6), routing(lab6)
-    r = cli("run", str(spec), "--hosts", str(inv), "--results", str(results), "--no-report", timeout=600)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    before, routes, groups_before = host_state(lab6), routing(lab6), groups()
+    storage = next(h for h in lab6.hosts if h.name == MACHINES["s1"])
+    seen: dict[str, tuple[int, int]] = {}  # group -> quota, most processes at once
+    argv = [sys.executable, "-m", "shufflelab.cli", "run", str(spec), "--hosts", str(inv), "--results", str(results)]
+    with cpu_hierarchy(storage):
+        proc = subprocess.Popen(
+            [*argv, "--no-report"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV
+        )
+        try:
+            while proc.poll() is None:  # the groups as the run makes them (a look every 0.5 s)
+                for name, (quota, n) in groups().items():
+                    if name not in groups_before:
+                        seen[name] = (quota, max(n, seen.get(name, (0, 0))[1]))
+                time.sleep(0.5)
+            stdout, stderr = proc.communicate(timeout=600)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        left = {name for name in groups() if name not in groups_before}
+    assert proc.returncode == 0, stdout[-3000:] + stderr[-3000:]
     with duckdb.connect(str(results / "tpch-hosts.duckdb"), read_only=True) as con:
         runs = con.execute("SELECT status, cause, bottleneck_tx_bytes FROM runs").fetchall()
         queries = con.execute("SELECT query, policy, correct, ok, error FROM ndp_queries").fetchall()
@@ -86,7 +138,15 @@ def test_tpch_pushdown_runs_on_machines_and_its_reads_come_back(lab6: Lab, tmp_p
     lineitem = [x for x in reads if "/lineitem/" in x[0]]
     body, read_there = sum(x[2] for x in lineitem), sum(x[3] for x in lineitem)
     print(f"tpch over SSH: {len(lineitem)} lineitem reads, {read_there} B read at the storage, {body} B sent back")
+    print(f"tpch over SSH: CPU groups seen {seen}")
     # every file of lineitem read once, reduced to a partial aggregate at the storage machine
     assert len(lineitem) >= 1 and all("aggregate" in x[1] for x in lineitem), reads
     assert read_there > 50 * body, (read_there, body)
+    if STORAGE_CPUS < CPUS:  # the storage machine's one group, at the cap, holding its daemons and proxy
+        (name, (quota, most)), *others = seen.items()
+        assert not others and name.endswith("-s1"), seen
+        assert quota == STORAGE_CPUS * 100_000 and most >= 3, seen  # NameNode, DataNode, proxy
+    else:
+        assert not seen, seen
+    assert not left, left  # removed with the storage, or with the lease
     assert host_state(lab6) == before and routing(lab6) == routes

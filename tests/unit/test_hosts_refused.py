@@ -1,11 +1,12 @@
-"""The shipped experiments the hosts backend does not run (docs/hosts.md's table: TPC-H/NDP's cells
-whose storage has less than one CPU, which on machines would need a CPU cap there) are refused by
+"""The shipped experiments the hosts backend does not run (docs/hosts.md's table: starvation-red,
+whose RED/ECN, delay and DCTCP need the userspace switch, on per-host links) are refused by
 ``shufflelab run --hosts`` before anything connects, naming each spec field, the scenarios and why
 -- here with an inventory of documentation-range machines (never contacted: connecting fails the
-test); seed 002's MapReduce replay specs, with the userspace switch on their dumbbell, and
-ndp-costs.toml (one CPU of storage in every cell) are not. Their dumbbell itself runs on machines; a dumbbell
-whose two directions do not fit the router host's line rate is refused once it is read, before
-anything is changed (exit 2)."""
+test); seed 002's MapReduce replay specs, with the userspace switch on their dumbbell, and seed
+003's ndp-costs.toml and ndp-tpch.toml (storage below its machines' CPUs capped by a CPU cgroup
+there) are not. Their dumbbell itself runs on machines; a dumbbell whose two directions do not fit
+the router host's line rate, and TPC-H storage of more CPUs than its machines have, are refused
+once read, before anything is changed (exit 2)."""
 
 from __future__ import annotations
 
@@ -24,8 +25,8 @@ from shufflelab.hosts import backend as backendmod
 from shufflelab.hosts import commands, inventory
 
 ROOT = Path(__file__).resolve().parents[2]
-REFUSED = ["ndp-tpch.toml"]
-RUN = ["vcc-mapreduce.toml", "vcc-mapreduce-red.toml", "ndp-costs.toml"]
+REFUSED = ["starvation-red.toml"]
+RUN = ["vcc-mapreduce.toml", "vcc-mapreduce-red.toml", "ndp-costs.toml", "ndp-tpch.toml"]
 
 
 def _inventory(tmp_path: Path, spec: specmod.ExperimentSpec) -> Path:
@@ -57,23 +58,20 @@ def test_refused_before_anything_connects_naming_the_fields(
     out = " ".join(r.output.split())  # the console wraps long lines
     assert r.exit_code == 2, r.output
     assert "the hosts backend cannot run this experiment" in out
-    # storage below one CPU: a cap on the machine, which its lease does not yet undo
-    assert "workload.params.storage_cores x core_scale = 0.25 CPU: on machines a storage host runs" in out, out
-    assert "workload.params.storage_cores x core_scale = 0.5 CPU" in out, out
-    assert "workload.params.storage_cores x core_scale = 1 CPU" not in out, out
-    assert "storage_cores=4" not in out.split("0.5 CPU", 1)[1].split("- ", 1)[0], out  # that cell runs
-    # the kernel's dumbbell (two HTB classes on the router host) is not refused
-    assert "topology.kind = 'dumbbell'" not in out, out
+    # the switch's features on per-host links: the router host's switch is not in their path
+    assert "with topology.kind = 'star': on machines the userspace switch runs on the router host" in out, out
     assert not (tmp_path / "results").exists() or not any((tmp_path / "results").rglob("*.duckdb"))
 
 
 @pytest.mark.parametrize("name", RUN)
-def test_the_mapreduce_replay_and_ndp_costs_are_not_refused(name: str, tmp_path: Path) -> None:
+def test_the_mapreduce_replay_and_tpch_are_not_refused(name: str, tmp_path: Path) -> None:
     """Seed 002's specs: the replay's agents on machines (their files shipped), the switch's RED/ECN,
     DCTCP and VCC on the router host with a queue per rack; every cell passes the backend's checks
     (before, each was refused for the replay's files and for the switch's one queue). ndp-costs.toml:
     HDFS, the proxies and the tables reach the machines through the backend's staging (before,
-    refused: its set-up read the controller's own files)."""
+    refused: its set-up read the controller's own files). ndp-tpch.toml: its storage of 0.05-1 CPU
+    is capped by a CPU cgroup on the machine (before, refused below one CPU: the lease could not
+    undo such a group)."""
     path = ROOT / "experiments" / name
     spec = specmod.load(path)
     inv = inventory.load(_inventory(tmp_path, spec))
@@ -135,29 +133,52 @@ def test_a_dumbbell_beyond_the_router_hosts_line_rate_is_refused_once_read_befor
     assert not (tmp_path / "results").exists() or not any((tmp_path / "results").rglob("*.duckdb"))
 
 
-def test_tpch_storage_below_its_machines_cpus_is_refused_once_read_before_any_change(
+def test_tpch_storage_above_its_machines_cpus_is_refused_once_read_before_any_change(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """TPC-H/NDP with one CPU of storage (storage_cores x core_scale) passes before connecting; the
-    machines report 4 CPUs, and on machines the storage runs on all of them (a cap would need a CPU
-    cgroup there): refused with exit 2, naming the field and the machine, after only reads."""
+    """TPC-H/NDP with eight CPUs of storage (storage_cores x core_scale) passes before connecting;
+    the machines report 4 CPUs, and a cap can only lower what a machine has: refused with exit 2,
+    naming the field and the machine, after only reads. One CPU, below the machines' 4, runs (a CPU
+    cgroup on the machine caps it; before, it was refused)."""
     ran, _ = _machines_that_answer_reads(monkeypatch, speed_mbps=10_000)
     path = tmp_path / "tpch.toml"
-    path.write_text(
+    body = (
         "[experiment]\nname = 'tpch'\nrepetitions = 1\n[topology]\nkind = 'dumbbell'\n"
         "bottleneck = { rate_mbps = 100, queue_bytes = 250_000 }\n[hosts]\n"
         "master = { roles = ['spark-master'], rack = 1 }\nw1 = { roles = ['spark-worker'], rack = 1 }\n"
         "s1 = { roles = ['storage'], rack = 2 }\n"
-        "[workload]\nname = 'tpch'\nparams = { storage_cores = 2, core_scale = 0.5 }\n"
+        "[workload]\nname = 'tpch'\nparams = { storage_cores = 8, core_scale = 1 }\n"
     )
+    path.write_text(body)
     spec = specmod.load(path)
     inv = _inventory(tmp_path, spec)
-    assert commands.backend_refusals(inventory.load(inv), spec, str(path)) == {}  # before connecting: one CPU
+    assert commands.backend_refusals(inventory.load(inv), spec, str(path)) == {}  # before connecting
     r = CliRunner().invoke(app, ["run", str(path), "--hosts", str(inv), "--results", str(tmp_path / "results")])
     out = " ".join(r.output.split())
     assert r.exit_code == 2, r.output
-    assert "workload.params.storage_cores x core_scale = 1 CPU, below the CPUs of its machines (4 of s1's" in out, out
-    assert "m-s1" in out and "on machines a storage host runs on its machine's own CPUs" in out, out
+    assert "workload.params.storage_cores x core_scale = 8 CPU, more than its machines have (4 of s1's" in out, out
+    assert "m-s1" in out and "which a cap (a CPU cgroup there) can only lower" in out, out
     assert {tuple(argv) for _, argv in ran} == {("nproc",), ("cat", "/sys/class/net/eth1/speed")}  # only reads
-    # machines of one CPU: it runs
-    assert commands.backend_refusals(inventory.load(inv), spec, str(path), cpus={"m-s1": 1}) == {}
+    # machines of eight CPUs: it runs
+    assert commands.backend_refusals(inventory.load(inv), spec, str(path), cpus={"m-s1": 8}) == {}
+
+
+def test_tpch_storage_below_its_machines_cpus_runs_capped() -> None:
+    """One CPU of storage on machines of 4 is not refused once their CPU counts are read: the storage
+    runs in a CPU cgroup on its machine (regression: refused before, the lease could not undo one)."""
+    spec = specmod.parse(
+        {
+            "experiment": {"name": "tpch"},
+            "topology": {"kind": "dumbbell", "bottleneck": {"rate_mbps": 100, "queue_bytes": 250_000}},
+            "hosts": {
+                "master": {"roles": ["spark-master"], "rack": 1},
+                "w1": {"roles": ["spark-worker"], "rack": 1},
+                "s1": {"roles": ["storage"], "rack": 2},
+            },
+            "workload": {"name": "tpch", "params": {"storage_cores": 1, "core_scale": 0.25}},
+        }
+    )
+    from shufflelab.hosts.fabric import refusals
+
+    machines = {"master": ("m1", 4), "w1": ("m2", 4), "s1": ("m3", 4)}
+    assert refusals(spec, router=True, machine_cpus=machines) == []

@@ -3,7 +3,8 @@ SSH): each host's configuration is put into a folder at its place and names only
 the daemons run the place's ``java`` on the jars in the place's cache, WebHDFS exchanges run in the
 place's Python, a file put into HDFS goes to the client's place first (and is removed there after),
 the proxies get their spool at their place and are ready once they answer HTTP asked from there,
-and a storage host is not capped on a machine but refused below its machine's CPU count; the executors'
+and a storage host on a machine is capped by a CPU group there only below its machine's CPU count
+(its processes then start inside it) and refused above it; the executors'
 per-read statistics come back from every Spark machine, and the connector's jar is named in their cache."""
 
 from __future__ import annotations
@@ -118,9 +119,42 @@ def test_hdfs_on_machines_reads_and_writes_only_at_its_places(tmp_path: Path, mo
     assert seams.ran[-1] == ("m1", ["rm", "-f", "--", there])
 
 
-def test_the_proxies_run_at_their_places_uncapped_on_machines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@dataclass
+class Group:
+    """A CPU group at a place that records what is done to it (the backend's ``cpu_group``)."""
+
+    place: str
+    name: str
+    cores: float
+    log: list[tuple[str, ...]]
+
+    @property
+    def path(self) -> Path:
+        return Path(f"/cg/{self.place}/{self.name}")
+
+    def create(self) -> None:
+        self.log.append(("create", self.place, f"{self.cores:g}"))
+
+    def add(self, pid: int) -> None:
+        self.log.append(("add", self.place, str(pid)))
+
+    def starting(self, argv: Sequence[str]) -> list[str]:
+        return ["in-group", str(self.path), *argv]
+
+    def remove(self) -> None:
+        self.log.append(("remove", self.place))
+
+
+def test_the_proxies_run_at_their_places_capped_only_below_the_machines_cpus(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     lib = _jars(tmp_path, monkeypatch)
     machines, seams = Machines(tmp_path / "machines"), Seams(cpus=4)
+    log: list[tuple[str, ...]] = []
+
+    def cpu_group(place: str, name: str, cores: float) -> Group:
+        return Group(place, name, cores, log)
+
     fabric = SimpleNamespace(places=PLACES, network=SimpleNamespace(host_addresses=ADDR))
     storage = NdpStorage(
         fabric,  # type: ignore[arg-type]
@@ -130,10 +164,20 @@ def test_the_proxies_run_at_their_places_uncapped_on_machines(tmp_path: Path, mo
         tmp_path / "scratch",
         0.01,
         staging=machines,
-        cpu_caps=False,
+        cpu_group=cpu_group,
+        machines=True,
     )
     storage.cluster = HdfsCluster(
-        PLACES, ADDR, "s1", ["s1", "s2"], tmp_path / "scratch", seams.run, seams.launch, jars=lib, staging=machines
+        PLACES,
+        ADDR,
+        "s1",
+        ["s1", "s2"],
+        tmp_path / "scratch",
+        seams.run,
+        seams.launch,
+        jars=lib,
+        staging=machines,
+        cpu_group=cpu_group,
     )
     storage.set_cores(4, 1)  # the machines' 4 CPUs: no cap needed
     assert storage.cores == 4 and not storage.cluster.cgroups
@@ -145,9 +189,27 @@ def test_the_proxies_run_at_their_places_uncapped_on_machines(tmp_path: Path, mo
     # each proxy asked for from its own place
     asked = [p for p, a in _helpers(seams) if ":9880/" in json.loads(a[-1])["url"]]
     assert asked == ["m1", "m2"]
-    # below the machine's CPUs a cap would be needed: said, not applied
-    with pytest.raises(StorageError, match=r"storage_cores x core_scale = 2 CPUs, below the 4 CPUs of s1's machine"):
-        storage.set_cores(2, 1)
+    assert not log  # no group
+    # below the machine's CPUs: a group at each storage place, the proxies (2 workers now) started inside
+    seams.launched.clear()
+    storage.set_cores(2, 1)
+    assert storage.cores == 2 and sorted(storage.cluster.cgroups) == ["s1", "s2"]
+    assert sorted(log) == [("create", "m1", "2"), ("create", "m2", "2")]  # no process moved: none runs
+    proxies = [(p, a) for p, a, _ in seams.launched if "shufflelab.ndp.proxy" in a]
+    assert [p for p, _ in proxies] == ["m1", "m2"]
+    assert all(
+        a[:2] == ["in-group", f"/cg/{p}/{storage.cluster.name}-{h}"]
+        for (p, a), h in zip(proxies, ["s1", "s2"], strict=True)
+    )
+    # more than the machine has: refused, nothing changed
+    log.clear()
+    with pytest.raises(StorageError, match=r"storage_cores x core_scale = 8 CPUs, more than the 4 CPUs of s1's"):
+        storage.set_cores(8, 1)
+    assert not log and storage.cores == 2
+    # the machine's own count again: the groups go (their processes back to the parent first)
+    storage.set_cores(4, 1)
+    assert sorted(log) == [("remove", "m1"), ("remove", "m2")] and not storage.cluster.cgroups
+    assert seams.ran.count(("m1", ["nproc"])) == 1  # each machine's CPU count read once
 
 
 def test_write_configs_keeps_namespace_paths_by_default(tmp_path: Path) -> None:

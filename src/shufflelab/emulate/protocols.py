@@ -26,8 +26,10 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any, Protocol
+
+from shufflelab import cgroups
 
 if TYPE_CHECKING:
     from shufflelab.emulate.spark import ClusterSpec
@@ -122,6 +124,41 @@ class SharedFiles:
         from shufflelab import artifacts
 
         return str(artifacts.cache_root())
+
+
+class CpuGroup(Protocol):
+    """A group of processes at one place capped at ``cores`` CPUs (a cgroup v1 ``cpu`` group: the
+    weak storage machines of TPC-H/NDP). :meth:`create` makes it or changes its cap to ``cores``."""
+
+    cores: float
+
+    @property
+    def path(self) -> PurePath:
+        """The group's folder where it is (this machine's, or the machine's)."""
+        ...
+
+    def create(self) -> None: ...
+
+    def add(self, pid: int) -> None:
+        """Move the running process ``pid`` of the place (all its threads) into the group."""
+        ...
+
+    def starting(self, argv: Sequence[str]) -> list[str]:
+        """``argv`` made to start inside the group where the launcher allows it (else unchanged: then
+        :meth:`add` moves it in once started)."""
+        ...
+
+    def remove(self) -> None:
+        """The group removed, any process left in it moved back to its parent first."""
+        ...
+
+
+class CpuCaps(Protocol):
+    """The group ``name`` at ``place`` capped at ``cores`` CPUs (not yet created): this machine's
+    cgroups for its namespaces (:func:`shufflelab.cgroups.local_group`), a group on the machine
+    under its lease over SSH."""
+
+    def __call__(self, place: str, name: str, cores: float) -> CpuGroup: ...
 
 
 class Lease(Protocol):
@@ -241,6 +278,8 @@ class Backend:
     clean: Callable[[], object] = lambda: None  # what crashed runs left behind
     # a run's files and Python at the places (default: the places see this machine's)
     staging: Staging = field(default_factory=SharedFiles)
+    # CPU caps on groups of processes at the places (default: this machine's cgroups)
+    cpu_group: CpuCaps = cgroups.local_group
     # the machines the spec's hosts run on, recorded in each run's environment ({}: this one)
     machines: Callable[[], dict[str, dict[str, Any]]] = dict
     clock: Callable[[], float] = field(default=time.monotonic)

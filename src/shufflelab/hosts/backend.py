@@ -93,6 +93,7 @@ class HostsBackend:
             clean=self.clean,
             machines=self.machines,
             staging=self.staging,
+            cpu_group=self.cpu_group,
         )
 
     def machines(self) -> dict[str, dict[str, Any]]:
@@ -144,6 +145,13 @@ class HostsBackend:
 
         self.loop.call(start())
         return proc
+
+    def cpu_group(self, place: str, name: str, cores: float) -> lease.LeasedCgroup:
+        """A CPU group on inventory host ``place`` under the live fabric's lease (created by its
+        ``create``, recorded in the lease first, removed with it)."""
+        if self.fabric is None:
+            raise RuntimeError("CPU groups are made on inventory hosts only while a fabric (and its lease) is up")
+        return lease.LeasedCgroup(self.loop, self.fabric.leases[place], name, cores)
 
     def new_cluster(self, spec: ClusterSpec, fabric: Fabric, scratch: Path, log_dir: Path) -> HostsCluster:
         assert isinstance(fabric, HostsFabric)

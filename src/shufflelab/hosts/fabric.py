@@ -147,22 +147,14 @@ def refusals(
     if kind_of is drivers.TpchDriver:
         p = spec.workload_params()
         cpus = p.storage_cores * p.core_scale if isinstance(p, TpchParams) else 1.0
-        why = (
-            "on machines a storage host runs on its machine's own CPUs -- a cap below them needs a CPU cgroup on "
-            "the machine, which the lease does not yet undo"
-        )
         known = {h: mc for h in spec.hosts_with("storage") if (mc := (machine_cpus or {}).get(h)) and mc[1]}
-        below = {h: mc for h, mc in known.items() if mc[1] is not None and cpus < mc[1]}
-        if below:
-            said = ", ".join(f"{n} of {h}'s machine {m}" for h, (m, n) in below.items())
+        above = {h: mc for h, mc in known.items() if mc[1] is not None and cpus > mc[1]}
+        if above:
+            said = ", ".join(f"{n} of {h}'s machine {m}" for h, (m, n) in above.items())
             out.append(
-                f"workload.params.storage_cores x core_scale = {cpus:g} CPU, below the CPUs of its machines ({said}): "
-                f"{why}; give the storage at least as many CPUs, or machines with as few"
-            )
-        elif cpus < 1:
-            out.append(
-                f"workload.params.storage_cores x core_scale = {cpus:g} CPU: {why}; give the storage at least its "
-                "machines' CPU count (checked once they are reached, before any change)"
+                f"workload.params.storage_cores x core_scale = {cpus:g} CPU, more than its machines have ({said}): "
+                "on machines a storage host runs on its machine's own CPUs, which a cap (a CPU cgroup there) can "
+                "only lower; give the storage at most that many, or machines with as many"
             )
     return out
 

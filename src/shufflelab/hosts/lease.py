@@ -10,7 +10,11 @@ root qdisc is replaced, and restoring deletes ours so the kernel's default comes
 ``process`` (a tag in the environment of everything started, so no pid is ever guessed) and
 ``scratch`` (the lease's own folder ``/var/tmp/shufflelab-hosts/<id>``, removed) and ``route``
 (a /32 route through the router host, added only where the host had none, deleted) and
-``offloads`` (an interface's TSO/GSO/GRO, turned off for the userspace switch, set back).
+``offloads`` (an interface's TSO/GSO/GRO, turned off for the userspace switch, set back) and
+``cgroup`` (a cgroup v1 ``cpu`` group ``/sys/fs/cgroup/cpu/shufflelab-hosts-<id>-<name>`` capping
+a weak storage machine's daemons: removed, any process left in it moved back to the parent group
+first; :class:`LeasedCgroup` is the hosts backend's
+:class:`~shufflelab.emulate.protocols.CpuCaps` group).
 """
 
 from __future__ import annotations
@@ -28,14 +32,18 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any
 
 from shufflelab import procfs
+from shufflelab.cgroups import CFS_PERIOD_US, CgroupError, cfs_quota_us
 from shufflelab.hosts.control import HostError, HostLost, Session
 from shufflelab.hosts.safety import SafetyError, check_shaping
 from shufflelab.names import INTERFACE, whole
 from shufflelab.routes import routes_to_restore
+
+if TYPE_CHECKING:
+    from shufflelab.hosts.remote import Loop
 
 SYSCTL = whole(r"[a-z0-9_]+(\.[A-Za-z0-9_-]+)+")
 LEASE_ID = whole(r"[0-9a-f]{12}")
@@ -44,6 +52,20 @@ TAG_VAR = "SHUFFLELAB_LEASE"
 OFFLOADS = {"tso": "tcp-segmentation-offload", "gso": "generic-segmentation-offload", "gro": "generic-receive-offload"}
 # every host's scratch folders live below this; a lease removes only ``SCRATCH_ROOT/<its id>``
 SCRATCH_ROOT = "/var/tmp/shufflelab-hosts"
+
+
+# a machine's cgroup v1 cpu hierarchy; a lease creates groups only directly below it, named after itself
+CGROUP_CPU_ROOT = "/sys/fs/cgroup/cpu"
+CGROUP_NAME = whole(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,80}")
+
+
+def cgroup_path(lease_id: str, name: str) -> str:
+    """The folder of the lease's CPU group ``name`` on a machine."""
+    if not LEASE_ID.match(lease_id):
+        raise ValueError(f"{lease_id!r} is not a lease id")
+    if not CGROUP_NAME.match(name):
+        raise ValueError(f"{name!r} is not a cgroup name")
+    return f"{CGROUP_CPU_ROOT}/shufflelab-hosts-{lease_id}-{name}"
 
 
 def scratch_path(lease_id: str) -> str:
@@ -224,6 +246,37 @@ class HostLease:
         await self.session.run("create the scratch folder", ["mkdir", "-p", "-m", "700", path])
         return path
 
+    async def cpu_cgroup(self, name: str, cores: float) -> str:
+        """The lease's CPU group ``name`` capped at ``cores`` CPUs (cgroup v1 ``cpu``:
+        ``cpu.cfs_quota_us = cores x cpu.cfs_period_us``), created -- recorded first -- or its cap
+        changed; its folder. A user other than root gets its ``cgroup.procs`` (a process it starts may
+        then put itself in). Refused, before anything is recorded, on a machine without the v1 ``cpu``
+        controller at :data:`CGROUP_CPU_ROOT`."""
+        path = cgroup_path(self.lease_id, name)
+        quota = cfs_quota_us(cores)  # validates
+        step = f"cap {name} at {cores:g} CPUs"
+        if not any(c["kind"] == "cgroup" and c["path"] == path for c in self.changes):
+            found = await self.session.run(step, ["test", "-f", f"{CGROUP_CPU_ROOT}/cpu.cfs_quota_us"], check=False)
+            if found.exit_status != 0:
+                raise HostError(
+                    self.session.name, self.session.host.address, step,
+                    f"no cgroup v1 cpu controller at {CGROUP_CPU_ROOT} (cpu.cfs_quota_us missing): a CPU cap "
+                    "on this machine needs one (mount -t cgroup -o cpu cgroup /sys/fs/cgroup/cpu)",
+                )  # fmt: skip
+            await self._record({"kind": "cgroup", "path": path})
+        script = 'mkdir -p "$0" && echo "$1" > "$0/cpu.cfs_period_us" && echo "$2" > "$0/cpu.cfs_quota_us"'
+        await self.session.run(step, ["sh", "-c", script, path, str(CFS_PERIOD_US), str(quota)], privileged=True)
+        if self.session.host.needs_sudo:
+            files = [f"{path}/cgroup.procs", f"{path}/tasks"]
+            await self.session.run(step, ["chown", self.session.host.user, *files], privileged=True)
+        return path
+
+    async def add_to_cgroup(self, path: str, pid: int) -> None:
+        """Move process ``pid`` of the machine (all its threads) into the lease's group at ``path``."""
+        _check_cgroup(path, self.lease_id)
+        step = f"move process {pid} into {path}"
+        await self.session.run(step, ["sh", "-c", 'echo "$1" > "$0"', f"{path}/cgroup.procs", str(int(pid))])
+
     async def start(self, step: str, argv: Sequence[str], log: str = "/dev/null") -> None:
         """Start a daemon in its own session, tagged with this lease in its environment."""
         await self.track_processes()
@@ -242,6 +295,74 @@ async def root_qdisc(session: Session, interface: str, step: str) -> dict[str, A
     if not found:
         raise HostError(session.name, session.host.address, step, f"{interface}: no such interface (no root qdisc)")
     return dict(found[0])
+
+
+def _check_cgroup(path: str, lease_id: str) -> None:
+    prefix = cgroup_path(lease_id, "x")[:-1]
+    name = path.removeprefix(prefix)
+    if not path.startswith(prefix) or not CGROUP_NAME.match(name):
+        raise ValueError(f"cgroup {path!r} is not this lease's")
+
+
+async def remove_cgroup(session: Session, lease_id: str, path: str, attempts: int = 50) -> None:
+    """The lease's CPU group at ``path`` removed (nothing to do when it is not there): each process
+    left in it moved back to the parent group first, then the folder removed (again, while a
+    process was still leaving it)."""
+    _check_cgroup(path, lease_id)
+    step = f"remove the CPU cgroup {path}"
+    parent = path.rsplit("/", 1)[0]
+    reason = ""
+    for _ in range(attempts):
+        left = await session.run(step, ["cat", f"{path}/cgroup.procs"], check=False, privileged=True)
+        if left.exit_status != 0:
+            there = await session.run(step, ["test", "-e", path], check=False)
+            if there.exit_status != 0:
+                return
+        elif left.stdout.split():
+            move = 'for p; do echo "$p" > "$0" 2>/dev/null; done; exit 0'
+            pids = [str(int(p)) for p in left.stdout.split()]
+            await session.run(step, ["sh", "-c", move, f"{parent}/cgroup.procs", *pids], privileged=True)
+        rm = await session.run(step, ["rmdir", "--", path], check=False, privileged=True)
+        if rm.exit_status == 0:
+            return
+        reason = rm.stderr.strip() or rm.stdout.strip()
+        await asyncio.sleep(0.1)
+    raise HostError(session.name, session.host.address, step, f"the group is still there: {reason}")
+
+
+@dataclass
+class LeasedCgroup:
+    """A CPU group on a machine under its lease (the hosts backend's
+    :class:`~shufflelab.emulate.protocols.CpuGroup`): created, recorded first, by :meth:`create`; a
+    process started through :meth:`starting` puts itself in before it becomes the program, so every
+    thread it makes is capped; removed by :meth:`remove` or with the lease."""
+
+    loop: Loop
+    lease: HostLease
+    name: str
+    cores: float
+
+    @property
+    def path(self) -> PurePosixPath:
+        return PurePosixPath(cgroup_path(self.lease.lease_id, self.name))
+
+    def create(self) -> None:
+        try:
+            self.loop.call(self.lease.cpu_cgroup(self.name, self.cores))
+        except HostError as exc:
+            raise CgroupError(str(exc)) from None
+
+    def add(self, pid: int) -> None:
+        self.loop.call(self.lease.add_to_cgroup(str(self.path), pid))
+
+    def starting(self, argv: Sequence[str]) -> list[str]:
+        return ["sh", "-c", 'echo "$$" > "$0/cgroup.procs" && exec "$@"', str(self.path), *argv]
+
+    def remove(self) -> None:
+        try:
+            self.loop.call(remove_cgroup(self.lease.session, self.lease.lease_id, str(self.path)))
+        except HostError as exc:
+            raise CgroupError(str(exc)) from None
 
 
 _KILL_TAGGED = (
@@ -310,6 +431,8 @@ async def restore_changes(session: Session, lease_id: str, changes: list[dict[st
                     await session.run(f"restore the offloads of {c['interface']}", argv, privileged=True)
             elif c["kind"] == "link":  # a link-down fault the run did not end (a crash mid-fault)
                 await link_up(session, str(c["interface"]), list(c.get("routes") or []))
+            elif c["kind"] == "cgroup":
+                await remove_cgroup(session, lease_id, str(c["path"]))
             elif c["kind"] == "scratch":
                 if c["path"] != scratch_path(lease_id):
                     raise ValueError(f"scratch path {c['path']!r} is not this lease's")

@@ -19,9 +19,11 @@ place, its name and data directories are folders there, Hadoop's jars are in the
 first (one read back comes from there).
 
 Weak storage machines: :meth:`HdfsCluster.cpu_limit` puts a host's daemons into a cgroup
-(:mod:`shufflelab.cgroups`, v1 ``cpu`` controller) with ``cpu.cfs_quota_us = cores x
-cpu.cfs_period_us``; with a limit set before :meth:`~HdfsCluster.start` each daemon joins the group
-as it is spawned and its JVM sizes its GC and thread pools for that many CPUs
+(v1 ``cpu`` controller, ``cpu.cfs_quota_us = cores x cpu.cfs_period_us``) through the backend's
+:class:`~shufflelab.emulate.protocols.CpuCaps` -- this machine's (:mod:`shufflelab.cgroups`) for
+namespaces, one on the machine under its lease over SSH; with a limit set before
+:meth:`~HdfsCluster.start` each daemon starts inside the group (or joins it as it is spawned, where
+the launcher cannot start it there) and its JVM sizes its GC and thread pools for that many CPUs
 (``-XX:ActiveProcessorCount``). :meth:`~HdfsCluster.stop` kills the daemons and removes the cgroups.
 """
 
@@ -45,7 +47,15 @@ from pathlib import Path, PurePath, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from shufflelab import artifacts, cgroups
-from shufflelab.emulate.protocols import CommandRunner, Process, ProcessLauncher, SharedFiles, Staging
+from shufflelab.emulate.protocols import (
+    CommandRunner,
+    CpuCaps,
+    CpuGroup,
+    Process,
+    ProcessLauncher,
+    SharedFiles,
+    Staging,
+)
 from shufflelab.ndp.hadoop_jars import HadoopFetchError, ensure_jars
 from shufflelab.ndp.hdfs_config import (
     CONF_FILES,
@@ -91,10 +101,11 @@ class HdfsCluster:
     name: str = ""
     start_timeout_s: float = 120
     staging: Staging = field(default_factory=SharedFiles)  # the files at each place
+    cpu_group: CpuCaps = cgroups.local_group  # CPU caps at the places
     config: HdfsConfig = field(init=False)
     daemons: dict[str, Process] = field(init=False, default_factory=dict)
     logs: dict[str, Path] = field(init=False, default_factory=dict)  # daemon -> its log
-    cgroups: dict[str, cgroups.CpuCgroup] = field(init=False, default_factory=dict)
+    cgroups: dict[str, CpuGroup] = field(init=False, default_factory=dict)
     timings: dict[str, float] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -175,13 +186,16 @@ class HdfsCluster:
                 self.staging.put(self.places[h], cfg.local_conf_dir(h) / f, f"{confs[h]}/{f}")
 
     def _daemon(self, name: str, host: str, main: str, log: Path) -> None:
-        """Start one daemon; a CPU-limited host's daemon joins its cgroup at once. (Only from outside:
-        ``ip netns exec`` mounts a fresh /sys without the cgroup hierarchies.) The process is still
-        ``ip`` or has just become the JVM, so every thread the JVM creates starts inside the group."""
-        proc = self.launch(self.places[host], self._cmd(host, main), log)
-        self.daemons[name], self.logs[name] = proc, log
+        """Start one daemon; a CPU-limited host's daemon starts inside its cgroup where the launcher
+        allows it (a machine's), else joins it at once (a namespace's, from outside: ``ip netns exec``
+        mounts a fresh /sys without the cgroup hierarchies; the process is still ``ip`` or has just
+        become the JVM, so every thread the JVM creates starts inside the group)."""
         cg = self.cgroups.get(host)
-        if cg is not None:
+        argv = self._cmd(host, main)
+        started = cg.starting(argv) if cg is not None else argv
+        proc = self.launch(self.places[host], started, log)
+        self.daemons[name], self.logs[name] = proc, log
+        if cg is not None and started == argv:  # not started inside: moved in
             try:
                 cg.add(proc.pid)
             except OSError as exc:
@@ -282,7 +296,7 @@ class HdfsCluster:
         return [p.pid for n, p in self.daemons.items() if n.endswith(f"-{host}") and p.poll() is None]
 
     # -- weak storage hosts --------------------------------------------------------------------
-    def cpu_limit(self, host: str, cores: float) -> Path:
+    def cpu_limit(self, host: str, cores: float) -> PurePath:
         """Cap ``host``'s HDFS daemons at ``cores`` CPUs (cgroup v1 CFS quota); returns the cgroup.
 
         Before :meth:`start` the daemons start inside it and their JVMs are told they have
@@ -292,9 +306,7 @@ class HdfsCluster:
             raise HdfsError(f"cpu limit: {host!r} runs no HDFS daemon (hosts: {', '.join(self.config.hosts())})")
         try:
             cgroups.cfs_quota_us(cores)  # validates
-            cg = self.cgroups.get(host) or cgroups.CpuCgroup(
-                cgroups.CPU_ROOT / f"{cgroups.PREFIX}{self.name}-{host}", cores
-            )
+            cg = self.cgroups.get(host) or self.cpu_group(self.places[host], f"{self.name}-{host}", cores)
             cg.cores = cores
             cg.create()
         except cgroups.CgroupError as exc:
@@ -303,6 +315,16 @@ class HdfsCluster:
         for pid in self.pids(host):
             cg.add(pid)
         return cg.path
+
+    def cpu_unlimit(self, host: str) -> None:
+        """``host``'s daemons back on all their machine's CPUs: its cgroup removed (they go back to its
+        parent first). Nothing to do without one."""
+        cg = self.cgroups.pop(host, None)
+        if cg is not None:
+            try:
+                cg.remove()
+            except cgroups.CgroupError as exc:
+                raise HdfsError(str(exc)) from None
 
     # -- WebHDFS ----------------------------------------------------------------------------------
     def _allowed(self) -> list[str]:

@@ -10,9 +10,11 @@ Core counts are *emulated*: this machine has two cores, so an emulated core is `
 real one (0.25 by default: 1/2/4 emulated storage cores are 0.25/0.5/1 real CPU). The compute side
 is scaled the same way by its Spark core count (documented with the experiment).
 
-On machines (``cpu_caps`` off: their processes are not this machine's, and a CPU cgroup there is
-not yet a change their lease undoes) a storage host runs on its machine's own CPUs: a run whose
-``storage_cores × core_scale`` is below the storage machine's CPU count fails at once, saying so.
+On machines (``machines``: each place is a machine with CPUs of its own) the cap is a CPU cgroup on
+the storage machine, created under its lease (the backend's ``cpu_group``), set only where
+``storage_cores × core_scale`` is below the machine's CPU count (read there): at that count it would
+never bind, and a run asking for more CPUs than the machine has fails at once, saying so (the hosts
+backend refuses such a cell before it starts).
 
 The TPC-H tables are generated here and put into HDFS from the NameNode's host (through the
 backend's :class:`~shufflelab.emulate.protocols.Staging`); the proxies run in their place's Python
@@ -30,7 +32,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shufflelab.emulate.protocols import CommandRunner, Fabric, Process, ProcessLauncher, SharedFiles, Staging
+from shufflelab import cgroups
+from shufflelab.emulate.protocols import (
+    CommandRunner,
+    CpuCaps,
+    Fabric,
+    Process,
+    ProcessLauncher,
+    SharedFiles,
+    Staging,
+)
 from shufflelab.ndp import hdfs, hdfs_config, tpch
 
 PROXY_PORT = 9880
@@ -58,12 +69,14 @@ class NdpStorage:
     proxy_max_queue: int = 64
     exec_timeout_s: float = 300.0
     staging: Staging = field(default_factory=SharedFiles)  # the files at each place
-    cpu_caps: bool = True  # the places' processes are this machine's: its cgroups cap them
+    cpu_group: CpuCaps = cgroups.local_group  # CPU caps at the places
+    machines: bool = False  # the places are machines with CPUs of their own (else this machine's namespaces)
     cluster: hdfs.HdfsCluster | None = field(default=None, init=False)
     proxies: dict[str, Process] = field(default_factory=dict, init=False)
     proxy_logs: dict[str, Path] = field(default_factory=dict, init=False)
     data_dir: Path | None = field(default=None, init=False)
     cores: float | None = field(default=None, init=False)
+    cpus: dict[str, int] = field(default_factory=dict, init=False)  # a machine's CPU count, once read
     timings: dict[str, float] = field(default_factory=dict, init=False)
     profile: dict[str, Any] = field(default_factory=dict, init=False)  # tpch.profile() of the loaded data
     expected: dict[str, Any] = field(default_factory=dict, init=False)  # DuckDB's answer per query
@@ -101,6 +114,7 @@ class NdpStorage:
                 self.scratch / "hdfs",
                 block_bytes=self.block_mb * 1024 * 1024,
                 staging=self.staging,
+                cpu_group=self.cpu_group,
             )
             t1 = time.monotonic()
             self.cluster.start()
@@ -142,9 +156,10 @@ class NdpStorage:
         ]  # fmt: skip
         env = {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p), **env}
         log = self.proxy_logs[host] = self.scratch / "logs" / f"ndp-proxy-{host}.log"
-        proc = self.launch(place, argv, log, env)
         cg = self.cluster.cgroups.get(host)
-        if cg is not None:
+        started = cg.starting(argv) if cg is not None else argv
+        proc = self.launch(place, started, log, env)
+        if cg is not None and started == argv:  # not started inside: moved in
             cg.add(proc.pid)
         return proc
 
@@ -167,25 +182,36 @@ class NdpStorage:
         raise StorageError(f"the NDP proxy on {host} is not listening after {timeout_s:g} s")
 
     def machine_cpus(self, host: str) -> int:
-        """The CPU count of ``host``'s machine, read there."""
-        out = self.run(["nproc"], place=self.fabric.places[host], timeout=30).strip()
-        return int(out)
+        """The CPU count of ``host``'s machine, read there (once)."""
+        if host not in self.cpus:
+            self.cpus[host] = int(self.run(["nproc"], place=self.fabric.places[host], timeout=30).strip())
+        return self.cpus[host]
+
+    def capped(self, real: float) -> list[str]:
+        """The storage hosts a cap of ``real`` CPUs binds on: every one here (this machine's
+        namespaces); on machines those with more CPUs (one with fewer: a :class:`StorageError`)."""
+        if not self.machines:
+            return list(self.hosts)
+        out = []
+        for h in self.hosts:
+            n = self.machine_cpus(h)
+            if real > n:
+                raise StorageError(
+                    f"workload.params.storage_cores x core_scale = {real:g} CPUs, more than the {n} CPUs of "
+                    f"{h}'s machine: a cap cannot give a storage host CPUs its machine does not have; give it at "
+                    f"most {n}, or machines with as many"
+                )
+            if real < n:
+                out.append(h)
+        return out
 
     def set_cores(self, emulated_cores: float, core_scale: float) -> None:
-        """Cap every storage host (DataNode, NameNode, proxy) at ``emulated_cores × core_scale`` CPUs;
-        the proxies run one pushdown per emulated core (restarted when that number changes)."""
+        """Cap every storage host (DataNode, NameNode, proxy) at ``emulated_cores × core_scale`` CPUs
+        (on machines: where that is below the machine's CPUs; elsewhere no group); the proxies run one
+        pushdown per emulated core (restarted when that number changes)."""
         assert self.cluster is not None
         real = emulated_to_real(emulated_cores, core_scale)
-        if not self.cpu_caps:
-            for h in self.hosts:
-                n = self.machine_cpus(h)
-                if real < n:
-                    raise StorageError(
-                        f"workload.params.storage_cores x core_scale = {real:g} CPUs, below the {n} CPUs of "
-                        f"{h}'s machine: on machines a storage host runs on its machine's own CPUs (a cap "
-                        "needs a CPU cgroup there, which the lease does not yet undo); give it at least "
-                        f"{n} CPUs, or machines with that many"
-                    )
+        capped = self.capped(real)
         workers = workers_for(emulated_cores)
         if workers != self.proxy_workers and self.proxies:
             for p in self.proxies.values():
@@ -193,7 +219,10 @@ class NdpStorage:
             self.proxies.clear()
         self.proxy_workers = workers
         if self.cores != real:
-            for h in self.hosts if self.cpu_caps else ():
+            for h in self.hosts:
+                if h not in capped:
+                    self.cluster.cpu_unlimit(h)  # (its processes back to the parent group)
+                    continue
                 self.cluster.cpu_limit(h, real)
                 proxy = self.proxies.get(h)
                 if proxy is not None and proxy.poll() is None:
@@ -201,7 +230,7 @@ class NdpStorage:
             self.cores = real
         if not self.proxies:
             for h in self.hosts:
-                self.proxies[h] = self._proxy(h)  # joins the host's cgroup at once
+                self.proxies[h] = self._proxy(h)  # starts inside the host's cgroup, or joins it at once
             for h, p in self.proxies.items():
                 self._wait_listening(h, p)
 

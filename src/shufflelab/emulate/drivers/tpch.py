@@ -44,8 +44,9 @@ class TpchDriver(SparkDriver):
             block_mb=p.block_mb,
             proxy_workers=workers_for(p.storage_cores),
             staging=backend.staging,
-            # namespaces run this machine's processes, which its cgroups cap; machines run their own
-            cpu_caps=isinstance(backend.staging, SharedFiles),
+            cpu_group=backend.cpu_group,
+            # namespaces share this machine's CPUs; machines have their own (a cap only below their count)
+            machines=not isinstance(backend.staging, SharedFiles),
         )
         storage.start()
         try:
