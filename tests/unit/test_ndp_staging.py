@@ -5,7 +5,7 @@ place's Python, a file put into HDFS goes to the client's place first (and is re
 the proxies get their spool at their place and are ready once they answer HTTP asked from there,
 and a storage host on a machine is capped by a CPU group there only below its machine's CPU count
 (its processes then start inside it) and refused above it; the executors'
-per-read statistics come back from every Spark machine, and the connector's jar is named in their cache."""
+per-read statistics come back from every Spark machine."""
 
 from __future__ import annotations
 
@@ -279,7 +279,7 @@ def _driver(tmp_path: Path, staging: object) -> Any:
     return d
 
 
-def test_the_reads_of_every_spark_machine_come_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_reads_of_every_spark_machine_come_back(tmp_path: Path) -> None:
     staging = OnePath(tmp_path / "machines")
     d = _driver(tmp_path, staging)
     stats = d._stats_file()
@@ -289,12 +289,6 @@ def test_the_reads_of_every_spark_machine_come_back(tmp_path: Path, monkeypatch:
     d._fetch_stats()  # m1 (the driver's machine) ran no executor: nothing there
     lines = (tmp_path / "run" / "ndp_reads.jsonl").read_text().splitlines()
     assert [json.loads(x)["path"] for x in lines] == ["/tpch/lineitem/a", "/tpch/lineitem/b"]
-    # the connector's jar: in the Spark machines' cache
-    monkeypatch.setattr(artifacts, "cache_root", lambda: tmp_path / "cache")
-    assert d._at_places(tmp_path / "cache" / "ndp-connector-1.jar") == "/opt/sl/cache/ndp-connector-1.jar"
-    staging.caches["m3"] = "/srv/sl/cache"  # a class path names one path for all
-    with pytest.raises(RuntimeError, match="ndp-connector-1.jar is not at one path on every Spark host's machine"):
-        d._at_places(tmp_path / "cache" / "ndp-connector-1.jar")
 
 
 def test_namespaces_write_the_runs_reads_file_themselves(tmp_path: Path) -> None:

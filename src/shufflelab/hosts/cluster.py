@@ -209,11 +209,16 @@ class HostsCluster(SparkCluster):
 
     def driver(self, request_path: Path, log: Path) -> DriverProcess:
         """Start the driver on the master's host on ``request_path`` with the run's folder mapped
-        to a folder there."""
+        to a folder there (and, with deployed hosts, the controller's cache to each host's link to
+        its own: a jar the request puts on the driver's and executors' class path is found on every
+        host, whatever its ``deploy_dir``)."""
         m = self.spec.master
         local_run = request_path.parent
         remote_run = self._remote_run(local_run)
         text = request_path.read_text().replace(str(local_run), remote_run)
+        if self._deployed:  # what the request names in the controller's cache (the NDP connector's jar
+            # on the class path): each host's own, through its link, whatever its deploy_dir
+            text = text.replace(f"{artifacts_root()}/", f"{self._link('cache')}/")
         remote_request = f"{remote_run}/{request_path.name}"
         script = 'mkdir -p "$1/eventlog" "$1/listener" && cat > "$2"'
         session = self.fabric.session(m)

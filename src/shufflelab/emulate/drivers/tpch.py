@@ -5,16 +5,17 @@ started once per group) and each run's storage cores, pushdown model and per-rea
 The storage's files are where its places see them (the backend's ``staging``). The executors append
 their per-read statistics to a file in a folder standing for the run's ``ndp-reads/`` -- one path on
 every worker's place -- and each place's file is fetched back into the run's ``ndp_reads.jsonl``
-(namespaces see this machine's files: they write that file directly). The connector's jar is the one
-in the places' cache (where ``shufflelab deploy`` brings it)."""
+(namespaces see this machine's files: they write that file directly). The connector's jar is named
+by its path in this machine's cache, as the listener jar is: a cluster whose hosts keep their cache
+elsewhere names each host's own (where ``shufflelab deploy`` brings it; the hosts backend's, through
+a link on each host to its cache, so Spark hosts of different ``deploy_dir``s share one class path)."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
-from shufflelab import artifacts
 from shufflelab.emulate import record
 from shufflelab.emulate.drivers.base import Group, Phase
 from shufflelab.emulate.drivers.spark import SparkDriver
@@ -93,7 +94,7 @@ class TpchDriver(SparkDriver):
             "expected": storage.expected,
             "model": model.to_dict(),
         }
-        return {"ndp": ndp}, [self._at_places(connector.ensure_jar())]
+        return {"ndp": ndp}, [str(connector.ensure_jar())]
 
     def _places(self) -> list[str]:
         """The places of the Spark hosts (driver and executors), each once."""
@@ -106,14 +107,6 @@ class TpchDriver(SparkDriver):
             said = ", ".join(f"{p}: {v}" for p, v in paths.items())
             raise RuntimeError(f"{what} is not at one path on every Spark host's machine ({said})")
         return next(iter(paths.values()))
-
-    def _at_places(self, jar: Path) -> str:
-        """``jar`` (in this machine's cache) at the Spark hosts' places: the same name in their cache."""
-        staging, cache = self.backend.staging, artifacts.cache_root()
-        if not jar.is_relative_to(cache):
-            return str(jar)
-        rel = jar.relative_to(cache).as_posix()
-        return self._one_path(jar.name, {p: str(PurePosixPath(staging.cache(p)) / rel) for p in self._places()})
 
     def _stats_folder(self) -> Path:
         return self.ctx.run_dir / "ndp-reads"
