@@ -52,8 +52,10 @@ def state(lab: Lab, i: int) -> dict[str, object]:
     }
 
 
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*PY, "-m", "shufflelab.cli", *args], capture_output=True, text=True, env=ENV, timeout=120)
+def cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*PY, "-m", "shufflelab.cli", *args], capture_output=True, text=True, env={**ENV, **env}, timeout=120
+    )
 
 
 def test_doctor_over_ssh(lab: Lab, tmp_path: Path) -> None:
@@ -117,7 +119,8 @@ def test_doctor_for_a_spec_refuses_cells(lab: Lab, tmp_path: Path) -> None:
 def test_inventory_error_is_one_line(tmp_path: Path) -> None:
     bad = tmp_path / "inv.toml"
     bad.write_text('[hosts.a]\naddress = "nowhere"\nagent = true\ndata_interface = "eth0"\n')
-    r = cli("doctor", "--hosts", str(bad))
+    # a terminal as wide as the message (at 80 columns a long temporary path wraps it mid-sentence)
+    r = cli("doctor", "--hosts", str(bad), COLUMNS="1000")
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert f"{bad}: hosts.a.address: 'nowhere' is not an IP address" in " ".join(r.stderr.split())
 
