@@ -25,7 +25,7 @@ from .conftest import LAB6, Lab, sh
 from .test_hosts_quickstart import ROUTER, routing
 from .test_hosts_run import host_state
 
-pytestmark = [LAB6, pytest.mark.root]
+pytestmark = [LAB6, pytest.mark.root, pytest.mark.fidelity]
 
 RATE = 20  # Mbit/s each way
 MACHINES = {"master": "host1", "w1": "host2", "w2": "host3", "w3": "host4"}  # racks 1, 1, 2, 2

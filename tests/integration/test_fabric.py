@@ -66,6 +66,7 @@ def test_live_reconfiguration(spec_dict: dict[str, Any]) -> None:
         assert "initcwnd 20" in route and "initrwnd 30" in route
 
 
+@pytest.mark.fidelity
 def test_link_fidelity_tcp_goodput(spec_dict: dict[str, Any]) -> None:
     """Fidelity tier: TCP goodput through a 20 Mbit/s bottleneck is close to the configured rate."""
     spec_dict["topology"]["bottleneck"] = {"rate_mbps": 20}

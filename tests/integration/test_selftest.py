@@ -18,6 +18,7 @@ from shufflelab.switch import binary_path
 
 pytestmark = [
     pytest.mark.root,
+    pytest.mark.fidelity,
     pytest.mark.skipif(not shutil.which("iperf3"), reason="iperf3 not installed (make setup)"),
 ]
 

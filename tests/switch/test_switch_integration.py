@@ -20,6 +20,7 @@ from shufflelab.switch import Red, Switch, SwitchConfig, SwitchPort, binary_path
 
 pytestmark = [
     pytest.mark.root,
+    pytest.mark.fidelity,
     pytest.mark.skipif(binary_path() is None, reason="shufflelab-switch is not built (make setup)"),
     pytest.mark.skipif(shutil.which("ping") is None, reason="needs ping (iputils-ping; make setup)"),
 ]
