@@ -4,7 +4,8 @@
 #      tests that need neither root nor Spark) and the Rust gates (cargo fmt, clippy, cargo test,
 #      then part a of those tests; tests/conftest.py's --part splits them by file, each runs once);
 #   2. the tests that need root or start Spark (real namespaces, real Spark, the SSH stand-in hosts),
-#      in two lanes (pytest-xdist, one module at a time per lane: tests/conftest.py's _lanes): one
+#      in two lanes (pytest-xdist, --dist loadfile: each test file in one lane, so its module fixtures
+#      -- a lab, an experiment two tests read -- are made once; each lane its own six-host lab): one
 #      lane's tests wait on shaped links, fault windows and SSH round trips while the other's use
 #      the CPU; then, alone, the tests marked ``fidelity`` (the emulated network measured against its
 #      configuration: a probe or the userspace switch waiting for a CPU the other lane's Spark JVMs
@@ -95,7 +96,7 @@ if [ $quick -eq 0 ]; then
   # them passes that on: the tests that interrupt a runner or a controller would see no SIGINT)
   (
     trap - INT QUIT
-    exec setsid bash -c '.venv/bin/python -m pytest -q -m "(root or spark) and not fidelity" -n 2 --dist loadgroup \
+    exec setsid bash -c '.venv/bin/python -m pytest -q -m "(root or spark) and not fidelity" -n 2 --dist loadfile \
       --durations=15 && .venv/bin/python -m pytest -q -m "(root or spark) and fidelity" --durations=5'
   ) >"$logs/lab.log" 2>&1 &
   lab=$!

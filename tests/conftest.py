@@ -70,21 +70,8 @@ def _part(config: pytest.Config, items: list[pytest.Item]) -> None:
         items[:] = keep
 
 
-def _lanes(items: list[pytest.Item]) -> None:
-    """scripts/gates.sh runs the root/Spark tests in two lanes (pytest-xdist, ``--dist loadgroup``):
-    each module is one unit of work, kept in one lane, so its module fixtures (a lab, a Spark
-    experiment two tests read) are made once; a module marked ``xdist_group`` goes with the others of
-    its group (the modules that share the session's six-host lab)."""
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None and ("root" in item.keywords or "spark" in item.keywords):
-            item.add_marker(pytest.mark.xdist_group(Path(str(item.path)).stem))
-
-
-# first: pytest-xdist's own hook reads the groups from the items' marks
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     _part(config, items)
-    _lanes(items)
     missing = []
     if os.geteuid() != 0:
         missing.append("root")

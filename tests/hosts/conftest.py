@@ -322,14 +322,10 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     yield from _lab(tmp_path_factory, 3)
 
 
-# the modules that use lab6 run in one lane of the root/Spark tests (tests/conftest.py's _lanes): one
-# six-host lab for them all
-LAB6 = pytest.mark.xdist_group("lab6")
-
-
 @pytest.fixture(scope="session")
 def lab6(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     """Six stand-in hosts: the quickstart's six spec hosts on five (the master sharing with a
-    worker) and a router host. One lab for the session (the modules marked :data:`LAB6`, run in one
-    lane): each test leaves every host as it found it, and checks that it does."""
+    worker) and a router host. One lab for the session (each lane of the root/Spark tests has its own,
+    made by the first of its tests that needs one): each test leaves every host as it found it, and
+    checks that it does."""
     yield from _lab(tmp_path_factory, 6)

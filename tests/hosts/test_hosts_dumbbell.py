@@ -21,11 +21,11 @@ from shufflelab import netplan, topology
 from shufflelab import spec as specmod
 from shufflelab.hosts import commands
 
-from .conftest import LAB6, Lab, sh
+from .conftest import Lab, sh
 from .test_hosts_quickstart import ROUTER, routing
 from .test_hosts_run import host_state
 
-pytestmark = [LAB6, pytest.mark.root, pytest.mark.fidelity]
+pytestmark = [pytest.mark.root, pytest.mark.fidelity]
 
 RATE = 20  # Mbit/s each way
 MACHINES = {"master": "host1", "w1": "host2", "w2": "host3", "w3": "host4"}  # racks 1, 1, 2, 2

@@ -19,11 +19,11 @@ import pytest
 
 from shufflelab.mapreduce import trace
 
-from .conftest import LAB6, Lab
+from .conftest import Lab
 from .test_hosts_quickstart import ROUTER, routing
 from .test_hosts_run import cli, host_state
 
-pytestmark = [LAB6, pytest.mark.root]
+pytestmark = [pytest.mark.root]
 
 MACHINES = {"m1": "host1", "m2": "host2", "m3": "host3", "m4": "host4"}  # racks 1, 1, 2, 2
 MAPPERS, REDUCERS, INPUT_MB = 4, 2, 2.0

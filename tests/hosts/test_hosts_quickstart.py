@@ -29,10 +29,10 @@ import pytest
 
 from shufflelab.switch import binary_path
 
-from .conftest import LAB6, Lab, sh
+from .conftest import Lab, sh
 from .test_hosts_run import REPO, cli, host_state, job_times
 
-pytestmark = [LAB6, pytest.mark.root, pytest.mark.spark]
+pytestmark = [pytest.mark.root, pytest.mark.spark]
 
 # the shipped specs' six hosts on five machines (host6 the router)
 MACHINES = {"master": "host1", "w1": "host1", "w2": "host2", "w3": "host3", "tgen": "host4", "tsink": "host5"}

@@ -16,12 +16,11 @@ import pytest
 
 from shufflelab.switch import binary_path
 
-from .conftest import LAB6, Lab
+from .conftest import Lab
 from .test_hosts_quickstart import ROUTER, SWITCH_CELL, offloads, routing, shipped
 from .test_hosts_run import ENV, _driver_running, cli, host_state, tagged_running
 
 pytestmark = [
-    LAB6,
     pytest.mark.root,
     pytest.mark.spark,
     pytest.mark.skipif(binary_path() is None, reason="shufflelab-switch is not built (make setup)"),

@@ -30,11 +30,11 @@ import pytest
 
 from shufflelab.ndp import connector, hadoop_jars
 
-from .conftest import LAB6, Lab, StandIn, sh
+from .conftest import Lab, StandIn, sh
 from .test_hosts_quickstart import ROUTER, routing
 from .test_hosts_run import ENV, host_state
 
-pytestmark = [LAB6, pytest.mark.root, pytest.mark.spark]
+pytestmark = [pytest.mark.root, pytest.mark.spark]
 
 # the worker on a machine of its own: its statistics come back from a machine the driver is not on
 MACHINES = {"master": "host1", "w1": "host2", "s1": "host4"}  # racks 1, 1, 2
