@@ -212,6 +212,79 @@ def test_the_proxies_run_at_their_places_capped_only_below_the_machines_cpus(
     assert seams.ran.count(("m1", ["nproc"])) == 1  # each machine's CPU count read once
 
 
+def test_a_capped_machines_daemons_start_inside_its_group(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cap set before HDFS starts (the first run's, on machines): the capped host's daemons start
+    through the group (nothing moved in after), their JVMs told its CPUs; the other host's do not."""
+    lib = _jars(tmp_path, monkeypatch)
+    machines, seams = Machines(tmp_path / "machines"), Seams()
+    log: list[tuple[str, ...]] = []
+    cl = HdfsCluster(
+        PLACES,
+        ADDR,
+        "s1",
+        ["s1", "s2"],
+        tmp_path / "scratch",
+        seams.run,
+        seams.launch,
+        jars=lib,
+        staging=machines,
+        cpu_group=lambda place, name, cores: Group(place, name, cores, log),
+    )
+    cl.cpu_limit("s1", 0.5)
+    cl.start(timeout_s=10)
+    on = {p: [a for q, a, _ in seams.launched if q == p] for p in PLACES.values()}
+    assert len(on["m1"]) == 2 and all(a[:2] == ["in-group", f"/cg/m1/{cl.name}-s1"] for a in on["m1"])
+    assert all("-XX:ActiveProcessorCount=1" in a for a in on["m1"])
+    assert len(on["m2"]) == 1 and on["m2"][0][0] == "java"
+    assert log == [("create", "m1", "0.5")]  # no process moved in
+
+
+def test_on_machines_the_first_runs_cap_is_set_before_the_storage_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The storage started with the first run's CPUs (half a CPU of machines of 4): each storage
+    machine's group is made before any of its processes, and every daemon and proxy starts inside
+    it (before, the storage started uncapped and its processes were moved in at the first run)."""
+    lib = _jars(tmp_path, monkeypatch)
+    monkeypatch.setattr("shufflelab.ndp.hadoop_jars.ensure_jars", lambda: lib)
+    monkeypatch.setattr("shufflelab.ndp.tpch.prepare", lambda sf, mb: tmp_path / "tables")
+    monkeypatch.setattr(NdpStorage, "_load", lambda self: None)  # (the tables: tested apart)
+    machines, seams = Machines(tmp_path / "machines"), Seams(cpus=4)
+    log: list[tuple[str, ...]] = []
+    order: list[str] = []
+
+    def cpu_group(place: str, name: str, cores: float) -> Group:
+        order.append(f"group {place}")
+        return Group(place, name, cores, log)
+
+    def launch(place: str, argv: Sequence[str], log_path: Path, /, env: dict[str, str] | None = None) -> FakeProcess:
+        order.append(f"launch {place}")
+        return seams.launch(place, argv, log_path, env)
+
+    fabric = SimpleNamespace(
+        places=PLACES, network=SimpleNamespace(host_addresses=ADDR), lease=SimpleNamespace(lease_id="ab")
+    )
+    storage = NdpStorage(
+        fabric,  # type: ignore[arg-type]
+        seams.run,
+        launch,
+        ["s1", "s2"],
+        tmp_path / "scratch",
+        0.01,
+        proxy_workers=2,  # the run's 2 emulated cores
+        staging=machines,
+        cpu_group=cpu_group,
+        machines=True,
+    )
+    storage.start(0.5)
+    assert storage.cores == 0.5 and sorted(log) == [("create", "m1", "0.5"), ("create", "m2", "0.5")]
+    assert order[:2] == ["group m1", "group m2"] and all(o.startswith("launch") for o in order[2:])
+    assert len(seams.launched) == 5  # 2 DataNodes, the NameNode, 2 proxies
+    assert all(a[0] == "in-group" for _, a, _ in seams.launched), seams.launched
+    storage.set_cores(2, 0.25)  # the same CPUs: nothing changes
+    assert len(log) == 2 and len(seams.launched) == 5
+
+
 def test_write_configs_keeps_namespace_paths_by_default(tmp_path: Path) -> None:
     """Without folders at the places (namespaces), the files name this machine's folders as before."""
     cfg = hdfs_config.HdfsConfig("s1", ("s1",), ADDR, tmp_path, 1)

@@ -14,7 +14,8 @@ On machines (``machines``: each place is a machine with CPUs of its own) the cap
 the storage machine, created under its lease (the backend's ``cpu_group``), set only where
 ``storage_cores × core_scale`` is below the machine's CPU count (read there): at that count it would
 never bind, and a run asking for more CPUs than the machine has fails at once, saying so (the hosts
-backend refuses such a cell before it starts).
+backend refuses such a cell before it starts). There the first run's cap is set before HDFS starts,
+so the daemons and proxies start inside their group.
 
 The TPC-H tables are generated here and put into HDFS from the NameNode's host (through the
 backend's :class:`~shufflelab.emulate.protocols.Staging`); the proxies run in their place's Python
@@ -93,8 +94,11 @@ class NdpStorage:
         return f"{HDFS_ROOT}/{table}"
 
     # -- lifecycle ------------------------------------------------------------------------------
-    def start(self) -> None:
-        """HDFS up, TPC-H loaded, proxies listening. On failure everything started is stopped."""
+    def start(self, cpus: float | None = None) -> None:
+        """HDFS up, TPC-H loaded, proxies listening. On failure everything started is stopped.
+        ``cpus``: on machines, the first run's storage CPUs (``storage_cores × core_scale``): where
+        that caps a host, its group is made first and its daemons and proxy start inside it (their
+        JVMs sized for it); later runs move them as :meth:`set_cores` does."""
         if not self.hosts:
             raise StorageError("no host has role 'storage'")
         if self.file_mb > self.block_mb:
@@ -116,6 +120,10 @@ class NdpStorage:
                 staging=self.staging,
                 cpu_group=self.cpu_group,
             )
+            if cpus is not None and self.machines:
+                for h in self.capped(cpus):
+                    self.cluster.cpu_limit(h, cpus)
+                self.cores = cpus
             t1 = time.monotonic()
             self.cluster.start()
             self.timings["hdfs_start_s"] = time.monotonic() - t1

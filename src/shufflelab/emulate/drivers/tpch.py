@@ -29,7 +29,7 @@ class TpchDriver(SparkDriver):
     @classmethod
     def open_group(cls, spec: ExperimentSpec, group: Group, backend: Backend, phase: Phase) -> None:
         from shufflelab.ndp import connector, tpch
-        from shufflelab.ndp.storage import NdpStorage, workers_for
+        from shufflelab.ndp.storage import NdpStorage, emulated_to_real, workers_for
 
         phase("starting HDFS and the NDP proxies, loading TPC-H")
         p = spec.workload_params()
@@ -49,7 +49,8 @@ class TpchDriver(SparkDriver):
             # namespaces share this machine's CPUs; machines have their own (a cap only below their count)
             machines=not isinstance(backend.staging, SharedFiles),
         )
-        storage.start()
+        # on machines the first run's cap is set before the storage starts (its processes start inside it)
+        storage.start(emulated_to_real(p.storage_cores, p.core_scale))
         try:
             assert storage.data_dir is not None
             storage.profile = tpch.profile(storage.data_dir)
