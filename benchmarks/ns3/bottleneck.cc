@@ -15,6 +15,7 @@
 // per-flow retransmission timeouts, the UDP rate delivered, and the simulator's own wall time.
 #include <chrono>
 #include <cstdio>
+#include <iostream>
 #include <vector>
 
 #include "hosts.h"
@@ -32,6 +33,66 @@ static std::vector<uint32_t> g_rtos;  // per flow: retransmission timeouts (the 
 
 static void OnRto(uint32_t flow, Time old, Time now) {
   if (now == old + old) g_rtos[flow]++;
+}
+
+// --trace: on stderr, per flow its entries into each congestion state (1 disorder, 2 CWR: an echoed
+// mark, 3 recovery, 4 loss: a timeout), segments sent and sent again, and the time-weighted mean
+// window after the first half second; then the bottleneck's queue length sampled every 100 µs (mean,
+// share of samples at or above RED's thresholds and the limit) and its RED statistics (marks and
+// drops, forced ones above maxTh apart). The JSON on stdout is unchanged.
+static bool g_trace = false;
+struct FlowTrace {
+  uint32_t states[5] = {0, 0, 0, 0, 0};
+  uint64_t tx = 0, retx = 0, highTx = 0;
+  double cwnd = 0, cwndAt = -1, cwndArea = 0, cwndTime = 0;
+};
+static std::vector<FlowTrace> g_ft;
+static double g_detailFrom = -1;  // --detailFrom=T: flow 0's every event for 10 ms from T s after the start
+static bool Detail(uint32_t flow, double t) {
+  return flow == 0 && g_detailFrom >= 0 && t >= g_detailFrom && t < g_detailFrom + 0.01;
+}
+static void TraceState(uint32_t flow, TcpSocketState::TcpCongState_t, TcpSocketState::TcpCongState_t to) {
+  if (static_cast<int>(to) < 5) g_ft[flow].states[static_cast<int>(to)]++;
+  double t = Simulator::Now().GetSeconds() - g_start;
+  if (Detail(flow, t)) std::fprintf(stderr, "%.6f STATE %d\n", t, static_cast<int>(to));
+}
+static void TraceTx(uint32_t flow, Ptr<const Packet> p, const TcpHeader &h, Ptr<const TcpSocketBase>) {
+  if (p->GetSize() == 0) return;
+  FlowTrace &f = g_ft[flow];
+  uint64_t seq = h.GetSequenceNumber().GetValue();
+  double t = Simulator::Now().GetSeconds() - g_start;
+  if (Detail(flow, t)) {
+    std::fprintf(stderr, "%.6f %s %lu%s\n", t, seq < f.highTx ? "RETX" : "TX",
+                 static_cast<unsigned long>((seq - 1) / kSegment), (h.GetFlags() & TcpHeader::CWR) ? " CWR" : "");
+  }
+  if (seq < f.highTx) {
+    f.retx++;
+  } else {
+    f.tx++;
+    f.highTx = seq + p->GetSize();
+  }
+}
+static void TraceCwnd(uint32_t flow, uint32_t, uint32_t now) {
+  FlowTrace &f = g_ft[flow];
+  double t = Simulator::Now().GetSeconds() - g_start;
+  double from = std::max(f.cwndAt, 0.5);  // the mean leaves out the first half second
+  if (g_fct[flow] < 0 && f.cwndAt >= 0 && t > from) {
+    f.cwndArea += f.cwnd * (t - from);
+    f.cwndTime += t - from;
+  }
+  f.cwnd = static_cast<double>(now) / kSegment;
+  f.cwndAt = t;
+  if (Detail(flow, t)) std::fprintf(stderr, "%.6f CWND %.2f\n", t, f.cwnd);
+}
+static uint64_t g_qSamples = 0, g_qSum = 0, g_qMin = 0, g_qMax = 0, g_qLimit = 0;
+static void SampleQueue(Ptr<QueueDisc> qd, uint32_t minTh, uint32_t maxTh, uint32_t limit) {
+  uint32_t n = qd->GetNPackets();
+  g_qSamples++;
+  g_qSum += n;
+  g_qMin += n >= minTh;
+  g_qMax += n >= maxTh;
+  g_qLimit += n + 1 >= limit;
+  Simulator::Schedule(MicroSeconds(100), &SampleQueue, qd, minTh, maxTh, limit);
 }
 
 static void OnRx(uint32_t flow, Ptr<const Packet> p, const Address &) {
@@ -56,7 +117,7 @@ int main(int argc, char *argv[]) {
   std::string queue = "red";
   double minTh = 60, maxTh = 180, maxP = 0.02, qw = 0.002;
   uint32_t limit = 600;
-  bool gentle = false, hardDrop = false;
+  bool gentle = false, hardDrop = false, wait = true;
   double minRtoMs = 200;  // Linux's TCP_RTO_MIN (ns-3's default is 1 s)
   double stopS = 600;     // virtual-time limit: a flow not done by then is reported as -1
   double delAckTimeoutMs = 200;
@@ -78,15 +139,22 @@ int main(int argc, char *argv[]) {
   cmd.AddValue("maxP", "RED marking probability at maxTh", maxP);
   cmd.AddValue("qw", "RED EWMA weight of the average queue", qw);
   cmd.AddValue("gentle", "RED gentle mode (probability ramps to 1 at 2 maxTh)", gentle);
+  cmd.AddValue("wait",
+               "RED waits between marks (ns-3's default: 1.5/p packets apart on average); false: Linux's and "
+               "Floyd's uniform spacing (1/(2p) apart)",
+               wait);
   cmd.AddValue("hardDrop", "RED drops (never marks) above maxTh", hardDrop);
   cmd.AddValue("limit", "queue limit, packets", limit);
   cmd.AddValue("minRtoMs", "TCP's minimum retransmission timeout, ms", minRtoMs);
+  cmd.AddValue("trace", "per-flow state entries, (re)transmissions and the queue's statistics on stderr", g_trace);
+  cmd.AddValue("detailFrom", "with --trace: flow 0's events for 10 ms from this many s after the start", g_detailFrom);
   cmd.AddValue("stopS", "virtual seconds after which unfinished flows are reported as -1", stopS);
   cmd.Parse(argc, argv);
   g_bytes = static_cast<uint64_t>(megabytes * 1e6);
   g_fct.assign(flows, -1.0);
   g_rx.assign(flows, 0);
   g_rtos.assign(flows, 0);
+  g_ft.assign(flows, FlowTrace());
 
   ConfigureTcpHosts(cc, dctcpFloor, delAckTimeoutMs, minRtoMs);
   Config::SetDefault("ns3::TcpSocketBase::UseEcn", StringValue("On"));
@@ -124,7 +192,7 @@ int main(int argc, char *argv[]) {
                        "MaxTh", DoubleValue(maxTh), "MaxSize",
                        StringValue(std::to_string(limit) + "p"), "QW", DoubleValue(qw), "LInterm",
                        DoubleValue(1.0 / maxP), "Gentle", BooleanValue(gentle), "UseHardDrop",
-                       BooleanValue(hardDrop), "MeanPktSize", UintegerValue(1500));
+                       BooleanValue(hardDrop), "MeanPktSize", UintegerValue(1500), "Wait", BooleanValue(wait));
   TrafficControlHelper fifo;  // access links: plain and never the bottleneck
   fifo.SetRootQueueDisc("ns3::FifoQueueDisc", "MaxSize", StringValue("10000p"));
 
@@ -138,6 +206,18 @@ int main(int argc, char *argv[]) {
     sinkAddr.push_back(c.GetAddress(1));
   }
   Ipv4GlobalRoutingHelper::PopulateRoutingTables();
+  Ptr<QueueDisc> bottleneckQd;
+  {
+    Ptr<TrafficControlLayer> tcl = routers.Get(0)->GetObject<TrafficControlLayer>();
+    for (uint32_t d = 0; d < routers.Get(0)->GetNDevices(); d++) {
+      Ptr<QueueDisc> qd = tcl->GetRootQueueDiscOnDevice(routers.Get(0)->GetDevice(d));
+      if (DynamicCast<RedQueueDisc>(qd)) bottleneckQd = qd;
+    }
+  }
+  if (g_trace && bottleneckQd) {
+    Simulator::Schedule(Seconds(g_start), &SampleQueue, bottleneckQd, static_cast<uint32_t>(minTh),
+                        static_cast<uint32_t>(maxTh), limit);
+  }
 
   for (uint32_t i = 0; i < flows; i++) {
     ApplicationContainer b = InstallBulkFlow(senders.Get(i), sinks.Get(i), sinkAddr[i], 5000 + i, g_bytes,
@@ -146,6 +226,12 @@ int main(int argc, char *argv[]) {
     Ptr<BulkSendApplication> app = DynamicCast<BulkSendApplication>(b.Get(0));
     Simulator::Schedule(Seconds(g_start) + NanoSeconds(1), [app, i]() {
       app->GetSocket()->TraceConnectWithoutContext("RTO", MakeBoundCallback(&OnRto, i));
+      if (g_trace) {
+        Ptr<Socket> sock = app->GetSocket();
+        sock->TraceConnectWithoutContext("CongState", MakeBoundCallback(&TraceState, i));
+        sock->TraceConnectWithoutContext("Tx", MakeBoundCallback(&TraceTx, i));
+        sock->TraceConnectWithoutContext("CongestionWindow", MakeBoundCallback(&TraceCwnd, i));
+      }
     });
   }
   ApplicationContainer udpSink;
@@ -179,6 +265,21 @@ int main(int argc, char *argv[]) {
   for (uint32_t i = 0; i < flows; i++) std::printf("%s%u", i ? ", " : "", g_rtos[i]);
   std::printf("], \"mid_s\": %.6f, \"udp_rx_bps\": %.1f, \"virtual_end_s\": %.6f, \"wall_s\": %.6f}\n",
               g_t75 - g_t25, udpRx, end, wall);
+  if (g_trace) {
+    for (uint32_t i = 0; i < flows; i++) {
+      const FlowTrace &f = g_ft[i];
+      std::fprintf(stderr,
+                   "flow %u: fct %.4f rto %u entries disorder %u cwr %u recovery %u loss %u tx %lu retx %lu "
+                   "mean cwnd %.2f\n",
+                   i, g_fct[i], g_rtos[i], f.states[1], f.states[2], f.states[3], f.states[4],
+                   static_cast<unsigned long>(f.tx), static_cast<unsigned long>(f.retx),
+                   f.cwndTime > 0 ? f.cwndArea / f.cwndTime : 0.0);
+    }
+    double n = g_qSamples ? static_cast<double>(g_qSamples) : 1.0;
+    std::fprintf(stderr, "queue: mean %.1f packets, >= minTh %.3f, >= maxTh %.3f, at the limit %.3f (%lu samples)\n",
+                 g_qSum / n, g_qMin / n, g_qMax / n, g_qLimit / n, static_cast<unsigned long>(g_qSamples));
+    if (bottleneckQd) std::cerr << bottleneckQd->GetStats() << std::endl;
+  }
   Simulator::Destroy();
   return 0;
 }
