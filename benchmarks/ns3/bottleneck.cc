@@ -36,14 +36,16 @@ static void OnRto(uint32_t flow, Time old, Time now) {
 }
 
 // --trace: on stderr, per flow its entries into each congestion state (1 disorder, 2 CWR: an echoed
-// mark, 3 recovery, 4 loss: a timeout), segments sent and sent again, and the time-weighted mean
-// window after the first half second; then the bottleneck's queue length sampled every 100 µs (mean,
+// mark, 3 recovery, 4 loss: a timeout), segments sent and sent again, the time-weighted mean window
+// after the first half second, and the ACKs that echo a mark (ECE) with those among them that do
+// not advance the cumulative ACK; then the bottleneck's queue length sampled every 100 µs (mean,
 // share of samples at or above RED's thresholds and the limit) and its RED statistics (marks and
 // drops, forced ones above maxTh apart). The JSON on stdout is unchanged.
 static bool g_trace = false;
 struct FlowTrace {
   uint32_t states[5] = {0, 0, 0, 0, 0};
   uint64_t tx = 0, retx = 0, highTx = 0;
+  uint64_t ece = 0, eceStill = 0, highAck = 0;  // ACKs echoing a mark; of them, not advancing the ACK
   double cwnd = 0, cwndAt = -1, cwndArea = 0, cwndTime = 0;
 };
 static std::vector<FlowTrace> g_ft;
@@ -71,6 +73,16 @@ static void TraceTx(uint32_t flow, Ptr<const Packet> p, const TcpHeader &h, Ptr<
     f.tx++;
     f.highTx = seq + p->GetSize();
   }
+}
+static void TraceRx(uint32_t flow, Ptr<const Packet>, const TcpHeader &h, Ptr<const TcpSocketBase>) {
+  if (!(h.GetFlags() & TcpHeader::ACK)) return;
+  FlowTrace &f = g_ft[flow];
+  uint64_t ack = h.GetAckNumber().GetValue();
+  if (h.GetFlags() & TcpHeader::ECE) {
+    f.ece++;
+    f.eceStill += ack <= f.highAck;
+  }
+  f.highAck = std::max(f.highAck, ack);
 }
 static void TraceCwnd(uint32_t flow, uint32_t, uint32_t now) {
   FlowTrace &f = g_ft[flow];
@@ -230,6 +242,7 @@ int main(int argc, char *argv[]) {
         Ptr<Socket> sock = app->GetSocket();
         sock->TraceConnectWithoutContext("CongState", MakeBoundCallback(&TraceState, i));
         sock->TraceConnectWithoutContext("Tx", MakeBoundCallback(&TraceTx, i));
+        sock->TraceConnectWithoutContext("Rx", MakeBoundCallback(&TraceRx, i));
         sock->TraceConnectWithoutContext("CongestionWindow", MakeBoundCallback(&TraceCwnd, i));
       }
     });
@@ -270,10 +283,11 @@ int main(int argc, char *argv[]) {
       const FlowTrace &f = g_ft[i];
       std::fprintf(stderr,
                    "flow %u: fct %.4f rto %u entries disorder %u cwr %u recovery %u loss %u tx %lu retx %lu "
-                   "mean cwnd %.2f\n",
+                   "mean cwnd %.2f ece acks %lu (not advancing the ACK %lu)\n",
                    i, g_fct[i], g_rtos[i], f.states[1], f.states[2], f.states[3], f.states[4],
                    static_cast<unsigned long>(f.tx), static_cast<unsigned long>(f.retx),
-                   f.cwndTime > 0 ? f.cwndArea / f.cwndTime : 0.0);
+                   f.cwndTime > 0 ? f.cwndArea / f.cwndTime : 0.0, static_cast<unsigned long>(f.ece),
+                   static_cast<unsigned long>(f.eceStill));
     }
     double n = g_qSamples ? static_cast<double>(g_qSamples) : 1.0;
     std::fprintf(stderr, "queue: mean %.1f packets, >= minTh %.3f, >= maxTh %.3f, at the limit %.3f (%lu samples)\n",
