@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import Field, dataclass, field, fields
@@ -285,8 +287,79 @@ def _table_names() -> list[str]:
     return [stmt.split("EXISTS", 1)[1].split("(", 1)[0].strip() for stmt in SCHEMA]
 
 
+class _Held:
+    """The read-only connection that the reads of a :func:`reading` scope share (opened at the first
+    read, closed when a write to the file needs it gone or the outermost scope ends)."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.con: duckdb.DuckDBPyConnection | None = None
+        self.lock = threading.RLock()  # one cursor at a time; a writer waits for the reader's query
+
+    def close(self) -> None:
+        with self.lock:
+            if self.con is not None:
+                self.con.close()
+                self.con = None
+
+
+_HELD: dict[Path, _Held] = {}
+_HELD_LOCK = threading.Lock()
+
+
+def _file_key(path: Path) -> Path:
+    return path.resolve()
+
+
+@contextlib.contextmanager
+def reading(path: str | Path) -> Iterator[None]:
+    """Within it, every read of the results file at ``path`` in this process -- by any
+    :class:`Store` of it -- goes through one read-only connection instead of opening the file
+    per query (opening costs about 10 ms, most of a small query; a report makes hundreds).
+
+    The reads see the file as it was when the first of them opened it, so a report reads one
+    consistent state. While the scope holds the connection, another process's writer waits for it
+    (:data:`LOCK_WAIT_S`, as for any reader); a write from this process closes it first and the
+    next read opens the file again, so it sees the write. Scopes nest; the connection is closed
+    when the outermost one ends."""
+    key = _file_key(Path(path))
+    with _HELD_LOCK:
+        held = _HELD.setdefault(key, _Held())
+        held.depth += 1
+    try:
+        yield
+    finally:
+        with _HELD_LOCK:
+            held.depth -= 1
+            if held.depth == 0:
+                del _HELD[key]
+                held.close()
+
+
+def _held(path: Path) -> _Held | None:
+    if not _HELD:
+        return None
+    with _HELD_LOCK:
+        return _HELD.get(_file_key(path))
+
+
+def _identity(path: Path) -> tuple[int, int, int, int] | None:
+    """What says that a file was not written since: device, inode, size, modification time."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+# file -> its identity when this process's last write connection to it closed: the file has every
+# table and column of the schema as long as nothing else wrote it since
+_SCHEMA_KNOWN: dict[Path, tuple[int, int, int, int]] = {}
+
+
 class Store:
-    """A DuckDB results file. Connections are short-lived so the file stays readable between runs."""
+    """A DuckDB results file. Connections are short-lived so the file stays readable between runs
+    (within :func:`reading`, the reads of one task share a connection)."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -309,17 +382,50 @@ class Store:
         if self.path.is_dir():
             raise StoreError(f"{self.path}: is a folder, not a results file (.duckdb)")
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        held = _held(self.path)
+        if read_only and held is not None:
+            with self._shared(held) as cur:
+                yield cur
+            return
+        if held is not None:  # this process writes the file: the shared reader must go first
+            held.close()
+        key = _file_key(self.path) if not read_only else None
         con = self._open(read_only)
+        schema = False
         try:
-            if not read_only:
-                for stmt in SCHEMA + MIGRATIONS:
-                    con.execute(stmt)
-                _restore_keys(con)
+            if key is not None:
+                # the schema statements cost more than most writes: skipped for a file this process
+                # made complete and nothing has written since (it holds the write lock now)
+                if _SCHEMA_KNOWN.get(key) != _identity(self.path):
+                    for stmt in SCHEMA + MIGRATIONS:
+                        con.execute(stmt)
+                    _restore_keys(con)
+                schema = True
             elif not self._checked:
                 self._check_tables(con)
             yield con
         finally:
             con.close()
+            if key is not None:
+                ident = _identity(self.path) if schema else None
+                if ident is not None:
+                    _SCHEMA_KNOWN[key] = ident
+                else:
+                    _SCHEMA_KNOWN.pop(key, None)
+
+    @contextlib.contextmanager
+    def _shared(self, held: _Held) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A cursor of the connection a :func:`reading` scope holds (opened by the first read)."""
+        with held.lock:
+            if held.con is None:
+                held.con = self._open(True)
+            cur = held.con.cursor()
+            try:
+                if not self._checked:
+                    self._check_tables(cur)
+                yield cur
+            finally:
+                cur.close()
 
     @contextlib.contextmanager
     def _dataset(self) -> Iterator[duckdb.DuckDBPyConnection]:

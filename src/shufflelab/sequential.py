@@ -168,7 +168,15 @@ class Decision:
 def decisions(db: object, design: Design) -> list[Decision]:
     """Each comparison's decision: looks n = first_n.. in order, each on the first n repetitions at the
     look's nominal level, stopping at the first decided verdict. A look is taken once both sides
-    have n successful runs among their first n repetitions."""
+    have n successful runs among their first n repetitions. The store is read through one
+    connection (:func:`shufflelab.results.reading`)."""
+    from shufflelab.results import reading
+
+    with reading(db):  # type: ignore[arg-type]
+        return _decisions(db, design)
+
+
+def _decisions(db: object, design: Design) -> list[Decision]:
     from shufflelab import diagnose as dg
 
     alphas = design.nominal_alphas()
@@ -197,11 +205,17 @@ def decisions(db: object, design: Design) -> list[Decision]:
 def read(db: object) -> tuple[list[Diagnosis], str | None]:
     """Every comparison's diagnosis as the report gives it: under a sequential design (``run
     --until-decided``) each at the look where it was decided, or the last look taken, at that look's
-    nominal level, with the design's line; otherwise on all runs at 95 % (and no line)."""
-    from shufflelab import diagnose as dg
-    from shufflelab.results import Store
+    nominal level, with the design's line; otherwise on all runs at 95 % (and no line). The store is
+    read through one connection (:func:`shufflelab.results.reading`)."""
+    from shufflelab.results import Store, reading
 
-    design = load(Store(db))  # type: ignore[arg-type]
+    with reading(db):  # type: ignore[arg-type]
+        return _read(db, load(Store(db)))  # type: ignore[arg-type]
+
+
+def _read(db: object, design: Design | None) -> tuple[list[Diagnosis], str | None]:
+    from shufflelab import diagnose as dg
+
     if design is None:
         return dg.diagnose_store(db), None
     found = decisions(db, design)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from shufflelab.appreport.stores import applications, is_eventlog_store, load, load_all
-from shufflelab.results import Store, StoreError
+from shufflelab.results import Store, StoreError, reading
 
 __all__ = ["Store", "applications", "is_eventlog_store", "load", "load_all", "whatif_table", "write"]
 
@@ -30,6 +30,13 @@ def write(
     ``fleet.md``/``fleet.html`` (:mod:`.fleet`) when it holds more than one; with a
     store of baseline logs, the starvation verdict of each application it has logs of
     (``baseline_problem``: why baseline logs given could not be used)."""
+    with reading(db):
+        return _write(db, out, link_gbps, baseline_db, baseline_problem)
+
+
+def _write(
+    db: Path, out: Path, link_gbps: float | None, baseline_db: Path | None, baseline_problem: str | None
+) -> tuple[Path, Path]:
     from shufflelab import document
     from shufflelab.appreport import render, starvation
 
@@ -64,10 +71,13 @@ def whatif_table(
 
     store = Store(db)
     rows = []
-    for run_id, idx, name in applications(store):
+    with reading(db):
+        which = applications(store)
+        loaded = {(r, i): load(store, r, i, n) for r, i, n in which if all(p in n for p in (select or []))}
+    for run_id, idx, name in which:
         if not all(p in name for p in (select or [])):
             continue
-        app = load(store, run_id, idx, name)
+        app = loaded[(run_id, idx)]
         try:
             at_one = analysis.replay_s(app, 1.0)
             pred = analysis.network_prediction_s(app, speedup, cpu_saving_per_gb_s, at_one=at_one)

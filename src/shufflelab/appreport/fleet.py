@@ -50,7 +50,7 @@ from shufflelab.appreport import analysis  # noqa: E402
 from shufflelab.appreport.analysis import App  # noqa: E402
 from shufflelab.appreport.stores import load_all  # noqa: E402
 from shufflelab.document import Document, Figure, Section, Table, md_text, signed  # noqa: E402
-from shufflelab.results import Store, StoreError  # noqa: E402
+from shufflelab.results import Store, StoreError, reading  # noqa: E402
 
 TOP = 25
 """Rows shown in a ranked table; the rest are counted."""
@@ -622,7 +622,8 @@ PAGES = ("fleet.md", "fleet.html")
 
 def write(db: Path, out: Path) -> tuple[Path, Path]:
     """Write ``fleet.md`` and ``fleet.html`` (figures in ``out/figures``) for the store ``db``."""
-    doc = document_of(Store(db), db.name, out / "figures")
+    with reading(db):
+        doc = document_of(Store(db), db.name, out / "figures")
     out.mkdir(parents=True, exist_ok=True)
     md_path, html_path = (out / p for p in PAGES)
     md_path.write_text(document.to_markdown(doc))

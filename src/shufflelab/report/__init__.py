@@ -36,6 +36,7 @@ from shufflelab.report.data import (
 )
 from shufflelab.report.figures import _finish, fig_bytes, fig_job_times, log_limits
 from shufflelab.report.text import SEED_SCALE, headline, scale_note, selftest_fact, user_app_line, vcc_headline
+from shufflelab.results import reading
 
 __all__ = [
     "CC_COMPARISON_NOTE", "CC_KEY", "FAULTS_NOTE", "SEED_SCALE", "SHUFFLE_NOTE", "SLOWDOWN_NOTE", "UDP_KEY",
@@ -54,7 +55,13 @@ class ReportPaths:
 
 
 def write(db: Path, out: Path | None = None) -> ReportPaths:
-    """Write ``report.html``, ``report.md`` and ``figures/*.png`` for the experiment in ``db``."""
+    """Write ``report.html``, ``report.md`` and ``figures/*.png`` for the experiment in ``db`` (its
+    reads through one connection: :func:`shufflelab.results.reading`)."""
+    with reading(db):
+        return _write(db, out)
+
+
+def _write(db: Path, out: Path | None) -> ReportPaths:
     from shufflelab.report.sections import analyses
 
     d = load(db)
