@@ -251,3 +251,29 @@ def test_the_fct_section_says_there_were_no_remote_reads(tmp_path: Path) -> None
         "and disk, not the network)."
     ]
     assert set(section.tables[0].df["kind"]) == {"write"}
+
+
+def test_bounds_and_fixes_find_the_critical_path_once(store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stage model recomputed the critical path for every slot count it was asked about: six
+    times per application's bounds, once more for what pays off and for the fleet page's what-ifs."""
+    from shufflelab.appreport import fleet
+
+    a = next(x for x in _apps(store) if x.ended and not x.tasks.empty and x.tasks["gc_ms"].sum() > 0)
+    expected = an.bounds(a)
+    calls: list[int] = []
+    real = an.critical_path
+
+    def counted(app: an.App) -> pd.DataFrame:
+        calls.append(1)
+        return real(app)
+
+    monkeypatch.setattr(an, "critical_path", counted)
+    got = an.bounds(a)
+    assert len(calls) == 1 and got == expected and len(got.rows) == 7  # 3 network, 2 executors, skew, GC
+    cp = real(a)
+    calls.clear()
+    fixes = an.what_pays_off(a, an.bounds(a, cp=cp), an.stage_health(a), cp)
+    assert len(calls) == 0 and repr(fixes) == repr(an.what_pays_off(a, expected, an.stage_health(a)))  # NaN gains
+    calls.clear()
+    fleet.what_ifs([a])
+    assert len(calls) == 1

@@ -116,10 +116,17 @@ def stage_model_s(tasks: pd.DataFrame, slots: int, equal_tasks: bool = False) ->
     return max(longest, work / slots) / 1000
 
 
-def scaled_time_s(app: App, slots: int, equal_tasks: bool = False, tasks: pd.DataFrame | None = None) -> float:
+def scaled_time_s(
+    app: App,
+    slots: int,
+    equal_tasks: bool = False,
+    tasks: pd.DataFrame | None = None,
+    cp: pd.DataFrame | None = None,
+) -> float:
     """Job time by the stage-level model with ``slots`` task slots (see the module doc); ``tasks``:
-    the application's tasks changed (e.g. without their GC time), default as recorded."""
-    cp = critical_path(app)
+    the application's tasks changed (e.g. without their GC time), default as recorded; ``cp``: its
+    :func:`critical_path` when the caller has it already."""
+    cp = critical_path(app) if cp is None else cp
     if cp.empty:
         return float("nan")
     on_path = float(cp["duration_s"].sum())
@@ -204,11 +211,12 @@ def network_prediction_s(
     return app.job_time_s * replay_s(app, k, cpu_saving_per_gb_s, cores) / now
 
 
-def bounds(app: App, speedups: tuple[float, ...] = (2.0, 4.0)) -> Bounds:
+def bounds(app: App, speedups: tuple[float, ...] = (2.0, 4.0), cp: pd.DataFrame | None = None) -> Bounds:
     """Network bounds from the what-if replay, executor scaling and perfect parallelism from the stage model.
 
     The stage model's predictions are taken relative to its own answer at the recorded slots
-    (predicted = recorded x model(new) / model(recorded)), so its absolute error cancels."""
+    (predicted = recorded x model(new) / model(recorded)), so its absolute error cancels. ``cp``: the
+    application's :func:`critical_path` when the caller has it already (it is computed once here)."""
     cores = app.cores_per_executor()
     replay = "what-if replay of the recorded schedule, fetch wait / k, launch gaps kept (shufflelab.whatif)"
     out: list[Bound] = []
@@ -223,7 +231,9 @@ def bounds(app: App, speedups: tuple[float, ...] = (2.0, 4.0)) -> Bounds:
             scaled = network_prediction_s(app, k, cores=cores, at_one=replay_now)
             out.append(Bound(label, scaled, replay + ", relative to its k = 1 answer"))
     slots = app.slots
-    model_now = scaled_time_s(app, slots) if slots else float("nan")
+    if cp is None and slots:
+        cp = critical_path(app)
+    model_now = scaled_time_s(app, slots, cp=cp) if slots else float("nan")
     stage = "stage model max(longest task, work / slots) on the critical path, relative to its recorded-slots answer"
 
     def rel(model_s: float) -> float:
@@ -232,13 +242,17 @@ def bounds(app: App, speedups: tuple[float, ...] = (2.0, 4.0)) -> Bounds:
     if slots and model_now > 0:
         for factor, label in ((0.5, "half the executors"), (2.0, "twice the executors")):
             n = max(1, int(round(slots * factor)))
-            out.append(Bound(f"{label} ({n} slots)", rel(scaled_time_s(app, n)), stage))
-        out.append(Bound("perfect parallelism (no skew)", rel(scaled_time_s(app, slots, equal_tasks=True)), stage))
+            out.append(Bound(f"{label} ({n} slots)", rel(scaled_time_s(app, n, cp=cp)), stage))
+        out.append(
+            Bound("perfect parallelism (no skew)", rel(scaled_time_s(app, slots, equal_tasks=True, cp=cp)), stage)
+        )
         gc = app.tasks["gc_ms"].fillna(0).astype(float)
         if gc.sum() > 0:
             no_gc = app.tasks.assign(duration_ms=(app.tasks["duration_ms"].astype(float) - gc).clip(lower=0))
             out.append(
-                Bound(NO_GC, rel(scaled_time_s(app, slots, tasks=no_gc)), stage + "; each task minus its GC time")
+                Bound(
+                    NO_GC, rel(scaled_time_s(app, slots, tasks=no_gc, cp=cp)), stage + "; each task minus its GC time"
+                )
             )
     return Bounds(app.job_time_s, model_now, out, replay_now)
 
@@ -319,8 +333,9 @@ class Fix:
     how: str
 
 
-def what_pays_off(app: App, b: Bounds, health: pd.DataFrame) -> list[Fix]:
-    """Candidate fixes ranked by predicted gain; those a log cannot price are listed last, saying why."""
+def what_pays_off(app: App, b: Bounds, health: pd.DataFrame, cp: pd.DataFrame | None = None) -> list[Fix]:
+    """Candidate fixes ranked by predicted gain; those a log cannot price are listed last, saying why
+    (``cp``: the application's :func:`critical_path` when the caller has it already)."""
     obs = app.job_time_s
     fixes: list[Fix] = []
     by = {x.what: x for x in b.rows}
@@ -368,7 +383,7 @@ def what_pays_off(app: App, b: Bounds, health: pd.DataFrame) -> list[Fix]:
     scans = float(app.tasks["input_bytes"].sum()) if not app.tasks.empty else 0.0
     if scans > 0:
         scan_stages = health[health["input_mb"] > 0]["stage"].tolist() if not health.empty else []
-        cp = critical_path(app)
+        cp = critical_path(app) if cp is None else cp
         on_cp = float(cp[cp["stage_id"].isin(scan_stages)]["duration_s"].sum()) if not cp.empty else 0.0
         fixes.append(
             Fix(

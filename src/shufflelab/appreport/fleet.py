@@ -177,9 +177,10 @@ def what_ifs(apps: list[App]) -> pd.DataFrame:
                 pass
             try:
                 slots = a.slots
-                now = analysis.scaled_time_s(a, slots) if slots else float("nan")
+                cp = analysis.critical_path(a) if slots else None
+                now = analysis.scaled_time_s(a, slots, cp=cp) if slots else float("nan")
                 if now > 0:
-                    row["executors2x_s"] = a.job_time_s * analysis.scaled_time_s(a, 2 * slots) / now
+                    row["executors2x_s"] = a.job_time_s * analysis.scaled_time_s(a, 2 * slots, cp=cp) / now
             except Exception:  # noqa: BLE001
                 pass
         rows.append(row)

@@ -164,9 +164,9 @@ def app_sections(app: App, figdir: Path, link_gbps: float | None, idx: int) -> t
         ]
         return [Section(name, bullets=bullets, level=2)], f"{name}: no job ended ({app.status})."
     cp = an.critical_path(app)
-    b = an.bounds(app)
+    b = an.bounds(app, cp=cp)
     health = an.stage_health(app)
-    fixes = an.what_pays_off(app, b, health)
+    fixes = an.what_pays_off(app, b, health, cp)
     sh = an.shuffle_summary(app, link_gbps)
     facts = [
         where,
