@@ -12,7 +12,9 @@
 //! α with g = 1/16 and a cut by α/2 per marked window).
 //! Reno and Cubic with `ecn` send new data ECN-capable and retransmissions not (RFC 3168,
 //! section 6.1.5, as Linux and ns-3 do): where the queue would mark a retransmission it drops it,
-//! and only the timer finds that loss. DCTCP's retransmissions are ECN-capable.
+//! and only the timer finds that loss. DCTCP's retransmissions are ECN-capable. Reno and Cubic
+//! answer an echoed mark only on an ACK that advances the cumulative ACK, as ns-3 does (Linux
+//! answers none while it recovers a loss).
 //! Every packet is ACKed alone (no delayed ACKs). A dropped segment is detected when three
 //! segments sent after it have arrived (SACK's rule, RFC 6675) and is resent; the window is cut
 //! once per window of data. A sender that hears nothing for its retransmission timeout
@@ -597,7 +599,10 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                         s.window_end = s.next_tx;
                     } else if dctcp {
                         s.win.on_new_ack(mss, mss);
-                    } else if ce && p.ecn && tx >= s.recover {
+                    } else if ce && p.ecn && tx >= s.recover && advanced {
+                        // an echoed mark counts only on an ACK that advances the cumulative ACK
+                        // (ns-3's ReceivedAck; Linux answers none in recovery or loss): while a
+                        // lost segment holds it back, the SACKed data's marks go unanswered
                         cut(s, keep, min_cwnd);
                         s.recover = s.next_tx;
                     } else if tx >= s.recover {
