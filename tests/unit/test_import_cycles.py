@@ -6,6 +6,9 @@ And the layering of the backends over what they run: the packages the backends d
 ``switch/``, ``mapreduce/``) reach the backends (``emulate/``, ``hosts/``) only through the seams,
 ``shufflelab.emulate.protocols`` -- never a backend's adapter (the namespaces, the SSH session):
 the arrows run from the backends down to what they run, and back up only through the protocols.
+The other direction is held too: what ``emulate/`` and ``hosts/`` import from ``ndp/``, ``switch/`` and
+``mapreduce/`` past the protocols module is the allow-list ``ALLOWED_BACKEND_IMPORTS`` of today's
+imports; a new one fails naming it, and so does an entry that is gone, so the list only shrinks.
 And no class is named as a seam it implements (``NamespaceFabric``, ``HostsFabric`` and the fakes'
 ``FakeFabric`` implement ``protocols.Fabric``): one name, one thing, whichever module a reader is in.
 
@@ -105,6 +108,28 @@ def _under(module: str, packages: tuple[str, ...]) -> bool:
     return any(module == p or module.startswith(p + ".") for p in packages)
 
 
+# The backends' imports of the driven packages past the seams that are still there, each
+# ``importer -> imported`` -> why it exists. The list only shrinks: a new import past the seams
+# fails, and so does an entry whose import is gone (take it out of the list).
+ALLOWED_BACKEND_IMPORTS: dict[str, str] = {
+    "shufflelab.emulate.drivers.mapreduce -> shufflelab.mapreduce.replay": "runs the replay on the fabric",
+    "shufflelab.emulate.drivers.mapreduce -> shufflelab.mapreduce.trace": "loads or makes the trace it replays",
+    "shufflelab.emulate.drivers.tpch -> shufflelab.ndp.advisor": "asks the Net-Aware advisor per query",
+    "shufflelab.emulate.drivers.tpch -> shufflelab.ndp.connector": "builds the NDP connector's jar for Spark",
+    "shufflelab.emulate.drivers.tpch -> shufflelab.ndp.storage": "starts and reads the group's HDFS/NDP storage",
+    "shufflelab.emulate.drivers.tpch -> shufflelab.ndp.tpch": "the TPC-H data's profile and reference answers",
+    "shufflelab.emulate.fabric -> shufflelab.switch.config": "builds the router's switch config",
+    "shufflelab.emulate.fabric -> shufflelab.switch.controller": "starts the switch in the router namespace",
+    "shufflelab.hosts.deploy -> shufflelab.ndp.connector": "lists the NDP connector's jar to ship",
+    "shufflelab.hosts.deploy -> shufflelab.ndp.hadoop_jars": "lists Hadoop's jars to ship",
+    "shufflelab.hosts.deploy -> shufflelab.switch.controller": "ships the switch binary (binary_path)",
+    "shufflelab.hosts.fabric -> shufflelab.switch.controller": "holds the router host's Switch",
+    "shufflelab.hosts.paths -> shufflelab.switch.controller": "the switch binary's path and name",
+    "shufflelab.hosts.switch -> shufflelab.switch.config": "the switch's config and CPU over SSH",
+    "shufflelab.hosts.switch -> shufflelab.switch.controller": "runs the Switch and reads its telemetry over SSH",
+}
+
+
 def layering_violations(graph: dict[str, set[str]]) -> list[str]:
     """Every import of a backend module by a driven package other than the seams, as
     ``importer -> imported``."""
@@ -117,6 +142,23 @@ def layering_violations(graph: dict[str, set[str]]) -> list[str]:
     )
 
 
+def backend_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Every import of a driven package by a backend module, as ``importer -> imported`` (the seams
+    module itself may import them: it is the boundary)."""
+    return sorted(
+        f"{m} -> {t}"
+        for m, targets in graph.items()
+        if _under(m, BACKENDS) and m != SEAMS
+        for t in targets
+        if _under(t, DRIVEN)
+    )
+
+
+def allow_list_drift(found: list[str], allowed: dict[str, str]) -> tuple[list[str], list[str]]:
+    """(imports past the seams not in ``allowed``, entries of ``allowed`` no longer imported)."""
+    return sorted(set(found) - set(allowed)), sorted(set(allowed) - set(found))
+
+
 def test_driven_packages_reach_the_backends_only_through_the_seams() -> None:
     found = layering_violations(import_graph())
     assert not found, (
@@ -125,18 +167,48 @@ def test_driven_packages_reach_the_backends_only_through_the_seams() -> None:
     )
 
 
+def test_backends_reach_the_driven_packages_only_through_the_seams_or_the_allow_list() -> None:
+    new, gone = allow_list_drift(backend_imports(import_graph()), ALLOWED_BACKEND_IMPORTS)
+    assert not new, (
+        "emulate/ and hosts/ import from ndp/, switch/ and mapreduce/ past the seams "
+        f"({SEAMS}; put what they need behind a protocol there):\n" + "\n".join(new)
+    )
+    assert not gone, "no longer imported: take them out of ALLOWED_BACKEND_IMPORTS:\n" + "\n".join(gone)
+
+
 def test_the_layering_check_sees_an_import_past_the_seams() -> None:
     graph = {
         "shufflelab.ndp.hdfs": {SEAMS, "shufflelab.ndp.webhdfs"},
         "shufflelab.mapreduce.replay": {"shufflelab.emulate.netns"},
         "shufflelab.switch.controller": {SEAMS, "shufflelab.switch.config"},
-        "shufflelab.emulate.fabric": {"shufflelab.switch.controller"},  # downwards: allowed
+        "shufflelab.emulate.fabric": {"shufflelab.switch.controller"},  # the other direction
         "shufflelab.ndp.proxy": {"shufflelab.hosts.remote"},
     }
     assert layering_violations(graph) == [
         "shufflelab.mapreduce.replay -> shufflelab.emulate.netns",
         "shufflelab.ndp.proxy -> shufflelab.hosts.remote",
     ]
+
+
+def test_the_layering_check_sees_a_backend_import_past_the_seams_and_a_stale_entry() -> None:
+    graph = {
+        "shufflelab.emulate.fabric": {"shufflelab.switch.controller", "shufflelab.emulate.netns"},
+        "shufflelab.hosts.fabric": {SEAMS, "shufflelab.ndp.storage"},
+        SEAMS: {"shufflelab.switch.config"},  # the boundary itself
+        "shufflelab.ndp.hdfs": {SEAMS},
+    }
+    assert backend_imports(graph) == [
+        "shufflelab.emulate.fabric -> shufflelab.switch.controller",
+        "shufflelab.hosts.fabric -> shufflelab.ndp.storage",
+    ]
+    allowed = {
+        "shufflelab.emulate.fabric -> shufflelab.switch.controller": "",
+        "shufflelab.hosts.paths -> shufflelab.switch.controller": "",
+    }
+    assert allow_list_drift(backend_imports(graph), allowed) == (
+        ["shufflelab.hosts.fabric -> shufflelab.ndp.storage"],
+        ["shufflelab.hosts.paths -> shufflelab.switch.controller"],
+    )
 
 
 def test_the_check_sees_a_cycle() -> None:
