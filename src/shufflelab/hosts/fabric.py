@@ -48,12 +48,12 @@ from shufflelab.hosts.switch import (
 )
 from shufflelab.netplan import Egress, NetPlan, PortCounters, egress_changes
 from shufflelab.spec import ExperimentSpec, Link, SpecError, TpchParams
-from shufflelab.switch.controller import Switch
 from shufflelab.topology import ROUTER, Network, Port
 
 if TYPE_CHECKING:
     from shufflelab.emulate.protocols import CommandRunner, Process, ProcessLauncher
     from shufflelab.hosts.remote import Loop
+    from shufflelab.switch.controller import Switch
 
 T = TypeVar("T")
 
