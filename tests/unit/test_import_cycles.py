@@ -118,7 +118,6 @@ ALLOWED_BACKEND_IMPORTS: dict[str, str] = {
     "shufflelab.emulate.drivers.tpch -> shufflelab.ndp.connector": "builds the NDP connector's jar for Spark",
     "shufflelab.emulate.drivers.tpch -> shufflelab.ndp.storage": "starts and reads the group's HDFS/NDP storage",
     "shufflelab.emulate.drivers.tpch -> shufflelab.ndp.tpch": "the TPC-H data's profile and reference answers",
-    "shufflelab.emulate.fabric -> shufflelab.switch.config": "builds the router's switch config",
     "shufflelab.emulate.fabric -> shufflelab.switch.controller": "starts the switch in the router namespace",
     "shufflelab.hosts.deploy -> shufflelab.ndp.connector": "lists the NDP connector's jar to ship",
     "shufflelab.hosts.deploy -> shufflelab.ndp.hadoop_jars": "lists Hadoop's jars to ship",

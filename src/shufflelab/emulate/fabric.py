@@ -25,12 +25,12 @@ from shufflelab.emulate.netns import NamespaceLease, launch_at, run, run_at
 from shufflelab.netplan import NetPlan, PortCounters, has_root_qdisc, shaping_changes
 from shufflelab.routes import routes_to_restore
 from shufflelab.spec import ExperimentSpec
-from shufflelab.switch.config import SwitchConfig
 from shufflelab.switch.controller import Switch, interface_mac, rps_mask_without, steer_rx
 from shufflelab.topology import ROUTER, Network, Port
 
 if TYPE_CHECKING:
     from shufflelab.emulate.protocols import Process, ProcessLauncher
+    from shufflelab.switch.config import SwitchConfig
 
 
 def sysctl(ns: str, values: dict[str, str]) -> None:
