@@ -150,11 +150,11 @@ def test_end_to_end_run_and_report(resumed: Resumed) -> None:
     runs = store.query("SELECT * FROM runs WHERE status = 'ok' ORDER BY started_at")
     ok = "(SELECT run_id FROM runs WHERE status = 'ok')"
     for _, r in runs.iterrows():
-        # shuffle bytes really crossed the bottleneck: a good share of what the reducers read came
-        # from the other worker (about half on two workers; how the tasks fell varies the share, and
-        # 1 MB of about 2 MB was once missed by 7 %), and the bottleneck carried at least that
-        read = r["remote_bytes_read"] + r["local_bytes_read"]
-        assert r["remote_bytes_read"] > max(100_000, 0.2 * read), (r["remote_bytes_read"], r["local_bytes_read"])
+        # shuffle bytes really crossed the bottleneck: the reducers read from the other worker, and
+        # the bottleneck carried at least that. The share is not a property of the lab: on a busy
+        # box one executor takes most tasks (16 % remote, 0.93 of 5.7 MB, was seen), so the floor
+        # is an amount -- about a tenth of the smallest remote read seen -- and none read remotely fails
+        assert r["remote_bytes_read"] > 100_000, (r["remote_bytes_read"], r["local_bytes_read"])
         assert r["bottleneck_tx_bytes"] >= r["remote_bytes_read"]
         # the configured congestion control was in use on the workers' connections (ss -ti)
         seen = parse_cc_observed(r["cc_observed"])
