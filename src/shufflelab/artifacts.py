@@ -1,9 +1,13 @@
-"""Built and fetched artifacts shufflelab keeps between runs (jars, the CDS archive, Hadoop's jars).
+"""Built and fetched artifacts shufflelab keeps between runs (jars, the CDS archive, Hadoop's jars),
+and the userspace switch's binary.
 
 * :func:`cache_root` -- where they live: ``$XDG_CACHE_HOME/shufflelab`` (``~/.cache/shufflelab``).
 * :func:`publish_file` -- a finished file goes in by rename, so the cache only ever holds whole
   artifacts, even after a crash.
 * :func:`maven` -- run a Maven goal offline first (the local repository), then online.
+* :func:`switch_binary` -- where the switch (``crates/switch``, built by Cargo into the workspace's
+  ``target/``, not into the cache) is found: what starts it (:mod:`shufflelab.switch.controller`)
+  and what ships it to the hosts (:mod:`shufflelab.hosts.deploy`) both look here.
 """
 
 from __future__ import annotations
@@ -15,6 +19,9 @@ import shutil
 import subprocess
 from collections.abc import Callable, Sequence
 from pathlib import Path
+
+SWITCH_BINARY_NAME = "shufflelab-switch"
+_REPO = Path(__file__).resolve().parents[2]
 
 
 def cache_root() -> Path:
@@ -84,3 +91,22 @@ def maven(
         if hopeless is not None and hopeless in out:
             break
     raise MavenError(errors)
+
+
+def switch_release_build() -> Path:
+    """Where the workspace's release build of the switch is (``make setup`` builds it there)."""
+    return _REPO / "target" / "release" / SWITCH_BINARY_NAME
+
+
+def switch_binary() -> Path | None:
+    """The switch binary: ``$SHUFFLELAB_SWITCH``, the workspace's release build, or ``PATH``."""
+    env = os.environ.get("SHUFFLELAB_SWITCH")
+    candidates = [Path(env)] if env else []
+    candidates.append(switch_release_build())
+    which = shutil.which(SWITCH_BINARY_NAME)
+    if which:
+        candidates.append(Path(which))
+    for c in candidates:
+        if c.is_file() and os.access(c, os.X_OK):
+            return c
+    return None

@@ -17,15 +17,15 @@ import subprocess
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from shufflelab import netplan
+from shufflelab import artifacts, netplan
+from shufflelab.artifacts import SWITCH_BINARY_NAME
 from shufflelab.spec import DCTCP_BASE, ExperimentSpec
-from shufflelab.switch.controller import BINARY_NAME, binary_path
 
 QDISC_KINDS = ("htb", "pfifo", "bfifo", "netem", "red", "tbf", "fq_codel", "prio")
 SWITCH_FEATURES = "the userspace switch (delay, RED/ECN, DCTCP, congestion-control virtualization)"
 DCTCP_MEANS = f"DCTCP in the userspace switch over {DCTCP_BASE}"
 SWITCH_MISSING = (
-    f"{BINARY_NAME} is not built here (make setup builds target/release/{BINARY_NAME}; "
+    f"{SWITCH_BINARY_NAME} is not built here (make setup builds target/release/{SWITCH_BINARY_NAME}; "
     "or point SHUFFLELAB_SWITCH at the binary)"
 )
 
@@ -82,7 +82,7 @@ def probe() -> Capabilities:
         with open("/proc/sys/net/ipv4/tcp_available_congestion_control") as fh:
             caps.congestion_controls = fh.read().split()
     caps.tun = os.path.exists("/dev/net/tun")
-    switch = binary_path()
+    switch = artifacts.switch_binary()
     caps.userspace_switch = switch is not None
     caps.switch_binary = str(switch) if switch else None
     caps.cgroup_cpu = os.path.isdir("/sys/fs/cgroup/cpu") or os.path.exists("/sys/fs/cgroup/cpu.max")
@@ -206,7 +206,7 @@ def emulation(spec: ExperimentSpec) -> dict[str, Any]:
             "datapath": "kernel",
             "shaping": f"HTB {link.rate_mbps:g} Mbit/s + {'pfifo' if link.queue_packets else 'bfifo'} of {queue}",
         }
-    notes = [f"emulated by the userspace switch ({BINARY_NAME}): {link.rate_mbps:g} Mbit/s, queue of {queue}"]
+    notes = [f"emulated by the userspace switch ({SWITCH_BINARY_NAME}): {link.rate_mbps:g} Mbit/s, queue of {queue}"]
     if link.delay_ms > 0:
         notes.append(f"{link.delay_ms:g} ms one-way delay on every router port, after the queue")
     if link.discipline == "red" and link.red is not None:

@@ -121,8 +121,6 @@ ALLOWED_BACKEND_IMPORTS: dict[str, str] = {
     "shufflelab.emulate.fabric -> shufflelab.switch.controller": "starts the switch in the router namespace",
     "shufflelab.hosts.deploy -> shufflelab.ndp.connector": "lists the NDP connector's jar to ship",
     "shufflelab.hosts.deploy -> shufflelab.ndp.hadoop_jars": "lists Hadoop's jars to ship",
-    "shufflelab.hosts.deploy -> shufflelab.switch.controller": "ships the switch binary (binary_path)",
-    "shufflelab.hosts.paths -> shufflelab.switch.controller": "the switch binary's path and name",
     "shufflelab.hosts.switch -> shufflelab.switch.config": "the switch's config and CPU over SSH",
     "shufflelab.hosts.switch -> shufflelab.switch.controller": "runs the Switch and reads its telemetry over SSH",
 }

@@ -1,4 +1,4 @@
-"""The leaf modules: /proc, the artifact cache and Maven's offline-then-online loop."""
+"""The leaf modules: /proc, the artifact cache, Maven's offline-then-online loop and where the switch binary is."""
 
 from __future__ import annotations
 
@@ -51,6 +51,31 @@ def test_publish_file_leaves_only_the_whole_file(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         artifacts.publish_file(tmp_path / "missing.jar", tmp_path / "cache" / "b.jar")
     assert sorted(p.name for p in target.parent.iterdir()) == ["a.jar"]  # no partial file left
+
+
+def test_the_switch_binary_is_the_env_var_then_the_release_build_then_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def executable(p: Path) -> Path:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text("#!/bin/sh\n")
+        p.chmod(0o755)
+        return p
+
+    named = executable(tmp_path / "named" / "my-switch")
+    built = tmp_path / "target" / "release" / artifacts.SWITCH_BINARY_NAME
+    on_path = executable(tmp_path / "bin" / artifacts.SWITCH_BINARY_NAME)
+    monkeypatch.setattr(artifacts, "switch_release_build", lambda: built)
+    monkeypatch.setenv("PATH", str(on_path.parent))
+    monkeypatch.setenv("SHUFFLELAB_SWITCH", str(named))
+    assert artifacts.switch_binary() == named
+    named.chmod(0o644)  # not executable: the next place
+    assert artifacts.switch_binary() == on_path
+    executable(built)
+    assert artifacts.switch_binary() == built
+    on_path.unlink()
+    built.unlink()
+    assert artifacts.switch_binary() is None
 
 
 def _fake_mvn(tmp_path: Path, script: str, monkeypatch: pytest.MonkeyPatch) -> Path:

@@ -171,9 +171,8 @@ def package_files(dists: Sequence[str]) -> tuple[LocalFile, ...]:
 @functools.cache
 def controller() -> Controller:
     """What this machine runs, and the items a host needs (a subprocess or two: java, the imports)."""
-    from shufflelab import jvm, listener
+    from shufflelab import artifacts, jvm, listener
     from shufflelab.emulate import cds
-    from shufflelab.switch.controller import binary_path
 
     try:
         java = parse_java_version(jvm.java_version())
@@ -197,7 +196,7 @@ def controller() -> Controller:
     if archive.exists():
         items.append(Item("class-data archive", str(cache), _scan(cache, [archive.name])))
     items += ndp_items(cache)
-    switch = binary_path()
+    switch = artifacts.switch_binary()
     if switch is not None:
         items.append(Item("switch", str(switch.parent), _scan(switch.parent, [switch.name])))
     else:

@@ -15,16 +15,17 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
+from shufflelab.artifacts import SWITCH_BINARY_NAME
 from shufflelab.hosts.inventory import InventoryHost
 
 
 def switch_binary() -> str:
     """Where the switch binary is on the controller, so on every host without a ``deploy_dir``
     (the same checkout): the built one, else where ``make setup`` builds it."""
-    from shufflelab.switch.controller import _REPO, BINARY_NAME, binary_path
+    from shufflelab import artifacts
 
-    found = binary_path()
-    return str(found if found is not None else _REPO / "target" / "release" / BINARY_NAME)
+    found = artifacts.switch_binary()
+    return str(found if found is not None else artifacts.switch_release_build())
 
 
 @functools.cache
@@ -91,7 +92,7 @@ class HostPaths:
             venv=venv,
             site_packages=f"{venv}/{_site_rel()}",
             cache=f"{deploy_dir}/cache",
-            switch=f"{deploy_dir}/bin/shufflelab-switch",
+            switch=f"{deploy_dir}/bin/{SWITCH_BINARY_NAME}",
             deployed=True,
         )
 

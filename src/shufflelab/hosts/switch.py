@@ -19,7 +19,7 @@ launcher on the router host (both as root; the launcher tags it with the lease, 
 --hosts`` stops it after a crash): this module only prepares the router host and says what the
 switch's config is there.
 
-The binary is the controller's (:func:`shufflelab.switch.controller.binary_path`) at the same path
+The binary is the controller's (:func:`shufflelab.artifacts.switch_binary`) at the same path
 on the router host, or the deployed one (``deploy_dir``). Its config, telemetry CSV and log live in
 the lease's scratch folder on the router host; the counters are the CSV's last row (read with
 ``tail``), its samples are fetched into the run's ``queue_samples.csv`` with ``dev`` the spec's

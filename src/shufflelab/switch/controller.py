@@ -17,12 +17,12 @@ import csv
 import io
 import json
 import os
-import shutil
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from shufflelab import artifacts
 from shufflelab.emulate.protocols import CommandRunner, Process, ProcessLauncher
 from shufflelab.switch.config import SwitchConfig
 
@@ -35,26 +35,13 @@ STATUS_HEADER = (
     "t,lag_events,lag_mean_us,lag_max_us,cross_offered_packets,cross_offered_bytes,cross_delivered_packets,"
     "cross_delivered_bytes,cross_drops,cross_marks,cross_running"
 )
-BINARY_NAME = "shufflelab-switch"
-_REPO = Path(__file__).resolve().parents[3]
+BINARY_NAME = artifacts.SWITCH_BINARY_NAME
+# the switch binary: ``$SHUFFLELAB_SWITCH``, the workspace's release build, or ``PATH``
+binary_path = artifacts.switch_binary
 
 
 class SwitchError(RuntimeError):
     """The switch could not start, or died; the message carries its log's tail."""
-
-
-def binary_path() -> Path | None:
-    """The switch binary: ``$SHUFFLELAB_SWITCH``, the workspace's release build, or ``PATH``."""
-    env = os.environ.get("SHUFFLELAB_SWITCH")
-    candidates = [Path(env)] if env else []
-    candidates.append(_REPO / "target" / "release" / BINARY_NAME)
-    which = shutil.which(BINARY_NAME)
-    if which:
-        candidates.append(Path(which))
-    for c in candidates:
-        if c.is_file() and os.access(c, os.X_OK):
-            return c
-    return None
 
 
 def interface_mac(place: str, ifname: str, run: CommandRunner) -> str:
