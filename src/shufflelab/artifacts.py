@@ -5,6 +5,8 @@ and the userspace switch's binary.
 * :func:`publish_file` -- a finished file goes in by rename, so the cache only ever holds whole
   artifacts, even after a crash.
 * :func:`maven` -- run a Maven goal offline first (the local repository), then online.
+* :class:`Cached` -- an artifact in the cache that runs read on every host: what the package that
+  builds it says of it, and what ``shufflelab deploy`` brings (:mod:`shufflelab.hosts.deploy`).
 * :func:`switch_binary` -- where the switch (``crates/switch``, built by Cargo into the workspace's
   ``target/``, not into the cache) is found: what starts it (:mod:`shufflelab.switch.controller`)
   and what ships it to the hosts (:mod:`shufflelab.hosts.deploy`) both look here.
@@ -18,6 +20,7 @@ import re
 import shutil
 import subprocess
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 SWITCH_BINARY_NAME = "shufflelab-switch"
@@ -39,6 +42,18 @@ def publish_file(built: Path, target: Path) -> None:
     finally:
         with contextlib.suppress(FileNotFoundError):
             partial.unlink()
+
+
+@dataclass(frozen=True)
+class Cached:
+    """An artifact in the cache that runs read on every host: its ``path`` here (a file or a folder
+    below :func:`cache_root`), whether it ``is_here`` (fetched or built), and ``missing``: what to say
+    when it is not (what makes it)."""
+
+    name: str
+    path: Path
+    is_here: bool
+    missing: str
 
 
 class MavenError(RuntimeError):

@@ -7,7 +7,7 @@ import contextlib
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -15,6 +15,9 @@ from rich.table import Table
 
 from shufflelab import interrupts
 from shufflelab.cli_base import DEFAULT_RESULTS, _fail, _install_signal_handlers, app, console, err
+
+if TYPE_CHECKING:
+    from shufflelab.artifacts import Cached
 
 
 @app.command()
@@ -80,7 +83,7 @@ def run(
             _fail("--deploy needs --hosts (it brings the inventory's hosts what a run there needs)")
         from shufflelab.hosts import commands as hostcmds
 
-        code = hostcmds.deploy(hosts, False, console, err)
+        code = hostcmds.deploy(hosts, False, console, err, cached_on_hosts)
         if code:
             raise typer.Exit(code)
     _install_signal_handlers()
@@ -233,7 +236,7 @@ def doctor(
     if hosts is not None:
         from shufflelab.hosts import commands
 
-        raise typer.Exit(commands.doctor(hosts, spec, as_json, console, err))
+        raise typer.Exit(commands.doctor(hosts, spec, as_json, console, err, cached_on_hosts))
     from shufflelab import capabilities
 
     caps = capabilities.probe()
@@ -307,6 +310,16 @@ def doctor(
         )
 
 
+def cached_on_hosts() -> tuple[Cached, ...]:
+    """The workloads' artifacts in this machine's cache that runs read on every host, which ``deploy
+    --hosts`` brings there (and ``doctor --hosts`` says whether it would): TPC-H/NDP's jars, Hadoop's
+    for the storage hosts' daemons and the NDP connector's for Spark. Named here, where the hosts
+    backend is given what it runs, so that the backend imports none of ``ndp/``."""
+    from shufflelab.ndp import connector, hadoop_jars
+
+    return (hadoop_jars.cached(), connector.cached())
+
+
 @app.command()
 def deploy(
     hosts: Annotated[Path, typer.Option(help="Inventory TOML: the hosts to bring what a run needs.")],
@@ -318,7 +331,7 @@ def deploy(
     tree, the Python packages, the listener jar, the switch (docs/hosts.md, "Deploying")."""
     from shufflelab.hosts import commands
 
-    raise typer.Exit(commands.deploy(hosts, remove, console, err))
+    raise typer.Exit(commands.deploy(hosts, remove, console, err, cached_on_hosts))
 
 
 @app.command()

@@ -268,7 +268,7 @@ def test_the_ndp_jars_go_to_the_hosts_cache(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setattr(artifacts, "cache_root", lambda: cache)
     monkeypatch.setattr(hadoop_jars, "jars_dir", lambda pom=hadoop_jars.POM: hadoop)
     monkeypatch.setattr(connector, "jar_path", lambda: cache / "ndp-connector-1.jar")
-    items = {i.name: i for i in deploy.ndp_items(cache)}
+    items = {i.name: i for i in deploy.cached_items(cache, [hadoop_jars.cached(), connector.cached()])}
     assert sorted(f.rel for f in items["hadoop jars"].files) == [
         "hadoop-abc/complete", "hadoop-abc/lib/hadoop-hdfs-3.jar", "hadoop-abc/web/webapps/hdfs/index.html"
     ]  # fmt: skip
@@ -282,5 +282,5 @@ def test_the_ndp_jars_go_to_the_hosts_cache(tmp_path: Path, monkeypatch: pytest.
     # not fetched or built here: said, not brought
     (hadoop / "complete").unlink()
     (cache / "ndp-connector-1.jar").unlink()
-    skipped = {i.name: i.skip for i in deploy.ndp_items(cache)}
+    skipped = {i.name: i.skip for i in deploy.cached_items(cache, [hadoop_jars.cached(), connector.cached()])}
     assert skipped["hadoop jars"] and "make setup" in skipped["hadoop jars"] and skipped["ndp connector jar"]

@@ -99,14 +99,14 @@ def _doctor(
     async def probe_all(sessions: dict[str, Any]) -> dict[str, HostFacts]:
         return {h: facts[h] for h in sessions}
 
-    async def no_deploy(inv_: Any, sessions: Any) -> list[findings.Finding]:
+    async def no_deploy(inv_: Any, sessions: Any, cached: Any) -> list[findings.Finding]:
         return []
 
     monkeypatch.setattr(commands, "connect", connect)
     monkeypatch.setattr(probe, "probe_all", probe_all)
     monkeypatch.setattr(commands, "deploy_findings", no_deploy)
     out, err = io.StringIO(), io.StringIO()
-    code = commands.doctor(inv, spec, True, Console(file=out, width=300), Console(file=err, width=300))
+    code = commands.doctor(inv, spec, True, Console(file=out, width=300), Console(file=err, width=300), lambda: ())
     assert not err.getvalue(), err.getvalue()
     return code, json.loads(out.getvalue()), argvs
 

@@ -119,8 +119,6 @@ ALLOWED_BACKEND_IMPORTS: dict[str, str] = {
     "shufflelab.emulate.drivers.tpch -> shufflelab.ndp.storage": "starts and reads the group's HDFS/NDP storage",
     "shufflelab.emulate.drivers.tpch -> shufflelab.ndp.tpch": "the TPC-H data's profile and reference answers",
     "shufflelab.emulate.fabric -> shufflelab.switch.controller": "starts the switch in the router namespace",
-    "shufflelab.hosts.deploy -> shufflelab.ndp.connector": "lists the NDP connector's jar to ship",
-    "shufflelab.hosts.deploy -> shufflelab.ndp.hadoop_jars": "lists Hadoop's jars to ship",
     "shufflelab.hosts.switch -> shufflelab.switch.config": "the switch's config and CPU over SSH",
     "shufflelab.hosts.switch -> shufflelab.switch.controller": "runs the Switch and reads its telemetry over SSH",
 }

@@ -16,8 +16,9 @@ from shufflelab.hosts.safety import SafetyError
 from shufflelab.spec import ExperimentSpec, SpecError, expand
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping, Sequence
 
+    from shufflelab.artifacts import Cached
     from shufflelab.hosts.backend import HostsBackend
 
 # what a run on inventory hosts may fail with besides a bad spec (each names the host and the step)
@@ -48,8 +49,16 @@ def _load(inv_path: Path, spec_path: Path | None) -> tuple[inventory.Inventory, 
     return inv, spec
 
 
-def doctor(inv_path: Path, spec_path: Path | None, as_json: bool, console: Console, err: Console) -> int:
-    """Probe every inventory host; 0 when nothing is refused, 1 when something is, 2 on bad input."""
+def doctor(
+    inv_path: Path,
+    spec_path: Path | None,
+    as_json: bool,
+    console: Console,
+    err: Console,
+    cached: Callable[[], Sequence[Cached]],
+) -> int:
+    """Probe every inventory host; 0 when nothing is refused, 1 when something is, 2 on bad input.
+    ``cached``: the workloads' artifacts in the cache deploy brings too (:func:`deploy`)."""
     try:
         inv, spec = _load(inv_path, spec_path)
     except SpecError as exc:
@@ -63,7 +72,7 @@ def doctor(inv_path: Path, spec_path: Path | None, as_json: bool, console: Conso
         async with connect(inv) as sessions:
             facts = await probe.probe_all(sessions)
             reached = await probe.reach_all({h: s for h, s in sessions.items() if h in used}, facts)
-            return facts, await deploy_findings(inv, sessions), reached
+            return facts, await deploy_findings(inv, sessions, cached), reached
 
     try:
         facts, deploying, reached = asyncio.run(gather())
@@ -121,12 +130,14 @@ def doctor(inv_path: Path, spec_path: Path | None, as_json: bool, console: Conso
     return 1 if refused else 0
 
 
-async def deploy_findings(inv: inventory.Inventory, sessions: dict[str, Any]) -> list[findings.Finding]:
+async def deploy_findings(
+    inv: inventory.Inventory, sessions: dict[str, Any], cached: Callable[[], Sequence[Cached]]
+) -> list[findings.Finding]:
     """Per host, what ``shufflelab deploy`` would bring (warn), nothing (ok), or cannot (refuse)."""
     from shufflelab.hosts import deploy as dep
 
     try:
-        ctl = await asyncio.to_thread(dep.controller)
+        ctl = await asyncio.to_thread(dep.controller, cached)
     except dep.DeployError as exc:
         return [findings.Finding("*", "deploy", "warn", f"cannot tell what deploy would bring: {exc}")]
     results = await asyncio.gather(*(dep.plan_on(s, inv, ctl) for s in sessions.values()), return_exceptions=True)
@@ -236,10 +247,11 @@ def open_backend(inv_path: Path, spec: ExperimentSpec, spec_path: str, select: l
     )
 
 
-def deploy(inv_path: Path, remove: bool, console: Console, err: Console) -> int:
+def deploy(inv_path: Path, remove: bool, console: Console, err: Console, cached: Callable[[], Sequence[Cached]]) -> int:
     """``shufflelab deploy --hosts``: bring every inventory host what a run needs (or, with
     ``remove``, remove exactly what deploy brought); 0 when done, 1 when refused or failed, 2 on
-    a bad inventory."""
+    a bad inventory. ``cached()``: the workloads' artifacts in this machine's cache the hosts read in
+    theirs (:func:`shufflelab.hosts.deploy.controller`)."""
     from shufflelab.hosts import deploy as dep
 
     try:
@@ -250,7 +262,7 @@ def deploy(inv_path: Path, remove: bool, console: Console, err: Console) -> int:
     try:
         if remove:
             return _remove(inv, console, err)
-        ctl = dep.controller()
+        ctl = dep.controller(cached)
         return _deploy(inv, ctl, console, err)
     except (HostError, SafetyError, dep.DeployError) as exc:
         err.print(f"[bold red]error:[/] {exc}", highlight=False)

@@ -3,9 +3,10 @@
 What a run starts on a host (:class:`~shufflelab.hosts.paths.HostPaths`): the project's source
 tree (``src/`` of the running checkout), a Python environment holding the packages the remote
 entry points import (pyspark and its dependencies, found by importing those entry points in the
-controller's interpreter), the listener jar, the class-data archive when it can be reused, TPC-H/NDP's
-jars (Hadoop's, for the storage hosts' daemons, and the NDP connector's) and the userspace switch on
-the router host. Where they go: a host's ``deploy_dir`` holds ``src/``,
+controller's interpreter), the listener jar, the class-data archive when it can be reused, the
+workloads' artifacts in the cache that the caller names (:func:`controller`'s ``cached``: the CLI
+passes TPC-H/NDP's jars, Hadoop's for the storage hosts' daemons and the NDP connector's) and the
+userspace switch on the router host. Where they go: a host's ``deploy_dir`` holds ``src/``,
 ``venv/`` (a virtual environment made of a ``pyvenv.cfg``, ``bin/python`` linked to the host's own
 Python of the controller's minor version, and ``lib/pythonX.Y/site-packages``), ``cache/`` and
 ``bin/``; without one, everything goes to the controller's own paths, as a run without deploy
@@ -40,6 +41,7 @@ from pathlib import Path
 
 import asyncssh
 
+from shufflelab import artifacts
 from shufflelab.hosts.control import HostError, Session
 from shufflelab.hosts.deploy_plan import (
     NO_VENV,
@@ -169,9 +171,11 @@ def package_files(dists: Sequence[str]) -> tuple[LocalFile, ...]:
 
 
 @functools.cache
-def controller() -> Controller:
-    """What this machine runs, and the items a host needs (a subprocess or two: java, the imports)."""
-    from shufflelab import artifacts, jvm, listener
+def controller(cached: Callable[[], Sequence[artifacts.Cached]]) -> Controller:
+    """What this machine runs, and the items a host needs (a subprocess or two: java, the imports);
+    ``cached()``: the workloads' artifacts in this machine's cache that the hosts read in theirs (named
+    by the packages that build them, which this backend does not import)."""
+    from shufflelab import jvm, listener
     from shufflelab.emulate import cds
 
     try:
@@ -195,7 +199,7 @@ def controller() -> Controller:
     archive = cds.archive_path()
     if archive.exists():
         items.append(Item("class-data archive", str(cache), _scan(cache, [archive.name])))
-    items += ndp_items(cache)
+    items += cached_items(cache, cached())
     switch = artifacts.switch_binary()
     if switch is not None:
         items.append(Item("switch", str(switch.parent), _scan(switch.parent, [switch.name])))
@@ -205,23 +209,17 @@ def controller() -> Controller:
     return Controller(sys.version_info[:3], platform.machine(), (libc[0], libc[1]), java, tuple(items), base)
 
 
-def ndp_items(cache: Path) -> list[Item]:
-    """TPC-H/NDP's jars, in the cache as here (the storage hosts' Hadoop daemons, the connector on
-    Spark's class path): brought when fetched or built here, else said."""
-    from shufflelab.ndp import connector, hadoop_jars
-
+def cached_items(cache: Path, cached: Iterable[artifacts.Cached]) -> list[Item]:
+    """The artifacts ``cached`` (a file or a folder each), in the hosts' caches as in this one
+    (``cache``): brought when fetched or built here, else said."""
     out = []
-    hadoop = hadoop_jars.jars_dir()
-    if hadoop_jars.jars_available() and hadoop.is_relative_to(cache):
-        rel = hadoop.relative_to(cache).as_posix()
-        out.append(Item("hadoop jars", str(cache), _scan(cache, (f"{rel}/{r}" for r in _tree(hadoop)))))
-    else:
-        out.append(Item("hadoop jars", str(cache), skip=f"not fetched here ({hadoop_jars.POM.name}: make setup)"))
-    jar = connector.jar_path()
-    if jar.exists() and jar.is_relative_to(cache):
-        out.append(Item("ndp connector jar", str(cache), _scan(cache, [jar.relative_to(cache).as_posix()])))
-    else:
-        out.append(Item("ndp connector jar", str(cache), skip=f"{jar} is not built here (make setup builds it)"))
+    for c in cached:
+        if c.is_here and c.path.is_relative_to(cache):
+            rel = c.path.relative_to(cache).as_posix()
+            rels = [f"{rel}/{r}" for r in _tree(c.path)] if c.path.is_dir() else [rel]
+            out.append(Item(c.name, str(cache), _scan(cache, rels)))
+        else:
+            out.append(Item(c.name, str(cache), skip=c.missing))
     return out
 
 

@@ -47,6 +47,13 @@ def jar_path() -> Path:
     return artifacts.cache_root() / f"ndp-connector-{h.hexdigest()[:12]}.jar"
 
 
+def cached() -> artifacts.Cached:
+    """The connector's jar in the cache, on Spark's class path on every Spark host (``shufflelab
+    deploy`` brings it)."""
+    jar = jar_path()
+    return artifacts.Cached("ndp connector jar", jar, jar.exists(), f"{jar} is not built here (make setup builds it)")
+
+
 def jar_properties(jars: Path, pom: Path = POM) -> dict[str, str]:
     """``jar.<name>`` -> file name in ``jars`` for every such property the pom refers to. Exactly one
     file must match (``<name>_<scala version>-<version>.jar`` or ``<name>-<digit>...jar``)."""

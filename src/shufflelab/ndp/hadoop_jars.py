@@ -35,6 +35,12 @@ def jars_dir(pom: Path = POM) -> Path:
     return artifacts.cache_root() / f"hadoop-{key}"
 
 
+def cached() -> artifacts.Cached:
+    """Hadoop's jars in the cache, which the storage hosts' daemons read there (``shufflelab deploy``
+    brings them)."""
+    return artifacts.Cached("hadoop jars", jars_dir(), jars_available(), f"not fetched here ({POM.name}: make setup)")
+
+
 def hadoop_version(pom: Path = POM) -> str:
     import xml.etree.ElementTree as ET
 
