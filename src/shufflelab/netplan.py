@@ -286,12 +286,14 @@ class NetPlan:
         """What identifies the links' configuration (the self-test measures each once per fabric)."""
         return json.dumps([self.datapath, self.link.model_dump(mode="json")], sort_keys=True)
 
-    def switch_config(self, macs: Mapping[str, str]) -> SwitchConfig:
-        """The switch's configuration with the hosts' MAC addresses (``macs``: host -> MAC)."""
+    def switch_config(self, macs: Mapping[str, str], ncpu: int | None = None) -> SwitchConfig:
+        """The switch's configuration with the hosts' MAC addresses (``macs``: host -> MAC), pinned to
+        the last CPU of the machine it runs on (``ncpu``: that machine's CPU count; None: this one's)."""
         by_ip = {h.address: macs[name] for name, h in self.hosts.items()}
         hosts = [dataclasses.replace(h, mac=by_ip[h.ip]) for h in self.switch.hosts]
+        cpu = self.switch.cpu if ncpu is None else switch_cpu(ncpu)
         return dataclasses.replace(
-            self.switch, hosts=hosts, ports=list(self.switch.ports), cross=list(self.switch.cross)
+            self.switch, hosts=hosts, ports=list(self.switch.ports), cross=list(self.switch.cross), cpu=cpu
         )
 
 

@@ -119,7 +119,6 @@ ALLOWED_BACKEND_IMPORTS: dict[str, str] = {
     "shufflelab.emulate.drivers.tpch -> shufflelab.ndp.storage": "starts and reads the group's HDFS/NDP storage",
     "shufflelab.emulate.drivers.tpch -> shufflelab.ndp.tpch": "the TPC-H data's profile and reference answers",
     "shufflelab.emulate.fabric -> shufflelab.switch.controller": "starts the switch in the router namespace",
-    "shufflelab.hosts.switch -> shufflelab.switch.config": "the switch's config and CPU over SSH",
     "shufflelab.hosts.switch -> shufflelab.switch.controller": "runs the Switch and reads its telemetry over SSH",
 }
 

@@ -38,13 +38,13 @@ from shufflelab.hosts.control import HostError, Session
 from shufflelab.hosts.deploy import HostPaths
 from shufflelab.hosts.probe import cpu_count
 from shufflelab.netplan import NetPlan, PortCounters
-from shufflelab.switch.config import SwitchConfig, switch_cpu
 from shufflelab.switch.controller import TELEMETRY_HEADER, Switch, SwitchError, complete_rows, rows_at_end
 
 if TYPE_CHECKING:
     from shufflelab.emulate.protocols import CommandRunner, Process, ProcessLauncher
     from shufflelab.hosts.lease import HostLease
     from shufflelab.hosts.remote import SshProcess
+    from shufflelab.switch.config import SwitchConfig
 
 OFFLOADS_OFF = {"tso": "off", "gso": "off", "gro": "off"}
 
@@ -77,7 +77,7 @@ def router_switch_config(plan: NetPlan, macs: Mapping[str, str], router_dev: str
     kind = plan.spec.topology.kind
     if kind not in ("shared", "dumbbell"):
         raise ValueError(f"topology.kind = {kind!r}: the router host's switch holds a shared bottleneck or a dumbbell")
-    cfg = plan.switch_config(macs)
+    cfg = plan.switch_config(macs, ncpu)
     if kind == "dumbbell":  # the ports keep their names (hosts and sources name them), on the one interface
         ports = [dataclasses.replace(p, ifname=router_dev, name=p.port_name) for p in cfg.ports]
         hosts, cross = list(cfg.hosts), list(cfg.cross)
@@ -87,7 +87,7 @@ def router_switch_config(plan: NetPlan, macs: Mapping[str, str], router_dev: str
         cross = [dataclasses.replace(c, port=router_dev) for c in cfg.cross]  # the sink's queue is the one port's
     by_ip = {h.ip: h for h in reversed(hosts)}  # spec hosts sharing a machine: one entry, its first host's
     hosts = [by_ip[ip] for ip in dict.fromkeys(h.ip for h in hosts)]
-    return dataclasses.replace(cfg, ports=ports, hosts=hosts, cross=cross, cpu=switch_cpu(ncpu))
+    return dataclasses.replace(cfg, ports=ports, hosts=hosts, cross=cross)
 
 
 def counters_from_tail(text: str, dev: str, whole: bool) -> PortCounters:
