@@ -194,6 +194,45 @@ def test_probe_parsing() -> None:
     assert (f.data_address, f.cpus) == ("10.9.0.1", 8)
 
 
+def test_a_storage_machine_without_the_cgroup_v1_cpu_controller_refuses_the_cells_that_cap_it() -> None:
+    """TPC-H/NDP caps a storage machine's CPUs with a cgroup v1 ``cpu`` group where a cell's
+    ``storage_cores x core_scale`` is below the machine's CPU count: doctor refuses those cells on a
+    machine without that controller (the run would stop when the cap is set), not the others."""
+    spec = specmod.parse(
+        {
+            "experiment": {"name": "tpch"},
+            "topology": {"kind": "dumbbell", "bottleneck": {"rate_mbps": 100, "queue_bytes": 250_000}},
+            "hosts": {
+                "master": {"roles": ["spark-master"], "rack": 1},
+                "w1": {"roles": ["spark-worker"], "rack": 1},
+                "s1": {"roles": ["storage"], "rack": 2},
+            },
+            "workload": {"name": "tpch", "params": {"core_scale": 1}},
+            "matrix": {"workload.params.storage_cores": [2, 8]},  # the machines have 8 CPUs
+        }
+    )
+    labels = [sc.label for sc in specmod.expand(spec)]  # storage_cores = 2, then 8
+    mapping = {"master": "node1", "w1": "node2", "s1": "node3"}
+    assert parse_facts("n", "192.0.2.10", "data0", PROBE_OUTPUT).cgroup_cpu is None  # not probed: nothing said
+    probed = PROBE_OUTPUT.replace("==qdiscs", "==cgroup_cpu\nno\n==qdiscs")
+    assert parse_facts("n", "192.0.2.10", "data0", probed).cgroup_cpu is False
+    facts = {h: _facts(h, pyspark="4.3.0", cgroup_cpu=False, listening_ports=[]) for h in mapping.values()}
+
+    found = findings.for_spec(spec, mapping, facts)
+    rows = [f for f in found if f.check == "cpu cgroup"]
+    assert len(rows) == 1 and rows[0].host == "node3" and rows[0].level == "refuse", rows
+    assert rows[0].scenarios == (labels[0],)  # 8 CPUs of 8: no cap, no group
+    assert "/sys/fs/cgroup/cpu" in rows[0].detail and "s1 at 2 CPUs" in rows[0].detail, rows[0].detail
+    assert findings.cells(found, labels, list(mapping.values())).detail.startswith("1 of 2 cells")
+
+    facts["node3"].cgroup_cpu = True
+    rows = [f for f in findings.for_spec(spec, mapping, facts) if f.check == "cpu cgroup"]
+    assert [(f.host, f.level) for f in rows] == [("node3", "ok")]
+    facts["node3"].cgroup_cpu, facts["node3"].cpus = False, 2  # no cell's storage below 2 CPUs
+    rows = [f for f in findings.for_spec(spec, mapping, facts) if f.check == "cpu cgroup"]
+    assert [(f.host, f.level) for f in rows] == [("node3", "ok")] and "no cell caps" in rows[0].detail
+
+
 def test_findings_for_a_spec(spec_dict: dict[str, Any]) -> None:
     for h in ("w2", "tgen", "tsink"):
         del spec_dict["hosts"][h]

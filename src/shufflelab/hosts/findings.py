@@ -13,8 +13,9 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from shufflelab import netplan
+from shufflelab.hosts.lease import CGROUP_CPU_ROOT
 from shufflelab.hosts.probe import HostFacts
-from shufflelab.spec import ExperimentSpec, SpecError, expand
+from shufflelab.spec import ExperimentSpec, Scenario, SpecError, TpchParams, expand
 
 Level = Literal["ok", "warn", "refuse"]
 CLOCK_WARN_S = 0.010
@@ -291,8 +292,68 @@ def for_spec(
                     "controller's checkout path: cargo build --release -p shufflelab-switch)",
                 )
             )
+    out += storage_cgroups(scenarios, mapping, facts)
     for label, why in refused.items():
         out.append(Finding("*", f"cell {label}", "refuse", "; ".join(sorted(set(why))), scenarios=(label,)))
+    return out
+
+
+def storage_cgroups(
+    scenarios: list[Scenario], mapping: Mapping[str, str], facts: Mapping[str, HostFacts]
+) -> list[Finding]:
+    """Per TPC-H/NDP storage machine, whether it can cap its storage's CPUs: a cell whose
+    ``storage_cores x core_scale`` is below the machine's CPU count caps them with a cgroup v1
+    ``cpu`` group there (:class:`~shufflelab.hosts.lease.LeasedCgroup`), so a machine without that
+    controller refuses those cells (the run would stop when the cap is set)."""
+    needs: dict[str, list[str]] = {}  # inventory host -> the cells that cap its storage
+    caps: dict[str, set[str]] = {}  # inventory host -> "storage host at CPUs" of those cells
+    for sc in scenarios:
+        p = sc.spec.workload_params()
+        if not isinstance(p, TpchParams):
+            continue
+        cpus = p.storage_cores * p.core_scale
+        for spec_host in sc.spec.hosts_with("storage"):
+            inv_host = mapping.get(spec_host, "")
+            f = facts.get(inv_host)
+            if f is None or f.error is not None or f.cgroup_cpu is None:
+                continue
+            needs.setdefault(inv_host, [])
+            if f.cpus is None or cpus < f.cpus:  # (a machine of fewer CPUs is the backend's refusal)
+                needs[inv_host].append(sc.label)
+                caps.setdefault(inv_host, set()).add(f"{spec_host} at {cpus:g}")
+    out = []
+    for inv_host, labels in needs.items():
+        f = facts[inv_host]
+        n = f"{f.cpus} CPUs" if f.cpus is not None else "CPU count (not read)"
+        if f.cgroup_cpu:
+            out.append(
+                Finding(
+                    inv_host,
+                    "cpu cgroup",
+                    "ok",
+                    f"the cgroup v1 cpu controller at {CGROUP_CPU_ROOT} (caps the storage)",
+                )
+            )
+        elif not labels:
+            out.append(
+                Finding(
+                    inv_host, "cpu cgroup", "ok", f"no cgroup v1 cpu controller; no cell caps its storage below its {n}"
+                )
+            )
+        else:
+            out.append(
+                Finding(
+                    inv_host,
+                    "cpu cgroup",
+                    "refuse",
+                    f"no cgroup v1 cpu controller at {CGROUP_CPU_ROOT} (cpu.cfs_quota_us missing), and "
+                    f"{len(dict.fromkeys(labels))} cells cap its storage below its {n} with a group there "
+                    f"({', '.join(sorted(caps[inv_host]))} CPUs: workload.params.storage_cores x core_scale): mount "
+                    f"one (mount -t cgroup -o cpu cgroup {CGROUP_CPU_ROOT}), or give the storage as many CPUs as "
+                    "the machine has",
+                    scenarios=tuple(dict.fromkeys(labels)),
+                )
+            )
     return out
 
 

@@ -2,7 +2,8 @@
 throw-away namespace when root), congestion controls (available and loadable), Java, Python and
 pyspark versions (of the interpreter at the controller's ``sys.executable`` path, the one runs
 start on every host), the userspace switch binary at the controller's path and ethtool (what a
-router host needs for the switch), root or sudo, listening ports, the data and control interfaces, and the clock
+router host needs for the switch), the cgroup v1 ``cpu`` controller (what caps a TPC-H/NDP storage
+machine's CPUs), root or sudo, listening ports, the data and control interfaces, and the clock
 offset to the controller (several ``date +%s.%N`` round trips; offset = remote - midpoint of the
 tightest one, uncertainty = half its round trip)."""
 
@@ -16,6 +17,7 @@ from typing import Any
 import asyncssh
 
 from shufflelab.hosts.control import HostError, Session
+from shufflelab.hosts.lease import CGROUP_CPU_ROOT
 from shufflelab.hosts.paths import HostPaths
 from shufflelab.hosts.safety import control_interface
 
@@ -42,6 +44,7 @@ echo ==listening; ss -Htln 2>/dev/null | awk '{print $4}' | sed 's/.*://' | sort
 echo ==data_interface; ip -j link show dev "$1" 2>/dev/null || echo missing
 echo ==data_address; ip -j -4 addr show dev "$1" 2>/dev/null
 echo ==cpus; nproc 2>/dev/null
+echo ==cgroup_cpu; if [ -f CGROUP_CPU/cpu.cfs_quota_us ]; then echo yes; else echo no; fi
 echo ==qdiscs
 if [ "$(id -u)" = 0 ] || sudo -n true 2>/dev/null; then
   S=; [ "$(id -u)" = 0 ] || S="sudo -n"
@@ -57,7 +60,7 @@ if [ "$(id -u)" = 0 ] || sudo -n true 2>/dev/null; then
     echo
   else echo unknown; fi
 else echo unknown; fi
-""".replace("QDISCS", " ".join(QDISC_KINDS))
+""".replace("QDISCS", " ".join(QDISC_KINDS)).replace("CGROUP_CPU", CGROUP_CPU_ROOT)
 
 
 @dataclass
@@ -86,6 +89,9 @@ class HostFacts:
     data_interface_mtu: int | None = None
     data_address: str | None = None  # its IPv4 address (what Spark binds to)
     cpus: int | None = None  # nproc
+    # the cgroup v1 cpu controller at hosts.lease.CGROUP_CPU_ROOT (a storage machine's CPU cap is a
+    # group there); None: not probed
+    cgroup_cpu: bool | None = None
     control_interface: str | None = None
     clock_offset_s: float | None = None  # remote - controller
     clock_uncertainty_s: float | None = None
@@ -146,6 +152,7 @@ def parse_facts(host: str, address: str, data_interface: str, text: str) -> Host
     except (ValueError, StopIteration, AttributeError, TypeError):
         f.data_address = None
     f.cpus = int(s["cpus"]) if s.get("cpus", "").isdigit() else None
+    f.cgroup_cpu = {"yes": True, "no": False}.get(s.get("cgroup_cpu", ""))
     q = s.get("qdiscs", "unknown")
     f.qdiscs = None if q == "unknown" else q.split()
     return f
