@@ -6,7 +6,8 @@ bottleneck next to UDP, for Cubic, Reno and DCTCP.
     nice -n 10 .venv/bin/python benchmarks/sim_vs_ns3_packet.py --only incast    # or: bottleneck, alltoall, all
     # the whole table (41 rows), ns-3's side from the committed rows (the simulator's side run):
     nice -n 19 .venv/bin/python benchmarks/sim_vs_ns3_packet.py --only all --out /tmp/sim-vs-ns3-all.md \
-        --ns3-rows docs/results/sim-vs-ns3/packet-mode.json docs/results/sim-vs-ns3/packet-mode-alltoall.json
+        --ns3-rows docs/results/sim-vs-ns3/packet-mode.json docs/results/sim-vs-ns3/packet-mode-alltoall.json \
+        docs/results/sim-vs-ns3/packet-mode-red-nowait.json
 
 **Incast** (``--only incast``): a leaf-spine of 5 leaves x 8 hosts and one spine, 1 Gbit/s host links,
 4 Gbit/s uplinks (2:1), 10 µs per link, every port 100 packets. N = 8 / 16 / 32 senders each send
@@ -28,9 +29,12 @@ Its rows add the shuffle's end (the last flow) on both sides.
 **One bottleneck** (``--only bottleneck``): ``sim_vs_ns3.py``'s scenario (4 flows x 20 MB through
 1 Gbit/s, 10 Gbit/s access links, 50 µs per link, 200 packets, RED 20/60 packets or step marking at
 20, ECN-capable TCP, non-ECN UDP at 0 / 50 / 90 / 100 %), ns-3 with the same Linux-like hosts
-(``bottleneck.cc --delAckTimeoutMs=40 --dctcpFloor=2``); the simulator side is the packet-faithful
-mode's per-link engine (``run_link``) on that one link, which is what the mode computes for a
-fabric whose only loaded link is this one.
+(``bottleneck.cc --delAckTimeoutMs=40 --dctcpFloor=2``) and RED like Linux's ``sch_red``
+(``--wait=false``: ns-3's RedQueueDisc by default waits 1/p to 2/p packets between two marks,
+Linux's ``red_action`` in include/net/red.h and the switch's RED space them uniformly up to 1/p;
+step marking marks every packet at or above K, so the wait does not apply there); the simulator
+side is the packet-faithful mode's per-link engine (``run_link``) on that one link, which is what
+the mode computes for a fabric whose only loaded link is this one.
 
 Reported per row: mean and p99 FCT on both sides (p99 = the nearest-rank 99th percentile, i.e. the
 slowest flow for these flow counts), their errors relative to ns-3, retransmission timeouts, and
@@ -279,7 +283,8 @@ def ns3_link(binary: Path, cc: str, queue: str, share: float) -> dict[str, Any]:
     args += [f"--udpShare={share}", f"--cc={CCS[cc]}", f"--limit={B_LIMIT}", f"--delayUs={B_DELAY_US}"]
     args += [f"--delAckTimeoutMs={DELACK_MS}", f"--dctcpFloor={DCTCP_FLOOR}"]
     if queue == "red":
-        args += ["--queue=red"] + [f"--{k}={v}" for k, v in RED.items()]
+        # RED like Linux's sch_red: no wait between marks (ns-3's RedQueueDisc waits by default)
+        args += ["--queue=red"] + [f"--{k}={v}" for k, v in RED.items()] + ["--wait=false"]
     else:
         args += ["--queue=step", f"--minTh={STEP_K}"]
     if (kept := stored_ns3(args)) is not None:
