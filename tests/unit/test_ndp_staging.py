@@ -246,7 +246,8 @@ def test_on_machines_the_first_runs_cap_is_set_before_the_storage_starts(
     machine's group is made before any of its processes, and every daemon and proxy starts inside
     it (before, the storage started uncapped and its processes were moved in at the first run)."""
     lib = _jars(tmp_path, monkeypatch)
-    monkeypatch.setattr("shufflelab.ndp.hadoop_jars.ensure_jars", lambda: lib)
+    # (the cluster calls the name it imported: patching it in hadoop_jars fetched the real jars with Maven)
+    monkeypatch.setattr("shufflelab.ndp.hdfs.ensure_jars", lambda: lib)
     monkeypatch.setattr("shufflelab.ndp.tpch.prepare", lambda sf, mb: tmp_path / "tables")
     monkeypatch.setattr(NdpStorage, "_load", lambda self: None)  # (the tables: tested apart)
     machines, seams = Machines(tmp_path / "machines"), Seams(cpus=4)
@@ -281,6 +282,10 @@ def test_on_machines_the_first_runs_cap_is_set_before_the_storage_starts(
     assert order[:2] == ["group m1", "group m2"] and all(o.startswith("launch") for o in order[2:])
     assert len(seams.launched) == 5  # 2 DataNodes, the NameNode, 2 proxies
     assert all(a[0] == "in-group" for _, a, _ in seams.launched), seams.launched
+    daemons = [(p, a) for p, a, _ in seams.launched if "-cp" in a]
+    assert len(daemons) == 3 and all(  # the jars given, not ones fetched
+        a[a.index("-cp") + 1].endswith(f"{machines.cache(p)}/hadoop-abc/lib/*") for p, a in daemons
+    ), daemons
     storage.set_cores(2, 0.25)  # the same CPUs: nothing changes
     assert len(log) == 2 and len(seams.launched) == 5
 
