@@ -120,10 +120,8 @@ def _under(module: str, packages: tuple[str, ...]) -> bool:
 ALLOWED_BACKEND_IMPORTS: dict[str, str] = {
     "shufflelab.emulate.drivers.mapreduce -> shufflelab.mapreduce.replay": "runs the replay on the fabric",
     "shufflelab.emulate.drivers.mapreduce -> shufflelab.mapreduce.trace": "loads or makes the trace it replays",
-    "shufflelab.emulate.drivers.tpch -> shufflelab.ndp.advisor": "asks the Net-Aware advisor per query",
     "shufflelab.emulate.drivers.tpch -> shufflelab.ndp.connector": "builds the NDP connector's jar for Spark",
     "shufflelab.emulate.drivers.tpch -> shufflelab.ndp.storage": "starts and reads the group's HDFS/NDP storage",
-    "shufflelab.emulate.drivers.tpch -> shufflelab.ndp.tpch": "the TPC-H data's profile and reference answers",
     "shufflelab.emulate.fabric -> shufflelab.switch.controller": "builds and starts the Switch in the router namespace",
     "shufflelab.hosts.switch -> shufflelab.switch.controller": "builds the Switch on the router host and reads it",
 }

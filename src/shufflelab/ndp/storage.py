@@ -25,6 +25,7 @@ from their place.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import sys
@@ -43,7 +44,7 @@ from shufflelab.emulate.protocols import (
     SharedFiles,
     Staging,
 )
-from shufflelab.ndp import hdfs, hdfs_config, tpch
+from shufflelab.ndp import advisor, hdfs, hdfs_config, tpch
 
 PROXY_PORT = 9880
 HDFS_ROOT = "/tpch"
@@ -241,6 +242,28 @@ class NdpStorage:
                 self.proxies[h] = self._proxy(h)  # starts inside the host's cgroup, or joins it at once
             for h, p in self.proxies.items():
                 self._wait_listening(h, p)
+
+    def read_reference(self) -> None:
+        """The loaded data's :attr:`profile` (what the pushdown model reads) and DuckDB's answer to
+        every TPC-H query (:attr:`expected`, what a run's answers are checked against), from this
+        machine's copy of the data."""
+        assert self.data_dir is not None, "the storage is not started"
+        self.profile = tpch.profile(self.data_dir)
+        self.expected = {
+            q: json.loads(json.dumps(tpch.duckdb_answer(q, self.data_dir), default=str)) for q in tpch.QUERIES
+        }
+
+    def model(self, bandwidth_gbps: float, storage_cpus_per_host: float, compute_cpus: float) -> advisor.Model:
+        """The Net-Aware advisor's model of a run on this storage at its cores (:meth:`set_cores`: the
+        proxies' workers): the link's ``bandwidth_gbps``, each storage host's CPUs and Spark's."""
+        return advisor.Model(
+            bandwidth_gbps=bandwidth_gbps,
+            storage_hosts=len(self.hosts),
+            storage_cpus_per_host=storage_cpus_per_host,
+            proxy_workers=self.proxy_workers,
+            compute_cpus=compute_cpus,
+            profile=self.profile,
+        )
 
     def alive(self) -> bool:
         return (

@@ -12,7 +12,6 @@ a link on each host to its cache, so Spark hosts of different ``deploy_dir``s sh
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,7 @@ from shufflelab.spec import ExperimentSpec
 class TpchDriver(SparkDriver):
     @classmethod
     def open_group(cls, spec: ExperimentSpec, group: Group, backend: Backend, phase: Phase) -> None:
-        from shufflelab.ndp import connector, tpch
+        from shufflelab.ndp import connector
         from shufflelab.ndp.storage import NdpStorage, emulated_to_real, workers_for
 
         phase("starting HDFS and the NDP proxies, loading TPC-H")
@@ -52,11 +51,7 @@ class TpchDriver(SparkDriver):
         # on machines the first run's cap is set before the storage starts (its processes start inside it)
         storage.start(emulated_to_real(p.storage_cores, p.core_scale))
         try:
-            assert storage.data_dir is not None
-            storage.profile = tpch.profile(storage.data_dir)
-            storage.expected = {
-                q: json.loads(json.dumps(tpch.duckdb_answer(q, storage.data_dir), default=str)) for q in tpch.QUERIES
-            }
+            storage.read_reference()
         except BaseException:
             storage.stop()
             raise
@@ -72,20 +67,17 @@ class TpchDriver(SparkDriver):
     def app_context(self) -> tuple[dict[str, Any], list[str]]:
         """The storage's proxies, the expected answers and the pushdown model at this run's storage
         cores (set now), and the NDP connector's jar."""
-        from shufflelab.ndp import advisor, connector
-        from shufflelab.ndp.storage import HDFS_ROOT, workers_for
+        from shufflelab.ndp import connector
+        from shufflelab.ndp.storage import HDFS_ROOT
 
         storage, spec = self.group.storage, self.ctx.spec
         assert storage is not None and storage.cluster is not None, "a tpch run needs its group's storage"
         p = spec.workload_params()
         storage.set_cores(p.storage_cores, p.core_scale)
-        model = advisor.Model(
+        model = storage.model(
             bandwidth_gbps=self.ctx.plan.link.rate_mbps / 1000.0,
-            storage_hosts=len(storage.hosts),
             storage_cpus_per_host=p.storage_cores * p.core_scale,
-            proxy_workers=workers_for(p.storage_cores),
             compute_cpus=float(self.out.total_cores),
-            profile=storage.profile,
         )
         ndp = {
             "proxies": storage.proxy_urls(),
