@@ -4,7 +4,10 @@ on 3 one-core workers behind a 40 Mbit/s bottleneck, 0 % vs 75 % UDP), every tab
 
 from __future__ import annotations
 
+import atexit
 import json
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +89,20 @@ def _tables(start_ms: int, job_s: float, fetch_share: float, cpu_factor: float) 
     return {"tasks": pd.DataFrame(rows), "stages": stages, "jobs": jobs, "queue_samples": samples}
 
 
+# the stores built in this process, by build()'s arguments: each is made once (a run costs about 0.1 s
+# to write, a report test's store up to 3 s) and copied to every path asked for -- the same file, as
+# the seeded draws make it the same, and each test still gets a store of its own to write to
+_BUILT: dict[tuple[Any, ...], Path] = {}
+_CACHE: list[Path] = []
+
+
+def _cached() -> Path:
+    if not _CACHE:
+        _CACHE.append(Path(tempfile.mkdtemp(prefix="shufflelab-synthetic-")))
+        atexit.register(shutil.rmtree, _CACHE[0], True)
+    return _CACHE[0] / f"{len(_BUILT)}.duckdb"
+
+
 def build(
     path: Path,
     reps: int,
@@ -97,7 +114,30 @@ def build(
     null_job_time: int = 0,
 ) -> Path:
     """A store with ``reps`` successful runs per scenario (matrix: congestion control x UDP percent);
-    ``null_job_time`` more runs of the first scenario with traffic have no job time (NULL)."""
+    ``null_job_time`` more runs of the first scenario with traffic have no job time (NULL).
+    A copy of the one made earlier in this process with the same arguments, when there is one."""
+    if path.exists():  # runs added to a store that is there: built into it
+        return _build(path, reps, udps, ccs, slowdown, seed, null_job_time)
+    key = (reps, tuple(udps), tuple(ccs), slowdown, seed, null_job_time)
+    made = _BUILT.get(key)
+    if made is None:
+        made = _build(_cached(), reps, udps, ccs, slowdown, seed, null_job_time)
+        _BUILT[key] = made
+    assert not Path(f"{made}.wal").exists(), "the store was not checkpointed when its last connection closed"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(made, path)
+    return path
+
+
+def _build(
+    path: Path,
+    reps: int,
+    udps: tuple[float, ...],
+    ccs: tuple[str, ...],
+    slowdown: float,
+    seed: int,
+    null_job_time: int,
+) -> Path:
     rng = np.random.default_rng(seed)
     store = Store(path)
     matrix = {"cross_traffic.udp_percent": list(udps)}
