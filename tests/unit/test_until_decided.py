@@ -126,13 +126,13 @@ def test_a_report_exported_with_its_tables_is_read_back_with_its_design(tmp_path
 
     from shufflelab.results import Store
 
-    db = synthetic_store.build(tmp_path / "s.duckdb", 4, slowdown=2.0)
+    db = synthetic_store.build(tmp_path / "s.duckdb", 5, slowdown=2.0)
     sequential.save(Store(db), sequential.Design(3, 8))
     assert "sequential_design" in Store(db).export_parquet(tmp_path / "data")
     again = Store(tmp_path / "again.duckdb")
     assert "sequential_design" in again.import_parquet(tmp_path / "data")
     assert sequential.load(again) == sequential.Design(3, 8)
-    fixed = synthetic_store.build(tmp_path / "fixed.duckdb", 4, slowdown=2.0)
+    fixed = synthetic_store.build(tmp_path / "fixed.duckdb", 5, slowdown=2.0)
     assert sequential.load(Store(fixed)) is None  # a fixed number of repetitions: the table is empty
 
 
