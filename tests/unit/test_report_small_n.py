@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,40 @@ def figures(monkeypatch: pytest.MonkeyPatch) -> dict[str, plt.Figure]:
     return seen
 
 
+@dataclass
+class Rendered:
+    db: Path
+    paths: report.ReportPaths
+    figures: dict[str, plt.Figure]
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[int], Rendered]]:
+    """The report of a synthetic store of n runs a scenario with every figure it saved, written once
+    per n for the tests of this module that read it (none of them changes it)."""
+    from shufflelab.report import figures as report_figures
+
+    done: dict[int, Rendered] = {}
+    finish = report_figures._finish
+
+    def at(n: int) -> Rendered:
+        if n not in done:
+            seen: dict[str, plt.Figure] = {}
+
+            def keep(fig: plt.Figure, path: Path) -> None:
+                seen[path.name] = fig
+                finish(fig, path)
+
+            d = tmp_path_factory.mktemp(f"n{n}")
+            db = synthetic_store.build(d / "s.duckdb", n)
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(report_figures, "_finish", keep)
+                done[n] = Rendered(db, report.write(db, d / "out"), seen)
+        return done[n]
+
+    yield at
+
+
 def _segments(fig: plt.Figure) -> list[float]:
     """Lengths of every error-bar segment drawn in the figure."""
     out = []
@@ -48,9 +84,9 @@ def _segments(fig: plt.Figure) -> list[float]:
 
 
 @pytest.mark.parametrize("n", [1, 2, 10])
-def test_every_section_at_n(tmp_path: Path, figures: dict[str, plt.Figure], n: int) -> None:
-    db = synthetic_store.build(tmp_path / "s.duckdb", n)
-    paths = report.write(db, tmp_path / "out")
+def test_every_section_at_n(rendered: Callable[[int], Rendered], n: int) -> None:
+    r = rendered(n)
+    paths, figures = r.paths, r.figures
     md, page = paths.markdown.read_text(), paths.html.read_text()
     for text in (md, re.sub(r"data:image/png;base64,[^']*", "", page)):
         assert not re.search(r"\bnan\b", text, re.IGNORECASE), text
@@ -81,23 +117,22 @@ def test_every_section_at_n(tmp_path: Path, figures: dict[str, plt.Figure], n: i
         assert intervals
 
 
-def test_cpu_axes_start_at_zero(tmp_path: Path, figures: dict[str, plt.Figure]) -> None:
+def test_cpu_axes_start_at_zero(rendered: Callable[[int], Rendered]) -> None:
     """Regression: the CPU-vs-job-time axes were zoomed to the data, so a 4 % CPU change filled the
     height and read as CPU rising with job time. Both axes now start at 0: a flat CPU looks flat."""
-    db = synthetic_store.build(tmp_path / "s.duckdb", 5)
-    report.write(db, tmp_path / "out")
-    ax = figures["cpu_vs_job.png"].axes[0]
+    r = rendered(10)
+    ax = r.figures["cpu_vs_job.png"].axes[0]
     assert ax.get_xlim()[0] == 0 and ax.get_ylim()[0] == 0
-    table = report.scenario_table(report.load(db))
+    table = report.scenario_table(report.load(r.db))
     cpu = table["cpu_mean_s"]
     assert cpu.max() / cpu.min() < 1.05  # the store's CPU is flat ...
     assert (cpu.max() - cpu.min()) / (ax.get_ylim()[1] - ax.get_ylim()[0]) < 0.05  # ... and looks it
 
 
-def test_one_run_draws_and_prints_no_interval(tmp_path: Path, figures: dict[str, plt.Figure]) -> None:
+def test_one_run_draws_and_prints_no_interval(rendered: Callable[[int], Rendered]) -> None:
     """Regression: one-run scenarios drew zero-length '95 % CI' bars."""
-    db = synthetic_store.build(tmp_path / "s.duckdb", 1)
-    report.write(db, tmp_path / "out")
+    r = rendered(1)
+    db, figures = r.db, r.figures
     assert _segments(figures["job_times.png"]) == [] and _segments(figures["cpu_vs_job.png"]) == []
     notes = [t.get_text() for t in figures["job_times.png"].axes[0].texts]
     assert notes == ["n = 1", "n = 1"]
