@@ -81,38 +81,54 @@ def test_error_table_matches_the_committed_reports() -> None:
     assert 0 < a < 0.2 < b < 1  # the switch's runs: the log replay erred both ways
 
 
-def test_analyze_and_report_write_the_fleet_page_only_for_several_applications(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def analyzed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """`analyze` over the logs of a small fleet (3 applications) into ``a/``, once for the module:
+    (the folder of the fleet's logs, store and ``a/``; the command's output). The tests copy ``a/``
+    before writing into it."""
     from typer.testing import CliRunner
 
     from shufflelab.cli import app as cli
 
-    fleet.generate(tmp_path / "f", 3, seed=1, runs=6)
-    one = sorted((tmp_path / "f" / "logs").iterdir())[0]
-    r = CliRunner().invoke(
-        cli, ["analyze", str(one), "--db", str(tmp_path / "one.duckdb"), "--out", str(tmp_path / "o")]
-    )
+    root = tmp_path_factory.mktemp("small-fleet")
+    fleet.generate(root / "f", 3, seed=1, runs=6)
+    logs = str(root / "f" / "logs")
+    r = CliRunner().invoke(cli, ["analyze", logs, "--db", str(root / "all.duckdb"), "--out", str(root / "a")])
     assert r.exit_code == 0, r.output
-    assert (tmp_path / "o" / "report.md").exists() and not (tmp_path / "o" / "fleet.md").exists()
-    logs = str(tmp_path / "f" / "logs")
-    r = CliRunner().invoke(cli, ["analyze", logs, "--db", str(tmp_path / "all.duckdb"), "--out", str(tmp_path / "a")])
-    assert r.exit_code == 0, r.output
-    assert "3 applications" in (tmp_path / "a" / "fleet.md").read_text() and (tmp_path / "a" / "fleet.html").exists()
-    r = CliRunner().invoke(cli, ["report", str(tmp_path / "all.duckdb"), "--out", str(tmp_path / "r")])
+    return root, r.output
+
+
+def test_analyze_and_report_write_the_fleet_page_only_for_several_applications(
+    analyzed: tuple[Path, str], tmp_path: Path
+) -> None:
+    # (that one application gets no fleet page: the next test, whose out folder held one before)
+    from typer.testing import CliRunner
+
+    from shufflelab.cli import app as cli
+
+    root, _ = analyzed
+    assert "3 applications" in (root / "a" / "fleet.md").read_text() and (root / "a" / "fleet.html").exists()
+    r = CliRunner().invoke(cli, ["report", str(root / "all.duckdb"), "--out", str(tmp_path / "r")])
     assert r.exit_code == 0 and "fleet:" in r.output, r.output
-    assert (tmp_path / "r" / "fleet.md").read_text() == (tmp_path / "a" / "fleet.md").read_text()
+    assert (tmp_path / "r" / "fleet.md").read_text() == (root / "a" / "fleet.md").read_text()
 
 
-def test_a_fleet_page_of_an_earlier_store_does_not_outlive_it_in_the_out_folder(tmp_path: Path) -> None:
+def test_a_fleet_page_of_an_earlier_store_does_not_outlive_it_in_the_out_folder(
+    analyzed: tuple[Path, str], tmp_path: Path
+) -> None:
+    """One application analysed into a folder that holds another store's fleet page: the page goes
+    (and none is written for the one application)."""
+    import shutil
+
     from typer.testing import CliRunner
 
     from shufflelab.cli import app as cli
 
-    fleet.generate(tmp_path / "f", 2, seed=1, runs=6)
+    root, _ = analyzed
     out = tmp_path / "o"
-    logs = tmp_path / "f" / "logs"
-    r = CliRunner().invoke(cli, ["analyze", str(logs), "--db", str(tmp_path / "all.duckdb"), "--out", str(out)])
-    assert r.exit_code == 0 and (out / "fleet.md").exists(), r.output
-    one = sorted(logs.iterdir())[0]
+    shutil.copytree(root / "a", out)
+    assert (out / "fleet.md").exists()
+    one = sorted((root / "f" / "logs").iterdir())[0]
     r = CliRunner().invoke(cli, ["analyze", str(one), "--db", str(tmp_path / "one.duckdb"), "--out", str(out)])
     assert r.exit_code == 0, r.output
     assert (out / "report.md").exists()
