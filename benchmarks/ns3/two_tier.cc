@@ -56,7 +56,7 @@ static double Since() { return Simulator::Now().GetSeconds() - g_start; }
 
 // --trace: "<s since start> <flow> <event> <value>" per line: STATE old->new (0 open, 1 disorder,
 // 2 CWR, 3 recovery, 4 loss), CWND (segments), TX / RETX (segment number: first sent / sent again),
-// RTO (the timer's new value after a timeout, s).
+// RTO (the timer's new value after a timeout, s), DROP / DROPACK (below).
 static std::vector<uint32_t> g_highTx;
 static void TraceTx(uint32_t flow, Ptr<const Packet> p, const TcpHeader &h, Ptr<const TcpSocketBase>) {
   if (p->GetSize() == 0) return;
@@ -73,6 +73,16 @@ static void TraceCwnd(uint32_t flow, uint32_t, uint32_t now) {
 }
 static void TraceRto(uint32_t flow, Time old, Time now) {
   if (now == old + old) std::fprintf(stderr, "%.6f %u RTO %.3f\n", Since(), flow, now.GetSeconds());
+}
+// DROP (segment number) or DROPACK (the ACK number's segment) with the port that dropped it, e.g.
+// "leaf0->host0", "spine->leaf0", "host4->leaf0"; flows are told apart by their port (5000 + flow).
+static void TraceDrop(std::string where, Ptr<const QueueDiscItem> item) {
+  TcpHeader h;
+  if (item->GetPacket()->PeekHeader(h) == 0) return;
+  bool data = h.GetDestinationPort() < 49152;  // to the sink's port, not to a sender's ephemeral one
+  uint32_t flow = (data ? h.GetDestinationPort() : h.GetSourcePort()) - 5000;
+  uint32_t seg = ((data ? h.GetSequenceNumber() : h.GetAckNumber()).GetValue() - 1) / kSegment;
+  std::fprintf(stderr, "%.6f %u %s %u %s\n", Since(), flow, data ? "DROP" : "DROPACK", seg, where.c_str());
 }
 
 static void OnRx(uint32_t flow, Ptr<const Packet> p, const Address &) {
@@ -180,6 +190,20 @@ int main(int argc, char *argv[]) {
   }
   for (uint32_t l = 0; l < leaves; l++) links.Add(upLink, leafNodes.Get(l), spine.Get(0), upPort);
   Ipv4GlobalRoutingHelper::PopulateRoutingTables();
+  if (g_trace) {  // every port's drops (device 0 of a node is its loopback)
+    auto hook = [](Ptr<Node> node, uint32_t dev, std::string where) {
+      Ptr<QueueDisc> qd = node->GetObject<TrafficControlLayer>()->GetRootQueueDiscOnDevice(node->GetDevice(dev));
+      qd->TraceConnectWithoutContext("Drop", MakeBoundCallback(&TraceDrop, where));
+    };
+    for (uint32_t h = 0; h < nHosts; h++)
+      hook(hosts.Get(h), 1, "host" + std::to_string(h) + "->leaf" + std::to_string(h / hostsPerLeaf));
+    for (uint32_t l = 0; l < leaves; l++) {
+      for (uint32_t i = 0; i < hostsPerLeaf; i++)
+        hook(leafNodes.Get(l), 1 + i, "leaf" + std::to_string(l) + "->host" + std::to_string(l * hostsPerLeaf + i));
+      hook(leafNodes.Get(l), 1 + hostsPerLeaf, "leaf" + std::to_string(l) + "->spine");
+      hook(spine.Get(0), 1 + l, "spine->leaf" + std::to_string(l));
+    }
+  }
 
   std::vector<std::pair<uint32_t, uint32_t>> pairs;
   if (incastSenders.empty()) {
