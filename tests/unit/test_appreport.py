@@ -18,7 +18,7 @@ from shufflelab.appreport import analysis as an
 from shufflelab.appreport import render
 from shufflelab.cli import app as cli
 from shufflelab.eventlog.ingest import ingest
-from shufflelab.results import Store
+from shufflelab.results import Store, reading
 
 HERE = Path(__file__).resolve().parents[1] / "fixtures" / "eventlogs"
 
@@ -30,13 +30,22 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return db
 
 
-def _apps(db: Path) -> list[an.App]:
-    s = Store(db)
-    return [appreport.load(s, r, i, n) for r, i, n in appreport.applications(s)]
+@pytest.fixture(scope="module")
+def loaded(store: Path) -> list[an.App]:
+    """Every application of the store, read once for the module (the reads through one connection,
+    as the report reads them)."""
+    with reading(store):
+        s = Store(store)
+        return [appreport.load(s, r, i, n) for r, i, n in appreport.applications(s)]
 
 
-def test_critical_path_is_a_gating_chain_within_the_job(store: Path) -> None:
-    apps = _apps(store)
+@pytest.fixture
+def apps(loaded: list[an.App]) -> list[an.App]:
+    """The store's applications, a copy of their own for each test."""
+    return copy.deepcopy(loaded)
+
+
+def test_critical_path_is_a_gating_chain_within_the_job(apps: list[an.App]) -> None:
     assert len(apps) >= 14
     for a in apps:
         cp = an.critical_path(a)
@@ -50,8 +59,8 @@ def test_critical_path_is_a_gating_chain_within_the_job(store: Path) -> None:
         assert cp["end_s"].iloc[-1] == pytest.approx((last - t0) / 1000)
 
 
-def test_network_bounds_never_exceed_the_recording_and_order_by_speed(store: Path) -> None:
-    for a in _apps(store):
+def test_network_bounds_never_exceed_the_recording_and_order_by_speed(apps: list[an.App]) -> None:
+    for a in apps:
         if a.tasks.empty or a.jobs.empty:
             continue
         b = {x.what: x.predicted_s for x in an.bounds(a).rows}
@@ -60,8 +69,8 @@ def test_network_bounds_never_exceed_the_recording_and_order_by_speed(store: Pat
         assert inf >= 0
 
 
-def test_stage_health_equals_a_count_from_the_raw_rows(store: Path) -> None:
-    a = max(_apps(store), key=lambda x: len(x.tasks))
+def test_stage_health_equals_a_count_from_the_raw_rows(apps: list[an.App]) -> None:
+    a = max(apps, key=lambda x: len(x.tasks))
     h = an.stage_health(a).set_index("stage")
     for sid, g in a.tasks.groupby("stage_id"):
         ok = g[g["successful"].astype(bool)]["duration_ms"].astype(float)
@@ -253,12 +262,12 @@ def test_the_fct_section_says_there_were_no_remote_reads(tmp_path: Path) -> None
     assert set(section.tables[0].df["kind"]) == {"write"}
 
 
-def test_bounds_and_fixes_find_the_critical_path_once(store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bounds_and_fixes_find_the_critical_path_once(apps: list[an.App], monkeypatch: pytest.MonkeyPatch) -> None:
     """The stage model recomputed the critical path for every slot count it was asked about: six
     times per application's bounds, once more for what pays off and for the fleet page's what-ifs."""
     from shufflelab.appreport import fleet
 
-    a = next(x for x in _apps(store) if x.ended and not x.tasks.empty and x.tasks["gc_ms"].sum() > 0)
+    a = next(x for x in apps if x.ended and not x.tasks.empty and x.tasks["gc_ms"].sum() > 0)
     expected = an.bounds(a)
     calls: list[int] = []
     real = an.critical_path
