@@ -18,7 +18,7 @@ from shufflelab.appreport import analysis as an
 from shufflelab.appreport import starvation
 from shufflelab.cli import app as cli
 from shufflelab.eventlog.ingest import ingest
-from shufflelab.results import Store
+from shufflelab.results import Store, reading
 
 HERE = Path(__file__).resolve().parents[1] / "fixtures" / "eventlogs"
 
@@ -40,6 +40,13 @@ def stores(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def _said(r: object) -> str:
     """A command's output with the terminal's line wrapping undone."""
     return " ".join(str(r.output).split())  # type: ignore[attr-defined]
+
+
+def _apps(db: Path) -> list[an.App]:
+    """Every application of the store (read through one connection, as the report reads them)."""
+    with reading(db):
+        s = Store(db)
+        return [appreport.load(s, r, i, n) for r, i, n in appreport.applications(s)]
 
 
 def _runs(db: Path) -> pd.DataFrame:
@@ -91,8 +98,7 @@ def test_diagnose_command_on_event_log_stores(stores: dict[str, Path], tmp_path:
 
 def test_whatif_on_event_logs_is_the_reports_network_bound(stores: dict[str, Path]) -> None:
     rows = appreport.whatif_table(stores["zstd"], 2.0)
-    s = Store(stores["zstd"])
-    apps = {n: appreport.load(s, r, i, n) for r, i, n in appreport.applications(s)}
+    apps = {a.name: a for a in _apps(stores["zstd"])}
     assert set(rows["application"]) == set(apps)
     for row in rows.itertuples(index=False):
         a = apps[row.application]
@@ -108,9 +114,7 @@ def test_whatif_on_event_logs_is_the_reports_network_bound(stores: dict[str, Pat
 
 
 def test_network_efficiency_is_the_busiest_hosts_bytes_at_the_link_rate(stores: dict[str, Path]) -> None:
-    s = Store(stores["zstd"])
-    for r, i, n in appreport.applications(s):
-        a = appreport.load(s, r, i, n)
+    for a in _apps(stores["zstd"]):
         sh = an.shuffle_summary(a, 10.0)
         reading = a.tasks[a.tasks["remote_bytes"] > 0]
         if reading.empty:
@@ -123,10 +127,8 @@ def test_network_efficiency_is_the_busiest_hosts_bytes_at_the_link_rate(stores: 
 
 
 def test_the_critical_path_names_the_attempt_that_completed(stores: dict[str, Path]) -> None:
-    s = Store(stores["zstd"])
     retried = 0
-    for r, i, n in appreport.applications(s):
-        a = appreport.load(s, r, i, n)
+    for a in _apps(stores["zstd"]):
         last = a.stages.dropna(subset=["completed_at_ms"]).groupby("stage_id")["stage_attempt"].max()
         cp = an.critical_path(a)
         for sid, attempt in zip(cp["stage_id"], cp["attempt"], strict=True):
@@ -136,10 +138,16 @@ def test_the_critical_path_names_the_attempt_that_completed(stores: dict[str, Pa
 
 
 def test_analyze_baseline_store_holds_only_the_baselines_given(tmp_path: Path) -> None:
+    """(and the figures of an application with remote reads, in the first report)"""
     db, out = tmp_path / "a.duckdb", tmp_path / "rep"
     args = ["analyze", str(HERE / "spark-4.3" / "zstd"), "--db", str(db), "--out", str(out)]
     r = CliRunner().invoke(cli, [*args, "--baseline", str(HERE / "spark-3.5" / "zstd")])
     assert r.exit_code == 0, r.output
+    # the figures of an application with remote reads
+    figs = sorted(p.name for p in (out / "figures").iterdir())
+    assert figs == ["app0_fct.png", "app0_timeline.png", "app0_what_pays_off.png"]
+    md = (out / "report.md").read_text()
+    assert "figures/app0_fct.png" in md and "nan" not in md
     base = tmp_path / "a-baseline.duckdb"
     assert list(_runs(base)["app_id"]) == ["app-20261124133847-0001"]
     r = CliRunner().invoke(cli, [*args, "--baseline", str(HERE / "spark-3.5" / "plain")])
@@ -157,17 +165,6 @@ def test_analyze_baseline_store_holds_only_the_baselines_given(tmp_path: Path) -
     assert "No verdict: none of the baseline logs could be read" in md
     assert list(_runs(base)["app_id"]) == ["app-20261124133740-0000"]  # an unreadable baseline replaces nothing
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-baseline.duckdb", "a.duckdb", "junk.json", "rep"]
-
-
-def test_figures_of_an_application_with_remote_reads(tmp_path: Path) -> None:
-    r = CliRunner().invoke(
-        cli, ["analyze", str(HERE / "spark-4.3" / "zstd"), "--db", str(tmp_path / "z.duckdb"), "--out", str(tmp_path)]
-    )
-    assert r.exit_code == 0, r.output
-    figs = sorted(p.name for p in (tmp_path / "figures").iterdir())
-    assert figs == ["app0_fct.png", "app0_timeline.png", "app0_what_pays_off.png"]
-    md = (tmp_path / "report.md").read_text()
-    assert "figures/app0_fct.png" in md and "nan" not in md
 
 
 def test_lab_only_commands_refuse_event_log_stores_by_name(stores: dict[str, Path], tmp_path: Path) -> None:
