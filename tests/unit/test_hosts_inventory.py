@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+import specs
 from shufflelab import spec as specmod
 from shufflelab.hosts import findings, inventory, safety
 from shufflelab.hosts.probe import HostFacts, parse_facts, sections
@@ -198,19 +199,8 @@ def test_a_storage_machine_without_the_cgroup_v1_cpu_controller_refuses_the_cell
     """TPC-H/NDP caps a storage machine's CPUs with a cgroup v1 ``cpu`` group where a cell's
     ``storage_cores x core_scale`` is below the machine's CPU count: doctor refuses those cells on a
     machine without that controller (the run would stop when the cap is set), not the others."""
-    spec = specmod.parse(
-        {
-            "experiment": {"name": "tpch"},
-            "topology": {"kind": "dumbbell", "bottleneck": {"rate_mbps": 100, "queue_bytes": 250_000}},
-            "hosts": {
-                "master": {"roles": ["spark-master"], "rack": 1},
-                "w1": {"roles": ["spark-worker"], "rack": 1},
-                "s1": {"roles": ["storage"], "rack": 2},
-            },
-            "workload": {"name": "tpch", "params": {"core_scale": 1}},
-            "matrix": {"workload.params.storage_cores": [2, 8]},  # the machines have 8 CPUs
-        }
-    )
+    # the machines have 8 CPUs
+    spec = specmod.parse(specs.tpch_on_a_dumbbell({"core_scale": 1}, {"workload.params.storage_cores": [2, 8]}))
     labels = [sc.label for sc in specmod.expand(spec)]  # storage_cores = 2, then 8
     mapping = {"master": "node1", "w1": "node2", "s1": "node3"}
     assert parse_facts("n", "192.0.2.10", "data0", PROBE_OUTPUT).cgroup_cpu is None  # not probed: nothing said

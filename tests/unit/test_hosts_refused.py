@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+import specs
 from shufflelab import spec as specmod
 from shufflelab.cli import app
 from shufflelab.hosts import backend as backendmod
@@ -166,18 +167,7 @@ def test_tpch_storage_above_its_machines_cpus_is_refused_once_read_before_any_ch
 def test_tpch_storage_below_its_machines_cpus_runs_capped() -> None:
     """One CPU of storage on machines of 4 is not refused once their CPU counts are read: the storage
     runs in a CPU cgroup on its machine (regression: refused before, the lease could not undo one)."""
-    spec = specmod.parse(
-        {
-            "experiment": {"name": "tpch"},
-            "topology": {"kind": "dumbbell", "bottleneck": {"rate_mbps": 100, "queue_bytes": 250_000}},
-            "hosts": {
-                "master": {"roles": ["spark-master"], "rack": 1},
-                "w1": {"roles": ["spark-worker"], "rack": 1},
-                "s1": {"roles": ["storage"], "rack": 2},
-            },
-            "workload": {"name": "tpch", "params": {"storage_cores": 1, "core_scale": 0.25}},
-        }
-    )
+    spec = specmod.parse(specs.tpch_on_a_dumbbell({"storage_cores": 1, "core_scale": 0.25}))
     from shufflelab.hosts.fabric import refusals
 
     machines = {"master": ("m1", 4), "w1": ("m2", 4), "s1": ("m3", 4)}
