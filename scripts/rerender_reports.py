@@ -18,6 +18,7 @@ Exit status 1 when a report's numbers differ (nothing is written for it).
 
 from __future__ import annotations
 
+import argparse
 import re
 import shutil
 import sys
@@ -127,16 +128,23 @@ def rerender(folder: Path, write: bool, changed: tuple[str, ...] = ()) -> bool:
 
 
 def main(argv: list[str]) -> int:
-    write = "--write" in argv
-    changed: list[str] = []
-    while "--changed" in argv:  # a section whose numbers are meant to change (its title's start)
-        i = argv.index("--changed")
-        changed.append(argv[i + 1])
-        argv = argv[:i] + argv[i + 2 :]
-    folders = [Path(a) for a in argv if a != "--write"] or sorted(
+    parser = argparse.ArgumentParser(
+        prog="rerender_reports.py", description=__doc__.splitlines()[0] if __doc__ else None
+    )
+    parser.add_argument("--write", action="store_true", help="replace report.md/.html (and changed figures)")
+    parser.add_argument(
+        "--changed", action="append", default=[], metavar="TITLE",
+        help="a section whose numbers are meant to change (its title's start); repeatable",
+    )  # fmt: skip
+    parser.add_argument("folders", nargs="*", type=Path, help="docs/results/<name> (default: every one with data)")
+    args = parser.parse_args(argv)
+    folders = args.folders or sorted(
         p.parent for p in Path("docs/results").glob("*/data") if (p / "runs.parquet").exists()
     )
-    ok = [rerender(f, write, tuple(changed)) for f in folders]
+    for f in folders:
+        if not (f / "data" / "runs.parquet").is_file():
+            parser.error(f"{f}: no data/runs.parquet there (a results folder with data is needed)")
+    ok = [rerender(f, args.write, tuple(args.changed)) for f in folders]
     return 0 if all(ok) else 1
 
 
