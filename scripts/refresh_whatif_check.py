@@ -10,6 +10,7 @@ section of report.md and report.html with one computed by the current shufflelab
 
 from __future__ import annotations
 
+import argparse
 import html
 import re
 import sys
@@ -42,9 +43,18 @@ def refresh(folder: Path) -> bool:
     return True
 
 
-def main(folders: list[str]) -> int:
-    for f in folders:
-        print(f, "refreshed" if refresh(Path(f)) else "has no what-if check")
+def _results_folder(parser: argparse.ArgumentParser, f: Path) -> Path:
+    """``f`` if it holds a committed report's tables (data/runs.parquet), else a usage error naming it."""
+    if not (f / "data" / "runs.parquet").is_file():
+        parser.error(f"{f}: no data/runs.parquet there (a results folder with data is needed)")
+    return f
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="refresh_whatif_check.py", description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("folders", nargs="+", type=Path, help="docs/results/<name> with data/")
+    for f in [_results_folder(parser, f) for f in parser.parse_args(argv).folders]:
+        print(f, "refreshed" if refresh(f) else "has no what-if check")
     return 0
 
 

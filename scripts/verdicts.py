@@ -10,6 +10,7 @@ Reads docs/results/*/data/ (the parquet tables every committed report was render
 
 from __future__ import annotations
 
+import argparse
 import math
 import sys
 import tempfile
@@ -110,9 +111,12 @@ def page() -> str:
 
 
 def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="verdicts.py", description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--write", type=Path, metavar="PAGE", help="write the page there (default: stdout)")
+    args = parser.parse_args(argv)
     text = page()
-    if argv[:1] == ["--write"] and len(argv) == 2:
-        Path(argv[1]).write_text(text)
+    if args.write:
+        args.write.write_text(text)
     else:
         sys.stdout.write(text)
     return 0

@@ -20,6 +20,7 @@ committed in docs/whatif-error.tsv).
 
 from __future__ import annotations
 
+import argparse
 import sys
 import tempfile
 from pathlib import Path
@@ -63,10 +64,20 @@ def rows(folder: Path) -> list[str]:
     return out
 
 
-def main(folders: list[str]) -> int:
+def _results_folder(parser: argparse.ArgumentParser, f: Path) -> Path:
+    """``f`` if it holds a committed report's tables (data/runs.parquet), else a usage error naming it."""
+    if not (f / "data" / "runs.parquet").is_file():
+        parser.error(f"{f}: no data/runs.parquet there (a results folder with data is needed)")
+    return f
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="whatif_error_table.py", description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("folders", nargs="+", type=Path, help="docs/results/<name> with data/")
+    folders = [_results_folder(parser, f) for f in parser.parse_args(argv).folders]
     print("report\tscenario\tspeedup\truns\terror_lab\terror_log")
     for f in folders:
-        for line in rows(Path(f)):
+        for line in rows(f):
             print(line, flush=True)
     return 0
 
