@@ -76,12 +76,26 @@ def _helpers(seams: Seams) -> list[tuple[str | None, list[str]]]:
     return [(p, a) for p, a in seams.ran if "shufflelab.ndp.hdfs" in a]
 
 
+def _cluster(tmp_path: Path, seams: Seams, lib: Path, machines: Machines, **kw: Any) -> HdfsCluster:
+    """HDFS of s1 (the NameNode) and s2 on the machines m1 and m2 (``PLACES``), staged through ``machines``."""
+    return HdfsCluster(
+        PLACES,
+        ADDR,
+        "s1",
+        ["s1", "s2"],
+        tmp_path / "scratch",
+        seams.run,
+        seams.launch,
+        jars=lib,
+        staging=machines,
+        **kw,
+    )
+
+
 def test_hdfs_on_machines_reads_and_writes_only_at_its_places(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     lib = _jars(tmp_path, monkeypatch)
     machines, seams = Machines(tmp_path / "machines"), Seams()
-    cl = HdfsCluster(
-        PLACES, ADDR, "s1", ["s1", "s2"], tmp_path / "scratch", seams.run, seams.launch, jars=lib, staging=machines
-    )
+    cl = _cluster(tmp_path, seams, lib, machines)
     cl.start(timeout_s=10)
     places = {p: str(tmp_path / "machines" / p) for p in PLACES.values()}
     # every configuration file put at its place, naming only folders there
@@ -167,18 +181,7 @@ def test_the_proxies_run_at_their_places_capped_only_below_the_machines_cpus(
         cpu_group=cpu_group,
         machines=True,
     )
-    storage.cluster = HdfsCluster(
-        PLACES,
-        ADDR,
-        "s1",
-        ["s1", "s2"],
-        tmp_path / "scratch",
-        seams.run,
-        seams.launch,
-        jars=lib,
-        staging=machines,
-        cpu_group=cpu_group,
-    )
+    storage.cluster = _cluster(tmp_path, seams, lib, machines, cpu_group=cpu_group)
     storage.set_cores(4, 1)  # the machines' 4 CPUs: no cap needed
     assert storage.cores == 4 and not storage.cluster.cgroups
     proxies = [(p, a, e) for p, a, e in seams.launched if "shufflelab.ndp.proxy" in a]
@@ -218,18 +221,7 @@ def test_a_capped_machines_daemons_start_inside_its_group(tmp_path: Path, monkey
     lib = _jars(tmp_path, monkeypatch)
     machines, seams = Machines(tmp_path / "machines"), Seams()
     log: list[tuple[str, ...]] = []
-    cl = HdfsCluster(
-        PLACES,
-        ADDR,
-        "s1",
-        ["s1", "s2"],
-        tmp_path / "scratch",
-        seams.run,
-        seams.launch,
-        jars=lib,
-        staging=machines,
-        cpu_group=lambda place, name, cores: Group(place, name, cores, log),
-    )
+    cl = _cluster(tmp_path, seams, lib, machines, cpu_group=lambda place, name, cores: Group(place, name, cores, log))
     cl.cpu_limit("s1", 0.5)
     cl.start(timeout_s=10)
     on = {p: [a for q, a, _ in seams.launched if q == p] for p in PLACES.values()}
