@@ -414,6 +414,7 @@ impl<'a> Sim<'a> {
                         ideal_s: ideal,
                         path: p.clone(),
                         after: (after != u32::MAX).then_some(after),
+                        maxmin_end_s: f64::NAN,
                     });
                     (self.trace.len() - 1) as u32
                 } else {

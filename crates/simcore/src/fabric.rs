@@ -685,6 +685,7 @@ impl<'a> Sim<'a> {
                                 ideal_s: ideal,
                                 path: p.clone(),
                                 after: (after != u32::MAX).then_some(after),
+                                maxmin_end_s: f64::NAN,
                             });
                         }
                         (ideal, d + self.queue_delay(&p))
@@ -834,6 +835,9 @@ impl<'a> Sim<'a> {
                 ideal_s,
                 delay_s,
             } => {
+                if let Some(&i) = self.trace_index.get(&self.key(r, m)) {
+                    self.trace[i as usize].maxmin_end_s = self.now;
+                }
                 let ev = Ev::Delivered {
                     r,
                     m,
