@@ -82,10 +82,10 @@ def test_error_table_matches_the_committed_reports() -> None:
 
 
 @pytest.fixture(scope="module")
-def analyzed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+def analyzed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """`analyze` over the logs of a small fleet (3 applications) into ``a/``, once for the module:
-    (the folder of the fleet's logs, store and ``a/``; the command's output). The tests copy ``a/``
-    before writing into it."""
+    the folder of the fleet's logs (``f/logs``), its store (``all.duckdb``) and ``a/``. The tests
+    copy ``a/`` before writing into it."""
     from typer.testing import CliRunner
 
     from shufflelab.cli import app as cli
@@ -95,27 +95,23 @@ def analyzed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     logs = str(root / "f" / "logs")
     r = CliRunner().invoke(cli, ["analyze", logs, "--db", str(root / "all.duckdb"), "--out", str(root / "a")])
     assert r.exit_code == 0, r.output
-    return root, r.output
+    return root
 
 
-def test_analyze_and_report_write_the_fleet_page_only_for_several_applications(
-    analyzed: tuple[Path, str], tmp_path: Path
-) -> None:
+def test_analyze_and_report_write_the_fleet_page_only_for_several_applications(analyzed: Path, tmp_path: Path) -> None:
     # (that one application gets no fleet page: the next test, whose out folder held one before)
     from typer.testing import CliRunner
 
     from shufflelab.cli import app as cli
 
-    root, _ = analyzed
+    root = analyzed
     assert "3 applications" in (root / "a" / "fleet.md").read_text() and (root / "a" / "fleet.html").exists()
     r = CliRunner().invoke(cli, ["report", str(root / "all.duckdb"), "--out", str(tmp_path / "r")])
     assert r.exit_code == 0 and "fleet:" in r.output, r.output
     assert (tmp_path / "r" / "fleet.md").read_text() == (root / "a" / "fleet.md").read_text()
 
 
-def test_a_fleet_page_of_an_earlier_store_does_not_outlive_it_in_the_out_folder(
-    analyzed: tuple[Path, str], tmp_path: Path
-) -> None:
+def test_a_fleet_page_of_an_earlier_store_does_not_outlive_it_in_the_out_folder(analyzed: Path, tmp_path: Path) -> None:
     """One application analysed into a folder that holds another store's fleet page: the page goes
     (and none is written for the one application)."""
     import shutil
@@ -124,7 +120,7 @@ def test_a_fleet_page_of_an_earlier_store_does_not_outlive_it_in_the_out_folder(
 
     from shufflelab.cli import app as cli
 
-    root, _ = analyzed
+    root = analyzed
     out = tmp_path / "o"
     shutil.copytree(root / "a", out)
     assert (out / "fleet.md").exists()
@@ -192,10 +188,10 @@ def test_the_report_of_a_fleet_lists_its_longest_applications_and_counts_the_res
     assert f"of {len(truth.apps)}; {len(truth.apps) - 4} more not shown" in table.caption
 
 
-def test_a_small_fleet_headline_gives_its_saving_in_significant_digits(analyzed: tuple[Path, str]) -> None:
+def test_a_small_fleet_headline_gives_its_saving_in_significant_digits(analyzed: Path) -> None:
     """A few short applications (the small fleet's page: three, 0.18 core-hours): the headline said
     'would save 0.0 core-hours (12%)'."""
-    root, _ = analyzed
+    root = analyzed
     md = (root / "a" / "fleet.md").read_text()
     headline = [x.removeprefix("- ") for x in md.split("## Headline\n\n", 1)[1].split("\n\n", 1)[0].splitlines()]
     saving = next(h for h in headline if "would save" in h)
