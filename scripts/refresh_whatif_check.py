@@ -17,6 +17,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from results_args import results_folders
+
 from shufflelab import document, report, whatif
 from shufflelab.results import Store
 
@@ -43,17 +45,10 @@ def refresh(folder: Path) -> bool:
     return True
 
 
-def _results_folder(parser: argparse.ArgumentParser, f: Path) -> Path:
-    """``f`` if it holds a committed report's tables (data/runs.parquet), else a usage error naming it."""
-    if not (f / "data" / "runs.parquet").is_file():
-        parser.error(f"{f}: no data/runs.parquet there (a results folder with data is needed)")
-    return f
-
-
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="refresh_whatif_check.py", description=(__doc__ or "").splitlines()[0])
     parser.add_argument("folders", nargs="+", type=Path, help="docs/results/<name> with data/")
-    for f in [_results_folder(parser, f) for f in parser.parse_args(argv).folders]:
+    for f in results_folders(parser, parser.parse_args(argv).folders):
         print(f, "refreshed" if refresh(f) else "has no what-if check")
     return 0
 

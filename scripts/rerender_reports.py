@@ -25,6 +25,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from results_args import results_folders
+
 from shufflelab import report
 from shufflelab.results import Store
 
@@ -141,9 +143,7 @@ def main(argv: list[str]) -> int:
     folders = args.folders or sorted(
         p.parent for p in Path("docs/results").glob("*/data") if (p / "runs.parquet").exists()
     )
-    for f in folders:
-        if not (f / "data" / "runs.parquet").is_file():
-            parser.error(f"{f}: no data/runs.parquet there (a results folder with data is needed)")
+    results_folders(parser, folders)
     ok = [rerender(f, args.write, tuple(args.changed)) for f in folders]
     return 0 if all(ok) else 1
 

@@ -26,6 +26,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+from results_args import results_folders
 
 from shufflelab import diagnose, whatif
 from shufflelab.appreport import analysis
@@ -64,17 +65,10 @@ def rows(folder: Path) -> list[str]:
     return out
 
 
-def _results_folder(parser: argparse.ArgumentParser, f: Path) -> Path:
-    """``f`` if it holds a committed report's tables (data/runs.parquet), else a usage error naming it."""
-    if not (f / "data" / "runs.parquet").is_file():
-        parser.error(f"{f}: no data/runs.parquet there (a results folder with data is needed)")
-    return f
-
-
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="whatif_error_table.py", description=(__doc__ or "").splitlines()[0])
     parser.add_argument("folders", nargs="+", type=Path, help="docs/results/<name> with data/")
-    folders = [_results_folder(parser, f) for f in parser.parse_args(argv).folders]
+    folders = results_folders(parser, parser.parse_args(argv).folders)
     print("report\tscenario\tspeedup\truns\terror_lab\terror_log")
     for f in folders:
         for line in rows(f):
