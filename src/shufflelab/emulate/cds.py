@@ -10,7 +10,14 @@ The archive is recorded by a short local-mode training application that runs eve
 workload on tiny data, with the same class path the cluster's JVMs get (shufflelab's listener jar
 first, then pyspark's ``conf`` and ``jars/*``). A JVM whose class path or JDK differs from the
 archive's simply ignores it (``-Xshare:auto``) and starts as before -- never wrong, only slower.
-The archive is keyed by JDK, Spark version and listener jar, cached in ``~/.cache/shufflelab``.
+The JVM takes the archive only where every class-path entry it was recorded with still exists and is
+the same file (same inode, size and modification time; the path may differ). The archive is keyed by
+JDK, Spark version, listener jar and those very files of Spark's jars, and recorded from a copy of
+Spark made of hard links in the cache (``spark-home-<key>``): its class path outlives the checkout
+that recorded it, and every checkout whose jars are the same files uses it -- the installer links
+them from one package cache, so a fresh clone of the project does not record its own (a minute) or,
+as when the archive named the recording checkout's paths, start every JVM without it. The archive
+and its Spark copy are cached in ``~/.cache/shufflelab``.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -30,10 +38,40 @@ class CdsError(RuntimeError):
     pass
 
 
-def archive_path() -> Path:
+def _jar_files(jars: Path) -> str:
+    """Which files Spark's jars are: name, device, inode, size and modification time of each (what
+    the JVM checks of a class-path entry, the path aside)."""
+    out = []
+    for p in sorted(jars.glob("*.jar")):
+        st = p.stat()
+        out.append(f"{p.name}:{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}")
+    return "\n".join(out)
+
+
+def _key() -> str:
     jar = listener.jar_path()
-    key = hashlib.sha256(f"{jvm.java_version()}|{jvm.spark_version()}|{jar.name}".encode()).hexdigest()[:12]
-    return artifacts.cache_root() / f"spark-cds-{key}.jsa"
+    ident = f"{jvm.java_version()}|{jvm.spark_version()}|{jar.name}|{_jar_files(jvm.spark_jars())}"
+    return hashlib.sha256(ident.encode()).hexdigest()[:12]
+
+
+def archive_path() -> Path:
+    return artifacts.cache_root() / f"spark-cds-{_key()}.jsa"
+
+
+def _linked_spark_home(key: str) -> Path | None:
+    """A copy of the installed Spark made of hard links, in the cache (None where the cache is on
+    another file system than Spark: the archive is then recorded from Spark's own folder)."""
+    home = artifacts.cache_root() / f"spark-home-{key}"
+    if home.is_dir():
+        return home
+    tmp = home.with_name(f"{home.name}.tmp{os.getpid()}")
+    try:
+        shutil.copytree(jvm.spark_home(), tmp, symlinks=True, copy_function=os.link)
+        os.replace(tmp, home)  # whole copy or none
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        return home if home.is_dir() else None  # (another process may have made it meanwhile)
+    return home
 
 
 def java_options() -> str:
@@ -71,11 +109,16 @@ spark.stop()
 
 def ensure_archive(timeout_s: float = 600.0) -> Path:
     """Record the archive if it is missing (about a minute); return its path."""
-    path = archive_path()
+    jar = listener.ensure_jar()
+    key = _key()
+    path = artifacts.cache_root() / f"spark-cds-{key}.jsa"
     if path.exists():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
-    jar = listener.ensure_jar()
+    env = dict(os.environ)
+    home = _linked_spark_home(key)
+    if home is not None:  # the training JVM's class path: the linked copy's jars, which outlive any checkout
+        env["SPARK_HOME"] = str(home)
     # the temporary folder sits next to the archive so the final rename is atomic
     with tempfile.TemporaryDirectory(prefix="cds-", dir=path.parent) as tmp:
         partial = Path(tmp) / path.name
@@ -94,6 +137,7 @@ def ensure_archive(timeout_s: float = 600.0) -> Path:
             text=True,
             timeout=timeout_s,
             cwd=tmp,
+            env=env,
         )
         if r.returncode != 0 or not partial.exists():
             raise CdsError(f"recording the class-data archive failed (exit {r.returncode}):\n{r.stderr[-2000:]}")
