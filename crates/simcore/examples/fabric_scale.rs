@@ -1,8 +1,10 @@
 //! Time one fabric run from a JSON configuration (the core's `run_fabric` input), without Python:
 //! `cargo run --release -p shufflelab-simcore --example fabric_scale -- CONFIG.json [RECOMPUTE]`
 //! (`benchmarks/fabric_scale/*.json`: the configurations `benchmarks/sim_scale.py` builds).
-//! Prints one JSON line: wall seconds, the result's counters and its shuffle completion, and in
-//! the packet-faithful mode (`"mode": "packet"`) its links simulated, timeouts, drops and events.
+//! Prints one JSON line: wall seconds, the result's counters, its shuffle completion and FCTs (per
+//! non-empty size bucket), and in the packet-faithful mode (`"mode": "packet"`) its links simulated
+//! (per tier, and with `"packet": {"cluster_tolerance": ...}` the clusters and the links that took
+//! their representative's delays), timeouts, drops and events.
 
 use std::time::Instant;
 
@@ -29,9 +31,24 @@ fn main() -> Result<(), String> {
             "solves": r.solves,
             "flows_solved": r.flows_solved,
             "shuffle_completion_s": r.shuffle_completion_s,
+            "fct": r.fct.iter().filter(|b| b.count > 0).map(|b| serde_json::json!({
+                "lo_bytes": b.lo_bytes,
+                "count": b.count,
+                "mean_s": b.mean_s,
+                "p99_s": b.p99_s,
+                "max_s": b.max_s,
+            })).collect::<Vec<_>>(),
             "packet": r.packet.as_ref().map(|p| serde_json::json!({
                 "links_with_flows": p.links_with_flows,
                 "links_simulated": p.links_simulated,
+                "clusters": p.clusters,
+                "links_represented": p.links_represented,
+                "largest_cluster": p.largest_cluster,
+                "tiers": p.tiers.iter().map(|t| serde_json::json!({
+                    "tier": t.tier,
+                    "links_simulated": t.links_simulated,
+                    "links_represented": t.links_represented,
+                })).collect::<Vec<_>>(),
                 "flows": p.flows,
                 "timeouts": p.timeouts,
                 "drops": p.drops,

@@ -22,7 +22,7 @@ use super::{AppResult, AppsConfig, AppsResult, Arrival, Mode, Placement, StageRe
 use crate::completions::Completions;
 use crate::fluid::{Engine, Events, Progress};
 use crate::maxmin::MaxMin;
-use crate::packet::{bucket_and_end, refine, PacketSummary, Starts, Traced};
+use crate::packet::{bucket_and_end, refine, PacketOptions, PacketSummary, Starts, Traced};
 use crate::summary::{fct_buckets, heatmap, tier_results, LinkMeter};
 use crate::tcpmodel::{Applied, TcpModel};
 use crate::topology::Topology;
@@ -753,6 +753,7 @@ impl Sim<'_> {
             &self.saturated,
             &self.trace,
             Starts::Paced,
+            PacketOptions::default(),
         )?;
         // a fetch not done leaves its task not done (NaN)
         let end = bucket_and_end(

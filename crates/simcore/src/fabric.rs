@@ -33,7 +33,7 @@ use serde::{Deserialize, Serialize};
 use crate::completions::Completions;
 use crate::fluid::{Engine, Events, Progress};
 use crate::maxmin::{MaxMin, Recompute};
-use crate::packet::{bucket_and_end, refine, PacketSummary, Starts, Traced};
+use crate::packet::{bucket_and_end, refine, PacketOptions, PacketSummary, Starts, Traced};
 use crate::summary::{fct_buckets, heatmap, tier_results, LinkMeter};
 pub use crate::summary::{FctBucket, Heatmap, TierResult};
 use crate::tcpmodel::{Applied, LinkCorrection, TcpModel};
@@ -174,6 +174,9 @@ pub struct FabricConfig {
     pub tcp: Option<TcpModel>,
     #[serde(default)]
     pub mode: Mode,
+    /// Options of the packet mode (clustering of alike links); the max-min mode ignores them.
+    #[serde(default)]
+    pub packet: PacketOptions,
 }
 fn one() -> u32 {
     1
@@ -292,6 +295,7 @@ impl FabricConfig {
         if self.cores_per_host == 0 {
             return Err("cores_per_host must be > 0".into());
         }
+        self.packet.validate()?;
         if let Some(t) = &self.tcp {
             t.validate()?;
         }
@@ -1068,6 +1072,7 @@ impl Sim<'_> {
             &self.saturated,
             &self.trace,
             Starts::Schedule,
+            self.cfg.packet,
         )?;
         let end = bucket_and_end(
             &self.trace,
@@ -1175,6 +1180,7 @@ mod tests {
             heatmap_bins: 10,
             tcp: None,
             mode: Default::default(),
+            packet: Default::default(),
         }
     }
 

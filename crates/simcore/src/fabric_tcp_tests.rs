@@ -41,6 +41,7 @@ fn swap(bytes: f64) -> FabricConfig {
         heatmap_bins: 10,
         tcp: None,
         mode: Default::default(),
+        packet: Default::default(),
     }
 }
 

@@ -21,6 +21,7 @@ mod completions;
 pub mod engine;
 pub mod fabric;
 mod fluid;
+mod linkcluster;
 pub mod linksim;
 pub mod maxmin;
 pub mod model;

@@ -16,7 +16,9 @@
 //!    its own max-min average rate: at 4:1 the fetches between two leaves, 16 to an uplink, leave
 //!    their host links to the fetches within a leaf, as ns-3's do (simulated alone, a host link
 //!    shared its rate seven ways and the fetches within a leaf took 0.56 s against ns-3's 0.34 s).
-//!    A link crossed by a single fetch has no one to share with and is not simulated.
+//!    A link crossed by a single fetch has no one to share with and is not simulated. With
+//!    `packet.cluster_tolerance` links whose workloads are alike are simulated once per cluster and
+//!    the others take their representative's delays ([`crate::linkcluster`]).
 //! 3. **Per path**: a fetch's packet-level time is its time alone on its path's slowest link (the
 //!    same engine with no other flow: slow start and propagation included) plus the most any
 //!    simulated link of its path added (its time there − its time alone there). Parsimon adds the
@@ -38,8 +40,9 @@
 
 use std::collections::HashMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
+use crate::linkcluster::{cluster, Feature, Transfer};
 use crate::linksim::{simulate, LinkFlow, LinkSim};
 use crate::tcpmodel::{Cc, TcpModel};
 use crate::topology::Topology;
@@ -70,8 +73,16 @@ pub struct PacketSummary {
     /// Links crossed by a fetch, and of those simulated at packet level.
     pub links_with_flows: u32,
     pub links_simulated: u32,
+    /// With clustering ([`PacketOptions::cluster_tolerance`]): the clusters of alike links (each
+    /// simulated once, by its first link), the links that took their representative's delays
+    /// instead of being simulated, and the largest cluster's links. 0 without clustering.
+    pub clusters: u32,
+    pub links_represented: u32,
+    pub largest_cluster: u32,
+    pub cluster_tolerance: Option<f64>,
     pub flows: u64,
-    /// Retransmission timeouts, drops and marks summed over the simulated links.
+    /// Retransmission timeouts, drops and marks summed over the simulated links (a represented
+    /// link counts its representative's).
     pub timeouts: u64,
     pub drops: u64,
     pub marks: u64,
@@ -88,6 +99,8 @@ pub struct PacketSummary {
 pub struct TierPackets {
     pub tier: String,
     pub links_simulated: u32,
+    /// Links that took their cluster representative's delays (0 without clustering).
+    pub links_represented: u32,
     /// Fetches over the tier's simulated links (a fetch counts once per link).
     pub flows: u64,
     pub timeouts: u64,
@@ -182,6 +195,26 @@ impl Ctx<'_> {
     }
 }
 
+/// Options of the packet mode (the fabric config's `packet`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize, Serialize)]
+pub struct PacketOptions {
+    /// Simulate one link per cluster of links with alike workloads, within this tolerance
+    /// ([`crate::linkcluster`]); absent: every link is simulated.
+    #[serde(default)]
+    pub cluster_tolerance: Option<f64>,
+}
+
+impl PacketOptions {
+    pub fn validate(&self) -> Result<(), String> {
+        match self.cluster_tolerance {
+            Some(t) if !(0.0..=1.0).contains(&t) => {
+                Err("packet.cluster_tolerance must be in [0, 1]".into())
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
 /// A fetch whose max-min rate is below this share of the fastest on a link is taken as limited
 /// by another link of its path there.
 const HELD_ELSEWHERE: f64 = 0.9;
@@ -212,7 +245,10 @@ pub(crate) enum Starts {
 
 /// The packet-level FCT of every traced fetch (its request leg included), how much later its data
 /// started than in the max-min schedule (the latest over its simulated links, at least 0), and the
-/// summary.
+/// summary. With `options.cluster_tolerance` (mode Schedule only) alike links are simulated once
+/// per cluster ([`crate::linkcluster`]); a representative's own fetches take its results exactly
+/// as without clustering, the other links' fetches take them by size and position.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn refine(
     topo: &Topology,
     tcp: &TcpModel,
@@ -221,7 +257,12 @@ pub(crate) fn refine(
     saturated: &[bool],
     traces: &[Traced],
     starts: Starts,
+    options: PacketOptions,
 ) -> Result<(Vec<f64>, Vec<f64>, PacketSummary), String> {
+    if options.cluster_tolerance.is_some() && starts == Starts::Paced {
+        // the paced links depend on each other's starts: not independent, not clustered
+        return Err("packet.cluster_tolerance: not available with paced starts".into());
+    }
     let mut on_link: Vec<Vec<u32>> = vec![Vec::new(); topo.links.len()];
     for (i, t) in traces.iter().enumerate() {
         for &l in &t.path {
@@ -247,6 +288,10 @@ pub(crate) fn refine(
         mode: "packet",
         links_with_flows: on_link.iter().filter(|v| !v.is_empty()).count() as u32,
         links_simulated: 0,
+        clusters: 0,
+        links_represented: 0,
+        largest_cluster: 0,
+        cluster_tolerance: options.cluster_tolerance,
         flows: traces.len() as u64,
         timeouts: 0,
         drops: 0,
@@ -259,6 +304,7 @@ pub(crate) fn refine(
             .map(|t| TierPackets {
                 tier: t.clone(),
                 links_simulated: 0,
+                links_represented: 0,
                 flows: 0,
                 timeouts: 0,
                 drops: 0,
@@ -280,55 +326,49 @@ pub(crate) fn refine(
         }
     }
     let mut paced: Vec<f64> = traces.iter().map(|t| t.data_s).collect();
-    let order = (0..topo.links.len())
+    let order: Vec<usize> = (0..topo.links.len())
         .filter(|&l| loops[l])
-        .chain((0..topo.links.len()).filter(|&l| !loops[l]));
-    for l in order {
-        let ids = &on_link[l];
-        let cross = udp_on_link[l];
-        let shared = ids.len() >= 2 || (ids.len() == 1 && cross > 0.0);
-        if !(loops[l] || shared && (saturated[l] || cross > 0.0)) {
+        .chain((0..topo.links.len()).filter(|&l| !loops[l]))
+        .filter(|&l| {
+            let (n, cross) = (on_link[l].len(), udp_on_link[l]);
+            let shared = n >= 2 || (n == 1 && cross > 0.0);
+            loops[l] || shared && (saturated[l] || cross > 0.0)
+        })
+        .collect();
+    // each link's cluster representative (itself without clustering: every link is simulated)
+    let mut rep_of = vec![u32::MAX; topo.links.len()];
+    let mut cluster_size = vec![0u32; topo.links.len()];
+    match options.cluster_tolerance {
+        None => order.iter().for_each(|&l| rep_of[l] = l as u32),
+        Some(tolerance) => {
+            let features: Vec<Feature> = order
+                .iter()
+                .map(|&l| {
+                    let flows =
+                        flows_at(&ctx, traces, &on_link[l], l as u32, true, &paced, &mut pos);
+                    let lossless = ctx.lossless.get(l).copied().unwrap_or(false);
+                    Feature::new(topo.links[l].capacity, udp_on_link[l], lossless, &flows)
+                })
+                .collect();
+            for (k, r) in cluster(&features, tolerance).into_iter().enumerate() {
+                rep_of[order[k]] = order[r] as u32;
+                cluster_size[order[r]] += 1;
+            }
+            summary.clusters = cluster_size.iter().filter(|&&n| n > 0).count() as u32;
+            summary.largest_cluster = cluster_size.iter().copied().max().unwrap_or(0);
+        }
+    }
+    // a representative's outcome for its cluster's other links, and its timeouts, drops and marks
+    let mut transfers: HashMap<u32, (Transfer, [u64; 3])> = HashMap::new();
+    for &l in &order {
+        if rep_of[l] != l as u32 {
             continue;
         }
+        let ids = &on_link[l];
+        let cross = udp_on_link[l];
         let keep_loop = starts == Starts::Schedule || loops[l];
         let l = l as u32;
-        for (k, &i) in ids.iter().enumerate() {
-            pos[i as usize] = k as u32;
-        }
-        // the max-min average rate of each fetch here, and the fastest: a fetch well below the
-        // fastest of this link's fetches was held back by another link of its path, and enters
-        // here no faster than that (an oversubscribed uplink's fetches on their host links)
-        let rates: Vec<f64> = ids
-            .iter()
-            .map(|&i| maxmin_rate(&traces[i as usize]))
-            .collect();
-        let top = rates
-            .iter()
-            .copied()
-            .filter(|r| r.is_finite())
-            .fold(0.0, f64::max);
-        let flows = ids
-            .iter()
-            .zip(&rates)
-            .map(|(&i, &rate)| {
-                let t = &traces[i as usize];
-                let mut f = ctx.flow_at(t, l);
-                if rate.is_finite() && rate < HELD_ELSEWHERE * top {
-                    f.access_bytes_per_s = f.access_bytes_per_s.min(rate * WIRE / MSS);
-                }
-                // a fetch released by the delivery of one on the same link starts when that one is
-                // delivered here (plus its request's leg): the in-flight limit's loop at packet level
-                if keep_loop {
-                    f.after = t
-                        .after
-                        .map(|a| pos[a as usize])
-                        .filter(|&p| p != u32::MAX && ids.get(p as usize) == t.after.as_ref());
-                } else {
-                    f.start_s = paced[i as usize];
-                }
-                f
-            })
-            .collect();
+        let flows = flows_at(&ctx, traces, ids, l, keep_loop, &paced, &mut pos);
         let r = simulate(&ctx.link(l, cross, flows))?;
         let timeouts = r.timeouts.iter().map(|&x| u64::from(x)).sum::<u64>();
         summary.links_simulated += 1;
@@ -342,6 +382,8 @@ pub(crate) fn refine(
         tier.drops += r.drops;
         tier.marks += r.marks;
         ctx.events += r.events;
+        let members = cluster_size[l as usize] > 1;
+        let mut outcome = Vec::with_capacity(if members { ids.len() } else { 0 });
         for (k, &i) in ids.iter().enumerate() {
             let alone = ctx.alone(&traces[i as usize], l)?;
             // the largest delay of its links, not their sum: a fetch limited at two links at
@@ -359,10 +401,47 @@ pub(crate) fn refine(
                 // never before its max-min start (the request cannot leave before it is issued)
                 paced[i as usize] = paced[i as usize].max(r.start_s[k]);
             }
+            if members {
+                let t = &traces[i as usize];
+                outcome.push((t.bytes, t.data_s, d, late));
+            }
         }
-        for &i in ids {
-            pos[i as usize] = u32::MAX;
+        if members {
+            let counts = [timeouts, r.drops, r.marks];
+            transfers.insert(l, (Transfer::new(&outcome), counts));
         }
+    }
+    // the clusters' other links take their representative's delays, fetch by fetch
+    for &l in &order {
+        let rep = rep_of[l];
+        if rep == l as u32 {
+            continue;
+        }
+        let (transfer, [timeouts, drops, marks]) = &transfers[&rep];
+        let ids = &on_link[l];
+        let fetches: Vec<(f64, f64)> = ids
+            .iter()
+            .map(|&i| (traces[i as usize].bytes, traces[i as usize].data_s))
+            .collect();
+        for (&i, (d, late)) in ids.iter().zip(transfer.take(&fetches, MSS)) {
+            let a = &mut added[i as usize];
+            *a = if d.is_nan() || a.is_nan() {
+                f64::NAN
+            } else {
+                a.max(d)
+            };
+            shift[i as usize] = shift[i as usize].max(late);
+        }
+        summary.links_represented += 1;
+        summary.timeouts += timeouts;
+        summary.drops += drops;
+        summary.marks += marks;
+        let tier = &mut summary.tiers[topo.links[l].tier as usize];
+        tier.links_represented += 1;
+        tier.flows += ids.len() as u64;
+        tier.timeouts += timeouts;
+        tier.drops += drops;
+        tier.marks += marks;
     }
     let mut fct = Vec::with_capacity(traces.len());
     for (i, t) in traces.iter().enumerate() {
@@ -385,6 +464,62 @@ pub(crate) fn refine(
     }
     summary.events = ctx.events;
     Ok((fct, shift, summary))
+}
+
+/// The flows link `l` is simulated with: its fetches `ids`, each as seen from `l` (`pos`: scratch,
+/// all `u32::MAX`, left so). A fetch the max-min run held well below the fastest of the link's
+/// enters no faster than its max-min rate; with `keep_loop` a fetch released by the delivery of
+/// one on the same link starts after it, else at its `paced` start.
+fn flows_at(
+    ctx: &Ctx,
+    traces: &[Traced],
+    ids: &[u32],
+    l: u32,
+    keep_loop: bool,
+    paced: &[f64],
+    pos: &mut [u32],
+) -> Vec<LinkFlow> {
+    for (k, &i) in ids.iter().enumerate() {
+        pos[i as usize] = k as u32;
+    }
+    // the max-min average rate of each fetch here, and the fastest: a fetch well below the
+    // fastest of this link's fetches was held back by another link of its path, and enters
+    // here no faster than that (an oversubscribed uplink's fetches on their host links)
+    let rates: Vec<f64> = ids
+        .iter()
+        .map(|&i| maxmin_rate(&traces[i as usize]))
+        .collect();
+    let top = rates
+        .iter()
+        .copied()
+        .filter(|r| r.is_finite())
+        .fold(0.0, f64::max);
+    let flows = ids
+        .iter()
+        .zip(&rates)
+        .map(|(&i, &rate)| {
+            let t = &traces[i as usize];
+            let mut f = ctx.flow_at(t, l);
+            if rate.is_finite() && rate < HELD_ELSEWHERE * top {
+                f.access_bytes_per_s = f.access_bytes_per_s.min(rate * WIRE / MSS);
+            }
+            // a fetch released by the delivery of one on the same link starts when that one is
+            // delivered here (plus its request's leg): the in-flight limit's loop at packet level
+            if keep_loop {
+                f.after = t
+                    .after
+                    .map(|a| pos[a as usize])
+                    .filter(|&p| p != u32::MAX && ids.get(p as usize) == t.after.as_ref());
+            } else {
+                f.start_s = paced[i as usize];
+            }
+            f
+        })
+        .collect();
+    for &i in ids {
+        pos[i as usize] = u32::MAX;
+    }
+    flows
 }
 
 /// The packet-level FCTs of `traces` (from [`refine`]: `fct`, `shift`) put in the size buckets
@@ -419,3 +554,7 @@ pub(crate) fn bucket_and_end(
 #[cfg(test)]
 #[path = "packet_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "packet_cluster_tests.rs"]
+mod cluster_tests;
