@@ -261,6 +261,25 @@ class Output(_Model):
         return self
 
 
+class Packet(_Model):
+    """Options of ``mode = "packet"`` (the max-min mode ignores them, so a matrix may vary ``mode``)."""
+
+    cluster: bool = Field(
+        default=False,
+        description="Simulate one link per cluster of links whose workloads are alike (same capacity, UDP rate "
+        "and queue; fetch count, size, start, round-trip and entry-rate distributions within cluster_tolerance); "
+        "the others take their representative's delays per fetch (design-sim.md, Packet-faithful mode).",
+    )
+    cluster_tolerance: float = Field(
+        default=0.05,
+        ge=0,
+        le=0.5,
+        description="How far two links' workloads may differ and still be alike: relative difference of the "
+        "fetch counts, and WMAPE of each distribution's 100 quantiles (0: identical workloads only; used with "
+        "cluster = true).",
+    )
+
+
 class Experiment(_Model):
     name: str = Field(pattern=r"^sim-[a-z0-9-]+$", description="Experiment name (sim-...).")
     description: str = ""
@@ -287,6 +306,7 @@ class FabricSpec(_Model):
         description="maxmin: flow level, the fast mode; packet: the max-min schedule's fetches re-timed by a "
         "packet-level simulation of every saturated link (slow start, losses, timeouts, marking; needs [tcp]).",
     )
+    packet: Packet = Packet()
     output: Output = Output()
     matrix: dict[str, list[Any]] = Field(default_factory=dict)
 
@@ -771,4 +791,6 @@ def core_config(spec: FabricSpec, seed: int, base_dir: Path, *, recompute: str |
         config["tcp"] = spec.tcp.core()
     if spec.mode == "packet":
         config["mode"] = "packet"
+        if spec.packet.cluster:
+            config["packet"] = {"cluster_tolerance": spec.packet.cluster_tolerance}
     return config
