@@ -112,3 +112,16 @@ def test_the_table_says_what_the_backend_does(path: Path) -> None:
 def test_every_row_is_a_shipped_experiment() -> None:
     names = {p.name for p in EXPERIMENTS}
     assert set(TABLE) - {"sim-*.toml"} <= names, set(TABLE) - names
+
+
+@pytest.mark.parametrize("path", EXPERIMENTS, ids=[p.name for p in EXPERIMENTS])
+def test_the_table_names_the_test_that_runs_each_over_ssh(path: Path) -> None:
+    """A row that runs (all or part of the spec) names the stand-in test that runs it over SSH -- a
+    file of tests/hosts that names the spec -- or says why none does ("not run over SSH: ...")."""
+    verdict = _row(path.name)[3]
+    if not verdict.startswith(("runs", "partly")):
+        return
+    named = re.findall(r"tests/hosts/test_\w+\.py", verdict)
+    assert named or "not run over SSH: " in verdict, (path.name, verdict)
+    for test in named:
+        assert path.name in (ROOT / test).read_text(), (path.name, test)

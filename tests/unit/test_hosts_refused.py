@@ -6,7 +6,9 @@ test); seed 002's MapReduce replay specs, with the userspace switch on their dum
 003's ndp-costs.toml and ndp-tpch.toml (storage below its machines' CPUs capped by a CPU cgroup
 there) are not. Their dumbbell itself runs on machines; a dumbbell whose two directions do not fit
 the router host's line rate, and TPC-H storage of more CPUs than its machines have, are refused
-once read, before anything is changed (exit 2)."""
+once read, before anything is changed (exit 2). starvation.toml's ``shared`` case -- UDP from a host
+outside the job into a worker's ``star`` link, which on machines is that worker's egress -- is refused
+before anything connects."""
 
 from __future__ import annotations
 
@@ -172,3 +174,33 @@ def test_tpch_storage_below_its_machines_cpus_runs_capped() -> None:
 
     machines = {"master": ("m1", 4), "w1": ("m2", 4), "s1": ("m3", 4)}
     assert refusals(spec, router=True, machine_cpus=machines) == []
+
+
+def test_cross_traffic_into_a_job_hosts_star_link_from_outside_the_job_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """starvation.toml's ``shared`` case sends UDP from tgen, which runs none of the job, into worker
+    w1's link. The emulation shapes each host's port from the router (its ingress): the UDP and the
+    shuffle towards w1 share that queue. On machines a ``star`` host's link is its data interface's
+    egress, so they would share none: refused before anything connects (exit 2), naming the field;
+    the case whose UDP goes to a host outside the job (``control``) and the one without it are not."""
+
+    def no_connection(*args: Any, **kw: Any) -> Any:
+        raise AssertionError("connected to a machine")
+
+    monkeypatch.setattr("shufflelab.hosts.backend.connect", no_connection)
+    monkeypatch.setattr("asyncssh.connect", no_connection)
+    path = ROOT / "experiments" / "starvation.toml"
+    spec = specmod.load(path)
+    inv_path = _inventory(tmp_path, spec)
+    argv = ["run", str(path), "--hosts", str(inv_path), "--results", str(tmp_path / "results"), "--select"]
+    r = CliRunner().invoke(app, [*argv, "case=shared"])
+    out = " ".join(r.output.split())
+    assert r.exit_code == 2, r.output
+    assert "cross_traffic.sink = 'w1' with topology.kind = 'star'" in out, out
+    assert "would share no queue with it" in out, out
+    assert not (tmp_path / "results").exists() or not any((tmp_path / "results").rglob("*.duckdb"))
+    refused = commands.backend_refusals(inventory.load(inv_path), spec, str(path))
+    labels = [label for problem in refused.values() for label in problem]
+    assert labels and all(label.endswith("case=shared") for label in labels), refused
+    assert len(labels) == 4, refused  # each workload, with one or two applications

@@ -109,6 +109,17 @@ def refusals(
             "own data interface, and each would need a switch of its own on that host, in its own traffic's path; "
             "use 'shared' with a router host"
         )
+    src, dst = spec.traffic_endpoints()
+    if kind == "star" and spec.cross_traffic.active and src in spec.hosts and dst in spec.hosts:
+        in_job = {h: bool(set(spec.hosts[h].roles) - TRAFFIC_ROLES) for h in (src, dst)}
+        if in_job[dst] and not in_job[src]:
+            out.append(
+                f"cross_traffic.sink = {dst!r} with topology.kind = 'star': the cross traffic is to share {dst}'s "
+                "link with the job (the emulation shapes each host's port from the router, its ingress), but on "
+                f"machines a host's link is its data interface's egress -- a machine queues only what it sends -- so "
+                f"the traffic from {src}, which runs none of the job, would share no queue with it; send it from a "
+                "host of the job, or use topology.kind = 'shared' with a router host"
+            )
     for group in sharing:
         names = " and ".join(", ".join(group).rsplit(", ", 1))
         racks = {h: r for h in group if h in spec.hosts and (r := spec.hosts[h].rack) is not None}
