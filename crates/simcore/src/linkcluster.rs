@@ -44,6 +44,8 @@ pub(crate) struct Feature {
     key: [u64; 3],
     n: f64,
     looped: f64,
+    /// The most fetches at once in the max-min schedule (its bursts: where the timeouts are).
+    peak: f64,
     sizes: Vec<f64>,
     starts: Vec<f64>,
     rtts: Vec<f64>,
@@ -59,15 +61,36 @@ fn quantiles(mut v: Vec<f64>) -> Vec<f64> {
 }
 
 impl Feature {
-    /// The feature of a link of capacity `cap` with UDP `cross` and these flows (as simulated).
-    pub(crate) fn new(cap: f64, cross: f64, lossless: bool, flows: &[LinkFlow]) -> Self {
+    /// The feature of a link of capacity `cap` with UDP `cross` and these flows (as simulated),
+    /// which the max-min schedule ended at `ends` (NaN: not known).
+    pub(crate) fn new(
+        cap: f64,
+        cross: f64,
+        lossless: bool,
+        flows: &[LinkFlow],
+        ends: &[f64],
+    ) -> Self {
         let first = flows
             .iter()
             .map(|f| f.start_s)
             .fold(f64::INFINITY, f64::min);
+        let mut edges: Vec<(f64, i32)> = flows
+            .iter()
+            .zip(ends)
+            .filter(|(_, e)| e.is_finite())
+            .flat_map(|(f, &e)| [(f.start_s, 1), (e.max(f.start_s), -1)])
+            .collect();
+        // an end before a start at the same instant: back to back is not at once
+        edges.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let (mut now, mut peak) = (0i32, 0i32);
+        for (_, d) in edges {
+            now += d;
+            peak = peak.max(now);
+        }
         Feature {
             key: [cap.to_bits(), cross.to_bits(), u64::from(lossless)],
             n: flows.len() as f64,
+            peak: f64::from(peak),
             looped: flows.iter().filter(|f| f.after.is_some()).count() as f64
                 / flows.len().max(1) as f64,
             sizes: quantiles(flows.iter().map(|f| f.bytes).collect()),
@@ -100,6 +123,7 @@ pub(crate) fn distance(a: &Feature, b: &Feature) -> f64 {
     }
     [
         (a.n - b.n).abs() / a.n.max(b.n),
+        (a.peak - b.peak).abs() / a.peak.max(b.peak).max(1.0),
         (a.looped - b.looped).abs(),
         wmape(&a.sizes, &b.sizes),
         wmape(&a.starts, &b.starts),
@@ -111,7 +135,7 @@ pub(crate) fn distance(a: &Feature, b: &Feature) -> f64 {
 }
 
 /// Greedy clustering in order: each link's representative (an index into `features`; a
-/// representative is its own).
+/// representative is its own, the first link of its cluster).
 pub(crate) fn cluster(features: &[Feature], tolerance: f64) -> Vec<usize> {
     let mut reps: Vec<usize> = Vec::new();
     features
@@ -251,24 +275,31 @@ mod tests {
     #[test]
     fn identical_links_form_one_cluster_and_unlike_ones_do_not_merge() {
         let base = flows(50, 1e6, 1e-3, 20e-6);
-        let same = Feature::new(1.25e9, 0.0, false, &base);
+        let same = Feature::new(1.25e9, 0.0, false, &base, &[]);
         let features = vec![
             same.clone(),
             same.clone(),
             // another capacity, another UDP rate, a lossless queue: never alike
-            Feature::new(1.25e8, 0.0, false, &base),
-            Feature::new(1.25e9, 1e8, false, &base),
-            Feature::new(1.25e9, 0.0, true, &base),
+            Feature::new(1.25e8, 0.0, false, &base, &[]),
+            Feature::new(1.25e9, 1e8, false, &base, &[]),
+            Feature::new(1.25e9, 0.0, true, &base, &[]),
             // twice the fetches, four times the size, starts twice as far apart, a longer
             // round trip: each far outside 5 %
-            Feature::new(1.25e9, 0.0, false, &flows(100, 1e6, 1e-3, 20e-6)),
-            Feature::new(1.25e9, 0.0, false, &flows(50, 4e6, 1e-3, 20e-6)),
-            Feature::new(1.25e9, 0.0, false, &flows(50, 1e6, 2e-3, 20e-6)),
-            Feature::new(1.25e9, 0.0, false, &flows(50, 1e6, 1e-3, 80e-6)),
+            Feature::new(1.25e9, 0.0, false, &flows(100, 1e6, 1e-3, 20e-6), &[]),
+            Feature::new(1.25e9, 0.0, false, &flows(50, 4e6, 1e-3, 20e-6), &[]),
+            Feature::new(1.25e9, 0.0, false, &flows(50, 1e6, 2e-3, 20e-6), &[]),
+            Feature::new(1.25e9, 0.0, false, &flows(50, 1e6, 1e-3, 80e-6), &[]),
             // 1 % more bytes per fetch: alike
-            Feature::new(1.25e9, 0.0, false, &flows(50, 1.01e6, 1e-3, 20e-6)),
+            Feature::new(1.25e9, 0.0, false, &flows(50, 1.01e6, 1e-3, 20e-6), &[]),
         ];
         assert_eq!(distance(&same, &same), 0.0);
+        // the same fetches one at a time or all at once in the max-min schedule: not alike
+        let one_at_a_time: Vec<f64> = base.iter().map(|f| f.start_s + 1e-4).collect();
+        let all_at_once = vec![10.0; base.len()];
+        let a = Feature::new(1.25e9, 0.0, false, &base, &one_at_a_time);
+        let b = Feature::new(1.25e9, 0.0, false, &base, &all_at_once);
+        assert_eq!((a.peak, b.peak), (1.0, 50.0));
+        assert!(distance(&a, &b) > 0.9);
         let reps = cluster(&features, 0.05);
         assert_eq!(reps, vec![0, 0, 2, 3, 4, 5, 6, 7, 8, 0]);
         // a tolerance of 0 still merges identical links, and only those

@@ -347,7 +347,12 @@ pub(crate) fn refine(
                     let flows =
                         flows_at(&ctx, traces, &on_link[l], l as u32, true, &paced, &mut pos);
                     let lossless = ctx.lossless.get(l).copied().unwrap_or(false);
-                    Feature::new(topo.links[l].capacity, udp_on_link[l], lossless, &flows)
+                    let ends: Vec<f64> = on_link[l]
+                        .iter()
+                        .map(|&i| traces[i as usize].maxmin_end_s)
+                        .collect();
+                    let cap = topo.links[l].capacity;
+                    Feature::new(cap, udp_on_link[l], lossless, &flows, &ends)
                 })
                 .collect();
             for (k, r) in cluster(&features, tolerance).into_iter().enumerate() {
