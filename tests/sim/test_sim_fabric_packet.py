@@ -111,6 +111,9 @@ def test_clustering_reaches_the_core_and_simulates_one_link_per_cluster(tmp_path
     mean_off, mean_on = (r["result"]["fct"][0]["mean_s"] for r in (each, clustered))
     # no loss at 1,000-packet ports: the seeds' jitter is all that differs (0.0624 s against 0.0627 s)
     assert abs(mean_on - mean_off) / mean_off < 0.01
+    # the report says which runs took representatives' delays, and how many links
+    md = report(tmp_path / "res" / "sim-a2a-cluster.fabric.json", tmp_path / "rep").read_text()
+    assert "Alike links simulated once per cluster (tolerance 0.05) in one run: 2 links simulated, 18 took" in md
 
 
 @pytest.mark.parametrize(

@@ -31,7 +31,25 @@ def mode_line(doc: dict[str, Any], maxmin: str, packet: str) -> str:
     if n == 0:
         return f"Mode: {maxmin} for every run."
     what = "every run" if n == len(doc["runs"]) else f"{n} of {len(doc['runs'])} runs (the others max-min)"
-    return f"Mode: packet-faithful for {what}: {packet}"
+    return f"Mode: packet-faithful for {what}: {packet}" + clustering_note(doc)
+
+
+def clustering_note(doc: dict[str, Any]) -> str:
+    """What the packet mode's clustering of alike links did, where it was on (empty where not): the
+    links simulated and those that took their cluster representative's delays, over the clustered runs."""
+    clustered = [r["result"]["packet"] for r in doc["runs"] if r["result"].get("packet", {}).get("clusters")]
+    if not clustered:
+        return ""
+    tolerances = sorted({p["cluster_tolerance"] for p in clustered})
+    simulated = sum(p["links_simulated"] for p in clustered)
+    represented = sum(p["links_represented"] for p in clustered)
+    largest = max(p["largest_cluster"] for p in clustered)
+    runs = "one run" if len(clustered) == 1 else f"{len(clustered)} runs"
+    return (
+        f" Alike links simulated once per cluster (tolerance {', '.join(f'{t:g}' for t in tolerances)}) in {runs}: "
+        f"{simulated:,} links simulated, {represented:,} took their representative's delays instead "
+        f"(the largest cluster {largest:,} links), so a represented link's own bursts are approximated."
+    )
 
 
 def how_to_read(intro: str, mode: str, limits: Sequence[str]) -> Section:
