@@ -177,9 +177,12 @@ def run_local(
     base_port: int = 17600,
     timeout_s: float = 120.0,
     ready_s: float = READY_S,
+    start_margin_s: float = START_MARGIN_S,
 ) -> JobResult:
     """Replay on 127.0.0.1, one agent process per node on ports base_port + i; the job starts as
-    soon as every agent listens (at most ``ready_s`` after they were started)."""
+    soon as every agent listens (at most ``ready_s`` after they were started), ``start_margin_s``
+    after that: the time every agent has to read the start instant (an agent that reads it later
+    is late, and the job not ok)."""
     workdir.mkdir(parents=True, exist_ok=True)
     nodes = {f"n{i}": ("127.0.0.1", base_port + i) for i in range(n_nodes)}
     p = plan(trace, nodes, t0=None, timeout_s=timeout_s)
@@ -197,7 +200,7 @@ def run_local(
     try:
         p["t0"] = _release(
             list(nodes), lambda n: listening_path(workdir / f"{n}.json").exists(),
-            lambda: all(x.poll() is None for x in procs.values()), ready_s, lambda _: START_MARGIN_S,
+            lambda: all(x.poll() is None for x in procs.values()), ready_s, lambda _: start_margin_s,
             lambda t0: write_json(workdir / START, {"t0": t0}),
         )  # fmt: skip
         for n, proc in procs.items():
@@ -221,8 +224,8 @@ class FabricJob:
     makes a folder for the agents' files at each place, ships the plan (``plan.json``, kept in the
     run's ``mapreduce/`` folder with the job's ``t0``), starts the agents one after the other, and
     starts the job once every agent listens (at most ``ready_s`` later): ``t0`` is sent to every
-    place (``start.json``) with a margin of twice one round of listening checks per place, as a copy
-    to each place takes about one such check. :meth:`result` brings each agent's result back into
+    place (``start.json``) with a margin of ``start_margin_s`` plus twice one round of listening checks
+    per place, as a copy to each place takes about one such check. :meth:`result` brings each agent's result back into
     that folder. An agent that was ready only after it was first needed makes the job not ok
     (:func:`late_agents`): fetches waited for it.
     """
@@ -240,12 +243,13 @@ class FabricJob:
         timeout_s: float = 600.0,
         ready_s: float = READY_S,
         port: int = AGENT_PORT,
+        start_margin_s: float = START_MARGIN_S,
     ) -> None:
         self.run_dir = run_dir / "mapreduce"
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.places, self.launch = places, launch
         self.staging: Staging = staging if staging is not None else SharedFiles()
-        self.ready_s = ready_s
+        self.ready_s, self.start_margin_s = ready_s, start_margin_s
         nodes = {n: (addresses[n], port) for n in places}
         self.plan = plan(trace, nodes, t0=None, placement=placement, timeout_s=timeout_s)
         self.plan_path = self.run_dir / "plan.json"
@@ -265,7 +269,7 @@ class FabricJob:
             self.procs[n] = self.launch(place, argv, self.run_dir / f"{n}.log", env=env or None)
         self.plan["t0"] = _release(
             list(self.places), self._listening, lambda: all(p.poll() is None for p in self.procs.values()),
-            self.ready_s, lambda took: START_MARGIN_S + 2 * took / len(self.places) * len(self.folders),
+            self.ready_s, lambda took: self.start_margin_s + 2 * took / len(self.places) * len(self.folders),
             self._send_start,
         )  # fmt: skip
         write_json(self.plan_path, self.plan)  # the run's record of the plan, with its t0
