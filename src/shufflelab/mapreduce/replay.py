@@ -224,9 +224,9 @@ class FabricJob:
     makes a folder for the agents' files at each place, ships the plan (``plan.json``, kept in the
     run's ``mapreduce/`` folder with the job's ``t0``), starts the agents one after the other, and
     starts the job once every agent listens (at most ``ready_s`` later): ``t0`` is sent to every
-    place (``start.json``) with a margin of ``start_margin_s`` plus twice one round of listening checks
-    per place, as a copy to each place takes about one such check. :meth:`result` brings each agent's result back into
-    that folder. An agent that was ready only after it was first needed makes the job not ok
+    place (``start.json``) with a margin of ``start_margin_s`` plus twice one round of listening
+    checks per place, as a copy to each place takes about one such check. :meth:`result` brings each
+    agent's result back into that folder. An agent that was ready only after it was first needed makes the job not ok
     (:func:`late_agents`): fetches waited for it.
     """
 
