@@ -59,6 +59,7 @@ def run(
     Exits 1 when a run of this invocation did not end ok (failed or timed out), 2 on a bad spec."""
     from shufflelab import spec as specmod
     from shufflelab.emulate import runner as runmod
+    from shufflelab.kinds import DRIVERS
     from shufflelab.results import StoreError
     from shufflelab.spec import SpecError
 
@@ -125,7 +126,7 @@ def run(
                     r = _until_decided(spec, spec_path, results, progress, select, backend, max_reps or 10, spending)
                 else:
                     runner = runmod.EmulateRunner(
-                        spec, str(spec_path), results, progress, select=select, backend=backend
+                        spec, str(spec_path), results, progress, select=select, backend=backend, kinds=DRIVERS
                     )
                     r = runner.run()
             interrupts.check()
@@ -170,10 +171,11 @@ def _until_decided(
     """``run --until-decided``: the loop of ``emulate.until_decided`` with this command's runner."""
     from shufflelab.emulate import runner as runmod
     from shufflelab.emulate import until_decided as ud
+    from shufflelab.kinds import DRIVERS
 
     def make(sp: Any, labels: set[str] | None) -> Any:
-        return ud.only(runmod.EmulateRunner(sp, str(spec_path), results, progress, select=select, backend=backend),
-                       labels)  # fmt: skip
+        return ud.only(runmod.EmulateRunner(sp, str(spec_path), results, progress, select=select, backend=backend,
+                                            kinds=DRIVERS), labels)  # fmt: skip
 
     def look(n: int, found: list[Any]) -> None:
         open_ = [d.scenario for d in found if not d.decided]

@@ -270,6 +270,7 @@ def emulate_evaluator(
 
     Returns the trial evaluator and a confirmation function (default vs best, interleaved)."""
     from shufflelab.emulate.runner import EmulateRunner
+    from shufflelab.kinds import DRIVERS
 
     name = base["experiment"]["name"]
 
@@ -279,7 +280,7 @@ def emulate_evaluator(
         d["cases"] = cases
         sp = S.parse(d, f"tune:{name}")
         runner = EmulateRunner(
-            sp, f"tune:{name}", results, **({"progress": progress} if progress else {}), backend=backend
+            sp, f"tune:{name}", results, **({"progress": progress} if progress else {}), backend=backend, kinds=DRIVERS
         )
         res = runner.run()
         out: dict[str, list[float]] = {c: [] for c in cases}

@@ -17,7 +17,14 @@ QUICKSTART = Path(__file__).resolve().parents[2] / "experiments" / "quickstart.t
 def _fake_runner(statuses: list[str]) -> type:
     class FakeRunner:  # stands in for the emulate backend: no fabric, no Spark
         def __init__(
-            self, spec: Any, spec_path: str, results: Path, progress: Any, select: Any = None, backend: Any = None
+            self,
+            spec: Any,
+            spec_path: str,
+            results: Path,
+            progress: Any,
+            select: Any = None,
+            backend: Any = None,
+            kinds: Any = None,
         ) -> None:
             self.results = results
 

@@ -186,20 +186,50 @@ def test_select_filters_scenarios_by_label_parts(tmp_path) -> None:  # type: ign
         EmulateRunner(sp, "starvation.toml", tmp_path, select=["apps=3"])
 
 
+def test_the_runner_finds_each_workloads_driver_by_its_name_among_the_kinds_it_is_handed(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from pathlib import Path
+    from typing import get_args
+
+    import pytest
+
+    from shufflelab import spec as S
+    from shufflelab.emulate import drivers
+    from shufflelab.emulate.runner import EmulateRunner
+    from shufflelab.kinds import DRIVERS, ReplayDriver, TpchDriver
+    from shufflelab.spec.workload import WorkloadName
+
+    root = Path(__file__).resolve().parents[2]
+    files = {"tpch": "ndp-tpch.toml", "mapreduce": "vcc-mapreduce.toml"}
+    loaded = {k: S.load(root / "experiments" / f) for k, f in files.items()}
+
+    def spec(name: str) -> S.ExperimentSpec:
+        base = loaded["tpch"]
+        return base.model_copy(update={"workload": base.workload.model_copy(update={"name": name})})
+
+    want = {"mapreduce": ReplayDriver, "tpch": TpchDriver}
+    for name in get_args(WorkloadName):
+        assert drivers.kind_of(spec(name), DRIVERS) is want.get(name, drivers.SparkDriver), name
+    for name, sp in loaded.items():  # not handed the kinds' drivers: refused before anything starts
+        with pytest.raises(S.SpecError, match=f"workload.name = '{name}': this runner was given no driver"):
+            EmulateRunner(sp, "t.toml", tmp_path)
+    assert EmulateRunner(loaded["tpch"], "t.toml", tmp_path, kinds=DRIVERS).kinds == DRIVERS
+
+
 def test_shuffled_order_differs_per_rep_is_seeded_and_keeps_scenario_ids(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from pathlib import Path
 
     from shufflelab import spec as S
     from shufflelab.emulate.runner import EmulateRunner
+    from shufflelab.kinds import DRIVERS
 
     root = Path(__file__).resolve().parents[2]
     base = S.load(root / "experiments" / "ndp-tpch.toml")
     grouped = base.model_copy(update={"experiment": base.experiment.model_copy(update={"order": "grouped"})})
     shuffled = base.model_copy(update={"experiment": base.experiment.model_copy(update={"order": "shuffled"})})
     sel = ["case=single", "query=q6"]
-    g = EmulateRunner(grouped, "ndp-tpch.toml", tmp_path, select=sel)
-    s1 = EmulateRunner(shuffled, "ndp-tpch.toml", tmp_path, select=sel)
-    s2 = EmulateRunner(shuffled, "ndp-tpch.toml", tmp_path, select=sel)
+    g = EmulateRunner(grouped, "ndp-tpch.toml", tmp_path, select=sel, kinds=DRIVERS)
+    s1 = EmulateRunner(shuffled, "ndp-tpch.toml", tmp_path, select=sel, kinds=DRIVERS)
+    s2 = EmulateRunner(shuffled, "ndp-tpch.toml", tmp_path, select=sel, kinds=DRIVERS)
     # the order is not part of what a run is: finished runs stay valid when it changes
     assert [s.scenario_id for s in g.scenarios] == [s.scenario_id for s in s1.scenarios]
     reps = base.experiment.repetitions

@@ -111,17 +111,12 @@ def _under(module: str, packages: tuple[str, ...]) -> bool:
 # The backends' imports of the driven packages past the seams that are still there, each
 # ``importer -> imported`` -> why it exists. The list only shrinks: a new import past the seams
 # fails, and so does an entry whose import is gone (take it out of the list).
-# What is left is where the layers meet, on purpose. The workload drivers are the one place a kind's
-# package is put to work on the backend it is handed (the replay's agents, the NDP storage, each
-# given the backend's CommandRunner/ProcessLauncher): the driven packages cannot import the drivers,
-# so the drivers import them. The fabrics run the switch: the one switch control
+# What is left is where the layers meet, on purpose. (The drivers of the kinds that put ndp/ and
+# mapreduce/ to work are above both, in shufflelab.kinds, handed to the runner.) The fabrics run
+# the switch: the one switch control
 # (switch.controller.Switch, local and SSH alike), given the fabric's own runner and launcher; a
 # seam there would be a factory of it with a single implementation.
 ALLOWED_BACKEND_IMPORTS: dict[str, str] = {
-    "shufflelab.emulate.drivers.mapreduce -> shufflelab.mapreduce.replay": "runs the replay on the fabric",
-    "shufflelab.emulate.drivers.mapreduce -> shufflelab.mapreduce.trace": "loads or makes the trace it replays",
-    "shufflelab.emulate.drivers.tpch -> shufflelab.ndp.connector": "builds the NDP connector's jar for Spark",
-    "shufflelab.emulate.drivers.tpch -> shufflelab.ndp.storage": "starts and reads the group's HDFS/NDP storage",
     "shufflelab.emulate.fabric -> shufflelab.switch.controller": "builds and starts the Switch in the router namespace",
     "shufflelab.hosts.switch -> shufflelab.switch.controller": "builds the Switch on the router host and reads it",
 }

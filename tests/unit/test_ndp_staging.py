@@ -325,7 +325,7 @@ SPARK_HOSTS = {"master": "m1", "w1": "m2", "w2": "m3"}
 
 
 def _driver(tmp_path: Path, staging: object) -> Any:
-    from shufflelab.emulate.drivers.tpch import TpchDriver
+    from shufflelab.kinds.tpch import TpchDriver
     from shufflelab.spec import parse
 
     spec = parse(

@@ -8,10 +8,12 @@ shared machine spread over all scenarios instead of biasing one. Finished runs a
 re-running a spec resumes it.
 
 This module is the planning and the lifecycle of groups and runs; what differs between workload
-kinds is in :mod:`shufflelab.emulate.drivers`, the wait loop in :mod:`~shufflelab.emulate.waiting`,
-what runs around every job in :mod:`~shufflelab.emulate.telemetry`, the record's assembly in
-:mod:`~shufflelab.emulate.record`, and the machines are reached through a
-:class:`~shufflelab.emulate.protocols.Backend` (the local namespaces unless one is given).
+kinds is in :mod:`shufflelab.emulate.drivers` (the Spark applications' driver; the other kinds'
+drivers are handed to the runner, ``kinds``: :data:`shufflelab.kinds.DRIVERS`), the wait loop in
+:mod:`~shufflelab.emulate.waiting`, what runs around every job in
+:mod:`~shufflelab.emulate.telemetry`, the record's assembly in :mod:`~shufflelab.emulate.record`,
+and the machines are reached through a :class:`~shufflelab.emulate.protocols.Backend` (the local
+namespaces unless one is given).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import random
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -104,8 +106,12 @@ class EmulateRunner:
         caps: capabilities.Capabilities | None = None,
         select: list[str] | None = None,
         backend: Backend | None = None,
+        kinds: Mapping[str, type[drivers.Driver]] | None = None,
     ) -> None:
+        """``kinds``: workload name -> the driver of a kind that is not a Spark application
+        (:data:`shufflelab.kinds.DRIVERS`; without it only Spark applications run)."""
         self.spec = spec
+        self.kinds = dict(kinds or {})
         self.spec_path = spec_path
         self.scenarios = selected(spec, select, spec_path)
         self.results_dir = results_dir.resolve()
@@ -119,6 +125,8 @@ class EmulateRunner:
 
             backend = local.backend()
         self.backend = backend
+        for sc in self.scenarios:  # a workload without its driver is refused before anything starts
+            drivers.kind_of(sc.spec, self.kinds)
 
     # -- planning ----------------------------------------------------------------------------------
     def plan(self) -> list[tuple[Scenario, int]]:
@@ -139,10 +147,9 @@ class EmulateRunner:
                         todo.append((sc, rep))
         return todo
 
-    @staticmethod
-    def _group_key(spec: ExperimentSpec) -> Any:
+    def _group_key(self, spec: ExperimentSpec) -> Any:
         net = topology.build(spec)
-        cluster = ClusterSpec.of(spec) if drivers.kind_of(spec).needs_cluster else None
+        cluster = ClusterSpec.of(spec) if drivers.kind_of(spec, self.kinds).needs_cluster else None
         return (net.structure_key(), cluster, spec.topology.offloads)
 
     def preflight(self) -> None:
@@ -216,7 +223,7 @@ class EmulateRunner:
         with self.backend.open_fabric(topology.build(first), first.topology.offloads) as fabric:
             group = Group(fabric)
             fabric.configure(group.plan(runs[0][0]))
-            kind = drivers.kind_of(first)
+            kind = drivers.kind_of(first, self.kinds)
             try:
                 kind.open_group(first, group, self.backend, self.progress.on_phase)
                 setup_s = clock() - t0  # charged to the group's first run
@@ -233,7 +240,7 @@ class EmulateRunner:
         return outcomes
 
     def _run_in_group(self, sc: Scenario, rep: int, group: Group, env: dict[str, Any], setup_s: float) -> RunOutcome:
-        kind = drivers.kind_of(sc.spec)
+        kind = drivers.kind_of(sc.spec, self.kinds)
         if kind.needs_cluster and (
             group.cluster is None or not group.cluster.alive() or not sc.spec.spark.reuse_cluster
         ):

@@ -82,8 +82,6 @@ def refusals(
     interface and its line rate in Mbit/s (None: unknown), once read from it
     (:func:`shufflelab.netplan.router_line_problem`); ``machine_cpus``: each spec host's machine and
     its CPU count (None: unknown), once read."""
-    from shufflelab.emulate import drivers
-
     out = []
     kind = spec.topology.kind
     if kind in ("shared", "dumbbell") and not router:
@@ -154,8 +152,7 @@ def refusals(
                 f"faults: link-down of {downed[0]} takes down the data interface it shares with "
                 f"{', '.join(h for h in group if h != downed[0])} (one machine)"
             )
-    kind_of = drivers.kind_of(spec)
-    if kind_of is drivers.TpchDriver:
+    if spec.workload.name == "tpch":  # the storage hosts' CPUs
         p = spec.workload_params()
         cpus = p.storage_cores * p.core_scale if isinstance(p, TpchParams) else 1.0
         known = {h: mc for h in spec.hosts_with("storage") if (mc := (machine_cpus or {}).get(h)) and mc[1]}
