@@ -38,7 +38,8 @@ from shufflelab.hosts.control import HostError, Session
 from shufflelab.hosts.deploy import HostPaths
 from shufflelab.hosts.probe import cpu_count
 from shufflelab.netplan import NetPlan, PortCounters
-from shufflelab.switch.controller import TELEMETRY_HEADER, Switch, SwitchError, complete_rows, rows_at_end
+from shufflelab.switch.controller import Switch, SwitchError
+from shufflelab.switch_telemetry import TELEMETRY_HEADER, complete_rows, rows_at_end
 
 if TYPE_CHECKING:
     from shufflelab.emulate.protocols import CommandRunner, Process, ProcessLauncher

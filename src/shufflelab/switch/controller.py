@@ -13,8 +13,6 @@ not forwarding, offloads off on the ports) is the fabric's to make, under its le
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import os
 import time
@@ -25,16 +23,8 @@ from typing import Any
 from shufflelab import artifacts
 from shufflelab.emulate.protocols import CommandRunner, Process, ProcessLauncher
 from shufflelab.switch.config import SwitchConfig
+from shufflelab.switch_telemetry import STATUS_HEADER, TELEMETRY_HEADER, complete_rows, parse_telemetry, rows_at_end
 
-TELEMETRY_HEADER = (
-    "t,dev,backlog_bytes,backlog_packets,drops,sent_bytes,sent_packets,overlimits,tx_bytes,rx_bytes,marks"
-)
-# the switch's own state per telemetry sample (telemetry.status_path): lag behind its schedule since the
-# previous row, and its in-switch sources' cumulative counters
-STATUS_HEADER = (
-    "t,lag_events,lag_mean_us,lag_max_us,cross_offered_packets,cross_offered_bytes,cross_delivered_packets,"
-    "cross_delivered_bytes,cross_drops,cross_marks,cross_running"
-)
 BINARY_NAME = artifacts.SWITCH_BINARY_NAME
 # the switch binary: ``$SHUFFLELAB_SWITCH``, the workspace's release build, or ``PATH``
 binary_path = artifacts.switch_binary
@@ -50,30 +40,9 @@ def interface_mac(place: str, ifname: str, run: CommandRunner) -> str:
     return str(info[0]["address"])
 
 
-def parse_telemetry(text: str) -> list[dict[str, float | str]]:
-    """Rows of a switch telemetry CSV's text; numbers as float, ``dev`` as str. Pure."""
-    return [{k: (v if k == "dev" else float(v)) for k, v in rec.items()} for rec in csv.DictReader(io.StringIO(text))]
-
-
 def read_telemetry(path: Path) -> list[dict[str, float | str]]:
     """Rows of a switch telemetry CSV; numbers as float, ``dev`` as str."""
     return parse_telemetry(path.read_text(errors="replace"))
-
-
-def complete_rows(text: str, header: str, rename: Mapping[str, str] | None = None) -> str:
-    """A telemetry or status CSV's complete rows (the switch may be writing the last one) under
-    ``header``; ``rename``: a ``dev`` (second column) -> the name to give it. Pure."""
-    complete = text[: text.rfind("\n") + 1] if "\n" in text else ""
-    if not rename:
-        return complete or header + "\n"
-    width = len(header.split(","))
-    out = io.StringIO()
-    out.write(header + "\n")
-    w = csv.writer(out, lineterminator="\n")
-    for r in csv.reader(io.StringIO(complete)):
-        if len(r) == width and r[0] != "t":
-            w.writerow([r[0], rename.get(r[1], r[1]), *r[2:]])
-    return out.getvalue()
 
 
 def last_rows(path: Path, devs: list[str], tail_bytes: int = 65_536) -> dict[str, dict[str, float | str]]:
@@ -93,25 +62,6 @@ def last_rows(path: Path, devs: list[str], tail_bytes: int = 65_536) -> dict[str
         if len(found) == len(devs) or start == 0:
             return found
         tail_bytes *= 8
-
-
-def rows_at_end(text: str, devs: list[str], whole: bool) -> dict[str, dict[str, float | str]]:
-    """The last complete row of each of ``devs`` in ``text``, the end of a telemetry CSV (``whole``:
-    the entire file; otherwise its first line may be cut and is skipped). A last line without a
-    newline is being written and is ignored. Pure."""
-    lines = text.split("\n")[:-1]  # the last piece has no newline: incomplete or empty
-    if not whole:
-        lines = lines[1:]  # may start mid-line
-    names = TELEMETRY_HEADER.split(",")
-    found: dict[str, dict[str, float | str]] = {}
-    for line in reversed(lines):
-        cells = line.split(",")
-        if len(cells) != len(names) or cells[0] == "t" or cells[1] in found or cells[1] not in devs:
-            continue
-        found[cells[1]] = {k: (v if k == "dev" else float(v)) for k, v in zip(names, cells, strict=True)}
-        if len(found) == len(devs):
-            break
-    return found
 
 
 def rps_mask_without(cpu: int, ncpu: int | None = None) -> str:
