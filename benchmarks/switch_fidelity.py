@@ -32,11 +32,10 @@ from typing import Any
 from switchlab import Star, build_star, iperf3, received_mbps
 
 from shufflelab.emulate import netns
-from shufflelab.emulate.fabric import namespace_switch
+from shufflelab.emulate.fabric import namespace_switch, rps_mask_without, steer_rx
 from shufflelab.spec import Link
 from shufflelab.switch import Red, Switch, SwitchConfig, SwitchPort, binary_path
 from shufflelab.switch.config import SPIN_US, switch_cpu
-from shufflelab.switch.controller import rps_mask_without, steer_rx
 
 PAYLOAD_SHARE = 1448 / 1514
 RATES_MBPS = (10, 100, 1000)
@@ -49,7 +48,7 @@ def _queue_bytes(rate_mbps: float) -> int:
 
 def _switch(star: Star, h2: SwitchPort, period_ms: float = 100, busy_poll_us: int = 50) -> Switch:
     """The switch as a fabric runs it: pinned to the last CPU, the hosts' receive work steered to
-    the others (``shufflelab.switch.controller.steer_rx``)."""
+    the others (``shufflelab.emulate.fabric.steer_rx``)."""
     cpu = switch_cpu()
     cfg = SwitchConfig(
         ports=[SwitchPort("h1"), h2],

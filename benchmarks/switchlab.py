@@ -14,12 +14,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from shufflelab.emulate.fabric import sysctl
+from shufflelab.emulate.fabric import interface_mac, steer_rx, sysctl
 from shufflelab.emulate.netns import NamespaceLease, run, run_at
 from shufflelab.netplan import shaping_commands
 from shufflelab.spec import Link
 from shufflelab.switch.config import Mode, SwitchHost
-from shufflelab.switch.controller import interface_mac, steer_rx
 
 ROUTER = "r"
 

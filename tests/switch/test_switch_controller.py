@@ -80,8 +80,8 @@ def test_last_rows_reads_the_tail_and_skips_a_row_being_written(tmp_path: Path) 
 
 
 def test_switch_cpu_and_rps_mask() -> None:
+    from shufflelab.emulate.fabric import rps_mask_without
     from shufflelab.switch.config import switch_cpu
-    from shufflelab.switch.controller import rps_mask_without
 
     assert switch_cpu(2) == 1 and switch_cpu(8) == 7 and switch_cpu(1) is None
     assert rps_mask_without(1, 2) == "1" and rps_mask_without(7, 8) == "7f" and rps_mask_without(0, 4) == "e"

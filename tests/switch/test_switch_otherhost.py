@@ -17,9 +17,8 @@ import pytest
 from benchmarks.switchlab import Star, build_star
 
 from shufflelab.emulate import netns
-from shufflelab.emulate.fabric import namespace_switch
+from shufflelab.emulate.fabric import interface_mac, namespace_switch
 from shufflelab.switch import SwitchConfig, SwitchPort, binary_path
-from shufflelab.switch.controller import interface_mac
 
 pytestmark = [
     pytest.mark.root,

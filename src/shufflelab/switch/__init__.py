@@ -10,7 +10,6 @@ from shufflelab.switch.controller import (
     Switch,
     SwitchError,
     binary_path,
-    interface_mac,
     last_rows,
     read_telemetry,
 )
@@ -26,7 +25,6 @@ __all__ = [
     "SwitchHost",
     "SwitchPort",
     "binary_path",
-    "interface_mac",
     "last_rows",
     "read_telemetry",
 ]

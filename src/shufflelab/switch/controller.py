@@ -14,7 +14,6 @@ not forwarding, offloads off on the ports) is the fabric's to make, under its le
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -32,12 +31,6 @@ binary_path = artifacts.switch_binary
 
 class SwitchError(RuntimeError):
     """The switch could not start, or died; the message carries its log's tail."""
-
-
-def interface_mac(place: str, ifname: str, run: CommandRunner) -> str:
-    """MAC address of ``ifname`` at ``place`` (reached through ``run``)."""
-    info = json.loads(run(["ip", "-j", "link", "show", "dev", ifname], place=place))
-    return str(info[0]["address"])
 
 
 def read_telemetry(path: Path) -> list[dict[str, float | str]]:
@@ -62,21 +55,6 @@ def last_rows(path: Path, devs: list[str], tail_bytes: int = 65_536) -> dict[str
         if len(found) == len(devs) or start == 0:
             return found
         tail_bytes *= 8
-
-
-def rps_mask_without(cpu: int, ncpu: int | None = None) -> str:
-    """Hex CPU mask of every CPU but ``cpu`` (for /sys/class/net/IF/queues/rx-N/rps_cpus)."""
-    n = ncpu or os.cpu_count() or 1
-    return format(((1 << n) - 1) & ~(1 << cpu), "x")
-
-
-def steer_rx(place: str, ifname: str, mask: str, run: CommandRunner) -> None:
-    """Receive packet steering on ``ifname`` at ``place``: its receive processing runs on the CPUs
-    of ``mask`` ("0" = where the packet arrived). On a veth the receive side of a frame the switch
-    sends runs inside the switch's own send() unless steered away; measured: 1.1-1.3 Gbit/s of one
-    TCP flow through the switch without, 2.3-2.5 Gbit/s with (docs/design-switch.md)."""
-    run(["sh", "-c", f'for f in /sys/class/net/"$1"/queues/rx-*/rps_cpus; do echo {mask} > "$f"; done', "sh",
-         ifname], place=place, check=False)  # fmt: skip
 
 
 # the switch's shell at its place: its output appended to its log there (kept across restarts)
