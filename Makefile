@@ -3,8 +3,9 @@
 #   make test   -- runs every gate: ruff, mypy, cargo fmt/clippy/test, then the test suite
 #                  (unit, simulation, switch, root integration with real Spark)
 #   make check  -- the same gates with only the tests that need neither root nor Spark
-#   make cycles -- no import cycle between shufflelab's modules, and ndp/switch/mapreduce reach the
-#                  backends only through emulate/protocols.py (also part of make check/test)
+#   make cycles -- no import cycle between shufflelab's modules, and ndp/switch/mapreduce and the
+#                  backends reach each other only through emulate/protocols.py (also part of
+#                  make check/test)
 .PHONY: setup demo test check lint cycles clean
 setup:
 	@scripts/setup.sh

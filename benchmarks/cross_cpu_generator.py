@@ -37,6 +37,7 @@ from shufflelab import topology as T
 from shufflelab.emulate import netns
 from shufflelab.emulate.fabric import NamespaceFabric
 from shufflelab.emulate.traffic import CrossTraffic, udp_payload_rate_bps
+from shufflelab.switch import Switch
 
 RATE_MBPS = 100
 LEVELS = (50.0, 90.0, 100.0)
@@ -100,7 +101,7 @@ def _level(
 def measure(seconds: float) -> list[dict[str, Any]]:
     net = T.build(_spec("iperf3", 0))
     rows = []
-    with netns.lease() as lz, NamespaceFabric(lz, net) as fab:
+    with netns.lease() as lz, NamespaceFabric(lz, net, switches=Switch) as fab:
         rows.append(_level(fab, lz, net, "iperf3", 0, seconds))
         for pct in LEVELS:
             for gen in ("iperf3", "switch"):

@@ -30,8 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from shufflelab import spec as S
-from shufflelab.emulate import cds, netns
+from shufflelab.emulate import cds, local, netns
 from shufflelab.emulate.runner import EmulateRunner
+from shufflelab.switch import Switch
 
 
 def _spec(reps: int, cds_values: list[bool], datapath: str = "kernel") -> S.ExperimentSpec:
@@ -68,7 +69,7 @@ def _experiment(spec: S.ExperimentSpec, tmp: Path, name: str) -> Any:
     """Run one experiment; its ok runs after the first (which also started the cluster)."""
     folder = tmp / name
     folder.mkdir()
-    runner = EmulateRunner(spec, name, folder)
+    runner = EmulateRunner(spec, name, folder, backend=local.backend(switches=Switch))
     runner.run()
     df, _ = runner.store.runs_with_values()
     df = df[df["status"] == "ok"]

@@ -57,7 +57,7 @@ def _switch(star: Star, h2: SwitchPort, period_ms: float = 100, busy_poll_us: in
         cpu=cpu,
         busy_poll_us=busy_poll_us,
     )
-    sw = namespace_switch(star.lease, "r", cfg)
+    sw = namespace_switch(star.lease, "r", cfg, switches=Switch)
     sw.start()
     for h in star.hosts:
         steer_rx(star.ns(h), "eth0", rps_mask_without(cpu) if cpu is not None else "0", netns.run_at)

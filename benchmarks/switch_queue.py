@@ -32,7 +32,7 @@ def _case(star: Any, name: str, seconds: float) -> dict[str, Any]:
     from switchlab import iperf3, received_mbps
 
     from shufflelab.emulate.fabric import namespace_switch
-    from shufflelab.switch import Red, SwitchConfig, SwitchPort
+    from shufflelab.switch import Red, Switch, SwitchConfig, SwitchPort
 
     ecn = {"cubic": 0, "dctcp": 1, "vcc": 0}[name]
     modes = {"cubic": {}, "dctcp": {"h1": "dctcp"}, "vcc": {"h1": "vcc"}}[name]
@@ -44,7 +44,7 @@ def _case(star: Any, name: str, seconds: float) -> dict[str, Any]:
         hosts=star.switch_hosts(modes),
         telemetry_period_ms=1,
     )  # fmt: skip
-    sw = namespace_switch(star.lease, "r", cfg)
+    sw = namespace_switch(star.lease, "r", cfg, switches=Switch)
     sw.start()
     try:
         res = iperf3(star, "h1", "h2", seconds)

@@ -117,11 +117,17 @@ def run(
         )
         try:
             with contextlib.ExitStack() as stack:
-                backend = None
+                from shufflelab.switch import Switch  # the fabrics' userspace switch, handed to the backend
+
                 if hosts is not None:
                     from shufflelab.hosts import commands as hostcmds
 
-                    backend = stack.enter_context(hostcmds.open_backend(hosts, spec, str(spec_path), select)).backend()
+                    opened = hostcmds.open_backend(hosts, spec, str(spec_path), select, switches=Switch)
+                    backend = stack.enter_context(opened).backend()
+                else:
+                    from shufflelab.emulate import local
+
+                    backend = local.backend(switches=Switch)
                 if until_decided:
                     r = _until_decided(spec, spec_path, results, progress, select, backend, max_reps or 10, spending)
                 else:

@@ -82,13 +82,17 @@ def tune(
         _fail(str(exc))
     _install_signal_handlers()
     with contextlib.ExitStack() as stack:
-        backend = None
+        from shufflelab.emulate import local
+        from shufflelab.switch import Switch  # the fabrics' userspace switch, handed to the backend
+
+        backend = local.backend(switches=Switch)
         if hosts is not None:
             from shufflelab.hosts import commands as hostcmds
 
             try:  # what the machines cannot run at any knob's extreme is refused before connecting
                 probe = tunemod.extremes_spec(base, cfg, str(tune_path))
-                backend = stack.enter_context(hostcmds.open_backend(hosts, probe, str(tune_path))).backend()
+                opened = hostcmds.open_backend(hosts, probe, str(tune_path), switches=Switch)
+                backend = stack.enter_context(opened).backend()
             except SpecError as exc:
                 _fail(str(exc))
             except hostcmds.HOST_ERRORS as exc:

@@ -18,6 +18,7 @@ from shufflelab import spec as S
 from shufflelab import topology as T
 from shufflelab.emulate import netns
 from shufflelab.emulate.fabric import NamespaceFabric
+from shufflelab.switch import Switch
 
 pytestmark = pytest.mark.root
 
@@ -154,7 +155,7 @@ def test_dumbbell_sends_each_direction_through_its_own_port(spec_dict: dict[str,
     net = T.build(sp)
     one = [h for h in hosts if spec_dict["hosts"][h]["rack"] == 1]
     two = [h for h in hosts if spec_dict["hosts"][h]["rack"] == 2]
-    with netns.lease() as lz, NamespaceFabric(lz, net) as fab:
+    with netns.lease() as lz, NamespaceFabric(lz, net, switches=Switch) as fab:
         fab.configure(netplan.of(sp, fab.network), restart_switch=True)
         ports = {p.ifname: p for p in net.bottlenecks}
         before = {k: fab.counters(p).tx_packets for k, p in ports.items()}

@@ -21,7 +21,7 @@ from shufflelab import topology as T
 from shufflelab.emulate import netns
 from shufflelab.emulate.fabric import NamespaceFabric
 from shufflelab.emulate.telemetry import load_samples
-from shufflelab.switch import binary_path
+from shufflelab.switch import Switch, binary_path
 
 pytestmark = [
     pytest.mark.root,
@@ -79,7 +79,7 @@ def test_star_with_delay_red_and_dctcp_through_the_fabric(spec_dict: dict[str, A
     sp = _spec(spec_dict, "star", RED_LINK)
     assert sp.datapath() == "switch"
     net = T.build(sp)
-    with netns.lease() as lz, NamespaceFabric(lz, net) as fab:
+    with netns.lease() as lz, NamespaceFabric(lz, net, switches=Switch) as fab:
         fab.configure(netplan.of(sp, fab.network), restart_switch=True)
         assert fab.switch is not None and fab.switch.alive()
         assert _sysctl(fab, "r", "net.ipv4.ip_forward") == "0"
@@ -121,7 +121,7 @@ def test_one_fabric_moves_between_the_datapaths(spec_dict: dict[str, Any]) -> No
     net = T.build(sp_kernel)
     assert net.structure_key() == T.build(sp_switch).structure_key()
     dst = net.host_addresses["w2"]
-    with netns.lease() as lz, NamespaceFabric(lz, net) as fab:
+    with netns.lease() as lz, NamespaceFabric(lz, net, switches=Switch) as fab:
         fab.configure(netplan.of(sp_kernel, fab.network))
         rtts, out = _rtts_ms(fab, "w1", dst)
         assert fab.switch is None and "ttl=63" in out and statistics.median(rtts) < 2 * DELAY_MS, rtts

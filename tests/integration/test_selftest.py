@@ -14,7 +14,7 @@ from shufflelab import spec as S
 from shufflelab import topology as T
 from shufflelab.emulate import netns, selftest
 from shufflelab.emulate.fabric import NamespaceFabric
-from shufflelab.switch import binary_path
+from shufflelab.switch import Switch, binary_path
 
 pytestmark = [
     pytest.mark.root,
@@ -64,7 +64,7 @@ def test_selftest_passes_a_port_that_drops_below_its_bdp(spec_dict: dict[str, An
     sp = S.parse(spec_dict)
     assert sp.datapath() == "switch"
     net = T.build(sp)
-    with netns.lease() as lz, NamespaceFabric(lz, net) as fab:
+    with netns.lease() as lz, NamespaceFabric(lz, net, switches=Switch) as fab:
         plan = netplan.of(sp, fab.network)
         fab.configure(plan)
         checks = selftest.check(fab.ns, net, tmp_path, plan.links)

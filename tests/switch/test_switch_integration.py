@@ -42,7 +42,7 @@ def _switch(star: Star, h2_port: SwitchPort, modes: dict[str, str] | None = None
         hosts=star.switch_hosts(modes),  # type: ignore[arg-type]
         telemetry_period_ms=period_ms,
     )
-    sw = namespace_switch(star.lease, "r", cfg)
+    sw = namespace_switch(star.lease, "r", cfg, switches=Switch)
     sw.start()
     return sw
 

@@ -18,7 +18,7 @@ from benchmarks.switchlab import Star, build_star
 
 from shufflelab.emulate import netns
 from shufflelab.emulate.fabric import interface_mac, namespace_switch
-from shufflelab.switch import SwitchConfig, SwitchPort, binary_path
+from shufflelab.switch import Switch, SwitchConfig, SwitchPort, binary_path
 
 pytestmark = [
     pytest.mark.root,
@@ -88,7 +88,7 @@ def test_frames_addressed_to_another_machine_are_not_forwarded(star: Star) -> No
     cfg = SwitchConfig(
         ports=[SwitchPort(h, rate_mbps=100, queue_bytes=200_000) for h in star.hosts], hosts=star.switch_hosts()
     )
-    sw = namespace_switch(star.lease, "r", cfg)
+    sw = namespace_switch(star.lease, "r", cfg, switches=Switch)
     sw.start()
     log = star.lease.scratch / "receiver.log"
     argv = [sys.executable, "-c", RECEIVER, star.addresses["h2"], str(PORT)]

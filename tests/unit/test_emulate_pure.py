@@ -132,6 +132,17 @@ def test_counters_of_switch_ports_come_from_its_telemetry(spec_dict: dict[str, A
     assert fab.counters(port) == netplan.PortCounters(0, 0, 0, 0, 0, marks=0)
 
 
+def test_a_fabric_handed_no_userspace_switch_refuses_the_switch_datapath(spec_dict: dict[str, Any]) -> None:
+    import pytest
+
+    spec_dict["topology"]["bottleneck"]["delay_ms"] = 2  # the switch datapath
+    sp = S.parse(spec_dict)
+    net = T.build(sp)
+    fab = fabric.NamespaceFabric(_FakeLease(), net)  # type: ignore[arg-type]
+    with pytest.raises(RuntimeError, match="the switch datapath needs the userspace switch, and this fabric was given"):
+        fab.configure(netplan.of(sp, net))  # before any command at its namespaces
+
+
 def test_udp_rate_counts_headers_on_the_wire() -> None:
     bps = traffic.udp_payload_rate_bps(100, 50)
     assert bps == int(50e6 * 1400 / 1442)

@@ -25,7 +25,7 @@ from shufflelab.hosts.lease import HostLease
 from shufflelab.hosts.remote import Loop
 from shufflelab.hosts.safety import SafetyError
 from shufflelab.spec import SpecError
-from shufflelab.switch.controller import STATUS_HEADER, TELEMETRY_HEADER
+from shufflelab.switch.controller import STATUS_HEADER, TELEMETRY_HEADER, Switch
 
 SPEC: dict[str, Any] = {
     "experiment": {"name": "t"},
@@ -255,7 +255,7 @@ def test_the_router_hosts_switch_is_the_one_switch_control_through_the_backends_
     try:
         fabric = HostsFabric(
             loop, topology.build(spec), places, leases, machines, HostsLeaseInfo("abc123", tmp_path),
-            {"router": "/var/tmp/shufflelab-hosts/abc123"}, router="router", seams=(run, launch),
+            {"router": "/var/tmp/shufflelab-hosts/abc123"}, router="router", seams=(run, launch), switches=Switch,
         )  # fmt: skip
         fabric.configure(netplan.of(spec, fabric.network), restart_switch=True)
         fabric.start_cross_traffic()

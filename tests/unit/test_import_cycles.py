@@ -2,13 +2,13 @@
 cycle hides: the import runs late, so nothing fails until the order changes). Imports under
 ``if TYPE_CHECKING:`` are left out: they never run.
 
-And the layering of the backends over what they run: the packages the backends drive (``ndp/``,
+And the layering of the backends and what they run: the packages the backends drive (``ndp/``,
 ``switch/``, ``mapreduce/``) reach the backends (``emulate/``, ``hosts/``) only through the seams,
-``shufflelab.emulate.protocols`` -- never a backend's adapter (the namespaces, the SSH session):
-the arrows run from the backends down to what they run, and back up only through the protocols.
-The other direction is held too: what ``emulate/`` and ``hosts/`` import from ``ndp/``, ``switch/`` and
-``mapreduce/`` past the protocols module is the allow-list ``ALLOWED_BACKEND_IMPORTS`` of today's
-imports; a new one fails naming it, and so does an entry that is gone, so the list only shrinks.
+``shufflelab.emulate.protocols`` -- never a backend's adapter (the namespaces, the SSH session) --
+and the backends reach them only through the same seams: neither imports the other past the
+protocols module, and a new import fails naming it. What the backends run is handed to them by who
+builds them (the CLI): the workload kinds' drivers (``shufflelab.kinds``, above both layers) to the
+runner, the userspace switch (``protocols.Switches``: ``switch.Switch``) to the fabrics.
 And no class is named as a seam it implements (``NamespaceFabric``, ``HostsFabric`` and the fakes'
 ``FakeFabric`` implement ``protocols.Fabric``): one name, one thing, whichever module a reader is in.
 
@@ -108,20 +108,6 @@ def _under(module: str, packages: tuple[str, ...]) -> bool:
     return any(module == p or module.startswith(p + ".") for p in packages)
 
 
-# The backends' imports of the driven packages past the seams that are still there, each
-# ``importer -> imported`` -> why it exists. The list only shrinks: a new import past the seams
-# fails, and so does an entry whose import is gone (take it out of the list).
-# What is left is where the layers meet, on purpose. (The drivers of the kinds that put ndp/ and
-# mapreduce/ to work are above both, in shufflelab.kinds, handed to the runner.) The fabrics run
-# the switch: the one switch control
-# (switch.controller.Switch, local and SSH alike), given the fabric's own runner and launcher; a
-# seam there would be a factory of it with a single implementation.
-ALLOWED_BACKEND_IMPORTS: dict[str, str] = {
-    "shufflelab.emulate.fabric -> shufflelab.switch.controller": "builds and starts the Switch in the router namespace",
-    "shufflelab.hosts.switch -> shufflelab.switch.controller": "builds the Switch on the router host and reads it",
-}
-
-
 def layering_violations(graph: dict[str, set[str]]) -> list[str]:
     """Every import of a backend module by a driven package other than the seams, as
     ``importer -> imported``."""
@@ -146,11 +132,6 @@ def backend_imports(graph: dict[str, set[str]]) -> list[str]:
     )
 
 
-def allow_list_drift(found: list[str], allowed: dict[str, str]) -> tuple[list[str], list[str]]:
-    """(imports past the seams not in ``allowed``, entries of ``allowed`` no longer imported)."""
-    return sorted(set(found) - set(allowed)), sorted(set(allowed) - set(found))
-
-
 def test_driven_packages_reach_the_backends_only_through_the_seams() -> None:
     found = layering_violations(import_graph())
     assert not found, (
@@ -159,13 +140,13 @@ def test_driven_packages_reach_the_backends_only_through_the_seams() -> None:
     )
 
 
-def test_backends_reach_the_driven_packages_only_through_the_seams_or_the_allow_list() -> None:
-    new, gone = allow_list_drift(backend_imports(import_graph()), ALLOWED_BACKEND_IMPORTS)
-    assert not new, (
+def test_backends_reach_the_driven_packages_only_through_the_seams() -> None:
+    found = backend_imports(import_graph())
+    assert not found, (
         "emulate/ and hosts/ import from ndp/, switch/ and mapreduce/ past the seams "
-        f"({SEAMS}; put what they need behind a protocol there):\n" + "\n".join(new)
+        f"({SEAMS}; put what they need behind a protocol there, handed to them by who builds them):\n"
+        + "\n".join(found)
     )
-    assert not gone, "no longer imported: take them out of ALLOWED_BACKEND_IMPORTS:\n" + "\n".join(gone)
 
 
 def test_the_layering_check_sees_an_import_past_the_seams() -> None:
@@ -182,7 +163,7 @@ def test_the_layering_check_sees_an_import_past_the_seams() -> None:
     ]
 
 
-def test_the_layering_check_sees_a_backend_import_past_the_seams_and_a_stale_entry() -> None:
+def test_the_layering_check_sees_a_backend_import_past_the_seams() -> None:
     graph = {
         "shufflelab.emulate.fabric": {"shufflelab.switch.controller", "shufflelab.emulate.netns"},
         "shufflelab.hosts.fabric": {SEAMS, "shufflelab.ndp.storage"},
@@ -193,14 +174,6 @@ def test_the_layering_check_sees_a_backend_import_past_the_seams_and_a_stale_ent
         "shufflelab.emulate.fabric -> shufflelab.switch.controller",
         "shufflelab.hosts.fabric -> shufflelab.ndp.storage",
     ]
-    allowed = {
-        "shufflelab.emulate.fabric -> shufflelab.switch.controller": "",
-        "shufflelab.hosts.paths -> shufflelab.switch.controller": "",
-    }
-    assert allow_list_drift(backend_imports(graph), allowed) == (
-        ["shufflelab.hosts.fabric -> shufflelab.ndp.storage"],
-        ["shufflelab.hosts.paths -> shufflelab.switch.controller"],
-    )
 
 
 def test_the_check_sees_a_cycle() -> None:

@@ -27,11 +27,10 @@ from shufflelab.emulate.netns import NamespaceLease, launch_at, run, run_at
 from shufflelab.netplan import NetPlan, PortCounters, has_root_qdisc, shaping_changes
 from shufflelab.routes import routes_to_restore
 from shufflelab.spec import ExperimentSpec
-from shufflelab.switch.controller import Switch
 from shufflelab.topology import ROUTER, Network, Port
 
 if TYPE_CHECKING:
-    from shufflelab.emulate.protocols import CommandRunner, Process, ProcessLauncher
+    from shufflelab.emulate.protocols import CommandRunner, Process, ProcessLauncher, Switches, UserspaceSwitch
     from shufflelab.switch.config import SwitchConfig
 
 
@@ -87,11 +86,14 @@ def steer_rx(place: str, ifname: str, mask: str, run: CommandRunner) -> None:
          ifname], place=place, check=False)  # fmt: skip
 
 
-def namespace_switch(lease: NamespaceLease, node: str, cfg: SwitchConfig, offloads: bool = False) -> Switch:
-    """The userspace switch with ``cfg`` in namespace ``lease.ns(node)``, ready to start: the
-    namespace's kernel does not forward (the switch does; the kernel keeps answering ARP and ICMP
-    for the router's addresses), no redirects, and (unless ``offloads``) no offloads on the
-    switch's ports (it forwards frames). Its files are in the lease's scratch folder."""
+def namespace_switch(
+    lease: NamespaceLease, node: str, cfg: SwitchConfig, offloads: bool = False, *, switches: Switches
+) -> UserspaceSwitch:
+    """The userspace switch with ``cfg`` in namespace ``lease.ns(node)`` (made by ``switches``:
+    :class:`shufflelab.switch.Switch`), ready to start: the namespace's kernel does not forward (the
+    switch does; the kernel keeps answering ARP and ICMP for the router's addresses), no redirects,
+    and (unless ``offloads``) no offloads on the switch's ports (it forwards frames). Its files are
+    in the lease's scratch folder."""
     ns = lease.ns(node)
     sysctl(
         ns,
@@ -104,18 +106,24 @@ def namespace_switch(lease: NamespaceLease, node: str, cfg: SwitchConfig, offloa
     if not offloads:
         for p in cfg.ports:
             run(["ethtool", "-K", p.ifname, "tso", "off", "gso", "off", "gro", "off"], ns=ns, check=False)
-    return Switch(cfg, ns, str(lease.scratch), lease.scratch, run_at, launch_at, name=f"switch-{node}")
+    return switches(cfg, ns, str(lease.scratch), lease.scratch, run_at, launch_at, name=f"switch-{node}")
 
 
 class NamespaceFabric:
-    """A live emulated network. Use as a context manager or call :meth:`up` / :meth:`down`."""
+    """A live emulated network. Use as a context manager or call :meth:`up` / :meth:`down`.
 
-    def __init__(self, lease: NamespaceLease, network: Network, offloads: bool = False) -> None:
+    ``switches`` makes the userspace switch of the switch datapath (:class:`shufflelab.switch.Switch`,
+    handed by who builds the fabric; None: the fabric runs the kernel datapath only)."""
+
+    def __init__(
+        self, lease: NamespaceLease, network: Network, offloads: bool = False, switches: Switches | None = None
+    ) -> None:
         self.lease = lease
         self.network = network
         self.offloads = offloads
+        self.switches = switches
         self.ns = {name: lease.ns(name) for name in network.nodes}
-        self.switch: Switch | None = None  # the userspace switch, while the datapath is the switch
+        self.switch: UserspaceSwitch | None = None  # the userspace switch, while the datapath is the switch
         self._macs: dict[str, str] = {}
         self._up = False
         # link self-tests done on this fabric, by link configuration (see emulate.selftest.for_run)
@@ -249,6 +257,11 @@ class NamespaceFabric:
                 run(["ip", "-n", ns, "route", "replace", route.destination, "via", route.via, *route.attributes])
 
     def _configure_switch(self, plan: NetPlan, restart: bool) -> None:
+        if self.switches is None:
+            raise RuntimeError(
+                "the switch datapath needs the userspace switch, and this fabric was given none "
+                "(NamespaceFabric(..., switches=shufflelab.switch.Switch))"
+            )
         ns = self.ns[ROUTER]
         for port in self.network.ports_of(ROUTER):  # the switch queues: no qdisc under it
             if has_root_qdisc(run(["tc", "-n", ns, "qdisc", "show", "dev", port.ifname])):
@@ -260,7 +273,7 @@ class NamespaceFabric:
             return
         if self.switch is not None:
             self.switch.stop()
-        self.switch = namespace_switch(self.lease, ROUTER, cfg, self.offloads)
+        self.switch = namespace_switch(self.lease, ROUTER, cfg, self.offloads, switches=self.switches)
         self.switch.start()
         if cfg.cpu is not None:  # the hosts' receive work off the switch's CPU (see steer_rx)
             self._steer_router_peers(rps_mask_without(cfg.cpu))

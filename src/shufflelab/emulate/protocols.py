@@ -1,4 +1,5 @@
-"""The seams between the runner and the machines it runs on: commands, processes, fabric, cluster.
+"""The seams between the runner and the machines it runs on: commands, processes, fabric, cluster;
+and between the fabrics and the userspace switch they run (:class:`UserspaceSwitch`, :class:`Switches`).
 
 The runner and its workload drivers (:mod:`shufflelab.emulate.drivers`) reach the machines only
 through these. Three implementations, none named as the protocol it implements:
@@ -12,6 +13,11 @@ through these. Three implementations, none named as the protocol it implements:
   ``FakeCluster``, ``FakeProcess``, ``FakeLease``.
 
 (``make cycles`` fails on a class named as one of these protocols.)
+
+Both fabrics run the userspace switch on the switch datapath as a :class:`UserspaceSwitch`, made by
+the :class:`Switches` they are handed -- :class:`shufflelab.switch.controller.Switch` itself, given
+by who builds the backend (the CLI: ``local.backend(switches=Switch)``, ``open_backend(...,
+switches=Switch)``) -- so that neither backend imports ``switch/`` (``make cycles`` holds it).
 
 A *place* is where the commands of one of the fabric's hosts run: a network namespace here, a
 host's address on real hosts. The runner never looks inside it; it hands it back to the backend's
@@ -35,6 +41,7 @@ if TYPE_CHECKING:
     from shufflelab.emulate.spark import ClusterSpec
     from shufflelab.netplan import NetPlan, PortCounters
     from shufflelab.spec import ExperimentSpec
+    from shufflelab.switch.config import SwitchConfig
     from shufflelab.topology import Network, Port
 
 
@@ -159,6 +166,66 @@ class CpuCaps(Protocol):
     under its lease over SSH."""
 
     def __call__(self, place: str, name: str, cores: float) -> CpuGroup: ...
+
+
+class SwitchError(RuntimeError):
+    """The userspace switch could not start, or died; the message carries its log's tail."""
+
+
+class UserspaceSwitch(Protocol):
+    """``shufflelab-switch`` at a place, as a fabric runs it on the switch datapath
+    (:class:`shufflelab.switch.controller.Switch`, local and SSH alike); not started when made."""
+
+    config: SwitchConfig
+    process: Process | None  # while started
+
+    def start(self, timeout_s: float = ...) -> None:
+        """Until the switch is ready; :class:`SwitchError` (with its log's tail) if it does not become so."""
+        ...
+
+    def stop(self) -> dict[str, Any] | None:
+        """Stop it; its final summary (per-port and flow counters)."""
+        ...
+
+    def alive(self) -> bool: ...
+
+    def log_tail(self, chars: int = ...) -> str: ...
+
+    def last_telemetry(self) -> dict[str, dict[str, float | str]]:
+        """The latest telemetry row of every port (cumulative counters since this start)."""
+        ...
+
+    def save_telemetry(self, dest: Path, rename: Mapping[str, str] | None = ...) -> None:
+        """Its telemetry CSV so far in ``dest``; ``rename``: a port's name in the switch -> the record's."""
+        ...
+
+    def save_status(self, dest: Path) -> None: ...
+
+    def save_config_and_log(self, run_dir: Path) -> None: ...
+
+    def start_cross(self) -> None:
+        """Start its own cross-traffic sources (configured paused)."""
+        ...
+
+
+class Switches(Protocol):
+    """The userspace switch with ``config`` at ``place``, reached through ``run`` and ``launch``, its
+    files in the folder ``scratch`` there (``local``: a folder here for the launcher's log; ``binary``:
+    where it is at the place, None: this machine's build): the class
+    :class:`shufflelab.switch.controller.Switch`, which who builds a fabric hands it (the CLI does)."""
+
+    def __call__(
+        self,
+        config: SwitchConfig,
+        place: str,
+        scratch: str,
+        local: Path,
+        run: CommandRunner,
+        launch: ProcessLauncher,
+        *,
+        binary: str | None = None,
+        name: str = "switch",
+    ) -> UserspaceSwitch: ...
 
 
 class Lease(Protocol):

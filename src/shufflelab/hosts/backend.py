@@ -20,7 +20,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from shufflelab.emulate.protocols import Backend, Fabric
+from shufflelab.emulate.protocols import Backend, Fabric, Switches
 from shufflelab.emulate.spark import ClusterSpec
 from shufflelab.hosts import lease
 from shufflelab.hosts.cluster import HostsCluster
@@ -39,13 +39,18 @@ RouterLine = tuple[str, float | None]  # the router host's data interface, its l
 
 class HostsBackend:
     def __init__(
-        self, inv: Inventory, refuse: Callable[[RouterLine | None, Mapping[str, int | None]], str | None] | None = None
+        self,
+        inv: Inventory,
+        refuse: Callable[[RouterLine | None, Mapping[str, int | None]], str | None] | None = None,
+        switches: Switches | None = None,
     ) -> None:
         """``refuse``: what the run cannot do once the router host's line rate and each inventory
         host's CPU count are known (a message: refused on entry, before anything is changed; None:
-        it runs); given, the line rate is read on entry."""
+        it runs); given, the line rate is read on entry. ``switches``: makes the router host's
+        userspace switch (:class:`shufflelab.switch.Switch`; None: the kernel datapath only)."""
         self.inv = inv
         self._refuse = refuse
+        self._switches = switches
         self.router_line: RouterLine | None = None  # read on entry when the inventory names a router host
         self.loop = Loop()
         self.sessions: dict[str, Session] = {}
@@ -210,6 +215,7 @@ class HostsBackend:
                 router,
                 seams=(self.run, self.launch),
                 router_line=self.router_line,
+                switches=self._switches,
             )
             yield self.fabric
         finally:

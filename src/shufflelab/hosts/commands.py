@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
     from shufflelab.artifacts import Cached
+    from shufflelab.emulate.protocols import Switches
     from shufflelab.hosts.backend import HostsBackend
 
 # what a run on inventory hosts may fail with besides a bad spec (each names the host and the step)
@@ -228,8 +229,15 @@ def _refused(spec_path: str, scenarios: dict[str, list[str]]) -> str | None:
     return f"{spec_path}: the hosts backend cannot run this experiment:\n  - " + "\n  - ".join(lines)
 
 
-def open_backend(inv_path: Path, spec: ExperimentSpec, spec_path: str, select: list[str] | None = None) -> HostsBackend:
-    """The backend for ``shufflelab run --hosts``: the inventory read, the spec's hosts mapped,
+def open_backend(
+    inv_path: Path,
+    spec: ExperimentSpec,
+    spec_path: str,
+    select: list[str] | None = None,
+    switches: Switches | None = None,
+) -> HostsBackend:
+    """The backend for ``shufflelab run --hosts`` (its fabric's userspace switch made by ``switches``,
+    see :class:`~shufflelab.hosts.backend.HostsBackend`): the inventory read, the spec's hosts mapped,
     every scenario the run selects (``select`` as ``run --select``; None: all) checked against what
     the hosts backend can do (a :class:`SpecError` naming the scenario and the field otherwise),
     and again on entry, once connected and before anything is changed, against the router host's
@@ -243,7 +251,9 @@ def open_backend(inv_path: Path, spec: ExperimentSpec, spec_path: str, select: l
         raise SpecError(refused)
     # once connected, before anything changes: what the router host's line rate cannot hold
     return HostsBackend(
-        inv, lambda line, cpus: _refused(spec_path, backend_refusals(inv, spec, spec_path, select, line, cpus))
+        inv,
+        lambda line, cpus: _refused(spec_path, backend_refusals(inv, spec, spec_path, select, line, cpus)),
+        switches,
     )
 
 

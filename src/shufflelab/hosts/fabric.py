@@ -51,9 +51,8 @@ from shufflelab.spec import ExperimentSpec, Link, SpecError, TpchParams
 from shufflelab.topology import ROUTER, Network, Port
 
 if TYPE_CHECKING:
-    from shufflelab.emulate.protocols import CommandRunner, Process, ProcessLauncher
+    from shufflelab.emulate.protocols import CommandRunner, Process, ProcessLauncher, Switches, UserspaceSwitch
     from shufflelab.hosts.remote import Loop
-    from shufflelab.switch.controller import Switch
 
 T = TypeVar("T")
 
@@ -208,7 +207,9 @@ def _counters(tc_json: str, handle: str | None = None) -> PortCounters:
 
 class HostsFabric:
     """The spec's hosts on inventory hosts (``places``: spec host -> inventory host), their data
-    addresses as the network's host addresses, their links and TCP settings under ``leases``."""
+    addresses as the network's host addresses, their links and TCP settings under ``leases``;
+    ``switches`` makes the router host's userspace switch (:class:`shufflelab.switch.Switch`, handed
+    by who builds the backend; None: the kernel datapath only)."""
 
     def __init__(
         self,
@@ -222,8 +223,10 @@ class HostsFabric:
         router: str | None = None,
         seams: tuple[CommandRunner, HostsLauncher] | None = None,
         router_line: tuple[str, float | None] | None = None,
+        switches: Switches | None = None,
     ) -> None:
         self._loop = loop
+        self._switches = switches
         self._router_line = router_line  # the router host's data interface and line rate (see refusals)
         self._seams = seams  # the backend's run and launch (the self-test's commands and iperf3 server)
         self._selftests: dict[str, Any] = {}  # link self-tests done, by link configuration
@@ -239,7 +242,7 @@ class HostsFabric:
         }
         self.router = router
         self._network = machines_network(network, places, data_addresses, router)
-        self._switch: Switch | None = None  # on the router host, while the datapath is the switch
+        self._switch: UserspaceSwitch | None = None  # on the router host, while the datapath is the switch
         self._macs: dict[str, str] = {}  # spec host -> its data interface's MAC (for the switch)
         self._may_go_down: set[str] = set()  # spec hosts whose data interface a link-down fault may take down
         # a dumbbell's ports -> the minor of their queue (HTB class 1:<minor>, leaf <minor>:) on the
@@ -362,6 +365,11 @@ class HostsFabric:
     def _start_switch(self, plan: NetPlan, router: HostLease, ncpu: int, restart: bool) -> None:
         if self._seams is None:
             raise RuntimeError("the switch needs the backend's process launcher")
+        if self._switches is None:
+            raise RuntimeError(
+                "the switch datapath needs the userspace switch, and this fabric was given none "
+                "(HostsBackend(..., switches=shufflelab.switch.Switch))"
+            )
         if not self._macs:
             hosts = list(self._network.host_addresses)
             macs = self._loop.call(settled(*(mac_address(self.session(h)) for h in hosts)))
@@ -375,7 +383,7 @@ class HostsFabric:
         assert self.router is not None
         run, launch = self._seams
         self._switch = router_switch(
-            cfg, router, self.router, self.remote_scratch[self.router], self._lease.scratch, run, launch
+            cfg, router, self.router, self.remote_scratch[self.router], self._lease.scratch, run, launch, self._switches
         )
         start_router_switch(self._switch, router)
 
@@ -384,7 +392,7 @@ class HostsFabric:
         if self._switch is not None:
             self._switch.stop()
 
-    def _switching(self) -> Switch | None:
+    def _switching(self) -> UserspaceSwitch | None:
         """The router host's switch while it is the datapath."""
         return self._switch if self._switch is not None and self._switch.process is not None else None
 

@@ -14,7 +14,8 @@ switch holds the link's two directions as two queues of its one port (one per ra
 the spec's port towards that rack); it forwards only frames addressed to the router host's MAC (a
 rack's own frames, flooded to it by the data network, are not its to forward).
 Every change is under the hosts' leases. The switch itself is the local fabric's
-:class:`shufflelab.switch.controller.Switch`, given the backend's command runner and process
+(:class:`shufflelab.switch.controller.Switch`, which the fabric is handed as its
+:class:`~shufflelab.emulate.protocols.Switches`), given the backend's command runner and process
 launcher on the router host (both as root; the launcher tags it with the lease, so ``clean
 --hosts`` stops it after a crash): this module only prepares the router host and says what the
 switch's config is there.
@@ -34,15 +35,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from shufflelab.emulate.protocols import SwitchError
 from shufflelab.hosts.control import HostError, Session
 from shufflelab.hosts.deploy import HostPaths
 from shufflelab.hosts.probe import cpu_count
 from shufflelab.netplan import NetPlan, PortCounters
-from shufflelab.switch.controller import Switch, SwitchError
 from shufflelab.switch_telemetry import TELEMETRY_HEADER, complete_rows, rows_at_end
 
 if TYPE_CHECKING:
-    from shufflelab.emulate.protocols import CommandRunner, Process, ProcessLauncher
+    from shufflelab.emulate.protocols import CommandRunner, Process, ProcessLauncher, Switches, UserspaceSwitch
     from shufflelab.hosts.lease import HostLease
     from shufflelab.hosts.remote import SshProcess
     from shufflelab.switch.config import SwitchConfig
@@ -150,16 +151,23 @@ def as_root(session: Session, run: CommandRunner, launch: HostsLauncher) -> tupl
 
 
 def router_switch(
-    cfg: SwitchConfig, hl: HostLease, place: str, scratch: str, local: Path, run: CommandRunner, launch: HostsLauncher
-) -> Switch:
-    """The userspace switch with ``cfg`` on router host ``place`` (not started): its files in the
-    lease's folder ``scratch`` there, the launcher's log in ``local``."""
+    cfg: SwitchConfig,
+    hl: HostLease,
+    place: str,
+    scratch: str,
+    local: Path,
+    run: CommandRunner,
+    launch: HostsLauncher,
+    switches: Switches,
+) -> UserspaceSwitch:
+    """The userspace switch with ``cfg`` on router host ``place`` (not started; made by ``switches``):
+    its files in the lease's folder ``scratch`` there, the launcher's log in ``local``."""
     root_run, root_launch = as_root(hl.session, run, launch)
     binary = HostPaths.of(hl.session.host).switch
-    return Switch(cfg, place, scratch, local, root_run, root_launch, binary=binary)
+    return switches(cfg, place, scratch, local, root_run, root_launch, binary=binary)
 
 
-def start_router_switch(switch: Switch, hl: HostLease, timeout_s: float = 15.0) -> None:
+def start_router_switch(switch: UserspaceSwitch, hl: HostLease, timeout_s: float = 15.0) -> None:
     """Start ``switch``; a switch that does not become ready is a :class:`HostError` naming the host."""
     try:
         switch.start(timeout_s)

@@ -20,17 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from shufflelab import artifacts
-from shufflelab.emulate.protocols import CommandRunner, Process, ProcessLauncher
+from shufflelab.emulate.protocols import CommandRunner, Process, ProcessLauncher, SwitchError
 from shufflelab.switch.config import SwitchConfig
 from shufflelab.switch_telemetry import STATUS_HEADER, TELEMETRY_HEADER, complete_rows, parse_telemetry, rows_at_end
 
 BINARY_NAME = artifacts.SWITCH_BINARY_NAME
 # the switch binary: ``$SHUFFLELAB_SWITCH``, the workspace's release build, or ``PATH``
 binary_path = artifacts.switch_binary
-
-
-class SwitchError(RuntimeError):
-    """The switch could not start, or died; the message carries its log's tail."""
 
 
 def read_telemetry(path: Path) -> list[dict[str, float | str]]:
@@ -64,6 +60,8 @@ _TAIL_BYTES = 65_536
 
 class Switch:
     """``shufflelab-switch`` at ``place``, reached through ``run`` and ``launch``; a context manager.
+    The fabrics run it as a :class:`~shufflelab.emulate.protocols.UserspaceSwitch`, and the class
+    itself is the :class:`~shufflelab.emulate.protocols.Switches` they are handed.
 
     Its config (``<scratch>/<name>.json``), log (``<name>.log``, appended to across restarts) and
     telemetry CSVs (``<name>-queues.csv``, ``<name>-status.csv``) live in ``scratch``, a folder as
