@@ -7,9 +7,12 @@
 #      in two lanes (pytest-xdist, --dist loadfile: each test file in one lane, so its module fixtures
 #      -- a lab, an experiment two tests read -- are made once; each lane its own six-host lab): one
 #      lane's tests wait on shaped links, fault windows and SSH round trips while the other's use
-#      the CPU; then, alone, the tests marked ``fidelity`` (the emulated network measured against its
-#      configuration: a probe or the userspace switch waiting for a CPU the other lane's Spark JVMs
-#      hold reads a slow link or a long delay, as the self-test did: 15.99 ms for 10 ms).
+#      the CPU; before them, without Spark beside them, the tests marked ``fidelity`` (the emulated
+#      network measured against its configuration: a probe or the userspace switch waiting for a CPU
+#      the other lane's Spark JVMs hold reads a slow link or a long delay, as the self-test did:
+#      15.99 ms for 10 ms). They come first so that tier 1, at the lowest priority, takes the CPU
+#      they leave (they mostly wait on shaped links): run last, alone, they left the machine half
+#      idle for their two minutes.
 # `scripts/gates.sh --quick` (`make check`) runs tier 1 alone. `scripts/gates.sh` (the README's
 # `make test`, so CI) starts tier 2 first, at normal priority, and runs tier 1 beside it at the lowest
 # priority: tier 1 takes the CPU tier 2 leaves while it waits (shaped links, fault windows, SSH round
@@ -96,8 +99,8 @@ if [ $quick -eq 0 ]; then
   # them passes that on: the tests that interrupt a runner or a controller would see no SIGINT)
   (
     trap - INT QUIT
-    exec setsid bash -c '.venv/bin/python -m pytest -q -m "(root or spark) and not fidelity" -n 2 --dist loadfile \
-      --durations=15 && .venv/bin/python -m pytest -q -m "(root or spark) and fidelity" --durations=5'
+    exec setsid bash -c '.venv/bin/python -m pytest -q -m "(root or spark) and fidelity" --durations=5 && \
+      .venv/bin/python -m pytest -q -m "(root or spark) and not fidelity" -n 2 --dist loadfile --durations=15'
   ) >"$logs/lab.log" 2>&1 &
   lab=$!
 fi
