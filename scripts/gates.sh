@@ -5,7 +5,8 @@
 #      then part a of those tests; tests/conftest.py's --part splits them by file, each runs once);
 #   2. the tests that need root or start Spark (real namespaces, real Spark, the SSH stand-in hosts),
 #      in two lanes (pytest-xdist, --dist loadfile: each test file in one lane, so its module fixtures
-#      -- a lab, an experiment two tests read -- are made once; each lane its own six-host lab): one
+#      -- a lab, an experiment two tests read -- are made once; each lane its own six-host lab; the
+#      longest files first, tests/conftest.py's LONGEST_FIRST): one
 #      lane's tests wait on shaped links, fault windows and SSH round trips while the other's use
 #      the CPU; before them, without Spark beside them, the tests marked ``fidelity`` (the emulated
 #      network measured against its configuration: a probe or the userspace switch waiting for a CPU
@@ -100,7 +101,8 @@ if [ $quick -eq 0 ]; then
   (
     trap - INT QUIT
     exec setsid bash -c '.venv/bin/python -m pytest -q -m "(root or spark) and fidelity" --durations=5 && \
-      .venv/bin/python -m pytest -q -m "(root or spark) and not fidelity" -n 2 --dist loadfile --durations=15'
+      .venv/bin/python -m pytest -q -m "(root or spark) and not fidelity" -n 2 --dist loadfile \
+      --no-loadscope-reorder --durations=15'
   ) >"$logs/lab.log" 2>&1 &
   lab=$!
 fi
