@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -98,3 +101,20 @@ def test_the_master_and_workers_start_from_the_class_data_archive(cluster: Spark
     cluster.spec = ClusterSpec("master", ("w1", "w2"), 1, "1g", fast_jvm=True, cds=False)
     env = cluster._env("w1")
     assert "SPARK_DAEMON_CLASSPATH" not in env and env["SPARK_DAEMON_JAVA_OPTS"] == spark.FAST_JVM_OPTS
+
+
+def test_the_clusters_processes_make_their_temporary_files_in_its_scratch_folder(
+    cluster: SparkCluster, tmp_path: Path
+) -> None:
+    """pyspark's driver makes a folder for its gateway's connection file with tempfile.mkdtemp() and
+    removes it only once the JVM answers: a driver killed while its JVM starts left an empty folder in
+    /tmp for good. Every process of the cluster (the driver's environment is the master's) makes its
+    temporary files in the cluster's scratch folder, which goes with the cluster."""
+    env = cluster._env("master")
+    tmp = Path(env["TMPDIR"])
+    assert tmp.is_dir() and tmp.is_relative_to(tmp_path / "scratch"), tmp
+    made = subprocess.run(
+        [sys.executable, "-c", "import tempfile; print(tempfile.mkdtemp())"],
+        env={**os.environ, **env}, capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    assert Path(made).parent == tmp, made

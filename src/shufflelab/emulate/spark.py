@@ -129,6 +129,11 @@ class SparkCluster:
             "SPARK_LOCAL_IP": self.addresses[host],
             "SPARK_LOCAL_DIRS": str(self.scratch / host / "local"),
             "SPARK_WORKER_DIR": str(self.scratch / host / "work"),
+            # Python's temporary files in the cluster's scratch folder, removed with it: pyspark's
+            # driver makes a folder for the gateway's connection file with tempfile.mkdtemp() and
+            # removes it only when the JVM answers, so a driver killed while its JVM starts (a run
+            # interrupted or timed out) left an empty one in /tmp for good
+            "TMPDIR": str(self.scratch / host / "tmp"),
             "SPARK_DAEMON_MEMORY": "256m",
             "SPARK_NO_DAEMONIZE": "1",
             "PYSPARK_PYTHON": sys.executable,
@@ -143,7 +148,7 @@ class SparkCluster:
             daemon_opts.append(cds.java_options())
         if daemon_opts:
             env["SPARK_DAEMON_JAVA_OPTS"] = " ".join(daemon_opts)
-        self._make_dirs(host, [self.scratch / host / d for d in ("local", "work")])
+        self._make_dirs(host, [self.scratch / host / d for d in ("local", "work", "tmp")])
         return env
 
     def _spark_class(self, host: str) -> str:
