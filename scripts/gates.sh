@@ -12,8 +12,8 @@
 #      network measured against its configuration: a probe or the userspace switch waiting for a CPU
 #      the other lane's Spark JVMs hold reads a slow link or a long delay, as the self-test did:
 #      15.99 ms for 10 ms). They come first so that tier 1, at the lowest priority, takes the CPU
-#      they leave (they mostly wait on shaped links): run last, alone, they left the machine half
-#      idle for their two minutes.
+#      they leave (they mostly wait on shaped links): run last, alone, they left the machine about
+#      40 % idle for their two minutes.
 # `scripts/gates.sh --quick` (`make check`) runs tier 1 alone. `scripts/gates.sh` (the README's
 # `make test`, so CI) starts tier 2 first, at normal priority, and runs tier 1 beside it at the lowest
 # priority: tier 1 takes the CPU tier 2 leaves while it waits (shaped links, fault windows, SSH round
