@@ -72,11 +72,21 @@ rust_gates() {
     return 1
   fi
   # built in one target folder for every checkout on this machine (cargo's fingerprints decide
-  # what to rebuild), so a fresh clone does not compile the dependencies for clippy and the tests again
-  export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/shufflelab/cargo-target}
-  gate cargo-fmt cargo fmt --all --check &&
+  # what to rebuild), from a copy of the workspace in one folder (scripts/stage_rust.py: cargo names a
+  # member's build by its path), so a fresh clone at any path compiles only what changed
+  local cache=${XDG_CACHE_HOME:-$HOME/.cache}/shufflelab
+  export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$cache/cargo-target}
+  gate cargo-fmt cargo fmt --all --check || return 1
+  mkdir -p "$cache"
+  (
+    exec 9>"$cache/rust-workspace.lock" # one checkout at a time copies and builds there
+    flock 9
+    ws=$(python3 scripts/stage_rust.py "$cache/rust-workspace")
+    echo "== clippy and cargo test in $ws, a copy of this checkout's workspace"
+    cd "$ws"
     gate clippy cargo clippy --workspace --all-targets -q -- -D warnings &&
-    gate cargo-test cargo test --workspace -q &&
+      gate cargo-test cargo test --workspace -q
+  ) &&
     gate pytest-unit-a .venv/bin/python -m pytest -q -m "not root and not spark" --part a --durations=10
 }
 

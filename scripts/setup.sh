@@ -82,10 +82,23 @@ fi
 # PYTHONDONTWRITEBYTECODE is set, no import does): each of the many Python processes of a run or a test
 # would compile the modules it imports again. Only what changed is compiled; a stale file is ignored.
 .venv/bin/python -m compileall -q src
-# The userspace switch binary (crates/switch -> target/release/shufflelab-switch); cargo's own
-# change detection makes this a no-op when nothing changed. Without cargo its tests are skipped.
+# The userspace switch binary (crates/switch -> target/release/shufflelab-switch), built as the gates
+# build the crates: in the machine's target folder from the workspace's copy (scripts/stage_rust.py),
+# so that a fresh clone at any path compiles nothing unchanged; cargo's own change detection makes
+# this a no-op when nothing changed. Without cargo its tests are skipped.
 if command -v cargo >/dev/null 2>&1; then
-  cargo build -q --release -p shufflelab-switch
+  cache=${XDG_CACHE_HOME:-$HOME/.cache}/shufflelab
+  mkdir -p "$cache" target/release
+  (
+    exec 9>"$cache/rust-workspace.lock"
+    flock 9
+    ws=$("$PY" scripts/stage_rust.py "$cache/rust-workspace")
+    built=${CARGO_TARGET_DIR:-$cache/cargo-target}/release/shufflelab-switch
+    (cd "$ws" && CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$cache/cargo-target} cargo build -q --release -p shufflelab-switch)
+    # whole or not at all (a test may be starting it)
+    cp "$built" target/release/.shufflelab-switch.partial
+    mv -f target/release/.shufflelab-switch.partial target/release/shufflelab-switch
+  )
 else
   echo "setup: cargo not found; the userspace switch is not built (its root tests will skip)" >&2
 fi
