@@ -5,7 +5,8 @@ bottleneck on a router host.
 
 - experiments/quickstart.toml, its scenario with cross traffic (UDP at 75 % of the link from tgen to
   tsink through the router; the scenario without it is the same run minus the iperf3 pair, covered
-  by the other hosts tests), its link self-test; the job time against the local backend's;
+  by the other hosts tests), its link self-test (its job time against the local backend's is measured
+  by benchmarks/hosts_vs_local.py, not asserted here);
 - experiments/cc-under-udp-switch.toml, one cell, on four of them (tgen and tsink, which run
   nothing, with the master and w1): the userspace switch on the router host with its delay, RED/ECN
   and DCTCP, making the UDP cross traffic itself -- also the test of the switch over SSH (its
@@ -20,7 +21,6 @@ test_hosts_switch.py."""
 from __future__ import annotations
 
 import json
-import statistics
 import tomllib
 from pathlib import Path
 
@@ -86,7 +86,7 @@ def by_udp(db: Path) -> dict[bool, list[float]]:
     return out
 
 
-def test_the_quickstart_unchanged_over_ssh_agrees_with_local(lab6: Lab, tmp_path: Path) -> None:
+def test_the_quickstart_unchanged_runs_over_ssh(lab6: Lab, tmp_path: Path) -> None:
     inv, spec = shipped(lab6, tmp_path, "quickstart.toml")
     before, routes = host_state(lab6), routing(lab6)
 
@@ -118,14 +118,6 @@ def test_the_quickstart_unchanged_over_ssh_agrees_with_local(lab6: Lab, tmp_path
     assert all(any(p.stat().st_size for p in (d / "listener").glob("*.jsonl")) for d in runs)
     # the router host's queue sampled, named as the emulated router's downlink
     assert len(backlog) == 1 and backlog[0][1] > 0 and backlog[0][2] > 0, backlog
-
-    r = cli("run", str(spec), "--results", str(tmp_path / "local"), "--no-report", *UDP)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    local = by_udp(tmp_path / "local" / "quickstart.duckdb")
-    print(f"local: {local}")
-    ratio = statistics.median(remote[True]) / statistics.median(local[True])
-    print(f"UDP 75 %: job over SSH / local = {ratio:.2f}")
-    assert 0.5 < ratio < 2.0, (remote, local)
 
     r = cli("clean", "--hosts", str(inv))
     assert r.returncode == 0 and "restored 0 leases" in r.stdout, r.stdout + r.stderr
