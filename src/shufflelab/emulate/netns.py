@@ -170,9 +170,9 @@ def lease() -> Iterator[NamespaceLease]:
     """Claim a fresh prefix; on exit (normal, exception, or signal turned exception) release it."""
     lease_id = secrets.token_hex(3)
     scratch = SCRATCH_ROOT / lease_id
-    scratch.mkdir(parents=True, exist_ok=True)
     lz = NamespaceLease(lease_id, scratch)
-    lz.save()
+    lz.save()  # first: whatever of a lease exists, its file does (see clean)
+    scratch.mkdir(parents=True, exist_ok=True)
     try:
         yield lz
     finally:
@@ -188,22 +188,39 @@ class CleanReport:
     resolvers: list[str] = field(default_factory=list)
 
 
+def _lease_info(lease_id: str) -> dict[str, object] | None:
+    """The lease file of ``lease_id`` (None without one; {} if unreadable)."""
+    try:
+        data = json.loads((LEASE_DIR / f"{lease_id}.json").read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _held(lease_id: str, force: bool) -> bool:
+    """Whether ``lease_id``'s owner (another process) still runs: asked again before each removal, so
+    that a lease taken while ``clean`` runs -- by a run started beside it -- is left alone."""
+    info = _lease_info(lease_id)
+    owner = int(str((info or {}).get("pid", 0) or 0))
+    return bool(owner) and owner != os.getpid() and procfs.alive(owner) and not force
+
+
 def clean(force: bool = False) -> CleanReport:
-    """Remove what shufflelab runs left behind; leases whose owner still runs are kept unless ``force``."""
+    """Remove what shufflelab runs left behind; leases whose owner still runs are kept unless ``force``.
+
+    Another run may take a lease while this runs (``lease`` writes its file before anything else of
+    it exists): each namespace, resolver folder and scratch folder is removed only if its lease is
+    not held at that moment, never by a list of live leases read at the start."""
     report = CleanReport()
-    live: set[str] = set()
     if LEASE_DIR.exists():
         for f in LEASE_DIR.glob("*.json"):
-            try:
-                info = json.loads(f.read_text())
-            except (OSError, ValueError):
-                info = {}
-            owner = int(info.get("pid", 0) or 0)
-            if owner and owner != os.getpid() and procfs.alive(owner) and not force:
-                live.add(f.stem)
+            if _held(f.stem, force):
                 continue
+            info = _lease_info(f.stem) or {}
             scratch = info.get("scratch")
-            if scratch and Path(scratch).exists():
+            if isinstance(scratch, str) and scratch and Path(scratch).exists():
                 shutil.rmtree(scratch, ignore_errors=True)
                 report.scratch_dirs.append(scratch)
             with contextlib.suppress(FileNotFoundError):
@@ -212,7 +229,7 @@ def clean(force: bool = False) -> CleanReport:
         m = NS_PATTERN.match(name)
         if not m:
             continue
-        if m.group(1) in live:
+        if _held(m.group(1), force):
             report.skipped_live.append(name)
             continue
         delete_namespace(name)
@@ -220,12 +237,12 @@ def clean(force: bool = False) -> CleanReport:
     if NETNS_ETC.is_dir():  # resolver files whose namespace is gone (a crash between the two steps)
         for d in NETNS_ETC.iterdir():
             m = NS_PATTERN.match(d.name)
-            if m and m.group(1) not in live and d.is_dir():
+            if m and d.is_dir() and not _held(m.group(1), force):
                 shutil.rmtree(d, ignore_errors=True)
                 report.resolvers.append(str(d))
     if SCRATCH_ROOT.exists():
         for d in SCRATCH_ROOT.iterdir():
-            if d.name not in live and d.is_dir():
+            if d.is_dir() and not _held(d.name, force):
                 shutil.rmtree(d, ignore_errors=True)
                 report.scratch_dirs.append(str(d))
     for cg in cgroups.stale():  # only groups without a process: a live run's groups are never empty
