@@ -89,11 +89,25 @@ def local_group(place: str, name: str, cores: float) -> CpuCgroup:
     return CpuCgroup(CPU_ROOT / f"{PREFIX}{name}", cores)
 
 
-def stale(root: Path = CPU_ROOT) -> list[Path]:
-    """shufflelab's cgroups with no process left (a killed run's leftovers)."""
+# a group is made empty and its first process moved in a moment later (CpuCgroup.starting): one made
+# less than this long ago may be a live run's, not a leftover
+STALE_AFTER_S = 60.0
+
+
+def stale(root: Path = CPU_ROOT, min_age_s: float = STALE_AFTER_S) -> list[Path]:
+    """shufflelab's cgroups with no process left (a killed run's leftovers), made at least
+    ``min_age_s`` ago: a run started beside ``clean`` may have just made its group, still empty."""
     if not root.is_dir():
         return []
-    return [p for p in root.glob(f"{PREFIX}*") if p.is_dir() and not CpuCgroup(p, 1).pids()]
+    now = time.time()
+
+    def old(p: Path) -> bool:
+        try:
+            return now - p.stat().st_mtime >= min_age_s
+        except OSError:
+            return False
+
+    return [p for p in root.glob(f"{PREFIX}*") if p.is_dir() and not CpuCgroup(p, 1).pids() and old(p)]
 
 
 def cpu_quota() -> float | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -160,7 +161,13 @@ def test_cpu_cgroup_on_a_fake_hierarchy(tmp_path: Path) -> None:
     assert (cg.path / "cpu.cfs_quota_us").read_text() == "150000"
     assert (cg.path / "cpu.cfs_period_us").read_text() == "100000"
     (cg.path / "cgroup.procs").write_text("")
+    # empty but just made: a run beside clean may be about to move its daemon in
+    assert cgroups.stale(root) == []
+    os.utime(cg.path, (time.time() - cgroups.STALE_AFTER_S - 1,) * 2)
     assert cgroups.stale(root) == [cg.path]
+    (cg.path / "cgroup.procs").write_text("4242")  # a process in it: never stale
+    assert cgroups.stale(root) == []
+    (cg.path / "cgroup.procs").write_text("")
     for f in cg.path.iterdir():  # a real cgroup's files vanish with it; a plain directory needs emptying
         f.unlink()
     cg.remove()

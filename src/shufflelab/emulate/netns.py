@@ -245,7 +245,7 @@ def clean(force: bool = False) -> CleanReport:
             if d.is_dir() and not _held(d.name, force):
                 shutil.rmtree(d, ignore_errors=True)
                 report.scratch_dirs.append(str(d))
-    for cg in cgroups.stale():  # only groups without a process: a live run's groups are never empty
+    for cg in cgroups.stale():  # empty groups made a minute or more ago: never a live run's
         with contextlib.suppress(OSError):
             cg.rmdir()
             report.cgroups.append(str(cg))
