@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+import sparklocal
 from shufflelab.workloads import userapp
 
 pytestmark = [
@@ -61,25 +62,10 @@ def _jar(tmp: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Path]]:
-    from pyspark.sql import SparkSession
-
     jar = _jar(tmp_path_factory.mktemp("jar"))
-    s = (
-        SparkSession.builder.master("local[2]")
-        .appName("shufflelab-userapp-test")
-        .config("spark.ui.enabled", "false")
-        .config("spark.jars", str(jar))
-        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
-        .getOrCreate()
-    )
+    s = sparklocal.builder("shufflelab-userapp-test", conf={"spark.jars": str(jar)}).getOrCreate()
     yield s, jar
-    s.stop()
-    from pyspark import SparkContext
-
-    if SparkContext._gateway is not None:  # end the local JVM now, not at interpreter exit
-        SparkContext._gateway.shutdown()
-        SparkContext._gateway = None
-        SparkContext._jvm = None
+    sparklocal.stop(s)
 
 
 def test_example_script_runs_in_the_labs_session(session: tuple[Any, Path], capsys: Any) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+import sparklocal
 from shufflelab.spec import GroupByTestParams, SmallRecordsParams, SortAggregateParams
 from shufflelab.workloads import REGISTRY
 
@@ -19,24 +20,9 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
-    from pyspark.sql import SparkSession
-
-    s = (
-        SparkSession.builder.master("local[2]")
-        .appName("shufflelab-workload-test")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
-        .getOrCreate()
-    )
+    s = sparklocal.builder("shufflelab-workload-test", conf={"spark.sql.shuffle.partitions": "4"}).getOrCreate()
     yield s
-    s.stop()
-    from pyspark import SparkContext
-
-    if SparkContext._gateway is not None:  # end the local JVM now, not at interpreter exit
-        SparkContext._gateway.shutdown()
-        SparkContext._gateway = None
-        SparkContext._jvm = None
+    sparklocal.stop(s)
 
 
 def test_sort_aggregate(spark: Any) -> None:

@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 import pytest
 from aiohttp import web
 
+import sparklocal
 from shufflelab.ndp import proxy as NP
 
 _MISSING = [t for t in ("java", "javac", "mvn") if shutil.which(t) is None]
@@ -195,8 +196,6 @@ class Servers:
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    from pyspark.sql import SparkSession
-
     from shufflelab.ndp import connector
 
     root = tmp_path_factory.mktemp("ndp-connector")
@@ -213,26 +212,15 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     jvm_tmp.mkdir()
     jar = connector.ensure_jar()
     with Servers(Fake(files), root / "spool") as servers:
-        builder = (
-            SparkSession.builder.master("local[2]")
-            .appName("shufflelab-ndp-connector-test")
-            .config("spark.ui.enabled", "false")
-            .config("spark.sql.shuffle.partitions", "2")
-            .config("spark.driver.extraJavaOptions", f"-XX:TieredStopAtLevel=1 -Djava.io.tmpdir={jvm_tmp}")
-        )
-        for k, v in connector.spark_conf(jar).items():
-            builder = builder.config(k, v)
-        spark = builder.getOrCreate()
+        spark = sparklocal.builder(
+            "shufflelab-ndp-connector-test",
+            f"{sparklocal.JVM_OPTIONS} -Djava.io.tmpdir={jvm_tmp}",
+            {"spark.sql.shuffle.partitions": "2", **connector.spark_conf(jar)},
+        ).getOrCreate()
         try:
             yield {"spark": spark, "servers": servers, "local": local, "root": root, "jvm_tmp": jvm_tmp}
         finally:
-            spark.stop()
-            from pyspark import SparkContext
-
-            if SparkContext._gateway is not None:  # end the local JVM now, not at interpreter exit
-                SparkContext._gateway.shutdown()
-                SparkContext._gateway = None
-                SparkContext._jvm = None
+            sparklocal.stop(spark)
 
 
 def _load(env: dict[str, Any], policy: str, stats: Path, proxies: list[str] | None = None) -> Any:
