@@ -121,6 +121,10 @@ pub struct EgressQueue<T> {
     tokens: i128,              // bytes * 1e9
     tokens_at_ns: u64,
     last_departure_ns: u64,
+    /// When the head may leave ([`Self::head_departure`] of the front; `None`: empty), kept up
+    /// to date wherever the front, the bucket, the last departure or the configuration change:
+    /// `advance` and `next_wakeup` read it instead of computing it again at every call.
+    head_dep: Option<u64>,
     avg_bytes: f64,
     idle_since_ns: Option<u64>,
     red_count: i64,
@@ -143,6 +147,7 @@ impl<T> EgressQueue<T> {
             tokens,
             tokens_at_ns: now_ns,
             last_departure_ns: now_ns,
+            head_dep: None,
             avg_bytes: 0.0,
             idle_since_ns: Some(now_ns),
             red_count: -1,
@@ -191,15 +196,28 @@ impl<T> EgressQueue<T> {
         if tokens_at_start >= need {
             start
         } else {
-            let wait = (need - tokens_at_start + rate - 1) / rate;
+            // the wait rounded up, in 64 bits where the deficit fits (a division in 128 bits
+            // costs several times one in 64)
+            let deficit = need - tokens_at_start;
+            let wait = match (u64::try_from(deficit), u64::try_from(rate)) {
+                (Ok(d), Ok(r)) => i128::from(d.div_ceil(r)),
+                _ => (deficit + rate - 1) / rate,
+            };
             start + wait as u64
         }
     }
 
+    /// The head's departure as the state now stands (after any change to what it depends on).
+    fn refresh_head(&mut self) {
+        self.head_dep = self
+            .queue
+            .front()
+            .map(|h| self.head_departure(h.len, h.at_ns));
+    }
+
     /// Move every packet whose departure time is ≤ `now_ns` from the queue to the delay line.
     fn advance(&mut self, now_ns: u64) {
-        while let Some(head) = self.queue.front() {
-            let dep = self.head_departure(head.len, head.at_ns);
+        while let Some(dep) = self.head_dep {
             if dep > now_ns {
                 break;
             }
@@ -225,6 +243,7 @@ impl<T> EgressQueue<T> {
                 len: q.len,
                 at_ns: dep + self.cfg.delay_ns,
             });
+            self.refresh_head();
         }
     }
 
@@ -339,6 +358,9 @@ impl<T> EgressQueue<T> {
             len,
             at_ns: now_ns,
         });
+        if self.queue.len() == 1 {
+            self.refresh_head();
+        }
     }
 
     /// The next packet due at `now_ns` (its delay elapsed), if any; call until `None`.
@@ -366,10 +388,7 @@ impl<T> EgressQueue<T> {
     /// the port is empty.
     pub fn next_wakeup(&self) -> Option<u64> {
         let wire = self.wire.front().map(|w| w.at_ns);
-        let head = self.queue.front().map(|q| {
-            let dep = self.head_departure(q.len, q.at_ns);
-            dep + self.cfg.delay_ns
-        });
+        let head = self.head_dep.map(|dep| dep + self.cfg.delay_ns);
         match (wire, head) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -381,6 +400,7 @@ impl<T> EgressQueue<T> {
         self.refill(now_ns);
         self.cfg = cfg;
         self.tokens = self.tokens.min(self.cap());
+        self.refresh_head();
     }
 }
 
