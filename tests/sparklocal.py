@@ -1,26 +1,45 @@
 """The tests' own Spark sessions in local mode (one JVM, driver and executor in it): how they are
-built and how they end, the JVM with them."""
+built and how they end, the JVM with them.
+
+Their JVM starts as the lab's test runs start theirs (``spark.fast_jvm``: C1 only, the serial
+collector) and from the class-data archive where ``make setup`` made one (its class path first, as
+the archive recorded it; what a test adds goes after): test_workloads_local.py took 12.6 CPU-s
+instead of 23.0, test_userapp_local.py 18.5 instead of 24.4. test_ndp_connector.py keeps its own
+(C1 only): with these it took 1-2 CPU-s more. Measurements never use these options; the tests'
+checks do not depend on them."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
+from shufflelab import sparkconf
+from shufflelab.emulate import cds
+from shufflelab.emulate.spark import FAST_JVM_OPTS
 
 
-def builder(app: str, java_options: str = JVM_OPTIONS, conf: Mapping[str, str] | None = None) -> Any:
-    """A ``local[2]`` session's builder named ``app``, without the web UI, its JVM started with
-    ``java_options``, and Spark's settings ``conf``."""
+def java_options() -> str:
+    return " ".join(o for o in (FAST_JVM_OPTS, cds.java_options()) if o)
+
+
+def builder(app: str, java: str | None = None, conf: Mapping[str, str] | None = None) -> Any:
+    """A ``local[2]`` session's builder named ``app``, without the web UI, and Spark's settings
+    ``conf``; its JVM started with :func:`java_options` and the archive's class path, or with the
+    options ``java`` alone."""
     from pyspark.sql import SparkSession
 
+    settings = dict(conf or {})
+    if java is None and cds.java_options():  # the archive's class path first: a JVM it prefixes uses it
+        archived = cds.class_path_conf()[sparkconf.DRIVER_CLASS_PATH]
+        given = settings.get(sparkconf.DRIVER_CLASS_PATH)
+        settings[sparkconf.DRIVER_CLASS_PATH] = f"{archived}:{given}" if given else archived
     b = (
         SparkSession.builder.master("local[2]")
         .appName(app)
         .config("spark.ui.enabled", "false")
-        .config("spark.driver.extraJavaOptions", java_options)
+        .config("spark.driver.extraJavaOptions", java_options() if java is None else java)
     )
-    return b.config(map=dict(conf)) if conf else b
+    return b.config(map=settings) if settings else b
 
 
 def stop(spark: Any) -> None:

@@ -214,7 +214,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     with Servers(Fake(files), root / "spool") as servers:
         spark = sparklocal.builder(
             "shufflelab-ndp-connector-test",
-            f"{sparklocal.JVM_OPTIONS} -Djava.io.tmpdir={jvm_tmp}",
+            f"-XX:TieredStopAtLevel=1 -Djava.io.tmpdir={jvm_tmp}",
             {"spark.sql.shuffle.partitions": "2", **connector.spark_conf(jar)},
         ).getOrCreate()
         try:
