@@ -81,22 +81,22 @@ def _part(config: pytest.Config, items: list[pytest.Item]) -> None:
 
 
 # the root/Spark test files that take longest, longest first (their wall times in a fresh-clone pass
-# of `make test` at 9011c14, in its two lanes, module set-up included); every other file after them,
+# of `make test` at b03b8b7, in its two lanes, module set-up included); every other file after them,
 # in collection order. scripts/gates.sh runs the lanes with --dist loadfile --no-loadscope-reorder, so
 # pytest-xdist hands out whole files in this order, each lane taking the next when it is almost done:
 # longest first, the lanes end close together (by default xdist orders files by their number of
 # tests, and a 250 s file of three tests started last left one lane alone for its end)
 LONGEST_FIRST = (
-    "tests/hosts/test_hosts_quickstart.py",  # 259 s, and the six-host lab it builds
-    "tests/integration/test_run_validity_fabric.py",  # 249 s
-    "tests/hosts/test_hosts_deploy.py",  # 145 s
-    "tests/integration/test_spark_run.py",  # about 100 s
+    "tests/hosts/test_hosts_quickstart.py",  # 212 s, and the six-host lab it builds
+    "tests/integration/test_run_validity_fabric.py",  # 209 s
+    "tests/hosts/test_hosts_deploy.py",  # 168 s
+    "tests/integration/test_ndp_tpch_fabric.py",  # 151 s
+    "tests/integration/test_spark_run.py",  # 95 s
     "tests/hosts/test_hosts_run.py",  # about 90 s
-    "tests/integration/test_ndp_tpch_fabric.py",  # 77 s
-    "tests/hosts/test_hosts_tpch.py",  # 64 s
-    "tests/integration/test_analyze_spark_hdfs.py",  # 46 s
-    "tests/integration/test_faults_fabric.py",  # 44 s
-    "tests/hosts/test_hosts_starvation.py",  # 33 s
+    "tests/hosts/test_hosts_tpch.py",  # 56 s
+    "tests/integration/test_analyze_spark_hdfs.py",  # 49 s
+    "tests/hosts/test_hosts_starvation.py",  # 47 s
+    "tests/integration/test_faults_fabric.py",  # 43 s
 )
 
 
