@@ -238,6 +238,78 @@ enum Ev {
     Cross,
 }
 
+/// The pending events, taken in the order of `(time, Ev)` (what one binary heap of them gives):
+/// a binary heap, and beside it a FIFO for the retransmission timer that every ACK re-arms
+/// `min_rto` ahead. Those timers come in time order and most are stale by their time; in the
+/// heap they would outnumber every other event (an ACK rate times `min_rto`) and make each push
+/// and pop walk a heap of that size.
+struct Events {
+    heap: BinaryHeap<Reverse<(u64, Ev)>>,
+    /// Sorted by `(time, Ev)`; only [`Events::push_rearm`] adds to it.
+    fifo: VecDeque<(u64, Ev)>,
+}
+
+impl Events {
+    fn new() -> Self {
+        Events {
+            heap: BinaryHeap::new(),
+            fifo: VecDeque::new(),
+        }
+    }
+
+    fn push(&mut self, t: u64, ev: Ev) {
+        self.heap.push(Reverse((t, ev)));
+    }
+
+    /// [`Events::push`] for an event no earlier than the FIFO's last (a timer re-armed a fixed
+    /// time ahead of a clock that only advances); any other goes to the heap.
+    fn push_rearm(&mut self, t: u64, ev: Ev) {
+        match self.fifo.back() {
+            Some(&(last, _)) if t < last => self.heap.push(Reverse((t, ev))),
+            Some(&(last, _)) if t == last => {
+                // equal times: in the event's order, as the heap would give them
+                let mut i = self.fifo.len();
+                while i > 0 && self.fifo[i - 1] > (t, ev) {
+                    i -= 1;
+                }
+                self.fifo.insert(i, (t, ev));
+            }
+            _ => self.fifo.push_back((t, ev)),
+        }
+    }
+
+    /// The earliest event's time.
+    fn next_time(&self) -> Option<u64> {
+        let h = self.heap.peek().map(|Reverse((t, _))| *t);
+        let f = self.fifo.front().map(|(t, _)| *t);
+        match (h, f) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Take the earliest event if it is due at `now`.
+    fn pop_due(&mut self, now: u64) -> Option<(u64, Ev)> {
+        let from_heap = match (self.heap.peek(), self.fifo.front()) {
+            (None, None) => return None,
+            (Some(Reverse(h)), Some(f)) => h < f,
+            (h, _) => h.is_some(),
+        };
+        if from_heap {
+            let &Reverse((t, _)) = self.heap.peek()?;
+            if t > now {
+                return None;
+            }
+            self.heap.pop().map(|Reverse(e)| e)
+        } else {
+            if self.fifo.front()?.0 > now {
+                return None;
+            }
+            self.fifo.pop_front()
+        }
+    }
+}
+
 struct Sender {
     win: DctcpWindow,
     /// Segments of the flow.
@@ -314,7 +386,7 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
     let mut rng = ChaCha8Rng::seed_from_u64(p.seed ^ 0x11AC_0000);
     let k = Consts { mss, rto_ns, tx_ns };
     let mut q: EgressQueue<Pkt> = EgressQueue::new(p.port(), 0);
-    let mut heap: BinaryHeap<Reverse<(u64, Ev)>> = BinaryHeap::new();
+    let mut pending = Events::new();
     let mut senders: Vec<Sender> = p
         .flows
         .iter()
@@ -322,7 +394,7 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
         .map(|(i, f)| {
             let start = (f.start_s * NS).round() as u64;
             if f.after.is_none() {
-                heap.push(Reverse((start, Ev::Start(i as u32))));
+                pending.push(start, Ev::Start(i as u32));
             }
             let win = DctcpWindow::new((p.init_cwnd_segments * p.mss_bytes) as u64, 1.0);
             Sender {
@@ -371,7 +443,7 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
         0
     };
     if cross_gap_ns > 0 {
-        heap.push(Reverse((0, Ev::Cross)));
+        pending.push(0, Ev::Cross);
     }
     let (mut drops, mut marks, mut cross_bytes, mut events) = (0u64, 0u64, 0u64, 0u64);
     let mut left = senders.len();
@@ -390,7 +462,7 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
         f: u32,
         now: u64,
         k: &Consts,
-        heap: &mut BinaryHeap<Reverse<(u64, Ev)>>,
+        pending: &mut Events,
         rng: &mut ChaCha8Rng,
     ) {
         let cwnd_segments = (s.win.cwnd / k.mss).max(1);
@@ -413,7 +485,7 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
             // NIC): without it a full drop-tail queue locks to the senders' phases and always
             // admits the same flow (Floyd and Jacobson's phase effects)
             let at = at + rng.random_range(0..k.tx_ns);
-            heap.push(Reverse((
+            pending.push(
                 at,
                 Ev::Arrive {
                     flow: f,
@@ -421,18 +493,18 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                     seq,
                     retx,
                 },
-            )));
+            );
         }
         if was_idle && s.in_flight > 0 {
             s.rto_gen += 1;
             let at = now + (k.rto_ns << s.backoff.min(6));
-            heap.push(Reverse((
+            pending.push(
                 at,
                 Ev::Timeout {
                     flow: f,
                     gen: s.rto_gen,
                 },
-            )));
+            );
         }
     }
 
@@ -441,7 +513,7 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
             return Err("link: did not finish within its event budget".into());
         }
         budget -= 1;
-        let t_heap = heap.peek().map(|Reverse((t, _))| *t);
+        let t_heap = pending.next_time();
         let t_q = q.next_wakeup();
         let Some(t) = [t_heap, t_q].into_iter().flatten().min() else {
             break;
@@ -468,7 +540,7 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                 left -= 1;
                 for &c in &children[f] {
                     let at = delivered + (p.flows[c as usize].after_gap_s * NS).round() as u64;
-                    heap.push(Reverse((at, Ev::Start(c))));
+                    pending.push(at, Ev::Start(c));
                 }
             }
             let ack = Ev::Ack {
@@ -478,13 +550,9 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                 retx: pkt.retx,
                 queued: pkt.queued,
             };
-            heap.push(Reverse((now + rtt_ns[f], ack)));
+            pending.push(now + rtt_ns[f], ack);
         }
-        while let Some(&Reverse((te, ev))) = heap.peek() {
-            if te > now {
-                break;
-            }
-            heap.pop();
+        while let Some((_, ev)) = pending.pop_due(now) {
             events += 1;
             match ev {
                 Ev::Cross => {
@@ -502,13 +570,13 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                             q.push(pkt, wire, now);
                         }
                     }
-                    heap.push(Reverse((now + cross_gap_ns, Ev::Cross)));
+                    pending.push(now + cross_gap_ns, Ev::Cross);
                 }
                 Ev::Start(f) => {
                     let s = &mut senders[f as usize];
                     s.started_ns = now;
                     s.access_free = now;
-                    pump(s, f, now, &k, &mut heap, &mut rng);
+                    pump(s, f, now, &k, &mut pending, &mut rng);
                 }
                 Ev::Arrive {
                     flow,
@@ -619,15 +687,15 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                     }
                     if advanced && (s.in_flight > 0 || !s.dropped.is_empty()) {
                         s.rto_gen += 1;
-                        heap.push(Reverse((
+                        pending.push_rearm(
                             now + rto_ns,
                             Ev::Timeout {
                                 flow,
                                 gen: s.rto_gen,
                             },
-                        )));
+                        );
                     }
-                    pump(s, flow, now, &k, &mut heap, &mut rng);
+                    pump(s, flow, now, &k, &mut pending, &mut rng);
                 }
                 Ev::Timeout { flow, gen } => {
                     let s = &mut senders[flow as usize];
@@ -639,13 +707,13 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                             // still queued: wait again
                             s.rto_gen += 1;
                             let at = now + (rto_ns << s.backoff.min(6));
-                            heap.push(Reverse((
+                            pending.push(
                                 at,
                                 Ev::Timeout {
                                     flow,
                                     gen: s.rto_gen,
                                 },
-                            )));
+                            );
                         }
                         continue;
                     }
@@ -668,16 +736,16 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                     s.rto_gen += 1;
                     if s.in_flight > 0 {
                         let at = now + (rto_ns << s.backoff.min(6));
-                        heap.push(Reverse((
+                        pending.push(
                             at,
                             Ev::Timeout {
                                 flow,
                                 gen: s.rto_gen,
                             },
-                        )));
+                        );
                     }
                     let was = s.backoff;
-                    pump(s, flow, now, &k, &mut heap, &mut rng);
+                    pump(s, flow, now, &k, &mut pending, &mut rng);
                     s.backoff = was;
                 }
             }
@@ -768,6 +836,56 @@ pub fn simulate_json(json: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn the_events_come_in_the_order_one_heap_gives(
+            steps in prop::collection::vec(
+                (prop::collection::vec((0u8..5, 0u64..50, 0u32..3, 0u64..4), 0..6), 0u64..30),
+                1..60,
+            )
+        ) {
+            // timers re-armed a fixed time ahead of a clock that advances (often at equal
+            // times), other events before and after them, some equal
+            let rto = 40;
+            let mut pending = Events::new();
+            let mut reference = BinaryHeap::new();
+            let mut now = 0;
+            for (pushes, dt) in steps {
+                for (kind, d, flow, x) in pushes {
+                    let ev = match kind {
+                        0 => Ev::Start(flow),
+                        1 => Ev::Arrive { flow, tx: x, seq: x, retx: false },
+                        2 => Ev::Ack { flow, tx: x, ce: false, retx: false, queued: 0 },
+                        3 => Ev::Cross,
+                        _ => Ev::Timeout { flow, gen: x },
+                    };
+                    if kind == 4 && d % 2 == 0 {
+                        pending.push_rearm(now + rto, ev);
+                        reference.push(Reverse((now + rto, ev)));
+                    } else {
+                        pending.push(now + d, ev);
+                        reference.push(Reverse((now + d, ev)));
+                    }
+                }
+                now += dt;
+                loop {
+                    let want = reference
+                        .peek()
+                        .filter(|Reverse((t, _))| *t <= now)
+                        .map(|Reverse(e)| *e);
+                    let got = pending.pop_due(now);
+                    prop_assert_eq!(got, want);
+                    if got.is_none() {
+                        break;
+                    }
+                    reference.pop();
+                }
+                prop_assert_eq!(pending.next_time(), reference.peek().map(|Reverse((t, _))| *t));
+            }
+        }
+    }
 
     /// 16 Reno senders x 200 kB through 1 Gbit/s into a 10-packet drop-tail queue: losses of
     /// first transmissions and of retransmissions, some found only by the timer.
