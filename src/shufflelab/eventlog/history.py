@@ -17,7 +17,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -67,9 +67,17 @@ class LocalHistoryServer:
     ``log_dir`` (for tests and the ingest benchmark). Use as a context manager: it is always
     stopped."""
 
-    def __init__(self, log_dir: Path, work_dir: Path, heap: str = "1g", extra_conf: dict[str, str] | None = None):
+    def __init__(
+        self,
+        log_dir: Path,
+        work_dir: Path,
+        heap: str = "1g",
+        extra_conf: dict[str, str] | None = None,
+        java_options: Sequence[str] = (),
+    ):
         self.log_dir, self.work_dir, self.heap = Path(log_dir), Path(work_dir), heap
         self.extra_conf = extra_conf or {}
+        self.java_options = list(java_options)  # e.g. the tests' quicker JVM (C1 only, the serial collector)
         self.proc: subprocess.Popen[bytes] | None = None
         self.port = 0
 
@@ -90,8 +98,8 @@ class LocalHistoryServer:
             "spark.history.fs.update.interval": "1s",
             **self.extra_conf,
         }
-        cmd = ["java", f"-Xmx{self.heap}", "-cp", f"{home}/jars/*", *(f"-D{k}={v}" for k, v in conf.items()),
-               "org.apache.spark.deploy.history.HistoryServer"]  # fmt: skip
+        cmd = ["java", f"-Xmx{self.heap}", *self.java_options, "-cp", f"{home}/jars/*",
+               *(f"-D{k}={v}" for k, v in conf.items()), "org.apache.spark.deploy.history.HistoryServer"]  # fmt: skip
         env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_HOME": str(home)}
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = self.work_dir / "history-server.log"
