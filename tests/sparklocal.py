@@ -10,10 +10,15 @@ checks do not depend on them."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+import hashlib
+import os
+import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
-from shufflelab import sparkconf
+from shufflelab import artifacts, sparkconf
 from shufflelab.emulate import cds
 from shufflelab.emulate.spark import FAST_JVM_OPTS
 
@@ -51,3 +56,17 @@ def stop(spark: Any) -> None:
         SparkContext._gateway.shutdown()
         SparkContext._gateway = None
         SparkContext._jvm = None
+
+
+def built_once(name: str, inputs: bytes, build: Callable[[Path], None]) -> Path:
+    """A folder that ``build`` filled from ``inputs`` (a Java source and the Spark version it compiles
+    against, say), kept in shufflelab's cache under ``name`` and the inputs' hash: compiled once per
+    machine, not on every run (javac with Spark's class path takes about 4 CPU-s)."""
+    folder = artifacts.cache_root() / f"{name}-{hashlib.sha256(inputs).hexdigest()[:12]}"
+    if not folder.is_dir():
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=folder.parent, prefix=f".{name}-") as tmp:
+            build(Path(tmp))
+            with contextlib.suppress(OSError):  # another run put it there first: the same build
+                os.rename(tmp, folder)
+    return folder

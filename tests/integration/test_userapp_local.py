@@ -46,23 +46,26 @@ class App:
     py_files: list[str] = field(default_factory=list)
 
 
-def _jar(tmp: Path) -> Path:
+def _jar() -> Path:
+    """The example application's jar, built against the installed Spark once per machine."""
     import pyspark
 
-    src = tmp / "src" / "lab" / "example" / "CountMain.java"
-    src.parent.mkdir(parents=True)
-    src.write_text(JAVA)
-    classes = tmp / "classes"
     cp = str(Path(pyspark.__file__).parent / "jars" / "*")
-    subprocess.run(["javac", "-d", str(classes), "-cp", cp, str(src)], check=True, capture_output=True)
-    jar = tmp / "count.jar"
-    subprocess.run(["jar", "cf", str(jar), "-C", str(classes), "."], check=True, capture_output=True)
-    return jar
+
+    def build(out: Path) -> None:
+        src = out / "src" / "lab" / "example" / "CountMain.java"
+        src.parent.mkdir(parents=True)
+        src.write_text(JAVA)
+        classes = out / "classes"
+        subprocess.run(["javac", "-d", str(classes), "-cp", cp, str(src)], check=True, capture_output=True)
+        subprocess.run(["jar", "cf", str(out / "count.jar"), "-C", str(classes), "."], check=True, capture_output=True)
+
+    return sparklocal.built_once("userapp-jar", (JAVA + pyspark.__version__).encode(), build) / "count.jar"
 
 
 @pytest.fixture(scope="module")
-def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Path]]:
-    jar = _jar(tmp_path_factory.mktemp("jar"))
+def session() -> Iterator[tuple[Any, Path]]:
+    jar = _jar()
     s = sparklocal.builder("shufflelab-userapp-test", conf={"spark.jars": str(jar)}).getOrCreate()
     yield s, jar
     sparklocal.stop(s)

@@ -8,18 +8,16 @@ standard json module; for zstd logs also the ``zstd`` command-line tool when it 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
-import os
 import shutil
 import subprocess
-import tempfile
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from shufflelab import artifacts, eventlog
+import sparklocal
+from shufflelab import eventlog
 from shufflelab.emulate.spark import FAST_JVM_OPTS
 from shufflelab.eventlog.files import discover
 
@@ -56,21 +54,6 @@ def test_both_spark_lines_and_every_variant_are_there() -> None:
             "plain", "zstd", "lz4", "snappy", "lzf", "rolling", "killed", "failed"}  # fmt: skip
 
 
-def _compiled(cp: str, spark_version: str) -> Path:
-    """SparkDecode.java compiled against Spark's jars, kept in shufflelab's cache by the source's and
-    Spark's version (javac with Spark's class path took about 4 CPU-s on every run of this file)."""
-    src = HERE / "SparkDecode.java"
-    key = hashlib.sha256(src.read_bytes() + spark_version.encode()).hexdigest()[:12]
-    classes = artifacts.cache_root() / f"spark-decode-{key}"
-    if not (classes / "SparkDecode.class").exists():
-        classes.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=classes.parent, prefix=".spark-decode-") as tmp:
-            subprocess.run(["javac", "-d", tmp, "-cp", cp, str(src)], check=True)
-            with contextlib.suppress(OSError):  # another run put it there first: the same classes
-                os.rename(tmp, classes)
-    return classes
-
-
 @pytest.fixture(scope="module")
 def spark_decoded(tmp_path_factory: pytest.TempPathFactory) -> dict[Path, Counter[str]]:
     """Every fixture decoded by Spark's EventLogFileReader (one JVM for all)."""
@@ -81,7 +64,12 @@ def spark_decoded(tmp_path_factory: pytest.TempPathFactory) -> dict[Path, Counte
     jars = Path(pyspark.__file__).resolve().parent / "jars"
     out = tmp_path_factory.mktemp("spark-decoded")
     cp = f"{jars}/*"
-    classes = _compiled(cp, pyspark.__version__)
+    src = HERE / "SparkDecode.java"
+    classes = sparklocal.built_once(
+        "spark-decode",
+        src.read_bytes() + pyspark.__version__.encode(),
+        lambda d: subprocess.run(["javac", "-d", str(d), "-cp", cp, str(src)], check=True),
+    )
     args, targets = [], {}
     for i, (_, _, path) in enumerate(FIXTURES):
         target = out / f"{i}.txt"
