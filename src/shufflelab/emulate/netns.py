@@ -245,7 +245,8 @@ def clean(force: bool = False) -> CleanReport:
             if d.is_dir() and not _held(d.name, force):
                 shutil.rmtree(d, ignore_errors=True)
                 report.scratch_dirs.append(str(d))
-    for cg in cgroups.stale():  # empty groups made a minute or more ago: never a live run's
+    # empty groups made a minute or more ago: never a live run's (forced: every empty one)
+    for cg in cgroups.stale(min_age_s=0 if force else cgroups.STALE_AFTER_S):
         with contextlib.suppress(OSError):
             cg.rmdir()
             report.cgroups.append(str(cg))
