@@ -81,9 +81,9 @@ rust_gates() {
   (
     exec 9>"$cache/rust-workspace.lock" # one checkout at a time copies and builds there
     flock 9
-    ws=$(python3 scripts/stage_rust.py "$cache/rust-workspace")
+    ws=$(.venv/bin/python scripts/stage_rust.py "$cache/rust-workspace") || exit 1
     echo "== clippy and cargo test in $ws, a copy of this checkout's workspace"
-    cd "$ws"
+    cd "$ws" || exit 1
     gate clippy cargo clippy --workspace --all-targets -q -- -D warnings &&
       gate cargo-test cargo test --workspace -q
   ) &&
