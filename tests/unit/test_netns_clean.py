@@ -20,7 +20,7 @@ def dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     for name in ("LEASE_DIR", "SCRATCH_ROOT", "NETNS_ETC"):
         monkeypatch.setattr(netns, name, tmp_path / name.lower())
         (tmp_path / name.lower()).mkdir()
-    monkeypatch.setattr(netns.cgroups, "stale", lambda *a: [])
+    monkeypatch.setattr(netns.cgroups, "stale", lambda *a, **k: [])
     yield tmp_path
 
 
