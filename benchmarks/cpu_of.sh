@@ -11,12 +11,16 @@ shift
 root=/sys/fs/cgroup/cpuacct
 [ -d "$root" ] || { echo "cpu_of: no cgroup v1 cpuacct hierarchy at $root" >&2; exit 2; }
 group=$(mktemp -d "$root/shufflelab-cpu-of-XXXXXX")
-trap 'rmdir "$group" 2>/dev/null || true' EXIT
+# what still runs when this ends (counted up to here) goes back to the root group, so that the group
+# can always be removed
+trap 'for p in $(cat "$group/cgroup.procs" 2>/dev/null); do echo "$p" >"$root/cgroup.procs" 2>/dev/null; done
+      rmdir "$group" 2>/dev/null || true' EXIT
 t0=$(date +%s.%N)
 bash -c 'echo $$ >"$1/cgroup.procs"; shift; exec "$@"' _ "$group" "$@"
 rc=$?
 # what the command left running a moment longer (daemons stopping) is counted too
-for _ in 1 2 3 4 5 6 7 8 9 10; do [ -s "$group/cgroup.procs" ] || break; sleep 1; done
+# (cgroupfs files read as size 0: `test -s` cannot tell, the content can)
+for _ in 1 2 3 4 5 6 7 8 9 10; do [ -n "$(cat "$group/cgroup.procs")" ] || break; sleep 1; done
 t1=$(date +%s.%N)
 python3 -c "import sys; print(f'{sys.argv[1]} rc={sys.argv[2]} cpu_s={int(sys.argv[3]) / 1e9:.1f} wall_s={float(sys.argv[5]) - float(sys.argv[4]):.1f}')" \
   "$label" "$rc" "$(cat "$group/cpuacct.usage")" "$t0" "$t1"
