@@ -65,6 +65,7 @@ def main() -> None:
     a = ap.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("needs root (network namespaces)")
+    load_at_start = os.getloadavg()[0]
     select = [] if sorted(set(a.udp)) == [0, 75] else [f"udp={a.udp[0]}"]
     rows: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory(prefix="hosts-vs-local-") as tmp_name:
@@ -94,7 +95,8 @@ def main() -> None:
             "command": "sudo .venv/bin/python benchmarks/hosts_vs_local.py " + " ".join(sys.argv[1:]),
             "spec": "experiments/quickstart.toml, repetitions = 1 per round, JVMs as shipped",
             "hosts": "six stand-in hosts: master and w1 on host1, w2-w3, tgen, tsink one each, host6 the router",
-            "load_average_at_start": os.getloadavg()[0],
+            "load_average_at_start": load_at_start,
+            "load_average_at_end": os.getloadavg()[0],  # its own runs' load, mostly
             "rows": rows,
         }
         a.out.write_text(json.dumps(doc, indent=1) + "\n")
