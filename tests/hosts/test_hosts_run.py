@@ -112,6 +112,18 @@ def job_times(db: Path) -> list[float]:
     return [float(r[1]) for r in rows]
 
 
+def udp_rate_missed(db: Path) -> str | None:
+    """The cause when every run in ``db`` failed, and failed only because the iperf3 UDP sender fell
+    short of its configured rate during the job (run validity's promise; None otherwise)."""
+    with duckdb.connect(str(db), read_only=True) as con:
+        rows = con.execute("SELECT status, cause FROM runs").fetchall()
+    prefix = "scenario not delivered: "
+    if not rows or any(s != "failed" or not c or not c.startswith(prefix) for s, c in rows):
+        return None
+    problems = [p for _, c in rows for p in c[len(prefix) :].split("; ")]
+    return "; ".join(problems) if all(p.startswith("UDP cross traffic: sent ") for p in problems) else None
+
+
 def tagged_running(lab: Lab, host: int, program: bytes) -> bool:
     """A process of ``program`` tagged with a lease runs on stand-in ``host`` (an index)."""
     for pid in sh("ip", "netns", "pids", lab.hosts[host].ns).split():
