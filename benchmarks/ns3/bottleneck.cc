@@ -38,15 +38,19 @@ static void OnRto(uint32_t flow, Time old, Time now) {
 // --trace: on stderr, per flow its entries into each congestion state (1 disorder, 2 CWR: an echoed
 // mark, 3 recovery, 4 loss: a timeout), segments sent and sent again, the time-weighted mean window
 // after the first half second, and the ACKs that echo a mark (ECE) with those among them that do
-// not advance the cumulative ACK; then the bottleneck's queue length sampled every 100 µs (mean,
-// share of samples at or above RED's thresholds and the limit) and its RED statistics (marks and
-// drops, forced ones above maxTh apart). The JSON on stdout is unchanged.
+// not advance the cumulative ACK, and DCTCP's time-weighted mean α (ns3::TcpDctcp's
+// CongestionEstimate); each entry into recovery or loss with its time; then the bottleneck's queue
+// length sampled every 100 µs (mean, share of samples at or above RED's thresholds and the limit)
+// and its RED statistics (marks and drops, forced ones above maxTh apart). --seriesMs=M adds every
+// M ms of virtual time a line "TS t q <queued> drops <n> marks <n> | <cwnd> <MB received> ..." per
+// flow. The JSON on stdout is unchanged.
 static bool g_trace = false;
 struct FlowTrace {
   uint32_t states[5] = {0, 0, 0, 0, 0};
   uint64_t tx = 0, retx = 0, highTx = 0;
   uint64_t ece = 0, eceStill = 0, highAck = 0;  // ACKs echoing a mark; of them, not advancing the ACK
   double cwnd = 0, cwndAt = -1, cwndArea = 0, cwndTime = 0;
+  double alpha = -1, alphaAt = -1, alphaArea = 0, alphaTime = 0;  // DCTCP's α, the mean after 0.5 s
 };
 static std::vector<FlowTrace> g_ft;
 static double g_detailFrom = -1;  // --detailFrom=T: flow 0's every event for 10 ms from T s after the start
@@ -56,6 +60,10 @@ static bool Detail(uint32_t flow, double t) {
 static void TraceState(uint32_t flow, TcpSocketState::TcpCongState_t, TcpSocketState::TcpCongState_t to) {
   if (static_cast<int>(to) < 5) g_ft[flow].states[static_cast<int>(to)]++;
   double t = Simulator::Now().GetSeconds() - g_start;
+  if (to == TcpSocketState::CA_RECOVERY || to == TcpSocketState::CA_LOSS) {
+    std::fprintf(stderr, "%.6f flow %u enters %s, cwnd %.1f\n", t, flow,
+                 to == TcpSocketState::CA_LOSS ? "loss" : "recovery", g_ft[flow].cwnd);
+  }
   if (Detail(flow, t)) std::fprintf(stderr, "%.6f STATE %d\n", t, static_cast<int>(to));
 }
 static void TraceTx(uint32_t flow, Ptr<const Packet> p, const TcpHeader &h, Ptr<const TcpSocketBase>) {
@@ -96,6 +104,17 @@ static void TraceCwnd(uint32_t flow, uint32_t, uint32_t now) {
   f.cwndAt = t;
   if (Detail(flow, t)) std::fprintf(stderr, "%.6f CWND %.2f\n", t, f.cwnd);
 }
+static void TraceAlpha(uint32_t flow, uint32_t, uint32_t, double alpha) {
+  FlowTrace &f = g_ft[flow];
+  double t = Simulator::Now().GetSeconds() - g_start;
+  double from = std::max(f.alphaAt, 0.5);
+  if (g_fct[flow] < 0 && f.alphaAt >= 0 && t > from) {
+    f.alphaArea += f.alpha * (t - from);
+    f.alphaTime += t - from;
+  }
+  f.alpha = alpha;
+  f.alphaAt = t;
+}
 static uint64_t g_qSamples = 0, g_qSum = 0, g_qMin = 0, g_qMax = 0, g_qLimit = 0;
 static void SampleQueue(Ptr<QueueDisc> qd, uint32_t minTh, uint32_t maxTh, uint32_t limit) {
   uint32_t n = qd->GetNPackets();
@@ -105,6 +124,15 @@ static void SampleQueue(Ptr<QueueDisc> qd, uint32_t minTh, uint32_t maxTh, uint3
   g_qMax += n >= maxTh;
   g_qLimit += n + 1 >= limit;
   Simulator::Schedule(MicroSeconds(100), &SampleQueue, qd, minTh, maxTh, limit);
+}
+
+static void Series(Ptr<QueueDisc> qd, Time every) {
+  QueueDisc::Stats st = qd->GetStats();
+  std::fprintf(stderr, "TS %.3f q %u drops %u marks %u", Simulator::Now().GetSeconds() - g_start, qd->GetNPackets(),
+               st.nTotalDroppedPackets, st.nTotalMarkedPackets);
+  for (size_t i = 0; i < g_rx.size(); i++) std::fprintf(stderr, " | %.1f %.2f", g_ft[i].cwnd, g_rx[i] / 1e6);
+  std::fprintf(stderr, "\n");
+  Simulator::Schedule(every, &Series, qd, every);
 }
 
 static void OnRx(uint32_t flow, Ptr<const Packet> p, const Address &) {
@@ -133,8 +161,10 @@ int main(int argc, char *argv[]) {
   double minRtoMs = 200;  // Linux's TCP_RTO_MIN (ns-3's default is 1 s)
   double stopS = 600;     // virtual-time limit: a flow not done by then is reported as -1
   double delAckTimeoutMs = 200;
-  uint32_t dctcpFloor = 0;
+  uint32_t dctcpFloor = 0, delAckCount = 2;
+  double seriesMs = 0;
   CommandLine cmd;
+  cmd.AddValue("delAckCount", "segments a receiver waits for before it ACKs (ns-3: 2)", delAckCount);
   cmd.AddValue("delAckTimeoutMs", "the receiver's delayed-ACK timer, ms (ns-3: 200; Linux's minimum: 40)",
                delAckTimeoutMs);
   cmd.AddValue("dctcpFloor", "ns3::TcpDctcp: floor of its ssthresh in segments (Linux: 2; 0: ns-3's rule)",
@@ -159,6 +189,8 @@ int main(int argc, char *argv[]) {
   cmd.AddValue("limit", "queue limit, packets", limit);
   cmd.AddValue("minRtoMs", "TCP's minimum retransmission timeout, ms", minRtoMs);
   cmd.AddValue("trace", "per-flow state entries, (re)transmissions and the queue's statistics on stderr", g_trace);
+  cmd.AddValue("seriesMs", "with --trace: the queue and every flow's window and bytes every this many ms",
+               seriesMs);
   cmd.AddValue("detailFrom", "with --trace: flow 0's events for 10 ms from this many s after the start", g_detailFrom);
   cmd.AddValue("stopS", "virtual seconds after which unfinished flows are reported as -1", stopS);
   cmd.Parse(argc, argv);
@@ -170,6 +202,7 @@ int main(int argc, char *argv[]) {
 
   ConfigureTcpHosts(cc, dctcpFloor, delAckTimeoutMs, minRtoMs);
   Config::SetDefault("ns3::TcpSocketBase::UseEcn", StringValue("On"));
+  Config::SetDefault("ns3::TcpSocket::DelAckCount", UintegerValue(delAckCount));
 
   NodeContainer senders, sinks, routers, udp;
   senders.Create(flows);
@@ -226,6 +259,9 @@ int main(int argc, char *argv[]) {
       if (DynamicCast<RedQueueDisc>(qd)) bottleneckQd = qd;
     }
   }
+  if (g_trace && bottleneckQd && seriesMs > 0) {
+    Simulator::Schedule(Seconds(g_start), &Series, bottleneckQd, MicroSeconds(static_cast<int64_t>(seriesMs * 1000)));
+  }
   if (g_trace && bottleneckQd) {
     Simulator::Schedule(Seconds(g_start), &SampleQueue, bottleneckQd, static_cast<uint32_t>(minTh),
                         static_cast<uint32_t>(maxTh), limit);
@@ -244,6 +280,11 @@ int main(int argc, char *argv[]) {
         sock->TraceConnectWithoutContext("Tx", MakeBoundCallback(&TraceTx, i));
         sock->TraceConnectWithoutContext("Rx", MakeBoundCallback(&TraceRx, i));
         sock->TraceConnectWithoutContext("CongestionWindow", MakeBoundCallback(&TraceCwnd, i));
+        PointerValue ops;  // DCTCP's α (other controls have no such trace)
+        sock->GetAttribute("CongestionOps", ops);
+        if (Ptr<TcpDctcp> dctcp = DynamicCast<TcpDctcp>(ops.Get<Object>())) {
+          dctcp->TraceConnectWithoutContext("CongestionEstimate", MakeBoundCallback(&TraceAlpha, i));
+        }
       }
     });
   }
@@ -283,11 +324,11 @@ int main(int argc, char *argv[]) {
       const FlowTrace &f = g_ft[i];
       std::fprintf(stderr,
                    "flow %u: fct %.4f rto %u entries disorder %u cwr %u recovery %u loss %u tx %lu retx %lu "
-                   "mean cwnd %.2f ece acks %lu (not advancing the ACK %lu)\n",
+                   "mean cwnd %.2f ece acks %lu (not advancing the ACK %lu) mean alpha %.3f\n",
                    i, g_fct[i], g_rtos[i], f.states[1], f.states[2], f.states[3], f.states[4],
                    static_cast<unsigned long>(f.tx), static_cast<unsigned long>(f.retx),
                    f.cwndTime > 0 ? f.cwndArea / f.cwndTime : 0.0, static_cast<unsigned long>(f.ece),
-                   static_cast<unsigned long>(f.eceStill));
+                   static_cast<unsigned long>(f.eceStill), f.alphaTime > 0 ? f.alphaArea / f.alphaTime : -1.0);
     }
     double n = g_qSamples ? static_cast<double>(g_qSamples) : 1.0;
     std::fprintf(stderr, "queue: mean %.1f packets, >= minTh %.3f, >= maxTh %.3f, at the limit %.3f (%lu samples)\n",
