@@ -1,14 +1,13 @@
 """Seed 001's experiment over SSH on the session's stand-in hosts (``lab6``): experiments/starvation.toml
 itself, one cell -- the network-heavy workload (small records), one application, its ``control`` case
-(UDP at 95 % of a port from tgen to tsink, outside the job) -- which is also a cell of
-experiments/starvation-control.toml (whose cells are starvation's: tests/unit/test_shipped_cells.py).
-Its ``shared`` case is refused on machines (tests/unit/test_hosts_refused.py). Trimmed to fit the lab
-and one run: one repetition, the tests' quicker JVMs (``spark.fast_jvm``), five of its seven hosts
-(the master, two workers, the traffic source and sink; ``star``: each on a machine of its own, its
-link its data interface's egress), 20 k records in 8 partitions instead of 1.5 M in 24, and no link
-self-test. A run that failed only because the UDP sender fell short of its rate during the job
-(run validity's judgement; its short job is the most sensitive to a CPU that the other lane's Spark
-holds) is run again once.
+(UDP from tgen to tsink, outside the job) -- which is also a cell of experiments/starvation-control.toml
+(whose cells are starvation's: tests/unit/test_shipped_cells.py). Its ``shared`` case is refused on
+machines (tests/unit/test_hosts_refused.py). Trimmed to fit the lab and one run: one repetition, the
+tests' quicker JVMs (``spark.fast_jvm``), five of its seven hosts (the master, two workers, the traffic
+source and sink; ``star``: each on a machine of its own, its link its data interface's egress), 20 k
+records in 8 partitions instead of 1.5 M in 24, the UDP at 75 % of the port instead of 95 % (see
+:func:`trimmed`), and no link self-test. A run that failed only because the UDP sender fell short of
+its rate during the job (run validity's judgement) is run again once.
 
 The master's own TCP settings (initcwnd/initrwnd on its routes, no slow start after idle) are on its
 machine while the run lasts, the UDP reaches tsink's machine, both workers run tasks, and every host is
@@ -49,6 +48,11 @@ def trimmed(path: Path) -> Path:
     small["params"].update(records=20_000, partitions=8)
     data["matrix"] = {"workload": [small], "workload.apps": [1]}
     data["cases"] = {"control": data["cases"]["control"]}  # its `only`: small records, one application
+    # 75 % of the port, not 95 %: iperf3 on the stand-ins shares two cores with the other lane's Spark, and
+    # a sender held up for a moment at 95 % has 5 % of the port left to catch up in (the shaped link caps
+    # it): it stays behind, and run validity fails the run (0.934 of the rate in a 6 s job, intervals
+    # down to 12.4 Mbit/s of 18.45); at 75 % it catches up within the job
+    data["cases"]["control"]["cross_traffic.udp_percent"] = 75
     return shipped.write(data, path)
 
 
@@ -92,9 +96,10 @@ def test_a_cell_of_starvation_runs_on_machines(lab6: Lab, tmp_path: Path) -> Non
     res = tmp_path / "res"
     before, routes = host_state(lab6), routing(lab6)
     r, seen = _run(spec, inv, res, lab6)
-    # the UDP sender's rate over the short job is the one promise a CPU the other lane's Spark holds can
-    # break (run validity judges it, rightly): such a run is run again, once, from scratch
-    missed = r.returncode == 0 and udp_rate_missed(res / "starvation.duckdb")
+    # the UDP sender's rate over the short job is the one promise a CPU that the other lane's Spark holds
+    # can break (run validity judges it, rightly; `run` then exits 1): such a run is run again, once, from
+    # scratch
+    missed = (res / "starvation.duckdb").is_file() and udp_rate_missed(res / "starvation.duckdb")
     if missed:
         print(f"run again: {missed}")
         shutil.rmtree(res)
