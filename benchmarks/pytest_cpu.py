@@ -8,8 +8,12 @@ of the gates). A test's CPU is its group's usage across the test's setup, call a
 fixtures are charged to the test that makes or ends them). One JSON line per test is appended to
 ``$PYTEST_CPU_OUT``:
 
-    PYTHONPATH=benchmarks PYTEST_ADDOPTS="-p pytest_cpu" PYTEST_CPU_OUT=/tmp/cpu.jsonl ./.ci/run
+    mkdir /tmp/plugin && cp benchmarks/pytest_cpu.py /tmp/plugin/
+    PYTHONPATH=/tmp/plugin PYTEST_ADDOPTS="-p pytest_cpu" PYTEST_CPU_OUT=/tmp/cpu.jsonl ./.ci/run
     .venv/bin/python benchmarks/pytest_cpu.py /tmp/cpu.jsonl      # the table, most CPU first
+
+(the plugin alone on ``PYTHONPATH``: benchmarks/ holds folders named ``ns3`` and ``simgrid`` that would
+shadow those packages in every Python process the tests start).
 
 Processes still running in a group when its pytest ends go back to the root group (counted up to
 then), so that the group can always be removed.
