@@ -161,6 +161,21 @@ def test_projection_and_null_predicates(tmp_path) -> None:  # type: ignore[no-un
     assert got.num_rows == _duck(t, "SELECT count(*) FROM t WHERE starts_with(l_shipmode, 'RE')")[0][0]
 
 
+@pytest.mark.parametrize("op", ["in", "="])
+def test_minus_zero_matches_both_zeros_from_arrow_and_parquet(tmp_path, op: str) -> None:  # type: ignore[no-untyped-def]
+    import pyarrow.parquet as pq
+
+    t = pa.table({"l_quantity": [0.0, 0.1, -0.0, 1.0, 0.0]})
+    pq.write_table(t, tmp_path / "z.parquet")
+    pred = {"op": "in", "values": [0.1, -0.0]} if op == "in" else {"op": "=", "value": -0.0}
+    plan = P.validate(
+        P.parse(json.dumps({"filters": [{"column": "l_quantity", **pred}], "project": ["l_quantity"]})), SCHEMA
+    )
+    want = [-0.0, 0.0, 0.0, 0.1] if op == "in" else [-0.0, 0.0, 0.0]  # every zero, whatever its sign
+    for source in (t, tmp_path / "z.parquet"):  # an Arrow table (DuckDB's hash lookup) and a file
+        assert sorted(X.run(plan, SCHEMA, source).column("l_quantity").to_pylist()) == want, source
+
+
 @pytest.mark.parametrize(
     ("doc", "field", "reason"),
     [
