@@ -36,9 +36,10 @@ def _q(name: str) -> str:
 
 
 def _both_zeros(values: Sequence[Any]) -> list[Any]:
-    """``values`` with a float zero given as both 0.0 and -0.0: they are equal, but DuckDB pushes IN
-    into its scan of an Arrow table as a hash lookup, where either zero misses the rows holding the
-    other (DuckDB 1.5.6; its Parquet scan compares them equal)."""
+    """``values`` with a float zero given as both 0.0 and -0.0: they are equal, but DuckDB's Python
+    package pushes an IN into its scan of an Arrow table as pyarrow's ``Expression.isin``, a hash lookup
+    where either zero misses the rows holding the other (DuckDB 1.5.6; its Parquet scan compares them
+    equal)."""
     if not any(isinstance(v, float) and v == 0.0 for v in values):
         return list(values)
     return [v for v in values if not (isinstance(v, float) and v == 0.0)] + [0.0, -0.0]
