@@ -105,6 +105,8 @@ def test_a_cell_of_starvation_runs_on_machines(lab6: Lab, tmp_path: Path) -> Non
         shutil.rmtree(res)
         r, seen = _run(spec, inv, res, lab6)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    # the master's own TCP settings on its machine's routes while the run was on (the workers have none)
+    assert seen and all(route["metrics"] == [{"initcwnd": 850, "initrwnd": 1000}] for route in seen), seen
     assert host_state(lab6) == before and routing(lab6) == routes  # shaping, sysctls, routes: back
     db = res / "starvation.duckdb"
     assert len(job_times(db)) == 1  # one run, ok
