@@ -31,6 +31,25 @@ static uint64_t g_bytes = 0;
 static double g_start = 1.0;
 static std::vector<uint32_t> g_rtos;  // per flow: retransmission timeouts (the timer doubled)
 
+// --udpJitter=J: the UDP source sends its packets at its constant rate's instants, each moved later by
+// U[0, J) of a bottleneck packet time (a real sender's interrupts and NIC; J <= 1 keeps their order
+// up to 100 %), from ns-3's random stream of --run; 0 (the default): ns3::OnOffApplication, exactly
+// periodic, so that at a rate whose period is a whole number of packet times (50 %, 100 %) its
+// arrivals meet the bottleneck's departures on the same nanosecond and ns-3's event order decides
+struct JitteredUdp {
+  Ptr<Socket> socket;
+  Ptr<UniformRandomVariable> u;
+  double startNs = 0, gapNs = 0, jitterNs = 0;
+  uint64_t sent = 0;
+};
+static void SendJittered(JitteredUdp *j) {
+  j->socket->Send(Create<Packet>(1472));
+  j->sent++;
+  double at = j->startNs + static_cast<double>(j->sent) * j->gapNs + j->u->GetValue(0, j->jitterNs);
+  int64_t now = Simulator::Now().GetNanoSeconds();
+  Simulator::Schedule(NanoSeconds(std::max<int64_t>(std::llround(at), now) - now), &SendJittered, j);
+}
+
 static void OnRto(uint32_t flow, Time old, Time now) {
   if (now == old + old) g_rtos[flow]++;
 }
@@ -163,7 +182,14 @@ int main(int argc, char *argv[]) {
   double delAckTimeoutMs = 200;
   uint32_t dctcpFloor = 0, delAckCount = 2;
   double seriesMs = 0;
+  double udpJitter = 0;
+  uint32_t run = 1;
   CommandLine cmd;
+  cmd.AddValue("udpJitter",
+               "UDP send-time jitter: each packet U[0, J) bottleneck packet times after its constant-rate "
+               "instant (0: exactly periodic, ns3::OnOffApplication)",
+               udpJitter);
+  cmd.AddValue("run", "ns-3's run number (RngSeedManager::SetRun): RED's and the UDP jitter's draws", run);
   cmd.AddValue("delAckCount", "segments a receiver waits for before it ACKs (ns-3: 2)", delAckCount);
   cmd.AddValue("delAckTimeoutMs", "the receiver's delayed-ACK timer, ms (ns-3: 200; Linux's minimum: 40)",
                delAckTimeoutMs);
@@ -194,6 +220,11 @@ int main(int argc, char *argv[]) {
   cmd.AddValue("detailFrom", "with --trace: flow 0's events for 10 ms from this many s after the start", g_detailFrom);
   cmd.AddValue("stopS", "virtual seconds after which unfinished flows are reported as -1", stopS);
   cmd.Parse(argc, argv);
+  if (udpJitter < 0 || udpJitter > 1) {
+    std::fprintf(stderr, "--udpJitter must be in [0, 1], not %g\n", udpJitter);
+    return 2;
+  }
+  RngSeedManager::SetRun(run);
   g_bytes = static_cast<uint64_t>(megabytes * 1e6);
   g_fct.assign(flows, -1.0);
   g_rx.assign(flows, 0);
@@ -292,10 +323,22 @@ int main(int argc, char *argv[]) {
   if (udpShare > 0) {
     // 1472 B of payload: 1500 B IP packets (+2 B PPP) on the wire
     double bps = udpShare * rateGbps * 1e9 * 1472.0 / 1502.0;
-    OnOffHelper onoff("ns3::UdpSocketFactory", InetSocketAddress(sinkAddr[flows], 9));
-    onoff.SetConstantRate(DataRate(static_cast<uint64_t>(bps)), 1472);
-    ApplicationContainer u = onoff.Install(udp.Get(0));
-    u.Start(Seconds(0.5));
+    if (udpJitter > 0) {
+      static JitteredUdp j;
+      j.socket = Socket::CreateSocket(udp.Get(0), UdpSocketFactory::GetTypeId());
+      j.socket->Connect(InetSocketAddress(sinkAddr[flows], 9));
+      j.u = CreateObject<UniformRandomVariable>();
+      double packetNs = 1502.0 * 8 / rateGbps;  // a 1502 B wire packet's time at the bottleneck
+      j.startNs = 0.5e9;
+      j.gapNs = packetNs / udpShare;
+      j.jitterNs = udpJitter * packetNs;
+      Simulator::Schedule(NanoSeconds(std::llround(j.startNs + j.u->GetValue(0, j.jitterNs))), &SendJittered, &j);
+    } else {
+      OnOffHelper onoff("ns3::UdpSocketFactory", InetSocketAddress(sinkAddr[flows], 9));
+      onoff.SetConstantRate(DataRate(static_cast<uint64_t>(bps)), 1472);
+      ApplicationContainer u = onoff.Install(udp.Get(0));
+      u.Start(Seconds(0.5));
+    }
     PacketSinkHelper us("ns3::UdpSocketFactory", InetSocketAddress(Ipv4Address::GetAny(), 9));
     udpSink = us.Install(sinks.Get(flows));
     udpSink.Start(Seconds(0));
