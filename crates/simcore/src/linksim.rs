@@ -96,6 +96,12 @@ pub struct LinkSim {
     /// Unresponsive, non-ECT cross traffic offered to the queue, wire bytes/s.
     #[serde(default)]
     pub cross_bytes_per_s: f64,
+    /// The cross traffic's send-time jitter: each packet arrives U[0, J) packet times of the link
+    /// after its constant-rate instant (a real sender's interrupts and NIC; J <= 1 keeps the order
+    /// up to the link's rate). 0: exactly periodic, so that at a rate whose period is a whole number
+    /// of packet times its arrivals meet departures on the same nanosecond.
+    #[serde(default)]
+    pub cross_jitter_packets: f64,
     /// Flows not done by then are reported as not done (NaN).
     #[serde(default = "horizon")]
     pub horizon_s: f64,
@@ -159,6 +165,9 @@ impl LinkSim {
         }
         if !(self.cross_bytes_per_s >= 0.0 && self.cross_bytes_per_s.is_finite()) {
             return Err("link.cross_bytes_per_s: must be >= 0".into());
+        }
+        if !(0.0..=1.0).contains(&self.cross_jitter_packets) {
+            return Err("link.cross_jitter_packets: in [0, 1]".into());
         }
         if let Some(r) = &self.red {
             if !r.fits(self.queue_bytes) {
@@ -442,8 +451,21 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
     } else {
         0
     };
+    // the cross traffic's jitter from a stream of its own: the senders' draws are the same with or
+    // without it
+    let cross_jitter_ns = (p.cross_jitter_packets * k.tx_ns as f64) as u64;
+    let mut cross_rng = ChaCha8Rng::seed_from_u64(p.seed ^ 0xC205_5000);
+    let mut cross_sent = 0u64;
+    let mut cross_at = |sent: u64| {
+        let jitter = if cross_jitter_ns > 0 {
+            cross_rng.random_range(0..cross_jitter_ns)
+        } else {
+            0
+        };
+        sent * cross_gap_ns + jitter
+    };
     if cross_gap_ns > 0 {
-        pending.push(0, Ev::Cross);
+        pending.push(cross_at(0), Ev::Cross);
     }
     let (mut drops, mut marks, mut cross_bytes, mut events) = (0u64, 0u64, 0u64, 0u64);
     let mut left = senders.len();
@@ -570,7 +592,8 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                             q.push(pkt, wire, now);
                         }
                     }
-                    pending.push(now + cross_gap_ns, Ev::Cross);
+                    cross_sent += 1;
+                    pending.push(cross_at(cross_sent).max(now), Ev::Cross);
                 }
                 Ev::Start(f) => {
                     let s = &mut senders[f as usize];
@@ -903,6 +926,7 @@ mod tests {
             init_cwnd_segments: 10.0,
             min_rto_s: 0.2,
             cross_bytes_per_s: 0.0,
+            cross_jitter_packets: 0.0,
             horizon_s: 60.0,
             seed,
             flows: vec![
@@ -917,6 +941,34 @@ mod tests {
                 };
                 16
             ],
+        }
+    }
+
+    #[test]
+    fn jittered_cross_traffic_keeps_its_rate_and_is_checked() {
+        // a quarter of the link next to one flow held to another quarter by its access link: the
+        // queue stays short, and jitter moves each cross packet within its packet time and keeps
+        // the rate (a packet more or less by the end)
+        let mut p = crowded(1);
+        p.flows.truncate(1);
+        p.flows[0].bytes = 2e6;
+        p.flows[0].access_bytes_per_s = 0.25 * p.link_bytes_per_s;
+        p.cross_bytes_per_s = 0.25 * p.link_bytes_per_s;
+        let plain = run(&p).unwrap().0;
+        p.cross_jitter_packets = 1.0;
+        let jittered = run(&p).unwrap().0;
+        assert_eq!((plain.drops, jittered.drops), (0, 0));
+        for r in [&plain, &jittered] {
+            let packets = r.cross_bytes_per_s * r.end_s / p.wire_bytes;
+            let want = p.cross_bytes_per_s * r.end_s / p.wire_bytes;
+            assert!(
+                (packets - want).abs() <= 1.5,
+                "{packets} cross packets, {want} offered: {r:?}"
+            );
+        }
+        for bad in [-0.1, 1.5, f64::NAN] {
+            p.cross_jitter_packets = bad;
+            assert!(p.validate().is_err(), "{bad}");
         }
     }
 

@@ -139,6 +139,7 @@ impl Ctx<'_> {
             init_cwnd_segments: 10.0,
             min_rto_s: 0.2,
             cross_bytes_per_s: cross,
+            cross_jitter_packets: 0.0,
             horizon_s: horizon,
             seed: self.seed ^ (u64::from(l) << 32),
             flows,

@@ -77,6 +77,7 @@ fn bottleneck(cc: Cc, udp_share: f64) -> LinkSim {
         init_cwnd_segments: 10.0,
         min_rto_s: 0.2,
         cross_bytes_per_s: udp_share * c,
+        cross_jitter_packets: 0.0,
         horizon_s: 60.0,
         seed: 1,
         flows: vec![
