@@ -34,7 +34,13 @@ Its rows add the shuffle's end (the last flow) on both sides.
 Linux's ``red_action`` in include/net/red.h and the switch's RED space them uniformly up to 1/p;
 step marking marks every packet at or above K, so the wait does not apply there); the simulator
 side is the packet-faithful mode's per-link engine (``run_link``) on that one link, which is what
-the mode computes for a fabric whose only loaded link is this one.
+the mode computes for a fabric whose only loaded link is this one. With ``--udp-jitter J`` the UDP
+leaves at its constant rate's instants each moved later by U[0, J) packet times of the bottleneck, on
+both sides (``bottleneck.cc --udpJitter=J``, the simulator's ``cross_jitter_packets``), as a real
+sender's interrupts and NIC move it; ns-3 then runs each UDP row with ``--run=1..N`` (``--ns3-runs``,
+3) and the row is the mean over them. Without it the UDP is exactly periodic, and at 50 and 100 % its
+period is a whole number of the bottleneck's packet times: its arrivals meet the departures on the
+same nanosecond and each side's order of simultaneous events decides who gets the queue's last place.
 
 Reported per row: mean and p99 FCT on both sides (p99 = the nearest-rank 99th percentile, i.e. the
 slowest flow for these flow counts), their errors relative to ns-3, retransmission timeouts, and
@@ -95,6 +101,10 @@ NS3_RUNS = CACHE / "runs"
 FRESH_NS3 = False
 # ns-3's figures from earlier rows of this benchmark, by (case's program, its arguments) (--ns3-rows)
 STORED_NS3: dict[tuple[str, ...], dict[str, Any]] = {}
+# --udp-jitter: the one-bottleneck rows' UDP send-time jitter, in packet times of the link, on both
+# sides (bottleneck.cc --udpJitter, the simulator's cross_jitter_packets); such a row runs ns-3 with
+# --run=1..UDP_RUNS (RED's and the jitter's draws) and takes the mean over the runs
+UDP_JITTER, UDP_RUNS = 0.0, 3
 
 
 def stored_ns3(args: list[str]) -> dict[str, Any] | None:
@@ -266,6 +276,8 @@ def link_config(cc: str, queue: str, share: float) -> dict[str, Any]:
 
 def sim_link(cc: str, queue: str, share: float, seed: int) -> dict[str, Any]:
     config = link_config(cc, queue, share) | {"seed": seed}
+    if share > 0:
+        config["cross_jitter_packets"] = UDP_JITTER
     t0 = time.perf_counter()
     r = json.loads(core._module().run_link(json.dumps(config)))
     wall = time.perf_counter() - t0
@@ -287,6 +299,8 @@ def ns3_link(binary: Path, cc: str, queue: str, share: float) -> dict[str, Any]:
         args += ["--queue=red"] + [f"--{k}={v}" for k, v in RED.items()] + ["--wait=false"]
     else:
         args += ["--queue=step", f"--minTh={STEP_K}"]
+    if share > 0 and UDP_JITTER > 0:
+        return ns3_link_runs(args + [f"--udpJitter={UDP_JITTER:g}"])
     if (kept := stored_ns3(args)) is not None:
         return kept
     out = run_ns3(args)
@@ -296,6 +310,25 @@ def ns3_link(binary: Path, cc: str, queue: str, share: float) -> dict[str, Any]:
         "wall_s": out["wall_s"],
         "args": args[1:],
         "cached": out["cached"],
+    }
+
+
+def ns3_link_runs(args: list[str]) -> dict[str, Any]:
+    """ns-3 with ``args`` for runs 1..UDP_RUNS: the mean over the runs of each one's mean, p99 and
+    timeouts, its wall time summed; its arguments as a row's are ``args`` and ``--run=1..N``."""
+    tagged = args + [f"--run=1..{UDP_RUNS}"]
+    if (kept := stored_ns3(tagged)) is not None:
+        return kept
+    outs = [run_ns3(args + [f"--run={r}"]) for r in range(1, UDP_RUNS + 1)]
+    done = all(f >= 0 for o in outs for f in o["fct_s"])
+    return {
+        "cached": "runs",
+        "ns3_mean_s": statistics.mean(statistics.mean(o["fct_s"]) for o in outs) if done else math.nan,
+        "ns3_p99_s": statistics.mean(p99(o["fct_s"]) for o in outs) if done else math.nan,
+        "ns3_timeouts": statistics.mean(sum(o["rtos"]) for o in outs),
+        "ns3_wall_s": sum(o["wall_s"] for o in outs),
+        "ns3_end_s": max(max(o["fct_s"]) for o in outs) if done else math.nan,
+        "args": tagged[1:],
     }
 
 
@@ -369,6 +402,14 @@ def main() -> int:
     ap.add_argument("--seeds", type=int, default=5, help="simulator seeds 1..N per row")
     ap.add_argument("--fresh-ns3", action="store_true", help="run ns-3 again where an identical run is cached")
     ap.add_argument(
+        "--udp-jitter",
+        type=float,
+        default=0.0,
+        help="the bottleneck rows' UDP send-time jitter on both sides, in packet times of the link (0..1; "
+        "0: exactly periodic)",
+    )
+    ap.add_argument("--ns3-runs", type=int, default=3, help="with --udp-jitter: ns-3 runs 1..N per UDP row")
+    ap.add_argument(
         "--ns3-rows",
         type=Path,
         nargs="*",
@@ -376,8 +417,11 @@ def main() -> int:
         help="JSON rows of an earlier run: take ns-3's figures from the rows with the same ns-3 arguments",
     )
     a = ap.parse_args()
-    global FRESH_NS3
+    global FRESH_NS3, UDP_JITTER, UDP_RUNS
     FRESH_NS3 = a.fresh_ns3
+    if not 0 <= a.udp_jitter <= 1 or a.ns3_runs < 1:
+        ap.error("--udp-jitter must be in [0, 1] and --ns3-runs at least 1")
+    UDP_JITTER, UDP_RUNS = a.udp_jitter, a.ns3_runs
     load_stored_ns3(a.ns3_rows)
     seeds = range(1, a.seeds + 1)
     rows: list[dict[str, Any]] = []
@@ -387,7 +431,7 @@ def main() -> int:
         pk = over_seeds(runs)
         mm = over_seeds([c.maxmin(s) for s in seeds]) if c.maxmin else None
         row = {"case": c.case, "cc": c.cc}
-        if ns["cached"] == "stored":
+        if ns["cached"] in ("stored", "runs"):
             done = ns["ns3_mean_s"] is not None and ns["ns3_mean_s"] == ns["ns3_mean_s"]
             row |= {"ns3_mean_s": ns["ns3_mean_s"] if done else math.nan}
             row |= {"ns3_p99_s": ns["ns3_p99_s"] if done else math.nan, "ns3_timeouts": ns["ns3_timeouts"]}
@@ -426,7 +470,9 @@ def main() -> int:
 
     for r in rows:
         mm = "–" if r["maxmin_mean_s"] is None else f"{r['maxmin_mean_s']:.4f} / {r['maxmin_p99_s']:.4f}"
-        to = f"{'–' if r['ns3_timeouts'] is None else r['ns3_timeouts']} / {r['sim_timeouts']:.1f}"
+        nt = r["ns3_timeouts"]  # one run's count, or the mean over --ns3-runs
+        nt = "–" if nt is None else nt if isinstance(nt, int) else f"{nt:.1f}"
+        to = f"{nt} / {r['sim_timeouts']:.1f}"
         sim_mean = s3(r["sim_mean_s"]) + rng(r["sim_mean_range_s"])
         sim_p99 = s3(r["sim_p99_s"]) + rng(r["sim_p99_range_s"])
         lines.append(
