@@ -41,6 +41,10 @@ sender's interrupts and NIC move it; ns-3 then runs each UDP row with ``--run=1.
 3) and the row is the mean over them. Without it the UDP is exactly periodic, and at 50 and 100 % its
 period is a whole number of the bottleneck's packet times: its arrivals meet the departures on the
 same nanosecond and each side's order of simultaneous events decides who gets the queue's last place.
+With ``--dctcp-ack-now`` ns-3's DCTCP receivers ACK at once the segment that changes their CE state,
+as Linux's ``dctcp_ece_ack_update`` does (``--dctcpAckNow=true``, class ``TcpDctcpFloor`` in
+``ns3/hosts.h``); ns-3's ``TcpDctcp`` then sends only the earlier segments' delayed ACK and leaves
+this one to the delayed-ACK rule, so a sender at a window of two segments waits for the 40 ms timer.
 
 Reported per row: mean and p99 FCT on both sides (p99 = the nearest-rank 99th percentile, i.e. the
 slowest flow for these flow counts), their errors relative to ns-3, retransmission timeouts, and
@@ -105,6 +109,9 @@ STORED_NS3: dict[tuple[str, ...], dict[str, Any]] = {}
 # sides (bottleneck.cc --udpJitter, the simulator's cross_jitter_packets); such a row runs ns-3 with
 # --run=1..UDP_RUNS (RED's and the jitter's draws) and takes the mean over the runs
 UDP_JITTER, UDP_RUNS = 0.0, 3
+# --dctcp-ack-now: ns-3's DCTCP receivers ACK the segment that changes their CE state at once, as
+# Linux's dctcp_ece_ack_update (the ns-3 programs' --dctcpAckNow=true); without it, ns-3's own rule
+DCTCP_ACK_NOW: list[str] = []
 
 
 def stored_ns3(args: list[str]) -> dict[str, Any] | None:
@@ -152,6 +159,7 @@ def ns3_incast(binary: Path, cc: str, n: int) -> dict[str, Any]:
     args += [f"--queue={QUEUE}", "--stopS=60", f"--cc={CCS[cc]}", f"--delAckTimeoutMs={DELACK_MS}"]
     if cc == "dctcp":
         args += ["--queueDisc=step", f"--markK={STEP_K}", f"--dctcpFloor={DCTCP_FLOOR}"]
+        args += DCTCP_ACK_NOW
     args += [f"--incastSenders={','.join(map(str, incast_hosts(n)))}", "--incastReceiver=0"]
     if (kept := stored_ns3(args)) is not None:
         return kept
@@ -228,6 +236,7 @@ def ns3_alltoall(binary: Path, cc: str, uplink_gbps: float) -> dict[str, Any]:
     args += [f"--cc={CCS[cc]}", f"--delAckTimeoutMs={DELACK_MS}"]
     if cc == "dctcp":
         args += ["--queueDisc=step", f"--markK={STEP_K}", f"--dctcpFloor={DCTCP_FLOOR}"]
+        args += DCTCP_ACK_NOW
     if (kept := stored_ns3(args)) is not None:
         return kept
     out = run_ns3(args)
@@ -294,6 +303,7 @@ def ns3_link(binary: Path, cc: str, queue: str, share: float) -> dict[str, Any]:
     args = [str(binary), f"--flows={B_FLOWS}", f"--megabytes={B_MEGABYTES}", "--rateGbps=1", "--stopS=60"]
     args += [f"--udpShare={share}", f"--cc={CCS[cc]}", f"--limit={B_LIMIT}", f"--delayUs={B_DELAY_US}"]
     args += [f"--delAckTimeoutMs={DELACK_MS}", f"--dctcpFloor={DCTCP_FLOOR}"]
+    args += DCTCP_ACK_NOW if cc == "dctcp" else []
     if queue == "red":
         # RED like Linux's sch_red: no wait between marks (ns-3's RedQueueDisc waits by default)
         args += ["--queue=red"] + [f"--{k}={v}" for k, v in RED.items()] + ["--wait=false"]
@@ -410,6 +420,11 @@ def main() -> int:
     )
     ap.add_argument("--ns3-runs", type=int, default=3, help="with --udp-jitter: ns-3 runs 1..N per UDP row")
     ap.add_argument(
+        "--dctcp-ack-now",
+        action="store_true",
+        help="ns-3's DCTCP receivers ACK a segment that changes their CE state at once, as Linux's",
+    )
+    ap.add_argument(
         "--ns3-rows",
         type=Path,
         nargs="*",
@@ -422,6 +437,7 @@ def main() -> int:
     if not 0 <= a.udp_jitter <= 1 or a.ns3_runs < 1:
         ap.error("--udp-jitter must be in [0, 1] and --ns3-runs at least 1")
     UDP_JITTER, UDP_RUNS = a.udp_jitter, a.ns3_runs
+    DCTCP_ACK_NOW[:] = ["--dctcpAckNow=true"] if a.dctcp_ack_now else []
     load_stored_ns3(a.ns3_rows)
     seeds = range(1, a.seeds + 1)
     rows: list[dict[str, Any]] = []

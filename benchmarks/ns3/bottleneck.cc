@@ -7,8 +7,10 @@
 //   senders s0..sN-1, udp source u  --10G-->  router a  --bottleneck (RED, ECN)-->  router b  --10G-->  sinks
 //
 // Hosts like Linux (benchmarks/sim_vs_ns3_incast.py): --delAckTimeoutMs=40 (Linux's minimum
-// delayed-ACK timer; ns-3's 200 ms races the 200 ms minimum RTO) and --dctcpFloor=2 (Linux's
-// dctcp_ssthresh keeps ssthresh at 2 segments or more; ns-3's TcpDctcp has no floor), as
+// delayed-ACK timer; ns-3's 200 ms races the 200 ms minimum RTO), --dctcpFloor=2 (Linux's
+// dctcp_ssthresh keeps ssthresh at 2 segments or more; ns-3's TcpDctcp has no floor) and
+// --dctcpAckNow=true (a DCTCP receiver ACKs the segment that changes its CE state at once, as
+// Linux's dctcp_ece_ack_update; ns-3's waits for a second segment or the timer), as
 // benchmarks/ns3/two_tier.cc. Defaults: ns-3's own.
 //
 // Prints one JSON object on stdout: per-flow completion times (s, from the flows' common start),
@@ -182,6 +184,7 @@ int main(int argc, char *argv[]) {
   double delAckTimeoutMs = 200;
   uint32_t dctcpFloor = 0, delAckCount = 2;
   double seriesMs = 0;
+  bool dctcpAckNow = false;
   double udpJitter = 0;
   uint32_t run = 1;
   CommandLine cmd;
@@ -189,6 +192,10 @@ int main(int argc, char *argv[]) {
                "UDP send-time jitter: each packet U[0, J) bottleneck packet times after its constant-rate "
                "instant (0: exactly periodic, ns3::OnOffApplication)",
                udpJitter);
+  cmd.AddValue("dctcpAckNow",
+               "ns3::TcpDctcp's receivers ACK a segment that changes the CE state at once, as Linux's "
+               "dctcp_ece_ack_update (ns-3: only the earlier segments' delayed ACK)",
+               dctcpAckNow);
   cmd.AddValue("run", "ns-3's run number (RngSeedManager::SetRun): RED's and the UDP jitter's draws", run);
   cmd.AddValue("delAckCount", "segments a receiver waits for before it ACKs (ns-3: 2)", delAckCount);
   cmd.AddValue("delAckTimeoutMs", "the receiver's delayed-ACK timer, ms (ns-3: 200; Linux's minimum: 40)",
@@ -231,7 +238,7 @@ int main(int argc, char *argv[]) {
   g_rtos.assign(flows, 0);
   g_ft.assign(flows, FlowTrace());
 
-  ConfigureTcpHosts(cc, dctcpFloor, delAckTimeoutMs, minRtoMs);
+  ConfigureTcpHosts(cc, dctcpFloor, delAckTimeoutMs, minRtoMs, dctcpAckNow);
   Config::SetDefault("ns3::TcpSocketBase::UseEcn", StringValue("On"));
   Config::SetDefault("ns3::TcpSocket::DelAckCount", UintegerValue(delAckCount));
 

@@ -22,7 +22,10 @@ using namespace ns3;
 // TCP segment payload of every flow (as the simulator's MSS), bytes.
 constexpr uint32_t kSegment = 1448;
 
-// ns-3's TcpDctcp with Linux's floor on the ECN-driven ssthresh (dctcp_ssthresh: at least 2 segments).
+// ns-3's TcpDctcp with Linux's floor on the ECN-driven ssthresh (dctcp_ssthresh: at least 2 segments)
+// and, with AckNow, Linux's receiver rule on a change of CE state: dctcp_ece_ack_update sends the
+// delayed ACK of the earlier segments (as ns-3's TcpDctcp does) and then ACKs this segment at once
+// (ICSK_ACK_NOW), where ns-3 leaves it to the delayed-ACK rule (a second segment or the timer).
 class TcpDctcpFloor : public TcpDctcp {
  public:
   static TypeId GetTypeId() {
@@ -31,11 +34,33 @@ class TcpDctcpFloor : public TcpDctcp {
                             .AddConstructor<TcpDctcpFloor>()
                             .AddAttribute("MinSegments", "floor of ssthresh, segments", UintegerValue(2),
                                           MakeUintegerAccessor(&TcpDctcpFloor::m_minSegments),
-                                          MakeUintegerChecker<uint32_t>());
+                                          MakeUintegerChecker<uint32_t>())
+                            .AddAttribute("AckNow", "ACK a segment whose CE state differs from the last one's at once",
+                                          BooleanValue(false), MakeBooleanAccessor(&TcpDctcpFloor::m_ackNow),
+                                          MakeBooleanChecker());
     return tid;
   }
   TcpDctcpFloor() = default;
-  TcpDctcpFloor(const TcpDctcpFloor &sock) : TcpDctcp(sock), m_minSegments(sock.m_minSegments) {}
+  TcpDctcpFloor(const TcpDctcpFloor &sock)
+      : TcpDctcp(sock), m_minSegments(sock.m_minSegments), m_ackNow(sock.m_ackNow), m_ce(sock.m_ce) {}
+  void CwndEvent(Ptr<TcpSocketState> tcb, const TcpSocketState::TcpCAEvent_t event) override {
+    bool ce = event == TcpSocketState::CA_EVENT_ECN_IS_CE;
+    if (m_ackNow && (ce || event == TcpSocketState::CA_EVENT_ECN_NO_CE)) {
+      m_changed = m_changed || ce != m_ce;
+      m_ce = ce;
+    }
+    TcpDctcp::CwndEvent(tcb, event);
+    if (event == TcpSocketState::CA_EVENT_NON_DELAYED_ACK) {
+      m_changed = false;  // this segment is ACKed now anyway
+    } else if (event == TcpSocketState::CA_EVENT_DELAYED_ACK && m_changed) {
+      // the segment that changed the CE state would wait for the delayed ACK: ACK it now (an ACK
+      // cancels the delayed-ACK timer and count), echoing the mark as the socket would
+      m_changed = false;
+      bool echo = tcb->m_ecnState == TcpSocketState::ECN_CE_RCVD || tcb->m_ecnState == TcpSocketState::ECN_SENDING_ECE;
+      tcb->m_sendEmptyPacketCallback(echo ? (TcpHeader::ACK | TcpHeader::ECE) : TcpHeader::ACK);
+      if (echo) tcb->m_ecnState = TcpSocketState::ECN_SENDING_ECE;
+    }
+  }
   std::string GetName() const override { return "TcpDctcpFloor"; }
   uint32_t GetSsThresh(Ptr<const TcpSocketState> tcb, uint32_t bytesInFlight) override {
     return std::max(TcpDctcp::GetSsThresh(tcb, bytesInFlight), m_minSegments * tcb->m_segmentSize);
@@ -44,16 +69,21 @@ class TcpDctcpFloor : public TcpDctcp {
 
  private:
   uint32_t m_minSegments = 2;
+  bool m_ackNow = false;
+  bool m_ce = false;       // the CE state of the last data segment received
+  bool m_changed = false;  // it changed, and that segment is not ACKed yet
 };
 NS_OBJECT_ENSURE_REGISTERED(TcpDctcpFloor);
 
 // TCP's defaults on every host: congestion control `cc` (ns3::TcpDctcp with dctcpFloor > 0: the
 // floored TcpDctcpFloor above), the receiver's delayed-ACK timer, the minimum retransmission
 // timeout, segments of kSegment bytes and 8 MiB socket buffers.
-inline void ConfigureTcpHosts(std::string cc, uint32_t dctcpFloor, double delAckTimeoutMs, double minRtoMs) {
-  if (cc == "ns3::TcpDctcp" && dctcpFloor > 0) {
+inline void ConfigureTcpHosts(std::string cc, uint32_t dctcpFloor, double delAckTimeoutMs, double minRtoMs,
+                              bool dctcpAckNow = false) {
+  if (cc == "ns3::TcpDctcp" && (dctcpFloor > 0 || dctcpAckNow)) {
     cc = "ns3::TcpDctcpFloor";
     Config::SetDefault("ns3::TcpDctcpFloor::MinSegments", UintegerValue(dctcpFloor));
+    Config::SetDefault("ns3::TcpDctcpFloor::AckNow", BooleanValue(dctcpAckNow));
   }
   Config::SetDefault("ns3::TcpL4Protocol::SocketType", TypeIdValue(TypeId::LookupByName(cc)));
   Config::SetDefault("ns3::TcpSocket::DelAckTimeout", TimeValue(Seconds(delAckTimeoutMs / 1000.0)));

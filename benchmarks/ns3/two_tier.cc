@@ -15,7 +15,10 @@
 // get there often). Linux's delayed-ACK timer starts at 40 ms (TCP_DELACK_MIN): --delAckTimeoutMs=40. DCTCP (--cc=ns3::TcpDctcp): ns-3's TcpDctcp cuts
 // ssthresh to (1 - alpha/2) * cwnd with no floor, so a window of one segment is cut below one
 // segment; Linux's dctcp_ssthresh keeps at least 2. --dctcpFloor=N (segments) puts that floor on
-// ns-3's rule (class TcpDctcpFloor in hosts.h); 0 runs ns-3's TcpDctcp as it is.
+// ns-3's rule (class TcpDctcpFloor in hosts.h); 0 runs ns-3's TcpDctcp as it is. --dctcpAckNow=true:
+// a DCTCP receiver ACKs at once the segment that changes its CE state, as Linux's
+// dctcp_ece_ack_update does (ns-3's TcpDctcp ACKs only the earlier segments then, and leaves this
+// one to the delayed-ACK rule: next to a window of two segments, a wait for the timer).
 //
 // --incastSenders=3,7,10 --incastReceiver=0: instead of the all-to-all, a many-to-one incast: each
 // listed host sends `megabytes` to the receiver, all starting together
@@ -117,7 +120,9 @@ int main(int argc, char *argv[]) {
   double hostGbps = 1.0, uplinkGbps = 2.0, delayUs = 10, megabytes = 10, stopS = 120, delAckTimeoutMs = 200;
   std::string cc = "ns3::TcpCubic", queueDisc = "droptail", incastSenders;
   uint32_t incastReceiver = 0;
+  bool dctcpAckNow = false;
   CommandLine cmd;
+  cmd.AddValue("dctcpAckNow", "DCTCP receivers ACK a segment that changes the CE state at once (Linux)", dctcpAckNow);
   cmd.AddValue("leaves", "leaf switches", leaves);
   cmd.AddValue("hostsPerLeaf", "hosts per leaf", hostsPerLeaf);
   cmd.AddValue("hostGbps", "host <-> leaf rate", hostGbps);
@@ -146,7 +151,7 @@ int main(int argc, char *argv[]) {
     std::fprintf(stderr, "--queueDisc must be droptail or step, not %s\n", queueDisc.c_str());
     return 2;
   }
-  ConfigureTcpHosts(cc, dctcpFloor, delAckTimeoutMs, 200);  // Linux's minimum RTO
+  ConfigureTcpHosts(cc, dctcpFloor, delAckTimeoutMs, 200, dctcpAckNow);  // Linux's minimum RTO
   Config::SetDefault("ns3::TcpSocket::DataRetries", UintegerValue(dataRetries));
   Config::SetDefault("ns3::TcpSocket::DelAckCount", UintegerValue(delAckCount));
 
