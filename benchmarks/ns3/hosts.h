@@ -53,12 +53,16 @@ class TcpDctcpFloor : public TcpDctcp {
     if (event == TcpSocketState::CA_EVENT_NON_DELAYED_ACK) {
       m_changed = false;  // this segment is ACKed now anyway
     } else if (event == TcpSocketState::CA_EVENT_DELAYED_ACK && m_changed) {
-      // the segment that changed the CE state would wait for the delayed ACK: ACK it now (an ACK
-      // cancels the delayed-ACK timer and count), echoing the mark as the socket would
+      // the segment that changed the CE state would wait for the delayed ACK: ACK it now, echoing
+      // the mark as the socket would -- once the socket has handled the segment (ScheduleNow), so
+      // that the ACK also cancels the delayed-ACK timer and count the socket sets after this event
       m_changed = false;
-      bool echo = tcb->m_ecnState == TcpSocketState::ECN_CE_RCVD || tcb->m_ecnState == TcpSocketState::ECN_SENDING_ECE;
-      tcb->m_sendEmptyPacketCallback(echo ? (TcpHeader::ACK | TcpHeader::ECE) : TcpHeader::ACK);
-      if (echo) tcb->m_ecnState = TcpSocketState::ECN_SENDING_ECE;
+      Simulator::ScheduleNow([tcb]() {
+        bool echo =
+            tcb->m_ecnState == TcpSocketState::ECN_CE_RCVD || tcb->m_ecnState == TcpSocketState::ECN_SENDING_ECE;
+        tcb->m_sendEmptyPacketCallback(echo ? (TcpHeader::ACK | TcpHeader::ECE) : TcpHeader::ACK);
+        if (echo) tcb->m_ecnState = TcpSocketState::ECN_SENDING_ECE;
+      });
     }
   }
   std::string GetName() const override { return "TcpDctcpFloor"; }
