@@ -33,6 +33,8 @@
 // sending long before the end was given up) and the simulator's own wall time.
 #include <chrono>
 #include <cstdio>
+#include <deque>
+#include <random>
 #include <sstream>
 #include <vector>
 
@@ -43,6 +45,7 @@ using namespace shufflelab;
 
 struct Flow {
   uint32_t src, dst;
+  double requested = 0;  // when its request left the receiver, s from the common start (--reqsInFlight)
   uint64_t rx = 0;
   double fct = -1;
   uint32_t rtos = 0;     // retransmission timeouts (the timer doubled)
@@ -57,6 +60,25 @@ static double g_start = 1.0;
 static bool g_trace = false;  // --trace: each sender's events on stderr (the JSON on stdout unchanged)
 
 static double Since() { return Simulator::Now().GetSeconds() - g_start; }
+
+// --reqsInFlight=N: each receiver keeps N of its flows going; when one ends it requests the next
+// of its list, whose sender starts after the request's one-way propagation (as a shuffle reducer's
+// fetch loop: the simulator's `max_reqs_in_flight`)
+static std::vector<std::deque<uint32_t>> g_pending;  // per receiver, its flows not requested yet
+static std::vector<Ptr<Application>> g_apps;        // per flow, its sender (not yet on its node)
+static std::vector<Ptr<Node>> g_hosts;
+static std::vector<Time> g_leg;                      // per flow, its request's one-way propagation
+static void HookSender(uint32_t id);
+static void Request(uint32_t dst) {
+  if (g_pending[dst].empty()) return;
+  uint32_t id = g_pending[dst].front();
+  g_pending[dst].pop_front();
+  g_flows[id].requested = Since();
+  Ptr<Node> node = g_hosts[g_flows[id].src];
+  Ptr<Application> app = g_apps[id];
+  Simulator::Schedule(g_leg[id], [node, app]() { node->AddApplication(app); });
+  Simulator::Schedule(g_leg[id] + NanoSeconds(1), &HookSender, id);
+}
 
 // --trace: "<s since start> <flow> <event> <value>" per line: STATE old->new (0 open, 1 disorder,
 // 2 CWR, 3 recovery, 4 loss), CWND (segments), TX / RETX (segment number: first sent / sent again),
@@ -92,7 +114,10 @@ static void TraceDrop(std::string where, Ptr<const QueueDiscItem> item) {
 static void OnRx(uint32_t flow, Ptr<const Packet> p, const Address &) {
   Flow &f = g_flows[flow];
   f.rx += p->GetSize();
-  if (f.fct < 0 && f.rx >= g_bytes) f.fct = Simulator::Now().GetSeconds() - g_start;
+  if (f.fct < 0 && f.rx >= g_bytes) {
+    f.fct = Simulator::Now().GetSeconds() - g_start;
+    if (!g_pending.empty()) Request(f.dst);
+  }
 }
 
 static void OnRto(uint32_t flow, Time old, Time now) {
@@ -116,13 +141,32 @@ static void OnCwnd(uint32_t flow, uint32_t, uint32_t now) {
   if (now < kSegment) g_flows[flow].subMss++;
 }
 
+static void HookSender(uint32_t id) {
+  Ptr<Socket> sock = DynamicCast<BulkSendApplication>(g_apps[id])->GetSocket();
+  sock->TraceConnectWithoutContext("RTO", MakeBoundCallback(&OnRto, id));
+  sock->TraceConnectWithoutContext("CongestionWindow", MakeBoundCallback(&OnCwnd, id));
+  sock->TraceConnectWithoutContext("Tx", MakeBoundCallback(&OnTx, id));
+  sock->TraceConnectWithoutContext("SlowStartThreshold", MakeBoundCallback(&OnSsThresh, id));
+  if (g_trace) {
+    sock->TraceConnectWithoutContext("Tx", MakeBoundCallback(&TraceTx, id));
+    sock->TraceConnectWithoutContext("CongState", MakeBoundCallback(&TraceState, id));
+    sock->TraceConnectWithoutContext("CongestionWindow", MakeBoundCallback(&TraceCwnd, id));
+    sock->TraceConnectWithoutContext("RTO", MakeBoundCallback(&TraceRto, id));
+  }
+}
+
 int main(int argc, char *argv[]) {
   uint32_t leaves = 2, hostsPerLeaf = 4, queue = 200, markK = 20, dctcpFloor = 0, dataRetries = 6, delAckCount = 2;
   double hostGbps = 1.0, uplinkGbps = 2.0, delayUs = 10, megabytes = 10, stopS = 120, delAckTimeoutMs = 200;
   std::string cc = "ns3::TcpCubic", queueDisc = "droptail", incastSenders;
   uint32_t incastReceiver = 0;
   bool dctcpAckNow = false;
+  uint32_t blocks = 1, reqsInFlight = 0, orderSeed = 1;
   CommandLine cmd;
+  cmd.AddValue("blocks", "flows of --megabytes per ordered pair of hosts (all-to-all)", blocks);
+  cmd.AddValue("reqsInFlight", "flows each receiver keeps going, the next requested when one ends (0: all at once)",
+               reqsInFlight);
+  cmd.AddValue("orderSeed", "seed of each receiver's random order of its flows (--reqsInFlight)", orderSeed);
   cmd.AddValue("dctcpAckNow", "DCTCP receivers ACK a segment that changes the CE state at once (Linux)", dctcpAckNow);
   cmd.AddValue("leaves", "leaf switches", leaves);
   cmd.AddValue("hostsPerLeaf", "hosts per leaf", hostsPerLeaf);
@@ -215,7 +259,7 @@ int main(int argc, char *argv[]) {
   if (incastSenders.empty()) {
     for (uint32_t s = 0; s < nHosts; s++)
       for (uint32_t d = 0; d < nHosts; d++)
-        if (s != d) pairs.emplace_back(s, d);
+        for (uint32_t b = 0; b < (s != d ? blocks : 0); b++) pairs.emplace_back(s, d);
   } else {
     std::stringstream list(incastSenders);
     std::string item;
@@ -231,29 +275,44 @@ int main(int argc, char *argv[]) {
   }
 
   uint16_t port = 5000;
+  for (uint32_t h = 0; h < nHosts; h++) g_hosts.push_back(hosts.Get(h));
   for (auto [s, d] : pairs) {
-    {
-      uint32_t id = g_flows.size();
-      g_flows.push_back(Flow{s, d});
-      g_highTx.push_back(0);
+    uint32_t id = g_flows.size();
+    g_flows.push_back(Flow{s, d});
+    g_highTx.push_back(0);
+    if (reqsInFlight == 0) {
       ApplicationContainer b = InstallBulkFlow(hosts.Get(s), hosts.Get(d), addr[d], port, g_bytes, Seconds(g_start),
                                                MakeBoundCallback(&OnRx, id));
+      g_apps.push_back(b.Get(0));
       // the sender's socket exists once the application has started: hook its traces then
-      Ptr<BulkSendApplication> app = DynamicCast<BulkSendApplication>(b.Get(0));
-      Simulator::Schedule(Seconds(g_start) + NanoSeconds(1), [app, id]() {
-        Ptr<Socket> sock = app->GetSocket();
-        sock->TraceConnectWithoutContext("RTO", MakeBoundCallback(&OnRto, id));
-        sock->TraceConnectWithoutContext("CongestionWindow", MakeBoundCallback(&OnCwnd, id));
-        sock->TraceConnectWithoutContext("Tx", MakeBoundCallback(&OnTx, id));
-        sock->TraceConnectWithoutContext("SlowStartThreshold", MakeBoundCallback(&OnSsThresh, id));
-        if (g_trace) {
-          sock->TraceConnectWithoutContext("Tx", MakeBoundCallback(&TraceTx, id));
-          sock->TraceConnectWithoutContext("CongState", MakeBoundCallback(&TraceState, id));
-          sock->TraceConnectWithoutContext("CongestionWindow", MakeBoundCallback(&TraceCwnd, id));
-          sock->TraceConnectWithoutContext("RTO", MakeBoundCallback(&TraceRto, id));
-        }
-      });
-      port++;
+      Simulator::Schedule(Seconds(g_start) + NanoSeconds(1), &HookSender, id);
+    } else {  // the sender made now, put on its node when its request arrives
+      PacketSinkHelper sink("ns3::TcpSocketFactory", InetSocketAddress(Ipv4Address::GetAny(), port));
+      ApplicationContainer k = sink.Install(hosts.Get(d));
+      k.Start(Seconds(0));
+      k.Get(0)->TraceConnectWithoutContext("Rx", MakeBoundCallback(&OnRx, id));
+      ObjectFactory f;
+      f.SetTypeId("ns3::BulkSendApplication");
+      f.Set("Protocol", TypeIdValue(TcpSocketFactory::GetTypeId()));
+      f.Set("Remote", AddressValue(InetSocketAddress(addr[d], port)));
+      f.Set("MaxBytes", UintegerValue(g_bytes));
+      f.Set("SendSize", UintegerValue(kSegment * 16));
+      Ptr<Application> app = f.Create<Application>();
+      app->SetStartTime(Seconds(0));
+      g_apps.push_back(app);
+      uint32_t hops = s / hostsPerLeaf == d / hostsPerLeaf ? 2 : 4;
+      g_leg.push_back(MicroSeconds(1) * (hops * delayUs));
+    }
+    port++;
+  }
+  if (reqsInFlight > 0) {  // each receiver's flows in a random order; the first N requested at the start
+    g_pending.resize(nHosts);
+    for (uint32_t id = 0; id < g_flows.size(); id++) g_pending[g_flows[id].dst].push_back(id);
+    for (uint32_t d = 0; d < nHosts; d++) {
+      std::mt19937 rng(orderSeed * 1000003u + d);
+      std::shuffle(g_pending[d].begin(), g_pending[d].end(), rng);
+      for (uint32_t k = 0; k < reqsInFlight; k++)
+        Simulator::Schedule(Seconds(g_start), &Request, d);
     }
   }
 
@@ -266,6 +325,8 @@ int main(int argc, char *argv[]) {
   std::printf("{\"flows\": [");
   for (size_t i = 0; i < g_flows.size(); i++)
     std::printf("%s[%u, %u, %.6f]", i ? ", " : "", g_flows[i].src, g_flows[i].dst, g_flows[i].fct);
+  std::printf("], \"requested_s\": [");
+  for (size_t i = 0; i < g_flows.size(); i++) std::printf("%s%.6f", i ? ", " : "", g_flows[i].requested);
   std::printf("], \"rtos\": [");
   for (size_t i = 0; i < g_flows.size(); i++) std::printf("%s%u", i ? ", " : "", g_flows[i].rtos);
   std::printf("], \"sub_mss_cwnd\": [");
