@@ -29,7 +29,9 @@
 //!
 //! The applications' packet mode replays the starts paced instead ([`Starts::Paced`]): each
 //! reducer's request loop is simulated first on its own link and sets its fetches' starts on the
-//! others, and a sending host's own link queues without dropping or marking (a Linux sender's
+//! others, in passes that hold a request slot while its block waits elsewhere on its path (the
+//! loops closed over the whole path: [`refine`]), and a sending host's own link queues without
+//! dropping or marking (a Linux sender's
 //! qdisc and TCP small queues hold its segments back; they are not lost in its NIC).
 //!
 //! On one bottleneck this is that link's packet-level simulation. Across several loaded links in
@@ -285,10 +287,9 @@ pub(crate) enum Starts {
 /// bisection, fetch by fetch: the map from the delays assumed to the delays found is decreasing
 /// (later releases, less load, shorter delays), so a delay found above the one assumed brackets
 /// the settled one from below, one found at or under it from above; the first bracket is [0, the
-/// open loop's]. The first pass alone
-/// releases on the receiver link's delivery, which overstates the load elsewhere: at 4:1 on 1,000
-/// hosts it lost 4.2 million packets at the spines where the settled loops lose 58,000. The
-/// summary is the last pass's; its events count every pass.
+/// open loop's]. The first pass alone releases on the receiver link's delivery, which overstates
+/// the load elsewhere: at 4:1 on 1,000 hosts it lost 4.2 million packets at the spines where the
+/// closed loops lose 60,000. The summary is the last pass's; its events count every pass.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn refine(
     topo: &Topology,
