@@ -98,7 +98,7 @@ pub struct PacketSummary {
     /// Passes made to close the request loops over the whole path (mode Paced; 1 otherwise), and
     /// how far the paced starts moved in the last one on average (s; 0 after one pass): at most
     /// [`LOOP_SETTLED_S`] when the loops settled, more when the move stopped shrinking first
-    /// (fetches' timeouts coming and going) or at [`LOOP_PASSES`].
+    /// ([`LOOP_PATIENCE`]: fetches' timeouts coming and going) or at [`LOOP_PASSES`].
     pub passes: u32,
     pub last_move_s: f64,
     /// The same per tier of links (e.g. `host→leaf`: the senders' own links).
@@ -237,10 +237,13 @@ thread_local! {
     pub(crate) static PASSES_CAP: std::cell::Cell<Option<u32>> = const { std::cell::Cell::new(None) };
 }
 /// ... and it stops earlier once the fetches' paced starts moved by at most this on average
-/// between two passes (s), or once that move no longer shrinks from the fourth pass on: the
-/// bisection has then come as close as the fetches' timeouts let it (a fetch that does or does
-/// not time out in a pass moves its successors by 200 ms).
+/// between two passes (s), or once [`LOOP_PATIENCE`] passes in a row have not moved them less than
+/// the least move so far: the bisection has then come as close as the fetches' timeouts let it (a
+/// fetch that does or does not time out in a pass moves its successors by 200 ms).
 pub const LOOP_SETTLED_S: f64 = 1e-3;
+/// See [`LOOP_SETTLED_S`]: one pass's move may grow on the way down (at 4:1 on 1,000 hosts with
+/// every block a max-min flow, the fourth pass's did before it halved eight times).
+pub const LOOP_PATIENCE: u32 = 3;
 
 /// A fetch whose max-min rate is below this share of the fastest on a link is taken as limited
 /// by another link of its path there.
@@ -283,7 +286,7 @@ pub(crate) enum Starts {
 /// release by how much later than on its receiver link its block is delivered end to end (its
 /// largest delay over its links less its delay there), re-simulates every link with the starts the
 /// loops then give, and stops once the paced starts moved by at most [`LOOP_SETTLED_S`] on average,
-/// once that move stops shrinking, or after [`LOOP_PASSES`] passes. That delay is found by
+/// once that move stops shrinking ([`LOOP_PATIENCE`]), or after [`LOOP_PASSES`] passes. That delay is found by
 /// bisection, fetch by fetch: the map from the delays assumed to the delays found is decreasing
 /// (later releases, less load, shorter delays), so a delay found above the one assumed brackets
 /// the settled one from below, one found at or under it from above; the first bracket is [0, the
@@ -355,7 +358,7 @@ pub(crate) fn refine(
     let mut held = vec![0.0f64; traces.len()];
     let (mut lo, mut hi) = (vec![0.0f64; traces.len()], vec![0.0f64; traces.len()]);
     let mut last_paced: Option<Vec<f64>> = None;
-    let mut last_moved = f64::INFINITY;
+    let (mut least_moved, mut since_least) = (f64::INFINITY, 0);
     let mut pass = 0;
     loop {
         pass += 1;
@@ -378,9 +381,13 @@ pub(crate) fn refine(
                 .sum::<f64>()
                 / p.len().max(1) as f64
         });
-        let stalled = pass >= 4 && moved >= last_moved;
+        if moved < least_moved {
+            (least_moved, since_least) = (moved, 0);
+        } else {
+            since_least += 1;
+        }
+        let stalled = since_least >= LOOP_PATIENCE;
         let mut settled = pass >= passes || moved <= LOOP_SETTLED_S || stalled;
-        last_moved = moved;
         if !settled {
             let mut changed = false;
             for (i, h) in held.iter_mut().enumerate() {
