@@ -95,12 +95,14 @@ pub struct PacketSummary {
     pub flows_not_done: u64,
     /// Packet-level events over every link simulation, the solo runs included (every pass).
     pub events: u64,
-    /// Passes made to close the request loops over the whole path (mode Paced; 1 otherwise), and
-    /// how far the paced starts moved in the last one on average (s; 0 after one pass): at most
-    /// [`LOOP_SETTLED_S`] when the loops settled, more when the move stopped shrinking first
-    /// ([`LOOP_PATIENCE`]: fetches' timeouts coming and going) or at [`LOOP_PASSES`].
+    /// Passes made to close the request loops over the whole path (mode Paced; 1 otherwise), the
+    /// one whose result this is (the pass whose paced starts moved least from the pass before),
+    /// and that move (s, on average; 0 for the first pass): at most [`LOOP_SETTLED_S`] when the
+    /// loops settled, more when the move stopped shrinking first ([`LOOP_PATIENCE`]: fetches'
+    /// timeouts coming and going) or at [`LOOP_PASSES`].
     pub passes: u32,
-    pub last_move_s: f64,
+    pub pass_used: u32,
+    pub pass_move_s: f64,
     /// The same per tier of links (e.g. `host→leaf`: the senders' own links).
     pub tiers: Vec<TierPackets>,
 }
@@ -292,7 +294,10 @@ pub(crate) enum Starts {
 /// the settled one from below, one found at or under it from above; the first bracket is [0, the
 /// open loop's]. The first pass alone releases on the receiver link's delivery, which overstates
 /// the load elsewhere: at 4:1 on 1,000 hosts it lost 4.2 million packets at the spines where the
-/// closed loops lose 60,000. The summary is the last pass's; its events count every pass.
+/// closed loops lose 60,000. The loops do not settle exactly where a few fetches' timeouts come and
+/// go from pass to pass, and the last pass may be one where more of them time out: the result is
+/// the pass whose paced starts moved least from the one before (the nearest to settled). Its
+/// summary is that pass's; the events count every pass.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn refine(
     topo: &Topology,
@@ -359,6 +364,8 @@ pub(crate) fn refine(
     let (mut lo, mut hi) = (vec![0.0f64; traces.len()], vec![0.0f64; traces.len()]);
     let mut last_paced: Option<Vec<f64>> = None;
     let (mut least_moved, mut since_least) = (f64::INFINITY, 0);
+    // the pass whose starts moved least since the one before: the nearest to settled loops
+    let mut best: Option<(Pass, u32, f64)> = None;
     let mut pass = 0;
     loop {
         pass += 1;
@@ -406,13 +413,19 @@ pub(crate) fn refine(
             // unchanged, the next pass would be this one again
             settled = !changed;
         }
+        let paced = out.paced.clone();
+        if best.as_ref().is_none_or(|b| moved < b.2) {
+            best = Some((out, pass, moved));
+        }
         if settled {
+            let (out, used, used_move) = best.expect("a pass was made");
             let mut summary = out.summary;
             summary.passes = pass;
-            summary.last_move_s = if pass > 1 { moved } else { 0.0 };
+            summary.pass_used = used;
+            summary.pass_move_s = if used > 1 { used_move } else { 0.0 };
             return finish(&mut ctx, traces, &out.added, out.shift, summary);
         }
-        last_paced = Some(out.paced);
+        last_paced = Some(paced);
     }
 }
 
@@ -457,7 +470,8 @@ fn one_pass(
         flows_not_done: 0,
         events: 0,
         passes: 1,
-        last_move_s: 0.0,
+        pass_used: 1,
+        pass_move_s: 0.0,
         tiers: topo
             .tiers
             .iter()
