@@ -31,8 +31,8 @@
 //! reducer's request loop is simulated first on its own link and sets its fetches' starts on the
 //! others, in passes that hold a request slot while its block waits elsewhere on its path (the
 //! loops closed over the whole path: [`refine`]), and a sending host's own link queues without
-//! dropping or marking (a Linux sender's
-//! qdisc and TCP small queues hold its segments back; they are not lost in its NIC).
+//! dropping or marking (a Linux sender's qdisc and TCP small queues hold its segments back; they
+//! are not lost in its NIC).
 //!
 //! On one bottleneck this is that link's packet-level simulation. Across several loaded links in
 //! series the largest delay stands for them all (queues that build at two links at once are
@@ -288,11 +288,11 @@ pub(crate) enum Starts {
 /// release by how much later than on its receiver link its block is delivered end to end (its
 /// largest delay over its links less its delay there), re-simulates every link with the starts the
 /// loops then give, and stops once the paced starts moved by at most [`LOOP_SETTLED_S`] on average,
-/// once that move stops shrinking ([`LOOP_PATIENCE`]), or after [`LOOP_PASSES`] passes. That delay is found by
-/// bisection, fetch by fetch: the map from the delays assumed to the delays found is decreasing
-/// (later releases, less load, shorter delays), so a delay found above the one assumed brackets
-/// the settled one from below, one found at or under it from above; the first bracket is [0, the
-/// open loop's]. The first pass alone releases on the receiver link's delivery, which overstates
+/// once that move stops shrinking ([`LOOP_PATIENCE`]), or after [`LOOP_PASSES`] passes. That
+/// delay is found by bisection, fetch by fetch: the map from the delays assumed to the delays
+/// found is decreasing (later releases, less load, shorter delays), so a delay found above the one
+/// assumed brackets the settled one from below, one found at or under it from above; the first
+/// bracket is [0, the open loop's]. The first pass alone releases on the receiver link's delivery, which overstates
 /// the load elsewhere: at 4:1 on 1,000 hosts it lost 4.2 million packets at the spines where the
 /// closed loops lose 60,000. The loops do not settle exactly where a few fetches' timeouts come and
 /// go from pass to pass, and the last pass may be one where more of them time out: the result is
@@ -359,7 +359,8 @@ pub(crate) fn refine(
     };
     #[cfg(test)]
     let passes = PASSES_CAP.with(std::cell::Cell::get).unwrap_or(passes);
-    // per fetch: how much later than on its receiver link the last pass delivered it end to end
+    // per fetch: how much later than on its receiver link it is taken to be delivered end to end
+    // (the next pass's releases wait that much longer), and the bisection's bracket of it
     let mut held = vec![0.0f64; traces.len()];
     let (mut lo, mut hi) = (vec![0.0f64; traces.len()], vec![0.0f64; traces.len()]);
     let mut last_paced: Option<Vec<f64>> = None;
