@@ -36,6 +36,12 @@ def test_both_modes_run_and_the_report_names_them(tmp_path: Path) -> None:
     md = report(out.path, tmp_path / "rep").read_text()
     assert "Mode: packet-faithful for 1 of 2 runs (the others max-min)" in md
     assert "Packet level: " in md and "retransmission timeouts" in md
+    # the request loops' passes, and which one's result the run is
+    assert 1 <= summary["pass_used"] <= summary["passes"] <= 16, summary
+    assert (
+        f"Request loops closed over the whole path in {summary['passes']} passes; pass {summary['pass_used']} kept"
+        in md
+    )
     # per tier of links: the reducers' own links are always simulated (their request loops)
     tiers = {t["tier"]: t for t in summary["tiers"]}
     assert tiers["leaf→host"]["links_simulated"] >= 1

@@ -61,6 +61,17 @@ def mode_line(doc: dict[str, Any]) -> str:
     return fabric_sections.mode_line(doc, "max-min (flow level)", PACKET_MODE)
 
 
+def _loops_sentence(p: dict[str, Any]) -> str:
+    """How many passes closed the request loops over the whole path, and which one's result this is
+    (absent from runs made before the loops were closed)."""
+    if "passes" not in p:
+        return ""
+    return (
+        f" Request loops closed over the whole path in {p['passes']} passes; pass {p['pass_used']} kept "
+        f"(its fetch starts moved {1e3 * p['pass_move_s']:.1f} ms on average from the pass before)."
+    )
+
+
 def _packet_sentence(r: dict[str, Any]) -> str:
     p = r.get("packet")
     if p is None:
@@ -69,6 +80,7 @@ def _packet_sentence(r: dict[str, Any]) -> str:
         f" Packet level: {p['links_simulated']:,} of {p['links_with_flows']:,} links with fetches simulated, "
         f"{p['flows']:,} fetches, {p['timeouts']:,} retransmission timeouts, {p['drops']:,} drops, "
         f"{p['marks']:,} marks, {p['flows_not_done']:,} fetches not done, {p['events']:,} packet events."
+        + _loops_sentence(p)
         + "".join(
             f" {t['tier']}: {t['links_simulated']:,} links, {t['timeouts']:,} timeouts, {t['drops']:,} drops, "
             f"{t['marks']:,} marks."
