@@ -34,8 +34,12 @@ PLUGINS = "spark.plugins"
 DRIVER_CLASS_PATH = "spark.driver.extraClassPath"
 EXECUTOR_CLASS_PATH = "spark.executor.extraClassPath"
 LISTENER_PATH = "spark.shufflelab.listener.path"
+DIST_CLASS_PATH = "SPARK_DIST_CLASSPATH"
+"""Spark's launcher puts this environment variable's entries after Spark's own jars (the driver's from
+its environment, an executor's from ``spark.executorEnv.``)."""
+EXECUTOR_DIST_CLASS_PATH = f"spark.executorEnv.{DIST_CLASS_PATH}"
 
-_CLASS_PATH = "shufflelab's listener and executor-plugin jar (and the NDP connector for tpch) are on this class path"
+_CLASS_PATH = "shufflelab's listener and executor-plugin jar are on this class path"
 
 RESERVED: dict[str, str] = {
     MASTER: "the application runs on the lab's standalone cluster, whose URL the lab sets",

@@ -19,6 +19,7 @@ import pytest
 
 import labprocs
 from shufflelab import cgroups
+from shufflelab.emulate import cds
 from shufflelab.ndp import hadoop_jars
 from shufflelab.results import Store
 
@@ -106,6 +107,12 @@ def test_tpch_through_ndp_under_three_policies(tmp_path: Path) -> None:
     est = json.loads(na["estimate_json"])
     assert na["policy"] in ("none", "filter", "filter+project", "full") and est["policy"] == na["policy"]
     assert set(est["times_s"]) == {"none", "filter", "filter+project", "full"}
+    # the connector's jar comes after Spark's own jars: the drivers and executors started from the
+    # class-data archive, whose class path is the start of theirs (a JVM that cannot use it says so)
+    if cds.java_options():
+        logs = [*tmp_path.rglob("driver_*.log"), *tmp_path.rglob("executors-*/*/stdout")]
+        refused = [str(p) for p in logs if "Unable to use shared archive" in p.read_text(errors="replace")]
+        assert len(logs) >= 6 and not refused, refused
     # nothing left behind: namespaces, HDFS daemons, proxies, cgroups
     assert not labprocs.new_namespaces(before), labprocs.new_namespaces(before)
     left = labprocs.tagged(tag)  # the run's HDFS daemons, proxies and Spark: all gone

@@ -76,14 +76,16 @@ def test_a_class_path_jar_of_the_controllers_cache_is_each_hosts_own_through_its
     run = tmp_path / "run"
     run.mkdir()
     request = run / "driver_request_0.json"
-    conf = {sparkconf.DRIVER_CLASS_PATH: str(jar), sparkconf.EXECUTOR_CLASS_PATH: f"/x/y.jar:{jar}"}
-    request.write_text(json.dumps({"conf": conf, "result": str(run / "driver_result_0.json")}))
+    conf = {sparkconf.DRIVER_CLASS_PATH: str(jar), sparkconf.EXECUTOR_DIST_CLASS_PATH: f"/x/y.jar:{jar}"}
+    body = {"conf": conf, "class_path_after": [str(jar)], "result": str(run / "driver_result_0.json")}
+    request.write_text(json.dumps(body))
     cluster.driver(request, run / "driver_0.log")
     (text,) = written.values()
-    sent = json.loads(text)["conf"]
+    sent = json.loads(text)
     link = f"{SCRATCH}/deployed-cache"
-    assert sent[sparkconf.DRIVER_CLASS_PATH] == f"{link}/ndp-connector-abc.jar"
-    assert sent[sparkconf.EXECUTOR_CLASS_PATH] == f"/x/y.jar:{link}/ndp-connector-abc.jar"
+    assert sent["conf"][sparkconf.DRIVER_CLASS_PATH] == f"{link}/ndp-connector-abc.jar"
+    assert sent["conf"][sparkconf.EXECUTOR_DIST_CLASS_PATH] == f"/x/y.jar:{link}/ndp-connector-abc.jar"
+    assert sent["class_path_after"] == [f"{link}/ndp-connector-abc.jar"]
     assert str(cache) not in text
     # the link on the driver's machine leads to that machine's own cache
     links = [argv for place, argv in ran if argv[:2] == ["sh", "-c"] and "ln -sfn" in argv[2]]

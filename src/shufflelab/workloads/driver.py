@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 import time
 import traceback
@@ -24,6 +25,12 @@ def main(argv: list[str] | None = None) -> int:
     spark = None
     try:
         from pyspark.sql import SparkSession
+
+        from shufflelab.sparkconf import DIST_CLASS_PATH
+
+        after = [*filter(None, [os.environ.get(DIST_CLASS_PATH)]), *req.get("class_path_after", [])]
+        if after:  # Spark's launcher puts these after its own jars on this JVM's class path
+            os.environ[DIST_CLASS_PATH] = ":".join(after)
 
         builder = SparkSession.builder.appName(req["app_name"]).master(req["master"])
         for k, v in req["conf"].items():

@@ -100,9 +100,11 @@ class SparkDriver(Driver):
             cores_max=self.out.total_cores // n_apps,
             listener_out=ctx.run_dir / "listener" / f"app{k}.jsonl",
         )
-        for key in (sparkconf.DRIVER_CLASS_PATH, sparkconf.EXECUTOR_CLASS_PATH):
-            if extra_cp:
-                conf[key] = ":".join(c for c in [conf.get(key), *extra_cp] if c)
+        # after Spark's own jars, not before them (``extraClassPath``): the class-data archive's class
+        # path (emulate/cds.py) stays the start of these JVMs', so they start from it
+        if extra_cp:
+            key = sparkconf.EXECUTOR_DIST_CLASS_PATH
+            conf[key] = ":".join(c for c in [conf.get(key), *extra_cp] if c)
         return {
             "app_name": f"shufflelab:{ctx.experiment}:{ctx.scenario.label}:rep{ctx.rep}:app{k}",
             "master": self.cluster.url,
@@ -111,6 +113,7 @@ class SparkDriver(Driver):
             "conf": conf,
             "result": str(ctx.run_dir / f"driver_result_{k}.json"),
             "context": context,
+            "class_path_after": extra_cp,
         }
 
     def start(self, phase: Phase) -> Sequence[waiting.Job]:
