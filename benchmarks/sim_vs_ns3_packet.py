@@ -41,6 +41,10 @@ sender's interrupts and NIC move it; ns-3 then runs each UDP row with ``--run=1.
 3) and the row is the mean over them. Without it the UDP is exactly periodic, and at 50 and 100 % its
 period is a whole number of the bottleneck's packet times: its arrivals meet the departures on the
 same nanosecond and each side's order of simultaneous events decides who gets the queue's last place.
+With ``--linux-prr`` ns-3's loss recovery reduces the window as Linux's ``tcp_cwnd_reduction`` does
+(``--linuxPrr=true``, class ``TcpPrrLinux`` in ``ns3/hosts.h``): ns-3.44's ``TcpPrrRecovery`` counts a
+segment per duplicate ACK on top of the SACKed bytes and divides by the pipe, so in a recovery it
+sends about twice its proportional share (ns-3 issue 1350, fixed after 3.44).
 With ``--dctcp-ack-now`` ns-3's DCTCP receivers ACK at once the segment that changes their CE state,
 as Linux's ``dctcp_ece_ack_update`` does (``--dctcpAckNow=true``, class ``TcpDctcpFloor`` in
 ``ns3/hosts.h``); ns-3's ``TcpDctcp`` then sends only the earlier segments' delayed ACK and leaves
@@ -112,6 +116,9 @@ UDP_JITTER, UDP_RUNS = 0.0, 3
 # --dctcp-ack-now: ns-3's DCTCP receivers ACK the segment that changes their CE state at once, as
 # Linux's dctcp_ece_ack_update (the ns-3 programs' --dctcpAckNow=true); without it, ns-3's own rule
 DCTCP_ACK_NOW: list[str] = []
+# --linux-prr: ns-3's loss recovery reduces the window as Linux's tcp_cwnd_reduction (the programs'
+# --linuxPrr=true, class TcpPrrLinux in ns3/hosts.h); without it, ns-3.44's TcpPrrRecovery
+LINUX_PRR: list[str] = []
 
 
 def stored_ns3(args: list[str]) -> dict[str, Any] | None:
@@ -160,6 +167,7 @@ def ns3_incast(binary: Path, cc: str, n: int) -> dict[str, Any]:
     if cc == "dctcp":
         args += ["--queueDisc=step", f"--markK={STEP_K}", f"--dctcpFloor={DCTCP_FLOOR}"]
         args += DCTCP_ACK_NOW
+    args += LINUX_PRR
     args += [f"--incastSenders={','.join(map(str, incast_hosts(n)))}", "--incastReceiver=0"]
     if (kept := stored_ns3(args)) is not None:
         return kept
@@ -237,6 +245,7 @@ def ns3_alltoall(binary: Path, cc: str, uplink_gbps: float) -> dict[str, Any]:
     if cc == "dctcp":
         args += ["--queueDisc=step", f"--markK={STEP_K}", f"--dctcpFloor={DCTCP_FLOOR}"]
         args += DCTCP_ACK_NOW
+    args += LINUX_PRR
     if (kept := stored_ns3(args)) is not None:
         return kept
     out = run_ns3(args)
@@ -304,6 +313,7 @@ def ns3_link(binary: Path, cc: str, queue: str, share: float) -> dict[str, Any]:
     args += [f"--udpShare={share}", f"--cc={CCS[cc]}", f"--limit={B_LIMIT}", f"--delayUs={B_DELAY_US}"]
     args += [f"--delAckTimeoutMs={DELACK_MS}", f"--dctcpFloor={DCTCP_FLOOR}"]
     args += DCTCP_ACK_NOW if cc == "dctcp" else []
+    args += LINUX_PRR
     if queue == "red":
         # RED like Linux's sch_red: no wait between marks (ns-3's RedQueueDisc waits by default)
         args += ["--queue=red"] + [f"--{k}={v}" for k, v in RED.items()] + ["--wait=false"]
@@ -425,6 +435,12 @@ def main() -> int:
         help="ns-3's DCTCP receivers ACK a segment that changes their CE state at once, as Linux's",
     )
     ap.add_argument(
+        "--linux-prr",
+        action="store_true",
+        help="ns-3's loss recovery reduces the window as Linux's PRR (ns-3.44's counts a segment per "
+        "duplicate ACK on top of the SACKed bytes)",
+    )
+    ap.add_argument(
         "--ns3-rows",
         type=Path,
         nargs="*",
@@ -438,6 +454,7 @@ def main() -> int:
         ap.error("--udp-jitter must be in [0, 1] and --ns3-runs at least 1")
     UDP_JITTER, UDP_RUNS = a.udp_jitter, a.ns3_runs
     DCTCP_ACK_NOW[:] = ["--dctcpAckNow=true"] if a.dctcp_ack_now else []
+    LINUX_PRR[:] = ["--linuxPrr=true"] if a.linux_prr else []
     load_stored_ns3(a.ns3_rows)
     seeds = range(1, a.seeds + 1)
     rows: list[dict[str, Any]] = []

@@ -161,12 +161,14 @@ int main(int argc, char *argv[]) {
   std::string cc = "ns3::TcpCubic", queueDisc = "droptail", incastSenders;
   uint32_t incastReceiver = 0;
   bool dctcpAckNow = false;
+  bool linuxPrr = false;
   uint32_t blocks = 1, reqsInFlight = 0, orderSeed = 1;
   CommandLine cmd;
   cmd.AddValue("blocks", "flows of --megabytes per ordered pair of hosts (all-to-all)", blocks);
   cmd.AddValue("reqsInFlight", "flows each receiver keeps going, the next requested when one ends (0: all at once)",
                reqsInFlight);
   cmd.AddValue("orderSeed", "seed of each receiver's random order of its flows (--reqsInFlight)", orderSeed);
+  cmd.AddValue("linuxPrr", "loss recovery's rate reduction as Linux's (class TcpPrrLinux in hosts.h)", linuxPrr);
   cmd.AddValue("dctcpAckNow", "DCTCP receivers ACK a segment that changes the CE state at once (Linux)", dctcpAckNow);
   cmd.AddValue("leaves", "leaf switches", leaves);
   cmd.AddValue("hostsPerLeaf", "hosts per leaf", hostsPerLeaf);
@@ -196,7 +198,7 @@ int main(int argc, char *argv[]) {
     std::fprintf(stderr, "--queueDisc must be droptail or step, not %s\n", queueDisc.c_str());
     return 2;
   }
-  ConfigureTcpHosts(cc, dctcpFloor, delAckTimeoutMs, 200, dctcpAckNow);  // Linux's minimum RTO
+  ConfigureTcpHosts(cc, dctcpFloor, delAckTimeoutMs, 200, dctcpAckNow, linuxPrr);  // Linux's minimum RTO
   Config::SetDefault("ns3::TcpSocket::DataRetries", UintegerValue(dataRetries));
   Config::SetDefault("ns3::TcpSocket::DelAckCount", UintegerValue(delAckCount));
 
