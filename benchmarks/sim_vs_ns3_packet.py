@@ -116,6 +116,10 @@ UDP_JITTER, UDP_RUNS = 0.0, 3
 # --dctcp-ack-now: ns-3's DCTCP receivers ACK the segment that changes their CE state at once, as
 # Linux's dctcp_ece_ack_update (the ns-3 programs' --dctcpAckNow=true); without it, ns-3's own rule
 DCTCP_ACK_NOW: list[str] = []
+# --ns3-incast-runs N: each incast row's ns-3 side is the mean over runs 1..N whose flows start
+# U[0, INCAST_JITTER_US) after the common start (two_tier.cc --startJitterUs, --run): one packet time
+# of the 1 Gbit/s host links, as the simulator's senders wander (without it ns-3 is one sample)
+INCAST_RUNS, INCAST_JITTER_US = 1, 1508 * 8 / 1e3
 # --linux-prr: ns-3's loss recovery reduces the window as Linux's tcp_cwnd_reduction (the programs'
 # --linuxPrr=true, class TcpPrrLinux in ns3/hosts.h); without it, ns-3.44's TcpPrrRecovery
 LINUX_PRR: list[str] = []
@@ -169,6 +173,8 @@ def ns3_incast(binary: Path, cc: str, n: int) -> dict[str, Any]:
         args += DCTCP_ACK_NOW
     args += LINUX_PRR
     args += [f"--incastSenders={','.join(map(str, incast_hosts(n)))}", "--incastReceiver=0"]
+    if INCAST_RUNS > 1:
+        return ns3_link_runs(args + [f"--startJitterUs={INCAST_JITTER_US:g}"], INCAST_RUNS, "two_tier")
     if (kept := stored_ns3(args)) is not None:
         return kept
     out = run_ns3(args)
@@ -333,13 +339,17 @@ def ns3_link(binary: Path, cc: str, queue: str, share: float) -> dict[str, Any]:
     }
 
 
-def ns3_link_runs(args: list[str]) -> dict[str, Any]:
-    """ns-3 with ``args`` for runs 1..UDP_RUNS: the mean over the runs of each one's mean, p99 and
-    timeouts, its wall time summed; its arguments as a row's are ``args`` and ``--run=1..N``."""
-    tagged = args + [f"--run=1..{UDP_RUNS}"]
+def ns3_link_runs(args: list[str], runs: int | None = None, program: str = "bottleneck") -> dict[str, Any]:
+    """ns-3 with ``args`` for runs 1..``runs`` (UDP_RUNS): the mean over the runs of each one's mean,
+    p99 and timeouts, its wall time summed; its arguments as a row's are ``args`` and ``--run=1..N``.
+    ``program``: whose output it is (bottleneck's ``fct_s``, two_tier's ``flows``)."""
+    runs = UDP_RUNS if runs is None else runs
+    tagged = args + [f"--run=1..{runs}"]
     if (kept := stored_ns3(tagged)) is not None:
         return kept
-    outs = [run_ns3(args + [f"--run={r}"]) for r in range(1, UDP_RUNS + 1)]
+    outs = [run_ns3(args + [f"--run={r}"]) for r in range(1, runs + 1)]
+    if program == "two_tier":
+        outs = [o | {"fct_s": [f[2] for f in o["flows"]]} for o in outs]
     done = all(f >= 0 for o in outs for f in o["fct_s"])
     return {
         "cached": "runs",
@@ -435,6 +445,12 @@ def main() -> int:
         help="ns-3's DCTCP receivers ACK a segment that changes their CE state at once, as Linux's",
     )
     ap.add_argument(
+        "--ns3-incast-runs",
+        type=int,
+        default=1,
+        help="incast rows: ns-3 runs 1..N with the flows' starts jittered by a packet time, their mean",
+    )
+    ap.add_argument(
         "--linux-prr",
         action="store_true",
         help="ns-3's loss recovery reduces the window as Linux's PRR (ns-3.44's counts a segment per "
@@ -448,11 +464,11 @@ def main() -> int:
         help="JSON rows of an earlier run: take ns-3's figures from the rows with the same ns-3 arguments",
     )
     a = ap.parse_args()
-    global FRESH_NS3, UDP_JITTER, UDP_RUNS
+    global FRESH_NS3, UDP_JITTER, UDP_RUNS, INCAST_RUNS
     FRESH_NS3 = a.fresh_ns3
     if not 0 <= a.udp_jitter <= 1 or a.ns3_runs < 1:
         ap.error("--udp-jitter must be in [0, 1] and --ns3-runs at least 1")
-    UDP_JITTER, UDP_RUNS = a.udp_jitter, a.ns3_runs
+    UDP_JITTER, UDP_RUNS, INCAST_RUNS = a.udp_jitter, a.ns3_runs, a.ns3_incast_runs
     DCTCP_ACK_NOW[:] = ["--dctcpAckNow=true"] if a.dctcp_ack_now else []
     LINUX_PRR[:] = ["--linuxPrr=true"] if a.linux_prr else []
     load_stored_ns3(a.ns3_rows)

@@ -162,12 +162,17 @@ int main(int argc, char *argv[]) {
   uint32_t incastReceiver = 0;
   bool dctcpAckNow = false;
   bool linuxPrr = false;
+  double startJitterUs = 0;
+  uint32_t run = 1;
   uint32_t blocks = 1, reqsInFlight = 0, orderSeed = 1;
   CommandLine cmd;
   cmd.AddValue("blocks", "flows of --megabytes per ordered pair of hosts (all-to-all)", blocks);
   cmd.AddValue("reqsInFlight", "flows each receiver keeps going, the next requested when one ends (0: all at once)",
                reqsInFlight);
   cmd.AddValue("orderSeed", "seed of each receiver's random order of its flows (--reqsInFlight)", orderSeed);
+  cmd.AddValue("startJitterUs", "each flow (without --reqsInFlight) starts U[0, this) us after the common start",
+               startJitterUs);
+  cmd.AddValue("run", "ns-3's run number (RngSeedManager::SetRun): the start jitter's draws", run);
   cmd.AddValue("linuxPrr", "loss recovery's rate reduction as Linux's (class TcpPrrLinux in hosts.h)", linuxPrr);
   cmd.AddValue("dctcpAckNow", "DCTCP receivers ACK a segment that changes the CE state at once (Linux)", dctcpAckNow);
   cmd.AddValue("leaves", "leaf switches", leaves);
@@ -193,6 +198,7 @@ int main(int argc, char *argv[]) {
   cmd.AddValue("stopS", "virtual seconds after which unfinished flows are reported as -1", stopS);
   cmd.AddValue("trace", "each sender's congestion state, window, transmissions and timeouts on stderr", g_trace);
   cmd.Parse(argc, argv);
+  RngSeedManager::SetRun(run);
   g_bytes = static_cast<uint64_t>(megabytes * 1e6);
   if (queueDisc != "droptail" && queueDisc != "step") {
     std::fprintf(stderr, "--queueDisc must be droptail or step, not %s\n", queueDisc.c_str());
@@ -277,17 +283,19 @@ int main(int argc, char *argv[]) {
   }
 
   uint16_t port = 5000;
+  Ptr<UniformRandomVariable> jitter = CreateObject<UniformRandomVariable>();
   for (uint32_t h = 0; h < nHosts; h++) g_hosts.push_back(hosts.Get(h));
   for (auto [s, d] : pairs) {
     uint32_t id = g_flows.size();
     g_flows.push_back(Flow{s, d});
     g_highTx.push_back(0);
     if (reqsInFlight == 0) {
-      ApplicationContainer b = InstallBulkFlow(hosts.Get(s), hosts.Get(d), addr[d], port, g_bytes, Seconds(g_start),
-                                               MakeBoundCallback(&OnRx, id));
+      Time start = Seconds(g_start) + MicroSeconds(jitter->GetValue(0, startJitterUs));
+      ApplicationContainer b =
+          InstallBulkFlow(hosts.Get(s), hosts.Get(d), addr[d], port, g_bytes, start, MakeBoundCallback(&OnRx, id));
       g_apps.push_back(b.Get(0));
       // the sender's socket exists once the application has started: hook its traces then
-      Simulator::Schedule(Seconds(g_start) + NanoSeconds(1), &HookSender, id);
+      Simulator::Schedule(start + NanoSeconds(1), &HookSender, id);
     } else {  // the sender made now, put on its node when its request arrives
       PacketSinkHelper sink("ns3::TcpSocketFactory", InetSocketAddress(Ipv4Address::GetAny(), port));
       ApplicationContainer k = sink.Install(hosts.Get(d));
