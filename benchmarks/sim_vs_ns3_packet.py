@@ -45,6 +45,11 @@ With ``--linux-prr`` ns-3's loss recovery reduces the window as Linux's ``tcp_cw
 (``--linuxPrr=true``, class ``TcpPrrLinux`` in ``ns3/hosts.h``): ns-3.44's ``TcpPrrRecovery`` counts a
 segment per duplicate ACK on top of the SACKed bytes and divides by the pipe, so in a recovery it
 sends about twice its proportional share (ns-3 issue 1350, fixed after 3.44).
+With ``--ns3-incast-runs N`` each incast row's ns-3 side is the mean over runs 1..N whose flows start
+U[0, 12.064 µs) after the common start (a packet time of the host links; ``two_tier.cc
+--startJitterUs --run``): an incast's timeouts turn on the senders' phases, so ns-3's one
+deterministic run is one sample of them (incast 8 Cubic: 3-5 timeouts over runs 1-5, and 1-2 with
+``--linux-prr``), where the simulator's figure is a mean over seeds.
 With ``--dctcp-ack-now`` ns-3's DCTCP receivers ACK at once the segment that changes their CE state,
 as Linux's ``dctcp_ece_ack_update`` does (``--dctcpAckNow=true``, class ``TcpDctcpFloor`` in
 ``ns3/hosts.h``); ns-3's ``TcpDctcp`` then sends only the earlier segments' delayed ACK and leaves
