@@ -41,15 +41,16 @@ sender's interrupts and NIC move it; ns-3 then runs each UDP row with ``--run=1.
 3) and the row is the mean over them. Without it the UDP is exactly periodic, and at 50 and 100 % its
 period is a whole number of the bottleneck's packet times: its arrivals meet the departures on the
 same nanosecond and each side's order of simultaneous events decides who gets the queue's last place.
-With ``--linux-prr`` ns-3's loss recovery reduces the window as Linux's ``tcp_cwnd_reduction`` does
-(``--linuxPrr=true``, class ``TcpPrrLinux`` in ``ns3/hosts.h``): ns-3.44's ``TcpPrrRecovery`` counts a
-segment per duplicate ACK on top of the SACKed bytes and divides by the pipe, so in a recovery it
-sends about twice its proportional share (ns-3 issue 1350, fixed after 3.44).
+With ``--prr-sack-fix`` ns-3's proportional rate reduction counts what each ACK newly acknowledged or
+SACKed, as Linux's ``tcp_cwnd_reduction`` does (``--prrSackFix=true``, class ``TcpPrrSackFix`` in
+``ns3/hosts.h``): ns-3.44's ``TcpPrrRecovery`` adds a segment per duplicate ACK on top of the SACKed
+bytes, so in a loss recovery it sends about twice its proportional share (ns-3 issue 1350, fixed
+after 3.44).
 With ``--ns3-incast-runs N`` each incast row's ns-3 side is the mean over runs 1..N whose flows start
 U[0, 12.064 µs) after the common start (a packet time of the host links; ``two_tier.cc
 --startJitterUs --run``): an incast's timeouts turn on the senders' phases, so ns-3's one
 deterministic run is one sample of them (incast 8 Cubic: 3-5 timeouts over runs 1-5, and 1-2 with
-``--linux-prr``), where the simulator's figure is a mean over seeds.
+``--prr-sack-fix``), where the simulator's figure is a mean over seeds.
 With ``--dctcp-ack-now`` ns-3's DCTCP receivers ACK at once the segment that changes their CE state,
 as Linux's ``dctcp_ece_ack_update`` does (``--dctcpAckNow=true``, class ``TcpDctcpFloor`` in
 ``ns3/hosts.h``); ns-3's ``TcpDctcp`` then sends only the earlier segments' delayed ACK and leaves
@@ -125,9 +126,9 @@ DCTCP_ACK_NOW: list[str] = []
 # U[0, INCAST_JITTER_US) after the common start (two_tier.cc --startJitterUs, --run): one packet time
 # of the 1 Gbit/s host links, as the simulator's senders wander (without it ns-3 is one sample)
 INCAST_RUNS, INCAST_JITTER_US = 1, 1508 * 8 / 1e3
-# --linux-prr: ns-3's loss recovery reduces the window as Linux's tcp_cwnd_reduction (the programs'
-# --linuxPrr=true, class TcpPrrLinux in ns3/hosts.h); without it, ns-3.44's TcpPrrRecovery
-LINUX_PRR: list[str] = []
+# --prr-sack-fix: ns-3's PRR without 3.44's extra segment per duplicate ACK (the programs'
+# --prrSackFix=true, class TcpPrrSackFix in ns3/hosts.h); without it, ns-3.44's TcpPrrRecovery
+PRR_SACK_FIX: list[str] = []
 
 
 def stored_ns3(args: list[str]) -> dict[str, Any] | None:
@@ -176,7 +177,7 @@ def ns3_incast(binary: Path, cc: str, n: int) -> dict[str, Any]:
     if cc == "dctcp":
         args += ["--queueDisc=step", f"--markK={STEP_K}", f"--dctcpFloor={DCTCP_FLOOR}"]
         args += DCTCP_ACK_NOW
-    args += LINUX_PRR
+    args += PRR_SACK_FIX
     args += [f"--incastSenders={','.join(map(str, incast_hosts(n)))}", "--incastReceiver=0"]
     if INCAST_RUNS > 1:
         return ns3_link_runs(args + [f"--startJitterUs={INCAST_JITTER_US:g}"], INCAST_RUNS, "two_tier")
@@ -256,7 +257,7 @@ def ns3_alltoall(binary: Path, cc: str, uplink_gbps: float) -> dict[str, Any]:
     if cc == "dctcp":
         args += ["--queueDisc=step", f"--markK={STEP_K}", f"--dctcpFloor={DCTCP_FLOOR}"]
         args += DCTCP_ACK_NOW
-    args += LINUX_PRR
+    args += PRR_SACK_FIX
     if (kept := stored_ns3(args)) is not None:
         return kept
     out = run_ns3(args)
@@ -324,7 +325,7 @@ def ns3_link(binary: Path, cc: str, queue: str, share: float) -> dict[str, Any]:
     args += [f"--udpShare={share}", f"--cc={CCS[cc]}", f"--limit={B_LIMIT}", f"--delayUs={B_DELAY_US}"]
     args += [f"--delAckTimeoutMs={DELACK_MS}", f"--dctcpFloor={DCTCP_FLOOR}"]
     args += DCTCP_ACK_NOW if cc == "dctcp" else []
-    args += LINUX_PRR
+    args += PRR_SACK_FIX
     if queue == "red":
         # RED like Linux's sch_red: no wait between marks (ns-3's RedQueueDisc waits by default)
         args += ["--queue=red"] + [f"--{k}={v}" for k, v in RED.items()] + ["--wait=false"]
@@ -456,10 +457,9 @@ def main() -> int:
         help="incast rows: ns-3 runs 1..N with the flows' starts jittered by a packet time, their mean",
     )
     ap.add_argument(
-        "--linux-prr",
+        "--prr-sack-fix",
         action="store_true",
-        help="ns-3's loss recovery reduces the window as Linux's PRR (ns-3.44's counts a segment per "
-        "duplicate ACK on top of the SACKed bytes)",
+        help="ns-3's PRR without 3.44's extra segment per duplicate ACK on top of the SACKed bytes",
     )
     ap.add_argument(
         "--ns3-rows",
@@ -475,7 +475,7 @@ def main() -> int:
         ap.error("--udp-jitter must be in [0, 1] and --ns3-runs at least 1")
     UDP_JITTER, UDP_RUNS, INCAST_RUNS = a.udp_jitter, a.ns3_runs, a.ns3_incast_runs
     DCTCP_ACK_NOW[:] = ["--dctcpAckNow=true"] if a.dctcp_ack_now else []
-    LINUX_PRR[:] = ["--linuxPrr=true"] if a.linux_prr else []
+    PRR_SACK_FIX[:] = ["--prrSackFix=true"] if a.prr_sack_fix else []
     load_stored_ns3(a.ns3_rows)
     seeds = range(1, a.seeds + 1)
     rows: list[dict[str, Any]] = []

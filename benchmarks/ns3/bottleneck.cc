@@ -186,7 +186,7 @@ int main(int argc, char *argv[]) {
   uint32_t dctcpFloor = 0, delAckCount = 2;
   double seriesMs = 0;
   bool dctcpAckNow = false;
-  bool linuxPrr = false;
+  bool prrSackFix = false;
   double udpJitter = 0;
   uint32_t run = 1;
   CommandLine cmd;
@@ -194,7 +194,8 @@ int main(int argc, char *argv[]) {
                "UDP send-time jitter: each packet U[0, J) bottleneck packet times after its constant-rate "
                "instant (0: exactly periodic, ns3::OnOffApplication)",
                udpJitter);
-  cmd.AddValue("linuxPrr", "loss recovery's rate reduction as Linux's (class TcpPrrLinux in hosts.h)", linuxPrr);
+  cmd.AddValue("prrSackFix", "PRR without ns-3.44's extra segment per duplicate ACK (TcpPrrSackFix in hosts.h)",
+               prrSackFix);
   cmd.AddValue("dctcpAckNow",
                "ns3::TcpDctcp's receivers ACK a segment that changes the CE state at once, as Linux's "
                "dctcp_ece_ack_update (ns-3: only the earlier segments' delayed ACK)",
@@ -241,7 +242,7 @@ int main(int argc, char *argv[]) {
   g_rtos.assign(flows, 0);
   g_ft.assign(flows, FlowTrace());
 
-  ConfigureTcpHosts(cc, dctcpFloor, delAckTimeoutMs, minRtoMs, dctcpAckNow, linuxPrr);
+  ConfigureTcpHosts(cc, dctcpFloor, delAckTimeoutMs, minRtoMs, dctcpAckNow, prrSackFix);
   Config::SetDefault("ns3::TcpSocketBase::UseEcn", StringValue("On"));
   Config::SetDefault("ns3::TcpSocket::DelAckCount", UintegerValue(delAckCount));
 

@@ -79,59 +79,63 @@ class TcpDctcpFloor : public TcpDctcp {
 };
 NS_OBJECT_ENSURE_REGISTERED(TcpDctcpFloor);
 
-// Proportional rate reduction as Linux's tcp_cwnd_reduction does it: DeliveredData is what each ACK
-// newly acknowledged or SACKed, and the proportional part divides by the window when the reduction
-// began (prior_cwnd). ns-3.44's TcpPrrRecovery adds a segment per duplicate ACK on top of the SACKed
-// bytes with SACK on (ns-3 issue #1350, fixed after 3.44) and divides by the pipe: in a recovery it
-// sends about twice the proportional share, so a queue that dropped the window's segments stays full
-// and drops their retransmissions too.
-class TcpPrrLinux : public TcpClassicRecovery {
+// ns-3.44's TcpPrrRecovery with the fix of ns-3 issue 1350 (made after 3.44): with SACK (on in these
+// programs, as in Linux) the DeliveredData of an ACK is what it newly acknowledged or SACKed. 3.44
+// adds a segment per duplicate ACK on top of that, so a loss recovery sends about twice its
+// proportional share (RFC 6937) -- Linux's tcp_cwnd_reduction does not -- and a queue that dropped
+// a window's segments stays full and drops their retransmissions too. Otherwise as 3.44's: the
+// recovery's flight is the pipe at its start, the fast retransmit goes at once, PRR-SSRB once the
+// pipe is at ssthresh, one more segment when a retransmission is acknowledged.
+class TcpPrrSackFix : public TcpClassicRecovery {
  public:
   static TypeId GetTypeId() {
-    static TypeId tid = TypeId("ns3::TcpPrrLinux").SetParent<TcpClassicRecovery>().AddConstructor<TcpPrrLinux>();
+    static TypeId tid =
+        TypeId("ns3::TcpPrrSackFix").SetParent<TcpClassicRecovery>().AddConstructor<TcpPrrSackFix>();
     return tid;
   }
-  TcpPrrLinux() = default;
-  TcpPrrLinux(const TcpPrrLinux &other) = default;
-  std::string GetName() const override { return "TcpPrrLinux"; }
+  TcpPrrSackFix() = default;
+  TcpPrrSackFix(const TcpPrrSackFix &other) = default;
+  std::string GetName() const override { return "TcpPrrSackFix"; }
   void EnterRecovery(Ptr<TcpSocketState> tcb, uint32_t, uint32_t, uint32_t deliveredBytes) override {
-    m_priorCwnd = std::max<uint32_t>(tcb->m_cWnd.Get(), tcb->m_segmentSize);  // tcp_init_cwnd_reduction
-    m_delivered = 0;
     m_out = 0;
+    m_delivered = 0;
+    m_flight = std::max<int64_t>(tcb->m_bytesInFlight.Get(), 1);
     DoRecovery(tcb, deliveredBytes, true);
   }
-  void DoRecovery(Ptr<TcpSocketState> tcb, uint32_t deliveredBytes, bool isDupAck) override {
-    if (deliveredBytes == 0) return;
+  void DoRecovery(Ptr<TcpSocketState> tcb, uint32_t deliveredBytes, bool) override {
+    if (deliveredBytes == 0) return;  // (3.44: a duplicate ACK counts a segment here)
     m_delivered += deliveredBytes;
     int64_t ssthresh = tcb->m_ssThresh.Get(), inFlight = tcb->m_bytesInFlight.Get(), seg = tcb->m_segmentSize;
-    int64_t delta = ssthresh - inFlight, send;
-    if (delta < 0) {
-      send = (ssthresh * m_delivered + m_priorCwnd - 1) / m_priorCwnd - m_out;
+    int64_t send;
+    if (inFlight > ssthresh) {
+      send = (m_delivered * ssthresh + m_flight - 1) / m_flight - m_out;
     } else {
-      send = std::max<int64_t>(m_delivered - m_out, deliveredBytes) + (isDupAck ? 0 : seg);  // SND.UNA advanced
-      send = std::min(delta, send);
+      int64_t limit = std::max<int64_t>(m_delivered - m_out, deliveredBytes);
+      if (tcb->m_isRetransDataAcked) limit += seg;
+      send = std::min(limit, ssthresh - inFlight);
     }
     send = std::max<int64_t>(send, m_out > 0 ? 0 : seg);  // the fast retransmit, at once
     tcb->m_cWnd = static_cast<uint32_t>(inFlight + std::max<int64_t>(send, 0));
     tcb->m_cWndInfl = tcb->m_cWnd;
   }
+  void ExitRecovery(Ptr<TcpSocketState> tcb) override { tcb->m_cWndInfl = tcb->m_cWnd; }
   void UpdateBytesSent(uint32_t bytesSent) override { m_out += bytesSent; }
-  Ptr<TcpRecoveryOps> Fork() override { return CopyObject<TcpPrrLinux>(this); }
+  Ptr<TcpRecoveryOps> Fork() override { return CopyObject<TcpPrrSackFix>(this); }
 
  private:
-  int64_t m_priorCwnd = 1;
+  int64_t m_flight = 1;
   int64_t m_delivered = 0;
   int64_t m_out = 0;
 };
-NS_OBJECT_ENSURE_REGISTERED(TcpPrrLinux);
+NS_OBJECT_ENSURE_REGISTERED(TcpPrrSackFix);
 
 // TCP's defaults on every host: congestion control `cc` (ns3::TcpDctcp with dctcpFloor > 0: the
 // floored TcpDctcpFloor above), the receiver's delayed-ACK timer, the minimum retransmission
-// timeout, segments of kSegment bytes and 8 MiB socket buffers; with linuxPrr, TcpPrrLinux above
+// timeout, segments of kSegment bytes and 8 MiB socket buffers; with prrSackFix, TcpPrrSackFix above
 // instead of ns-3's TcpPrrRecovery.
 inline void ConfigureTcpHosts(std::string cc, uint32_t dctcpFloor, double delAckTimeoutMs, double minRtoMs,
-                              bool dctcpAckNow = false, bool linuxPrr = false) {
-  if (linuxPrr) Config::SetDefault("ns3::TcpL4Protocol::RecoveryType", TypeIdValue(TcpPrrLinux::GetTypeId()));
+                              bool dctcpAckNow = false, bool prrSackFix = false) {
+  if (prrSackFix) Config::SetDefault("ns3::TcpL4Protocol::RecoveryType", TypeIdValue(TcpPrrSackFix::GetTypeId()));
   if (cc == "ns3::TcpDctcp" && (dctcpFloor > 0 || dctcpAckNow)) {
     cc = "ns3::TcpDctcpFloor";
     Config::SetDefault("ns3::TcpDctcpFloor::MinSegments", UintegerValue(dctcpFloor));

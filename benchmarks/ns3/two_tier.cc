@@ -161,7 +161,7 @@ int main(int argc, char *argv[]) {
   std::string cc = "ns3::TcpCubic", queueDisc = "droptail", incastSenders;
   uint32_t incastReceiver = 0;
   bool dctcpAckNow = false;
-  bool linuxPrr = false;
+  bool prrSackFix = false;
   double startJitterUs = 0;
   uint32_t run = 1;
   uint32_t blocks = 1, reqsInFlight = 0, orderSeed = 1;
@@ -173,7 +173,8 @@ int main(int argc, char *argv[]) {
   cmd.AddValue("startJitterUs", "each flow (without --reqsInFlight) starts U[0, this) us after the common start",
                startJitterUs);
   cmd.AddValue("run", "ns-3's run number (RngSeedManager::SetRun): the start jitter's draws", run);
-  cmd.AddValue("linuxPrr", "loss recovery's rate reduction as Linux's (class TcpPrrLinux in hosts.h)", linuxPrr);
+  cmd.AddValue("prrSackFix", "PRR without ns-3.44's extra segment per duplicate ACK (TcpPrrSackFix in hosts.h)",
+               prrSackFix);
   cmd.AddValue("dctcpAckNow", "DCTCP receivers ACK a segment that changes the CE state at once (Linux)", dctcpAckNow);
   cmd.AddValue("leaves", "leaf switches", leaves);
   cmd.AddValue("hostsPerLeaf", "hosts per leaf", hostsPerLeaf);
@@ -204,7 +205,7 @@ int main(int argc, char *argv[]) {
     std::fprintf(stderr, "--queueDisc must be droptail or step, not %s\n", queueDisc.c_str());
     return 2;
   }
-  ConfigureTcpHosts(cc, dctcpFloor, delAckTimeoutMs, 200, dctcpAckNow, linuxPrr);  // Linux's minimum RTO
+  ConfigureTcpHosts(cc, dctcpFloor, delAckTimeoutMs, 200, dctcpAckNow, prrSackFix);  // Linux's minimum RTO
   Config::SetDefault("ns3::TcpSocket::DataRetries", UintegerValue(dataRetries));
   Config::SetDefault("ns3::TcpSocket::DelAckCount", UintegerValue(delAckCount));
 
