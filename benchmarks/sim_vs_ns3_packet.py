@@ -49,7 +49,7 @@ after 3.44).
 With ``--ns3-incast-runs N`` each incast row's ns-3 side is the mean over runs 1..N whose flows start
 U[0, 12.064 µs) after the common start (a packet time of the host links; ``two_tier.cc
 --startJitterUs --run``): an incast's timeouts turn on the senders' phases, so ns-3's one
-deterministic run is one sample of them (incast 8 Cubic: 3-5 timeouts over runs 1-5, and 1-2 with
+deterministic run is one sample of them (incast 8 Cubic: 3-5 timeouts over runs 1-5, and 1-3 with
 ``--prr-sack-fix``), where the simulator's figure is a mean over seeds.
 With ``--dctcp-ack-now`` ns-3's DCTCP receivers ACK at once the segment that changes their CE state,
 as Linux's ``dctcp_ece_ack_update`` does (``--dctcpAckNow=true``, class ``TcpDctcpFloor`` in
