@@ -16,6 +16,8 @@ handshake (Spark fetches over connections it keeps, one per pair of executors), 
 are counted apart and left out of ns-3's mean and p99.
 
     nice -n 10 .venv/bin/python benchmarks/sim_vs_ns3_loops.py --out /tmp/sim-vs-ns3-loops.md
+    # ns-3's PRR without its 3.44 bug, as the packet mode's table (sim_vs_ns3_packet.py --prr-sack-fix):
+    nice -n 10 .venv/bin/python benchmarks/sim_vs_ns3_loops.py --prr-sack-fix --out /tmp/loops-fix.md
 """
 
 from __future__ import annotations
@@ -37,12 +39,15 @@ from shufflelab.sim import core  # noqa: E402
 SOURCE = Path(__file__).resolve().parent / "ns3" / "two_tier.cc"
 HOSTS, MAPS_PER_HOST, IN_FLIGHT = 8, 8, 5
 SYN_TIMER_S = 3.0  # ns-3's TcpSocket::ConnTimeout
+# --prr-sack-fix: ns-3's PRR without 3.44's extra segment per duplicate ACK (two_tier.cc --prrSackFix)
+PRR_SACK_FIX: list[str] = []
 
 
 def ns3_args(cc: str, block_mb: float, order_seed: int) -> list[str]:
     args = ["--leaves=2", "--hostsPerLeaf=4", "--hostGbps=10", "--uplinkGbps=10", "--delayUs=1"]
     args += [f"--megabytes={block_mb}", "--queue=100", "--stopS=60", "--delAckTimeoutMs=40"]
     args += [f"--blocks={MAPS_PER_HOST}", f"--reqsInFlight={IN_FLIGHT}", f"--orderSeed={order_seed}"]
+    args += PRR_SACK_FIX
     if cc == "dctcp":
         return args + ["--cc=ns3::TcpDctcp", "--queueDisc=step", "--markK=20", "--dctcpFloor=2"]
     return args + ["--cc=ns3::TcpCubic"]
@@ -127,7 +132,13 @@ def main() -> int:
     ap.add_argument("--blocks-mb", nargs="+", type=float, default=[0.1, 0.3])
     ap.add_argument("--ns3-runs", type=int, default=3)
     ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument(
+        "--prr-sack-fix",
+        action="store_true",
+        help="ns-3's PRR without 3.44's extra segment per duplicate ACK on top of the SACKed bytes",
+    )
     a = ap.parse_args()
+    PRR_SACK_FIX[:] = ["--prrSackFix=true"] if a.prr_sack_fix else []
     binary = compile_ns3(SOURCE, "two_tier")
     lines = [
         "| block | CC | ns-3 mean FCT (ms) | sim mean FCT (ms) | error | ns-3 p99 (ms) | sim p99 (ms) | error "
