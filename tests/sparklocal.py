@@ -4,9 +4,9 @@ built and how they end, the JVM with them.
 Their JVM starts as the lab's test runs start theirs (``spark.fast_jvm``: C1 only, the serial
 collector) and from the class-data archive where ``make setup`` made one (its class path first, as
 the archive recorded it; what a test adds goes after): test_workloads_local.py took 12.6 CPU-s
-instead of 23.0, test_userapp_local.py 18.5 instead of 24.4. test_ndp_connector.py keeps its own
-(C1 only): with these it took 1-2 CPU-s more. Measurements never use these options; the tests'
-checks do not depend on them."""
+instead of 23.0, test_userapp_local.py 18.5 instead of 24.4. test_ndp_connector.py's connector jar
+goes after Spark's jars (:func:`class_path_after`), so its JVM starts from the archive too.
+Measurements never use these options; the tests' checks do not depend on them."""
 
 from __future__ import annotations
 
@@ -27,10 +27,26 @@ def java_options() -> str:
     return " ".join(o for o in (FAST_JVM_OPTS, cds.java_options()) if o)
 
 
-def builder(app: str, java: str | None = None, conf: Mapping[str, str] | None = None) -> Any:
+@contextlib.contextmanager
+def class_path_after(jars: list[str]) -> Any:
+    """While a session starts in it, ``jars`` go on its JVM's class path after Spark's own jars (as
+    the lab's TPC-H runs put the NDP connector's; ``extraClassPath`` would put them before, and the
+    archive's class path would no longer be the start of the JVM's)."""
+    key, before = sparkconf.DIST_CLASS_PATH, os.environ.get(sparkconf.DIST_CLASS_PATH)
+    os.environ[key] = ":".join([*filter(None, [before]), *jars])
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = before
+
+
+def builder(app: str, java: str | None = None, conf: Mapping[str, str] | None = None, more_java: str = "") -> Any:
     """A ``local[2]`` session's builder named ``app``, without the web UI, and Spark's settings
-    ``conf``; its JVM started with :func:`java_options` and the archive's class path, or with the
-    options ``java`` alone."""
+    ``conf``; its JVM started with :func:`java_options` (and ``more_java``) and the archive's class
+    path, or with the options ``java`` alone."""
     from pyspark.sql import SparkSession
 
     settings = dict(conf or {})
@@ -42,7 +58,7 @@ def builder(app: str, java: str | None = None, conf: Mapping[str, str] | None = 
         SparkSession.builder.master("local[2]")
         .appName(app)
         .config("spark.ui.enabled", "false")
-        .config("spark.driver.extraJavaOptions", java_options() if java is None else java)
+        .config("spark.driver.extraJavaOptions", f"{java_options()} {more_java}".strip() if java is None else java)
     )
     return b.config(map=settings) if settings else b
 

@@ -212,11 +212,12 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     jvm_tmp.mkdir()
     jar = connector.ensure_jar()
     with Servers(Fake(files), root / "spool") as servers:
-        spark = sparklocal.builder(
-            "shufflelab-ndp-connector-test",
-            f"-XX:TieredStopAtLevel=1 -Djava.io.tmpdir={jvm_tmp}",
-            {"spark.sql.shuffle.partitions": "2", **connector.spark_conf(jar)},
-        ).getOrCreate()
+        with sparklocal.class_path_after([str(jar)]):
+            spark = sparklocal.builder(
+                "shufflelab-ndp-connector-test",
+                conf={"spark.sql.shuffle.partitions": "2"},
+                more_java=f"-Djava.io.tmpdir={jvm_tmp}",
+            ).getOrCreate()
         try:
             yield {"spark": spark, "servers": servers, "local": local, "root": root, "jvm_tmp": jvm_tmp}
         finally:
