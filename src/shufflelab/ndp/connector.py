@@ -111,11 +111,6 @@ def ensure_jar(timeout_s: float = 900) -> Path:
     return jar
 
 
-def spark_conf(jar: Path) -> dict[str, str]:
-    """Conf entries that put the connector on the driver's and the executors' class path."""
-    return {"spark.driver.extraClassPath": str(jar), "spark.executor.extraClassPath": str(jar)}
-
-
 def main() -> None:  # ``python -m shufflelab.ndp.connector`` builds the jar (make setup calls it)
     try:
         print(ensure_jar())
