@@ -7,8 +7,9 @@ sampler, the proxies).
 Reading ``/proc`` races with processes ending: one that ends between the listing and the reading
 (``FileNotFoundError``, ``ProcessLookupError``) or that cannot be read is skipped, never an error.
 
-Namespaces: another session's run may create or remove its own at any time, so a test compares
-only what appeared since it started and is not claimed by a lease whose owner still runs."""
+Namespaces: another test's run, or another session's, may create or remove its own at any time, and
+one killed on purpose (SIGKILL) leaves its own until ``clean``: a test looks only at the namespaces
+of the leases its own runs took (the lease file names the process that took it, alive or not)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,6 @@ import subprocess
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from shufflelab import procfs
 from shufflelab.emulate import netns
 
 TAG_VAR = "SHUFFLELAB_TEST_RUN"
@@ -69,26 +69,21 @@ def lab_namespaces() -> set[str]:
     return {n for n in netns.namespaces() if netns.NS_PATTERN.match(n)}
 
 
-def live_leases() -> set[str]:
-    """Lease ids whose owner process still runs (another run, of this session or another one)."""
-    ids = set()
-    for f in netns.LEASE_DIR.glob("*.json") if netns.LEASE_DIR.exists() else []:
-        with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
-            pid = int(json.loads(f.read_text()).get("pid") or 0)
-            if pid and procfs.alive(pid):
-                ids.add(f.stem)
-    return ids
-
-
-def new_namespaces(before: set[str]) -> set[str]:
-    """Run namespaces that appeared since ``before`` and belong to no live run: what runs that have
-    ended (this test's) left behind."""
-    live = live_leases()
+def owned_namespaces(owners: Iterable[int]) -> set[str]:
+    """Run namespaces whose lease was taken by one of ``owners`` (the pids of this test's ``shufflelab
+    run`` processes, or its own for a lease taken in the test), whether the owner still runs or not.
+    A lease file outlives its namespaces (written before the first, removed after the last), so a
+    run's leftovers are always found; a namespace whose lease file is gone is ``clean`` removing it."""
+    pids = set(owners)
     out = set()
-    for n in lab_namespaces() - before:
+    for n in lab_namespaces():
         m = netns.NS_PATTERN.match(n)
-        if m and m.group(1) not in live:
-            out.add(n)
+        if not m:
+            continue
+        with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
+            f = netns.LEASE_DIR / f"{m.group(1)}.json"
+            if int(json.loads(f.read_text()).get("pid") or 0) in pids:
+                out.add(n)
     return out
 
 

@@ -80,7 +80,6 @@ def test_spark_engine_on_the_lab_cluster_reads_hdfs_and_equals_the_local_ingest(
 
     tag = labprocs.new_tag()
     monkeypatch.setenv(labprocs.TAG_VAR, tag)  # every daemon, executor and the driver carry it
-    before = labprocs.lab_namespaces()
     sp = S.parse(SPEC)
     net = T.build(sp)
     out = tmp_path / "tables.parquet"
@@ -125,5 +124,5 @@ def test_spark_engine_on_the_lab_cluster_reads_hdfs_and_equals_the_local_ingest(
     left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.split()
     assert not [pid for pid in left if int(pid) != os.getpid()]
     assert not labprocs.tagged(tag), labprocs.describe(labprocs.tagged(tag))
-    assert not labprocs.new_namespaces(before)
+    assert not labprocs.owned_namespaces({os.getpid()})  # the lease this test took
     assert not [f for f in tmp_path.iterdir() if f.name.startswith(".")]  # no staging folder

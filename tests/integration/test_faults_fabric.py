@@ -66,13 +66,14 @@ duration_s = 3
 def test_faults_are_injected_recorded_and_cleaned_up(tmp_path: Path) -> None:
     spec = tmp_path / "faults.toml"
     spec.write_text(SPEC)
-    before, tag = labprocs.lab_namespaces(), labprocs.new_tag()
-    p = subprocess.run(
+    tag = labprocs.new_tag()
+    runner = subprocess.Popen(
         [sys.executable, "-m", "shufflelab.cli", "run", str(spec), "--results", str(tmp_path / "results"),
          "--no-report"],
-        capture_output=True, text=True, timeout=900, env=labprocs.tagged_env(tag),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=labprocs.tagged_env(tag),
     )  # fmt: skip
-    assert p.returncode == 0, p.stdout + p.stderr
+    out, err = runner.communicate(timeout=900)
+    assert runner.returncode == 0, out + err
     store = Store(tmp_path / "results" / "faults.duckdb")
     runs = store.query("SELECT * FROM runs")
     assert len(runs) == 1
@@ -99,6 +100,6 @@ def test_faults_are_injected_recorded_and_cleaned_up(tmp_path: Path) -> None:
     )  # fmt: skip
     assert rep.returncode == 0, rep.stdout + rep.stderr
     assert "Faults and Spark's recovery" in (tmp_path / "report" / "report.md").read_text()
-    assert not labprocs.new_namespaces(before), labprocs.new_namespaces(before)
+    assert not labprocs.owned_namespaces({runner.pid}), labprocs.owned_namespaces({runner.pid})
     left = labprocs.tagged(tag)  # the run's Spark, iperf3 and driver: all gone
     assert not left, labprocs.describe(left)

@@ -96,7 +96,6 @@ class Lab:
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
         self.procs: list[subprocess.Popen[str]] = []
-        self.before = labprocs.lab_namespaces()
         self.tag = labprocs.new_tag()  # in the environment of everything these runs start
 
     def start(self, name: str, reps: int = 1, udp: int = 0, rows: int = 40_000) -> subprocess.Popen[str]:
@@ -115,17 +114,21 @@ class Lab:
         """Processes of these runs still alive."""
         return labprocs.tagged(self.tag)
 
+    def namespaces(self) -> set[str]:
+        """Namespaces of these runs' leases still there."""
+        return labprocs.owned_namespaces(p.pid for p in self.procs)
+
     def assert_clean(self) -> None:
         """Nothing of the runs is left: no namespaces, no lab processes."""
         deadline = time.monotonic() + 20
         while self.left() and time.monotonic() < deadline:
             time.sleep(0.5)
         assert not self.left(), labprocs.describe(self.left())
-        assert not labprocs.new_namespaces(self.before), labprocs.new_namespaces(self.before)
+        assert not self.namespaces(), self.namespaces()
 
     def teardown(self) -> None:
         labprocs.stop_runs(self.procs)  # after a failed test
-        if labprocs.new_namespaces(self.before) or self.left():
+        if self.namespaces() or self.left():
             subprocess.run([sys.executable, "-m", "shufflelab.cli", "clean"], capture_output=True, timeout=120)
 
 
@@ -191,7 +194,7 @@ class WorkerFaults:
     returncode: int
     results: Path
     left: list[tuple[int, str]]  # processes of the runs still alive at the end
-    new_namespaces: set[str]
+    namespaces_left: set[str]
 
 
 @pytest.fixture(scope="module")
@@ -212,7 +215,7 @@ def worker_faults(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerFa
         deadline = time.monotonic() + 20
         while lab.left() and time.monotonic() < deadline:
             time.sleep(0.5)
-        yield WorkerFaults(out, p.returncode, tmp / "results", lab.left(), labprocs.new_namespaces(lab.before))
+        yield WorkerFaults(out, p.returncode, tmp / "results", lab.left(), lab.namespaces())
     finally:
         lab.teardown()
 
@@ -237,7 +240,7 @@ def test_a_worker_killed_while_the_cluster_starts_is_recorded_and_the_start_retr
     last = runs.groupby("rep")["status"].last()
     assert worker_faults.returncode == (0 if (last == "ok").all() else 1), out
     assert not worker_faults.left, labprocs.describe(worker_faults.left)
-    assert not worker_faults.new_namespaces, worker_faults.new_namespaces
+    assert not worker_faults.namespaces_left, worker_faults.namespaces_left
 
 
 def test_a_restarted_cluster_is_ready_before_the_next_run_starts(worker_faults: WorkerFaults) -> None:
@@ -253,4 +256,4 @@ def test_a_restarted_cluster_is_ready_before_the_next_run_starts(worker_faults: 
     share = (Path(second["run_dir"]) / "logs" / "master-master.log").read_text()
     assert "Starting Spark master at" not in share and "Registering worker" not in share, share[:3000]
     assert not worker_faults.left, labprocs.describe(worker_faults.left)
-    assert not worker_faults.new_namespaces, worker_faults.new_namespaces
+    assert not worker_faults.namespaces_left, worker_faults.namespaces_left

@@ -102,7 +102,7 @@ class Resumed:
     results: Path
     db: Path
     tag: str
-    before: set[str]  # the machine's lab namespaces before it
+    runners: set[int]  # the pids of its two `shufflelab run` processes (their leases name them)
     interrupted_rc: int
     interrupted_out: str
     namespaces_left_by_sigint: set[str]
@@ -119,7 +119,7 @@ def resumed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Resumed]:
     spec.write_text(TINY.format(name="tiny"))
     results = tmp / "results"
     db = results / "tiny.duckdb"
-    before, tag = labprocs.lab_namespaces(), labprocs.new_tag()
+    tag = labprocs.new_tag()
     procs: list[subprocess.Popen[str]] = []
     try:
         # 1. SIGINT after the first run is stored: the runner tears down and exits
@@ -128,13 +128,13 @@ def resumed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Resumed]:
         _wait_for(lambda: _ok_runs(db) >= 1, 600, "the first run", p)
         os.kill(p.pid, signal.SIGINT)
         first_out, _ = p.communicate(timeout=120)
-        left_ns, left_procs, ok_after = labprocs.new_namespaces(before), labprocs.tagged(tag), _ok_runs(db)
+        left_ns, left_procs, ok_after = labprocs.owned_namespaces({p.pid}), labprocs.tagged(tag), _ok_runs(db)
         # 2. re-running resumes: only the missing run is done, then the report is written
         p = _cli("run", str(spec), "--results", str(results), tag=tag, start_new_session=True)
         procs.append(p)
         out, _ = p.communicate(timeout=900)
         yield Resumed(
-            results, db, tag, before, procs[0].returncode, first_out, left_ns, left_procs, ok_after,
+            results, db, tag, {q.pid for q in procs}, procs[0].returncode, first_out, left_ns, left_procs, ok_after,
             p.returncode, out,
         )  # fmt: skip
     finally:
@@ -200,7 +200,7 @@ def test_end_to_end_run_and_report(resumed: Resumed) -> None:
     )  # fmt: skip
     assert d.returncode == 0, d.stdout + d.stderr
     assert "inconclusive" in d.stdout and "n = 1/1" in d.stdout, d.stdout
-    assert not labprocs.new_namespaces(resumed.before), labprocs.new_namespaces(resumed.before)
+    assert not labprocs.owned_namespaces(resumed.runners), labprocs.owned_namespaces(resumed.runners)
     left = labprocs.tagged(resumed.tag)  # the run's processes (Spark, iperf3, the sampler, the driver): all gone
     assert not left, labprocs.describe(left)
 
@@ -222,16 +222,17 @@ def test_interrupt_resume_kill_and_clean(resumed: Resumed, tmp_path: Path) -> No
     spec = tmp_path / "killed.toml"
     spec.write_text(TINY.format(name="killed"))
     results = tmp_path / "results"
-    before, tag = labprocs.lab_namespaces(), labprocs.new_tag()
+    tag = labprocs.new_tag()
     p = _cli("run", str(spec), "--results", str(results), "--no-report", tag=tag, start_new_session=True)
     _wait_for(lambda: labprocs.tagged(tag, "deploy.worker.Worker"), 300, "Spark workers", p)
     os.killpg(p.pid, signal.SIGKILL)
     p.wait()
-    assert labprocs.new_namespaces(before), "expected the killed runner's namespaces to remain"
+    left = labprocs.owned_namespaces({p.pid})
+    assert left, "expected the killed runner's namespaces to remain"
     c = _cli("clean", tag=tag)
     out, _ = c.communicate(timeout=120)
     assert c.returncode == 0, out
-    assert not labprocs.new_namespaces(before), labprocs.new_namespaces(before)
+    assert not left & labprocs.lab_namespaces(), left & labprocs.lab_namespaces()
     _wait_for(lambda: not labprocs.tagged(tag), 20, "processes to exit")
     lease_files = list(netns.LEASE_DIR.glob("*.json")) if netns.LEASE_DIR.exists() else []
     assert not [f for f in lease_files if json.loads(f.read_text()).get("pid") == p.pid]

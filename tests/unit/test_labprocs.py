@@ -44,19 +44,25 @@ def test_a_process_ending_while_read_is_skipped(monkeypatch: pytest.MonkeyPatch,
         mine.wait()
 
 
-def test_new_namespaces_leave_out_those_of_a_live_run_and_those_that_went(
+def test_owned_namespaces_are_those_of_the_given_runs_leases_alive_or_not(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     import json
 
     from shufflelab.emulate import netns
 
-    present = ["sl0000aa-w1", "sl0000bb-w1", "sl0000cc-w1", "other"]
+    present = ["sl0000aa-w1", "sl0000bb-w1", "sl0000cc-w1", "sl0000cc-r", "sl0000ee-w1", "other"]
     monkeypatch.setattr(netns, "namespaces", lambda: present)
     monkeypatch.setattr(netns, "LEASE_DIR", tmp_path)
+    mine = subprocess.Popen(["true"])
+    mine.wait()
+    (tmp_path / "0000cc.json").write_text(json.dumps({"pid": mine.pid}))  # this test's run, killed: its lease stays
     (tmp_path / "0000bb.json").write_text(json.dumps({"pid": 1}))  # another run, still running
-    gone = subprocess.Popen(["true"])
-    gone.wait()
-    (tmp_path / "0000cc.json").write_text(json.dumps({"pid": gone.pid}))  # a run killed: its lease stays
-    before = {"sl0000aa-w1", "sl0000dd-w1"}  # dd: another run's, removed meanwhile
-    assert labprocs.new_namespaces(before) == {"sl0000cc-w1"}
+    other = subprocess.Popen(["true"])
+    other.wait()
+    (tmp_path / "0000ee.json").write_text(json.dumps({"pid": other.pid}))  # another test's run, killed
+    (tmp_path / "0000ff.json").write_text("{not json")  # unreadable: nobody's
+    # aa: no lease file (``clean`` removing it)
+    assert labprocs.owned_namespaces({mine.pid}) == {"sl0000cc-w1", "sl0000cc-r"}
+    assert labprocs.owned_namespaces([]) == set()
+    assert labprocs.owned_namespaces(iter([other.pid, mine.pid])) == {"sl0000cc-w1", "sl0000cc-r", "sl0000ee-w1"}
