@@ -60,6 +60,19 @@ def tagged(tag: str, pattern: str = "") -> list[tuple[int, str]]:
     return found
 
 
+def run(argv: list[str], tag: str, timeout: float) -> tuple[subprocess.CompletedProcess[str], int]:
+    """``subprocess.run`` of a command with the tag (killed at ``timeout``, as ``run`` does), and the
+    pid it ran as: a ``shufflelab run``'s leases name it (:func:`owned_namespaces`)."""
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=tagged_env(tag)) as p:
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.communicate()
+            raise
+    return subprocess.CompletedProcess(argv, p.returncode, out, err), p.pid
+
+
 def describe(procs: list[tuple[int, str]]) -> str:
     return "\n".join(f"{pid} {cmd[:300]}" for pid, cmd in procs)
 

@@ -67,13 +67,12 @@ def test_faults_are_injected_recorded_and_cleaned_up(tmp_path: Path) -> None:
     spec = tmp_path / "faults.toml"
     spec.write_text(SPEC)
     tag = labprocs.new_tag()
-    runner = subprocess.Popen(
+    p, runner = labprocs.run(
         [sys.executable, "-m", "shufflelab.cli", "run", str(spec), "--results", str(tmp_path / "results"),
          "--no-report"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=labprocs.tagged_env(tag),
+        tag, timeout=900,
     )  # fmt: skip
-    out, err = runner.communicate(timeout=900)
-    assert runner.returncode == 0, out + err
+    assert p.returncode == 0, p.stdout + p.stderr
     store = Store(tmp_path / "results" / "faults.duckdb")
     runs = store.query("SELECT * FROM runs")
     assert len(runs) == 1
@@ -100,6 +99,6 @@ def test_faults_are_injected_recorded_and_cleaned_up(tmp_path: Path) -> None:
     )  # fmt: skip
     assert rep.returncode == 0, rep.stdout + rep.stderr
     assert "Faults and Spark's recovery" in (tmp_path / "report" / "report.md").read_text()
-    assert not labprocs.owned_namespaces({runner.pid}), labprocs.owned_namespaces({runner.pid})
+    assert not labprocs.owned_namespaces({runner}), labprocs.owned_namespaces({runner})
     left = labprocs.tagged(tag)  # the run's Spark, iperf3 and driver: all gone
     assert not left, labprocs.describe(left)

@@ -11,7 +11,6 @@ show what each policy pushed; nothing may be left behind.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -73,12 +72,11 @@ def test_tpch_through_ndp_under_three_policies(tmp_path: Path) -> None:
     spec = tmp_path / "ndp.toml"
     spec.write_text(SPEC)
     tag = labprocs.new_tag()
-    runner = subprocess.Popen(
+    p, runner = labprocs.run(
         [sys.executable, "-m", "shufflelab.cli", "run", str(spec), "--results", str(tmp_path / "results")],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=labprocs.tagged_env(tag),
+        tag, timeout=1200,
     )  # fmt: skip
-    out, err = runner.communicate(timeout=1200)
-    assert runner.returncode == 0, out[-4000:] + err[-4000:]
+    assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-4000:]
     store = Store(tmp_path / "results" / "ndp-tiny.duckdb")
     runs = store.query(
         "SELECT r.run_id, s.label, r.status, r.cause, r.bottleneck_tx_bytes FROM runs r JOIN scenarios s USING "
@@ -112,7 +110,7 @@ def test_tpch_through_ndp_under_three_policies(tmp_path: Path) -> None:
         refused = [str(p) for p in logs if "Unable to use shared archive" in p.read_text(errors="replace")]
         assert len(logs) >= 6 and not refused, refused
     # nothing left behind: namespaces, HDFS daemons, proxies, cgroups
-    assert not labprocs.owned_namespaces({runner.pid}), labprocs.owned_namespaces({runner.pid})
+    assert not labprocs.owned_namespaces({runner}), labprocs.owned_namespaces({runner})
     left = labprocs.tagged(tag)  # the run's HDFS daemons, proxies and Spark: all gone
     assert not left, labprocs.describe(left)
     # none of its groups left: its storage made them minutes ago; another run's made in the last

@@ -66,3 +66,12 @@ def test_owned_namespaces_are_those_of_the_given_runs_leases_alive_or_not(
     assert labprocs.owned_namespaces({mine.pid}) == {"sl0000cc-w1", "sl0000cc-r"}
     assert labprocs.owned_namespaces([]) == set()
     assert labprocs.owned_namespaces(iter([other.pid, mine.pid])) == {"sl0000cc-w1", "sl0000cc-r", "sl0000ee-w1"}
+
+
+def test_run_gives_the_output_and_the_pid_and_kills_at_the_timeout() -> None:
+    tag = labprocs.new_tag()
+    p, pid = labprocs.run(["sh", "-c", f'echo "$$ ${labprocs.TAG_VAR}"'], tag, timeout=30)
+    assert p.returncode == 0 and p.stdout.split() == [str(pid), tag]
+    with pytest.raises(subprocess.TimeoutExpired):
+        labprocs.run(["sleep", "30"], tag, timeout=0.2)
+    assert labprocs.tagged(tag) == []  # killed, not left running
