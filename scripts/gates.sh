@@ -106,11 +106,12 @@ lab=
 if [ $quick -eq 0 ]; then
   echo "== tier 2: the root/Spark tests, started now (their output follows at the end)"
   # its own session and process group, so that a failure of tier 1 can interrupt all of it; SIGINT
-  # and SIGQUIT as in the foreground (bash ignores them in a background command, and what ignores
-  # them passes that on: the tests that interrupt a runner or a controller would see no SIGINT)
+  # and SIGQUIT as in the foreground: bash ignores them in a background command, a shell cannot undo
+  # an ignore it started with (trap - does nothing), and what ignores them passes that on -- pytest
+  # then never stops on SIGINT, and the runners and controllers the tests interrupt start ignoring it
+  # too; env --default-signal gives the tier the default dispositions back
   (
-    trap - INT QUIT
-    exec setsid bash -c '.venv/bin/python -m pytest -q -m "(root or spark) and fidelity" --durations=5 && \
+    exec setsid env --default-signal=INT,QUIT bash -c '.venv/bin/python -m pytest -q -m "(root or spark) and fidelity" --durations=5 && \
       .venv/bin/python -m pytest -q -m "(root or spark) and not fidelity" -n 2 --dist loadfile \
       --no-loadscope-reorder --durations=15'
   ) >"$logs/lab.log" 2>&1 &
@@ -118,21 +119,17 @@ if [ $quick -eq 0 ]; then
 fi
 
 echo "== tier 1: the Python and the Rust gates side by side, each with a part of the tests (each one's output follows when it ends)"
-if [ $quick -eq 0 ]; then
-  # each side in a session of its own (setsid: the forked subshell is no group leader, so setsid
-  # keeps its pid) with the session's lowest priority, so tier 2's sessions keep the CPU they want
-  export -f gate python_gates rust_gates lowest_priority
-  export logs tier1_nice
-  setsid bash -c 'lowest_priority; python_gates' >"$logs/python.log" 2>&1 &
-  py=$!
-  setsid bash -c 'lowest_priority; rust_gates' >"$logs/rust.log" 2>&1 &
-  rs=$!
-else
-  python_gates >"$logs/python.log" 2>&1 &
-  py=$!
-  rust_gates >"$logs/rust.log" 2>&1 &
-  rs=$!
-fi
+# each side in a session of its own (setsid: the forked subshell is no group leader, so setsid keeps
+# its pid), SIGINT and SIGQUIT back to the default as for tier 2, so that an interruption reaches
+# them; beside tier 2 with the session's lowest priority, so tier 2's sessions keep the CPU they want
+export -f gate python_gates rust_gates lowest_priority
+export logs tier1_nice
+first=true
+[ $quick -eq 0 ] && first=lowest_priority
+setsid env --default-signal=INT,QUIT bash -c "$first; python_gates" >"$logs/python.log" 2>&1 &
+py=$!
+setsid env --default-signal=INT,QUIT bash -c "$first; rust_gates" >"$logs/rust.log" 2>&1 &
+rs=$!
 # interrupted (Ctrl-C, a CI's SIGTERM): every tier's process group gets SIGINT and tears down (its
 # sessions are not the terminal's, so the terminal's SIGINT reaches none of them by itself)
 interrupted() {
