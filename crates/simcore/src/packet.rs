@@ -349,7 +349,8 @@ pub(crate) fn refine(
         .filter(|&l| {
             let (n, cross) = (on_link[l].len(), udp_on_link[l]);
             let shared = n >= 2 || (n == 1 && cross > 0.0);
-            loops[l] || shared && (saturated[l] || cross > 0.0)
+            let queues = cross > 0.0 || !fed_by_one_link(topo, traces, &on_link[l], l);
+            loops[l] || shared && queues && (saturated[l] || cross > 0.0)
         })
         .collect();
     let passes = match starts {
@@ -428,6 +429,28 @@ pub(crate) fn refine(
         }
         last_paced = Some(paced);
     }
+}
+
+/// Whether every fetch of link `l` (`ids`) reaches it from one same link no faster than `l`: its
+/// packets then arrive no faster than `l` sends them, and it cannot queue (the spine's downlink to
+/// a leaf of a two-leaf fabric, behind the other leaf's uplink). Simulated alone, such a link would
+/// see its fetches enter each at its own host link's rate and drop what the link before it already
+/// dropped: at 4:1 with reducers' loops the model doubled the uplinks' drops and timeouts, which
+/// ns-3's downlinks never see (docs/results/sim-vs-ns3/loops.md).
+fn fed_by_one_link(topo: &Topology, traces: &[Traced], ids: &[u32], l: usize) -> bool {
+    let mut from: Option<u32> = None;
+    for &i in ids {
+        let path = &traces[i as usize].path;
+        let before = match path.iter().position(|&h| h as usize == l) {
+            Some(k) if k > 0 => path[k - 1],
+            _ => return false,
+        };
+        if from.is_some_and(|u| u != before) {
+            return false;
+        }
+        from = Some(before);
+    }
+    from.is_some_and(|u| topo.links[u as usize].capacity <= topo.links[l].capacity)
 }
 
 /// What one pass of [`refine`] found: each fetch's largest delay over its simulated links
