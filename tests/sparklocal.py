@@ -34,7 +34,7 @@ def class_path_after(jars: list[str]) -> Any:
     the lab's TPC-H runs put the NDP connector's; ``extraClassPath`` would put them before, and the
     archive's class path would no longer be the start of the JVM's)."""
     key, before = sparkconf.DIST_CLASS_PATH, os.environ.get(sparkconf.DIST_CLASS_PATH)
-    os.environ[key] = ":".join([*filter(None, [before]), *jars])
+    os.environ[key] = sparkconf.dist_class_path(before, jars)
     try:
         yield
     finally:

@@ -13,6 +13,8 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from shufflelab.names import whole
 
 KEY = whole(r"spark\.\S+")
@@ -38,6 +40,12 @@ DIST_CLASS_PATH = "SPARK_DIST_CLASSPATH"
 """Spark's launcher puts this environment variable's entries after Spark's own jars (the driver's from
 its environment, an executor's from ``spark.executorEnv.``)."""
 EXECUTOR_DIST_CLASS_PATH = f"spark.executorEnv.{DIST_CLASS_PATH}"
+
+
+def dist_class_path(current: str | None, jars: Sequence[str]) -> str:
+    """:data:`DIST_CLASS_PATH`'s value with ``jars`` after what it holds (``current``, may be None)."""
+    return ":".join(c for c in [current, *jars] if c)
+
 
 _CLASS_PATH = "shufflelab's listener and executor-plugin jar are on this class path"
 

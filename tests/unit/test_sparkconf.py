@@ -118,3 +118,10 @@ def test_the_clusters_processes_make_their_temporary_files_in_its_scratch_folder
         env={**os.environ, **env}, capture_output=True, text=True, check=True,
     ).stdout.strip()  # fmt: skip
     assert Path(made).parent == tmp, made
+
+
+def test_dist_class_path_puts_the_jars_after_what_it_holds() -> None:
+    assert sparkconf.dist_class_path(None, ["/c/a.jar"]) == "/c/a.jar"
+    assert sparkconf.dist_class_path("", ["/c/a.jar", "/c/b.jar"]) == "/c/a.jar:/c/b.jar"
+    assert sparkconf.dist_class_path("/h/x.jar", ["/c/a.jar"]) == "/h/x.jar:/c/a.jar"
+    assert sparkconf.dist_class_path("/h/x.jar", []) == "/h/x.jar"

@@ -26,11 +26,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         from pyspark.sql import SparkSession
 
-        from shufflelab.sparkconf import DIST_CLASS_PATH
+        from shufflelab.sparkconf import DIST_CLASS_PATH, dist_class_path
 
-        after = [*filter(None, [os.environ.get(DIST_CLASS_PATH)]), *req.get("class_path_after", [])]
-        if after:  # Spark's launcher puts these after its own jars on this JVM's class path
-            os.environ[DIST_CLASS_PATH] = ":".join(after)
+        if req.get("class_path_after"):  # Spark's launcher puts them after its own jars in this JVM
+            os.environ[DIST_CLASS_PATH] = dist_class_path(os.environ.get(DIST_CLASS_PATH), req["class_path_after"])
 
         builder = SparkSession.builder.appName(req["app_name"]).master(req["master"])
         for k, v in req["conf"].items():

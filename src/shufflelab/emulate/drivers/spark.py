@@ -104,7 +104,7 @@ class SparkDriver(Driver):
         # path (emulate/cds.py) stays the start of these JVMs', so they start from it
         if extra_cp:
             key = sparkconf.EXECUTOR_DIST_CLASS_PATH
-            conf[key] = ":".join(c for c in [conf.get(key), *extra_cp] if c)
+            conf[key] = sparkconf.dist_class_path(conf.get(key), extra_cp)
         return {
             "app_name": f"shufflelab:{ctx.experiment}:{ctx.scenario.label}:rep{ctx.rep}:app{k}",
             "master": self.cluster.url,
