@@ -349,8 +349,11 @@ pub(crate) fn refine(
         .filter(|&l| {
             let (n, cross) = (on_link[l].len(), udp_on_link[l]);
             let shared = n >= 2 || (n == 1 && cross > 0.0);
-            let queues = cross > 0.0 || !fed_by_one_link(topo, traces, &on_link[l], l);
-            loops[l] || shared && queues && (saturated[l] || cross > 0.0)
+            // (the paths walked only for a link that would be simulated otherwise)
+            loops[l]
+                || shared
+                    && (saturated[l] || cross > 0.0)
+                    && (cross > 0.0 || !fed_by_one_link(topo, traces, &on_link[l], l))
         })
         .collect();
     let passes = match starts {
