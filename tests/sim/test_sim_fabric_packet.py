@@ -140,3 +140,40 @@ def test_the_core_config_carries_the_tolerance_in_the_packet_mode_only() -> None
     assert fabric_spec.core_config(spec, 0, Path("."))["packet"] == {"cluster_tolerance": 0.1}
     maxmin = fabric_spec.parse({**doc, "mode": "maxmin"}, "t.toml")
     assert "packet" not in fabric_spec.core_config(maxmin, 0, Path("."))
+
+
+def test_delayed_acks_reach_the_core_and_the_report_says_how_receivers_ack(tmp_path: Path) -> None:
+    # the incast above, its packet run with receivers ACKing every segment and as Linux's
+    runs = {}
+    for name, table in (("each", ""), ("delayed", "\n[tcp.delayed_ack]\nquick_acks = 0\n")):
+        spec = SPEC.replace('mode = ["maxmin", "packet"]', "").replace('mode = "maxmin"', 'mode = "packet"')
+        (tmp_path / f"{name}.toml").write_text(spec.replace("queue_packets = 20\n", "queue_packets = 20\n" + table))
+        (run,) = fabric.run_experiment(tmp_path / f"{name}.toml", tmp_path / name).doc["runs"]
+        md = report(tmp_path / name / "sim-incast-mode.fabric.json", tmp_path / f"rep-{name}").read_text()
+        runs[name] = (run, " ".join(md.split()))
+    (each, each_md), (delayed, delayed_md) = runs["each"], runs["delayed"]
+    assert "delayed_ack" not in each["tcp"] or each["tcp"]["delayed_ack"] is None
+    assert delayed["tcp"]["delayed_ack"] == {"timeout_s": 0.04, "quick_acks": 0, "idle_quick_acks": 16}
+    assert each["result"]["fct"][0]["mean_s"] != delayed["result"]["fct"][0]["mean_s"]
+    assert "Receivers ACK every segment at once (no delayed ACKs)." in each_md
+    assert (
+        "Receivers delay their ACKs as Linux's in every packet-faithful run (one ACK per two segments, at once on "
+        "a gap or a change of DCTCP's mark; 0 quick ACKs at a flow's start, 16 after a silence longer than the RTO, "
+        "else a 40 ms timer)." in delayed_md
+    )
+
+
+@pytest.mark.parametrize(
+    ("table", "field"),
+    [
+        ("timeout_s = 0", "tcp.delayed_ack.timeout_s"),
+        ("quick_acks = -1", "tcp.delayed_ack.quick_acks"),
+        ("quick = 3", "tcp.delayed_ack.quick"),
+    ],
+)
+def test_bad_delayed_ack_options_name_the_field(table: str, field: str) -> None:
+    table = "queue_packets = 20\n\n[tcp.delayed_ack]\n" + table + "\n"
+    doc = tomllib.loads(SPEC.replace("queue_packets = 20\n", table))
+    doc["matrix"] = {}
+    with pytest.raises(SimSpecError, match=rf"t.toml: {field}: "):
+        fabric_spec.parse(doc, "t.toml")

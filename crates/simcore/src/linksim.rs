@@ -15,7 +15,8 @@
 //! and only the timer finds that loss. DCTCP's retransmissions are ECN-capable. Reno and Cubic
 //! answer an echoed mark only on an ACK that advances the cumulative ACK, as ns-3 does (Linux
 //! answers none while it recovers a loss).
-//! Every packet is ACKed alone (no delayed ACKs). A dropped segment is detected when three
+//! Every packet is ACKed alone, or, with [`DelayedAck`], every second one as Linux's receivers
+//! do (at once on a gap, a change of DCTCP's CE state, in quick-ACK mode; else after a timer). A dropped segment is detected when three
 //! segments sent after it have arrived (SACK's rule, RFC 6675) and is resent; the window is cut
 //! once per window of data. A sender that hears nothing for its retransmission timeout
 //! (`min_rto_s`, doubled per timeout in a row) resends what was lost with a window of one segment
@@ -107,7 +108,61 @@ pub struct LinkSim {
     pub horizon_s: f64,
     #[serde(default = "seed")]
     pub seed: u64,
+    /// The receivers delay their ACKs ([`DelayedAck`]); absent: every segment is ACKed at once.
+    #[serde(default)]
+    pub delayed_ack: Option<DelayedAck>,
     pub flows: Vec<LinkFlow>,
+}
+
+/// Receivers that delay their ACKs as Linux's do (`__tcp_ack_snd_check`, `tcp_event_data_recv`
+/// in `net/ipv4/tcp_input.c`): one ACK for every second segment; at once for a segment that
+/// arrives while a segment before it is missing or that fills such a hole, for a segment whose CE
+/// mark differs from the one before under DCTCP (`dctcp_ece_ack_update`: the held segment's ACK
+/// first, with the old echo, then this one's), for a marked segment under classic ECN (Linux's
+/// receiver stops delaying while it owes an echo) and in quick-ACK mode; otherwise after
+/// `timeout_s`. ns-3's receivers (`TcpSocketBase::ReceivedData`, `DelAckCount` 2) follow the
+/// same rule without the quick-ACK mode and the ECN cases.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct DelayedAck {
+    /// The delayed-ACK timer, s (Linux's `TCP_DELACK_MIN`: 40 ms).
+    #[serde(default = "delack_timeout")]
+    pub timeout_s: f64,
+    /// Quick-ACK mode at a flow's start: its first segments ACKed one by one (Linux: half the
+    /// receive window in segments, at most 16, so 5 on a new connection, whose window is 10
+    /// segments; ns-3: none).
+    #[serde(default = "quick_acks")]
+    pub quick_acks: u32,
+    /// The same after the flow was silent for longer than `min_rto_s` (Linux: 16, the window
+    /// having grown; ns-3: none).
+    #[serde(default = "idle_quick_acks")]
+    pub idle_quick_acks: u32,
+}
+
+fn delack_timeout() -> f64 {
+    0.04
+}
+fn quick_acks() -> u32 {
+    5
+}
+fn idle_quick_acks() -> u32 {
+    16
+}
+
+impl DelayedAck {
+    /// The first field out of range, named.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(self.timeout_s > 0.0 && self.timeout_s <= 1.0) {
+            return Err(format!("timeout_s: in (0, 1], got {}", self.timeout_s));
+        }
+        if self.quick_acks > 1000 || self.idle_quick_acks > 1000 {
+            return Err(format!(
+                "quick_acks / idle_quick_acks: at most 1000, got {} / {}",
+                self.quick_acks, self.idle_quick_acks
+            ));
+        }
+        Ok(())
+    }
 }
 
 fn mss() -> f64 {
@@ -168,6 +223,9 @@ impl LinkSim {
         }
         if !(0.0..=1.0).contains(&self.cross_jitter_packets) {
             return Err("link.cross_jitter_packets: in [0, 1]".into());
+        }
+        if let Some(d) = &self.delayed_ack {
+            d.validate().map_err(|e| format!("link.delayed_ack.{e}"))?;
         }
         if let Some(r) = &self.red {
             if !r.fits(self.queue_bytes) {
@@ -243,6 +301,8 @@ enum Ev {
     },
     /// The retransmission timer of `flow`, armed as its `gen`-th.
     Timeout { flow: u32, gen: u64 },
+    /// The delayed-ACK timer of `flow`'s receiver, armed as its `gen`-th.
+    DelAck { flow: u32, gen: u64 },
     /// The next cross-traffic packet arrives.
     Cross,
 }
@@ -358,6 +418,15 @@ struct Sender {
     round_start: u64,
     last_ack: u64,
     round_end: u64,
+    /// The receiver (with delayed ACKs): the ACK it holds, its timer's generation, the segments
+    /// dropped and not yet delivered, DCTCP's CE state (the last segment's mark), the quick ACKs
+    /// left and when the last segment came (ns).
+    held: Option<Ev>,
+    delack_gen: u64,
+    rx_holes: u64,
+    ce_state: bool,
+    quick: u32,
+    last_rx: u64,
 }
 
 /// What every sender's send path needs: segment size, minimum RTO, a packet time of the link.
@@ -385,6 +454,9 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
         _ => Growth::Reno.aimd(),
     };
     let rto_ns = (p.min_rto_s * NS) as u64;
+    let delack_ns = p
+        .delayed_ack
+        .map_or(0, |d| (d.timeout_s * NS).round() as u64);
     let horizon_ns = (p.horizon_s * NS) as u64;
     let rtt_ns: Vec<u64> = p
         .flows
@@ -437,6 +509,12 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                 round_start: 0,
                 last_ack: 0,
                 round_end: 0,
+                held: None,
+                delack_gen: 0,
+                rx_holes: 0,
+                ce_state: false,
+                quick: 0,
+                last_rx: u64::MAX,
             }
         })
         .collect();
@@ -572,7 +650,44 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                 retx: pkt.retx,
                 queued: pkt.queued,
             };
-            pending.push(now + rtt_ns[f], ack);
+            let Some(d) = &p.delayed_ack else {
+                pending.push(now + rtt_ns[f], ack);
+                continue;
+            };
+            // the receiver's rule ([`DelayedAck`]); its times are the queue's, the ACK reaches the
+            // sender a round trip after
+            if s.last_rx == u64::MAX {
+                s.quick = d.quick_acks;
+            } else if now - s.last_rx > rto_ns {
+                s.quick = s.quick.max(d.idle_quick_acks);
+            }
+            s.last_rx = now;
+            let gap = s.rx_holes > 0;
+            s.rx_holes -= u64::from(pkt.retx);
+            let flip = dctcp && pkt.marked != s.ce_state;
+            s.ce_state = pkt.marked;
+            let echo = !dctcp && p.ecn && pkt.marked;
+            if gap || flip || echo || s.quick > 0 || s.held.is_some() {
+                let mut acked = 1;
+                if let Some(h) = s.held.take() {
+                    pending.push(now + rtt_ns[f], h);
+                    acked += 1;
+                }
+                s.delack_gen += 1;
+                s.quick = s.quick.saturating_sub(acked);
+                pending.push(now + rtt_ns[f], ack);
+            } else {
+                s.held = Some(ack);
+                s.delack_gen += 1;
+                let gen = s.delack_gen;
+                pending.push(
+                    now + delack_ns,
+                    Ev::DelAck {
+                        flow: pkt.flow,
+                        gen,
+                    },
+                );
+            }
         }
         while let Some((_, ev)) = pending.pop_due(now) {
             events += 1;
@@ -617,6 +732,7 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                             drops += 1;
                             // a lost retransmission leaves the hole its segment already is
                             s.holes += u64::from(!retx);
+                            s.rx_holes += u64::from(!retx);
                             #[cfg(test)]
                             {
                                 s.retx_drops += u64::from(retx);
@@ -719,6 +835,14 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                         );
                     }
                     pump(s, flow, now, &k, &mut pending, &mut rng);
+                }
+                Ev::DelAck { flow, gen } => {
+                    let s = &mut senders[flow as usize];
+                    if gen == s.delack_gen {
+                        if let Some(h) = s.held.take() {
+                            pending.push(now + rtt_ns[flow as usize], h);
+                        }
+                    }
                 }
                 Ev::Timeout { flow, gen } => {
                     let s = &mut senders[flow as usize];
@@ -929,6 +1053,7 @@ mod tests {
             cross_jitter_packets: 0.0,
             horizon_s: 60.0,
             seed,
+            delayed_ack: None,
             flows: vec![
                 LinkFlow {
                     bytes: 200e3,
@@ -969,6 +1094,104 @@ mod tests {
         for bad in [-0.1, 1.5, f64::NAN] {
             p.cross_jitter_packets = bad;
             assert!(p.validate().is_err(), "{bad}");
+        }
+    }
+
+    fn linux_acks() -> DelayedAck {
+        DelayedAck {
+            timeout_s: 0.04,
+            quick_acks: 5,
+            idle_quick_acks: 16,
+        }
+    }
+
+    #[test]
+    fn a_window_of_one_segment_waits_for_the_delayed_ack_timer_outside_quick_ack_mode() {
+        // one flow of 3 segments from a window of 1 alone on the link: its first segment is
+        // ACKed at once in quick-ACK mode, as with an ACK per segment (the same run exactly), and
+        // after the 40 ms timer without that mode (ns-3's receivers)
+        let mut p = crowded(1);
+        p.flows.truncate(1);
+        p.flows[0].bytes = 3.0 * p.mss_bytes;
+        p.init_cwnd_segments = 1.0;
+        let each = simulate(&p).unwrap();
+        p.delayed_ack = Some(linux_acks());
+        let quick = simulate(&p).unwrap();
+        p.delayed_ack = Some(DelayedAck {
+            quick_acks: 0,
+            ..linux_acks()
+        });
+        let held = simulate(&p).unwrap();
+        assert!(each.fct_s[0] < 0.002, "{each:?}");
+        assert_eq!(quick.fct_s, each.fct_s);
+        assert!(held.fct_s[0] > 0.04 && held.fct_s[0] < 0.045, "{held:?}");
+    }
+
+    #[test]
+    fn delayed_acks_leave_a_flow_with_a_large_window_as_fast_and_no_hole_behind() {
+        // a long flow alone, held to half the link by its host link: two segments per ACK grow
+        // its window as fast (2 segments per ACK in slow start), so it ends as with an ACK per
+        // segment, within the last segment's timer; in the crowded queue every flow ends and, once
+        // its ACKs are back, has no hole left at the sender or the receiver
+        let mut p = crowded(1);
+        p.flows.truncate(1);
+        p.flows[0].bytes = 2e6;
+        p.flows[0].access_bytes_per_s = 0.5 * p.link_bytes_per_s;
+        let each = simulate(&p).unwrap();
+        p.delayed_ack = Some(linux_acks());
+        let delayed = simulate(&p).unwrap();
+        assert_eq!((each.drops, delayed.drops), (0, 0));
+        assert!(
+            (delayed.fct_s[0] - each.fct_s[0]).abs() < 0.002,
+            "{each:?} {delayed:?}"
+        );
+        for seed in 1..=3 {
+            let mut p = crowded(seed);
+            p.delayed_ack = Some(linux_acks());
+            let (r, senders) = run(&p).unwrap();
+            assert!(r.timeouts.iter().sum::<u32>() > 0, "{r:?}");
+            for (i, s) in senders.iter().enumerate() {
+                assert!(r.fct_s[i].is_finite(), "seed {seed} flow {i}: {r:?}");
+                assert_eq!(s.rx_holes, 0, "seed {seed} flow {i}");
+                if s.in_flight == 0 && s.held.is_none() {
+                    assert_eq!((s.holes, s.dropped.len()), (0, 0), "seed {seed} flow {i}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_delayed_ack_out_of_range_is_refused_by_name() {
+        let mut p = crowded(1);
+        for (d, field) in [
+            (
+                DelayedAck {
+                    timeout_s: 0.0,
+                    ..linux_acks()
+                },
+                "timeout_s",
+            ),
+            (
+                DelayedAck {
+                    timeout_s: f64::NAN,
+                    ..linux_acks()
+                },
+                "timeout_s",
+            ),
+            (
+                DelayedAck {
+                    quick_acks: 5000,
+                    ..linux_acks()
+                },
+                "quick_acks",
+            ),
+        ] {
+            p.delayed_ack = Some(d);
+            let e = p.validate().unwrap_err();
+            assert!(
+                e.starts_with("link.delayed_ack.") && e.contains(field),
+                "{e}"
+            );
         }
     }
 

@@ -156,6 +156,7 @@ impl Ctx<'_> {
             cross_jitter_packets: 1.0,
             horizon_s: horizon,
             seed: self.seed ^ (u64::from(l) << 32),
+            delayed_ack: self.tcp.delayed_ack,
             flows,
         }
     }

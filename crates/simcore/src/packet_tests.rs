@@ -88,6 +88,7 @@ fn bottleneck(cc: Cc, udp_share: f64) -> LinkSim {
         cross_jitter_packets: 0.0,
         horizon_s: 60.0,
         seed: 1,
+        delayed_ack: None,
         flows: vec![
             LinkFlow {
                 bytes: 20e6,

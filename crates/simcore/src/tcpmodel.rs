@@ -21,6 +21,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::bottleneck::{operating_point, Growth, Probe, RedSpec, Sender};
+use crate::linksim::DelayedAck;
 use crate::topology::Topology;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
@@ -65,6 +66,9 @@ pub struct TcpModel {
     /// Long-lived flows sharing a link in the probe.
     #[serde(default = "flows")]
     pub flows: u32,
+    /// The packet-faithful mode's receivers delay their ACKs (absent: every segment ACKed at once).
+    #[serde(default)]
+    pub delayed_ack: Option<DelayedAck>,
 }
 fn queue() -> f64 {
     100.0
@@ -122,6 +126,9 @@ impl TcpModel {
         }
         if !(1..=1000).contains(&self.flows) {
             return Err(format!("tcp.flows: must be 1..=1000, got {}", self.flows));
+        }
+        if let Some(d) = &self.delayed_ack {
+            d.validate().map_err(|e| format!("tcp.delayed_ack.{e}"))?;
         }
         Ok(())
     }

@@ -31,7 +31,27 @@ def mode_line(doc: dict[str, Any], maxmin: str, packet: str) -> str:
     if n == 0:
         return f"Mode: {maxmin} for every run."
     what = "every run" if n == len(doc["runs"]) else f"{n} of {len(doc['runs'])} runs (the others max-min)"
-    return f"Mode: packet-faithful for {what}: {packet}" + clustering_note(doc)
+    return f"Mode: packet-faithful for {what}: {packet}" + receivers_note(doc) + clustering_note(doc)
+
+
+def receivers_note(doc: dict[str, Any]) -> str:
+    """How the packet-faithful runs' receivers ACK (the spec's ``tcp.delayed_ack``)."""
+    packet = [r for r in doc["runs"] if "packet" in r["result"]]
+    delayed = [r for r in packet if (r.get("tcp") or {}).get("delayed_ack")]
+    if not delayed:
+        return " Receivers ACK every segment at once (no delayed ACKs)."
+    which = "every packet-faithful run" if len(delayed) == len(packet) else f"{len(delayed)} of {len(packet)} runs"
+    settings = sorted(
+        {(d["timeout_s"], d["quick_acks"], d["idle_quick_acks"]) for d in (r["tcp"]["delayed_ack"] for r in delayed)}
+    )
+    how = "; ".join(
+        f"{q} quick ACKs at a flow's start, {iq} after a silence longer than the RTO, else a {1e3 * t:g} ms timer"
+        for t, q, iq in settings
+    )
+    return (
+        f" Receivers delay their ACKs as Linux's in {which} (one ACK per two segments, at once on a gap or "
+        f"a change of DCTCP's mark; {how})."
+    )
 
 
 def clustering_note(doc: dict[str, Any]) -> str:

@@ -28,6 +28,24 @@ TCP_LIMIT = (
 )
 
 
+class DelayedAck(BaseModel):
+    """``[tcp.delayed_ack]``: the packet-faithful mode's receivers delay their ACKs as Linux's
+    (``crates/simcore/src/linksim.rs``, ``DelayedAck``). Absent: every segment is ACKed at once."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    timeout_s: float = Field(default=0.04, gt=0, le=1, description="The delayed-ACK timer (Linux: 40 ms).")
+    quick_acks: int = Field(
+        default=5, ge=0, le=1000, description="Segments ACKed one by one at a flow's start (Linux: 5; ns-3: 0)."
+    )
+    idle_quick_acks: int = Field(
+        default=16,
+        ge=0,
+        le=1000,
+        description="The same after a silence longer than the RTO (Linux: 16; ns-3: 0).",
+    )
+
+
 class Tcp(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
@@ -41,6 +59,11 @@ class Tcp(BaseModel):
     mark_packets: float = Field(default=20, gt=0, le=1e6, description="Step marking threshold (DCTCP's K).")
     ecn: bool = Field(default=True, description="Reno/Cubic send ECT (marked, not dropped, by red/step).")
     flows: int = Field(default=8, ge=1, le=1000, description="Long-lived flows per link in the probe.")
+    delayed_ack: DelayedAck | None = Field(
+        default=None,
+        description="Packet-faithful mode: receivers delay their ACKs as Linux's (absent: every segment ACKed "
+        "at once).",
+    )
 
     def core(self) -> dict[str, Any]:
         """The Rust core's ``tcp`` (``TcpModel``), the discipline resolved."""
