@@ -41,6 +41,9 @@ HOSTS, MAPS_PER_HOST, IN_FLIGHT = 8, 8, 5
 SYN_TIMER_S = 3.0  # ns-3's TcpSocket::ConnTimeout
 # --prr-sack-fix: ns-3's PRR without 3.44's extra segment per duplicate ACK (two_tier.cc --prrSackFix)
 PRR_SACK_FIX: list[str] = []
+# --sim-delayed-ack N: the model's receivers delay their ACKs as Linux's, N quick ACKs at a flow's
+# start (the spec's tcp.delayed_ack; ns-3's receivers: N = 0); without it, every segment ACKed at once
+SIM_DELAYED_ACK: dict[str, Any] = {}
 
 
 def ns3_args(cc: str, block_mb: float, order_seed: int) -> list[str]:
@@ -85,6 +88,8 @@ def sim_config(cc: str, block_mb: float, seed: int) -> dict[str, Any]:
     block = block_mb * 1e6
     tcp = {"cc": cc, "discipline": "step" if cc == "dctcp" else "droptail", "queue_packets": 100}
     tcp |= {"mark_packets": 20, "ecn": False}
+    if SIM_DELAYED_ACK:
+        tcp["delayed_ack"] = dict(SIM_DELAYED_ACK)
     return {
         "topology": {
             "kind": "leaf_spine", "leaves": 2, "hosts_per_leaf": 4, "spines": 1,
@@ -137,8 +142,20 @@ def main() -> int:
         action="store_true",
         help="ns-3's PRR without 3.44's extra segment per duplicate ACK on top of the SACKed bytes",
     )
+    ap.add_argument(
+        "--sim-delayed-ack",
+        type=int,
+        nargs=2,
+        metavar=("QUICK", "IDLE_QUICK"),
+        default=None,
+        help="the model's receivers delay their ACKs as Linux's (40 ms timer), QUICK segments ACKed one by one at "
+        "a flow's start and IDLE_QUICK after a silence longer than the RTO (Linux: 5 16; ns-3: 0 0)",
+    )
     a = ap.parse_args()
     PRR_SACK_FIX[:] = ["--prrSackFix=true"] if a.prr_sack_fix else []
+    if a.sim_delayed_ack is not None:
+        quick, idle = a.sim_delayed_ack
+        SIM_DELAYED_ACK.update(timeout_s=0.04, quick_acks=quick, idle_quick_acks=idle)
     binary = compile_ns3(SOURCE, "two_tier")
     lines = [
         "| block | CC | ns-3 mean FCT (ms) | sim mean FCT (ms) | error | ns-3 p99 (ms) | sim p99 (ms) | error "

@@ -129,6 +129,10 @@ INCAST_RUNS, INCAST_JITTER_US = 1, 1508 * 8 / 1e3
 # --prr-sack-fix: ns-3's PRR without 3.44's extra segment per duplicate ACK (the programs'
 # --prrSackFix=true, class TcpPrrSackFix in ns3/hosts.h); without it, ns-3.44's TcpPrrRecovery
 PRR_SACK_FIX: list[str] = []
+# --sim-delayed-ack N: the model's receivers delay their ACKs as Linux's, N quick ACKs at a flow's
+# start (the spec's tcp.delayed_ack, the link's delayed_ack; ns-3's receivers: N = 0); without it,
+# every segment ACKed at once
+SIM_DELAYED_ACK: dict[str, Any] = {}
 
 
 def stored_ns3(args: list[str]) -> dict[str, Any] | None:
@@ -194,6 +198,8 @@ def ns3_incast(binary: Path, cc: str, n: int) -> dict[str, Any]:
 def incast_config(cc: str, n: int, mode: str) -> dict[str, Any]:
     tcp = {"cc": cc, "discipline": "step" if cc == "dctcp" else "droptail", "queue_packets": QUEUE}
     tcp |= {"mark_packets": STEP_K, "ecn": False}
+    if SIM_DELAYED_ACK:
+        tcp["delayed_ack"] = dict(SIM_DELAYED_ACK)
     config: dict[str, Any] = {
         "topology": {
             "kind": "leaf_spine",
@@ -274,6 +280,8 @@ def sim_alltoall(cc: str, uplink_gbps: float, seed: int) -> dict[str, Any]:
     config = alltoall_config(uplink_gbps, "dctcp" if cc == "dctcp" else "cubic")
     tcp = {"cc": cc, "discipline": "step" if cc == "dctcp" else "droptail", "queue_packets": A2A_QUEUE}
     tcp |= {"mark_packets": STEP_K, "ecn": False}
+    if SIM_DELAYED_ACK:
+        tcp["delayed_ack"] = dict(SIM_DELAYED_ACK)
     config |= {"seed": seed, "mode": "packet", "tcp": tcp}
     config["shuffle"]["sizes"] = {"kind": "constant", "bytes": A2A_MEGABYTES * 1e6}  # payload: the mode adds headers
     return sim_fabric(config)
@@ -301,7 +309,7 @@ def link_config(cc: str, queue: str, share: float) -> dict[str, Any]:
         "cross_bytes_per_s": share * c,
         "horizon_s": 60.0,
         "flows": [dict(flow) for _ in range(B_FLOWS)],
-    }
+    } | ({"delayed_ack": dict(SIM_DELAYED_ACK)} if SIM_DELAYED_ACK else {})
 
 
 def sim_link(cc: str, queue: str, share: float, seed: int) -> dict[str, Any]:
@@ -468,7 +476,19 @@ def main() -> int:
         default=[],
         help="JSON rows of an earlier run: take ns-3's figures from the rows with the same ns-3 arguments",
     )
+    ap.add_argument(
+        "--sim-delayed-ack",
+        type=int,
+        nargs=2,
+        metavar=("QUICK", "IDLE_QUICK"),
+        default=None,
+        help="the model's receivers delay their ACKs as Linux's (40 ms timer), QUICK segments ACKed one by one at "
+        "a flow's start and IDLE_QUICK after a silence longer than the RTO (Linux: 5 16; ns-3: 0 0)",
+    )
     a = ap.parse_args()
+    if a.sim_delayed_ack is not None:
+        quick, idle = a.sim_delayed_ack
+        SIM_DELAYED_ACK.update(timeout_s=DELACK_MS / 1e3, quick_acks=quick, idle_quick_acks=idle)
     global FRESH_NS3, UDP_JITTER, UDP_RUNS, INCAST_RUNS
     FRESH_NS3 = a.fresh_ns3
     if not 0 <= a.udp_jitter <= 1 or a.ns3_runs < 1:
