@@ -119,9 +119,10 @@ pub struct LinkSim {
 /// arrives while a segment before it is missing or that fills such a hole, for a segment whose CE
 /// mark differs from the one before under DCTCP (`dctcp_ece_ack_update`: the held segment's ACK
 /// first, with the old echo, then this one's), for a marked segment under classic ECN (Linux's
-/// receiver stops delaying while it owes an echo) and in quick-ACK mode; otherwise after
-/// `timeout_s`. ns-3's receivers (`TcpSocketBase::ReceivedData`, `DelAckCount` 2) follow the
-/// same rule without the quick-ACK mode and the ECN cases.
+/// receiver stops delaying while it owes an echo), for a segment carrying CWR (an ECN-capable
+/// sender's first new segment after a cut: `tcp_ecn_accept_cwr`, "its cwnd may be very low") and
+/// in quick-ACK mode; otherwise after `timeout_s`. ns-3's receivers (`TcpSocketBase::ReceivedData`,
+/// `DelAckCount` 2) follow the same rule without the quick-ACK mode and the ECN cases.
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct DelayedAck {
@@ -274,6 +275,8 @@ struct Pkt {
     marked: bool,
     /// A retransmission (its arrival fills a hole).
     retx: bool,
+    /// It carries CWR: the first new segment after a cut of an ECN-capable sender.
+    cwr: bool,
     /// When it reached the queue (ns): its ACK's round-trip sample starts here.
     queued: u64,
 }
@@ -298,6 +301,7 @@ enum Ev {
         tx: u64,
         seq: u64,
         retx: bool,
+        cwr: bool,
     },
     /// The retransmission timer of `flow`, armed as its `gen`-th.
     Timeout { flow: u32, gen: u64 },
@@ -423,6 +427,8 @@ struct Sender {
     /// left and when the last segment came (ns).
     held: Option<Ev>,
     delack_gen: u64,
+    /// An ECN-capable sender cut its window: its next new segment carries CWR.
+    cwr: bool,
     rx_holes: u64,
     ce_state: bool,
     quick: u32,
@@ -511,6 +517,7 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                 round_end: 0,
                 held: None,
                 delack_gen: 0,
+                cwr: false,
                 rx_holes: 0,
                 ce_state: false,
                 quick: 0,
@@ -579,6 +586,9 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
             let tx = s.next_tx;
             s.next_tx += 1;
             s.in_flight += 1;
+            // an ECN-capable sender's first new segment after a cut says so (CWR)
+            let cwr = s.cwr && !retx;
+            s.cwr &= !cwr;
             let at = now.max(s.access_free);
             s.access_free = at + s.access_ns;
             // a host's send times wander by up to a packet time of the link (interrupts, the
@@ -592,6 +602,7 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                     tx,
                     seq,
                     retx,
+                    cwr,
                 },
             );
         }
@@ -667,7 +678,7 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
             let flip = dctcp && pkt.marked != s.ce_state;
             s.ce_state = pkt.marked;
             let echo = !dctcp && p.ecn && pkt.marked;
-            if gap || flip || echo || s.quick > 0 || s.held.is_some() {
+            if gap || flip || echo || pkt.cwr || s.quick > 0 || s.held.is_some() {
                 let mut acked = 1;
                 if let Some(h) = s.held.take() {
                     pending.push(now + rtt_ns[f], h);
@@ -702,6 +713,7 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                                 tx: 0,
                                 marked: false,
                                 retx: false,
+                                cwr: false,
                                 queued: now,
                             };
                             q.push(pkt, wire, now);
@@ -721,6 +733,7 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                     tx,
                     seq,
                     retx,
+                    cwr,
                 } => {
                     let s = &mut senders[flow as usize];
                     // a retransmission is not ECN-capable under classic ECN (RFC 3168 6.1.5,
@@ -748,6 +761,7 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                                 tx,
                                 marked,
                                 retx,
+                                cwr,
                                 queued: now,
                             };
                             q.push(pkt, wire, now);
@@ -802,6 +816,7 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                         } else {
                             cut(s, keep, min_cwnd);
                         }
+                        s.cwr = ect;
                         s.recover = s.next_tx;
                         s.window_end = s.next_tx;
                     } else if dctcp {
@@ -811,13 +826,14 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                         // (ns-3's ReceivedAck; Linux answers none in recovery or loss): while a
                         // lost segment holds it back, the SACKed data's marks go unanswered
                         cut(s, keep, min_cwnd);
+                        s.cwr = true;
                         s.recover = s.next_tx;
                     } else if tx >= s.recover {
                         grow(s, mss, ai);
                     }
                     if tx >= s.window_end {
-                        if dctcp {
-                            s.win.end_window(G, min_cwnd);
+                        if dctcp && s.win.end_window(G, min_cwnd) {
+                            s.cwr = true;
                         }
                         s.window_end = s.next_tx;
                     }
@@ -873,6 +889,7 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                     s.win.ssthresh = (flight * mss / 2).max(min_cwnd);
                     s.win.cwnd = mss;
                     s.grow = 0.0;
+                    s.cwr = ect;
                     // Cubic starts over after a timeout: HyStart looks again, from new samples
                     s.hystart = p.cc == Cc::Cubic;
                     s.delay_min = u64::MAX;
@@ -1003,7 +1020,7 @@ mod tests {
                 for (kind, d, flow, x) in pushes {
                     let ev = match kind {
                         0 => Ev::Start(flow),
-                        1 => Ev::Arrive { flow, tx: x, seq: x, retx: false },
+                        1 => Ev::Arrive { flow, tx: x, seq: x, retx: false, cwr: false },
                         2 => Ev::Ack { flow, tx: x, ce: false, retx: false, queued: 0 },
                         3 => Ev::Cross,
                         _ => Ev::Timeout { flow, gen: x },
