@@ -187,6 +187,7 @@ int main(int argc, char *argv[]) {
   double seriesMs = 0;
   bool dctcpAckNow = false;
   bool prrSackFix = false;
+  bool linuxAcks = false;
   double udpJitter = 0;
   uint32_t run = 1;
   CommandLine cmd;
@@ -194,6 +195,8 @@ int main(int argc, char *argv[]) {
                "UDP send-time jitter: each packet U[0, J) bottleneck packet times after its constant-rate "
                "instant (0: exactly periodic, ns3::OnOffApplication)",
                udpJitter);
+  cmd.AddValue("linuxAcks", "receivers ACK as Linux's (quick ACKs, CWR, CE; TcpSocketLinuxAcks in hosts.h)",
+               linuxAcks);
   cmd.AddValue("prrSackFix", "PRR without ns-3.44's extra segment per duplicate ACK (TcpPrrSackFix in hosts.h)",
                prrSackFix);
   cmd.AddValue("dctcpAckNow",
@@ -253,6 +256,7 @@ int main(int argc, char *argv[]) {
   udp.Create(1);
   InternetStackHelper stack;
   stack.InstallAll();
+  if (linuxAcks) UseLinuxAcks(NodeContainer::GetGlobal());
 
   std::string rate = std::to_string(rateGbps * 1000) + "Mbps";
   std::string delay = std::to_string(delayUs) + "us";

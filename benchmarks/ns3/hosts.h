@@ -129,6 +129,105 @@ class TcpPrrSackFix : public TcpClassicRecovery {
 };
 NS_OBJECT_ENSURE_REGISTERED(TcpPrrSackFix);
 
+// Receivers that ACK as Linux's (tcp_input.c: __tcp_ack_snd_check, tcp_event_data_recv; --linuxAcks=true):
+// on top of ns-3's rule (an ACK per DelAckCount segments, at once on a gap or a filled gap, else after
+// DelAckTimeout), a segment is ACKed at once in quick-ACK mode (the first kQuickAcks segments of a
+// connection, whose receive window is 10 segments; kIdleQuickAcks after a silence longer than the
+// RTO), when it carries CWR (tcp_ecn_accept_cwr: "the sender's cwnd may be very low"), when it is
+// CE-marked under classic ECN (Linux stops delaying while it owes an echo), and under DCTCP when its
+// CE state differs from the last segment's (dctcp_ece_ack_update: ns-3's TcpDctcp sends the held
+// ACK with the old state, this one follows). ACKs only what the socket still holds, so it never
+// sends a duplicate. The same rules as the simulator's `tcp.delayed_ack` (crates/simcore/src/linksim.rs).
+constexpr uint32_t kQuickAcks = 5, kIdleQuickAcks = 16;
+class TcpSocketLinuxAcks : public TcpSocketBase {
+ public:
+  static TypeId GetTypeId() {
+    static TypeId tid =
+        TypeId("ns3::TcpSocketLinuxAcks").SetParent<TcpSocketBase>().AddConstructor<TcpSocketLinuxAcks>();
+    return tid;
+  }
+  TcpSocketLinuxAcks() = default;
+  TcpSocketLinuxAcks(const TcpSocketLinuxAcks &sock) : TcpSocketBase(sock) {}
+
+ protected:
+  Ptr<TcpSocketBase> Fork() override { return CopyObject<TcpSocketLinuxAcks>(this); }
+  void ReceivedData(Ptr<Packet> packet, const TcpHeader &header) override {
+    Time now = Simulator::Now();
+    if (!m_seen) {
+      m_seen = true;
+      m_quick = kQuickAcks;
+    } else if (now - m_lastRx > m_rto.Get()) {
+      m_quick = std::max(m_quick, kIdleQuickAcks);
+    }
+    m_lastRx = now;
+    bool ecn = m_tcb->m_ecnState != TcpSocketState::ECN_DISABLED;
+    bool ce = ecn && m_ecnCESeq.Get() == header.GetSequenceNumber();
+    bool dctcp = m_congestionControl->GetName().rfind("TcpDctcp", 0) == 0;
+    bool ackNow = m_quick > 0 || (header.GetFlags() & TcpHeader::CWR) || (dctcp ? ce != m_ce : ce);
+    m_ce = ce;
+    if (m_quick > 0) m_quick--;
+    TcpSocketBase::ReceivedData(packet, header);
+    if (ackNow && m_delAckCount > 0) {  // the socket holds this segment's ACK: send it now
+      m_congestionControl->CwndEvent(m_tcb, TcpSocketState::CA_EVENT_NON_DELAYED_ACK);
+      if (m_tcb->m_ecnState == TcpSocketState::ECN_CE_RCVD || m_tcb->m_ecnState == TcpSocketState::ECN_SENDING_ECE) {
+        SendEmptyPacket(TcpHeader::ACK | TcpHeader::ECE);
+        m_tcb->m_ecnState = TcpSocketState::ECN_SENDING_ECE;
+      } else {
+        SendEmptyPacket(TcpHeader::ACK);
+      }
+    }
+  }
+
+ private:
+  bool m_seen = false;  // a data segment came
+  Time m_lastRx;        // when the last one came
+  uint32_t m_quick = 0;  // segments still to ACK at once (quick-ACK mode)
+  bool m_ce = false;     // the last segment's CE mark
+};
+NS_OBJECT_ENSURE_REGISTERED(TcpSocketLinuxAcks);
+
+// A socket factory making TcpSocketLinuxAcks as TcpL4Protocol makes its sockets (its RTT estimator,
+// congestion control and recovery types), aggregated to every node by UseLinuxAcks.
+class TcpSocketFactoryLinuxAcks : public SocketFactory {
+ public:
+  static TypeId GetTypeId() {
+    static TypeId tid = TypeId("ns3::TcpSocketFactoryLinuxAcks")
+                            .SetParent<SocketFactory>()
+                            .AddConstructor<TcpSocketFactoryLinuxAcks>();
+    return tid;
+  }
+  Ptr<Socket> CreateSocket() override {
+    Ptr<Node> node = GetObject<Node>();
+    Ptr<TcpL4Protocol> tcp = node->GetObject<TcpL4Protocol>();
+    TypeIdValue rtt, cc, recovery;
+    tcp->GetAttribute("RttEstimatorType", rtt);
+    tcp->GetAttribute("SocketType", cc);
+    tcp->GetAttribute("RecoveryType", recovery);
+    ObjectFactory f;
+    Ptr<TcpSocketLinuxAcks> socket = CreateObject<TcpSocketLinuxAcks>();
+    socket->SetNode(node);
+    socket->SetTcp(tcp);
+    f.SetTypeId(rtt.Get());
+    socket->SetRtt(f.Create<RttEstimator>());
+    f.SetTypeId(cc.Get());
+    socket->SetCongestionControlAlgorithm(f.Create<TcpCongestionOps>());
+    f.SetTypeId(recovery.Get());
+    socket->SetRecoveryAlgorithm(f.Create<TcpRecoveryOps>());
+    tcp->AddSocket(socket);
+    return socket;
+  }
+};
+NS_OBJECT_ENSURE_REGISTERED(TcpSocketFactoryLinuxAcks);
+
+// The socket factory of the flows' receivers: ns-3's, or with UseLinuxAcks the Linux-like one above.
+inline std::string g_sinkFactory = "ns3::TcpSocketFactory";
+
+// Every node's receivers ACK as Linux's (after the internet stack is installed on them).
+inline void UseLinuxAcks(NodeContainer nodes) {
+  for (uint32_t i = 0; i < nodes.GetN(); i++) nodes.Get(i)->AggregateObject(CreateObject<TcpSocketFactoryLinuxAcks>());
+  g_sinkFactory = "ns3::TcpSocketFactoryLinuxAcks";
+}
+
 // TCP's defaults on every host: congestion control `cc` (ns3::TcpDctcp with dctcpFloor > 0: the
 // floored TcpDctcpFloor above), the receiver's delayed-ACK timer, the minimum retransmission
 // timeout, segments of kSegment bytes and 8 MiB socket buffers; with prrSackFix, TcpPrrSackFix above
@@ -172,7 +271,7 @@ class Links {
 inline ApplicationContainer InstallBulkFlow(Ptr<Node> src, Ptr<Node> dst, Ipv4Address dstAddr, uint16_t port,
                                             uint64_t bytes, Time start,
                                             Callback<void, Ptr<const Packet>, const Address &> onRx) {
-  PacketSinkHelper sink("ns3::TcpSocketFactory", InetSocketAddress(Ipv4Address::GetAny(), port));
+  PacketSinkHelper sink(g_sinkFactory, InetSocketAddress(Ipv4Address::GetAny(), port));
   ApplicationContainer s = sink.Install(dst);
   s.Start(Seconds(0));
   s.Get(0)->TraceConnectWithoutContext("Rx", onRx);

@@ -162,6 +162,7 @@ int main(int argc, char *argv[]) {
   uint32_t incastReceiver = 0;
   bool dctcpAckNow = false;
   bool prrSackFix = false;
+  bool linuxAcks = false;
   double startJitterUs = 0;
   uint32_t run = 1;
   uint32_t blocks = 1, reqsInFlight = 0, orderSeed = 1;
@@ -173,6 +174,8 @@ int main(int argc, char *argv[]) {
   cmd.AddValue("startJitterUs", "each flow (without --reqsInFlight) starts U[0, this) us after the common start",
                startJitterUs);
   cmd.AddValue("run", "ns-3's run number (RngSeedManager::SetRun): the start jitter's draws", run);
+  cmd.AddValue("linuxAcks", "receivers ACK as Linux's (quick ACKs, CWR, CE; TcpSocketLinuxAcks in hosts.h)",
+               linuxAcks);
   cmd.AddValue("prrSackFix", "PRR without ns-3.44's extra segment per duplicate ACK (TcpPrrSackFix in hosts.h)",
                prrSackFix);
   cmd.AddValue("dctcpAckNow", "DCTCP receivers ACK a segment that changes the CE state at once (Linux)", dctcpAckNow);
@@ -216,6 +219,7 @@ int main(int argc, char *argv[]) {
   spine.Create(1);
   InternetStackHelper stack;
   stack.InstallAll();
+  if (linuxAcks) UseLinuxAcks(NodeContainer::GetGlobal());
 
   std::string delay = std::to_string(delayUs) + "us";
   PointToPointHelper hostLink, upLink;
@@ -298,7 +302,7 @@ int main(int argc, char *argv[]) {
       // the sender's socket exists once the application has started: hook its traces then
       Simulator::Schedule(start + NanoSeconds(1), &HookSender, id);
     } else {  // the sender made now, put on its node when its request arrives
-      PacketSinkHelper sink("ns3::TcpSocketFactory", InetSocketAddress(Ipv4Address::GetAny(), port));
+      PacketSinkHelper sink(g_sinkFactory, InetSocketAddress(Ipv4Address::GetAny(), port));
       ApplicationContainer k = sink.Install(hosts.Get(d));
       k.Start(Seconds(0));
       k.Get(0)->TraceConnectWithoutContext("Rx", MakeBoundCallback(&OnRx, id));
