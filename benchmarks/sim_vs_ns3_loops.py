@@ -41,6 +41,8 @@ HOSTS, MAPS_PER_HOST, IN_FLIGHT = 8, 8, 5
 SYN_TIMER_S = 3.0  # ns-3's TcpSocket::ConnTimeout
 # --prr-sack-fix: ns-3's PRR without 3.44's extra segment per duplicate ACK (two_tier.cc --prrSackFix)
 PRR_SACK_FIX: list[str] = []
+# --linux-acks: ns-3's receivers ACK as Linux's (two_tier.cc --linuxAcks)
+LINUX_ACKS: list[str] = []
 # --sim-delayed-ack N: the model's receivers delay their ACKs as Linux's, N quick ACKs at a flow's
 # start (the spec's tcp.delayed_ack; ns-3's receivers: N = 0); without it, every segment ACKed at once
 SIM_DELAYED_ACK: dict[str, Any] = {}
@@ -50,7 +52,7 @@ def ns3_args(cc: str, block_mb: float, order_seed: int) -> list[str]:
     args = ["--leaves=2", "--hostsPerLeaf=4", "--hostGbps=10", "--uplinkGbps=10", "--delayUs=1"]
     args += [f"--megabytes={block_mb}", "--queue=100", "--stopS=60", "--delAckTimeoutMs=40"]
     args += [f"--blocks={MAPS_PER_HOST}", f"--reqsInFlight={IN_FLIGHT}", f"--orderSeed={order_seed}"]
-    args += PRR_SACK_FIX
+    args += PRR_SACK_FIX + LINUX_ACKS
     if cc == "dctcp":
         return args + ["--cc=ns3::TcpDctcp", "--queueDisc=step", "--markK=20", "--dctcpFloor=2"]
     return args + ["--cc=ns3::TcpCubic"]
@@ -143,6 +145,12 @@ def main() -> int:
         help="ns-3's PRR without 3.44's extra segment per duplicate ACK on top of the SACKed bytes",
     )
     ap.add_argument(
+        "--linux-acks",
+        action="store_true",
+        help="ns-3's receivers ACK as Linux's (quick ACKs; at once on CWR, a classic CE mark, a change of DCTCP's "
+        "CE state)",
+    )
+    ap.add_argument(
         "--sim-delayed-ack",
         type=int,
         nargs=2,
@@ -153,6 +161,7 @@ def main() -> int:
     )
     a = ap.parse_args()
     PRR_SACK_FIX[:] = ["--prrSackFix=true"] if a.prr_sack_fix else []
+    LINUX_ACKS[:] = ["--linuxAcks=true"] if a.linux_acks else []
     if a.sim_delayed_ack is not None:
         quick, idle = a.sim_delayed_ack
         SIM_DELAYED_ACK.update(timeout_s=0.04, quick_acks=quick, idle_quick_acks=idle)

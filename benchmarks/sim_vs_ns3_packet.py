@@ -129,6 +129,10 @@ INCAST_RUNS, INCAST_JITTER_US = 1, 1508 * 8 / 1e3
 # --prr-sack-fix: ns-3's PRR without 3.44's extra segment per duplicate ACK (the programs'
 # --prrSackFix=true, class TcpPrrSackFix in ns3/hosts.h); without it, ns-3.44's TcpPrrRecovery
 PRR_SACK_FIX: list[str] = []
+# --linux-acks: ns-3's receivers ACK as Linux's (the programs' --linuxAcks=true, class
+# TcpSocketLinuxAcks in ns3/hosts.h: quick ACKs, at once on CWR, on a CE mark under classic ECN and on
+# a change of DCTCP's CE state); without it, ns-3's own rule
+LINUX_ACKS: list[str] = []
 # --sim-delayed-ack N: the model's receivers delay their ACKs as Linux's, N quick ACKs at a flow's
 # start (the spec's tcp.delayed_ack, the link's delayed_ack; ns-3's receivers: N = 0); without it,
 # every segment ACKed at once
@@ -181,7 +185,7 @@ def ns3_incast(binary: Path, cc: str, n: int) -> dict[str, Any]:
     if cc == "dctcp":
         args += ["--queueDisc=step", f"--markK={STEP_K}", f"--dctcpFloor={DCTCP_FLOOR}"]
         args += DCTCP_ACK_NOW
-    args += PRR_SACK_FIX
+    args += PRR_SACK_FIX + LINUX_ACKS
     args += [f"--incastSenders={','.join(map(str, incast_hosts(n)))}", "--incastReceiver=0"]
     if INCAST_RUNS > 1:
         return ns3_link_runs(args + [f"--startJitterUs={INCAST_JITTER_US:g}"], INCAST_RUNS, "two_tier")
@@ -263,7 +267,7 @@ def ns3_alltoall(binary: Path, cc: str, uplink_gbps: float) -> dict[str, Any]:
     if cc == "dctcp":
         args += ["--queueDisc=step", f"--markK={STEP_K}", f"--dctcpFloor={DCTCP_FLOOR}"]
         args += DCTCP_ACK_NOW
-    args += PRR_SACK_FIX
+    args += PRR_SACK_FIX + LINUX_ACKS
     if (kept := stored_ns3(args)) is not None:
         return kept
     out = run_ns3(args)
@@ -333,7 +337,7 @@ def ns3_link(binary: Path, cc: str, queue: str, share: float) -> dict[str, Any]:
     args += [f"--udpShare={share}", f"--cc={CCS[cc]}", f"--limit={B_LIMIT}", f"--delayUs={B_DELAY_US}"]
     args += [f"--delAckTimeoutMs={DELACK_MS}", f"--dctcpFloor={DCTCP_FLOOR}"]
     args += DCTCP_ACK_NOW if cc == "dctcp" else []
-    args += PRR_SACK_FIX
+    args += PRR_SACK_FIX + LINUX_ACKS
     if queue == "red":
         # RED like Linux's sch_red: no wait between marks (ns-3's RedQueueDisc waits by default)
         args += ["--queue=red"] + [f"--{k}={v}" for k, v in RED.items()] + ["--wait=false"]
@@ -477,6 +481,12 @@ def main() -> int:
         help="JSON rows of an earlier run: take ns-3's figures from the rows with the same ns-3 arguments",
     )
     ap.add_argument(
+        "--linux-acks",
+        action="store_true",
+        help="ns-3's receivers ACK as Linux's (quick ACKs; at once on CWR, a classic CE mark, a change of DCTCP's "
+        "CE state)",
+    )
+    ap.add_argument(
         "--sim-delayed-ack",
         type=int,
         nargs=2,
@@ -496,6 +506,7 @@ def main() -> int:
     UDP_JITTER, UDP_RUNS, INCAST_RUNS = a.udp_jitter, a.ns3_runs, a.ns3_incast_runs
     DCTCP_ACK_NOW[:] = ["--dctcpAckNow=true"] if a.dctcp_ack_now else []
     PRR_SACK_FIX[:] = ["--prrSackFix=true"] if a.prr_sack_fix else []
+    LINUX_ACKS[:] = ["--linuxAcks=true"] if a.linux_acks else []
     load_stored_ns3(a.ns3_rows)
     seeds = range(1, a.seeds + 1)
     rows: list[dict[str, Any]] = []
