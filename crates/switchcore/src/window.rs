@@ -74,19 +74,30 @@ impl DctcpWindow {
     /// The window of data ended (everything sent at its start is acknowledged): update α with
     /// gain `g` and cut the window if anything was marked. Returns whether it was cut.
     pub fn end_window(&mut self, g: f64, min_cwnd: u64) -> bool {
+        let cut = self.update_alpha(g);
+        if cut {
+            self.cwnd = self.reduced(min_cwnd);
+            self.ssthresh = self.cwnd;
+        }
+        cut
+    }
+
+    /// The window of data ended: update α with gain `g` and start counting the next window.
+    /// Returns whether anything in it was marked.
+    pub fn update_alpha(&mut self, g: f64) -> bool {
         if self.bytes > 0 {
             let f = self.bytes_ce as f64 / self.bytes as f64;
             self.alpha = (1.0 - g) * self.alpha + g * f;
         }
-        let cut = self.bytes_ce > 0;
-        if cut {
-            let reduced = (self.cwnd as f64 * (1.0 - self.alpha / 2.0)) as u64;
-            self.cwnd = reduced.max(min_cwnd);
-            self.ssthresh = self.cwnd;
-        }
+        let marked = self.bytes_ce > 0;
         self.bytes = 0;
         self.bytes_ce = 0;
-        cut
+        marked
+    }
+
+    /// DCTCP's reduced window, `cwnd·(1 − α/2)` (not below `min_cwnd`).
+    pub fn reduced(&self, min_cwnd: u64) -> u64 {
+        ((self.cwnd as f64 * (1.0 - self.alpha / 2.0)) as u64).max(min_cwnd)
     }
 
     /// A loss: halve the window (not below `min_cwnd`) and leave slow start.
