@@ -9,7 +9,9 @@
 //! arithmetic: slow start from `init_cwnd_segments`, at most 2 segments per ACK, ended for Cubic
 //! by HyStart's ACK-train test ([`hystart`]); one segment per window after it for Reno, Cubic's
 //! TCP-friendly +0.53 and cut to 0.7 (data-center round trips keep Cubic in that region), DCTCP's
-//! α with g = 1/16 and a cut by α/2 per marked window).
+//! α with g = 1/16 updated once per window of data and, at the first echoed mark of a window, a
+//! cut to cwnd·(1 − α/2) reached by proportional rate reduction, as Linux's and ns-3's CWR state:
+//! [`prr_step`]).
 //! Reno and Cubic with `ecn` send new data ECN-capable and retransmissions not (RFC 3168,
 //! section 6.1.5, as Linux and ns-3 do): where the queue would mark a retransmission it drops it,
 //! and only the timer finds that loss. DCTCP's retransmissions are ECN-capable. Reno and Cubic
@@ -397,6 +399,9 @@ struct Sender {
     /// Retransmissions dropped.
     #[cfg(test)]
     retx_drops: u64,
+    /// Segments sent while DCTCP's reduction lasted.
+    #[cfg(test)]
+    sent_reducing: u64,
     /// Dropped transmissions not yet detected: (tx, segment, later arrivals seen); a dropped
     /// retransmission counts no arrivals (`u32::MAX`): only the timer finds it (RFC 6675's
     /// recovery, as ns-3's; Linux's RACK would find it one round trip later).
@@ -426,6 +431,8 @@ struct Sender {
     /// dropped and not yet delivered, DCTCP's CE state (the last segment's mark), the quick ACKs
     /// left and when the last segment came (ns).
     held: Option<Ev>,
+    /// DCTCP's window reduction in progress ([`prr_step`]).
+    prr: Option<Prr>,
     delack_gen: u64,
     /// An ECN-capable sender cut its window: its next new segment carries CWR.
     cwr: bool,
@@ -433,6 +440,15 @@ struct Sender {
     ce_state: bool,
     quick: u32,
     last_rx: u64,
+}
+
+/// A proportional rate reduction (RFC 6937): the flight when it began, the segments delivered
+/// and the segments it let the sender send since.
+#[derive(Debug, Clone, Copy)]
+struct Prr {
+    flight: u64,
+    delivered: u64,
+    sent: u64,
 }
 
 /// What every sender's send path needs: segment size, minimum RTO, a packet time of the link.
@@ -494,6 +510,8 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                 holes: 0,
                 #[cfg(test)]
                 retx_drops: 0,
+                #[cfg(test)]
+                sent_reducing: 0,
                 dropped: VecDeque::new(),
                 recover: 0,
                 window_end: 0,
@@ -516,6 +534,7 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                 last_ack: 0,
                 round_end: 0,
                 held: None,
+                prr: None,
                 delack_gen: 0,
                 cwr: false,
                 rx_holes: 0,
@@ -586,6 +605,10 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
             let tx = s.next_tx;
             s.next_tx += 1;
             s.in_flight += 1;
+            #[cfg(test)]
+            {
+                s.sent_reducing += u64::from(s.prr.is_some());
+            }
             // an ECN-capable sender's first new segment after a cut says so (CWR)
             let cwr = s.cwr && !retx;
             s.cwr &= !cwr;
@@ -817,9 +840,28 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                             cut(s, keep, min_cwnd);
                         }
                         s.cwr = ect;
+                        s.prr = None;
                         s.recover = s.next_tx;
                         s.window_end = s.next_tx;
+                    } else if dctcp && ce && tx >= s.recover {
+                        // DCTCP answers the first echoed mark of a window (Linux's and ns-3's CWR):
+                        // ssthresh = cwnd·(1 − α/2), reached by proportional rate reduction
+                        s.win.ssthresh = s.win.reduced(min_cwnd);
+                        s.prr = Some(Prr {
+                            flight: s.in_flight.max(1),
+                            delivered: 0,
+                            sent: 0,
+                        });
+                        s.recover = s.next_tx;
+                        s.cwr = true;
+                        prr_step(s, mss);
+                    } else if dctcp && tx < s.recover {
+                        // no growth while a reduction lasts
+                        prr_step(s, mss);
                     } else if dctcp {
+                        if s.prr.take().is_some() {
+                            s.win.cwnd = s.win.ssthresh;
+                        }
                         s.win.on_new_ack(mss, mss);
                     } else if ce && p.ecn && tx >= s.recover && advanced {
                         // an echoed mark counts only on an ACK that advances the cumulative ACK
@@ -832,8 +874,8 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                         grow(s, mss, ai);
                     }
                     if tx >= s.window_end {
-                        if dctcp && s.win.end_window(G, min_cwnd) {
-                            s.cwr = true;
+                        if dctcp {
+                            s.win.update_alpha(G);
                         }
                         s.window_end = s.next_tx;
                     }
@@ -890,6 +932,7 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                     s.win.cwnd = mss;
                     s.grow = 0.0;
                     s.cwr = ect;
+                    s.prr = None;
                     // Cubic starts over after a timeout: HyStart looks again, from new samples
                     s.hystart = p.cc == Cc::Cubic;
                     s.delay_min = u64::MAX;
@@ -962,6 +1005,27 @@ fn hystart(s: &mut Sender, now: u64, rtt: u64, tx: u64, mss: u64) {
             s.hystart = false;
         }
     }
+}
+
+/// One segment delivered during DCTCP's reduction (Linux's `tcp_cwnd_reduction`): while the
+/// flight is above ssthresh, the sender may send ssthresh / the flight at the reduction's start per
+/// segment delivered (so the flight falls to ssthresh over a round trip and new segments keep
+/// coming, whose arrivals reveal losses); below it, as many as were delivered and not yet answered,
+/// at least one, up to ssthresh. The window is the flight plus that.
+fn prr_step(s: &mut Sender, mss: u64) {
+    let Some(mut r) = s.prr else { return };
+    r.delivered += 1;
+    let ssthresh = s.win.ssthresh / mss;
+    let allowed = if s.in_flight > ssthresh {
+        (r.delivered * ssthresh)
+            .div_ceil(r.flight)
+            .saturating_sub(r.sent)
+    } else {
+        (ssthresh - s.in_flight).min(r.delivered.saturating_sub(r.sent).max(1))
+    };
+    r.sent += allowed;
+    s.prr = Some(r);
+    s.win.cwnd = (s.in_flight + allowed).max(1) * mss;
 }
 
 /// A loss-based sender's congestion response: the window to `keep` of itself.
@@ -1111,6 +1175,45 @@ mod tests {
         for bad in [-0.1, 1.5, f64::NAN] {
             p.cross_jitter_packets = bad;
             assert!(p.validate().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn dctcp_keeps_sending_while_it_reduces_and_finds_the_start_up_losses_without_the_timer() {
+        // 32 DCTCP senders' initial windows (320 segments) into 100 packets marked from 20: most
+        // of each first window is dropped. Each sender's first echoed mark starts a proportional
+        // rate reduction that keeps new segments coming (about one per two delivered), whose
+        // arrivals reveal the losses; cutting the window at once left senders with more lost
+        // segments in flight than their window allowed, and nothing to reveal them until the
+        // timer (ns-3 with Linux's receivers: 15.4 timeouts a run, this model before: 15.8)
+        let mut p = crowded(1);
+        p.cc = Cc::Dctcp;
+        p.queue_bytes = 100.0 * p.wire_bytes;
+        let k = 20.0 * p.wire_bytes;
+        p.red = Some(RedSpec {
+            min_bytes: k,
+            max_bytes: k,
+            max_p: 1.0,
+            ewma_weight: None,
+            ecn: true,
+            gentle: false,
+        });
+        // the validation's incast: 1 MB from each of 32 hosts with 1 Gbit/s links
+        let rtt = 80e-6 + 2.0 * p.wire_bytes / p.link_bytes_per_s;
+        let f = LinkFlow {
+            bytes: 1e6,
+            base_rtt_s: rtt,
+            one_way_s: rtt / 2.0,
+            access_bytes_per_s: p.link_bytes_per_s,
+            ..p.flows[0]
+        };
+        p.flows = vec![f; 32];
+        for seed in 1..=3 {
+            p.seed = seed;
+            let (r, senders) = run(&p).unwrap();
+            assert!(r.drops > 100 && r.marks > 0, "{r:?}");
+            assert_eq!(r.timeouts.iter().sum::<u32>(), 0, "seed {seed}: {r:?}");
+            assert!(senders.iter().all(|s| s.sent_reducing > 0), "seed {seed}");
         }
     }
 
