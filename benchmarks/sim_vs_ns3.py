@@ -72,6 +72,44 @@ def find_ns3() -> tuple[Path, Path, list[str]]:
     return include, libdir, names
 
 
+def add_host_options(ap: argparse.ArgumentParser) -> None:
+    """The hosts' options the packet mode's ns-3 checks share (sim_vs_ns3_packet.py, sim_vs_ns3_loops.py):
+    ns-3's loss recovery and receivers, and the model's receivers."""
+    ap.add_argument(
+        "--prr-sack-fix",
+        action="store_true",
+        help="ns-3's PRR without 3.44's extra segment per duplicate ACK on top of the SACKed bytes",
+    )
+    ap.add_argument(
+        "--linux-acks",
+        action="store_true",
+        help="ns-3's receivers ACK as Linux's (quick ACKs; at once on CWR, a classic CE mark, a change of DCTCP's "
+        "CE state)",
+    )
+    ap.add_argument(
+        "--sim-delayed-ack",
+        type=int,
+        nargs=2,
+        metavar=("QUICK", "IDLE_QUICK"),
+        default=None,
+        help="the model's receivers delay their ACKs as Linux's (40 ms timer), QUICK segments ACKed one by one at "
+        "a flow's start and IDLE_QUICK after a silence longer than the RTO (Linux: 5 16; ns-3: 0 0)",
+    )
+
+
+def host_settings(a: argparse.Namespace) -> tuple[list[str], dict[str, Any]]:
+    """For the options of :func:`add_host_options`: the ns-3 programs' extra arguments
+    (``--prrSackFix=true``: class TcpPrrSackFix in ns3/hosts.h, without it ns-3.44's TcpPrrRecovery;
+    ``--linuxAcks=true``: class TcpSocketLinuxAcks, without it ns-3's own receivers) and the model's
+    ``delayed_ack`` table (the spec's ``tcp.delayed_ack``; empty: every segment ACKed at once)."""
+    ns3 = (["--prrSackFix=true"] if a.prr_sack_fix else []) + (["--linuxAcks=true"] if a.linux_acks else [])
+    delayed: dict[str, Any] = {}
+    if a.sim_delayed_ack is not None:
+        quick, idle = a.sim_delayed_ack
+        delayed = {"timeout_s": 0.04, "quick_acks": quick, "idle_quick_acks": idle}
+    return ns3, delayed
+
+
 def compile_ns3(source: Path = SOURCE, name: str = "bottleneck") -> Path:
     """``source`` compiled against the wheel, cached under ``name``-<hash of source, the headers beside it
     (``hosts.h``, which the programs include) and libraries>."""

@@ -32,19 +32,16 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sim_vs_ns3 import compile_ns3  # noqa: E402
+from sim_vs_ns3 import add_host_options, compile_ns3, host_settings  # noqa: E402
 
 from shufflelab.sim import core  # noqa: E402
 
 SOURCE = Path(__file__).resolve().parent / "ns3" / "two_tier.cc"
 HOSTS, MAPS_PER_HOST, IN_FLIGHT = 8, 8, 5
 SYN_TIMER_S = 3.0  # ns-3's TcpSocket::ConnTimeout
-# --prr-sack-fix: ns-3's PRR without 3.44's extra segment per duplicate ACK (two_tier.cc --prrSackFix)
-PRR_SACK_FIX: list[str] = []
-# --linux-acks: ns-3's receivers ACK as Linux's (two_tier.cc --linuxAcks)
-LINUX_ACKS: list[str] = []
-# --sim-delayed-ack N: the model's receivers delay their ACKs as Linux's, N quick ACKs at a flow's
-# start (the spec's tcp.delayed_ack; ns-3's receivers: N = 0); without it, every segment ACKed at once
+# --prr-sack-fix, --linux-acks: ns-3's hosts (sim_vs_ns3.host_settings), two_tier.cc's extra arguments
+NS3_HOSTS: list[str] = []
+# --sim-delayed-ack: the model's receivers (the spec's tcp.delayed_ack; empty: every segment ACKed at once)
 SIM_DELAYED_ACK: dict[str, Any] = {}
 
 
@@ -52,7 +49,7 @@ def ns3_args(cc: str, block_mb: float, order_seed: int) -> list[str]:
     args = ["--leaves=2", "--hostsPerLeaf=4", "--hostGbps=10", "--uplinkGbps=10", "--delayUs=1"]
     args += [f"--megabytes={block_mb}", "--queue=100", "--stopS=60", "--delAckTimeoutMs=40"]
     args += [f"--blocks={MAPS_PER_HOST}", f"--reqsInFlight={IN_FLIGHT}", f"--orderSeed={order_seed}"]
-    args += PRR_SACK_FIX + LINUX_ACKS
+    args += NS3_HOSTS
     if cc == "dctcp":
         return args + ["--cc=ns3::TcpDctcp", "--queueDisc=step", "--markK=20", "--dctcpFloor=2"]
     return args + ["--cc=ns3::TcpCubic"]
@@ -139,32 +136,10 @@ def main() -> int:
     ap.add_argument("--blocks-mb", nargs="+", type=float, default=[0.1, 0.3])
     ap.add_argument("--ns3-runs", type=int, default=3)
     ap.add_argument("--seeds", type=int, default=5)
-    ap.add_argument(
-        "--prr-sack-fix",
-        action="store_true",
-        help="ns-3's PRR without 3.44's extra segment per duplicate ACK on top of the SACKed bytes",
-    )
-    ap.add_argument(
-        "--linux-acks",
-        action="store_true",
-        help="ns-3's receivers ACK as Linux's (quick ACKs; at once on CWR, a classic CE mark, a change of DCTCP's "
-        "CE state)",
-    )
-    ap.add_argument(
-        "--sim-delayed-ack",
-        type=int,
-        nargs=2,
-        metavar=("QUICK", "IDLE_QUICK"),
-        default=None,
-        help="the model's receivers delay their ACKs as Linux's (40 ms timer), QUICK segments ACKed one by one at "
-        "a flow's start and IDLE_QUICK after a silence longer than the RTO (Linux: 5 16; ns-3: 0 0)",
-    )
+    add_host_options(ap)
     a = ap.parse_args()
-    PRR_SACK_FIX[:] = ["--prrSackFix=true"] if a.prr_sack_fix else []
-    LINUX_ACKS[:] = ["--linuxAcks=true"] if a.linux_acks else []
-    if a.sim_delayed_ack is not None:
-        quick, idle = a.sim_delayed_ack
-        SIM_DELAYED_ACK.update(timeout_s=0.04, quick_acks=quick, idle_quick_acks=idle)
+    NS3_HOSTS[:], delayed = host_settings(a)
+    SIM_DELAYED_ACK.update(delayed)
     binary = compile_ns3(SOURCE, "two_tier")
     lines = [
         "| block | CC | ns-3 mean FCT (ms) | sim mean FCT (ms) | error | ns-3 p99 (ms) | sim p99 (ms) | error "

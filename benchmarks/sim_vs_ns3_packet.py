@@ -87,7 +87,16 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sim_vs_ns3 import CACHE, CCS, MSS, RED, WIRE_PER_SEGMENT, compile_ns3  # noqa: E402
+from sim_vs_ns3 import (  # noqa: E402
+    CACHE,
+    CCS,
+    MSS,
+    RED,
+    WIRE_PER_SEGMENT,
+    add_host_options,
+    compile_ns3,
+    host_settings,
+)
 from sim_vs_ns3_fabric import sim_config as alltoall_config  # noqa: E402
 
 from shufflelab.sim import core  # noqa: E402
@@ -126,16 +135,9 @@ DCTCP_ACK_NOW: list[str] = []
 # U[0, INCAST_JITTER_US) after the common start (two_tier.cc --startJitterUs, --run): one packet time
 # of the 1 Gbit/s host links, as the simulator's senders wander (without it ns-3 is one sample)
 INCAST_RUNS, INCAST_JITTER_US = 1, 1508 * 8 / 1e3
-# --prr-sack-fix: ns-3's PRR without 3.44's extra segment per duplicate ACK (the programs'
-# --prrSackFix=true, class TcpPrrSackFix in ns3/hosts.h); without it, ns-3.44's TcpPrrRecovery
-PRR_SACK_FIX: list[str] = []
-# --linux-acks: ns-3's receivers ACK as Linux's (the programs' --linuxAcks=true, class
-# TcpSocketLinuxAcks in ns3/hosts.h: quick ACKs, at once on CWR, on a CE mark under classic ECN and on
-# a change of DCTCP's CE state); without it, ns-3's own rule
-LINUX_ACKS: list[str] = []
-# --sim-delayed-ack N: the model's receivers delay their ACKs as Linux's, N quick ACKs at a flow's
-# start (the spec's tcp.delayed_ack, the link's delayed_ack; ns-3's receivers: N = 0); without it,
-# every segment ACKed at once
+# --prr-sack-fix, --linux-acks: ns-3's hosts (sim_vs_ns3.host_settings), the programs' extra arguments
+NS3_HOSTS: list[str] = []
+# --sim-delayed-ack: the model's receivers (the spec's tcp.delayed_ack; empty: every segment ACKed at once)
 SIM_DELAYED_ACK: dict[str, Any] = {}
 
 
@@ -185,7 +187,7 @@ def ns3_incast(binary: Path, cc: str, n: int) -> dict[str, Any]:
     if cc == "dctcp":
         args += ["--queueDisc=step", f"--markK={STEP_K}", f"--dctcpFloor={DCTCP_FLOOR}"]
         args += DCTCP_ACK_NOW
-    args += PRR_SACK_FIX + LINUX_ACKS
+    args += NS3_HOSTS
     args += [f"--incastSenders={','.join(map(str, incast_hosts(n)))}", "--incastReceiver=0"]
     if INCAST_RUNS > 1:
         return ns3_link_runs(args + [f"--startJitterUs={INCAST_JITTER_US:g}"], INCAST_RUNS, "two_tier")
@@ -267,7 +269,7 @@ def ns3_alltoall(binary: Path, cc: str, uplink_gbps: float) -> dict[str, Any]:
     if cc == "dctcp":
         args += ["--queueDisc=step", f"--markK={STEP_K}", f"--dctcpFloor={DCTCP_FLOOR}"]
         args += DCTCP_ACK_NOW
-    args += PRR_SACK_FIX + LINUX_ACKS
+    args += NS3_HOSTS
     if (kept := stored_ns3(args)) is not None:
         return kept
     out = run_ns3(args)
@@ -337,7 +339,7 @@ def ns3_link(binary: Path, cc: str, queue: str, share: float) -> dict[str, Any]:
     args += [f"--udpShare={share}", f"--cc={CCS[cc]}", f"--limit={B_LIMIT}", f"--delayUs={B_DELAY_US}"]
     args += [f"--delAckTimeoutMs={DELACK_MS}", f"--dctcpFloor={DCTCP_FLOOR}"]
     args += DCTCP_ACK_NOW if cc == "dctcp" else []
-    args += PRR_SACK_FIX + LINUX_ACKS
+    args += NS3_HOSTS
     if queue == "red":
         # RED like Linux's sch_red: no wait between marks (ns-3's RedQueueDisc waits by default)
         args += ["--queue=red"] + [f"--{k}={v}" for k, v in RED.items()] + ["--wait=false"]
@@ -469,44 +471,22 @@ def main() -> int:
         help="incast rows: ns-3 runs 1..N with the flows' starts jittered by a packet time, their mean",
     )
     ap.add_argument(
-        "--prr-sack-fix",
-        action="store_true",
-        help="ns-3's PRR without 3.44's extra segment per duplicate ACK on top of the SACKed bytes",
-    )
-    ap.add_argument(
         "--ns3-rows",
         type=Path,
         nargs="*",
         default=[],
         help="JSON rows of an earlier run: take ns-3's figures from the rows with the same ns-3 arguments",
     )
-    ap.add_argument(
-        "--linux-acks",
-        action="store_true",
-        help="ns-3's receivers ACK as Linux's (quick ACKs; at once on CWR, a classic CE mark, a change of DCTCP's "
-        "CE state)",
-    )
-    ap.add_argument(
-        "--sim-delayed-ack",
-        type=int,
-        nargs=2,
-        metavar=("QUICK", "IDLE_QUICK"),
-        default=None,
-        help="the model's receivers delay their ACKs as Linux's (40 ms timer), QUICK segments ACKed one by one at "
-        "a flow's start and IDLE_QUICK after a silence longer than the RTO (Linux: 5 16; ns-3: 0 0)",
-    )
+    add_host_options(ap)
     a = ap.parse_args()
-    if a.sim_delayed_ack is not None:
-        quick, idle = a.sim_delayed_ack
-        SIM_DELAYED_ACK.update(timeout_s=DELACK_MS / 1e3, quick_acks=quick, idle_quick_acks=idle)
+    NS3_HOSTS[:], delayed = host_settings(a)
+    SIM_DELAYED_ACK.update(delayed)
     global FRESH_NS3, UDP_JITTER, UDP_RUNS, INCAST_RUNS
     FRESH_NS3 = a.fresh_ns3
     if not 0 <= a.udp_jitter <= 1 or a.ns3_runs < 1:
         ap.error("--udp-jitter must be in [0, 1] and --ns3-runs at least 1")
     UDP_JITTER, UDP_RUNS, INCAST_RUNS = a.udp_jitter, a.ns3_runs, a.ns3_incast_runs
     DCTCP_ACK_NOW[:] = ["--dctcpAckNow=true"] if a.dctcp_ack_now else []
-    PRR_SACK_FIX[:] = ["--prrSackFix=true"] if a.prr_sack_fix else []
-    LINUX_ACKS[:] = ["--linuxAcks=true"] if a.linux_acks else []
     load_stored_ns3(a.ns3_rows)
     seeds = range(1, a.seeds + 1)
     rows: list[dict[str, Any]] = []
