@@ -18,9 +18,9 @@
 //! answer an echoed mark only on an ACK that advances the cumulative ACK, as ns-3 does (Linux
 //! answers none while it recovers a loss).
 //! Every packet is ACKed alone, or, with [`DelayedAck`], every second one as Linux's receivers
-//! do (at once on a gap, a change of DCTCP's CE state, in quick-ACK mode; else after a timer). A dropped segment is detected when three
-//! segments sent after it have arrived (SACK's rule, RFC 6675) and is resent; the window is cut
-//! once per window of data. A sender that hears nothing for its retransmission timeout
+//! do (at once on a gap, a change of DCTCP's CE state, in quick-ACK mode; else after a timer).
+//! A dropped segment is detected when three segments sent after it have arrived (SACK's rule,
+//! RFC 6675) and is resent; the window is cut once per window of data. A sender that hears nothing for its retransmission timeout
 //! (`min_rto_s`, doubled per timeout in a row) resends what was lost with a window of one segment
 //! and ssthresh at half the flight (at least 2 segments, Linux's floor). Each sender injects its
 //! packets no faster than its access link (`access_bytes_per_s`). The propagation of a flow's
@@ -427,15 +427,15 @@ struct Sender {
     round_start: u64,
     last_ack: u64,
     round_end: u64,
+    /// DCTCP's window reduction in progress ([`prr_step`]).
+    prr: Option<Prr>,
+    /// An ECN-capable sender cut its window: its next new segment carries CWR.
+    cwr: bool,
     /// The receiver (with delayed ACKs): the ACK it holds, its timer's generation, the segments
     /// dropped and not yet delivered, DCTCP's CE state (the last segment's mark), the quick ACKs
     /// left and when the last segment came (ns).
     held: Option<Ev>,
-    /// DCTCP's window reduction in progress ([`prr_step`]).
-    prr: Option<Prr>,
     delack_gen: u64,
-    /// An ECN-capable sender cut its window: its next new segment carries CWR.
-    cwr: bool,
     rx_holes: u64,
     ce_state: bool,
     quick: u32,
