@@ -143,7 +143,8 @@ def test_the_core_config_carries_the_tolerance_in_the_packet_mode_only() -> None
 
 
 def test_delayed_acks_reach_the_core_and_the_report_says_how_receivers_ack(tmp_path: Path) -> None:
-    # the incast above, its packet run with receivers ACKing every segment and as Linux's
+    # the incast above, its packet run with receivers ACKing every segment and delaying their ACKs
+    # (no quick ACKs at a flow's start, as ns-3's receivers)
     runs = {}
     for name, table in (("each", ""), ("delayed", "\n[tcp.delayed_ack]\nquick_acks = 0\n")):
         spec = SPEC.replace('mode = ["maxmin", "packet"]', "").replace('mode = "maxmin"', 'mode = "packet"')
