@@ -18,6 +18,8 @@ are counted apart and left out of ns-3's mean and p99.
     nice -n 10 .venv/bin/python benchmarks/sim_vs_ns3_loops.py --out /tmp/sim-vs-ns3-loops.md
     # ns-3's PRR without its 3.44 bug, as the packet mode's table (sim_vs_ns3_packet.py --prr-sack-fix):
     nice -n 10 .venv/bin/python benchmarks/sim_vs_ns3_loops.py --prr-sack-fix --out /tmp/loops-fix.md
+    # the same at 2 x 8 hosts (the uplinks at 20 Gbit/s, still 4:1; 128 maps, 16 reducers):
+    nice -n 10 .venv/bin/python benchmarks/sim_vs_ns3_loops.py --prr-sack-fix --linux-acks --hosts-per-leaf 8
 """
 
 from __future__ import annotations
@@ -37,7 +39,19 @@ from sim_vs_ns3 import add_host_options, compile_ns3, host_settings  # noqa: E40
 from shufflelab.sim import core  # noqa: E402
 
 SOURCE = Path(__file__).resolve().parent / "ns3" / "two_tier.cc"
-HOSTS, MAPS_PER_HOST, IN_FLIGHT = 8, 8, 5
+MAPS_PER_HOST, IN_FLIGHT = 8, 5
+# --hosts-per-leaf N: 2 leaves of N hosts, the uplinks at N x 10 / 4 Gbit/s (4:1 at any N)
+HOSTS_PER_LEAF = [4]
+
+
+def hosts() -> int:
+    return 2 * HOSTS_PER_LEAF[0]
+
+
+def uplink_gbps() -> float:
+    return HOSTS_PER_LEAF[0] * 10 / 4
+
+
 SYN_TIMER_S = 3.0  # ns-3's TcpSocket::ConnTimeout
 # --prr-sack-fix, --linux-acks: ns-3's hosts (sim_vs_ns3.host_settings), two_tier.cc's extra arguments
 NS3_HOSTS: list[str] = []
@@ -46,7 +60,8 @@ SIM_DELAYED_ACK: dict[str, Any] = {}
 
 
 def ns3_args(cc: str, block_mb: float, order_seed: int) -> list[str]:
-    args = ["--leaves=2", "--hostsPerLeaf=4", "--hostGbps=10", "--uplinkGbps=10", "--delayUs=1"]
+    args = ["--leaves=2", f"--hostsPerLeaf={HOSTS_PER_LEAF[0]}", "--hostGbps=10", f"--uplinkGbps={uplink_gbps():g}"]
+    args += ["--delayUs=1"]
     args += [f"--megabytes={block_mb}", "--queue=100", "--stopS=60", "--delAckTimeoutMs=40"]
     args += [f"--blocks={MAPS_PER_HOST}", f"--reqsInFlight={IN_FLIGHT}", f"--orderSeed={order_seed}"]
     args += NS3_HOSTS
@@ -83,7 +98,8 @@ def ns3_row(binary: Path, cc: str, block_mb: float, runs: int) -> dict[str, Any]
 
 
 def sim_config(cc: str, block_mb: float, seed: int) -> dict[str, Any]:
-    maps = HOSTS * MAPS_PER_HOST
+    n = hosts()
+    maps = n * MAPS_PER_HOST
     block = block_mb * 1e6
     tcp = {"cc": cc, "discipline": "step" if cc == "dctcp" else "droptail", "queue_packets": 100}
     tcp |= {"mark_packets": 20, "ecn": False}
@@ -91,15 +107,16 @@ def sim_config(cc: str, block_mb: float, seed: int) -> dict[str, Any]:
         tcp["delayed_ack"] = dict(SIM_DELAYED_ACK)
     return {
         "topology": {
-            "kind": "leaf_spine", "leaves": 2, "hosts_per_leaf": 4, "spines": 1,
-            "host_bytes_per_s": 1.25e9, "uplink_bytes_per_s": 1.25e9, "host_delay_s": 1e-6, "uplink_delay_s": 1e-6,
+            "kind": "leaf_spine", "leaves": 2, "hosts_per_leaf": HOSTS_PER_LEAF[0], "spines": 1,
+            "host_bytes_per_s": 1.25e9, "uplink_bytes_per_s": uplink_gbps() * 1.25e8, "host_delay_s": 1e-6,
+            "uplink_delay_s": 1e-6,
         },
         "apps": [{
-            "name": "loops", "executors": HOSTS, "placement": "pack",
+            "name": "loops", "executors": n, "placement": "pack",
             "stages": [
-                {"compute_s": [1e-6] * maps, "write_bytes": [block * HOSTS] * maps, "read_bytes": [0.0] * maps},
-                {"after": [0], "reads_from": [0], "compute_s": [0.0] * HOSTS, "write_bytes": [0.0] * HOSTS,
-                 "read_bytes": [block * maps] * HOSTS},
+                {"compute_s": [1e-6] * maps, "write_bytes": [block * n] * maps, "read_bytes": [0.0] * maps},
+                {"after": [0], "reads_from": [0], "compute_s": [0.0] * n, "write_bytes": [0.0] * n,
+                 "read_bytes": [block * maps] * n},
             ],
         }],
         "cores_per_host": 1, "max_reqs_in_flight": IN_FLIGHT, "fct_bucket_edges_bytes": [],
@@ -136,9 +153,13 @@ def main() -> int:
     ap.add_argument("--blocks-mb", nargs="+", type=float, default=[0.1, 0.3])
     ap.add_argument("--ns3-runs", type=int, default=3)
     ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument(
+        "--hosts-per-leaf", type=int, default=4, help="2 leaves of N hosts at 4:1 (uplinks at N x 10 / 4 Gbit/s)"
+    )
     add_host_options(ap)
     a = ap.parse_args()
     NS3_HOSTS[:], delayed = host_settings(a)
+    HOSTS_PER_LEAF[:] = [a.hosts_per_leaf]
     SIM_DELAYED_ACK.update(delayed)
     binary = compile_ns3(SOURCE, "two_tier")
     lines = [
