@@ -402,6 +402,12 @@ struct Sender {
     /// Segments sent while DCTCP's reduction lasted.
     #[cfg(test)]
     sent_reducing: u64,
+    /// ACKs the receiver sent (one may cover two segments), and of them those sent at once because
+    /// of a change of DCTCP's mark or a segment carrying CWR.
+    #[cfg(test)]
+    acks_sent: u64,
+    #[cfg(test)]
+    acks_for_ecn: u64,
     /// Dropped transmissions not yet detected: (tx, segment, later arrivals seen); a dropped
     /// retransmission counts no arrivals (`u32::MAX`): only the timer finds it (RFC 6675's
     /// recovery, as ns-3's; Linux's RACK would find it one round trip later).
@@ -512,6 +518,10 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                 retx_drops: 0,
                 #[cfg(test)]
                 sent_reducing: 0,
+                #[cfg(test)]
+                acks_sent: 0,
+                #[cfg(test)]
+                acks_for_ecn: 0,
                 dropped: VecDeque::new(),
                 recover: 0,
                 window_end: 0,
@@ -684,6 +694,10 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                 retx: pkt.retx,
                 queued: pkt.queued,
             };
+            #[cfg(test)]
+            {
+                s.acks_sent += 1;
+            }
             let Some(d) = &p.delayed_ack else {
                 pending.push(now + rtt_ns[f], ack);
                 continue;
@@ -702,6 +716,12 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
             s.ce_state = pkt.marked;
             let echo = !dctcp && p.ecn && pkt.marked;
             if gap || flip || echo || pkt.cwr || s.quick > 0 || s.held.is_some() {
+                #[cfg(test)]
+                {
+                    // sent at once for that alone: no gap, no quick ACK, nothing held
+                    s.acks_for_ecn +=
+                        u64::from((flip || pkt.cwr) && !gap && s.quick == 0 && s.held.is_none());
+                }
                 let mut acked = 1;
                 if let Some(h) = s.held.take() {
                     pending.push(now + rtt_ns[f], h);
@@ -711,6 +731,10 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                 s.quick = s.quick.saturating_sub(acked);
                 pending.push(now + rtt_ns[f], ack);
             } else {
+                #[cfg(test)]
+                {
+                    s.acks_sent -= 1;
+                }
                 s.held = Some(ack);
                 s.delack_gen += 1;
                 let gen = s.delack_gen;
@@ -898,6 +922,10 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                     let s = &mut senders[flow as usize];
                     if gen == s.delack_gen {
                         if let Some(h) = s.held.take() {
+                            #[cfg(test)]
+                            {
+                                s.acks_sent += 1;
+                            }
                             pending.push(now + rtt_ns[flow as usize], h);
                         }
                     }
@@ -1277,6 +1305,47 @@ mod tests {
                     assert_eq!((s.holes, s.dropped.len()), (0, 0), "seed {seed} flow {i}");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn delayed_acks_halve_the_acks_and_answer_a_change_of_mark_or_cwr_at_once() {
+        // four DCTCP flows through step marking at 2 packets: the marks come and go and every
+        // reduction's first new segment carries CWR. With an ACK per segment there are as many
+        // ACKs as segments; with delayed ACKs (no quick ACKs) about half, and the receiver ACKs at
+        // once the segments whose CE state differs from the last one's or that carry CWR, as
+        // Linux's (`dctcp_ece_ack_update`, `tcp_ecn_accept_cwr`)
+        let mut p = crowded(1);
+        p.cc = Cc::Dctcp;
+        p.queue_bytes = 100.0 * p.wire_bytes;
+        let k = 2.0 * p.wire_bytes;
+        p.red = Some(RedSpec {
+            min_bytes: k,
+            max_bytes: k,
+            max_p: 1.0,
+            ewma_weight: None,
+            ecn: true,
+            gentle: false,
+        });
+        p.flows.truncate(4);
+        for f in &mut p.flows {
+            f.bytes = 2e6;
+        }
+        let (each, senders) = run(&p).unwrap();
+        assert!(each.marks > 100 && each.drops == 0, "{each:?}");
+        for s in &senders {
+            assert_eq!((s.acks_sent, s.acks_for_ecn), (s.received, 0));
+        }
+        p.delayed_ack = Some(DelayedAck {
+            quick_acks: 0,
+            idle_quick_acks: 0,
+            ..linux_acks()
+        });
+        let (_, senders) = run(&p).unwrap();
+        for (i, s) in senders.iter().enumerate() {
+            let share = s.acks_sent as f64 / s.received as f64;
+            assert!((0.5..0.8).contains(&share), "flow {i}: {share}");
+            assert!(s.acks_for_ecn > 100, "flow {i}: {}", s.acks_for_ecn);
         }
     }
 
