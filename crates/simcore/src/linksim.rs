@@ -402,12 +402,14 @@ struct Sender {
     /// Segments sent while DCTCP's reduction lasted.
     #[cfg(test)]
     sent_reducing: u64,
-    /// ACKs the receiver sent (one may cover two segments), and of them those sent at once because
-    /// of a change of DCTCP's mark or a segment carrying CWR.
+    /// ACKs the receiver sent (one may cover two segments), and of them those sent at once only
+    /// because of a change of DCTCP's mark, or only because the segment carried CWR.
     #[cfg(test)]
     acks_sent: u64,
     #[cfg(test)]
-    acks_for_ecn: u64,
+    acks_for_flip: u64,
+    #[cfg(test)]
+    acks_for_cwr: u64,
     /// Dropped transmissions not yet detected: (tx, segment, later arrivals seen); a dropped
     /// retransmission counts no arrivals (`u32::MAX`): only the timer finds it (RFC 6675's
     /// recovery, as ns-3's; Linux's RACK would find it one round trip later).
@@ -521,7 +523,9 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                 #[cfg(test)]
                 acks_sent: 0,
                 #[cfg(test)]
-                acks_for_ecn: 0,
+                acks_for_flip: 0,
+                #[cfg(test)]
+                acks_for_cwr: 0,
                 dropped: VecDeque::new(),
                 recover: 0,
                 window_end: 0,
@@ -719,8 +723,9 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                 #[cfg(test)]
                 {
                     // sent at once for that alone: no gap, no quick ACK, nothing held
-                    s.acks_for_ecn +=
-                        u64::from((flip || pkt.cwr) && !gap && s.quick == 0 && s.held.is_none());
+                    let alone = !gap && s.quick == 0 && s.held.is_none();
+                    s.acks_for_flip += u64::from(alone && flip);
+                    s.acks_for_cwr += u64::from(alone && pkt.cwr && !flip);
                 }
                 let mut acked = 1;
                 if let Some(h) = s.held.take() {
@@ -1334,7 +1339,10 @@ mod tests {
         let (each, senders) = run(&p).unwrap();
         assert!(each.marks > 100 && each.drops == 0, "{each:?}");
         for s in &senders {
-            assert_eq!((s.acks_sent, s.acks_for_ecn), (s.received, 0));
+            assert_eq!(
+                (s.acks_sent, s.acks_for_flip, s.acks_for_cwr),
+                (s.received, 0, 0)
+            );
         }
         p.delayed_ack = Some(DelayedAck {
             quick_acks: 0,
@@ -1345,7 +1353,8 @@ mod tests {
         for (i, s) in senders.iter().enumerate() {
             let share = s.acks_sent as f64 / s.received as f64;
             assert!((0.5..0.8).contains(&share), "flow {i}: {share}");
-            assert!(s.acks_for_ecn > 100, "flow {i}: {}", s.acks_for_ecn);
+            assert!(s.acks_for_flip > 100, "flow {i}: {}", s.acks_for_flip);
+            assert!(s.acks_for_cwr > 10, "flow {i}: {}", s.acks_for_cwr);
         }
     }
 
