@@ -87,6 +87,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scipy import stats as scipy_stats  # noqa: E402
 from sim_vs_ns3 import (  # noqa: E402
     CACHE,
     CCS,
@@ -146,7 +147,8 @@ def stored_ns3(args: list[str]) -> dict[str, Any] | None:
     row = STORED_NS3.get((Path(args[0]).name.split("-")[0], *args[1:]))
     if row is None:
         return None
-    out = {k: row.get(k) for k in ("ns3_mean_s", "ns3_p99_s", "ns3_end_s", "ns3_timeouts", "ns3_wall_s")}
+    keys = ("ns3_mean_s", "ns3_p99_s", "ns3_end_s", "ns3_timeouts", "ns3_wall_s", "ns3_run_means_s", "ns3_run_p99s_s")
+    out = {k: row.get(k) for k in keys}
     out |= {"ss_exit_segments": row.get("ns3_ss_exit_segments"), "args": args[1:], "cached": "stored"}
     return out
 
@@ -248,15 +250,63 @@ def sim_incast(cc: str, n: int, mode: str, seed: int) -> dict[str, Any]:
 
 
 def over_seeds(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Mean, p99 and timeouts averaged over the seeds' runs, with each one's range, and the mean wall."""
+    """Mean, p99 and timeouts averaged over the seeds' runs, with each one's range and values, and
+    the mean wall."""
     out: dict[str, Any] = {"wall_s": statistics.mean(r["wall_s"] for r in runs)}
     for key in ("mean_s", "p99_s", "timeouts"):
         values = [r[key] for r in runs]
         if any(v is None or v != v for v in values):
-            out[key], out[key + "_range"] = math.nan, None
+            out[key], out[key + "_range"], out[key + "_values"] = math.nan, None, None
         else:
             out[key], out[key + "_range"] = statistics.mean(values), [min(values), max(values)]
+            out[key + "_values"] = values
     return out
+
+
+def ratio_interval(sim: list[float] | None, ns: list[float] | None, level: float = 0.95) -> list[float] | None:
+    """A ``level`` confidence interval of (sim's mean − ns-3's mean) / ns-3's mean, from the
+    seeds' values ``sim`` and ns-3's runs' values ``ns``: Welch's t interval on the log of the
+    ratio of the two means, its standard error by the delta method (each side's variance of the
+    mean over its squared mean) and its degrees of freedom by Welch–Satterthwaite. One ns-3 run
+    (a deterministic row) counts as known exactly: the interval is then the seeds' alone. None
+    with fewer than two seeds or a mean that is not positive."""
+    if not sim or not ns or len(sim) < 2:
+        return None
+    ms, mn = statistics.mean(sim), statistics.mean(ns)
+    if ms <= 0 or mn <= 0:
+        return None
+    parts = [statistics.variance(sim) / len(sim) / ms**2]
+    parts += [statistics.variance(ns) / len(ns) / mn**2] if len(ns) > 1 else []
+    dfs = [len(sim) - 1] + ([len(ns) - 1] if len(ns) > 1 else [])
+    se2 = sum(parts)
+    centre = math.log(ms / mn)
+    if se2 == 0:
+        return [math.exp(centre) - 1] * 2
+    df = se2**2 / sum(v**2 / d for v, d in zip(parts, dfs, strict=True))
+    half = float(scipy_stats.t.ppf(0.5 + level / 2, df)) * math.sqrt(se2)
+    return [math.exp(centre - half) - 1, math.exp(centre + half) - 1]
+
+
+def verdict(interval: list[float] | None, bound: float = 0.10) -> str:
+    """The verdict "within" when the whole interval lies within ±``bound``, "out" when none of it does,
+    "undecided" when it straddles ±``bound`` (more runs and seeds decide it), "–" without one."""
+    if interval is None:
+        return "–"
+    lo, hi = interval
+    if -bound <= lo and hi <= bound:
+        return "within"
+    if hi < -bound or lo > bound:
+        return "out"
+    return "undecided"
+
+
+def difference_interval(a: list[float] | None, b: list[float] | None, level: float = 0.95) -> list[float] | None:
+    """Welch's t interval of mean(a) − mean(b) (None with fewer than two values on either side)."""
+    if not a or not b or len(a) < 2 or len(b) < 2:
+        return None
+    r = scipy_stats.ttest_ind(a, b, equal_var=False)
+    ci = r.confidence_interval(level)
+    return [float(ci.low), float(ci.high)]
 
 
 A2A_UPLINKS_GBPS, A2A_QUEUE, A2A_MEGABYTES = (4.0, 2.0, 1.0), 1000, 10.0
@@ -365,7 +415,7 @@ def ns3_link_runs(args: list[str], runs: int | None = None, program: str = "bott
     ``program``: whose output it is (bottleneck's ``fct_s``, two_tier's ``flows``)."""
     runs = UDP_RUNS if runs is None else runs
     tagged = args + [f"--run=1..{runs}"]
-    if (kept := stored_ns3(tagged)) is not None:
+    if (kept := stored_ns3(tagged)) is not None and kept["ns3_run_means_s"] is not None:
         return kept
     outs = [run_ns3(args + [f"--run={r}"]) for r in range(1, runs + 1)]
     if program == "two_tier":
@@ -378,6 +428,8 @@ def ns3_link_runs(args: list[str], runs: int | None = None, program: str = "bott
         "ns3_timeouts": statistics.mean(sum(o["rtos"]) for o in outs),
         "ns3_wall_s": sum(o["wall_s"] for o in outs),
         "ns3_end_s": max(max(o["fct_s"]) for o in outs) if done else math.nan,
+        "ns3_run_means_s": [statistics.mean(o["fct_s"]) for o in outs] if done else None,
+        "ns3_run_p99s_s": [p99(o["fct_s"]) for o in outs] if done else None,
         "args": tagged[1:],
     }
 
@@ -445,6 +497,87 @@ def cases(only: str | None) -> Iterator[Case]:
                     )
 
 
+def ci_text(ci: list[float] | None) -> str:
+    return "–" if ci is None else f"[{ci[0] * 100:+.1f}, {ci[1] * 100:+.1f}] %"
+
+
+def interval_lines(rows: list[dict[str, Any]], seeds: int) -> list[str]:
+    """Each row's error with its 95 % interval (``ratio_interval``) and what it decides against the
+    10 % goal (``verdict``), and the counts of each verdict."""
+    lines = [
+        "",
+        f"Each row's error with a 95 % confidence interval over ns-3's runs and the simulator's {seeds} "
+        "seeds (Welch's t on the log of the ratio of means, delta-method standard error, "
+        "Welch–Satterthwaite degrees of freedom; a row with one ns-3 run takes ns-3's figure as "
+        "exact). Within / out: the whole interval inside / outside ±10 %; undecided: it straddles "
+        "±10 %.",
+        "",
+        "| case | CC | ns-3 runs | mean error | 95 % CI | verdict | p99 error | 95 % CI | verdict |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    counts: dict[str, dict[str, int]] = {"mean": {}, "p99": {}}
+    for r in rows:
+        runs = len(r["ns3_run_means_s"] or [])
+        v_mean, v_p99 = verdict(r["mean_error_ci"]), verdict(r["p99_error_ci"])
+        counts["mean"][v_mean] = counts["mean"].get(v_mean, 0) + 1
+        counts["p99"][v_p99] = counts["p99"].get(v_p99, 0) + 1
+        lines.append(
+            f"| {r['case']} | {r['cc']} | {runs} | {pct(r['mean_error'])} | {ci_text(r['mean_error_ci'])} | "
+            f"{v_mean} | {pct(r['p99_error'])} | {ci_text(r['p99_error_ci'])} | {v_p99} |"
+        )
+    for key in ("mean", "p99"):
+        c = counts[key]
+        lines += [
+            "",
+            f"{key} FCT against the 10 % goal at 95 %: {c.get('within', 0)} within, {c.get('out', 0)} out, "
+            f"{c.get('undecided', 0)} undecided (of {sum(c.values())} rows).",
+        ]
+    return lines
+
+
+def sign_interval_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """Per scenario, Cubic's mean FCT minus DCTCP's on each side with its 95 % Welch interval, and
+    whether the signs agree where ns-3's interval decides a sign."""
+    lines = [
+        "",
+        "The same difference with 95 % intervals (Welch's t over ns-3's runs and over the seeds; "
+        "a side with one run has none): a sign is decided where its interval excludes 0.",
+        "",
+        "| case | ns-3 Cubic − DCTCP (s) [95 % CI] | sim Cubic − DCTCP (s) [95 % CI] | sign |",
+        "|---|---|---|---|",
+    ]
+    tally: dict[str, int] = {}
+    for case in dict.fromkeys(r["case"] for r in rows):
+        by = {r["cc"]: r for r in rows if r["case"] == case}
+        if "cubic" not in by or "dctcp" not in by:
+            continue
+        d_ns = by["cubic"]["ns3_mean_s"] - by["dctcp"]["ns3_mean_s"]
+        d_sim = by["cubic"]["sim_mean_s"] - by["dctcp"]["sim_mean_s"]
+        ci_ns = difference_interval(by["cubic"]["ns3_run_means_s"], by["dctcp"]["ns3_run_means_s"])
+        ci_sim = difference_interval(by["cubic"]["sim_seed_means_s"], by["dctcp"]["sim_seed_means_s"])
+        if d_ns != d_ns or d_sim != d_sim:
+            continue
+
+        def decided(ci: list[float] | None) -> bool:
+            return ci is None or ci[0] > 0 or ci[1] < 0
+
+        same = sign(d_ns) == sign(d_sim)
+        if not decided(ci_ns):
+            what = "ns-3 undecided"
+        elif not decided(ci_sim):
+            what = "sim undecided"
+        else:
+            what = "right" if same else "**wrong**"
+        tally[what] = tally.get(what, 0) + 1
+
+        def fmt(d: float, ci: list[float] | None) -> str:
+            return f"{d:+.4f}" + ("" if ci is None else f" [{ci[0]:+.4f}, {ci[1]:+.4f}]")
+
+        lines.append(f"| {case} | {fmt(d_ns, ci_ns)} | {fmt(d_sim, ci_sim)} | {what} |")
+    lines += ["", "Signs at 95 %: " + ", ".join(f"{k} {v}" for k, v in sorted(tally.items())) + "."]
+    return lines
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=Path("/tmp/sim-vs-ns3-packet.md"))
@@ -495,18 +628,23 @@ def main() -> int:
         runs = [c.sim(s) for s in seeds]
         pk = over_seeds(runs)
         mm = over_seeds([c.maxmin(s) for s in seeds]) if c.maxmin else None
-        row = {"case": c.case, "cc": c.cc}
+        row: dict[str, Any] = {"case": c.case, "cc": c.cc}
         if ns["cached"] in ("stored", "runs"):
             done = ns["ns3_mean_s"] is not None and ns["ns3_mean_s"] == ns["ns3_mean_s"]
             row |= {"ns3_mean_s": ns["ns3_mean_s"] if done else math.nan}
             row |= {"ns3_p99_s": ns["ns3_p99_s"] if done else math.nan, "ns3_timeouts": ns["ns3_timeouts"]}
             ns |= {"wall_s": ns["ns3_wall_s"], "fct_s": [ns["ns3_end_s"] if done else -1.0]}
+            row |= {"ns3_run_means_s": ns["ns3_run_means_s"] or ([ns["ns3_mean_s"]] if done else None)}
+            row |= {"ns3_run_p99s_s": ns["ns3_run_p99s_s"] or ([ns["ns3_p99_s"]] if done else None)}
         else:
             done = all(f >= 0 for f in ns["fct_s"])
             row |= {"ns3_mean_s": statistics.mean(ns["fct_s"]) if done else math.nan}
             row |= {"ns3_p99_s": p99(ns["fct_s"]) if done else math.nan, "ns3_timeouts": ns.get("timeouts")}
+            row |= {"ns3_run_means_s": [row["ns3_mean_s"]] if done else None}
+            row |= {"ns3_run_p99s_s": [row["ns3_p99_s"]] if done else None}
         row |= {"sim_mean_s": pk["mean_s"], "sim_p99_s": pk["p99_s"], "sim_timeouts": pk["timeouts"]}
         row |= {"sim_mean_range_s": pk["mean_s_range"], "sim_p99_range_s": pk["p99_s_range"]}
+        row |= {"sim_seed_means_s": pk["mean_s_values"], "sim_seed_p99s_s": pk["p99_s_values"]}
         if c.ends:
             row |= {"ns3_end_s": max(ns["fct_s"]) if done else math.nan}
             row |= {"sim_end_s": statistics.mean(r["end_s"] for r in runs)}
@@ -520,6 +658,8 @@ def main() -> int:
     for r in rows:
         r["mean_error"] = err(r["sim_mean_s"], r["ns3_mean_s"])
         r["p99_error"] = err(r["sim_p99_s"], r["ns3_p99_s"])
+        r["mean_error_ci"] = ratio_interval(r["sim_seed_means_s"], r["ns3_run_means_s"])
+        r["p99_error_ci"] = ratio_interval(r["sim_seed_p99s_s"], r["ns3_run_p99s_s"])
     lines = [
         "| case | CC | ns-3 mean FCT (s) | sim mean FCT (s) [seeds' range] | error | ns-3 p99 FCT (s) | "
         "sim p99 FCT (s) [seeds' range] | error | timeouts ns-3 / sim (mean over seeds) | max-min mean / p99 (s) | "
@@ -554,6 +694,7 @@ def main() -> int:
                 f"{label}: {len(errs)} rows compared, {within} within 10 %; |error| median "
                 f"{statistics.median(errs) * 100:.1f} %, max {max(errs) * 100:.1f} %.",
             ]
+    lines += interval_lines(rows, len(seeds))
     ends = [r for r in rows if "ns3_end_s" in r]
     if ends:
         lines += ["", "| case | CC | ns-3 shuffle end (s) | sim shuffle end (s) | error |", "|---|---|---|---|---|"]
@@ -578,6 +719,7 @@ def main() -> int:
             right += ok == "yes"
         lines.append(f"| {case} | {s3(d_ns)} | {s3(d_sim)} | {ok} |")
     lines += ["", f"Cubic-vs-DCTCP sign: right in {right} of {total} comparable cases."]
+    lines += sign_interval_lines(rows)
     a.out.write_text("\n".join(lines) + "\n")
     a.out.with_suffix(".json").write_text(json.dumps(rows, indent=1))
     print("\n".join(lines))
