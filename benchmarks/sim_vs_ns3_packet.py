@@ -58,7 +58,14 @@ this one to the delayed-ACK rule, so a sender at a window of two segments waits 
 
 Reported per row: mean and p99 FCT on both sides (p99 = the nearest-rank 99th percentile, i.e. the
 slowest flow for these flow counts), their errors relative to ns-3, retransmission timeouts, and
-per scenario the sign of Cubic's mean FCT minus DCTCP's on each side. ns-3 is deterministic: one run
+per scenario the sign of Cubic's mean FCT minus DCTCP's on each side. Then each row's error with a
+95 % confidence interval over ns-3's runs (``--ns3-runs``, ``--ns3-incast-runs``) and the seeds
+(Welch's t on the log of the ratio of the two means, delta-method standard error; a row that ns-3
+runs once takes ns-3's figure as exact) and its verdict against the 10 % goal: within or out when
+the whole interval is inside or outside ±10 %, undecided when it straddles a bound; and each
+scenario's Cubic − DCTCP difference with Welch's interval on each side, its sign decided where the
+interval excludes 0. Choose the numbers of runs and seeds before a run, not after looking at a
+verdict (adding runs until a row is decided would need a sequential design). ns-3 is deterministic: one run
 per row, kept under ``~/.cache/shufflelab/ns3-bench/runs`` by program and arguments (the program's
 name holds the hash of its sources and of the ns-3 libraries) and read back by later runs of this
 benchmark (``--fresh-ns3`` runs ns-3 again; a row's ns-3 wall time is its own run's), or, with
