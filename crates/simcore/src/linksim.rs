@@ -22,7 +22,9 @@
 //! A dropped segment is detected when three segments sent after it have arrived (SACK's rule,
 //! RFC 6675) and is resent; the window is cut once per window of data. A sender that hears nothing for its retransmission timeout
 //! (`min_rto_s`, doubled per timeout in a row) resends what was lost with a window of one segment
-//! and ssthresh at half the flight (at least 2 segments, Linux's floor). Each sender injects its
+//! and ssthresh at half the flight (at least 2 segments, Linux's floor). The timer restarts on an
+//! ACK that moves the receiver's cumulative ACK ([`CumAck`]: its segment was the next one
+//! expected), as Linux's does; Reno's and Cubic's answer to an echoed mark waits for one too. Each sender injects its
 //! packets no faster than its access link (`access_bytes_per_s`). The propagation of a flow's
 //! round trip is all after the queue: a packet's ACK reaches its sender `base_rtt_s` after it
 //! left the queue, its data reaches the receiver `one_way_s` after.
@@ -31,7 +33,7 @@
 //! timeouts it took, and the link's drop and mark counts. Deterministic for a seed.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::{BTreeSet, BinaryHeap, VecDeque};
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -274,6 +276,8 @@ impl LinkSim {
 struct Pkt {
     flow: u32,
     tx: u64,
+    /// The segment it carries.
+    seq: u64,
     marked: bool,
     /// A retransmission (its arrival fills a hole).
     retx: bool,
@@ -289,13 +293,15 @@ const CROSS: u32 = u32::MAX;
 enum Ev {
     /// Flow `flow` starts sending.
     Start(u32),
-    /// The ACK of transmission `tx` of `flow` reaches its sender (`ce`: it echoes a mark).
+    /// The ACK of transmission `tx` of `flow` reaches its sender (`ce`: it echoes a mark; `adv`:
+    /// its segment moved the receiver's cumulative ACK).
     Ack {
         flow: u32,
         tx: u64,
         ce: bool,
         retx: bool,
         queued: u64,
+        adv: bool,
     },
     /// A packet of `flow` reaches the queue (after its access link).
     Arrive {
@@ -448,6 +454,33 @@ struct Sender {
     ce_state: bool,
     quick: u32,
     last_rx: u64,
+    /// The receiver's cumulative ACK.
+    rcv: CumAck,
+}
+
+/// A receiver's cumulative ACK: the next segment it expects, and the segments it holds above it.
+#[derive(Debug, Default)]
+struct CumAck {
+    next: u64,
+    above: BTreeSet<u64>,
+}
+
+impl CumAck {
+    /// Segment `seq` arrives: whether it moves the cumulative ACK (it is the next expected one;
+    /// the ACK then moves over the segments held above it too).
+    fn deliver(&mut self, seq: u64) -> bool {
+        if seq != self.next {
+            if seq > self.next {
+                self.above.insert(seq);
+            }
+            return false;
+        }
+        self.next += 1;
+        while self.above.remove(&self.next) {
+            self.next += 1;
+        }
+        true
+    }
 }
 
 /// A proportional rate reduction (RFC 6937): the flight when it began, the segments delivered
@@ -555,6 +588,7 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                 ce_state: false,
                 quick: 0,
                 last_rx: u64::MAX,
+                rcv: CumAck::default(),
             }
         })
         .collect();
@@ -691,12 +725,14 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                     pending.push(at, Ev::Start(c));
                 }
             }
+            let adv = s.rcv.deliver(pkt.seq);
             let ack = Ev::Ack {
                 flow: pkt.flow,
                 tx: pkt.tx,
                 ce: pkt.marked,
                 retx: pkt.retx,
                 queued: pkt.queued,
+                adv,
             };
             #[cfg(test)]
             {
@@ -763,6 +799,7 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                             let pkt = Pkt {
                                 flow: CROSS,
                                 tx: 0,
+                                seq: 0,
                                 marked: false,
                                 retx: false,
                                 cwr: false,
@@ -811,6 +848,7 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                             let pkt = Pkt {
                                 flow,
                                 tx,
+                                seq,
                                 marked,
                                 retx,
                                 cwr,
@@ -826,15 +864,15 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                     ce,
                     retx,
                     queued,
+                    adv,
                 } => {
                     let s = &mut senders[flow as usize];
                     s.in_flight -= 1;
                     if s.hystart {
                         hystart(s, now, now - queued, tx, mss);
                     }
-                    // the cumulative ACK advances when no hole is left below, or a resent
-                    // segment fills one: only then does the timer restart (as Linux's)
-                    let advanced = s.holes == 0 || retx;
+                    // only an ACK that moves the cumulative ACK restarts the timer (as Linux's)
+                    let advanced = adv;
                     if retx {
                         s.holes -= 1;
                     }
@@ -1118,7 +1156,7 @@ mod tests {
                     let ev = match kind {
                         0 => Ev::Start(flow),
                         1 => Ev::Arrive { flow, tx: x, seq: x, retx: false, cwr: false },
-                        2 => Ev::Ack { flow, tx: x, ce: false, retx: false, queued: 0 },
+                        2 => Ev::Ack { flow, tx: x, ce: false, retx: false, queued: 0, adv: false },
                         3 => Ev::Cross,
                         _ => Ev::Timeout { flow, gen: x },
                     };
@@ -1419,5 +1457,35 @@ mod tests {
             checked >= 10,
             "flows checked that lost a retransmission: {checked}"
         );
+    }
+
+    #[test]
+    fn the_cumulative_ack_moves_on_the_next_expected_segment_and_over_those_held_above_it() {
+        let mut r = CumAck::default();
+        let moved: Vec<bool> = [0, 2, 3, 1, 1, 5, 4, 6]
+            .into_iter()
+            .map(|seq| r.deliver(seq))
+            .collect();
+        // 1 fills the hole below 2 and 3 (the ACK jumps to 4); the second 1 is a duplicate
+        let want = [true, false, false, true, false, false, true, true];
+        assert_eq!(moved, want);
+        assert_eq!((r.next, r.above.len()), (7, 0));
+    }
+
+    #[test]
+    fn every_flow_s_receiver_has_every_segment_in_order_at_the_end() {
+        // the crowded link loses segments and retransmissions: once a flow is done, its
+        // cumulative ACK covers all of its segments and holds nothing above
+        for seed in 1..=3 {
+            let (r, senders) = run(&crowded(seed)).unwrap();
+            assert!(r.drops > 0);
+            for (i, s) in senders.iter().enumerate() {
+                assert_eq!(
+                    (s.rcv.next, s.rcv.above.len()),
+                    (s.total, 0),
+                    "seed {seed} flow {i}"
+                );
+            }
+        }
     }
 }
