@@ -36,7 +36,11 @@
 //!
 //! On one bottleneck this is that link's packet-level simulation. Across several loaded links in
 //! series the largest delay stands for them all (queues that build at two links at once are
-//! counted once), and upstream links do not reshape the packets a downstream link sees. The tiers' utilisation and the heat map stay the
+//! counted once), and upstream links do not reshape the packets a downstream link sees (a
+//! lossless FIFO of the upstream link in front of each link was measured and not kept: the
+//! all-to-all did not move, incast 16 Reno went from +29 to +49 % of ns-3's mean). ACKs cross no
+//! queue: a flow's ACKs take its base round trip whatever the reverse path carries, where ns-3
+//! drops ACKs at a full uplink (half of its DCTCP timeouts in the reducers' loops follow one). The tiers' utilisation and the heat map stay the
 //! max-min schedule's. UDP cross traffic is constant-rate on every link of its path for the whole
 //! run, each packet up to a packet time of the link after its constant-rate instant (as the hosts'
 //! send times wander; exactly periodic, a rate whose period is a whole number of packet times would
