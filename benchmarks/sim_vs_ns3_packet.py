@@ -143,6 +143,9 @@ DCTCP_ACK_NOW: list[str] = []
 # U[0, INCAST_JITTER_US) after the common start (two_tier.cc --startJitterUs, --run): one packet time
 # of the 1 Gbit/s host links, as the simulator's senders wander (without it ns-3 is one sample)
 INCAST_RUNS, INCAST_JITTER_US = 1, 1508 * 8 / 1e3
+# --ns3-a2a-runs N: each all-to-all row's ns-3 side is the mean over runs 1..N whose flows start up
+# to the same packet time apart (1: one deterministic run, no jitter)
+A2A_RUNS = 1
 # --prr-sack-fix, --linux-acks: ns-3's hosts (sim_vs_ns3.host_settings), the programs' extra arguments
 NS3_HOSTS: list[str] = []
 # --sim-delayed-ack: the model's receivers (the spec's tcp.delayed_ack; empty: every segment ACKed at once)
@@ -327,6 +330,8 @@ def ns3_alltoall(binary: Path, cc: str, uplink_gbps: float) -> dict[str, Any]:
         args += ["--queueDisc=step", f"--markK={STEP_K}", f"--dctcpFloor={DCTCP_FLOOR}"]
         args += DCTCP_ACK_NOW
     args += NS3_HOSTS
+    if A2A_RUNS > 1:
+        return ns3_link_runs(args + [f"--startJitterUs={INCAST_JITTER_US:g}"], A2A_RUNS, "two_tier")
     if (kept := stored_ns3(args)) is not None:
         return kept
     out = run_ns3(args)
@@ -434,7 +439,7 @@ def ns3_link_runs(args: list[str], runs: int | None = None, program: str = "bott
         "ns3_p99_s": statistics.mean(p99(o["fct_s"]) for o in outs) if done else math.nan,
         "ns3_timeouts": statistics.mean(sum(o["rtos"]) for o in outs),
         "ns3_wall_s": sum(o["wall_s"] for o in outs),
-        "ns3_end_s": max(max(o["fct_s"]) for o in outs) if done else math.nan,
+        "ns3_end_s": statistics.mean(max(o["fct_s"]) for o in outs) if done else math.nan,
         "ns3_run_means_s": [statistics.mean(o["fct_s"]) for o in outs] if done else None,
         "ns3_run_p99s_s": [p99(o["fct_s"]) for o in outs] if done else None,
         "args": tagged[1:],
@@ -611,6 +616,12 @@ def main() -> int:
         help="incast rows: ns-3 runs 1..N with the flows' starts jittered by a packet time, their mean",
     )
     ap.add_argument(
+        "--ns3-a2a-runs",
+        type=int,
+        default=1,
+        help="all-to-all rows: ns-3 runs 1..N with the flows' starts jittered by a packet time, their mean",
+    )
+    ap.add_argument(
         "--ns3-rows",
         type=Path,
         nargs="*",
@@ -621,11 +632,11 @@ def main() -> int:
     a = ap.parse_args()
     NS3_HOSTS[:], delayed = host_settings(a)
     SIM_DELAYED_ACK.update(delayed)
-    global FRESH_NS3, UDP_JITTER, UDP_RUNS, INCAST_RUNS
+    global FRESH_NS3, UDP_JITTER, UDP_RUNS, INCAST_RUNS, A2A_RUNS
     FRESH_NS3 = a.fresh_ns3
     if not 0 <= a.udp_jitter <= 1 or a.ns3_runs < 1:
         ap.error("--udp-jitter must be in [0, 1] and --ns3-runs at least 1")
-    UDP_JITTER, UDP_RUNS, INCAST_RUNS = a.udp_jitter, a.ns3_runs, a.ns3_incast_runs
+    UDP_JITTER, UDP_RUNS, INCAST_RUNS, A2A_RUNS = a.udp_jitter, a.ns3_runs, a.ns3_incast_runs, a.ns3_a2a_runs
     DCTCP_ACK_NOW[:] = ["--dctcpAckNow=true"] if a.dctcp_ack_now else []
     load_stored_ns3(a.ns3_rows)
     seeds = range(1, a.seeds + 1)
