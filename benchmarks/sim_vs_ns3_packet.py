@@ -59,9 +59,10 @@ this one to the delayed-ACK rule, so a sender at a window of two segments waits 
 Reported per row: mean and p99 FCT on both sides (p99 = the nearest-rank 99th percentile, i.e. the
 slowest flow for these flow counts), their errors relative to ns-3, retransmission timeouts, and
 per scenario the sign of Cubic's mean FCT minus DCTCP's on each side. Then each row's error with a
-95 % confidence interval over ns-3's runs (``--ns3-runs``, ``--ns3-incast-runs``) and the seeds
-(Welch's t on the log of the ratio of the two means, delta-method standard error; a row that ns-3
-runs once takes ns-3's figure as exact) and its verdict against the 10 % goal: within or out when
+95 % confidence interval over ns-3's runs (``--ns3-runs``, ``--ns3-incast-runs``,
+``--ns3-a2a-runs``) and the seeds (``shufflelab.stats.compare``: the ratio of the two means by
+Welch's test inverted over the ratio, Fieller's method; a row that ns-3 runs once takes ns-3's
+figure as exact, the seeds' t interval of their mean over it) and its verdict against the 10 % goal: within or out when
 the whole interval is inside or outside ±10 %, undecided when it straddles a bound; and each
 scenario's Cubic − DCTCP difference with Welch's interval on each side, its sign decided where the
 interval excludes 0. Choose the numbers of runs and seeds before a run, not after looking at a
@@ -94,7 +95,6 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from scipy import stats as scipy_stats  # noqa: E402
 from sim_vs_ns3 import (  # noqa: E402
     CACHE,
     CCS,
@@ -107,6 +107,7 @@ from sim_vs_ns3 import (  # noqa: E402
 )
 from sim_vs_ns3_fabric import sim_config as alltoall_config  # noqa: E402
 
+from shufflelab import stats  # noqa: E402
 from shufflelab.sim import core  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -275,26 +276,21 @@ def over_seeds(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def ratio_interval(sim: list[float] | None, ns: list[float] | None, level: float = 0.95) -> list[float] | None:
     """A ``level`` confidence interval of (sim's mean − ns-3's mean) / ns-3's mean, from the
-    seeds' values ``sim`` and ns-3's runs' values ``ns``: Welch's t interval on the log of the
-    ratio of the two means, its standard error by the delta method (each side's variance of the
-    mean over its squared mean) and its degrees of freedom by Welch–Satterthwaite. One ns-3 run
-    (a deterministic row) counts as known exactly: the interval is then the seeds' alone. None
-    with fewer than two seeds or a mean that is not positive."""
-    if not sim or not ns or len(sim) < 2:
+    seeds' values ``sim`` and ns-3's runs' values ``ns``: the project's ratio of means
+    (``shufflelab.stats.compare``: Welch's test inverted over the ratio, Fieller's method). One
+    ns-3 run (a deterministic row) is taken as known exactly: the seeds' t interval of their mean
+    over it. None below ``stats.MIN_N`` seeds (or runs, with more than one), or without spread."""
+    if not sim or not ns:
         return None
-    ms, mn = statistics.mean(sim), statistics.mean(ns)
-    if ms <= 0 or mn <= 0:
+    if len(ns) == 1:
+        m = stats.summarize(sim, level)
+        if not m.has_interval() or ns[0] <= 0:
+            return None
+        return [m.ci_low / ns[0] - 1, m.ci_high / ns[0] - 1]
+    c = stats.compare(ns, sim, level)
+    if not c.has_interval:
         return None
-    parts = [statistics.variance(sim) / len(sim) / ms**2]
-    parts += [statistics.variance(ns) / len(ns) / mn**2] if len(ns) > 1 else []
-    dfs = [len(sim) - 1] + ([len(ns) - 1] if len(ns) > 1 else [])
-    se2 = sum(parts)
-    centre = math.log(ms / mn)
-    if se2 == 0:
-        return [math.exp(centre) - 1] * 2
-    df = se2**2 / sum(v**2 / d for v, d in zip(parts, dfs, strict=True))
-    half = float(scipy_stats.t.ppf(0.5 + level / 2, df)) * math.sqrt(se2)
-    return [math.exp(centre - half) - 1, math.exp(centre + half) - 1]
+    return [c.ratio_ci_low - 1, c.ratio_ci_high - 1]
 
 
 def verdict(interval: list[float] | None, bound: float = 0.10) -> str:
@@ -311,12 +307,12 @@ def verdict(interval: list[float] | None, bound: float = 0.10) -> str:
 
 
 def difference_interval(a: list[float] | None, b: list[float] | None, level: float = 0.95) -> list[float] | None:
-    """Welch's t interval of mean(a) − mean(b) (None with fewer than two values on either side)."""
-    if not a or not b or len(a) < 2 or len(b) < 2:
+    """Welch's t interval of mean(a) − mean(b) (``shufflelab.stats.difference``; None below
+    ``stats.MIN_N`` values on either side)."""
+    if not a or not b:
         return None
-    r = scipy_stats.ttest_ind(a, b, equal_var=False)
-    ci = r.confidence_interval(level)
-    return [float(ci.low), float(ci.high)]
+    d = stats.difference(b, a, level)
+    return [d.ci_low, d.ci_high] if d.has_interval else None
 
 
 A2A_UPLINKS_GBPS, A2A_QUEUE, A2A_MEGABYTES = (4.0, 2.0, 1.0), 1000, 10.0
@@ -519,10 +515,10 @@ def interval_lines(rows: list[dict[str, Any]], seeds: int) -> list[str]:
     lines = [
         "",
         f"Each row's error with a 95 % confidence interval over ns-3's runs and the simulator's {seeds} "
-        "seeds (Welch's t on the log of the ratio of means, delta-method standard error, "
+        "seeds (the ratio of means by Welch's test inverted over the ratio, Fieller's method, "
         "Welch–Satterthwaite degrees of freedom; a row with one ns-3 run takes ns-3's figure as "
-        "exact). Within / out: the whole interval inside / outside ±10 %; undecided: it straddles "
-        "±10 %.",
+        "exact: the seeds' t interval of their mean over it). Within / out: the whole interval "
+        "inside / outside ±10 %; undecided: it straddles ±10 %.",
         "",
         "| case | CC | ns-3 runs | mean error | 95 % CI | verdict | p99 error | 95 % CI | verdict |",
         "|---|---|---|---|---|---|---|---|---|",
