@@ -24,8 +24,8 @@
 //! (`min_rto_s`, doubled per timeout in a row) resends what was lost with a window of one segment
 //! and ssthresh at half the flight (at least 2 segments, Linux's floor). The timer restarts on an
 //! ACK that moves the receiver's cumulative ACK ([`CumAck`]: its segment was the next one
-//! expected), as Linux's does; Reno's and Cubic's answer to an echoed mark waits for one too. Each sender injects its
-//! packets no faster than its access link (`access_bytes_per_s`). The propagation of a flow's
+//! expected), as Linux's does; Reno's and Cubic's answer to an echoed mark waits for one too.
+//! Each sender injects its packets no faster than its access link (`access_bytes_per_s`). The propagation of a flow's
 //! round trip is all after the queue: a packet's ACK reaches its sender `base_rtt_s` after it
 //! left the queue, its data reaches the receiver `one_way_s` after.
 //!
