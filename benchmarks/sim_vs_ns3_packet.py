@@ -505,6 +505,14 @@ def cases(only: str | None) -> Iterator[Case]:
                     )
 
 
+def cubic_dctcp_pairs(rows: list[dict[str, Any]]) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """Each scenario that has both a Cubic and a DCTCP row, in the table's order: (case, the two rows)."""
+    for case in dict.fromkeys(r["case"] for r in rows):
+        by = {r["cc"]: r for r in rows if r["case"] == case}
+        if "cubic" in by and "dctcp" in by:
+            yield case, by["cubic"], by["dctcp"]
+
+
 def ci_text(ci: list[float] | None) -> str:
     return "–" if ci is None else f"[{ci[0] * 100:+.1f}, {ci[1] * 100:+.1f}] %"
 
@@ -555,14 +563,11 @@ def sign_interval_lines(rows: list[dict[str, Any]]) -> list[str]:
         "|---|---|---|---|",
     ]
     tally: dict[str, int] = {}
-    for case in dict.fromkeys(r["case"] for r in rows):
-        by = {r["cc"]: r for r in rows if r["case"] == case}
-        if "cubic" not in by or "dctcp" not in by:
-            continue
-        d_ns = by["cubic"]["ns3_mean_s"] - by["dctcp"]["ns3_mean_s"]
-        d_sim = by["cubic"]["sim_mean_s"] - by["dctcp"]["sim_mean_s"]
-        ci_ns = difference_interval(by["cubic"]["ns3_run_means_s"], by["dctcp"]["ns3_run_means_s"])
-        ci_sim = difference_interval(by["cubic"]["sim_seed_means_s"], by["dctcp"]["sim_seed_means_s"])
+    for case, cubic, dctcp in cubic_dctcp_pairs(rows):
+        d_ns = cubic["ns3_mean_s"] - dctcp["ns3_mean_s"]
+        d_sim = cubic["sim_mean_s"] - dctcp["sim_mean_s"]
+        ci_ns = difference_interval(cubic["ns3_run_means_s"], dctcp["ns3_run_means_s"])
+        ci_sim = difference_interval(cubic["sim_seed_means_s"], dctcp["sim_seed_means_s"])
         if d_ns != d_ns or d_sim != d_sim:
             continue
 
@@ -721,12 +726,9 @@ def main() -> int:
         "|---|---|---|---|",
     ]
     right = total = 0
-    for case in dict.fromkeys(r["case"] for r in rows):
-        by = {r["cc"]: r for r in rows if r["case"] == case}
-        if "cubic" not in by or "dctcp" not in by:
-            continue
-        d_ns = by["cubic"]["ns3_mean_s"] - by["dctcp"]["ns3_mean_s"]
-        d_sim = by["cubic"]["sim_mean_s"] - by["dctcp"]["sim_mean_s"]
+    for case, cubic, dctcp in cubic_dctcp_pairs(rows):
+        d_ns = cubic["ns3_mean_s"] - dctcp["ns3_mean_s"]
+        d_sim = cubic["sim_mean_s"] - dctcp["sim_mean_s"]
         ok = "–" if d_ns != d_ns or d_sim != d_sim else ("yes" if sign(d_ns) == sign(d_sim) else "**no**")
         if ok != "–":
             total += 1
