@@ -406,3 +406,17 @@ fn reno_under_red_next_to_udp_at_the_link_rate_ignores_marks_while_a_hole_holds_
     assert!(r.timeouts.iter().all(|&t| t == 2), "{r:?}");
     assert!((mean - 3.4162).abs() / 3.4162 < 0.15, "{mean}");
 }
+
+#[test]
+fn the_request_loops_stop_on_a_stall_only_once_the_bisection_has_halved_enough() {
+    use super::{loops_stop, LOOP_PATIENCE, LOOP_SETTLED_S, LOOP_STALL_FROM};
+    let big = 0.05;
+    // a least move three passes old stops the passes from LOOP_STALL_FROM on, not before
+    assert!(!loops_stop(5, 16, big, LOOP_PATIENCE));
+    assert!(!loops_stop(LOOP_STALL_FROM - 1, 16, big, LOOP_PATIENCE));
+    assert!(loops_stop(LOOP_STALL_FROM, 16, big, LOOP_PATIENCE));
+    assert!(!loops_stop(LOOP_STALL_FROM, 16, big, LOOP_PATIENCE - 1));
+    // settled starts, or no pass left, stop at any pass
+    assert!(loops_stop(2, 16, LOOP_SETTLED_S, 0));
+    assert!(loops_stop(3, 3, big, 0));
+}
