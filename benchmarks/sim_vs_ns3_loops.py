@@ -15,7 +15,9 @@ A connection whose SYN is lost at a full port waits ns-3's 3 s connection timer;
 handshake (Spark fetches over connections it keeps, one per pair of executors), so those fetches
 are counted apart and left out of ns-3's mean and p99. A run that ns-3 aborts on an assertion of
 its own TCP state machine (ns-3.44 at 2 x 16 hosts, DCTCP, order seed 3: "From OPEN->DISORDER but
-with 7 dup ACKs") is left out of its row and named in the table.
+with 7 dup ACKs") is left out of its row and named in the table. ns-3's runs are read back from
+``~/.cache/shufflelab/ns3-bench/runs`` when the same program ran with the same arguments before
+(``--fresh-ns3``: run again), so a second run of a check costs the simulator's side only.
 
     nice -n 10 .venv/bin/python benchmarks/sim_vs_ns3_loops.py --out /tmp/sim-vs-ns3-loops.md
     # ns-3's PRR without its 3.44 bug, as the packet mode's table (sim_vs_ns3_packet.py --prr-sack-fix):
@@ -27,6 +29,7 @@ with 7 dup ACKs") is left out of its row and named in the table.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import statistics
 import subprocess
@@ -36,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sim_vs_ns3 import add_host_options, compile_ns3, host_settings  # noqa: E402
+from sim_vs_ns3 import CACHE, add_host_options, compile_ns3, host_settings  # noqa: E402
 
 from shufflelab.sim import core  # noqa: E402
 
@@ -55,6 +58,33 @@ def uplink_gbps() -> float:
 
 
 SYN_TIMER_S = 3.0  # ns-3's TcpSocket::ConnTimeout
+# ns-3's runs are deterministic: a run of the same program (its name holds the hash of its sources
+# and of the ns-3 libraries) with the same arguments is read back from here, as sim_vs_ns3_packet.py
+# does (the same keys); --fresh-ns3 runs it again
+NS3_RUNS = CACHE / "runs"
+FRESH_NS3 = [False]
+
+
+def run_ns3(args: list[str]) -> tuple[dict[str, Any] | None, str | None]:
+    """ns-3's last output line for ``args`` (the program first) as JSON, or None and the line of the
+    assertion ns-3 aborted on; from the cache of earlier identical runs unless ``--fresh-ns3``."""
+    stored = NS3_RUNS / f"{hashlib.sha256(chr(0).join(args).encode()).hexdigest()[:24]}.json"
+    if stored.exists() and not FRESH_NS3[0]:
+        kept = json.loads(stored.read_text())
+        return kept.get("out"), kept.get("aborted")
+    run = subprocess.run(args, capture_output=True, text=True)
+    if run.returncode != 0:
+        failed = next((ln for ln in run.stderr.splitlines() if "NS_ASSERT failed" in ln), None)
+        if failed is None:
+            raise SystemExit(f"ns-3 failed: {' '.join(args)}\n{run.stderr[-2000:]}")
+        out, aborted = None, failed
+    else:
+        out, aborted = json.loads(run.stdout.strip().splitlines()[-1]), None
+    NS3_RUNS.mkdir(parents=True, exist_ok=True)
+    stored.write_text(json.dumps({"args": args, "out": out, "aborted": aborted}))
+    return out, aborted
+
+
 # --prr-sack-fix, --linux-acks: ns-3's hosts (sim_vs_ns3.host_settings), two_tier.cc's extra arguments
 NS3_HOSTS: list[str] = []
 # --sim-delayed-ack: the model's receivers (the spec's tcp.delayed_ack; empty: every segment ACKed at once)
@@ -79,16 +109,12 @@ def ns3_row(binary: Path, cc: str, block_mb: float, runs: int) -> dict[str, Any]
     ends, syn, rtos, wall, aborted = [], 0, 0, 0.0, []
     for seed in range(1, runs + 1):
         t0 = time.perf_counter()
-        out = subprocess.run([str(binary), *ns3_args(cc, block_mb, seed)], capture_output=True, text=True)
+        d, failed = run_ns3([str(binary), *ns3_args(cc, block_mb, seed)])
         wall += time.perf_counter() - t0
-        if out.returncode != 0:
-            failed = next((ln for ln in out.stderr.splitlines() if "NS_ASSERT failed" in ln), None)
-            if failed is None:
-                raise SystemExit(f"ns-3 {cc} {block_mb} MB run {seed} failed:\n{out.stderr[-2000:]}")
+        if d is None:
             aborted.append(seed)
             print(f"  ns-3 run {seed} aborted: {failed}", flush=True)
             continue
-        d = json.loads(out.stdout.strip().splitlines()[-1])
         done = [f[2] for f in d["flows"]]
         if min(done) < 0:
             raise SystemExit(f"ns-3 {cc} {block_mb} MB run {seed}: a flow did not finish within --stopS")
@@ -168,11 +194,13 @@ def main() -> int:
     ap.add_argument("--blocks-mb", nargs="+", type=float, default=[0.1, 0.3])
     ap.add_argument("--ns3-runs", type=int, default=3)
     ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--fresh-ns3", action="store_true", help="run ns-3 again where an identical run is cached")
     ap.add_argument(
         "--hosts-per-leaf", type=int, default=4, help="2 leaves of N hosts at 4:1 (uplinks at N x 10 / 4 Gbit/s)"
     )
     add_host_options(ap)
     a = ap.parse_args()
+    FRESH_NS3[0] = a.fresh_ns3
     NS3_HOSTS[:], delayed = host_settings(a)
     HOSTS_PER_LEAF[:] = [a.hosts_per_leaf]
     SIM_DELAYED_ACK.update(delayed)
