@@ -1186,6 +1186,23 @@ mod tests {
         }
     }
 
+    /// `p` with DCTCP senders through a 100-packet queue that marks every packet from `k_packets`
+    /// on (step marking, as the switch's DCTCP ports).
+    fn dctcp_step(mut p: LinkSim, k_packets: f64) -> LinkSim {
+        p.cc = Cc::Dctcp;
+        p.queue_bytes = 100.0 * p.wire_bytes;
+        let k = k_packets * p.wire_bytes;
+        p.red = Some(RedSpec {
+            min_bytes: k,
+            max_bytes: k,
+            max_p: 1.0,
+            ewma_weight: None,
+            ecn: true,
+            gentle: false,
+        });
+        p
+    }
+
     /// 16 Reno senders x 200 kB through 1 Gbit/s into a 10-packet drop-tail queue: losses of
     /// first transmissions and of retransmissions, some found only by the timer.
     fn crowded(seed: u64) -> LinkSim {
@@ -1257,18 +1274,7 @@ mod tests {
         // arrivals reveal the losses; cutting the window at once left senders with more lost
         // segments in flight than their window allowed, and nothing to reveal them until the
         // timer (ns-3 with Linux's receivers: 15.4 timeouts a run, this model before: 15.8)
-        let mut p = crowded(1);
-        p.cc = Cc::Dctcp;
-        p.queue_bytes = 100.0 * p.wire_bytes;
-        let k = 20.0 * p.wire_bytes;
-        p.red = Some(RedSpec {
-            min_bytes: k,
-            max_bytes: k,
-            max_p: 1.0,
-            ewma_weight: None,
-            ecn: true,
-            gentle: false,
-        });
+        let mut p = dctcp_step(crowded(1), 20.0);
         // the validation's incast: 1 MB from each of 32 hosts with 1 Gbit/s links
         let rtt = 80e-6 + 2.0 * p.wire_bytes / p.link_bytes_per_s;
         let f = LinkFlow {
@@ -1358,18 +1364,7 @@ mod tests {
         // ACKs as segments; with delayed ACKs (no quick ACKs) about half, and the receiver ACKs at
         // once the segments whose CE state differs from the last one's or that carry CWR, as
         // Linux's (`dctcp_ece_ack_update`, `tcp_ecn_accept_cwr`)
-        let mut p = crowded(1);
-        p.cc = Cc::Dctcp;
-        p.queue_bytes = 100.0 * p.wire_bytes;
-        let k = 2.0 * p.wire_bytes;
-        p.red = Some(RedSpec {
-            min_bytes: k,
-            max_bytes: k,
-            max_p: 1.0,
-            ewma_weight: None,
-            ecn: true,
-            gentle: false,
-        });
+        let mut p = dctcp_step(crowded(1), 2.0);
         p.flows.truncate(4);
         for f in &mut p.flows {
             f.bytes = 2e6;
