@@ -86,6 +86,19 @@ fn yes() -> bool {
 }
 
 impl RedSpec {
+    /// DCTCP's step marking: every ECN-capable packet marked while the queue holds at least
+    /// `k_bytes` (no average, no probability below 1).
+    pub fn step(k_bytes: f64) -> Self {
+        RedSpec {
+            min_bytes: k_bytes,
+            max_bytes: k_bytes,
+            max_p: 1.0,
+            ewma_weight: None,
+            ecn: true,
+            gentle: false,
+        }
+    }
+
     /// Whether the thresholds are ordered and fit a queue of `queue_bytes`.
     pub(crate) fn fits(&self, queue_bytes: f64) -> bool {
         self.min_bytes >= 0.0 && self.max_bytes >= self.min_bytes && self.max_bytes <= queue_bytes
@@ -566,14 +579,7 @@ mod tests {
     }
 
     fn step(k: f64) -> Option<RedSpec> {
-        Some(RedSpec {
-            min_bytes: k,
-            max_bytes: k,
-            max_p: 1.0,
-            ewma_weight: None,
-            ecn: true,
-            gentle: false,
-        })
+        Some(RedSpec::step(k))
     }
 
     #[test]

@@ -1192,14 +1192,7 @@ mod tests {
         p.cc = Cc::Dctcp;
         p.queue_bytes = 100.0 * p.wire_bytes;
         let k = k_packets * p.wire_bytes;
-        p.red = Some(RedSpec {
-            min_bytes: k,
-            max_bytes: k,
-            max_p: 1.0,
-            ewma_weight: None,
-            ecn: true,
-            gentle: false,
-        });
+        p.red = Some(RedSpec::step(k));
         p
     }
 

@@ -73,14 +73,7 @@ fn bottleneck(cc: Cc, udp_share: f64) -> LinkSim {
     LinkSim {
         link_bytes_per_s: c,
         queue_bytes: 200.0 * pkt,
-        red: Some(crate::bottleneck::RedSpec {
-            min_bytes: 20.0 * pkt,
-            max_bytes: 20.0 * pkt,
-            max_p: 1.0,
-            ewma_weight: None,
-            ecn: true,
-            gentle: false,
-        }),
+        red: Some(crate::bottleneck::RedSpec::step(20.0 * pkt)),
         cc,
         ecn: true,
         mss_bytes: 1448.0,

@@ -860,14 +860,7 @@ mod tests {
         p.cross_bytes_per_s = 0.3 * C;
         let droptail = one_stage(p.clone(), tasks());
         p.tcp = TcpKind::Dctcp;
-        p.red = Some(RedSpec {
-            min_bytes: 30_000.0,
-            max_bytes: 30_000.0,
-            max_p: 1.0,
-            ewma_weight: None,
-            ecn: true,
-            gentle: false,
-        });
+        p.red = Some(RedSpec::step(30_000.0));
         let mut net = Bottleneck::new(&p);
         let rtt = net.round_trip_s(6).unwrap();
         assert!(rtt < 2.0 * 60_000.0 / C && rtt > 0.0, "rtt {rtt}");

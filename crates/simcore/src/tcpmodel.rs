@@ -145,14 +145,7 @@ impl TcpModel {
                 ecn: true,
                 gentle: true,
             }),
-            Discipline::Step => Some(RedSpec {
-                min_bytes: self.mark_packets * MSS_WIRE,
-                max_bytes: self.mark_packets * MSS_WIRE,
-                max_p: 1.0,
-                ewma_weight: None,
-                ecn: true,
-                gentle: false,
-            }),
+            Discipline::Step => Some(RedSpec::step(self.mark_packets * MSS_WIRE)),
         };
         Probe {
             link_bytes_per_s: bytes_per_s,
