@@ -546,7 +546,8 @@ def interval_lines(rows: list[dict[str, Any]], seeds: int) -> list[str]:
         lines += [
             "",
             f"{key} FCT against the 10 % goal at 95 %: {c.get('within', 0)} within, {c.get('out', 0)} out, "
-            f"{c.get('undecided', 0)} undecided (of {sum(c.values())} rows).",
+            f"{c.get('undecided', 0)} undecided, {c.get('–', 0)} without an interval (fewer than "
+            f"{stats.MIN_N} seeds or runs, or a flow not done) (of {sum(c.values())} rows).",
         ]
     return lines
 
@@ -572,10 +573,16 @@ def sign_interval_lines(rows: list[dict[str, Any]]) -> list[str]:
             continue
 
         def decided(ci: list[float] | None) -> bool:
-            return ci is None or ci[0] > 0 or ci[1] < 0
+            return ci is not None and (ci[0] > 0 or ci[1] < 0)
 
+        # one ns-3 run is a deterministic row, taken as exact; two runs or one seed decide nothing
+        ns_exact = ci_ns is None and len(cubic["ns3_run_means_s"] or []) == 1
         same = sign(d_ns) == sign(d_sim)
-        if not decided(ci_ns):
+        if ci_sim is None:
+            what = "sim: too few seeds"
+        elif ci_ns is None and not ns_exact:
+            what = "ns-3: too few runs"
+        elif not ns_exact and not decided(ci_ns):
             what = "ns-3 undecided"
         elif not decided(ci_sim):
             what = "sim undecided"
