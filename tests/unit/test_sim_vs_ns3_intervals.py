@@ -1,0 +1,55 @@
+"""The ns-3 validation's interval and verdict per row (benchmarks/sim_vs_ns3_packet.py) on data whose
+answer is known: a model 50 % slow is out, 2 % slow within, a noisy one undecided, and the
+direction of an error or of a Cubic − DCTCP difference is never inverted."""
+
+from __future__ import annotations
+
+import pytest
+from benchmarks import sim_vs_ns3_packet as bench
+
+NS3 = [1.00, 1.01, 0.99, 1.00, 1.005]
+
+
+def scaled(factor: float, spread: float) -> list[float]:
+    return [factor * (1.0 + spread * d) for d in (-1.0, -0.5, 0.0, 0.5, 1.0, 0.25, -0.25, 0.0, 0.1, -0.1)]
+
+
+def test_a_model_half_again_as_slow_is_out_and_its_error_is_positive() -> None:
+    ci = bench.ratio_interval(scaled(1.5, 0.01), NS3)
+    assert ci is not None
+    assert 0.45 < ci[0] < 0.5 < ci[1] < 0.55
+    assert bench.verdict(ci) == "out"
+    # the other way round the error is negative: the interval is not symmetric in the two sides
+    back = bench.ratio_interval(NS3 * 2, scaled(1.5, 0.01))
+    assert back is not None and back[1] < -0.3
+
+
+def test_a_model_two_percent_slow_with_little_spread_is_within() -> None:
+    ci = bench.ratio_interval(scaled(1.02, 0.005), NS3)
+    assert ci is not None and ci[0] < 0.02 < ci[1]
+    assert bench.verdict(ci) == "within"
+
+
+def test_an_interval_across_the_bound_is_undecided() -> None:
+    ci = bench.ratio_interval(scaled(1.1, 0.2), NS3)
+    assert ci is not None and ci[0] < 0.1 < ci[1]
+    assert bench.verdict(ci) == "undecided"
+    assert bench.verdict([-0.12, -0.05]) == "undecided"
+    assert bench.verdict([-0.3, -0.11]) == "out"
+
+
+def test_one_ns3_run_is_taken_as_exact_and_too_few_values_give_no_interval() -> None:
+    sim = scaled(1.2, 0.01)
+    ci = bench.ratio_interval(sim, [1.0])
+    mean = sum(sim) / len(sim)
+    assert ci is not None and ci[0] < mean - 1.0 < ci[1] and ci[1] - ci[0] < 0.02
+    assert bench.ratio_interval(sim[:2], NS3) is None
+    assert bench.ratio_interval(sim, NS3[:2]) is None
+    assert bench.verdict(None) == "–"
+
+
+@pytest.mark.parametrize(("cubic", "dctcp", "positive"), [(1.2, 1.0, True), (1.0, 1.2, False)])
+def test_the_difference_of_cubic_and_dctcp_keeps_its_sign(cubic: float, dctcp: float, positive: bool) -> None:
+    ci = bench.difference_interval(scaled(cubic, 0.01), scaled(dctcp, 0.01))
+    assert ci is not None
+    assert (ci[0] > 0) if positive else (ci[1] < 0)
