@@ -82,7 +82,7 @@ static void Request(uint32_t dst) {
 
 // --trace: "<s since start> <flow> <event> <value>" per line: STATE old->new (0 open, 1 disorder,
 // 2 CWR, 3 recovery, 4 loss), CWND (segments), TX / RETX (segment number: first sent / sent again),
-// RTO (the timer's new value after a timeout, s), DROP / DROPACK (below).
+// RTO (the timer's new value after a timeout, s), DROP / DROPACK / MARK (below).
 static std::vector<uint32_t> g_highTx;
 static void TraceTx(uint32_t flow, Ptr<const Packet> p, const TcpHeader &h, Ptr<const TcpSocketBase>) {
   if (p->GetSize() == 0) return;
@@ -109,6 +109,14 @@ static void TraceDrop(std::string where, Ptr<const QueueDiscItem> item) {
   uint32_t flow = (data ? h.GetDestinationPort() : h.GetSourcePort()) - 5000;
   uint32_t seg = ((data ? h.GetSequenceNumber() : h.GetAckNumber()).GetValue() - 1) / kSegment;
   std::fprintf(stderr, "%.6f %u %s %u %s\n", Since(), flow, data ? "DROP" : "DROPACK", seg, where.c_str());
+}
+// MARK (segment number) with the port that set CE on it, as DROP.
+static void TraceMark(std::string where, Ptr<const QueueDiscItem> item, const char *) {
+  TcpHeader h;
+  if (item->GetPacket()->PeekHeader(h) == 0) return;
+  uint32_t flow = h.GetDestinationPort() - 5000;
+  uint32_t seg = (h.GetSequenceNumber().GetValue() - 1) / kSegment;
+  std::fprintf(stderr, "%.6f %u MARK %u %s\n", Since(), flow, seg, where.c_str());
 }
 
 static void OnRx(uint32_t flow, Ptr<const Packet> p, const Address &) {
@@ -257,6 +265,7 @@ int main(int argc, char *argv[]) {
     auto hook = [](Ptr<Node> node, uint32_t dev, std::string where) {
       Ptr<QueueDisc> qd = node->GetObject<TrafficControlLayer>()->GetRootQueueDiscOnDevice(node->GetDevice(dev));
       qd->TraceConnectWithoutContext("Drop", MakeBoundCallback(&TraceDrop, where));
+      qd->TraceConnectWithoutContext("Mark", MakeBoundCallback(&TraceMark, where));
     };
     for (uint32_t h = 0; h < nHosts; h++)
       hook(hosts.Get(h), 1, "host" + std::to_string(h) + "->leaf" + std::to_string(h / hostsPerLeaf));
