@@ -186,7 +186,7 @@ int main(int argc, char *argv[]) {
   uint32_t dctcpFloor = 0, delAckCount = 2;
   double seriesMs = 0;
   bool dctcpAckNow = false;
-  bool prrSackFix = false;
+  bool prrSackFix = false, cwndCntReset = false;
   bool linuxAcks = false;
   double udpJitter = 0;
   uint32_t run = 1;
@@ -199,6 +199,9 @@ int main(int argc, char *argv[]) {
                linuxAcks);
   cmd.AddValue("prrSackFix", "PRR without ns-3.44's extra segment per duplicate ACK (TcpPrrSackFix in hosts.h)",
                prrSackFix);
+  cmd.AddValue("cwndCntReset",
+               "Reno's and DCTCP's additive-increase count cleared at a reduction, as Linux's (LinuxCwndCount in hosts.h)",
+               cwndCntReset);
   cmd.AddValue("dctcpAckNow",
                "ns3::TcpDctcp's receivers ACK a segment that changes the CE state at once, as Linux's "
                "dctcp_ece_ack_update (ns-3: only the earlier segments' delayed ACK)",
@@ -245,7 +248,7 @@ int main(int argc, char *argv[]) {
   g_rtos.assign(flows, 0);
   g_ft.assign(flows, FlowTrace());
 
-  ConfigureTcpHosts(cc, dctcpFloor, delAckTimeoutMs, minRtoMs, dctcpAckNow, prrSackFix);
+  ConfigureTcpHosts(cc, dctcpFloor, delAckTimeoutMs, minRtoMs, dctcpAckNow, prrSackFix, cwndCntReset);
   Config::SetDefault("ns3::TcpSocketBase::UseEcn", StringValue("On"));
   Config::SetDefault("ns3::TcpSocket::DelAckCount", UintegerValue(delAckCount));
 

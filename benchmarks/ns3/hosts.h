@@ -22,6 +22,29 @@ using namespace ns3;
 // TCP segment payload of every flow (as the simulator's MSS), bytes.
 constexpr uint32_t kSegment = 1448;
 
+// Linux's additive increase (tcp_cong_avoid_ai) on a counter that a window reduction clears, as
+// Linux's tcp_init_cwnd_reduction and tcp_enter_loss clear snd_cwnd_cnt (--cwndCntReset=true).
+// ns-3.44's TcpLinuxReno (and TcpDctcp, which is one) keeps its private count across a reduction,
+// so the first ACK after an ECN or loss response can add a segment at once: with windows of 2-4
+// segments (Reno at the bottleneck's 90 % UDP) that is about one segment per cut. The reduction
+// is where ns-3 asks the congestion control for ssthresh (GetSsThresh), so the count clears there.
+struct LinuxCwndCount {
+  uint32_t cnt = 0;
+  void Add(Ptr<TcpSocketState> tcb, uint32_t acked) {
+    uint32_t w = std::max<uint32_t>(tcb->m_cWnd / tcb->m_segmentSize, 1);
+    if (cnt >= w) {  // credit earned at a larger window: one segment now
+      cnt = 0;
+      tcb->m_cWnd += tcb->m_segmentSize;
+    }
+    cnt += acked;
+    if (cnt >= w) {
+      uint32_t d = cnt / w;
+      cnt -= d * w;
+      tcb->m_cWnd += d * tcb->m_segmentSize;
+    }
+  }
+};
+
 // ns-3's TcpDctcp with Linux's floor on the ECN-driven ssthresh (dctcp_ssthresh: at least 2 segments)
 // and, with AckNow, Linux's receiver rule on a change of CE state: dctcp_ece_ack_update sends the
 // delayed ACK of the earlier segments (as ns-3's TcpDctcp does) and then ACKs this segment at once
@@ -37,12 +60,20 @@ class TcpDctcpFloor : public TcpDctcp {
                                           MakeUintegerChecker<uint32_t>())
                             .AddAttribute("AckNow", "ACK a segment whose CE state differs from the last one's at once",
                                           BooleanValue(false), MakeBooleanAccessor(&TcpDctcpFloor::m_ackNow),
+                                          MakeBooleanChecker())
+                            .AddAttribute("CountReset", "clear the additive increase's count at a reduction (Linux)",
+                                          BooleanValue(false), MakeBooleanAccessor(&TcpDctcpFloor::m_countReset),
                                           MakeBooleanChecker());
     return tid;
   }
   TcpDctcpFloor() = default;
   TcpDctcpFloor(const TcpDctcpFloor &sock)
-      : TcpDctcp(sock), m_minSegments(sock.m_minSegments), m_ackNow(sock.m_ackNow), m_ce(sock.m_ce) {}
+      : TcpDctcp(sock),
+        m_minSegments(sock.m_minSegments),
+        m_ackNow(sock.m_ackNow),
+        m_countReset(sock.m_countReset),
+        m_ce(sock.m_ce),
+        m_count(sock.m_count) {}
   void CwndEvent(Ptr<TcpSocketState> tcb, const TcpSocketState::TcpCAEvent_t event) override {
     bool ce = event == TcpSocketState::CA_EVENT_ECN_IS_CE;
     if (m_ackNow && (ce || event == TcpSocketState::CA_EVENT_ECN_NO_CE)) {
@@ -67,17 +98,57 @@ class TcpDctcpFloor : public TcpDctcp {
   }
   std::string GetName() const override { return "TcpDctcpFloor"; }
   uint32_t GetSsThresh(Ptr<const TcpSocketState> tcb, uint32_t bytesInFlight) override {
+    m_count.cnt = 0;
     return std::max(TcpDctcp::GetSsThresh(tcb, bytesInFlight), m_minSegments * tcb->m_segmentSize);
   }
   Ptr<TcpCongestionOps> Fork() override { return CopyObject<TcpDctcpFloor>(this); }
 
+ protected:
+  void CongestionAvoidance(Ptr<TcpSocketState> tcb, uint32_t segmentsAcked) override {
+    // (TcpDctcp grows whether or not the window limits the flow, as ns-3's does)
+    if (m_countReset) {
+      m_count.Add(tcb, segmentsAcked);
+    } else {
+      TcpDctcp::CongestionAvoidance(tcb, segmentsAcked);
+    }
+  }
+
  private:
   uint32_t m_minSegments = 2;
   bool m_ackNow = false;
+  bool m_countReset = false;
   bool m_ce = false;       // the CE state of the last data segment received
   bool m_changed = false;  // it changed, and that segment is not ACKed yet
+  LinuxCwndCount m_count;
 };
 NS_OBJECT_ENSURE_REGISTERED(TcpDctcpFloor);
+
+// ns-3's TcpLinuxReno whose additive increase clears its count at a reduction (LinuxCwndCount).
+class TcpLinuxRenoCount : public TcpLinuxReno {
+ public:
+  static TypeId GetTypeId() {
+    static TypeId tid =
+        TypeId("ns3::TcpLinuxRenoCount").SetParent<TcpLinuxReno>().AddConstructor<TcpLinuxRenoCount>();
+    return tid;
+  }
+  TcpLinuxRenoCount() = default;
+  TcpLinuxRenoCount(const TcpLinuxRenoCount &sock) : TcpLinuxReno(sock), m_count(sock.m_count) {}
+  std::string GetName() const override { return "TcpLinuxRenoCount"; }
+  uint32_t GetSsThresh(Ptr<const TcpSocketState> tcb, uint32_t bytesInFlight) override {
+    m_count.cnt = 0;
+    return TcpLinuxReno::GetSsThresh(tcb, bytesInFlight);
+  }
+  Ptr<TcpCongestionOps> Fork() override { return CopyObject<TcpLinuxRenoCount>(this); }
+
+ protected:
+  void CongestionAvoidance(Ptr<TcpSocketState> tcb, uint32_t segmentsAcked) override {
+    if (tcb->m_isCwndLimited) m_count.Add(tcb, segmentsAcked);  // tcp_reno_cong_avoid's test
+  }
+
+ private:
+  LinuxCwndCount m_count;
+};
+NS_OBJECT_ENSURE_REGISTERED(TcpLinuxRenoCount);
 
 // ns-3.44's TcpPrrRecovery with the fix of ns-3 issue 1350 (made after 3.44): with SACK (on in these
 // programs, as in Linux) the DeliveredData of an ACK is what it newly acknowledged or SACKed. 3.44
@@ -233,13 +304,15 @@ inline void UseLinuxAcks(NodeContainer nodes) {
 // timeout, segments of kSegment bytes and 8 MiB socket buffers; with prrSackFix, TcpPrrSackFix above
 // instead of ns-3's TcpPrrRecovery.
 inline void ConfigureTcpHosts(std::string cc, uint32_t dctcpFloor, double delAckTimeoutMs, double minRtoMs,
-                              bool dctcpAckNow = false, bool prrSackFix = false) {
+                              bool dctcpAckNow = false, bool prrSackFix = false, bool cwndCntReset = false) {
   if (prrSackFix) Config::SetDefault("ns3::TcpL4Protocol::RecoveryType", TypeIdValue(TcpPrrSackFix::GetTypeId()));
-  if (cc == "ns3::TcpDctcp" && (dctcpFloor > 0 || dctcpAckNow)) {
+  if (cc == "ns3::TcpDctcp" && (dctcpFloor > 0 || dctcpAckNow || cwndCntReset)) {
     cc = "ns3::TcpDctcpFloor";
     Config::SetDefault("ns3::TcpDctcpFloor::MinSegments", UintegerValue(dctcpFloor));
     Config::SetDefault("ns3::TcpDctcpFloor::AckNow", BooleanValue(dctcpAckNow));
+    Config::SetDefault("ns3::TcpDctcpFloor::CountReset", BooleanValue(cwndCntReset));
   }
+  if (cc == "ns3::TcpLinuxReno" && cwndCntReset) cc = "ns3::TcpLinuxRenoCount";
   Config::SetDefault("ns3::TcpL4Protocol::SocketType", TypeIdValue(TypeId::LookupByName(cc)));
   Config::SetDefault("ns3::TcpSocket::DelAckTimeout", TimeValue(Seconds(delAckTimeoutMs / 1000.0)));
   Config::SetDefault("ns3::TcpSocket::SegmentSize", UintegerValue(kSegment));

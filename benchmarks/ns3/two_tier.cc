@@ -169,7 +169,7 @@ int main(int argc, char *argv[]) {
   std::string cc = "ns3::TcpCubic", queueDisc = "droptail", incastSenders;
   uint32_t incastReceiver = 0;
   bool dctcpAckNow = false;
-  bool prrSackFix = false;
+  bool prrSackFix = false, cwndCntReset = false;
   bool linuxAcks = false;
   double startJitterUs = 0;
   uint32_t run = 1;
@@ -186,6 +186,9 @@ int main(int argc, char *argv[]) {
                linuxAcks);
   cmd.AddValue("prrSackFix", "PRR without ns-3.44's extra segment per duplicate ACK (TcpPrrSackFix in hosts.h)",
                prrSackFix);
+  cmd.AddValue("cwndCntReset",
+               "Reno's and DCTCP's additive-increase count cleared at a reduction, as Linux's (LinuxCwndCount in hosts.h)",
+               cwndCntReset);
   cmd.AddValue("dctcpAckNow", "DCTCP receivers ACK a segment that changes the CE state at once (Linux)", dctcpAckNow);
   cmd.AddValue("leaves", "leaf switches", leaves);
   cmd.AddValue("hostsPerLeaf", "hosts per leaf", hostsPerLeaf);
@@ -216,7 +219,7 @@ int main(int argc, char *argv[]) {
     std::fprintf(stderr, "--queueDisc must be droptail or step, not %s\n", queueDisc.c_str());
     return 2;
   }
-  ConfigureTcpHosts(cc, dctcpFloor, delAckTimeoutMs, 200, dctcpAckNow, prrSackFix);  // Linux's minimum RTO
+  ConfigureTcpHosts(cc, dctcpFloor, delAckTimeoutMs, 200, dctcpAckNow, prrSackFix, cwndCntReset);  // Linux's minimum RTO
   Config::SetDefault("ns3::TcpSocket::DataRetries", UintegerValue(dataRetries));
   Config::SetDefault("ns3::TcpSocket::DelAckCount", UintegerValue(delAckCount));
 
