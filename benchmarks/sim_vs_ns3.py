@@ -87,6 +87,12 @@ def add_host_options(ap: argparse.ArgumentParser) -> None:
         "CE state)",
     )
     ap.add_argument(
+        "--linux-cwnd-count",
+        action="store_true",
+        help="ns-3's Reno and DCTCP clear their additive increase's count at a window reduction, as Linux's "
+        "(ns-3.44 keeps it, so the first ACK after a cut may add a segment)",
+    )
+    ap.add_argument(
         "--sim-delayed-ack",
         type=int,
         nargs=2,
@@ -97,12 +103,23 @@ def add_host_options(ap: argparse.ArgumentParser) -> None:
     )
 
 
+CWND_COUNT_RESET = "--cwndCntReset=true"
+
+
+def hosts_for(hosts: list[str], cc: str) -> list[str]:
+    """``hosts`` (:func:`host_settings`' ns-3 arguments) for a flow of ``cc``: without the count's reset
+    for Cubic, whose count is TcpCubic's own (ns-3's runs of Cubic stay the same runs, and cached)."""
+    return [h for h in hosts if not (cc == "cubic" and h == CWND_COUNT_RESET)]
+
+
 def host_settings(a: argparse.Namespace) -> tuple[list[str], dict[str, Any]]:
     """For the options of :func:`add_host_options`: the ns-3 programs' extra arguments
     (``--prrSackFix=true``: class TcpPrrSackFix in ns3/hosts.h, without it ns-3.44's TcpPrrRecovery;
-    ``--linuxAcks=true``: class TcpSocketLinuxAcks, without it ns-3's own receivers) and the model's
-    ``delayed_ack`` table (the spec's ``tcp.delayed_ack``; empty: every segment ACKed at once)."""
+    ``--linuxAcks=true``: class TcpSocketLinuxAcks, without it ns-3's own receivers; ``--cwndCntReset=true``:
+    LinuxCwndCount, without it ns-3.44's count kept across a reduction) and the model's ``delayed_ack``
+    table (the spec's ``tcp.delayed_ack``; empty: every segment ACKed at once)."""
     ns3 = (["--prrSackFix=true"] if a.prr_sack_fix else []) + (["--linuxAcks=true"] if a.linux_acks else [])
+    ns3 += [CWND_COUNT_RESET] if a.linux_cwnd_count else []
     delayed: dict[str, Any] = {}
     if a.sim_delayed_ack is not None:
         quick, idle = a.sim_delayed_ack

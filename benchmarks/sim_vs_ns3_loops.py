@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sim_vs_ns3 import CACHE, add_host_options, compile_ns3, host_settings  # noqa: E402
+from sim_vs_ns3 import CACHE, add_host_options, compile_ns3, host_settings, hosts_for  # noqa: E402
 
 from shufflelab.sim import core  # noqa: E402
 
@@ -96,7 +96,7 @@ def ns3_args(cc: str, block_mb: float, order_seed: int) -> list[str]:
     args += ["--delayUs=1"]
     args += [f"--megabytes={block_mb}", "--queue=100", "--stopS=60", "--delAckTimeoutMs=40"]
     args += [f"--blocks={MAPS_PER_HOST}", f"--reqsInFlight={IN_FLIGHT}", f"--orderSeed={order_seed}"]
-    args += NS3_HOSTS
+    args += hosts_for(NS3_HOSTS, cc)
     if cc == "dctcp":
         return args + ["--cc=ns3::TcpDctcp", "--queueDisc=step", "--markK=20", "--dctcpFloor=2"]
     return args + ["--cc=ns3::TcpCubic"]

@@ -104,6 +104,7 @@ from sim_vs_ns3 import (  # noqa: E402
     add_host_options,
     compile_ns3,
     host_settings,
+    hosts_for,
 )
 from sim_vs_ns3_fabric import sim_config as alltoall_config  # noqa: E402
 
@@ -200,7 +201,7 @@ def ns3_incast(binary: Path, cc: str, n: int) -> dict[str, Any]:
     if cc == "dctcp":
         args += ["--queueDisc=step", f"--markK={STEP_K}", f"--dctcpFloor={DCTCP_FLOOR}"]
         args += DCTCP_ACK_NOW
-    args += NS3_HOSTS
+    args += hosts_for(NS3_HOSTS, cc)
     args += [f"--incastSenders={','.join(map(str, incast_hosts(n)))}", "--incastReceiver=0"]
     if INCAST_RUNS > 1:
         return ns3_link_runs(args + [f"--startJitterUs={INCAST_JITTER_US:g}"], INCAST_RUNS, "two_tier")
@@ -325,7 +326,7 @@ def ns3_alltoall(binary: Path, cc: str, uplink_gbps: float) -> dict[str, Any]:
     if cc == "dctcp":
         args += ["--queueDisc=step", f"--markK={STEP_K}", f"--dctcpFloor={DCTCP_FLOOR}"]
         args += DCTCP_ACK_NOW
-    args += NS3_HOSTS
+    args += hosts_for(NS3_HOSTS, cc)
     if A2A_RUNS > 1:
         return ns3_link_runs(args + [f"--startJitterUs={INCAST_JITTER_US:g}"], A2A_RUNS, "two_tier")
     if (kept := stored_ns3(args)) is not None:
@@ -397,7 +398,7 @@ def ns3_link(binary: Path, cc: str, queue: str, share: float) -> dict[str, Any]:
     args += [f"--udpShare={share}", f"--cc={CCS[cc]}", f"--limit={B_LIMIT}", f"--delayUs={B_DELAY_US}"]
     args += [f"--delAckTimeoutMs={DELACK_MS}", f"--dctcpFloor={DCTCP_FLOOR}"]
     args += DCTCP_ACK_NOW if cc == "dctcp" else []
-    args += NS3_HOSTS
+    args += hosts_for(NS3_HOSTS, cc)
     if queue == "red":
         # RED like Linux's sch_red: no wait between marks (ns-3's RedQueueDisc waits by default)
         args += ["--queue=red"] + [f"--{k}={v}" for k, v in RED.items()] + ["--wait=false"]

@@ -53,3 +53,19 @@ def test_the_difference_of_cubic_and_dctcp_keeps_its_sign(cubic: float, dctcp: f
     ci = bench.difference_interval(scaled(cubic, 0.01), scaled(dctcp, 0.01))
     assert ci is not None
     assert (ci[0] > 0) if positive else (ci[1] < 0)
+
+
+def test_linux_s_count_reset_goes_to_reno_and_dctcp_runs_and_never_to_cubic_s() -> None:
+    import argparse
+
+    from benchmarks import sim_vs_ns3 as base
+
+    ap = argparse.ArgumentParser()
+    base.add_host_options(ap)
+    hosts, _ = base.host_settings(ap.parse_args(["--prr-sack-fix", "--linux-cwnd-count"]))
+    assert hosts == ["--prrSackFix=true", "--cwndCntReset=true"]
+    assert base.hosts_for(hosts, "reno") == hosts and base.hosts_for(hosts, "dctcp") == hosts
+    # TcpCubic keeps its own count: its runs keep their arguments (and ns-3's cache)
+    assert base.hosts_for(hosts, "cubic") == ["--prrSackFix=true"]
+    plain, _ = base.host_settings(ap.parse_args(["--prr-sack-fix"]))
+    assert base.hosts_for(plain, "reno") == ["--prrSackFix=true"]
