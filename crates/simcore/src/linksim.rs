@@ -11,7 +11,8 @@
 //! TCP-friendly +0.53 and cut to 0.7 (data-center round trips keep Cubic in that region), DCTCP's
 //! α with g = 1/16 updated once per window of data and, at the first echoed mark of a window, a
 //! cut to cwnd·(1 − α/2) reached by proportional rate reduction, as Linux's and ns-3's CWR state:
-//! [`prr_step`]).
+//! [`prr_step`]). Reno's and Cubic's answer to an echoed mark (half, 0.7) is reached the same way;
+//! their answer to a loss is at once.
 //! Reno and Cubic with `ecn` send new data ECN-capable and retransmissions not (RFC 3168,
 //! section 6.1.5, as Linux and ns-3 do): where the queue would mark a retransmission it drops it,
 //! and only the timer finds that loss. DCTCP's retransmissions are ECN-capable. Reno and Cubic
@@ -933,11 +934,29 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                     } else if ce && p.ecn && tx >= s.recover && advanced {
                         // an echoed mark counts only on an ACK that advances the cumulative ACK
                         // (ns-3's ReceivedAck; Linux answers none in recovery or loss): while a
-                        // lost segment holds it back, the SACKed data's marks go unanswered
-                        cut(s, keep, min_cwnd);
+                        // lost segment holds it back, the SACKed data's marks go unanswered. The
+                        // cut is ssthresh, reached by proportional rate reduction as DCTCP's
+                        // (Linux's tcp_enter_cwr, ns-3's EnterCwr)
+                        if s.prr.take().is_some() {
+                            s.win.cwnd = s.win.ssthresh;
+                        }
+                        s.win.ssthresh = cut_to(s.win.cwnd, keep, min_cwnd);
+                        s.grow = 0.0;
+                        s.prr = Some(Prr {
+                            flight: s.in_flight.max(1),
+                            delivered: 0,
+                            sent: 0,
+                        });
                         s.cwr = true;
                         s.recover = s.next_tx;
-                    } else if tx >= s.recover {
+                        prr_step(s, mss);
+                    } else if tx < s.recover {
+                        // no growth while a reduction lasts
+                        prr_step(s, mss);
+                    } else {
+                        if s.prr.take().is_some() {
+                            s.win.cwnd = s.win.ssthresh;
+                        }
                         grow(s, mss, ai);
                     }
                     if tx >= s.window_end {
@@ -1101,13 +1120,18 @@ fn prr_step(s: &mut Sender, mss: u64) {
 
 /// A loss-based sender's congestion response: the window to `keep` of itself.
 fn cut(s: &mut Sender, keep: f64, min_cwnd: u64) {
-    if keep == 0.5 {
-        s.win.on_loss(min_cwnd);
-    } else {
-        s.win.cwnd = ((s.win.cwnd as f64 * keep) as u64).max(min_cwnd);
-        s.win.ssthresh = s.win.cwnd;
-    }
+    s.win.cwnd = cut_to(s.win.cwnd, keep, min_cwnd);
+    s.win.ssthresh = s.win.cwnd;
     s.grow = 0.0;
+}
+
+/// `keep` of a window of `cwnd` bytes, not below `min_cwnd` (Reno's half as `DctcpWindow::on_loss`).
+fn cut_to(cwnd: u64, keep: f64, min_cwnd: u64) -> u64 {
+    if keep == 0.5 {
+        (cwnd / 2).max(min_cwnd)
+    } else {
+        ((cwnd as f64 * keep) as u64).max(min_cwnd)
+    }
 }
 
 /// A loss-based sender's growth for one acknowledged segment: slow start below ssthresh, else
@@ -1256,6 +1280,28 @@ mod tests {
         for bad in [-0.1, 1.5, f64::NAN] {
             p.cross_jitter_packets = bad;
             assert!(p.validate().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn reno_and_cubic_answer_an_echoed_mark_by_proportional_rate_reduction_and_a_loss_at_once() {
+        // four ECN-capable senders through 100 packets marked from 20 (no loss): each answer to
+        // an echoed mark keeps segments going while the window comes down, as Linux's CWR state
+        // (tcp_cwnd_reduction) and ns-3's do. Without ECN the same queue drops instead, and a
+        // loss is answered at once: nothing is sent reducing.
+        for cc in [Cc::Reno, Cc::Cubic] {
+            let mut p = dctcp_step(crowded(1), 20.0);
+            p.cc = cc;
+            p.ecn = true;
+            p.flows.truncate(4);
+            p.flows.iter_mut().for_each(|f| f.bytes = 2e6);
+            let (r, senders) = run(&p).unwrap();
+            assert!(r.marks > 100 && r.drops == 0, "{cc:?}: {r:?}");
+            assert!(senders.iter().all(|s| s.sent_reducing > 0), "{cc:?}");
+            p.ecn = false;
+            let (r, senders) = run(&p).unwrap();
+            assert!(r.marks == 0 && r.drops > 0, "{cc:?}: {r:?}");
+            assert!(senders.iter().all(|s| s.sent_reducing == 0), "{cc:?}");
         }
     }
 
