@@ -1,9 +1,10 @@
 //! The packet-faithful mode pinned to cases checked against ns-3 (`benchmarks/sim_vs_ns3_packet.py`,
-//! `docs/results/sim-vs-ns3/packet-mode-all.md`, top section, rows `packet-mode-linux-acks.json`):
+//! `docs/results/sim-vs-ns3/packet-mode-all.md`, top section, rows `packet-mode-cwndcnt.json`):
 //! the numbers quoted are ns-3 3.44's with its proportional rate reduction fixed
-//! (`--prrSackFix=true`) and receivers that ACK as Linux's (`--linuxAcks=true`; both in
-//! `benchmarks/ns3/hosts.h`), an incast's the mean over five runs whose senders start up to a packet
-//! time apart (`--startJitterUs`); a figure of ns-3's own receivers or of 3.44's own recovery says so.
+//! (`--prrSackFix=true`), receivers that ACK as Linux's (`--linuxAcks=true`) and Reno's and DCTCP's
+//! additive-increase count cleared at a reduction as Linux's (`--cwndCntReset=true`; all three in
+//! `benchmarks/ns3/hosts.h`), an incast's the mean over ten runs whose senders start up to a packet
+//! time apart (`--startJitterUs`), a UDP row's over five; a figure of an earlier reference says so.
 
 use crate::fabric::{run_fabric, FabricConfig};
 use crate::linksim::{simulate, LinkFlow, LinkSim};
@@ -34,9 +35,8 @@ fn mean_fct(cfg: &FabricConfig) -> (f64, f64) {
 
 #[test]
 fn incast_of_32_dctcp_senders_is_within_ten_percent_of_ns3() {
-    // ns-3: mean FCT 0.2232 s, 15.4 retransmission timeouts a run (the initial windows of 32
-    // senders overflow 100 packets before any mark takes effect); the model over seeds 1-5, as
-    // ns-3 over its five runs. The model takes no timeout here: its reduction at the first echoed
+    // ns-3: mean FCT 0.2240 s, 15.7 retransmission timeouts a run (the initial windows of 32
+    // senders overflow 100 packets before any mark takes effect); the model over seeds 1-5. The model takes no timeout here: its reduction at the first echoed
     // mark keeps new segments coming, whose arrivals reveal the start-up's losses (ns-3's reduction
     // does too; what else of ns-3's times out is not found)
     let mut cfg = incast("dctcp", 32, "packet");
@@ -45,7 +45,7 @@ fn incast_of_32_dctcp_senders_is_within_ten_percent_of_ns3() {
         cfg.seed = seed;
         mean += mean_fct(&cfg).0 / 5.0;
     }
-    assert!((mean - 0.2232).abs() / 0.2232 < 0.10, "{mean}");
+    assert!((mean - 0.2240).abs() / 0.2240 < 0.10, "{mean}");
     // the max-min mode has no timeouts: every flow at a 32nd of the link (0.256 s with the
     // headers), whatever the congestion control
     cfg.mode = crate::fabric::Mode::Maxmin;
@@ -55,8 +55,8 @@ fn incast_of_32_dctcp_senders_is_within_ten_percent_of_ns3() {
 
 #[test]
 fn incast_of_32_senders_dctcp_finishes_before_cubic_as_in_ns3() {
-    // ns-3: Cubic 0.2916 s mean, DCTCP 0.2232 s: DCTCP's marks at K = 20 cost fewer timeouts
-    // (15.4 a run against 34.6)
+    // ns-3: Cubic 0.2902 s mean, DCTCP 0.2240 s: DCTCP's marks at K = 20 cost fewer timeouts
+    // (15.7 a run against 34.6)
     for seed in [1, 2] {
         let (mut cubic, mut dctcp) = (incast("cubic", 32, "packet"), incast("dctcp", 32, "packet"));
         (cubic.seed, dctcp.seed) = (seed, seed);
@@ -102,8 +102,8 @@ fn bottleneck(cc: Cc, udp_share: f64) -> LinkSim {
 
 #[test]
 fn one_step_marked_bottleneck_without_udp_matches_ns3() {
-    // ns-3: DCTCP 0.6538 s, Cubic 0.6662 s mean FCT (the link's rate bounds both: 0.664 s)
-    for (cc, ns3) in [(Cc::Dctcp, 0.6538), (Cc::Cubic, 0.6662)] {
+    // ns-3: DCTCP 0.6438 s, Cubic 0.6662 s mean FCT (the link's rate bounds both: 0.664 s)
+    for (cc, ns3) in [(Cc::Dctcp, 0.6438), (Cc::Cubic, 0.6662)] {
         let r = simulate(&bottleneck(cc, 0.0)).unwrap();
         let mean = r.fct_s.iter().sum::<f64>() / 4.0;
         assert!((mean - ns3).abs() / ns3 < 0.10, "{cc:?}: {mean}");
@@ -112,12 +112,12 @@ fn one_step_marked_bottleneck_without_udp_matches_ns3() {
 
 #[test]
 fn jittered_udp_at_half_the_link_matches_ns3_where_periodic_udp_ties() {
-    // ns-3 (bottleneck.cc --udpJitter=1, runs 1-3): DCTCP 1.0182 s, Cubic 1.2305 s mean FCT next to
+    // ns-3 (bottleneck.cc --udpJitter=1, runs 1-5): DCTCP 1.0633 s, Cubic 1.2357 s mean FCT next to
     // UDP at 50 % jittered by up to a packet time. Periodic UDP at exactly half the rate arrives on
     // the nanosecond of a departure, and the model (departure first) then took 1.184 s for DCTCP,
     // +30 % on ns-3's 0.910 s (arrival first; 3.44's recovery): that row measured the order of
     // simultaneous events
-    for (cc, ns3) in [(Cc::Dctcp, 1.0182), (Cc::Cubic, 1.2305)] {
+    for (cc, ns3) in [(Cc::Dctcp, 1.0633), (Cc::Cubic, 1.2357)] {
         for seed in [1, 2] {
             let mut p = bottleneck(cc, 0.5);
             (p.seed, p.cross_jitter_packets) = (seed, 1.0);
@@ -269,7 +269,8 @@ fn an_oversubscribed_all_to_all_leaves_its_host_links_to_the_fetches_within_a_le
     // within a leaf get the rest of their host links (250 Mbit/s, done near 0.32 s). Simulated
     // alone, a host link shared its rate seven ways, as if nothing held the leaf-crossing fetches
     // back upstream: DCTCP took 1.004 s, +15 % on ns-3's 0.8816 s with its own receivers. (With
-    // Linux's receivers ns-3's DCTCP takes 1.0197 s, and the model's is 11 % short of it.)
+    // Linux's receivers and count ns-3's DCTCP takes 1.0343 s over three runs, and the model's is
+    // 12 % short of it.)
     let json = r#"{"topology": {"kind": "leaf_spine", "leaves": 2, "hosts_per_leaf": 4, "spines": 1,
         "host_bytes_per_s": 125e6, "uplink_bytes_per_s": 125e6,
         "host_delay_s": 1e-5, "uplink_delay_s": 1e-5},
@@ -374,8 +375,9 @@ fn red_bottleneck(cc: Cc) -> LinkSim {
 #[test]
 fn ecn_capable_reno_under_red_loses_retransmissions_and_times_out_as_in_ns3() {
     // ns-3 (bottleneck.cc, Reno, RED, no UDP): 8 retransmission timeouts, 2 per flow, mean FCT
-    // 1.0483 s against the link's 0.664 s (its own receivers: 1.0564 s; 3.44's recovery: 1.045 s;
-    // 1.046 s with ns-3's RED waiting between marks).
+    // 1.0448 s against the link's 0.664 s (before Linux's count: 1.0483 s; its own receivers:
+    // 1.0564 s; 3.44's recovery: 1.045 s; 1.046 s with ns-3's RED waiting between marks). The model
+    // takes one timeout per flow on this seed (0.568 s) and two on most others (1.0 s).
     // Slow start overruns the 200 packets; RED's slow average is above its 60 by then, and the
     // retransmissions, not ECN-capable (RFC 3168), are dropped where new data is marked: only the
     // timer finds them. With ECN-capable retransmissions every flow recovered by SACK alone
@@ -388,20 +390,21 @@ fn ecn_capable_reno_under_red_loses_retransmissions_and_times_out_as_in_ns3() {
 
 #[test]
 fn reno_under_red_next_to_udp_at_the_link_rate_ignores_marks_while_a_hole_holds_the_ack() {
-    // ns-3 (bottleneck.cc, Reno, RED, UDP at 100 %): mean FCT 3.4162 s, 8 timeouts, two per flow
-    // (its own receivers: 3.3299 s; 3.44's recovery: 3.2951 s; 2.9746 s with ns-3's default RED, which waits between marks as
+    // ns-3 (bottleneck.cc, Reno, RED, UDP at 100 %): mean FCT 3.5794 s, 8 timeouts, two per flow
+    // (before Linux's count: 3.4162 s; its own receivers: 3.3299 s; 3.44's recovery: 3.2951 s;
+    // 2.9746 s with ns-3's default RED, which waits between marks as
     // Linux's does not). The
     // retransmission sent at the start-up timeout is dropped again at RED (not ECN-capable) and
     // holds the cumulative ACK back until the second timeout; ns-3 answers an echoed mark only on
     // an ACK that advances it, so the flows send on the SACKs meanwhile.
     // Answering every echoed mark the model took one timeout per flow and 4.58 s (+38 %); now two
-    // and 3.61 s (+6 % on 3.4162 s) on this seed, 3.40 s over seeds 1-5 (-0.5 %).
+    // and 3.48 s (-2.7 % on 3.5794 s) on this seed, 3.48 s over seeds 1-5.
     let mut p = red_bottleneck(Cc::Reno);
     p.cross_bytes_per_s = p.link_bytes_per_s;
     let r = simulate(&p).unwrap();
     let mean = r.fct_s.iter().sum::<f64>() / 4.0;
     assert!(r.timeouts.iter().all(|&t| t == 2), "{r:?}");
-    assert!((mean - 3.4162).abs() / 3.4162 < 0.15, "{mean}");
+    assert!((mean - 3.5794).abs() / 3.5794 < 0.15, "{mean}");
 }
 
 #[test]
