@@ -1097,11 +1097,13 @@ fn hystart(s: &mut Sender, now: u64, rtt: u64, tx: u64, mss: u64) {
     }
 }
 
-/// One segment delivered during DCTCP's reduction (Linux's `tcp_cwnd_reduction`): while the
-/// flight is above ssthresh, the sender may send ssthresh / the flight at the reduction's start per
-/// segment delivered (so the flight falls to ssthresh over a round trip and new segments keep
-/// coming, whose arrivals reveal losses); below it, as many as were delivered and not yet answered,
-/// at least one, up to ssthresh. The window is the flight plus that.
+/// One segment delivered during a reduction by an echoed mark (Linux's `tcp_cwnd_reduction`):
+/// while the flight is above ssthresh, the sender may send ssthresh / the flight at the
+/// reduction's start per segment delivered (so the flight falls to ssthresh over a round trip and
+/// new segments keep coming, whose arrivals reveal losses); below it, as many as were delivered and
+/// not yet answered, at least one, up to ssthresh. Nothing sent yet in the reduction, it sends at
+/// least one (Linux's "force a fast retransmit upon entering fast recovery", which its CWR state
+/// shares, as ns-3's PRR). The window is the flight plus that.
 fn prr_step(s: &mut Sender, mss: u64) {
     let Some(mut r) = s.prr else { return };
     r.delivered += 1;
@@ -1113,6 +1115,7 @@ fn prr_step(s: &mut Sender, mss: u64) {
     } else {
         (ssthresh - s.in_flight).min(r.delivered.saturating_sub(r.sent).max(1))
     };
+    let allowed = if r.sent == 0 { allowed.max(1) } else { allowed };
     r.sent += allowed;
     s.prr = Some(r);
     s.win.cwnd = (s.in_flight + allowed).max(1) * mss;
@@ -1281,6 +1284,28 @@ mod tests {
             p.cross_jitter_packets = bad;
             assert!(p.validate().is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_reduction_sends_one_segment_on_its_first_ack_even_with_the_flight_at_ssthresh() {
+        // Reno at 3 segments answers a mark: ssthresh 2 (the floor), and the ACK that carried the
+        // echo leaves 2 in flight. Linux's tcp_cwnd_reduction (and ns-3's PRR) still send one
+        // segment then ("force a fast retransmit upon entering fast recovery"); later ACKs send
+        // only what keeps the flight at ssthresh.
+        let (_, mut senders) = run(&crowded(1)).unwrap();
+        let s = &mut senders[0];
+        let mss = 1448;
+        s.in_flight = 2;
+        s.win.ssthresh = 2 * mss;
+        s.prr = Some(Prr {
+            flight: 3,
+            delivered: 0,
+            sent: 0,
+        });
+        prr_step(s, mss);
+        assert_eq!(s.win.cwnd, 3 * mss, "one segment on the first ACK");
+        prr_step(s, mss);
+        assert_eq!(s.win.cwnd, 2 * mss, "then the flight held at ssthresh");
     }
 
     #[test]
