@@ -398,7 +398,7 @@ fn reno_under_red_next_to_udp_at_the_link_rate_ignores_marks_while_a_hole_holds_
     // holds the cumulative ACK back until the second timeout; ns-3 answers an echoed mark only on
     // an ACK that advances it, so the flows send on the SACKs meanwhile.
     // Answering every echoed mark the model took one timeout per flow and 4.58 s (+38 %); now two
-    // and 3.48 s (-2.7 % on 3.5794 s) on this seed, 3.48 s over seeds 1-5.
+    // and 3.43 s (-4.3 % on 3.5794 s) on this seed, 3.45 s over seeds 1-5.
     let mut p = red_bottleneck(Cc::Reno);
     p.cross_bytes_per_s = p.link_bytes_per_s;
     let r = simulate(&p).unwrap();
