@@ -442,7 +442,7 @@ struct Sender {
     round_start: u64,
     last_ack: u64,
     round_end: u64,
-    /// DCTCP's window reduction in progress ([`prr_step`]).
+    /// A window reduction by an echoed mark in progress ([`prr_step`]).
     prr: Option<Prr>,
     /// An ECN-capable sender cut its window: its next new segment carries CWR.
     cwr: bool,
