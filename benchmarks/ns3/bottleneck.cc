@@ -157,6 +157,9 @@ static void Series(Ptr<QueueDisc> qd, Time every) {
   Simulator::Schedule(every, &Series, qd, every);
 }
 
+// --startJitterUs=J: flow i starts g_flowDelay[i] ~ U[0, J) us after the common start; its FCT counts
+// from its own start.
+static std::vector<double> g_flowDelay;
 static void OnRx(uint32_t flow, Ptr<const Packet> p, const Address &) {
   g_rx[flow] += p->GetSize();
   double now = Simulator::Now().GetSeconds() - g_start;
@@ -165,7 +168,7 @@ static void OnRx(uint32_t flow, Ptr<const Packet> p, const Address &) {
   if (g_t25 < 0 && g_total * 4 >= all) g_t25 = now;
   if (g_t75 < 0 && g_total * 4 >= all * 3) g_t75 = now;
   if (g_fct[flow] < 0 && g_rx[flow] >= g_bytes) {
-    g_fct[flow] = Simulator::Now().GetSeconds() - g_start;
+    g_fct[flow] = Simulator::Now().GetSeconds() - g_start - g_flowDelay[flow];
   }
 }
 
@@ -188,7 +191,7 @@ int main(int argc, char *argv[]) {
   bool dctcpAckNow = false;
   bool prrSackFix = false, cwndCntReset = false;
   bool linuxAcks = false;
-  double udpJitter = 0;
+  double udpJitter = 0, startJitterUs = 0;
   uint32_t run = 1;
   CommandLine cmd;
   cmd.AddValue("udpJitter",
@@ -206,7 +209,10 @@ int main(int argc, char *argv[]) {
                "ns3::TcpDctcp's receivers ACK a segment that changes the CE state at once, as Linux's "
                "dctcp_ece_ack_update (ns-3: only the earlier segments' delayed ACK)",
                dctcpAckNow);
-  cmd.AddValue("run", "ns-3's run number (RngSeedManager::SetRun): RED's and the UDP jitter's draws", run);
+  cmd.AddValue("startJitterUs", "each flow starts U[0, this) us after the common start (its FCT from its own)",
+               startJitterUs);
+  cmd.AddValue("run", "ns-3's run number (RngSeedManager::SetRun): RED's, the UDP jitter's and the starts' draws",
+               run);
   cmd.AddValue("delAckCount", "segments a receiver waits for before it ACKs (ns-3: 2)", delAckCount);
   cmd.AddValue("delAckTimeoutMs", "the receiver's delayed-ACK timer, ms (ns-3: 200; Linux's minimum: 40)",
                delAckTimeoutMs);
@@ -316,12 +322,18 @@ int main(int argc, char *argv[]) {
                         static_cast<uint32_t>(maxTh), limit);
   }
 
+  // made only with --startJitterUs, so that the other random variables keep their streams (and
+  // the runs without it their draws)
+  Ptr<UniformRandomVariable> startDraw = startJitterUs > 0 ? CreateObject<UniformRandomVariable>() : nullptr;
+  g_flowDelay.assign(flows, 0.0);
   for (uint32_t i = 0; i < flows; i++) {
-    ApplicationContainer b = InstallBulkFlow(senders.Get(i), sinks.Get(i), sinkAddr[i], 5000 + i, g_bytes,
-                                             Seconds(g_start), MakeBoundCallback(&OnRx, i));
+    if (startDraw) g_flowDelay[i] = startDraw->GetValue(0, startJitterUs) * 1e-6;
+    Time start = Seconds(g_start + g_flowDelay[i]);
+    ApplicationContainer b = InstallBulkFlow(senders.Get(i), sinks.Get(i), sinkAddr[i], 5000 + i, g_bytes, start,
+                                             MakeBoundCallback(&OnRx, i));
     // the sender's socket exists once the application has started: hook its RTO trace then
     Ptr<BulkSendApplication> app = DynamicCast<BulkSendApplication>(b.Get(0));
-    Simulator::Schedule(Seconds(g_start) + NanoSeconds(1), [app, i]() {
+    Simulator::Schedule(start + NanoSeconds(1), [app, i]() {
       app->GetSocket()->TraceConnectWithoutContext("RTO", MakeBoundCallback(&OnRto, i));
       if (g_trace) {
         Ptr<Socket> sock = app->GetSocket();
