@@ -51,6 +51,13 @@ U[0, 12.064 µs) after the common start (a packet time of the host links; ``two_
 --startJitterUs --run``): an incast's timeouts turn on the senders' phases, so ns-3's one
 deterministic run is one sample of them (incast 8 Cubic: 3-5 timeouts over runs 1-5, and 1-3 with
 ``--prr-sack-fix``), where the simulator's figure is a mean over seeds.
+``--ns3-a2a-runs N`` and ``--ns3-zero-runs N`` do the same for the all-to-all rows and for the
+bottleneck rows without UDP (``bottleneck.cc --startJitterUs``): without them those rows are one
+deterministic ns-3 run each, taken as exact (step 0 % Reno: two of its four flows end 0.15-0.2 s
+before the others in one run, and together in the next).
+With ``--linux-cwnd-count`` ns-3's Reno and DCTCP clear their additive-increase count at a window
+reduction, as Linux's ``tcp_init_cwnd_reduction`` does (``--cwndCntReset=true``, ``LinuxCwndCount``
+in ``ns3/hosts.h``); ns-3.44 keeps it, so its first ACK after a cut may add a segment.
 With ``--dctcp-ack-now`` ns-3's DCTCP receivers ACK at once the segment that changes their CE state,
 as Linux's ``dctcp_ece_ack_update`` does (``--dctcpAckNow=true``, class ``TcpDctcpFloor`` in
 ``ns3/hosts.h``); ns-3's ``TcpDctcp`` then sends only the earlier segments' delayed ACK and leaves
@@ -148,6 +155,9 @@ INCAST_RUNS, INCAST_JITTER_US = 1, 1508 * 8 / 1e3
 # --ns3-a2a-runs N: each all-to-all row's ns-3 side is the mean over runs 1..N whose flows start up
 # to the same packet time apart (1: one deterministic run, no jitter)
 A2A_RUNS = 1
+# --ns3-zero-runs N: the same for the bottleneck rows without UDP (bottleneck.cc --startJitterUs; 1:
+# one deterministic run, taken as exact)
+ZERO_RUNS = 1
 # --prr-sack-fix, --linux-acks: ns-3's hosts (sim_vs_ns3.host_settings), the programs' extra arguments
 NS3_HOSTS: list[str] = []
 # --sim-delayed-ack: the model's receivers (the spec's tcp.delayed_ack; empty: every segment ACKed at once)
@@ -406,6 +416,8 @@ def ns3_link(binary: Path, cc: str, queue: str, share: float) -> dict[str, Any]:
         args += ["--queue=step", f"--minTh={STEP_K}"]
     if share > 0 and UDP_JITTER > 0:
         return ns3_link_runs(args + [f"--udpJitter={UDP_JITTER:g}"])
+    if share == 0 and ZERO_RUNS > 1:
+        return ns3_link_runs(args + [f"--startJitterUs={INCAST_JITTER_US:g}"], ZERO_RUNS)
     if (kept := stored_ns3(args)) is not None:
         return kept
     out = run_ns3(args)
@@ -631,6 +643,13 @@ def main() -> int:
         help="all-to-all rows: ns-3 runs 1..N with the flows' starts jittered by a packet time, their mean",
     )
     ap.add_argument(
+        "--ns3-zero-runs",
+        type=int,
+        default=1,
+        help="bottleneck rows without UDP: ns-3 runs 1..N with the flows' starts jittered by a packet time, "
+        "their mean (1: one deterministic run)",
+    )
+    ap.add_argument(
         "--ns3-rows",
         type=Path,
         nargs="*",
@@ -641,11 +660,12 @@ def main() -> int:
     a = ap.parse_args()
     NS3_HOSTS[:], delayed = host_settings(a)
     SIM_DELAYED_ACK.update(delayed)
-    global FRESH_NS3, UDP_JITTER, UDP_RUNS, INCAST_RUNS, A2A_RUNS
+    global FRESH_NS3, UDP_JITTER, UDP_RUNS, INCAST_RUNS, A2A_RUNS, ZERO_RUNS
     FRESH_NS3 = a.fresh_ns3
-    if not 0 <= a.udp_jitter <= 1 or a.ns3_runs < 1:
-        ap.error("--udp-jitter must be in [0, 1] and --ns3-runs at least 1")
+    if not 0 <= a.udp_jitter <= 1 or min(a.ns3_runs, a.ns3_incast_runs, a.ns3_a2a_runs, a.ns3_zero_runs) < 1:
+        ap.error("--udp-jitter must be in [0, 1] and --ns3-runs and every --ns3-*-runs at least 1")
     UDP_JITTER, UDP_RUNS, INCAST_RUNS, A2A_RUNS = a.udp_jitter, a.ns3_runs, a.ns3_incast_runs, a.ns3_a2a_runs
+    ZERO_RUNS = a.ns3_zero_runs
     DCTCP_ACK_NOW[:] = ["--dctcpAckNow=true"] if a.dctcp_ack_now else []
     load_stored_ns3(a.ns3_rows)
     seeds = range(1, a.seeds + 1)
