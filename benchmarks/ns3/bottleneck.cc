@@ -189,7 +189,7 @@ int main(int argc, char *argv[]) {
   uint32_t dctcpFloor = 0, delAckCount = 2;
   double seriesMs = 0;
   bool dctcpAckNow = false;
-  bool prrSackFix = false, cwndCntReset = false;
+  bool prrSackFix = false, cwndCntReset = false, dctcpLossHalves = false;
   bool linuxAcks = false;
   double udpJitter = 0, startJitterUs = 0;
   uint32_t run = 1;
@@ -205,6 +205,12 @@ int main(int argc, char *argv[]) {
   cmd.AddValue("cwndCntReset",
                "Reno's and DCTCP's additive-increase count cleared at a reduction, as Linux's (LinuxCwndCount in hosts.h)",
                cwndCntReset);
+  cmd.AddValue("dctcpLossHalves", "DCTCP answers a loss by halving its window, as Linux's (TcpDctcpFloor in hosts.h)",
+               dctcpLossHalves);
+  cmd.AddValue("cwrRecovery",
+               "with --linuxAcks: a sender in CWR that finds a loss enters fast recovery, as Linux's "
+               "(TcpSocketLinuxAcks in hosts.h)",
+               g_cwrRecovery);
   cmd.AddValue("dctcpAckNow",
                "ns3::TcpDctcp's receivers ACK a segment that changes the CE state at once, as Linux's "
                "dctcp_ece_ack_update (ns-3: only the earlier segments' delayed ACK)",
@@ -254,7 +260,8 @@ int main(int argc, char *argv[]) {
   g_rtos.assign(flows, 0);
   g_ft.assign(flows, FlowTrace());
 
-  ConfigureTcpHosts(cc, dctcpFloor, delAckTimeoutMs, minRtoMs, dctcpAckNow, prrSackFix, cwndCntReset);
+  ConfigureTcpHosts(cc, dctcpFloor, delAckTimeoutMs, minRtoMs, dctcpAckNow, prrSackFix, cwndCntReset,
+                    dctcpLossHalves);
   Config::SetDefault("ns3::TcpSocketBase::UseEcn", StringValue("On"));
   Config::SetDefault("ns3::TcpSocket::DelAckCount", UintegerValue(delAckCount));
 

@@ -63,6 +63,9 @@ class TcpDctcpFloor : public TcpDctcp {
                                           MakeBooleanChecker())
                             .AddAttribute("CountReset", "clear the additive increase's count at a reduction (Linux)",
                                           BooleanValue(false), MakeBooleanAccessor(&TcpDctcpFloor::m_countReset),
+                                          MakeBooleanChecker())
+                            .AddAttribute("LossHalves", "answer a loss by halving the window, as Linux's DCTCP",
+                                          BooleanValue(false), MakeBooleanAccessor(&TcpDctcpFloor::m_lossHalves),
                                           MakeBooleanChecker());
     return tid;
   }
@@ -72,9 +75,15 @@ class TcpDctcpFloor : public TcpDctcp {
         m_minSegments(sock.m_minSegments),
         m_ackNow(sock.m_ackNow),
         m_countReset(sock.m_countReset),
+        m_lossHalves(sock.m_lossHalves),
         m_ce(sock.m_ce),
         m_count(sock.m_count) {}
   void CwndEvent(Ptr<TcpSocketState> tcb, const TcpSocketState::TcpCAEvent_t event) override {
+    if (m_lossHalves && event == TcpSocketState::CA_EVENT_LOSS) {
+      // a retransmission timeout: ns-3 asked GetSsThresh before (in the old state); Linux's
+      // dctcp_cwnd_event(CA_EVENT_LOSS) halves
+      tcb->m_ssThresh = Halved(tcb);
+    }
     bool ce = event == TcpSocketState::CA_EVENT_ECN_IS_CE;
     if (m_ackNow && (ce || event == TcpSocketState::CA_EVENT_ECN_NO_CE)) {
       m_changed = m_changed || ce != m_ce;
@@ -99,6 +108,8 @@ class TcpDctcpFloor : public TcpDctcp {
   std::string GetName() const override { return "TcpDctcpFloor"; }
   uint32_t GetSsThresh(Ptr<const TcpSocketState> tcb, uint32_t bytesInFlight) override {
     m_count.cnt = 0;
+    // a fast recovery (ns-3's EnterRecovery sets the state first): Linux's dctcp_state halves
+    if (m_lossHalves && tcb->m_congState == TcpSocketState::CA_RECOVERY) return Halved(tcb);
     return std::max(TcpDctcp::GetSsThresh(tcb, bytesInFlight), m_minSegments * tcb->m_segmentSize);
   }
   Ptr<TcpCongestionOps> Fork() override { return CopyObject<TcpDctcpFloor>(this); }
@@ -114,9 +125,14 @@ class TcpDctcpFloor : public TcpDctcp {
   }
 
  private:
+  // Linux's dctcp_react_to_loss: max(cwnd / 2, 2 segments)
+  static uint32_t Halved(Ptr<const TcpSocketState> tcb) {
+    return std::max<uint32_t>(tcb->m_cWnd / tcb->m_segmentSize / 2, 2) * tcb->m_segmentSize;
+  }
   uint32_t m_minSegments = 2;
   bool m_ackNow = false;
   bool m_countReset = false;
+  bool m_lossHalves = false;
   bool m_ce = false;       // the CE state of the last data segment received
   bool m_changed = false;  // it changed, and that segment is not ACKed yet
   LinuxCwndCount m_count;
@@ -210,6 +226,12 @@ NS_OBJECT_ENSURE_REGISTERED(TcpPrrSackFix);
 // ACK with the old state, this one follows). ACKs only what the socket still holds, so it never
 // sends a duplicate. The same rules as the simulator's `tcp.delayed_ack` (crates/simcore/src/linksim.rs).
 constexpr uint32_t kQuickAcks = 5, kIdleQuickAcks = 16;
+// With g_cwrRecovery (--cwrRecovery=true; the senders then use this socket too): a sender in CWR (an
+// ECN reduction) that finds a loss enters fast recovery, as Linux's tcp_fastretrans_alert does from
+// CWR as from Open and Disorder. ns-3.44 only counts the duplicate ACK there (its ProcessAck: "TODO:
+// need to check behavior if marking is compounded by loss"), so a DCTCP sender whose first window
+// lost segments stays in CWR, its flight at the ECN cut, until the retransmission timer.
+inline bool g_cwrRecovery = false;
 class TcpSocketLinuxAcks : public TcpSocketBase {
  public:
   static TypeId GetTypeId() {
@@ -222,6 +244,18 @@ class TcpSocketLinuxAcks : public TcpSocketBase {
 
  protected:
   Ptr<TcpSocketBase> Fork() override { return CopyObject<TcpSocketLinuxAcks>(this); }
+  void ProcessAck(const SequenceNumber32 &ackNumber, bool scoreboardUpdated, uint32_t currentDelivered,
+                  const SequenceNumber32 &oldHeadSequence, bool receivedData) override {
+    bool dupack = m_sackEnabled ? scoreboardUpdated
+                                : (ackNumber == oldHeadSequence && ackNumber < m_tcb->m_highTxMark && !receivedData);
+    if (g_cwrRecovery && dupack && m_tcb->m_congState == TcpSocketState::CA_CWR &&
+        (m_dupAckCount + 1 >= m_retxThresh || m_txBuffer->IsLost(m_txBuffer->HeadSequence()))) {
+      // hand the loss to DupAck as Disorder's: the duplicate ACK it counts reaches the threshold
+      m_tcb->m_congState = TcpSocketState::CA_DISORDER;
+      m_dupAckCount = m_retxThresh - 1;
+    }
+    TcpSocketBase::ProcessAck(ackNumber, scoreboardUpdated, currentDelivered, oldHeadSequence, receivedData);
+  }
   void ReceivedData(Ptr<Packet> packet, const TcpHeader &header) override {
     Time now = Simulator::Now();
     if (!m_seen) {
@@ -304,13 +338,15 @@ inline void UseLinuxAcks(NodeContainer nodes) {
 // timeout, segments of kSegment bytes and 8 MiB socket buffers; with prrSackFix, TcpPrrSackFix above
 // instead of ns-3's TcpPrrRecovery.
 inline void ConfigureTcpHosts(std::string cc, uint32_t dctcpFloor, double delAckTimeoutMs, double minRtoMs,
-                              bool dctcpAckNow = false, bool prrSackFix = false, bool cwndCntReset = false) {
+                              bool dctcpAckNow = false, bool prrSackFix = false, bool cwndCntReset = false,
+                              bool dctcpLossHalves = false) {
   if (prrSackFix) Config::SetDefault("ns3::TcpL4Protocol::RecoveryType", TypeIdValue(TcpPrrSackFix::GetTypeId()));
-  if (cc == "ns3::TcpDctcp" && (dctcpFloor > 0 || dctcpAckNow || cwndCntReset)) {
+  if (cc == "ns3::TcpDctcp" && (dctcpFloor > 0 || dctcpAckNow || cwndCntReset || dctcpLossHalves)) {
     cc = "ns3::TcpDctcpFloor";
     Config::SetDefault("ns3::TcpDctcpFloor::MinSegments", UintegerValue(dctcpFloor));
     Config::SetDefault("ns3::TcpDctcpFloor::AckNow", BooleanValue(dctcpAckNow));
     Config::SetDefault("ns3::TcpDctcpFloor::CountReset", BooleanValue(cwndCntReset));
+    Config::SetDefault("ns3::TcpDctcpFloor::LossHalves", BooleanValue(dctcpLossHalves));
   }
   if (cc == "ns3::TcpLinuxReno" && cwndCntReset) cc = "ns3::TcpLinuxRenoCount";
   Config::SetDefault("ns3::TcpL4Protocol::SocketType", TypeIdValue(TypeId::LookupByName(cc)));
@@ -348,7 +384,7 @@ inline ApplicationContainer InstallBulkFlow(Ptr<Node> src, Ptr<Node> dst, Ipv4Ad
   ApplicationContainer s = sink.Install(dst);
   s.Start(Seconds(0));
   s.Get(0)->TraceConnectWithoutContext("Rx", onRx);
-  BulkSendHelper bulk("ns3::TcpSocketFactory", InetSocketAddress(dstAddr, port));
+  BulkSendHelper bulk(g_cwrRecovery ? g_sinkFactory : "ns3::TcpSocketFactory", InetSocketAddress(dstAddr, port));
   bulk.SetAttribute("MaxBytes", UintegerValue(bytes));
   bulk.SetAttribute("SendSize", UintegerValue(kSegment * 16));
   ApplicationContainer b = bulk.Install(src);

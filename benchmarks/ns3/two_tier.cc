@@ -169,7 +169,7 @@ int main(int argc, char *argv[]) {
   std::string cc = "ns3::TcpCubic", queueDisc = "droptail", incastSenders;
   uint32_t incastReceiver = 0;
   bool dctcpAckNow = false;
-  bool prrSackFix = false, cwndCntReset = false;
+  bool prrSackFix = false, cwndCntReset = false, dctcpLossHalves = false;
   bool linuxAcks = false;
   double startJitterUs = 0;
   uint32_t run = 1;
@@ -189,6 +189,12 @@ int main(int argc, char *argv[]) {
   cmd.AddValue("cwndCntReset",
                "Reno's and DCTCP's additive-increase count cleared at a reduction, as Linux's (LinuxCwndCount in hosts.h)",
                cwndCntReset);
+  cmd.AddValue("dctcpLossHalves", "DCTCP answers a loss by halving its window, as Linux's (TcpDctcpFloor in hosts.h)",
+               dctcpLossHalves);
+  cmd.AddValue("cwrRecovery",
+               "with --linuxAcks: a sender in CWR that finds a loss enters fast recovery, as Linux's "
+               "(TcpSocketLinuxAcks in hosts.h)",
+               g_cwrRecovery);
   cmd.AddValue("dctcpAckNow", "DCTCP receivers ACK a segment that changes the CE state at once (Linux)", dctcpAckNow);
   cmd.AddValue("leaves", "leaf switches", leaves);
   cmd.AddValue("hostsPerLeaf", "hosts per leaf", hostsPerLeaf);
@@ -219,7 +225,8 @@ int main(int argc, char *argv[]) {
     std::fprintf(stderr, "--queueDisc must be droptail or step, not %s\n", queueDisc.c_str());
     return 2;
   }
-  ConfigureTcpHosts(cc, dctcpFloor, delAckTimeoutMs, 200, dctcpAckNow, prrSackFix, cwndCntReset);  // Linux's minimum RTO
+  ConfigureTcpHosts(cc, dctcpFloor, delAckTimeoutMs, 200, dctcpAckNow, prrSackFix, cwndCntReset,
+                    dctcpLossHalves);  // Linux's minimum RTO
   Config::SetDefault("ns3::TcpSocket::DataRetries", UintegerValue(dataRetries));
   Config::SetDefault("ns3::TcpSocket::DelAckCount", UintegerValue(delAckCount));
 
