@@ -93,6 +93,17 @@ def add_host_options(ap: argparse.ArgumentParser) -> None:
         "(ns-3.44 keeps it, so the first ACK after a cut may add a segment)",
     )
     ap.add_argument(
+        "--linux-cwr-recovery",
+        action="store_true",
+        help="ns-3's senders enter fast recovery from an ECN reduction (CWR) when they find a loss, as Linux's "
+        "(ns-3.44 stays in CWR until the timer)",
+    )
+    ap.add_argument(
+        "--linux-dctcp-loss",
+        action="store_true",
+        help="ns-3's DCTCP answers a loss by halving its window, as Linux's (ns-3.44 cuts by alpha / 2)",
+    )
+    ap.add_argument(
         "--sim-delayed-ack",
         type=int,
         nargs=2,
@@ -103,23 +114,31 @@ def add_host_options(ap: argparse.ArgumentParser) -> None:
     )
 
 
-CWND_COUNT_RESET = "--cwndCntReset=true"
+CWND_COUNT_RESET, CWR_RECOVERY, DCTCP_LOSS = "--cwndCntReset=true", "--cwrRecovery=true", "--dctcpLossHalves=true"
 
 
-def hosts_for(hosts: list[str], cc: str) -> list[str]:
-    """``hosts`` (:func:`host_settings`' ns-3 arguments) for a flow of ``cc``: without the count's reset
-    for Cubic, whose count is TcpCubic's own (ns-3's runs of Cubic stay the same runs, and cached)."""
-    return [h for h in hosts if not (cc == "cubic" and h == CWND_COUNT_RESET)]
+def hosts_for(hosts: list[str], cc: str, ecn: bool = True) -> list[str]:
+    """``hosts`` (:func:`host_settings`' ns-3 arguments) for a flow of ``cc``, ECN-capable or not, without
+    what cannot change it, so that ns-3's runs of it stay the same runs, and cached: the count's reset
+    for Cubic (TcpCubic keeps its own), DCTCP's loss answer for the others, the recovery from CWR
+    for a flow without ECN (it never enters CWR)."""
+    drop = {CWND_COUNT_RESET} if cc == "cubic" else set()
+    drop |= {DCTCP_LOSS} if cc != "dctcp" else set()
+    drop |= {CWR_RECOVERY} if not ecn else set()
+    return [h for h in hosts if h not in drop]
 
 
 def host_settings(a: argparse.Namespace) -> tuple[list[str], dict[str, Any]]:
     """For the options of :func:`add_host_options`: the ns-3 programs' extra arguments
     (``--prrSackFix=true``: class TcpPrrSackFix in ns3/hosts.h, without it ns-3.44's TcpPrrRecovery;
     ``--linuxAcks=true``: class TcpSocketLinuxAcks, without it ns-3's own receivers; ``--cwndCntReset=true``:
-    LinuxCwndCount, without it ns-3.44's count kept across a reduction) and the model's ``delayed_ack``
+    LinuxCwndCount, without it ns-3.44's count kept across a reduction; ``--cwrRecovery=true``: fast
+    recovery from CWR; ``--dctcpLossHalves=true``: DCTCP halves at a loss) and the model's ``delayed_ack``
     table (the spec's ``tcp.delayed_ack``; empty: every segment ACKed at once)."""
     ns3 = (["--prrSackFix=true"] if a.prr_sack_fix else []) + (["--linuxAcks=true"] if a.linux_acks else [])
     ns3 += [CWND_COUNT_RESET] if a.linux_cwnd_count else []
+    ns3 += [CWR_RECOVERY] if a.linux_cwr_recovery else []
+    ns3 += [DCTCP_LOSS] if a.linux_dctcp_loss else []
     delayed: dict[str, Any] = {}
     if a.sim_delayed_ack is not None:
         quick, idle = a.sim_delayed_ack

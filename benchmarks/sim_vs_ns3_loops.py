@@ -96,7 +96,7 @@ def ns3_args(cc: str, block_mb: float, order_seed: int) -> list[str]:
     args += ["--delayUs=1"]
     args += [f"--megabytes={block_mb}", "--queue=100", "--stopS=60", "--delAckTimeoutMs=40"]
     args += [f"--blocks={MAPS_PER_HOST}", f"--reqsInFlight={IN_FLIGHT}", f"--orderSeed={order_seed}"]
-    args += hosts_for(NS3_HOSTS, cc)
+    args += hosts_for(NS3_HOSTS, cc, ecn=cc == "dctcp")  # Cubic: drop-tail without ECN
     if cc == "dctcp":
         return args + ["--cc=ns3::TcpDctcp", "--queueDisc=step", "--markK=20", "--dctcpFloor=2"]
     return args + ["--cc=ns3::TcpCubic"]

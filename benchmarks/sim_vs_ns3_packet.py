@@ -211,7 +211,7 @@ def ns3_incast(binary: Path, cc: str, n: int) -> dict[str, Any]:
     if cc == "dctcp":
         args += ["--queueDisc=step", f"--markK={STEP_K}", f"--dctcpFloor={DCTCP_FLOOR}"]
         args += DCTCP_ACK_NOW
-    args += hosts_for(NS3_HOSTS, cc)
+    args += hosts_for(NS3_HOSTS, cc, ecn=cc == "dctcp")  # drop-tail without ECN for the others
     args += [f"--incastSenders={','.join(map(str, incast_hosts(n)))}", "--incastReceiver=0"]
     if INCAST_RUNS > 1:
         return ns3_link_runs(args + [f"--startJitterUs={INCAST_JITTER_US:g}"], INCAST_RUNS, "two_tier")
@@ -336,7 +336,7 @@ def ns3_alltoall(binary: Path, cc: str, uplink_gbps: float) -> dict[str, Any]:
     if cc == "dctcp":
         args += ["--queueDisc=step", f"--markK={STEP_K}", f"--dctcpFloor={DCTCP_FLOOR}"]
         args += DCTCP_ACK_NOW
-    args += hosts_for(NS3_HOSTS, cc)
+    args += hosts_for(NS3_HOSTS, cc, ecn=cc == "dctcp")  # drop-tail without ECN for the others
     if A2A_RUNS > 1:
         return ns3_link_runs(args + [f"--startJitterUs={INCAST_JITTER_US:g}"], A2A_RUNS, "two_tier")
     if (kept := stored_ns3(args)) is not None:

@@ -69,3 +69,18 @@ def test_linux_s_count_reset_goes_to_reno_and_dctcp_runs_and_never_to_cubic_s() 
     assert base.hosts_for(hosts, "cubic") == ["--prrSackFix=true"]
     plain, _ = base.host_settings(ap.parse_args(["--prr-sack-fix"]))
     assert base.hosts_for(plain, "reno") == ["--prrSackFix=true"]
+
+
+def test_linux_s_recovery_from_cwr_goes_only_to_ecn_flows_and_dctcp_s_loss_answer_only_to_dctcp() -> None:
+    import argparse
+
+    from benchmarks import sim_vs_ns3 as base
+
+    ap = argparse.ArgumentParser()
+    base.add_host_options(ap)
+    hosts, _ = base.host_settings(ap.parse_args(["--linux-cwr-recovery", "--linux-dctcp-loss"]))
+    assert hosts == ["--cwrRecovery=true", "--dctcpLossHalves=true"]
+    assert base.hosts_for(hosts, "dctcp", ecn=True) == hosts
+    # a drop-tail flow without ECN never enters CWR; only DCTCP has DCTCP's loss answer
+    assert base.hosts_for(hosts, "cubic", ecn=False) == []
+    assert base.hosts_for(hosts, "reno", ecn=True) == ["--cwrRecovery=true"]
