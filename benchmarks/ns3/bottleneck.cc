@@ -189,8 +189,7 @@ int main(int argc, char *argv[]) {
   uint32_t dctcpFloor = 0, delAckCount = 2;
   double seriesMs = 0;
   bool dctcpAckNow = false;
-  bool prrSackFix = false, cwndCntReset = false, dctcpLossHalves = false;
-  bool linuxAcks = false;
+  LinuxHostOptions hostOptions;
   double udpJitter = 0, startJitterUs = 0;
   uint32_t run = 1;
   CommandLine cmd;
@@ -198,19 +197,7 @@ int main(int argc, char *argv[]) {
                "UDP send-time jitter: each packet U[0, J) bottleneck packet times after its constant-rate "
                "instant (0: exactly periodic, ns3::OnOffApplication)",
                udpJitter);
-  cmd.AddValue("linuxAcks", "receivers ACK as Linux's (quick ACKs, CWR, CE; TcpSocketLinuxAcks in hosts.h)",
-               linuxAcks);
-  cmd.AddValue("prrSackFix", "PRR without ns-3.44's extra segment per duplicate ACK (TcpPrrSackFix in hosts.h)",
-               prrSackFix);
-  cmd.AddValue("cwndCntReset",
-               "Reno's and DCTCP's additive-increase count cleared at a reduction, as Linux's (LinuxCwndCount in hosts.h)",
-               cwndCntReset);
-  cmd.AddValue("dctcpLossHalves", "DCTCP answers a loss by halving its window, as Linux's (TcpDctcpFloor in hosts.h)",
-               dctcpLossHalves);
-  cmd.AddValue("cwrRecovery",
-               "with --linuxAcks: a sender in CWR that finds a loss enters fast recovery, as Linux's "
-               "(TcpSocketLinuxAcks in hosts.h)",
-               g_cwrRecovery);
+  hostOptions.AddTo(cmd);
   cmd.AddValue("dctcpAckNow",
                "ns3::TcpDctcp's receivers ACK a segment that changes the CE state at once, as Linux's "
                "dctcp_ece_ack_update (ns-3: only the earlier segments' delayed ACK)",
@@ -260,8 +247,7 @@ int main(int argc, char *argv[]) {
   g_rtos.assign(flows, 0);
   g_ft.assign(flows, FlowTrace());
 
-  ConfigureTcpHosts(cc, dctcpFloor, delAckTimeoutMs, minRtoMs, dctcpAckNow, prrSackFix, cwndCntReset,
-                    dctcpLossHalves);
+  ConfigureTcpHosts(cc, dctcpFloor, delAckTimeoutMs, minRtoMs, dctcpAckNow, hostOptions);
   Config::SetDefault("ns3::TcpSocketBase::UseEcn", StringValue("On"));
   Config::SetDefault("ns3::TcpSocket::DelAckCount", UintegerValue(delAckCount));
 
@@ -272,7 +258,7 @@ int main(int argc, char *argv[]) {
   udp.Create(1);
   InternetStackHelper stack;
   stack.InstallAll();
-  if (linuxAcks) UseLinuxAcks(NodeContainer::GetGlobal());
+  if (hostOptions.linuxAcks) UseLinuxAcks(NodeContainer::GetGlobal());
 
   std::string rate = std::to_string(rateGbps * 1000) + "Mbps";
   std::string delay = std::to_string(delayUs) + "us";

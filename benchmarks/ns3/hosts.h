@@ -337,9 +337,31 @@ inline void UseLinuxAcks(NodeContainer nodes) {
 // floored TcpDctcpFloor above), the receiver's delayed-ACK timer, the minimum retransmission
 // timeout, segments of kSegment bytes and 8 MiB socket buffers; with prrSackFix, TcpPrrSackFix above
 // instead of ns-3's TcpPrrRecovery.
+// The Linux-like host options both programs take on their command lines (ConfigureTcpHosts and
+// UseLinuxAcks apply them; --cwrRecovery sets g_cwrRecovery).
+struct LinuxHostOptions {
+  bool linuxAcks = false, prrSackFix = false, cwndCntReset = false, dctcpLossHalves = false;
+  void AddTo(CommandLine &cmd) {
+    cmd.AddValue("linuxAcks", "receivers ACK as Linux's (quick ACKs, CWR, CE; TcpSocketLinuxAcks in hosts.h)",
+                 linuxAcks);
+    cmd.AddValue("prrSackFix", "PRR without ns-3.44's extra segment per duplicate ACK (TcpPrrSackFix in hosts.h)",
+                 prrSackFix);
+    cmd.AddValue("cwndCntReset",
+                 "Reno's and DCTCP's additive-increase count cleared at a reduction, as Linux's (LinuxCwndCount "
+                 "in hosts.h)",
+                 cwndCntReset);
+    cmd.AddValue("dctcpLossHalves", "DCTCP answers a loss by halving its window, as Linux's (TcpDctcpFloor in hosts.h)",
+                 dctcpLossHalves);
+    cmd.AddValue("cwrRecovery",
+                 "with --linuxAcks: a sender in CWR that finds a loss enters fast recovery, as Linux's "
+                 "(TcpSocketLinuxAcks in hosts.h)",
+                 g_cwrRecovery);
+  }
+};
+
 inline void ConfigureTcpHosts(std::string cc, uint32_t dctcpFloor, double delAckTimeoutMs, double minRtoMs,
-                              bool dctcpAckNow = false, bool prrSackFix = false, bool cwndCntReset = false,
-                              bool dctcpLossHalves = false) {
+                              bool dctcpAckNow, const LinuxHostOptions &o) {
+  bool prrSackFix = o.prrSackFix, cwndCntReset = o.cwndCntReset, dctcpLossHalves = o.dctcpLossHalves;
   if (prrSackFix) Config::SetDefault("ns3::TcpL4Protocol::RecoveryType", TypeIdValue(TcpPrrSackFix::GetTypeId()));
   if (cc == "ns3::TcpDctcp" && (dctcpFloor > 0 || dctcpAckNow || cwndCntReset || dctcpLossHalves)) {
     cc = "ns3::TcpDctcpFloor";

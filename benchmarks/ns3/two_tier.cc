@@ -169,8 +169,7 @@ int main(int argc, char *argv[]) {
   std::string cc = "ns3::TcpCubic", queueDisc = "droptail", incastSenders;
   uint32_t incastReceiver = 0;
   bool dctcpAckNow = false;
-  bool prrSackFix = false, cwndCntReset = false, dctcpLossHalves = false;
-  bool linuxAcks = false;
+  LinuxHostOptions hostOptions;
   double startJitterUs = 0;
   uint32_t run = 1;
   uint32_t blocks = 1, reqsInFlight = 0, orderSeed = 1;
@@ -182,19 +181,7 @@ int main(int argc, char *argv[]) {
   cmd.AddValue("startJitterUs", "each flow (without --reqsInFlight) starts U[0, this) us after the common start",
                startJitterUs);
   cmd.AddValue("run", "ns-3's run number (RngSeedManager::SetRun): the start jitter's draws", run);
-  cmd.AddValue("linuxAcks", "receivers ACK as Linux's (quick ACKs, CWR, CE; TcpSocketLinuxAcks in hosts.h)",
-               linuxAcks);
-  cmd.AddValue("prrSackFix", "PRR without ns-3.44's extra segment per duplicate ACK (TcpPrrSackFix in hosts.h)",
-               prrSackFix);
-  cmd.AddValue("cwndCntReset",
-               "Reno's and DCTCP's additive-increase count cleared at a reduction, as Linux's (LinuxCwndCount in hosts.h)",
-               cwndCntReset);
-  cmd.AddValue("dctcpLossHalves", "DCTCP answers a loss by halving its window, as Linux's (TcpDctcpFloor in hosts.h)",
-               dctcpLossHalves);
-  cmd.AddValue("cwrRecovery",
-               "with --linuxAcks: a sender in CWR that finds a loss enters fast recovery, as Linux's "
-               "(TcpSocketLinuxAcks in hosts.h)",
-               g_cwrRecovery);
+  hostOptions.AddTo(cmd);
   cmd.AddValue("dctcpAckNow", "DCTCP receivers ACK a segment that changes the CE state at once (Linux)", dctcpAckNow);
   cmd.AddValue("leaves", "leaf switches", leaves);
   cmd.AddValue("hostsPerLeaf", "hosts per leaf", hostsPerLeaf);
@@ -225,8 +212,7 @@ int main(int argc, char *argv[]) {
     std::fprintf(stderr, "--queueDisc must be droptail or step, not %s\n", queueDisc.c_str());
     return 2;
   }
-  ConfigureTcpHosts(cc, dctcpFloor, delAckTimeoutMs, 200, dctcpAckNow, prrSackFix, cwndCntReset,
-                    dctcpLossHalves);  // Linux's minimum RTO
+  ConfigureTcpHosts(cc, dctcpFloor, delAckTimeoutMs, 200, dctcpAckNow, hostOptions);  // Linux's minimum RTO
   Config::SetDefault("ns3::TcpSocket::DataRetries", UintegerValue(dataRetries));
   Config::SetDefault("ns3::TcpSocket::DelAckCount", UintegerValue(delAckCount));
 
@@ -237,7 +223,7 @@ int main(int argc, char *argv[]) {
   spine.Create(1);
   InternetStackHelper stack;
   stack.InstallAll();
-  if (linuxAcks) UseLinuxAcks(NodeContainer::GetGlobal());
+  if (hostOptions.linuxAcks) UseLinuxAcks(NodeContainer::GetGlobal());
 
   std::string delay = std::to_string(delayUs) + "us";
   PointToPointHelper hostLink, upLink;
