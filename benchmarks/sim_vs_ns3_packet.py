@@ -4,10 +4,12 @@ bottleneck next to UDP, for Cubic, Reno and DCTCP.
     .venv/bin/pip install ns3          # the PyPI wheel; the programs are compiled with g++ as sim_vs_ns3.py does
     nice -n 10 .venv/bin/python benchmarks/sim_vs_ns3_packet.py --out /tmp/sim-vs-ns3-packet.md
     nice -n 10 .venv/bin/python benchmarks/sim_vs_ns3_packet.py --only incast    # or: bottleneck, alltoall, all
-    # the whole table (41 rows), ns-3's side from the committed rows (the simulator's side run):
-    nice -n 19 .venv/bin/python benchmarks/sim_vs_ns3_packet.py --only all --out /tmp/sim-vs-ns3-all.md \
-        --ns3-rows docs/results/sim-vs-ns3/packet-mode.json docs/results/sim-vs-ns3/packet-mode-alltoall.json \
-        docs/results/sim-vs-ns3/packet-mode-red-nowait.json
+    # the whole table (42 rows) as docs/results/sim-vs-ns3/packet-mode-all.md's headline, ns-3's side
+    # from the committed rows (the simulator's side run; without --ns3-rows, ~40 min of ns-3):
+    nice -n 10 .venv/bin/python benchmarks/sim_vs_ns3_packet.py --only all --udp-jitter 1 --prr-sack-fix \
+        --linux-acks --linux-cwnd-count --linux-cwr-recovery --linux-dctcp-loss --ns3-runs 5 --ns3-incast-runs 10 \
+        --ns3-a2a-runs 3 --ns3-zero-runs 5 --seeds 10 --out /tmp/sim-vs-ns3-all.md \
+        --ns3-rows docs/results/sim-vs-ns3/packet-mode-cwr.json
 
 **Incast** (``--only incast``): a leaf-spine of 5 leaves x 8 hosts and one spine, 1 Gbit/s host links,
 4 Gbit/s uplinks (2:1), 10 µs per link, every port 100 packets. N = 8 / 16 / 32 senders each send
@@ -58,6 +60,12 @@ before the others in one run, and together in the next).
 With ``--linux-cwnd-count`` ns-3's Reno and DCTCP clear their additive-increase count at a window
 reduction, as Linux's ``tcp_init_cwnd_reduction`` does (``--cwndCntReset=true``, ``LinuxCwndCount``
 in ``ns3/hosts.h``); ns-3.44 keeps it, so its first ACK after a cut may add a segment.
+With ``--linux-cwr-recovery`` a sender in CWR (an ECN reduction) that finds a loss enters fast
+recovery, as Linux's ``tcp_fastretrans_alert`` does (``--cwrRecovery=true``); ns-3.44 only counts the
+duplicate ACK there and waits for the timer (its DCTCP incast timeouts). With ``--linux-dctcp-loss``
+ns-3's DCTCP halves its window at a loss, as Linux's ``dctcp_react_to_loss`` (``--dctcpLossHalves=true``);
+ns-3.44 cuts it by alpha / 2 as for a mark. Each option goes only to the runs it can change
+(``sim_vs_ns3.hosts_for``), so the others keep their arguments and ns-3's cache.
 With ``--dctcp-ack-now`` ns-3's DCTCP receivers ACK at once the segment that changes their CE state,
 as Linux's ``dctcp_ece_ack_update`` does (``--dctcpAckNow=true``, class ``TcpDctcpFloor`` in
 ``ns3/hosts.h``); ns-3's ``TcpDctcp`` then sends only the earlier segments' delayed ACK and leaves
