@@ -4,7 +4,10 @@ direction of an error or of a Cubic − DCTCP difference is never inverted."""
 
 from __future__ import annotations
 
+import argparse
+
 import pytest
+from benchmarks import sim_vs_ns3 as base
 from benchmarks import sim_vs_ns3_packet as bench
 
 NS3 = [1.00, 1.01, 0.99, 1.00, 1.005]
@@ -55,30 +58,24 @@ def test_the_difference_of_cubic_and_dctcp_keeps_its_sign(cubic: float, dctcp: f
     assert (ci[0] > 0) if positive else (ci[1] < 0)
 
 
-def test_linux_s_count_reset_goes_to_reno_and_dctcp_runs_and_never_to_cubic_s() -> None:
-    import argparse
-
-    from benchmarks import sim_vs_ns3 as base
-
+def host_args(*flags: str) -> list[str]:
+    """The ns-3 programs' host arguments for the benchmark's command-line ``flags``."""
     ap = argparse.ArgumentParser()
     base.add_host_options(ap)
-    hosts, _ = base.host_settings(ap.parse_args(["--prr-sack-fix", "--linux-cwnd-count"]))
+    return base.host_settings(ap.parse_args(list(flags)))[0]
+
+
+def test_linux_s_count_reset_goes_to_reno_and_dctcp_runs_and_never_to_cubic_s() -> None:
+    hosts = host_args("--prr-sack-fix", "--linux-cwnd-count")
     assert hosts == ["--prrSackFix=true", "--cwndCntReset=true"]
     assert base.hosts_for(hosts, "reno") == hosts and base.hosts_for(hosts, "dctcp") == hosts
     # TcpCubic keeps its own count: its runs keep their arguments (and ns-3's cache)
     assert base.hosts_for(hosts, "cubic") == ["--prrSackFix=true"]
-    plain, _ = base.host_settings(ap.parse_args(["--prr-sack-fix"]))
-    assert base.hosts_for(plain, "reno") == ["--prrSackFix=true"]
+    assert base.hosts_for(host_args("--prr-sack-fix"), "reno") == ["--prrSackFix=true"]
 
 
 def test_linux_s_recovery_from_cwr_goes_only_to_ecn_flows_and_dctcp_s_loss_answer_only_to_dctcp() -> None:
-    import argparse
-
-    from benchmarks import sim_vs_ns3 as base
-
-    ap = argparse.ArgumentParser()
-    base.add_host_options(ap)
-    hosts, _ = base.host_settings(ap.parse_args(["--linux-cwr-recovery", "--linux-dctcp-loss"]))
+    hosts = host_args("--linux-cwr-recovery", "--linux-dctcp-loss")
     assert hosts == ["--cwrRecovery=true", "--dctcpLossHalves=true"]
     assert base.hosts_for(hosts, "dctcp", ecn=True) == hosts
     # a drop-tail flow without ECN never enters CWR; only DCTCP has DCTCP's loss answer
