@@ -379,36 +379,44 @@ fn ecn_capable_reno_under_red_loses_retransmissions_and_times_out_as_in_ns3() {
     // ns-3 (bottleneck.cc, Reno, RED, no UDP): 4.2 retransmission timeouts a run, mean FCT 0.622 s
     // against the link's 0.664 s (without fast recovery from CWR, as ns-3.44: 8, two per flow,
     // 1.0476 s; one run without jittered starts: 1.0448 s; before Linux's count: 1.0483 s; its own
-    // receivers:
-    // 1.0564 s; 3.44's recovery: 1.045 s; 1.046 s with ns-3's RED waiting between marks). The model
-    // takes one timeout per flow on this seed (0.568 s) and two on most others (1.0 s): those second
-    // timeouts are the table's +55 % on this row.
+    // receivers: 1.0564 s; 3.44's recovery: 1.045 s; 1.046 s with ns-3's RED waiting between
+    // marks). The model, seeds 1-4: 0.586 s, one or two timeouts a flow. Ending a reduction at the
+    // first ACK of a later transmission and growing on SACKs, its flows grew while a lost
+    // retransmission held the cumulative ACK, RED's average stood above its 60 at the timeout, the
+    // timeout's retransmission was dropped again, and most seeds took two a flow (0.91 s, +46 %).
     // Slow start overruns the 200 packets; RED's slow average is above its 60 by then, and the
     // retransmissions, not ECN-capable (RFC 3168), are dropped where new data is marked: only the
     // timer finds them. With ECN-capable retransmissions every flow recovered by SACK alone
     // (0 timeouts, 0.655 s).
-    let r = simulate(&red_bottleneck(Cc::Reno)).unwrap();
-    let timeouts: u32 = r.timeouts.iter().sum();
-    assert!(r.timeouts.iter().all(|&t| t >= 1), "{r:?}");
-    assert!((4..=16).contains(&timeouts), "{r:?}");
+    let mut means = Vec::new();
+    for seed in 1..=4 {
+        let r = simulate(&LinkSim {
+            seed,
+            ..red_bottleneck(Cc::Reno)
+        })
+        .unwrap();
+        let timeouts: u32 = r.timeouts.iter().sum();
+        assert!((4..=16).contains(&timeouts), "{r:?}");
+        means.push(r.fct_s.iter().sum::<f64>() / 4.0);
+    }
+    let mean = means.iter().sum::<f64>() / 4.0;
+    assert!((mean - 0.622).abs() / 0.622 < 0.15, "{means:?}");
 }
 
 #[test]
-fn reno_under_red_next_to_udp_at_the_link_rate_ignores_marks_while_a_hole_holds_the_ack() {
+fn reno_under_red_next_to_udp_at_the_link_rate_keeps_its_reduction_while_a_hole_holds_the_ack() {
     // ns-3 (bottleneck.cc, Reno, RED, UDP at 100 %): mean FCT 3.7646 s, 6.6 timeouts a run (without
-    // fast recovery from CWR: 3.5794 s, 8, two per flow; before Linux's count: 3.4162 s; its own receivers: 3.3299 s; 3.44's recovery: 3.2951 s;
-    // 2.9746 s with ns-3's default RED, which waits between marks as
-    // Linux's does not). The
-    // retransmission sent at the start-up timeout is dropped again at RED (not ECN-capable) and
-    // holds the cumulative ACK back until the second timeout; ns-3 answers an echoed mark only on
-    // an ACK that advances it, so the flows send on the SACKs meanwhile.
-    // Answering every echoed mark the model took one timeout per flow and 4.58 s (+38 %); now two
-    // and 3.43 s (-8.9 % on 3.7646 s) on this seed, 3.45 s over seeds 1-5.
+    // fast recovery from CWR: 3.5794 s, 8, two per flow; before Linux's count: 3.4162 s; its own
+    // receivers: 3.3299 s; 3.44's recovery: 3.2951 s; 2.9746 s with ns-3's default RED, which waits
+    // between marks as Linux's does not). A retransmission dropped at RED (not ECN-capable) holds
+    // the cumulative ACK back; the reduction lasts until it passes the recovery point, with no new
+    // cut and no growth meanwhile, as in both stacks. The model takes no timeout here (ns-3 6.6 a
+    // run) and 4.18 s on this seed (+11 %). Ending the reduction at the first ACK of a later
+    // transmission and growing on SACKs, it took two a flow and 3.43 s.
     let mut p = red_bottleneck(Cc::Reno);
     p.cross_bytes_per_s = p.link_bytes_per_s;
     let r = simulate(&p).unwrap();
     let mean = r.fct_s.iter().sum::<f64>() / 4.0;
-    assert!(r.timeouts.iter().all(|&t| t == 2), "{r:?}");
     assert!((mean - 3.7646).abs() / 3.7646 < 0.15, "{mean}");
 }
 
