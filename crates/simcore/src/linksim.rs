@@ -426,7 +426,7 @@ struct Sender {
     /// retransmission counts no arrivals (`u32::MAX`): only the timer finds it (RFC 6675's
     /// recovery, as ns-3's; Linux's RACK would find it one round trip later).
     dropped: VecDeque<(u64, u64, u32)>,
-    /// A cut happens only for a transmission at or after this one (one cut per window).
+    /// A cut happens only for a transmission at or after this one (one cut per reduction).
     recover: u64,
     /// The recovery point of the reduction in progress: the next new segment when it began (0:
     /// none). It lasts until the cumulative ACK reaches it.
@@ -926,31 +926,15 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                             s.win.cwnd = s.win.ssthresh;
                         }
                         let keep = if dctcp { 0.5 } else { keep };
-                        s.win.ssthresh = cut_to(s.win.cwnd, keep, min_cwnd);
                         s.grow = 0.0;
-                        s.prr = Some(Prr {
-                            flight: s.in_flight.max(1),
-                            delivered: 0,
-                            sent: 0,
-                        });
                         s.cwr = ect;
-                        s.recover = s.next_tx;
-                        s.high_seq = s.next_new;
                         s.window_end = s.next_tx;
-                        prr_step(s, mss);
+                        begin_reduction(s, cut_to(s.win.cwnd, keep, min_cwnd), mss);
                     } else if dctcp && ce && !reducing {
                         // DCTCP answers the first echoed mark of a window (Linux's and ns-3's CWR):
                         // ssthresh = cwnd·(1 − α/2), reached by proportional rate reduction
-                        s.win.ssthresh = s.win.reduced(min_cwnd);
-                        s.prr = Some(Prr {
-                            flight: s.in_flight.max(1),
-                            delivered: 0,
-                            sent: 0,
-                        });
-                        s.recover = s.next_tx;
-                        s.high_seq = s.next_new;
                         s.cwr = true;
-                        prr_step(s, mss);
+                        begin_reduction(s, s.win.reduced(min_cwnd), mss);
                     } else if dctcp && reducing {
                         // no growth while a reduction lasts
                         prr_step(s, mss);
@@ -972,17 +956,9 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                         if s.prr.take().is_some() {
                             s.win.cwnd = s.win.ssthresh;
                         }
-                        s.win.ssthresh = cut_to(s.win.cwnd, keep, min_cwnd);
                         s.grow = 0.0;
-                        s.prr = Some(Prr {
-                            flight: s.in_flight.max(1),
-                            delivered: 0,
-                            sent: 0,
-                        });
                         s.cwr = true;
-                        s.recover = s.next_tx;
-                        s.high_seq = s.next_new;
-                        prr_step(s, mss);
+                        begin_reduction(s, cut_to(s.win.cwnd, keep, min_cwnd), mss);
                     } else if reducing {
                         // no growth while a reduction lasts
                         prr_step(s, mss);
@@ -1133,6 +1109,21 @@ fn hystart(s: &mut Sender, now: u64, rtt: u64, tx: u64, mss: u64) {
             s.hystart = false;
         }
     }
+}
+
+/// A reduction to `ssthresh` bytes begins (an echoed mark's or a loss's), reached by proportional
+/// rate reduction from the flight now ([`prr_step`] for this ACK too). It lasts until the
+/// transmissions sent so far are acknowledged and the cumulative ACK reaches the next new segment.
+fn begin_reduction(s: &mut Sender, ssthresh: u64, mss: u64) {
+    s.win.ssthresh = ssthresh;
+    s.prr = Some(Prr {
+        flight: s.in_flight.max(1),
+        delivered: 0,
+        sent: 0,
+    });
+    s.recover = s.next_tx;
+    s.high_seq = s.next_new;
+    prr_step(s, mss);
 }
 
 /// One segment delivered during a reduction by an echoed mark or a loss (Linux's `tcp_cwnd_reduction`):
