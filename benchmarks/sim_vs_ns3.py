@@ -104,6 +104,12 @@ def add_host_options(ap: argparse.ArgumentParser) -> None:
         help="ns-3's DCTCP answers a loss by halving its window, as Linux's (ns-3.44 cuts by alpha / 2)",
     )
     ap.add_argument(
+        "--linux-rack",
+        action="store_true",
+        help="ns-3's senders find a loss from a segment sent after it being delivered, as Linux's RACK (ns-3.44 "
+        "only from three segments SACKed above it, so a lost tail or retransmission waits for the timer)",
+    )
+    ap.add_argument(
         "--sim-delayed-ack",
         type=int,
         nargs=2,
@@ -115,6 +121,7 @@ def add_host_options(ap: argparse.ArgumentParser) -> None:
 
 
 CWND_COUNT_RESET, CWR_RECOVERY, DCTCP_LOSS = "--cwndCntReset=true", "--cwrRecovery=true", "--dctcpLossHalves=true"
+RACK = "--rackLoss=true"
 
 
 def hosts_for(hosts: list[str], cc: str, ecn: bool = True) -> list[str]:
@@ -133,12 +140,14 @@ def host_settings(a: argparse.Namespace) -> tuple[list[str], dict[str, Any]]:
     (``--prrSackFix=true``: class TcpPrrSackFix in ns3/hosts.h, without it ns-3.44's TcpPrrRecovery;
     ``--linuxAcks=true``: class TcpSocketLinuxAcks, without it ns-3's own receivers; ``--cwndCntReset=true``:
     LinuxCwndCount, without it ns-3.44's count kept across a reduction; ``--cwrRecovery=true``: fast
-    recovery from CWR; ``--dctcpLossHalves=true``: DCTCP halves at a loss) and the model's ``delayed_ack``
+    recovery from CWR; ``--dctcpLossHalves=true``: DCTCP halves at a loss; ``--rackLoss=true``: losses
+    found as Linux's RACK finds them) and the model's ``delayed_ack``
     table (the spec's ``tcp.delayed_ack``; empty: every segment ACKed at once)."""
     ns3 = (["--prrSackFix=true"] if a.prr_sack_fix else []) + (["--linuxAcks=true"] if a.linux_acks else [])
     ns3 += [CWND_COUNT_RESET] if a.linux_cwnd_count else []
     ns3 += [CWR_RECOVERY] if a.linux_cwr_recovery else []
     ns3 += [DCTCP_LOSS] if a.linux_dctcp_loss else []
+    ns3 += [RACK] if a.linux_rack else []
     delayed: dict[str, Any] = {}
     if a.sim_delayed_ack is not None:
         quick, idle = a.sim_delayed_ack

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <list>
 #include <string>
 
 #include "ns3/applications-module.h"
@@ -232,6 +233,43 @@ constexpr uint32_t kQuickAcks = 5, kIdleQuickAcks = 16;
 // need to check behavior if marking is compounded by loss"), so a DCTCP sender whose first window
 // lost segments stays in CWR, its flight at the ECN cut, until the retransmission timer.
 inline bool g_cwrRecovery = false;
+// With g_rack (--rackLoss=true; the senders then use this socket too): a segment is lost once a
+// segment sent after it (by more than a quarter of the minimum round trip) has been delivered, as
+// Linux's RACK (tcp_rack_detect_loss, RFC 8985) finds it; a lost retransmission is found the same
+// way and sent again. ns-3.44 finds a loss only from three segments SACKed above it (RFC 6675), so
+// a sender whose window's last segments, or a retransmission, were dropped waits for its timer.
+inline bool g_rack = false;
+// TcpTxBuffer keeps its sent list and counts private and offers no way to mark a segment lost:
+// the explicit instantiations below name them (access is not checked there).
+template <typename Tag, typename Tag::type M>
+struct Grant {
+  friend typename Tag::type Get(Tag) { return M; }
+};
+struct SentListOf {
+  using type = std::list<TcpTxItem *> TcpTxBuffer::*;
+  friend type Get(SentListOf);
+};
+struct LostOutOf {
+  using type = uint32_t TcpTxBuffer::*;
+  friend type Get(LostOutOf);
+};
+struct RetransOutOf {
+  using type = uint32_t TcpTxBuffer::*;
+  friend type Get(RetransOutOf);
+};
+struct HighestSackOf {
+  using type = std::pair<std::list<TcpTxItem *>::const_iterator, SequenceNumber32> TcpTxBuffer::*;
+  friend type Get(HighestSackOf);
+};
+struct ItemLostOf {
+  using type = bool TcpTxItem::*;
+  friend type Get(ItemLostOf);
+};
+template struct Grant<SentListOf, &TcpTxBuffer::m_sentList>;
+template struct Grant<LostOutOf, &TcpTxBuffer::m_lostOut>;
+template struct Grant<RetransOutOf, &TcpTxBuffer::m_retrans>;
+template struct Grant<HighestSackOf, &TcpTxBuffer::m_highestSack>;
+template struct Grant<ItemLostOf, &TcpTxItem::m_lost>;
 class TcpSocketLinuxAcks : public TcpSocketBase {
  public:
   static TypeId GetTypeId() {
@@ -254,7 +292,50 @@ class TcpSocketLinuxAcks : public TcpSocketBase {
       m_tcb->m_congState = TcpSocketState::CA_DISORDER;
       m_dupAckCount = m_retxThresh - 1;
     }
+    if (g_rack) {  // the newest send time this ACK delivers: what it acknowledges or SACKs
+      SequenceNumber32 seq = m_txBuffer->HeadSequence();
+      for (TcpTxItem *item : (*m_txBuffer).*Get(SentListOf{})) {
+        if (seq + item->GetSeqSize() <= ackNumber || item->IsSacked()) {
+          m_rackXmit = std::max(m_rackXmit, item->GetLastSent());
+        }
+        seq += item->GetSeqSize();
+      }
+    }
     TcpSocketBase::ProcessAck(ackNumber, scoreboardUpdated, currentDelivered, oldHeadSequence, receivedData);
+    if (g_rack && m_txBuffer->Size() > 0) RackDetectLoss(currentDelivered);
+  }
+  // Marks lost every segment sent before the newest delivered one by more than the reordering
+  // window (a quarter of the minimum round trip), not SACKed, not marked yet; a retransmission so
+  // found is marked to be sent again. Then recovers as ns-3 does from three duplicate ACKs.
+  void RackDetectLoss(uint32_t currentDelivered) {
+    Time reo = m_tcb->m_minRtt == Time::Max() ? Time(0) : m_tcb->m_minRtt / 4;
+    TcpTxBuffer &buf = *m_txBuffer;
+    auto highest = (buf.*Get(HighestSackOf{})).second;
+    SequenceNumber32 seq = buf.HeadSequence();
+    bool found = false;
+    for (TcpTxItem *item : buf.*Get(SentListOf{})) {
+      bool &lost = item->*Get(ItemLostOf{});
+      if (!item->IsSacked() && seq < highest && item->GetLastSent() + reo < m_rackXmit &&
+          (!lost || item->m_retrans)) {
+        if (!lost) buf.*Get(LostOutOf{}) += item->GetSeqSize();
+        lost = true;
+        if (item->m_retrans) {
+          item->m_retrans = false;
+          buf.*Get(RetransOutOf{}) -= item->GetSeqSize();
+        }
+        found = true;
+      }
+      seq += item->GetSeqSize();
+    }
+    if (!found) return;
+    auto state = m_tcb->m_congState.Get();
+    if (state == TcpSocketState::CA_OPEN || state == TcpSocketState::CA_DISORDER ||
+        (g_cwrRecovery && state == TcpSocketState::CA_CWR)) {
+      if (state == TcpSocketState::CA_CWR) m_tcb->m_congState = TcpSocketState::CA_DISORDER;
+      EnterRecovery(currentDelivered);
+    } else {
+      SendPendingData(m_connected);
+    }
   }
   void ReceivedData(Ptr<Packet> packet, const TcpHeader &header) override {
     Time now = Simulator::Now();
@@ -287,6 +368,7 @@ class TcpSocketLinuxAcks : public TcpSocketBase {
   bool m_seen = false;  // a data segment came
   Time m_lastRx;        // when the last one came
   uint32_t m_quick = 0;  // segments still to ACK at once (quick-ACK mode)
+  Time m_rackXmit{0};    // RACK: the newest send time among the segments delivered
   bool m_ce = false;     // the last segment's CE mark
 };
 NS_OBJECT_ENSURE_REGISTERED(TcpSocketLinuxAcks);
@@ -352,6 +434,10 @@ struct LinuxHostOptions {
                  cwndCntReset);
     cmd.AddValue("dctcpLossHalves", "DCTCP answers a loss by halving its window, as Linux's (TcpDctcpFloor in hosts.h)",
                  dctcpLossHalves);
+    cmd.AddValue("rackLoss",
+                 "with --linuxAcks: a loss found from a segment sent after it being delivered, as Linux's RACK "
+                 "(TcpSocketLinuxAcks in hosts.h)",
+                 g_rack);
     cmd.AddValue("cwrRecovery",
                  "with --linuxAcks: a sender in CWR that finds a loss enters fast recovery, as Linux's "
                  "(TcpSocketLinuxAcks in hosts.h)",
@@ -406,7 +492,7 @@ inline ApplicationContainer InstallBulkFlow(Ptr<Node> src, Ptr<Node> dst, Ipv4Ad
   ApplicationContainer s = sink.Install(dst);
   s.Start(Seconds(0));
   s.Get(0)->TraceConnectWithoutContext("Rx", onRx);
-  BulkSendHelper bulk(g_cwrRecovery ? g_sinkFactory : "ns3::TcpSocketFactory", InetSocketAddress(dstAddr, port));
+  BulkSendHelper bulk(g_cwrRecovery || g_rack ? g_sinkFactory : "ns3::TcpSocketFactory", InetSocketAddress(dstAddr, port));
   bulk.SetAttribute("MaxBytes", UintegerValue(bytes));
   bulk.SetAttribute("SendSize", UintegerValue(kSegment * 16));
   ApplicationContainer b = bulk.Install(src);

@@ -81,3 +81,11 @@ def test_linux_s_recovery_from_cwr_goes_only_to_ecn_flows_and_dctcp_s_loss_answe
     # a drop-tail flow without ECN never enters CWR; only DCTCP has DCTCP's loss answer
     assert base.hosts_for(hosts, "cubic", ecn=False) == []
     assert base.hosts_for(hosts, "reno", ecn=True) == ["--cwrRecovery=true"]
+
+
+def test_linux_s_rack_goes_to_every_control_s_runs() -> None:
+    # any flow may lose a segment, ECN-capable or not
+    hosts = host_args("--linux-acks", "--linux-rack")
+    assert hosts == ["--linuxAcks=true", "--rackLoss=true"]
+    for cc in ("cubic", "reno", "dctcp"):
+        assert base.hosts_for(hosts, cc, ecn=False) == hosts
