@@ -128,7 +128,7 @@ def hosts_for(hosts: list[str], cc: str, ecn: bool = True) -> list[str]:
     """``hosts`` (:func:`host_settings`' ns-3 arguments) for a flow of ``cc``, ECN-capable or not, without
     what cannot change it, so that ns-3's runs of it stay the same runs, and cached: the count's reset
     for Cubic (TcpCubic keeps its own), DCTCP's loss answer for the others, the recovery from CWR
-    for a flow without ECN (it never enters CWR)."""
+    for a flow without ECN (it never enters CWR). RACK goes to every flow (any may lose a segment)."""
     drop = {CWND_COUNT_RESET} if cc == "cubic" else set()
     drop |= {DCTCP_LOSS} if cc != "dctcp" else set()
     drop |= {CWR_RECOVERY} if not ecn else set()
