@@ -102,13 +102,16 @@ def drops(sw: str) -> int:
     return sum(int(q.get("drops", 0)) for q in out if q.get("kind") == "pfifo")
 
 
-def one_run(lz: netns.NamespaceLease, snd: str, sw: str, rcv: str, n: int, cc: str, run_no: int) -> dict[str, Any]:
-    log = lz.scratch / f"{cc}-{n}-{run_no}"
+def one_run(snd: str, sw: str, rcv: str, n: int, cc: str, run_no: int) -> dict[str, Any]:
+    """One incast of ``n`` flows with ``cc``: each flow's FCT, the senders' timeouts, the port's drops."""
+    name = f"incast {n} {cc} run {run_no}"
+    procs: list[subprocess.Popen[str]] = []
     server = subprocess.Popen(
         ["ip", "netns", "exec", rcv, sys.executable, str(PEER), "serve", str(PORT), str(n), str(MB)],
         stdout=subprocess.PIPE,
         text=True,
     )
+    procs.append(server)
     try:
         assert server.stdout is not None
         server.stdout.readline()  # listening
@@ -131,9 +134,10 @@ def one_run(lz: netns.NamespaceLease, snd: str, sw: str, rcv: str, n: int, cc: s
             stdout=subprocess.PIPE,
             text=True,
         )
+        procs.append(sender)
         assert sender.stdin is not None and sender.stdout is not None
         if sender.stdout.readline().strip() != "ready":
-            raise RuntimeError(f"{log.name}: the sender did not connect")
+            raise RuntimeError(f"{name}: the sender did not connect")
         t0, d0 = nstat_timeouts(snd), drops(sw)
         sender.stdin.write("go\n")
         sender.stdin.flush()
@@ -141,13 +145,14 @@ def one_run(lz: netns.NamespaceLease, snd: str, sw: str, rcv: str, n: int, cc: s
         out = json.loads(server.stdout.readline())
         sender.wait(timeout=120)
         if "error" in out:
-            raise RuntimeError(f"{log.name}: {out['error']}")
+            raise RuntimeError(f"{name}: {out['error']}")
         fct = [e - start for e in out["ends"]]
         return {"fct_s": fct, "timeouts": nstat_timeouts(snd) - t0, "drops": drops(sw) - d0}
-    finally:
-        for p in (server,):
+    finally:  # a failed run leaves neither end behind (the lease removes the namespaces after)
+        for p in procs:
             if p.poll() is None:
                 p.kill()
+                p.wait()
 
 
 def p99(xs: list[float]) -> float:
@@ -170,7 +175,7 @@ def main() -> int:
             for cc in a.ccs:
                 runs = []
                 for r in range(1, a.runs + 1):
-                    runs.append(one_run(lz, snd, sw, rcv, n, cc, r))
+                    runs.append(one_run(snd, sw, rcv, n, cc, r))
                     time.sleep(0.3)  # let the port drain and the timers settle
                 means = [statistics.mean(x["fct_s"]) for x in runs]
                 row = {
