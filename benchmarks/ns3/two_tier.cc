@@ -313,7 +313,9 @@ int main(int argc, char *argv[]) {
       k.Get(0)->TraceConnectWithoutContext("Rx", MakeBoundCallback(&OnRx, id));
       ObjectFactory f;
       f.SetTypeId("ns3::BulkSendApplication");
-      f.Set("Protocol", TypeIdValue(TcpSocketFactory::GetTypeId()));
+      // the senders' socket type as InstallBulkFlow's (hosts.h: Linux's recovery from CWR and RACK)
+      f.Set("Protocol", TypeIdValue(g_cwrRecovery || g_rack ? TypeId::LookupByName(g_sinkFactory)
+                                                            : TcpSocketFactory::GetTypeId()));
       f.Set("Remote", AddressValue(InetSocketAddress(addr[d], port)));
       f.Set("MaxBytes", UintegerValue(g_bytes));
       f.Set("SendSize", UintegerValue(kSegment * 16));
