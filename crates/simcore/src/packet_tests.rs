@@ -37,17 +37,17 @@ fn mean_fct(cfg: &FabricConfig) -> (f64, f64) {
 
 #[test]
 fn incast_of_32_dctcp_senders_is_within_ten_percent_of_ns3() {
-    // ns-3: mean FCT 0.2296 s, 10.1 retransmission timeouts a run (the initial windows of 32
-    // senders overflow 100 packets before any mark takes effect); the model over seeds 1-5. The model takes no timeout here: its reduction at the first echoed
-    // mark keeps new segments coming, whose arrivals reveal the start-up's losses (ns-3's reduction
-    // does too; what else of ns-3's times out is not found)
+    // ns-3 finding losses as Linux's RACK does: mean FCT 0.2383 s, 3.8 retransmission timeouts a
+    // run (without RACK 0.2296 s, 10.1: the initial windows of 32 senders overflow 100 packets
+    // before any mark takes effect); the model over seeds 1-5 (0.2381 s). Its reduction at the first
+    // echoed mark keeps new segments coming, whose arrivals reveal the start-up's losses
     let mut cfg = incast("dctcp", 32, "packet");
     let mut mean = 0.0;
     for seed in 1..=5 {
         cfg.seed = seed;
         mean += mean_fct(&cfg).0 / 5.0;
     }
-    assert!((mean - 0.2296).abs() / 0.2296 < 0.10, "{mean}");
+    assert!((mean - 0.2383).abs() / 0.2383 < 0.10, "{mean}");
     // the max-min mode has no timeouts: every flow at a 32nd of the link (0.256 s with the
     // headers), whatever the congestion control
     cfg.mode = crate::fabric::Mode::Maxmin;
@@ -56,15 +56,21 @@ fn incast_of_32_dctcp_senders_is_within_ten_percent_of_ns3() {
 }
 
 #[test]
-fn incast_of_32_senders_dctcp_finishes_before_cubic_as_in_ns3() {
-    // ns-3: Cubic 0.2902 s mean, DCTCP 0.2296 s: DCTCP's marks at K = 20 cost fewer timeouts
-    // (10.1 a run against 34.6)
-    for seed in [1, 2] {
-        let (mut cubic, mut dctcp) = (incast("cubic", 32, "packet"), incast("dctcp", 32, "packet"));
-        (cubic.seed, dctcp.seed) = (seed, seed);
-        let (cubic, dctcp) = (mean_fct(&cubic).0, mean_fct(&dctcp).0);
-        assert!(dctcp < cubic, "seed {seed}: dctcp {dctcp} cubic {cubic}");
+fn incast_of_32_cubic_senders_is_within_ten_percent_of_ns3_with_rack_and_of_this_kernel() {
+    // ns-3 finding losses as Linux's RACK does: Cubic's mean FCT 0.2452 s, 23.4 timeouts a run;
+    // this machine's own TCP through the same incast on namespaces: 0.2376 s (docs/results/
+    // sim-vs-ns3/incast-linux.md). ns-3.44 without RACK stalls until the timer where a window's
+    // tail was dropped: 0.2902 s. The model over seeds 1-5: 0.236 s (before its loss recovery
+    // followed both stacks: 0.273 s over ten seeds). Which of Cubic and DCTCP ends first here is
+    // not decided in ns-3 over ten runs; the model's seeds go either way.
+    let mut cfg = incast("cubic", 32, "packet");
+    let mut mean = 0.0;
+    for seed in 1..=5 {
+        cfg.seed = seed;
+        mean += mean_fct(&cfg).0 / 5.0;
     }
+    assert!((mean - 0.2452).abs() / 0.2452 < 0.10, "{mean}");
+    assert!((mean - 0.2376).abs() / 0.2376 < 0.10, "{mean}");
 }
 
 fn bottleneck(cc: Cc, udp_share: f64) -> LinkSim {
