@@ -110,6 +110,12 @@ def add_host_options(ap: argparse.ArgumentParser) -> None:
         "only from three segments SACKed above it, so a lost tail or retransmission waits for the timer)",
     )
     ap.add_argument(
+        "--linux-tlp",
+        action="store_true",
+        help="ns-3's senders send Linux's tail loss probe 2 SRTT after their last send or ACK (ns-3.44 has none, "
+        "so a window whose last segments or last ACK were dropped waits for the timer)",
+    )
+    ap.add_argument(
         "--sim-delayed-ack",
         type=int,
         nargs=2,
@@ -121,14 +127,15 @@ def add_host_options(ap: argparse.ArgumentParser) -> None:
 
 
 CWND_COUNT_RESET, CWR_RECOVERY, DCTCP_LOSS = "--cwndCntReset=true", "--cwrRecovery=true", "--dctcpLossHalves=true"
-RACK = "--rackLoss=true"
+RACK, TLP = "--rackLoss=true", "--lossProbe=true"
 
 
 def hosts_for(hosts: list[str], cc: str, ecn: bool = True) -> list[str]:
     """``hosts`` (:func:`host_settings`' ns-3 arguments) for a flow of ``cc``, ECN-capable or not, without
     what cannot change it, so that ns-3's runs of it stay the same runs, and cached: the count's reset
     for Cubic (TcpCubic keeps its own), DCTCP's loss answer for the others, the recovery from CWR
-    for a flow without ECN (it never enters CWR). RACK goes to every flow (any may lose a segment)."""
+    for a flow without ECN (it never enters CWR). RACK and the loss probe go to every flow (any may lose a
+    segment)."""
     drop = {CWND_COUNT_RESET} if cc == "cubic" else set()
     drop |= {DCTCP_LOSS} if cc != "dctcp" else set()
     drop |= {CWR_RECOVERY} if not ecn else set()
@@ -141,13 +148,14 @@ def host_settings(a: argparse.Namespace) -> tuple[list[str], dict[str, Any]]:
     ``--linuxAcks=true``: class TcpSocketLinuxAcks, without it ns-3's own receivers; ``--cwndCntReset=true``:
     LinuxCwndCount, without it ns-3.44's count kept across a reduction; ``--cwrRecovery=true``: fast
     recovery from CWR; ``--dctcpLossHalves=true``: DCTCP halves at a loss; ``--rackLoss=true``: losses
-    found as Linux's RACK finds them) and the model's ``delayed_ack``
+    found as Linux's RACK finds them; ``--lossProbe=true``: Linux's tail loss probe) and the model's ``delayed_ack``
     table (the spec's ``tcp.delayed_ack``; empty: every segment ACKed at once)."""
     ns3 = (["--prrSackFix=true"] if a.prr_sack_fix else []) + (["--linuxAcks=true"] if a.linux_acks else [])
     ns3 += [CWND_COUNT_RESET] if a.linux_cwnd_count else []
     ns3 += [CWR_RECOVERY] if a.linux_cwr_recovery else []
     ns3 += [DCTCP_LOSS] if a.linux_dctcp_loss else []
     ns3 += [RACK] if a.linux_rack else []
+    ns3 += [TLP] if a.linux_tlp else []
     delayed: dict[str, Any] = {}
     if a.sim_delayed_ack is not None:
         quick, idle = a.sim_delayed_ack

@@ -383,8 +383,9 @@ int main(int argc, char *argv[]) {
   for (uint32_t i = 0; i < flows; i++) std::printf("%s%.6f", i ? ", " : "", g_fct[i]);
   std::printf("], \"rtos\": [");
   for (uint32_t i = 0; i < flows; i++) std::printf("%s%u", i ? ", " : "", g_rtos[i]);
-  std::printf("], \"mid_s\": %.6f, \"udp_rx_bps\": %.1f, \"virtual_end_s\": %.6f, \"wall_s\": %.6f}\n",
-              g_t75 - g_t25, udpRx, end, wall);
+  std::printf("], \"mid_s\": %.6f, \"udp_rx_bps\": %.1f, \"virtual_end_s\": %.6f, \"loss_probes\": %lu, "
+              "\"wall_s\": %.6f}\n",
+              g_t75 - g_t25, udpRx, end, static_cast<unsigned long>(g_lossProbes), wall);
   if (g_trace) {
     for (uint32_t i = 0; i < flows; i++) {
       const FlowTrace &f = g_ft[i];

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <functional>
 #include <list>
+#include <optional>
 #include <string>
 
 #include "ns3/applications-module.h"
@@ -239,6 +240,18 @@ inline bool g_cwrRecovery = false;
 // way and sent again. ns-3.44 finds a loss only from three segments SACKed above it (RFC 6675), so
 // a sender whose window's last segments, or a retransmission, were dropped waits for its timer.
 inline bool g_rack = false;
+// With g_tlp (--lossProbe=true; the senders then use this socket too): Linux's tail loss probe
+// (tcp_schedule_loss_probe, tcp_send_loss_probe; net.ipv4.tcp_early_retrans = 3, its default). In the
+// Open or CWR state with data in flight, after new data is sent or an ACK moves the cumulative ACK,
+// a probe is due 2 SRTT + 2 ms later (+ the minimum RTO with one segment in flight), unless the
+// retransmission timer comes first; it sends one new segment past the window, or else sends the
+// last one again, once per episode (until the cumulative ACK passes what was sent then, or a
+// recovery or the timer begins), and restarts the retransmission timer. ns-3.44 has no probe: a
+// window whose last segments, or whose last ACK, were dropped waits for the timer. Not done: the
+// window reduction Linux makes when the probe alone repaired a loss (it tells that from a D-SACK,
+// which ns-3's receivers do not send).
+inline bool g_tlp = false;
+inline uint64_t g_lossProbes = 0;  // probes sent, all sockets
 // TcpTxBuffer keeps its sent list and counts private and offers no way to mark a segment lost:
 // the explicit instantiations below name them (access is not checked there).
 template <typename Tag, typename Tag::type M>
@@ -303,6 +316,65 @@ class TcpSocketLinuxAcks : public TcpSocketBase {
     }
     TcpSocketBase::ProcessAck(ackNumber, scoreboardUpdated, currentDelivered, oldHeadSequence, receivedData);
     if (g_rack && m_txBuffer->Size() > 0) RackDetectLoss(currentDelivered);
+    if (g_tlp) {
+      auto state = m_tcb->m_congState.Get();
+      if (m_tlpHigh && (ackNumber >= *m_tlpHigh || state == TcpSocketState::CA_RECOVERY ||
+                        state == TcpSocketState::CA_LOSS)) {
+        m_tlpHigh.reset();
+      }
+      if (ackNumber > oldHeadSequence) ScheduleLossProbe(m_rto.Get());
+    }
+  }
+  uint32_t SendDataPacket(SequenceNumber32 seq, uint32_t maxSize, bool withAck) override {
+    bool fresh = seq >= m_tcb->m_highTxMark;
+    uint32_t sz = TcpSocketBase::SendDataPacket(seq, maxSize, withAck);
+    if (g_tlp && fresh && !m_probing) {
+      ScheduleLossProbe(m_retxEvent.IsPending() ? Simulator::GetDelayLeft(m_retxEvent) : m_rto.Get());
+    }
+    return sz;
+  }
+  void ReTxTimeout() override {
+    m_tlpEvent.Cancel();
+    m_tlpHigh.reset();
+    TcpSocketBase::ReTxTimeout();
+  }
+  // Arms the probe (tcp_schedule_loss_probe) unless the retransmission timer, due in `rtoLeft`, comes first.
+  void ScheduleLossProbe(Time rtoLeft) {
+    m_tlpEvent.Cancel();
+    auto state = m_tcb->m_congState.Get();
+    uint32_t out = m_tcb->m_highTxMark.Get() - m_txBuffer->HeadSequence();
+    if (out == 0 || m_tcb->m_srtt.Get().IsZero() ||
+        (state != TcpSocketState::CA_OPEN && state != TcpSocketState::CA_CWR)) {
+      return;
+    }
+    Time pto = m_tcb->m_srtt.Get() * 2 + (out <= m_tcb->m_segmentSize ? m_minRto : MilliSeconds(2));
+    if (pto < rtoLeft) m_tlpEvent = Simulator::Schedule(pto, &TcpSocketLinuxAcks::SendLossProbe, this);
+  }
+  // The probe (tcp_send_loss_probe): a new segment if there is one and the peer's window takes it,
+  // else the last one sent again.
+  void SendLossProbe() {
+    auto state = m_tcb->m_congState.Get();
+    SequenceNumber32 head = m_txBuffer->HeadSequence(), high = m_tcb->m_highTxMark.Get();
+    if (m_tlpHigh || high <= head || (state != TcpSocketState::CA_OPEN && state != TcpSocketState::CA_CWR)) {
+      return;
+    }
+    uint32_t mss = m_tcb->m_segmentSize;
+    auto &sent = (*m_txBuffer).*Get(SentListOf{});
+    bool fresh = m_tcb->m_nextTxSequence == high && m_txBuffer->SizeFromSequence(high) > 0 &&
+                 m_highRxAckMark + SequenceNumber32(m_rWnd) >= high + SequenceNumber32(mss);
+    // the last segment already SACKed: nothing to probe with (RACK finds what is below it)
+    if (!fresh && (sent.empty() || sent.back()->IsSacked())) return;
+    m_probing = true;
+    if (fresh) {
+      m_tcb->m_nextTxSequence += SendDataPacket(high, mss, true);
+    } else {
+      SendDataPacket(high - sent.back()->GetSeqSize(), sent.back()->GetSeqSize(), true);
+    }
+    m_probing = false;
+    g_lossProbes++;
+    m_tlpHigh = m_tcb->m_highTxMark.Get();
+    m_retxEvent.Cancel();  // the timer starts again from the probe, as Linux's tcp_rearm_rto
+    m_retxEvent = Simulator::Schedule(m_rto, &TcpSocketLinuxAcks::ReTxTimeout, this);
   }
   // Marks lost every segment sent before the newest delivered one by more than the reordering
   // window (a quarter of the minimum round trip), not SACKed, not marked yet; a retransmission so
@@ -369,6 +441,9 @@ class TcpSocketLinuxAcks : public TcpSocketBase {
   Time m_lastRx;        // when the last one came
   uint32_t m_quick = 0;  // segments still to ACK at once (quick-ACK mode)
   Time m_rackXmit{0};    // RACK: the newest send time among the segments delivered
+  EventId m_tlpEvent;    // the tail loss probe's timer
+  std::optional<SequenceNumber32> m_tlpHigh;  // a probe is out: what was sent when it left
+  bool m_probing = false;  // sending the probe (it does not arm another)
   bool m_ce = false;     // the last segment's CE mark
 };
 NS_OBJECT_ENSURE_REGISTERED(TcpSocketLinuxAcks);
@@ -442,6 +517,10 @@ struct LinuxHostOptions {
                  "with --linuxAcks: a sender in CWR that finds a loss enters fast recovery, as Linux's "
                  "(TcpSocketLinuxAcks in hosts.h)",
                  g_cwrRecovery);
+    cmd.AddValue("lossProbe",
+                 "with --linuxAcks: Linux's tail loss probe 2 SRTT after the last send or ACK (TcpSocketLinuxAcks in "
+                 "hosts.h)",
+                 g_tlp);
   }
 };
 
@@ -492,7 +571,7 @@ inline ApplicationContainer InstallBulkFlow(Ptr<Node> src, Ptr<Node> dst, Ipv4Ad
   ApplicationContainer s = sink.Install(dst);
   s.Start(Seconds(0));
   s.Get(0)->TraceConnectWithoutContext("Rx", onRx);
-  BulkSendHelper bulk(g_cwrRecovery || g_rack ? g_sinkFactory : "ns3::TcpSocketFactory", InetSocketAddress(dstAddr, port));
+  BulkSendHelper bulk(g_cwrRecovery || g_rack || g_tlp ? g_sinkFactory : "ns3::TcpSocketFactory", InetSocketAddress(dstAddr, port));
   bulk.SetAttribute("MaxBytes", UintegerValue(bytes));
   bulk.SetAttribute("SendSize", UintegerValue(kSegment * 16));
   ApplicationContainer b = bulk.Install(src);

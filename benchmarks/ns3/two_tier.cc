@@ -314,7 +314,7 @@ int main(int argc, char *argv[]) {
       ObjectFactory f;
       f.SetTypeId("ns3::BulkSendApplication");
       // the senders' socket type as InstallBulkFlow's (hosts.h: Linux's recovery from CWR and RACK)
-      f.Set("Protocol", TypeIdValue(g_cwrRecovery || g_rack ? TypeId::LookupByName(g_sinkFactory)
+      f.Set("Protocol", TypeIdValue(g_cwrRecovery || g_rack || g_tlp ? TypeId::LookupByName(g_sinkFactory)
                                                             : TcpSocketFactory::GetTypeId()));
       f.Set("Remote", AddressValue(InetSocketAddress(addr[d], port)));
       f.Set("MaxBytes", UintegerValue(g_bytes));
@@ -359,7 +359,7 @@ int main(int argc, char *argv[]) {
   for (size_t i = 0; i < g_flows.size(); i++) std::printf("%s%.6f", i ? ", " : "", g_flows[i].maxTxGap);
   std::printf("], \"ss_exit_segments\": [");
   for (size_t i = 0; i < g_flows.size(); i++) std::printf("%s%.2f", i ? ", " : "", g_flows[i].ssExit);
-  std::printf("], \"wall_s\": %.6f}\n", wall);
+  std::printf("], \"loss_probes\": %lu, \"wall_s\": %.6f}\n", static_cast<unsigned long>(g_lossProbes), wall);
   Simulator::Destroy();
   return 0;
 }

@@ -89,3 +89,11 @@ def test_linux_s_rack_goes_to_every_control_s_runs() -> None:
     assert hosts == ["--linuxAcks=true", "--rackLoss=true"]
     for cc in ("cubic", "reno", "dctcp"):
         assert base.hosts_for(hosts, cc, ecn=False) == hosts
+
+
+def test_linux_s_loss_probe_goes_to_every_control_s_runs() -> None:
+    # any flow may lose its window's tail or its last ACK
+    hosts = host_args("--linux-acks", "--linux-rack", "--linux-tlp")
+    assert hosts == ["--linuxAcks=true", "--rackLoss=true", "--lossProbe=true"]
+    for cc in ("cubic", "reno", "dctcp"):
+        assert base.hosts_for(hosts, cc, ecn=False) == hosts
