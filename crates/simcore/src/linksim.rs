@@ -643,6 +643,46 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
         .saturating_mul(40)
         .saturating_add(1_000_000);
 
+    // Send segment `seq` of `f` (`retx`: again) at `now`, after its access link.
+    #[allow(clippy::too_many_arguments)]
+    fn transmit(
+        s: &mut Sender,
+        f: u32,
+        seq: u64,
+        retx: bool,
+        now: u64,
+        k: &Consts,
+        pending: &mut Events,
+        rng: &mut ChaCha8Rng,
+    ) {
+        let tx = s.next_tx;
+        s.next_tx += 1;
+        s.in_flight += 1;
+        #[cfg(test)]
+        {
+            s.sent_reducing += u64::from(s.prr.is_some());
+        }
+        // an ECN-capable sender's first new segment after a cut says so (CWR)
+        let cwr = s.cwr && !retx;
+        s.cwr &= !cwr;
+        let at = now.max(s.access_free);
+        s.access_free = at + s.access_ns;
+        // a host's send times wander by up to a packet time of the link (interrupts, the
+        // NIC): without it a full drop-tail queue locks to the senders' phases and always
+        // admits the same flow (Floyd and Jacobson's phase effects)
+        let at = at + rng.random_range(0..k.tx_ns);
+        pending.push(
+            at,
+            Ev::Arrive {
+                flow: f,
+                tx,
+                seq,
+                retx,
+                cwr,
+            },
+        );
+    }
+
     // Send what the window of `f` allows at `now`.
     fn pump(
         s: &mut Sender,
@@ -663,32 +703,7 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
             } else {
                 break;
             };
-            let tx = s.next_tx;
-            s.next_tx += 1;
-            s.in_flight += 1;
-            #[cfg(test)]
-            {
-                s.sent_reducing += u64::from(s.prr.is_some());
-            }
-            // an ECN-capable sender's first new segment after a cut says so (CWR)
-            let cwr = s.cwr && !retx;
-            s.cwr &= !cwr;
-            let at = now.max(s.access_free);
-            s.access_free = at + s.access_ns;
-            // a host's send times wander by up to a packet time of the link (interrupts, the
-            // NIC): without it a full drop-tail queue locks to the senders' phases and always
-            // admits the same flow (Floyd and Jacobson's phase effects)
-            let at = at + rng.random_range(0..k.tx_ns);
-            pending.push(
-                at,
-                Ev::Arrive {
-                    flow: f,
-                    tx,
-                    seq,
-                    retx,
-                    cwr,
-                },
-            );
+            transmit(s, f, seq, retx, now, k, pending, rng);
         }
         if was_idle && s.in_flight > 0 {
             s.rto_gen += 1;
