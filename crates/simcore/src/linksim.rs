@@ -31,6 +31,12 @@
 //! and ssthresh at half the flight (at least 2 segments, Linux's floor). The timer restarts on an
 //! ACK that moves the receiver's cumulative ACK ([`CumAck`]: its segment was the next one
 //! expected), as Linux's does; Reno's and Cubic's answer to an echoed mark waits for one too.
+//! Before the timer, Linux's tail loss probe (`tail_loss_probe`, on by default as in Linux): a
+//! sender with data in flight, recovering no loss and with no segment known to have arrived above
+//! a drop, sends two smoothed round trips and 2 ms after its last new data or advancing ACK a new
+//! segment past its window, or else its last segment again if that was dropped; the probe's
+//! arrival marks every drop sent before it lost (RACK: sent earlier by far more than its
+//! reordering window), once per episode, and the timer restarts from it.
 //! Each sender injects its packets no faster than its access link (`access_bytes_per_s`). The propagation of a flow's
 //! round trip is all after the queue: a packet's ACK reaches its sender `base_rtt_s` after it
 //! left the queue, its data reaches the receiver `one_way_s` after.
@@ -59,6 +65,9 @@ const HYSTART_LOW_WINDOW: u64 = 16;
 const HYSTART_ACK_DELTA_NS: u64 = 2_000_000;
 /// Segments that must arrive after a lost one before its loss is detected.
 const DUP_THRESH: u32 = 3;
+/// The tail loss probe's margin over two smoothed round trips with more than one segment in
+/// flight (Linux's `TCP_TIMEOUT_MIN`, 2 ms).
+const TLP_MIN_NS: u64 = 2_000_000;
 
 /// One TCP flow across the link.
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize, Serialize)]
@@ -121,6 +130,10 @@ pub struct LinkSim {
     /// The receivers delay their ACKs ([`DelayedAck`]); absent: every segment is ACKed at once.
     #[serde(default)]
     pub delayed_ack: Option<DelayedAck>,
+    /// The senders' tail loss probe (Linux's default, `net.ipv4.tcp_early_retrans` = 3); false:
+    /// a tail loss waits for the retransmission timer (ns-3.44's senders).
+    #[serde(default = "yes")]
+    pub tail_loss_probe: bool,
     pub flows: Vec<LinkFlow>,
 }
 
@@ -150,6 +163,9 @@ pub struct DelayedAck {
     pub idle_quick_acks: u32,
 }
 
+fn yes() -> bool {
+    true
+}
 fn delack_timeout() -> f64 {
     0.04
 }
@@ -319,6 +335,8 @@ enum Ev {
     },
     /// The retransmission timer of `flow`, armed as its `gen`-th.
     Timeout { flow: u32, gen: u64 },
+    /// The tail loss probe's timer of `flow` (one pending at a time: `Sender::tlp_pending`).
+    Probe(u32),
     /// The delayed-ACK timer of `flow`'s receiver, armed as its `gen`-th.
     DelAck { flow: u32, gen: u64 },
     /// The next cross-traffic packet arrives.
@@ -440,8 +458,24 @@ struct Sender {
     access_free: u64,
     access_ns: u64,
     rto_gen: u64,
+    /// When the retransmission timer armed last is due (ns).
+    rto_at: u64,
     backoff: u32,
     timeouts: u32,
+    /// The smoothed round trip (ns), as Linux's `srtt` (gain 1/8), from the path's base round trip.
+    srtt_ns: u64,
+    /// A loss is being recovered (from its detection or a timeout until its reduction ends):
+    /// Linux's Recovery and Loss states, where no tail loss probe is sent.
+    loss_recovery: bool,
+    /// The tail loss probe: when it is due (`u64::MAX`: not armed), when its pending event is,
+    /// the transmission that probed last and, while a probe is out, the next new segment when it
+    /// left (Linux's `tlp_high_seq`: one probe per episode).
+    tlp_at: u64,
+    tlp_pending: Option<u64>,
+    tlp_tx: u64,
+    tlp_high: Option<u64>,
+    #[cfg(test)]
+    probes: u32,
     started_ns: u64,
     done_s: f64,
     /// Cubic's HyStart still looks for the end of slow start.
@@ -503,11 +537,13 @@ struct Prr {
     sent: u64,
 }
 
-/// What every sender's send path needs: segment size, minimum RTO, a packet time of the link.
+/// What every sender's send path needs: segment size, minimum RTO, a packet time of the link,
+/// whether tail loss probes go.
 struct Consts {
     mss: u64,
     rto_ns: u64,
     tx_ns: u64,
+    tlp: bool,
 }
 
 /// Simulate the link and its flows.
@@ -539,7 +575,12 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
         .collect();
     let tx_ns = (p.wire_bytes / p.link_bytes_per_s * NS).max(1.0) as u64;
     let mut rng = ChaCha8Rng::seed_from_u64(p.seed ^ 0x11AC_0000);
-    let k = Consts { mss, rto_ns, tx_ns };
+    let k = Consts {
+        mss,
+        rto_ns,
+        tx_ns,
+        tlp: p.tail_loss_probe,
+    };
     let mut q: EgressQueue<Pkt> = EgressQueue::new(p.port(), 0);
     let mut pending = Events::new();
     let mut senders: Vec<Sender> = p
@@ -584,8 +625,18 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                     0
                 },
                 rto_gen: 0,
+                rto_at: 0,
                 backoff: 0,
                 timeouts: 0,
+                // the connection's first sample: its handshake's (or, kept open, its last) round trip
+                srtt_ns: (f.base_rtt_s * NS).round() as u64,
+                loss_recovery: false,
+                tlp_at: u64::MAX,
+                tlp_pending: None,
+                tlp_tx: u64::MAX,
+                tlp_high: None,
+                #[cfg(test)]
+                probes: 0,
                 started_ns: u64::MAX,
                 done_s: f64::NAN,
                 hystart: p.cc == Cc::Cubic,
@@ -683,7 +734,7 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
         );
     }
 
-    // Send what the window of `f` allows at `now`.
+    // Send what the window of `f` allows at `now`; whether a new segment went.
     fn pump(
         s: &mut Sender,
         f: u32,
@@ -691,9 +742,10 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
         k: &Consts,
         pending: &mut Events,
         rng: &mut ChaCha8Rng,
-    ) {
+    ) -> bool {
         let cwnd_segments = (s.win.cwnd / k.mss).max(1);
         let was_idle = s.in_flight == 0;
+        let mut fresh = false;
         while s.in_flight < cwnd_segments {
             let (seq, retx) = if let Some(seq) = s.resend.pop_front() {
                 (seq, true)
@@ -703,11 +755,13 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
             } else {
                 break;
             };
+            fresh |= !retx;
             transmit(s, f, seq, retx, now, k, pending, rng);
         }
         if was_idle && s.in_flight > 0 {
             s.rto_gen += 1;
             let at = now + (k.rto_ns << s.backoff.min(6));
+            s.rto_at = at;
             pending.push(
                 at,
                 Ev::Timeout {
@@ -715,6 +769,34 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                     gen: s.rto_gen,
                 },
             );
+        }
+        fresh
+    }
+
+    // Linux's tail loss probe (tcp_schedule_loss_probe; net.ipv4.tcp_early_retrans = 3, its
+    // default): with data in flight, outside a loss's recovery and before any segment above a hole
+    // has arrived (the Open and CWR states), a probe is due two smoothed round trips and 2 ms
+    // after new data left or an ACK moved the cumulative ACK (the minimum RTO instead of 2 ms with
+    // one segment in flight), unless the retransmission timer is due first. One event pending
+    // per flow: a later due time is taken up when the pending one fires.
+    fn arm_probe(s: &mut Sender, f: u32, now: u64, k: &Consts, pending: &mut Events) {
+        s.tlp_at = u64::MAX;
+        if !k.tlp || s.in_flight == 0 || !probe_allowed(s) {
+            return;
+        }
+        let margin = if s.in_flight == 1 {
+            k.rto_ns
+        } else {
+            TLP_MIN_NS
+        };
+        let due = now + 2 * s.srtt_ns + margin;
+        if due >= s.rto_at {
+            return;
+        }
+        s.tlp_at = due;
+        if s.tlp_pending.is_none_or(|t| t > due) {
+            s.tlp_pending = Some(due);
+            pending.push(due, Ev::Probe(f));
         }
     }
 
@@ -843,7 +925,9 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                     let s = &mut senders[f as usize];
                     s.started_ns = now;
                     s.access_free = now;
-                    pump(s, f, now, &k, &mut pending, &mut rng);
+                    if pump(s, f, now, &k, &mut pending, &mut rng) {
+                        arm_probe(s, f, now, &k, &mut pending);
+                    }
                 }
                 Ev::Arrive {
                     flow,
@@ -899,6 +983,11 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                     if s.hystart {
                         hystart(s, now, now - queued, tx, mss);
                     }
+                    if !retx {
+                        // Linux's srtt (no samples from retransmissions: Karn)
+                        let sample = now - queued;
+                        s.srtt_ns = s.srtt_ns - s.srtt_ns / 8 + sample / 8;
+                    }
                     // only an ACK that moves the cumulative ACK restarts the timer (as Linux's)
                     let advanced = cum > s.snd_una;
                     s.snd_una = s.snd_una.max(cum);
@@ -906,16 +995,23 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                     // high_seq, ns-3's m_recover): a lost retransmission holds it, no new cut and
                     // no growth meanwhile
                     let reducing = tx < s.recover || s.snd_una < s.high_seq;
+                    s.loss_recovery &= reducing;
+                    if s.tlp_high.is_some_and(|h| s.snd_una >= h) {
+                        s.tlp_high = None;
+                    }
                     if retx {
                         s.holes -= 1;
                     }
                     // SACK: every undetected drop sent before this transmission saw one more
-                    // arrival; three make it a loss
+                    // arrival; three make it a loss. A tail loss probe's arrival, sent two round
+                    // trips after them, makes every earlier drop a loss (Linux's RACK: sent
+                    // before a delivered segment by more than its reordering window)
+                    let seen = if tx == s.tlp_tx { DUP_THRESH } else { 1 };
                     let mut lost = false;
                     let mut found = false;
                     for d in s.dropped.iter_mut() {
                         if d.0 < tx && d.2 != u32::MAX {
-                            d.2 += 1;
+                            d.2 = d.2.saturating_add(seen).min(u32::MAX - 1);
                             found |= d.2 >= DUP_THRESH;
                         }
                     }
@@ -944,6 +1040,8 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                         s.grow = 0.0;
                         s.cwr = ect;
                         s.window_end = s.next_tx;
+                        s.loss_recovery = true;
+                        s.tlp_high = None;
                         begin_reduction(s, cut_to(s.win.cwnd, keep, min_cwnd), mss);
                     } else if dctcp && ce && !reducing {
                         // DCTCP answers the first echoed mark of a window (Linux's and ns-3's CWR):
@@ -996,6 +1094,7 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                     }
                     if advanced && (s.in_flight > 0 || !s.dropped.is_empty()) {
                         s.rto_gen += 1;
+                        s.rto_at = now + rto_ns;
                         pending.push_rearm(
                             now + rto_ns,
                             Ev::Timeout {
@@ -1004,7 +1103,72 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                             },
                         );
                     }
-                    pump(s, flow, now, &k, &mut pending, &mut rng);
+                    let fresh = pump(s, flow, now, &k, &mut pending, &mut rng);
+                    if advanced || fresh {
+                        arm_probe(s, flow, now, &k, &mut pending);
+                    }
+                }
+                Ev::Probe(flow) => {
+                    let s = &mut senders[flow as usize];
+                    if s.tlp_pending != Some(now) {
+                        continue;
+                    }
+                    s.tlp_pending = None;
+                    if s.tlp_at == u64::MAX {
+                        continue;
+                    }
+                    if now < s.tlp_at {
+                        s.tlp_pending = Some(s.tlp_at);
+                        pending.push(s.tlp_at, Ev::Probe(flow));
+                        continue;
+                    }
+                    s.tlp_at = u64::MAX;
+                    if s.tlp_high.is_some()
+                        || s.received == s.total
+                        || s.in_flight == 0
+                        || !probe_allowed(s)
+                    {
+                        continue;
+                    }
+                    // the probe (tcp_send_loss_probe): a new segment past the window if there is
+                    // one, else the last one again -- if it was dropped; otherwise its ACK is on
+                    // its way (no ACK is lost here) and the probe would be a duplicate
+                    if s.next_new < s.total {
+                        s.next_new += 1;
+                        transmit(
+                            s,
+                            flow,
+                            s.next_new - 1,
+                            false,
+                            now,
+                            &k,
+                            &mut pending,
+                            &mut rng,
+                        );
+                    } else if let Some(i) = s.dropped.iter().position(|d| d.1 == s.total - 1) {
+                        s.dropped.remove(i);
+                        s.in_flight -= 1;
+                        transmit(s, flow, s.total - 1, true, now, &k, &mut pending, &mut rng);
+                    } else {
+                        continue;
+                    }
+                    #[cfg(test)]
+                    {
+                        s.probes += 1;
+                    }
+                    s.tlp_tx = s.next_tx - 1;
+                    s.tlp_high = Some(s.next_new);
+                    // the retransmission timer starts again from the probe (tcp_rearm_rto)
+                    s.rto_gen += 1;
+                    let at = now + (rto_ns << s.backoff.min(6));
+                    s.rto_at = at;
+                    pending.push(
+                        at,
+                        Ev::Timeout {
+                            flow,
+                            gen: s.rto_gen,
+                        },
+                    );
                 }
                 Ev::DelAck { flow, gen } => {
                     let s = &mut senders[flow as usize];
@@ -1028,6 +1192,7 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                             // still queued: wait again
                             s.rto_gen += 1;
                             let at = now + (rto_ns << s.backoff.min(6));
+                            s.rto_at = at;
                             pending.push(
                                 at,
                                 Ev::Timeout {
@@ -1058,10 +1223,14 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                     s.recover = s.next_tx;
                     s.high_seq = 0;
                     s.window_end = s.next_tx;
+                    s.loss_recovery = true;
+                    s.tlp_high = None;
+                    s.tlp_at = u64::MAX;
                     s.backoff += 1;
                     s.rto_gen += 1;
                     if s.in_flight > 0 {
                         let at = now + (rto_ns << s.backoff.min(6));
+                        s.rto_at = at;
                         pending.push(
                             at,
                             Ev::Timeout {
@@ -1099,6 +1268,12 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
         events,
     };
     Ok((r, senders))
+}
+
+/// Whether a tail loss probe may go (Linux's Open and CWR states): no loss being recovered and
+/// no segment known to have arrived above an undetected drop (Disorder).
+fn probe_allowed(s: &Sender) -> bool {
+    !s.loss_recovery && s.dropped.iter().all(|d| d.2 == 0)
 }
 
 /// Cubic's HyStart, its ACK-train test (ns-3's TcpCubic, unpaced): once the window holds
@@ -1280,6 +1455,7 @@ mod tests {
             horizon_s: 60.0,
             seed,
             delayed_ack: None,
+            tail_loss_probe: true,
             flows: vec![
                 LinkFlow {
                     bytes: 200e3,
@@ -1553,6 +1729,35 @@ mod tests {
             checked >= 3,
             "flows checked that lost a retransmission: {checked}"
         );
+    }
+
+    #[test]
+    fn tail_loss_probes_recover_tails_the_timer_would_have_waited_for() {
+        // sixteen Reno flows into ten packets: windows whose last segments were dropped, with
+        // nothing sent after them to reveal it, wait 200 ms for the timer without the probe; with
+        // it, two round trips and 2 ms (over eight seeds: 52 timeouts instead of 72, the mean
+        // FCT 0.097 s instead of 0.126 s)
+        let (mut with, mut without) = ((0, 0, 0.0), (0, 0, 0.0));
+        for seed in 1..=8 {
+            for tlp in [true, false] {
+                let p = LinkSim {
+                    tail_loss_probe: tlp,
+                    ..crowded(seed)
+                };
+                let (r, senders) = run(&p).unwrap();
+                let t = if tlp { &mut with } else { &mut without };
+                t.0 += r.timeouts.iter().sum::<u32>();
+                t.1 += senders.iter().map(|s| s.probes).sum::<u32>();
+                t.2 += r.fct_s.iter().sum::<f64>() / r.fct_s.len() as f64 / 8.0;
+            }
+        }
+        assert_eq!(without.1, 0);
+        assert!(with.1 >= 16, "probes sent: {with:?}");
+        assert!(
+            with.0 * 5 <= without.0 * 4,
+            "timeouts: {with:?} {without:?}"
+        );
+        assert!(with.2 < 0.85 * without.2, "mean FCT: {with:?} {without:?}");
     }
 
     #[test]

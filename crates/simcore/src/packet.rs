@@ -161,6 +161,7 @@ impl Ctx<'_> {
             horizon_s: horizon,
             seed: self.seed ^ (u64::from(l) << 32),
             delayed_ack: self.tcp.delayed_ack,
+            tail_loss_probe: true,
             flows,
         }
     }

@@ -95,6 +95,7 @@ fn bottleneck(cc: Cc, udp_share: f64) -> LinkSim {
         horizon_s: 60.0,
         seed: 1,
         delayed_ack: None,
+        tail_loss_probe: true,
         flows: vec![
             LinkFlow {
                 bytes: 20e6,
