@@ -267,6 +267,15 @@ fn loops_stop(pass: u32, passes: u32, moved: f64, since_least: u32) -> bool {
     pass >= passes || moved <= LOOP_SETTLED_S || stalled
 }
 
+/// Whether pass `pass` (of at most `passes`) may be the one `refine` keeps: one made before the
+/// bisection has halved [`LOOP_STALL_FROM`] times only where the loops stop, since its small move
+/// says as little about settling as for stopping (on the 2 x 8 loops check two seeds of five kept
+/// their sixth and seventh passes, with 46 and 61 timeouts where every seed's later passes took
+/// 0-8).
+fn pass_may_be_kept(pass: u32, passes: u32, stops: bool) -> bool {
+    stops || pass >= LOOP_STALL_FROM.min(passes)
+}
+
 /// A fetch whose max-min rate is below this share of the fastest on a link is taken as limited
 /// by another link of its path there.
 const HELD_ELSEWHERE: f64 = 0.9;
@@ -316,7 +325,8 @@ pub(crate) enum Starts {
 /// the load elsewhere: at 4:1 on 1,000 hosts it lost 4.2 million packets at the spines where the
 /// closed loops lose 60,000. The loops do not settle exactly where a few fetches' timeouts come and
 /// go from pass to pass, and the last pass may be one where more of them time out: the result is
-/// the pass whose paced starts moved least from the one before (the nearest to settled). Its
+/// the pass whose paced starts moved least from the one before (the nearest to settled), among
+/// those from the [`LOOP_STALL_FROM`]-th on and the last ([`pass_may_be_kept`]). Its
 /// summary is that pass's; the events count every pass.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn refine(
@@ -438,7 +448,7 @@ pub(crate) fn refine(
             settled = !changed;
         }
         let paced = out.paced.clone();
-        if best.as_ref().is_none_or(|b| moved < b.2) {
+        if pass_may_be_kept(pass, passes, settled) && best.as_ref().is_none_or(|b| moved < b.2) {
             best = Some((out, pass, moved));
         }
         if settled {

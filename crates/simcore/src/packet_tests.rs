@@ -442,3 +442,15 @@ fn the_request_loops_stop_on_a_stall_only_once_the_bisection_has_halved_enough()
     assert!(loops_stop(2, 16, LOOP_SETTLED_S, 0));
     assert!(loops_stop(3, 3, big, 0));
 }
+
+#[test]
+fn a_pass_made_before_the_bisection_has_halved_enough_is_kept_only_where_the_loops_stop() {
+    use super::{pass_may_be_kept, LOOP_STALL_FROM};
+    assert!(!pass_may_be_kept(2, 16, false));
+    assert!(!pass_may_be_kept(LOOP_STALL_FROM - 1, 16, false));
+    assert!(pass_may_be_kept(LOOP_STALL_FROM, 16, false));
+    // settled early, or capped below LOOP_STALL_FROM: that pass stands
+    assert!(pass_may_be_kept(3, 16, true));
+    assert!(pass_may_be_kept(2, 2, false));
+    assert!(pass_may_be_kept(1, 1, false));
+}
