@@ -579,6 +579,27 @@ def interval_lines(rows: list[dict[str, Any]], seeds: int) -> list[str]:
     return lines
 
 
+def sign_verdict(d_ns: float, d_sim: float, ci_ns: list[float] | None, ci_sim: list[float] | None, ns_runs: int) -> str:
+    """Whether the simulator's Cubic − DCTCP difference ``d_sim`` has ns-3's sign ``d_ns``, each
+    with its 95 % interval: "right" or "**wrong**" where both intervals exclude 0, else which side
+    does not decide it. One ns-3 run is a deterministic row, taken as exact; two runs or one seed
+    decide nothing."""
+
+    def decided(ci: list[float] | None) -> bool:
+        return ci is not None and (ci[0] > 0 or ci[1] < 0)
+
+    ns_exact = ci_ns is None and ns_runs == 1
+    if ci_sim is None:
+        return "sim: too few seeds"
+    if ci_ns is None and not ns_exact:
+        return "ns-3: too few runs"
+    if not ns_exact and not decided(ci_ns):
+        return "ns-3 undecided"
+    if not decided(ci_sim):
+        return "sim undecided"
+    return "right" if sign(d_ns) == sign(d_sim) else "**wrong**"
+
+
 def sign_interval_lines(rows: list[dict[str, Any]]) -> list[str]:
     """Per scenario, Cubic's mean FCT minus DCTCP's on each side with its 95 % Welch interval, and
     whether the signs agree where ns-3's interval decides a sign."""
@@ -598,23 +619,7 @@ def sign_interval_lines(rows: list[dict[str, Any]]) -> list[str]:
         ci_sim = difference_interval(cubic["sim_seed_means_s"], dctcp["sim_seed_means_s"])
         if d_ns != d_ns or d_sim != d_sim:
             continue
-
-        def decided(ci: list[float] | None) -> bool:
-            return ci is not None and (ci[0] > 0 or ci[1] < 0)
-
-        # one ns-3 run is a deterministic row, taken as exact; two runs or one seed decide nothing
-        ns_exact = ci_ns is None and len(cubic["ns3_run_means_s"] or []) == 1
-        same = sign(d_ns) == sign(d_sim)
-        if ci_sim is None:
-            what = "sim: too few seeds"
-        elif ci_ns is None and not ns_exact:
-            what = "ns-3: too few runs"
-        elif not ns_exact and not decided(ci_ns):
-            what = "ns-3 undecided"
-        elif not decided(ci_sim):
-            what = "sim undecided"
-        else:
-            what = "right" if same else "**wrong**"
+        what = sign_verdict(d_ns, d_sim, ci_ns, ci_sim, len(cubic["ns3_run_means_s"] or []))
         tally[what] = tally.get(what, 0) + 1
 
         def fmt(d: float, ci: list[float] | None) -> str:
