@@ -43,6 +43,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sim_vs_ns3 import CACHE, add_host_options, compile_ns3, host_settings, hosts_for  # noqa: E402
+from sim_vs_ns3_packet import difference_interval, sign_verdict  # noqa: E402
 
 from shufflelab.sim import core  # noqa: E402
 
@@ -110,6 +111,7 @@ def ns3_row(binary: Path, cc: str, block_mb: float, runs: int) -> dict[str, Any]
     state machine is left out and counted (``aborted``); every run aborting is an error."""
     fcts: list[float] = []
     ends, syn, rtos, wall, aborted = [], 0, 0, 0.0, []
+    run_means: list[float] = []
     for seed in range(1, runs + 1):
         t0 = time.perf_counter()
         d, failed = run_ns3([str(binary), *ns3_args(cc, block_mb, seed)])
@@ -123,7 +125,9 @@ def ns3_row(binary: Path, cc: str, block_mb: float, runs: int) -> dict[str, Any]
             raise SystemExit(f"ns-3 {cc} {block_mb} MB run {seed}: a flow did not finish within --stopS")
         fct = [e - r for e, r in zip(done, d["requested_s"], strict=True)]
         syn += sum(1 for x in fct if x >= SYN_TIMER_S)
-        fcts += [x for x in fct if x < SYN_TIMER_S]
+        kept = [x for x in fct if x < SYN_TIMER_S]
+        fcts += kept
+        run_means.append(statistics.fmean(kept))
         ends.append(max(done))
         rtos += sum(d["rtos"])
     if not ends:
@@ -132,6 +136,7 @@ def ns3_row(binary: Path, cc: str, block_mb: float, runs: int) -> dict[str, Any]
     done = len(ends)
     return {
         "mean": statistics.fmean(fcts),
+        "run_means": run_means,
         "p99": fcts[min(len(fcts) - 1, int(0.99 * len(fcts)))],
         "end": statistics.fmean(ends),
         "timeouts": rtos / done,
@@ -179,6 +184,7 @@ def sim_row(cc: str, block_mb: float, seeds: int) -> dict[str, Any]:
         runs.append((bucket["mean_s"], bucket["p99_s"], r["apps"][0]["job_time_s"], p["timeouts"], p["passes"], cpu))
     return {
         "mean": statistics.fmean(x[0] for x in runs),
+        "seed_means": [x[0] for x in runs],
         "p99": statistics.fmean(x[1] for x in runs),
         "end": statistics.fmean(x[2] for x in runs),
         "timeouts": statistics.fmean(x[3] for x in runs),
@@ -220,7 +226,7 @@ def main() -> int:
         for cc in ("cubic", "dctcp"):
             print(f"{mb} MB {cc} ...", flush=True)
             ns, sim = ns3_row(binary, cc, mb, a.ns3_runs), sim_row(cc, mb, a.seeds)
-            means[cc] = (ns["mean"], sim["mean"])
+            means[cc] = (ns, sim)
             lines.append(
                 f"| {mb:g} MB | {cc} | {1e3 * ns['mean']:.2f} | {1e3 * sim['mean']:.2f} "
                 f"| {pct(sim['mean'], ns['mean'])} "
@@ -230,10 +236,18 @@ def main() -> int:
                 f"| {', '.join(f'order seed {x}' for x in ns['aborted']) or '–'} |"
             )
         (nc, sc), (nd, sd) = means["cubic"], means["dctcp"]
-        ok = (nc - nd) * (sc - sd) > 0
+        d_ns, d_sim = nc["mean"] - nd["mean"], sc["mean"] - sd["mean"]
+        # each side's 95 % Welch interval over its runs (a run's mean over its fetches, a seed's)
+        ci_ns = difference_interval(nc["run_means"], nd["run_means"])
+        ci_sim = difference_interval(sc["seed_means"], sd["seed_means"])
+        what = sign_verdict(d_ns, d_sim, ci_ns, ci_sim, len(nc["run_means"]))
+
+        def ms(d: float, ci: list[float] | None) -> str:
+            return f"{1e3 * d:+.2f} ms" + ("" if ci is None else f" [{1e3 * ci[0]:+.2f}, {1e3 * ci[1]:+.2f}]")
+
         signs.append(
-            f"- {mb:g} MB: Cubic − DCTCP mean FCT: ns-3 {1e3 * (nc - nd):+.2f} ms, "
-            f"sim {1e3 * (sc - sd):+.2f} ms: sign {'right' if ok else 'WRONG'}"
+            f"- {mb:g} MB: Cubic − DCTCP mean FCT [95 % CI]: ns-3 {ms(d_ns, ci_ns)}, sim {ms(d_sim, ci_sim)}: "
+            f"sign {'right' if d_ns * d_sim > 0 else 'WRONG'} on the means; at 95 %: {what}"
         )
     text = "\n".join(lines + [""] + signs) + "\n"
     a.out.write_text(text)
