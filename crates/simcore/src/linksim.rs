@@ -759,18 +759,22 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
             transmit(s, f, seq, retx, now, k, pending, rng);
         }
         if was_idle && s.in_flight > 0 {
-            s.rto_gen += 1;
-            let at = now + (k.rto_ns << s.backoff.min(6));
-            s.rto_at = at;
-            pending.push(
-                at,
-                Ev::Timeout {
-                    flow: f,
-                    gen: s.rto_gen,
-                },
-            );
+            arm_rto(s, f, now + (k.rto_ns << s.backoff.min(6)), pending);
         }
         fresh
+    }
+
+    // Arm the retransmission timer of `f` for `at` (a later arming replaces it).
+    fn arm_rto(s: &mut Sender, f: u32, at: u64, pending: &mut Events) {
+        s.rto_gen += 1;
+        s.rto_at = at;
+        pending.push(
+            at,
+            Ev::Timeout {
+                flow: f,
+                gen: s.rto_gen,
+            },
+        );
     }
 
     // Linux's tail loss probe (tcp_schedule_loss_probe; net.ipv4.tcp_early_retrans = 3, its
@@ -1159,16 +1163,7 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                     s.tlp_tx = s.next_tx - 1;
                     s.tlp_high = Some(s.next_new);
                     // the retransmission timer starts again from the probe (tcp_rearm_rto)
-                    s.rto_gen += 1;
-                    let at = now + (rto_ns << s.backoff.min(6));
-                    s.rto_at = at;
-                    pending.push(
-                        at,
-                        Ev::Timeout {
-                            flow,
-                            gen: s.rto_gen,
-                        },
-                    );
+                    arm_rto(s, flow, now + (rto_ns << s.backoff.min(6)), &mut pending);
                 }
                 Ev::DelAck { flow, gen } => {
                     let s = &mut senders[flow as usize];
@@ -1190,16 +1185,7 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                     if s.dropped.is_empty() {
                         if s.in_flight > 0 {
                             // still queued: wait again
-                            s.rto_gen += 1;
-                            let at = now + (rto_ns << s.backoff.min(6));
-                            s.rto_at = at;
-                            pending.push(
-                                at,
-                                Ev::Timeout {
-                                    flow,
-                                    gen: s.rto_gen,
-                                },
-                            );
+                            arm_rto(s, flow, now + (rto_ns << s.backoff.min(6)), &mut pending);
                         }
                         continue;
                     }
@@ -1227,17 +1213,10 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                     s.tlp_high = None;
                     s.tlp_at = u64::MAX;
                     s.backoff += 1;
+                    // (the timers armed before are stale from here, whether or not one is armed)
                     s.rto_gen += 1;
                     if s.in_flight > 0 {
-                        let at = now + (rto_ns << s.backoff.min(6));
-                        s.rto_at = at;
-                        pending.push(
-                            at,
-                            Ev::Timeout {
-                                flow,
-                                gen: s.rto_gen,
-                            },
-                        );
+                        arm_rto(s, flow, now + (rto_ns << s.backoff.min(6)), &mut pending);
                     }
                     let was = s.backoff;
                     pump(s, flow, now, &k, &mut pending, &mut rng);
