@@ -58,6 +58,20 @@ def test_the_difference_of_cubic_and_dctcp_keeps_its_sign(cubic: float, dctcp: f
     assert (ci[0] > 0) if positive else (ci[1] < 0)
 
 
+def test_a_sign_is_judged_only_where_both_intervals_decide_it() -> None:
+    # (the loops check and the table share this verdict)
+    pos, neg, across = [0.001, 0.003], [-0.003, -0.001], [-0.001, 0.002]
+    assert bench.sign_verdict(0.002, 0.002, pos, pos, 3) == "right"
+    assert bench.sign_verdict(0.002, -0.002, pos, neg, 3) == "**wrong**"
+    assert bench.sign_verdict(-0.002, -0.002, neg, neg, 3) == "right"
+    assert bench.sign_verdict(0.0005, -0.002, across, neg, 3) == "ns-3 undecided"
+    assert bench.sign_verdict(0.002, 0.0005, pos, across, 3) == "sim undecided"
+    # one deterministic ns-3 run is exact; two runs give no interval and decide nothing
+    assert bench.sign_verdict(0.002, -0.002, None, neg, 1) == "**wrong**"
+    assert bench.sign_verdict(0.002, 0.002, None, pos, 2) == "ns-3: too few runs"
+    assert bench.sign_verdict(0.002, 0.002, pos, None, 3) == "sim: too few seeds"
+
+
 def host_args(*flags: str) -> list[str]:
     """The ns-3 programs' host arguments for the benchmark's command-line ``flags``."""
     ap = argparse.ArgumentParser()
