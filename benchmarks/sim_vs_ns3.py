@@ -116,6 +116,13 @@ def add_host_options(ap: argparse.ArgumentParser) -> None:
         "so a window whose last segments or last ACK were dropped waits for the timer)",
     )
     ap.add_argument(
+        "--queue-bytes",
+        action="store_true",
+        help="two_tier.cc's ports count their limit and DCTCP's K in bytes of full segments, as a switch and "
+        "Linux's sch_red count them (ns-3's packet mode counts a 66-byte pure ACK as a whole packet: where a port "
+        "carries one direction's data and the other's ACKs, the data queue DCTCP keeps is shorter)",
+    )
+    ap.add_argument(
         "--sim-delayed-ack",
         type=int,
         nargs=2,
@@ -128,6 +135,12 @@ def add_host_options(ap: argparse.ArgumentParser) -> None:
 
 CWND_COUNT_RESET, CWR_RECOVERY, DCTCP_LOSS = "--cwndCntReset=true", "--cwrRecovery=true", "--dctcpLossHalves=true"
 RACK, TLP = "--rackLoss=true", "--lossProbe=true"
+QUEUE_BYTES = "--queueBytes=true"
+
+
+def two_tier_switch(a: argparse.Namespace) -> list[str]:
+    """For :func:`add_host_options`' ``--queue-bytes``: two_tier.cc's extra arguments for its ports."""
+    return [QUEUE_BYTES] if a.queue_bytes else []
 
 
 def hosts_for(hosts: list[str], cc: str, ecn: bool = True) -> list[str]:

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sim_vs_ns3 import CACHE, add_host_options, compile_ns3, host_settings, hosts_for  # noqa: E402
+from sim_vs_ns3 import CACHE, add_host_options, compile_ns3, host_settings, hosts_for, two_tier_switch  # noqa: E402
 from sim_vs_ns3_packet import difference_interval, sign_verdict  # noqa: E402
 
 from shufflelab.sim import core  # noqa: E402
@@ -91,6 +91,8 @@ def run_ns3(args: list[str]) -> tuple[dict[str, Any] | None, str | None]:
 
 # --prr-sack-fix, --linux-acks: ns-3's hosts (sim_vs_ns3.host_settings), two_tier.cc's extra arguments
 NS3_HOSTS: list[str] = []
+# --queue-bytes: two_tier.cc's ports count bytes (sim_vs_ns3.two_tier_switch)
+TWO_TIER_SWITCH: list[str] = []
 # --sim-delayed-ack: the model's receivers (the spec's tcp.delayed_ack; empty: every segment ACKed at once)
 SIM_DELAYED_ACK: dict[str, Any] = {}
 
@@ -101,6 +103,7 @@ def ns3_args(cc: str, block_mb: float, order_seed: int) -> list[str]:
     args += [f"--megabytes={block_mb}", "--queue=100", "--stopS=60", "--delAckTimeoutMs=40"]
     args += [f"--blocks={MAPS_PER_HOST}", f"--reqsInFlight={IN_FLIGHT}", f"--orderSeed={order_seed}"]
     args += hosts_for(NS3_HOSTS, cc, ecn=cc == "dctcp")  # Cubic: drop-tail without ECN
+    args += TWO_TIER_SWITCH
     if cc == "dctcp":
         return args + ["--cc=ns3::TcpDctcp", "--queueDisc=step", "--markK=20", "--dctcpFloor=2"]
     return args + ["--cc=ns3::TcpCubic"]
@@ -211,6 +214,7 @@ def main() -> int:
     a = ap.parse_args()
     FRESH_NS3[0] = a.fresh_ns3
     NS3_HOSTS[:], delayed = host_settings(a)
+    TWO_TIER_SWITCH[:] = two_tier_switch(a)
     HOSTS_PER_LEAF[:] = [a.hosts_per_leaf]
     SIM_DELAYED_ACK.update(delayed)
     binary = compile_ns3(SOURCE, "two_tier")

@@ -126,6 +126,7 @@ from sim_vs_ns3 import (  # noqa: E402
     compile_ns3,
     host_settings,
     hosts_for,
+    two_tier_switch,
 )
 from sim_vs_ns3_fabric import sim_config as alltoall_config  # noqa: E402
 
@@ -174,6 +175,8 @@ A2A_RUNS = 1
 ZERO_RUNS = 1
 # --prr-sack-fix, --linux-acks: ns-3's hosts (sim_vs_ns3.host_settings), the programs' extra arguments
 NS3_HOSTS: list[str] = []
+# --queue-bytes: two_tier.cc's ports (incast and all-to-all rows) count bytes (sim_vs_ns3.two_tier_switch)
+TWO_TIER_SWITCH: list[str] = []
 # --sim-delayed-ack: the model's receivers (the spec's tcp.delayed_ack; empty: every segment ACKed at once)
 SIM_DELAYED_ACK: dict[str, Any] = {}
 
@@ -226,6 +229,7 @@ def ns3_incast(binary: Path, cc: str, n: int) -> dict[str, Any]:
         args += ["--queueDisc=step", f"--markK={STEP_K}", f"--dctcpFloor={DCTCP_FLOOR}"]
         args += DCTCP_ACK_NOW
     args += hosts_for(NS3_HOSTS, cc, ecn=cc == "dctcp")  # drop-tail without ECN for the others
+    args += TWO_TIER_SWITCH
     args += [f"--incastSenders={','.join(map(str, incast_hosts(n)))}", "--incastReceiver=0"]
     if INCAST_RUNS > 1:
         return ns3_link_runs(args + [f"--startJitterUs={INCAST_JITTER_US:g}"], INCAST_RUNS, "two_tier")
@@ -351,6 +355,7 @@ def ns3_alltoall(binary: Path, cc: str, uplink_gbps: float) -> dict[str, Any]:
         args += ["--queueDisc=step", f"--markK={STEP_K}", f"--dctcpFloor={DCTCP_FLOOR}"]
         args += DCTCP_ACK_NOW
     args += hosts_for(NS3_HOSTS, cc, ecn=cc == "dctcp")  # drop-tail without ECN for the others
+    args += TWO_TIER_SWITCH
     if A2A_RUNS > 1:
         return ns3_link_runs(args + [f"--startJitterUs={INCAST_JITTER_US:g}"], A2A_RUNS, "two_tier")
     if (kept := stored_ns3(args)) is not None:
@@ -678,6 +683,7 @@ def main() -> int:
     add_host_options(ap)
     a = ap.parse_args()
     NS3_HOSTS[:], delayed = host_settings(a)
+    TWO_TIER_SWITCH[:] = two_tier_switch(a)
     SIM_DELAYED_ACK.update(delayed)
     global FRESH_NS3, UDP_JITTER, UDP_RUNS, INCAST_RUNS, A2A_RUNS, ZERO_RUNS
     FRESH_NS3 = a.fresh_ns3

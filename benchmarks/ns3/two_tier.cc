@@ -7,6 +7,11 @@
 //   packets on every port: drop-tail (--queueDisc=droptail) or step marking at K packets on the
 //   instantaneous queue (--queueDisc=step --markK=K: RED with MinTh = MaxTh = K, weight 1, marking
 //   ECT packets and dropping the others, as benchmarks/ns3/bottleneck.cc; DCTCP's switch setting).
+//   --queueBytes=true: the limit and K counted in bytes (queue x 1502 B, K x 1502 B: full segments
+//   on the wire), as a switch's buffer and Linux's sch_red count them; without it ns-3's packet
+//   mode, where a pure ACK of 66 bytes counts as a whole packet -- on a port that carries one
+//   direction's data and the other's ACKs (every port of an all-to-all) many of "K packets" are
+//   ACKs, and the data queue that DCTCP keeps is that much shorter.
 //
 // A window of one segment: ns-3's receivers ACK every second segment or after DelAckTimeout, 200 ms
 // by default, which equals the 200 ms minimum RTO set below, so the ACK of a lone segment loses the
@@ -168,7 +173,7 @@ int main(int argc, char *argv[]) {
   double hostGbps = 1.0, uplinkGbps = 2.0, delayUs = 10, megabytes = 10, stopS = 120, delAckTimeoutMs = 200;
   std::string cc = "ns3::TcpCubic", queueDisc = "droptail", incastSenders;
   uint32_t incastReceiver = 0;
-  bool dctcpAckNow = false;
+  bool dctcpAckNow = false, queueBytes = false;
   LinuxHostOptions hostOptions;
   double startJitterUs = 0;
   uint32_t run = 1;
@@ -192,6 +197,8 @@ int main(int argc, char *argv[]) {
   cmd.AddValue("queue", "limit of every port, packets", queue);
   cmd.AddValue("queueDisc", "droptail | step (mark ECT, drop the rest, at markK packets)", queueDisc);
   cmd.AddValue("markK", "step marking threshold K, packets", markK);
+  cmd.AddValue("queueBytes", "--queue and --markK in bytes of full segments (1502 B each), as a switch counts",
+               queueBytes);
   cmd.AddValue("cc", "TCP congestion control TypeId", cc);
   cmd.AddValue("dctcpFloor", "ns3::TcpDctcp: floor of its ssthresh in segments (Linux: 2; 0: ns-3's rule)",
                dctcpFloor);
@@ -233,15 +240,18 @@ int main(int argc, char *argv[]) {
   upLink.SetDeviceAttribute("DataRate", StringValue(std::to_string(uplinkGbps * 1000) + "Mbps"));
   upLink.SetChannelAttribute("Delay", StringValue(delay));
   upLink.SetQueue("ns3::DropTailQueue", "MaxSize", StringValue("1p"));
+  // RED's thresholds are in the unit of its MaxSize: packets, or bytes with --queueBytes
+  const uint32_t unit = queueBytes ? 1502 : 1;  // a full segment on the wire (1448 + 32 + 20 + 2)
+  const std::string limit = std::to_string(queue * unit) + (queueBytes ? "B" : "p");
   auto portQueue = [&](double gbps) {
     TrafficControlHelper tc;
     if (queueDisc == "droptail") {
-      tc.SetRootQueueDisc("ns3::FifoQueueDisc", "MaxSize", StringValue(std::to_string(queue) + "p"));
+      tc.SetRootQueueDisc("ns3::FifoQueueDisc", "MaxSize", StringValue(limit));
     } else {  // step: RED on the instantaneous queue (weight 1) with MinTh = MaxTh = K
       tc.SetRootQueueDisc("ns3::RedQueueDisc", "UseEcn", BooleanValue(true), "LinkBandwidth",
                           StringValue(std::to_string(gbps * 1000) + "Mbps"), "LinkDelay", StringValue(delay),
-                          "MinTh", DoubleValue(markK), "MaxTh", DoubleValue(markK), "MaxSize",
-                          StringValue(std::to_string(queue) + "p"), "QW", DoubleValue(1.0), "LInterm",
+                          "MinTh", DoubleValue(double(markK) * unit), "MaxTh", DoubleValue(double(markK) * unit),
+                          "MaxSize", StringValue(limit), "QW", DoubleValue(1.0), "LInterm",
                           DoubleValue(1.0), "Gentle", BooleanValue(false), "UseHardDrop", BooleanValue(false),
                           "MeanPktSize", UintegerValue(1500));
     }
