@@ -257,20 +257,30 @@ fn a_flow_after_another_starts_at_its_delivery_plus_the_gap() {
     assert!(simulate(&p).unwrap_err().contains("flows[0]"));
 }
 
+/// sim_vs_ns3_fabric.py's two-tier all-to-all: 2 leaves x 4 hosts, 1 Gbit/s host links, uplinks
+/// of `uplink_bytes_per_s`, 10 us a link, 56 fetches of 10 MB at once; `tcp`: the spec's table.
+fn two_tier_all_to_all(uplink_bytes_per_s: f64, tcp: &str) -> FabricConfig {
+    let json = format!(
+        r#"{{"topology": {{"kind": "leaf_spine", "leaves": 2, "hosts_per_leaf": 4, "spines": 1,
+            "host_bytes_per_s": 125e6, "uplink_bytes_per_s": {uplink_bytes_per_s},
+            "host_delay_s": 1e-5, "uplink_delay_s": 1e-5}},
+            "shuffle": {{"maps": 8, "reducers": 8, "sizes": {{"kind": "constant", "bytes": 1e7}},
+                        "max_bytes_in_flight": 1e15}},
+            "tcp": {tcp}, "fct_bucket_edges_bytes": [], "mode": "packet", "seed": 1}}"#
+    );
+    serde_json::from_str(&json).unwrap()
+}
+
 #[test]
 fn an_all_to_all_counts_a_fetch_limited_at_two_links_once() {
     // sim_vs_ns3_fabric.py's two-tier all-to-all at 1:1 (2 leaves x 4 hosts, 1 Gbit/s hosts,
     // 4 Gbit/s uplinks, 1,000-packet ports, 56 fetches of 10 MB at once), Cubic: ns-3's mean FCT
     // 0.5970 s. Every fetch shares its sender's and its receiver's host links with six others;
     // adding both links' delays gave 1.35 s.
-    let json = r#"{"topology": {"kind": "leaf_spine", "leaves": 2, "hosts_per_leaf": 4, "spines": 1,
-        "host_bytes_per_s": 125e6, "uplink_bytes_per_s": 500e6,
-        "host_delay_s": 1e-5, "uplink_delay_s": 1e-5},
-        "shuffle": {"maps": 8, "reducers": 8, "sizes": {"kind": "constant", "bytes": 1e7},
-                    "max_bytes_in_flight": 1e15},
-        "tcp": {"cc": "cubic", "discipline": "droptail", "queue_packets": 1000, "ecn": false},
-        "fct_bucket_edges_bytes": [], "mode": "packet", "seed": 1}"#;
-    let cfg: FabricConfig = serde_json::from_str(json).unwrap();
+    let cfg = two_tier_all_to_all(
+        500e6,
+        r#"{"cc": "cubic", "discipline": "droptail", "queue_packets": 1000, "ecn": false}"#,
+    );
     let (mean, _) = mean_fct(&cfg);
     assert!((mean - 0.5970).abs() / 0.5970 < 0.10, "{mean}");
 }
@@ -284,14 +294,10 @@ fn an_oversubscribed_all_to_all_leaves_its_host_links_to_the_fetches_within_a_le
     // back upstream: DCTCP took 1.004 s, +15 % on ns-3's 0.8816 s with its own receivers. (With
     // Linux's receivers and count ns-3's DCTCP takes 1.0343 s over three runs, and the model's is
     // 12 % short of it; with its ports counting bytes, 0.9350 s: the next test.)
-    let json = r#"{"topology": {"kind": "leaf_spine", "leaves": 2, "hosts_per_leaf": 4, "spines": 1,
-        "host_bytes_per_s": 125e6, "uplink_bytes_per_s": 125e6,
-        "host_delay_s": 1e-5, "uplink_delay_s": 1e-5},
-        "shuffle": {"maps": 8, "reducers": 8, "sizes": {"kind": "constant", "bytes": 1e7},
-                    "max_bytes_in_flight": 1e15},
-        "tcp": {"cc": "cubic", "discipline": "droptail", "queue_packets": 1000, "ecn": false},
-        "fct_bucket_edges_bytes": [], "mode": "packet", "seed": 1}"#;
-    let cfg: FabricConfig = serde_json::from_str(json).unwrap();
+    let cfg = two_tier_all_to_all(
+        125e6,
+        r#"{"cc": "cubic", "discipline": "droptail", "queue_packets": 1000, "ecn": false}"#,
+    );
     let (mean, _) = mean_fct(&cfg);
     assert!((mean - 0.8383).abs() / 0.8383 < 0.10, "{mean}");
 }
@@ -303,15 +309,10 @@ fn an_oversubscribed_dctcp_all_to_all_matches_ns3_whose_ports_count_bytes() {
     // counting bytes as a switch does (two_tier.cc --queueBytes); 1.0338 s in its packet mode,
     // where the other direction's ACKs count toward K and the data queue drains
     // (results/sim-vs-ns3/packet-mode-all.md, top). The model's ports count bytes.
-    let json = r#"{"topology": {"kind": "leaf_spine", "leaves": 2, "hosts_per_leaf": 4, "spines": 1,
-        "host_bytes_per_s": 125e6, "uplink_bytes_per_s": 125e6,
-        "host_delay_s": 1e-5, "uplink_delay_s": 1e-5},
-        "shuffle": {"maps": 8, "reducers": 8, "sizes": {"kind": "constant", "bytes": 1e7},
-                    "max_bytes_in_flight": 1e15},
-        "tcp": {"cc": "dctcp", "discipline": "step", "queue_packets": 1000, "mark_packets": 20,
-                "ecn": false},
-        "fct_bucket_edges_bytes": [], "mode": "packet", "seed": 1}"#;
-    let cfg: FabricConfig = serde_json::from_str(json).unwrap();
+    let cfg = two_tier_all_to_all(
+        125e6,
+        r#"{"cc": "dctcp", "discipline": "step", "queue_packets": 1000, "mark_packets": 20, "ecn": false}"#,
+    );
     let (mean, _) = mean_fct(&cfg);
     assert!((mean - 0.9350).abs() / 0.9350 < 0.10, "{mean}");
 }
