@@ -3,22 +3,14 @@
 //! and where no two links are alike the result is the one without clustering, bit for bit.
 
 use crate::fabric::{run_fabric, FabricConfig, FabricResult};
+use crate::packet::tests::two_tier_all_to_all;
 use crate::packet::PacketSummary;
 
-/// The validation's two-tier all-to-all (2 leaves x 4 hosts, 1 Gbit/s hosts, 1,000-packet ports,
-/// 56 fetches of 10 MB at once), with uplinks of `uplink` bytes/s.
+/// The validation's two-tier all-to-all with DCTCP, step marking at K = 20 (the ns-3-checked
+/// case of `packet_tests.rs`), with uplinks of `uplink` bytes/s.
 fn all_to_all(uplink: f64) -> FabricConfig {
-    let json = format!(
-        r#"{{"topology": {{"kind": "leaf_spine", "leaves": 2, "hosts_per_leaf": 4, "spines": 1,
-        "host_bytes_per_s": 125e6, "uplink_bytes_per_s": {uplink},
-        "host_delay_s": 1e-5, "uplink_delay_s": 1e-5}},
-        "shuffle": {{"maps": 8, "reducers": 8, "sizes": {{"kind": "constant", "bytes": 1e7}},
-                    "max_bytes_in_flight": 1e15}},
-        "tcp": {{"cc": "dctcp", "discipline": "step", "queue_packets": 1000, "mark_packets": 20,
-                "ecn": false}},
-        "fct_bucket_edges_bytes": [], "mode": "packet", "seed": 1}}"#
-    );
-    serde_json::from_str(&json).unwrap()
+    let tcp = r#"{"cc": "dctcp", "discipline": "step", "queue_packets": 1000, "mark_packets": 20, "ecn": false}"#;
+    two_tier_all_to_all(uplink, tcp)
 }
 
 fn both(cfg: &FabricConfig, tolerance: f64) -> (FabricResult, FabricResult) {

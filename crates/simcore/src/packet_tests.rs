@@ -259,7 +259,7 @@ fn a_flow_after_another_starts_at_its_delivery_plus_the_gap() {
 
 /// sim_vs_ns3_fabric.py's two-tier all-to-all: 2 leaves x 4 hosts, 1 Gbit/s host links, uplinks
 /// of `uplink_bytes_per_s`, 10 us a link, 56 fetches of 10 MB at once; `tcp`: the spec's table.
-fn two_tier_all_to_all(uplink_bytes_per_s: f64, tcp: &str) -> FabricConfig {
+pub(super) fn two_tier_all_to_all(uplink_bytes_per_s: f64, tcp: &str) -> FabricConfig {
     let json = format!(
         r#"{{"topology": {{"kind": "leaf_spine", "leaves": 2, "hosts_per_leaf": 4, "spines": 1,
             "host_bytes_per_s": 125e6, "uplink_bytes_per_s": {uplink_bytes_per_s},
