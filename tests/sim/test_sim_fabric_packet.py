@@ -49,6 +49,10 @@ def test_both_modes_run_and_the_report_names_them(tmp_path: Path) -> None:
     assert packet["result"]["fct"][0]["mean_s"] > maxmin["result"]["fct"][0]["mean_s"]
     md = report(tmp_path / "res" / "sim-incast-mode.fabric.json", tmp_path / "rep").read_text()
     assert "Mode: packet-faithful for 1 of 2 runs (the others max-min)" in md
+    # the headline says what each mode cannot answer, the packet mode's two-way limit too
+    headline = md.split("## Headline")[1].split("##")[0]
+    assert "Packet-faithful runs:" in headline and "The max-min runs: Flow-level max-min model" in headline
+    assert "ACKs waiting behind the other direction's data" in headline
 
 
 def test_a_max_min_report_says_so(tmp_path: Path) -> None:
