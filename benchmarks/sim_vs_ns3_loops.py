@@ -24,9 +24,10 @@ with 7 dup ACKs") is left out of its row and named in the table. ns-3's runs are
     nice -n 10 .venv/bin/python benchmarks/sim_vs_ns3_loops.py --prr-sack-fix --out /tmp/loops-fix.md
     # the same at 2 x 8 hosts (the uplinks at 20 Gbit/s, still 4:1; 128 maps, 16 reducers):
     nice -n 10 .venv/bin/python benchmarks/sim_vs_ns3_loops.py --prr-sack-fix --linux-acks --hosts-per-leaf 8
-    # as docs/results/sim-vs-ns3/loops.md's top section: ns-3 with every Linux option, RACK and the probe
+    # as docs/results/sim-vs-ns3/loops.md's top section: ns-3 with every Linux option, RACK, the probe and
+    # its ports counting bytes as a switch does
     nice -n 10 .venv/bin/python benchmarks/sim_vs_ns3_loops.py --prr-sack-fix --linux-acks --linux-cwnd-count \
-        --linux-cwr-recovery --linux-dctcp-loss --linux-rack --linux-tlp --hosts-per-leaf 8
+        --linux-cwr-recovery --linux-dctcp-loss --linux-rack --linux-tlp --queue-bytes --hosts-per-leaf 8
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ bottleneck next to UDP, for Cubic, Reno and DCTCP.
     # from the committed rows (the simulator's side run; without --ns3-rows, ~40 min of ns-3):
     nice -n 10 .venv/bin/python benchmarks/sim_vs_ns3_packet.py --only all --udp-jitter 1 --prr-sack-fix \
         --linux-acks --linux-cwnd-count --linux-cwr-recovery --linux-dctcp-loss --linux-rack --linux-tlp \
-        --ns3-runs 5 --ns3-incast-runs 10 --ns3-a2a-runs 3 --ns3-zero-runs 5 --seeds 10 \
-        --out /tmp/sim-vs-ns3-all.md --ns3-rows docs/results/sim-vs-ns3/packet-mode-tlp.json
+        --queue-bytes --ns3-runs 5 --ns3-incast-runs 10 --ns3-a2a-runs 3 --ns3-zero-runs 5 --seeds 10 \
+        --out /tmp/sim-vs-ns3-all.md --ns3-rows docs/results/sim-vs-ns3/packet-mode-bytes.json
 
 **Incast** (``--only incast``): a leaf-spine of 5 leaves x 8 hosts and one spine, 1 Gbit/s host links,
 4 Gbit/s uplinks (2:1), 10 µs per link, every port 100 packets. N = 8 / 16 / 32 senders each send
