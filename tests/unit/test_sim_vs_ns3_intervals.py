@@ -111,3 +111,13 @@ def test_linux_s_loss_probe_goes_to_every_control_s_runs() -> None:
     assert hosts == ["--linuxAcks=true", "--rackLoss=true", "--lossProbe=true"]
     for cc in ("cubic", "reno", "dctcp"):
         assert base.hosts_for(hosts, cc, ecn=False) == hosts
+
+
+def test_byte_counting_ports_go_to_the_two_tier_program_only() -> None:
+    # two_tier.cc's ports (the incast, all-to-all and loops rows); bottleneck.cc has no such
+    # option, so the hosts' arguments, which reach it too, never carry it
+    ap = argparse.ArgumentParser()
+    base.add_host_options(ap)
+    on, off = ap.parse_args(["--linux-acks", "--queue-bytes"]), ap.parse_args(["--linux-acks"])
+    assert base.two_tier_switch(on) == ["--queueBytes=true"] and base.two_tier_switch(off) == []
+    assert base.host_settings(on)[0] == base.host_settings(off)[0] == ["--linuxAcks=true"]
