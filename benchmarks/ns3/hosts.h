@@ -240,6 +240,15 @@ inline bool g_cwrRecovery = false;
 // way and sent again. ns-3.44 finds a loss only from three segments SACKed above it (RFC 6675), so
 // a sender whose window's last segments, or a retransmission, were dropped waits for its timer.
 inline bool g_rack = false;
+// With g_rackPrr too (--rackPrr=true): in a recovery, what RACK finds lost leaves the window with
+// it, so that only what proportional rate reduction allows is sent, as Linux's (it marks the losses,
+// then tcp_cwnd_reduction sets the window to the flight that is left plus PRR's count). Without it
+// ns-3's window, set by PRR before the losses were marked, sends every lost segment it finds again at
+// once: a burst of retransmissions that can keep a RED queue's average above its maximum, where a
+// retransmission, not ECN-capable, is dropped. (RACK here still marks only below the highest SACKed
+// segment, as ns-3's scoreboard counts: marked above it, ns-3.44's TcpTxBuffer::Update crashes on a
+// later SACK.)
+inline bool g_rackPrr = false;
 // With g_tlp (--lossProbe=true; the senders then use this socket too): Linux's tail loss probe
 // (tcp_schedule_loss_probe, tcp_send_loss_probe; net.ipv4.tcp_early_retrans = 3, its default). In the
 // Open or CWR state with data in flight, after new data is sent or an ACK moves the cumulative ACK,
@@ -385,6 +394,7 @@ class TcpSocketLinuxAcks : public TcpSocketBase {
     auto highest = (buf.*Get(HighestSackOf{})).second;
     SequenceNumber32 seq = buf.HeadSequence();
     bool found = false;
+    uint32_t pipe = BytesInFlight();
     for (TcpTxItem *item : buf.*Get(SentListOf{})) {
       bool &lost = item->*Get(ItemLostOf{});
       if (!item->IsSacked() && seq < highest && item->GetLastSent() + reo < m_rackXmit &&
@@ -406,6 +416,12 @@ class TcpSocketLinuxAcks : public TcpSocketBase {
       if (state == TcpSocketState::CA_CWR) m_tcb->m_congState = TcpSocketState::CA_DISORDER;
       EnterRecovery(currentDelivered);
     } else {
+      uint32_t left = BytesInFlight();
+      if (g_rackPrr && state == TcpSocketState::CA_RECOVERY && pipe > left) {
+        uint32_t cwnd = m_tcb->m_cWnd.Get();
+        m_tcb->m_cWnd = std::max(cwnd > pipe - left ? cwnd - (pipe - left) : 0u, left);
+        m_tcb->m_cWndInfl = m_tcb->m_cWnd;
+      }
       SendPendingData(m_connected);
     }
   }
@@ -513,6 +529,10 @@ struct LinuxHostOptions {
                  "with --linuxAcks: a loss found from a segment sent after it being delivered, as Linux's RACK "
                  "(TcpSocketLinuxAcks in hosts.h)",
                  g_rack);
+    cmd.AddValue("rackPrr",
+                 "with --rackLoss: in a recovery what RACK finds lost is sent again only as PRR allows, as Linux's "
+                 "(TcpSocketLinuxAcks in hosts.h)",
+                 g_rackPrr);
     cmd.AddValue("cwrRecovery",
                  "with --linuxAcks: a sender in CWR that finds a loss enters fast recovery, as Linux's "
                  "(TcpSocketLinuxAcks in hosts.h)",

@@ -121,3 +121,12 @@ def test_byte_counting_ports_go_to_the_two_tier_program_only() -> None:
     on, off = ap.parse_args(["--linux-acks", "--queue-bytes"]), ap.parse_args(["--linux-acks"])
     assert base.two_tier_switch(on) == ["--queueBytes=true"] and base.two_tier_switch(off) == []
     assert base.host_settings(on)[0] == base.host_settings(off)[0] == ["--linuxAcks=true"]
+
+
+def test_rack_s_window_under_prr_goes_to_every_control_s_runs_and_needs_rack() -> None:
+    hosts = host_args("--linux-acks", "--linux-rack", "--linux-rack-prr")
+    assert hosts == ["--linuxAcks=true", "--rackLoss=true", "--rackPrr=true"]
+    for cc in ("cubic", "reno", "dctcp"):
+        assert base.hosts_for(hosts, cc, ecn=False) == hosts
+    with pytest.raises(SystemExit, match="--linux-rack-prr refines --linux-rack"):
+        host_args("--linux-acks", "--linux-rack-prr")
