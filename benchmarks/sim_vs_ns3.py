@@ -129,6 +129,15 @@ def add_host_options(ap: argparse.ArgumentParser) -> None:
         "carries one direction's data and the other's ACKs, the data queue DCTCP keeps is shorter)",
     )
     ap.add_argument(
+        "--send-jitter",
+        type=float,
+        default=0.0,
+        metavar="J",
+        help="two_tier.cc's hosts' packets reach their leaf U[0, J) of a packet time late (0..1), as a real host's "
+        "and the model's do (without it ns-3's hosts are perfectly regular, and a full drop-tail port locks to their "
+        "phases: one sender's windows are dropped whole again and again)",
+    )
+    ap.add_argument(
         "--sim-delayed-ack",
         type=int,
         nargs=2,
@@ -145,8 +154,12 @@ QUEUE_BYTES = "--queueBytes=true"
 
 
 def two_tier_switch(a: argparse.Namespace) -> list[str]:
-    """For :func:`add_host_options`' ``--queue-bytes``: two_tier.cc's extra arguments for its ports."""
-    return [QUEUE_BYTES] if a.queue_bytes else []
+    """For :func:`add_host_options`' ``--queue-bytes`` and ``--send-jitter``: two_tier.cc's extra arguments for
+    its ports and its hosts' links."""
+    if not 0 <= a.send_jitter <= 1:
+        raise SystemExit("--send-jitter must be in [0, 1] (of a packet time of a host's link)")
+    jitter = [f"--sendJitter={a.send_jitter:g}"] if a.send_jitter > 0 else []
+    return ([QUEUE_BYTES] if a.queue_bytes else []) + jitter
 
 
 def hosts_for(hosts: list[str], cc: str, ecn: bool = True) -> list[str]:

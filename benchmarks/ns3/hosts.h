@@ -565,10 +565,44 @@ inline void ConfigureTcpHosts(std::string cc, uint32_t dctcpFloor, double delAck
 }
 
 // Point-to-point links, each its own subnet 10.x.y.0/24 in the order they are made.
+// A point-to-point channel whose packets from one end (`from`) reach the other U[0, `jitter`) after the
+// fixed delay, as a host's send times wander with its interrupts and NIC; from the other end it is the
+// plain channel. With `jitter` at most the sender's packet time its packets stay in order.
+class JitterChannel : public PointToPointChannel {
+ public:
+  JitterChannel(Ptr<PointToPointNetDevice> from, Time jitter) : m_from(from), m_jitter(jitter) {
+    m_rng = CreateObject<UniformRandomVariable>();
+  }
+  bool TransmitStart(Ptr<const Packet> p, Ptr<PointToPointNetDevice> src, Time txTime) override {
+    if (src != m_from) return PointToPointChannel::TransmitStart(p, src, txTime);
+    Ptr<PointToPointNetDevice> dst = GetPointToPointDevice(src == GetPointToPointDevice(0) ? 1 : 0);
+    Time wander = NanoSeconds(m_rng->GetInteger(0, std::max<int64_t>(m_jitter.GetNanoSeconds(), 1) - 1));
+    Simulator::ScheduleWithContext(dst->GetNode()->GetId(), txTime + GetDelay() + wander,
+                                   &PointToPointNetDevice::Receive, dst, p->Copy());
+    return true;
+  }
+
+ private:
+  Ptr<PointToPointNetDevice> m_from;
+  Time m_jitter;
+  Ptr<UniformRandomVariable> m_rng;
+};
+
 class Links {
  public:
-  Ipv4InterfaceContainer Add(PointToPointHelper &h, Ptr<Node> x, Ptr<Node> y, TrafficControlHelper &tc) {
+  // With `jitter` > 0 what `x` sends wanders by up to it (JitterChannel).
+  Ipv4InterfaceContainer Add(PointToPointHelper &h, Ptr<Node> x, Ptr<Node> y, TrafficControlHelper &tc,
+                             Time jitter = Time(0)) {
     NetDeviceContainer d = h.Install(x, y);
+    if (jitter.IsStrictlyPositive()) {
+      auto a = DynamicCast<PointToPointNetDevice>(d.Get(0)), b = DynamicCast<PointToPointNetDevice>(d.Get(1));
+      auto ch = CreateObject<JitterChannel>(a, jitter);
+      TimeValue delay;
+      a->GetChannel()->GetAttribute("Delay", delay);
+      ch->SetAttribute("Delay", delay);
+      a->Attach(ch);
+      b->Attach(ch);
+    }
     tc.Install(d);
     std::string base = "10." + std::to_string(m_subnet / 250) + "." + std::to_string(m_subnet % 250) + ".0";
     m_subnet++;

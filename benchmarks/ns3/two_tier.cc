@@ -12,6 +12,13 @@
 //   mode, where a pure ACK of 66 bytes counts as a whole packet -- on a port that carries one
 //   direction's data and the other's ACKs (every port of an all-to-all) many of "K packets" are
 //   ACKs, and the data queue that DCTCP keeps is that much shorter.
+//   --sendJitter=J: every packet a host sends reaches its leaf U[0, J) of a packet time (1,502 B at
+//   hostGbps) after its fixed delay (JitterChannel in hosts.h; J <= 1 keeps a host's packets in order),
+//   as a real host's send times wander with its interrupts and NIC, and as the simulator's packet mode
+//   moves every arrival. Without it every host is perfectly regular and a full drop-tail port locks to
+//   the senders' phases (Floyd and Jacobson, "On traffic phase effects in packet-switched gateways",
+//   1992): the same sender's packets keep arriving just after the queue filled, while the others'
+//   get in, and its whole window is dropped again and again.
 //
 // A window of one segment: ns-3's receivers ACK every second segment or after DelAckTimeout, 200 ms
 // by default, which equals the 200 ms minimum RTO set below, so the ACK of a lone segment loses the
@@ -174,6 +181,7 @@ int main(int argc, char *argv[]) {
   std::string cc = "ns3::TcpCubic", queueDisc = "droptail", incastSenders;
   uint32_t incastReceiver = 0;
   bool dctcpAckNow = false, queueBytes = false;
+  double sendJitter = 0;
   LinuxHostOptions hostOptions;
   double startJitterUs = 0;
   uint32_t run = 1;
@@ -197,6 +205,8 @@ int main(int argc, char *argv[]) {
   cmd.AddValue("queue", "limit of every port, packets", queue);
   cmd.AddValue("queueDisc", "droptail | step (mark ECT, drop the rest, at markK packets)", queueDisc);
   cmd.AddValue("markK", "step marking threshold K, packets", markK);
+  cmd.AddValue("sendJitter", "what a host sends reaches its leaf U[0, this x a packet time of its link) late (0..1)",
+               sendJitter);
   cmd.AddValue("queueBytes", "--queue and --markK in bytes of full segments (1502 B each), as a switch counts",
                queueBytes);
   cmd.AddValue("cc", "TCP congestion control TypeId", cc);
@@ -217,6 +227,10 @@ int main(int argc, char *argv[]) {
   g_bytes = static_cast<uint64_t>(megabytes * 1e6);
   if (queueDisc != "droptail" && queueDisc != "step") {
     std::fprintf(stderr, "--queueDisc must be droptail or step, not %s\n", queueDisc.c_str());
+    return 2;
+  }
+  if (!(sendJitter >= 0 && sendJitter <= 1)) {
+    std::fprintf(stderr, "--sendJitter must be in [0, 1] (of a host link's packet time), not %g\n", sendJitter);
     return 2;
   }
   ConfigureTcpHosts(cc, dctcpFloor, delAckTimeoutMs, 200, dctcpAckNow, hostOptions);  // Linux's minimum RTO
@@ -262,7 +276,8 @@ int main(int argc, char *argv[]) {
   Links links;
   std::vector<Ipv4Address> addr(nHosts);
   for (uint32_t h = 0; h < nHosts; h++) {
-    Ipv4InterfaceContainer c = links.Add(hostLink, hosts.Get(h), leafNodes.Get(h / hostsPerLeaf), hostPort);
+    Ipv4InterfaceContainer c = links.Add(hostLink, hosts.Get(h), leafNodes.Get(h / hostsPerLeaf), hostPort,
+                                         NanoSeconds(int64_t(sendJitter * 1502 * 8 / hostGbps)));
     addr[h] = c.GetAddress(0);
   }
   for (uint32_t l = 0; l < leaves; l++) links.Add(upLink, leafNodes.Get(l), spine.Get(0), upPort);

@@ -130,3 +130,15 @@ def test_rack_s_window_under_prr_goes_to_every_control_s_runs_and_needs_rack() -
         assert base.hosts_for(hosts, cc, ecn=False) == hosts
     with pytest.raises(SystemExit, match="--linux-rack-prr refines --linux-rack"):
         host_args("--linux-acks", "--linux-rack-prr")
+
+
+def test_the_hosts_send_jitter_goes_to_the_two_tier_program_only_and_is_bounded() -> None:
+    # bottleneck.cc has no such option: the hosts' arguments, which reach it too, never carry it
+    ap = argparse.ArgumentParser()
+    base.add_host_options(ap)
+    on = ap.parse_args(["--linux-acks", "--queue-bytes", "--send-jitter", "0.5"])
+    assert base.two_tier_switch(on) == ["--queueBytes=true", "--sendJitter=0.5"]
+    assert base.host_settings(on)[0] == ["--linuxAcks=true"]
+    assert base.two_tier_switch(ap.parse_args(["--send-jitter", "0"])) == []
+    with pytest.raises(SystemExit, match="--send-jitter must be in"):
+        base.two_tier_switch(ap.parse_args(["--send-jitter", "1.5"]))
