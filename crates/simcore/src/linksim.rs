@@ -19,14 +19,18 @@
 //! that moves the cumulative ACK (Linux's `tcp_may_raise_cwnd`, ns-3's `ProcessAck`), never on a
 //! SACK above a hole.
 //! Reno and Cubic with `ecn` send new data ECN-capable and retransmissions not (RFC 3168,
-//! section 6.1.5, as Linux and ns-3 do): where the queue would mark a retransmission it drops it,
-//! and only the timer finds that loss. DCTCP's retransmissions are ECN-capable. Reno and Cubic
+//! section 6.1.5, as Linux and ns-3 do): where the queue would mark a retransmission it drops it.
+//! DCTCP's retransmissions are ECN-capable. Reno and Cubic
 //! answer an echoed mark only on an ACK that advances the cumulative ACK, as ns-3 does (Linux
 //! answers none while it recovers a loss).
 //! Every packet is ACKed alone, or, with [`DelayedAck`], every second one as Linux's receivers
 //! do (at once on a gap, a change of DCTCP's CE state, in quick-ACK mode; else after a timer).
 //! A dropped segment is detected when three segments sent after it have arrived (SACK's rule,
-//! RFC 6675) and is resent; the window is cut once per reduction. A sender that hears nothing for its retransmission timeout
+//! RFC 6675) and is resent; the window is cut once per reduction. A dropped retransmission is
+//! detected, as Linux's RACK finds one (`rack_retransmissions`, on by default), once a segment of
+//! its flow that reached the queue more than a quarter of the base round trip after it has
+//! arrived (sent after it by more than RACK's reordering window); what that lets the sender send
+//! again is what proportional rate reduction allows. A sender that hears nothing for its retransmission timeout
 //! (`min_rto_s`, doubled per timeout in a row) resends what was lost with a window of one segment
 //! and ssthresh at half the flight (at least 2 segments, Linux's floor). The timer restarts on an
 //! ACK that moves the receiver's cumulative ACK ([`CumAck`]: its segment was the next one
@@ -134,6 +138,11 @@ pub struct LinkSim {
     /// a tail loss waits for the retransmission timer (ns-3.44's senders).
     #[serde(default = "yes")]
     pub tail_loss_probe: bool,
+    /// A lost retransmission is found as Linux's RACK finds it (a segment sent after it by more
+    /// than a quarter of the round trip delivered); false: only the retransmission timer finds it
+    /// (ns-3.44's senders, RFC 6675's recovery).
+    #[serde(default = "yes")]
+    pub rack_retransmissions: bool,
     pub flows: Vec<LinkFlow>,
 }
 
@@ -440,10 +449,10 @@ struct Sender {
     acks_for_flip: u64,
     #[cfg(test)]
     acks_for_cwr: u64,
-    /// Dropped transmissions not yet detected: (tx, segment, later arrivals seen); a dropped
-    /// retransmission counts no arrivals (`u32::MAX`): only the timer finds it (RFC 6675's
-    /// recovery, as ns-3's; Linux's RACK would find it one round trip later).
-    dropped: VecDeque<(u64, u64, u32)>,
+    /// Dropped transmissions not yet detected: (tx, segment, later arrivals seen, when it reached
+    /// the queue in ns); a dropped retransmission counts no arrivals (`u32::MAX`): RACK finds it
+    /// from the time a later one arrives (`rack_retransmissions`), or the timer does.
+    dropped: VecDeque<(u64, u64, u32, u64)>,
     /// A cut happens only for a transmission at or after this one (one cut per reduction).
     recover: u64,
     /// The recovery point of the reduction in progress: the next new segment when it began (0:
@@ -573,6 +582,8 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
         .iter()
         .map(|f| (f.base_rtt_s * NS).round() as u64)
         .collect();
+    // RACK's reordering window: a quarter of the (minimum) round trip
+    let rack_window: Vec<u64> = rtt_ns.iter().map(|r| r / 4).collect();
     let tx_ns = (p.wire_bytes / p.link_bytes_per_s * NS).max(1.0) as u64;
     let mut rng = ChaCha8Rng::seed_from_u64(p.seed ^ 0x11AC_0000);
     let k = Consts {
@@ -956,7 +967,7 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                                 s.retx_drops += u64::from(retx);
                             }
                             s.dropped
-                                .push_back((tx, seq, if retx { u32::MAX } else { 0 }));
+                                .push_back((tx, seq, if retx { u32::MAX } else { 0 }, now));
                         }
                         v => {
                             let marked = v == Admit::Mark;
@@ -1009,12 +1020,19 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                     // SACK: every undetected drop sent before this transmission saw one more
                     // arrival; three make it a loss. A tail loss probe's arrival, sent two round
                     // trips after them, makes every earlier drop a loss (Linux's RACK: sent
-                    // before a delivered segment by more than its reordering window)
+                    // before a delivered segment by more than its reordering window). A dropped
+                    // retransmission is lost once this segment reached the queue later than it by
+                    // more than RACK's reordering window (a quarter of the round trip)
                     let seen = if tx == s.tlp_tx { DUP_THRESH } else { 1 };
                     let mut lost = false;
                     let mut found = false;
                     for d in s.dropped.iter_mut() {
-                        if d.0 < tx && d.2 != u32::MAX {
+                        if d.2 == u32::MAX {
+                            if p.rack_retransmissions && d.3 + rack_window[flow as usize] < queued {
+                                d.2 = DUP_THRESH;
+                                found = true;
+                            }
+                        } else if d.0 < tx {
                             d.2 = d.2.saturating_add(seen).min(u32::MAX - 1);
                             found |= d.2 >= DUP_THRESH;
                         }
@@ -1022,7 +1040,7 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                     if found {
                         let mut i = 0;
                         while i < s.dropped.len() {
-                            let (dtx, seq, n) = s.dropped[i];
+                            let (dtx, seq, n, _) = s.dropped[i];
                             if n == u32::MAX || n < DUP_THRESH {
                                 i += 1;
                                 continue;
@@ -1191,7 +1209,7 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                     }
                     s.timeouts += 1;
                     let flight = s.in_flight;
-                    while let Some((_, seq, _)) = s.dropped.pop_front() {
+                    while let Some((_, seq, _, _)) = s.dropped.pop_front() {
                         s.in_flight -= 1;
                         s.resend.push_back(seq);
                     }
@@ -1435,6 +1453,7 @@ mod tests {
             seed,
             delayed_ack: None,
             tail_loss_probe: true,
+            rack_retransmissions: true,
             flows: vec![
                 LinkFlow {
                     bytes: 200e3,
@@ -1721,6 +1740,7 @@ mod tests {
             for tlp in [true, false] {
                 let p = LinkSim {
                     tail_loss_probe: tlp,
+                    rack_retransmissions: true,
                     ..crowded(seed)
                 };
                 let (r, senders) = run(&p).unwrap();
