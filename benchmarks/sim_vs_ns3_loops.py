@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import signal
 import statistics
 import subprocess
 import sys
@@ -72,7 +73,7 @@ FRESH_NS3 = [False]
 
 def run_ns3(args: list[str]) -> tuple[dict[str, Any] | None, str | None]:
     """ns-3's last output line for ``args`` (the program first) as JSON, or None and the line of the
-    assertion ns-3 aborted on; from the cache of earlier identical runs unless ``--fresh-ns3``."""
+    assertion ns-3 aborted on (or that it crashed); from the cache of earlier identical runs unless ``--fresh-ns3``."""
     stored = NS3_RUNS / f"{hashlib.sha256(chr(0).join(args).encode()).hexdigest()[:24]}.json"
     if stored.exists() and not FRESH_NS3[0]:
         kept = json.loads(stored.read_text())
@@ -80,6 +81,10 @@ def run_ns3(args: list[str]) -> tuple[dict[str, Any] | None, str | None]:
     run = subprocess.run(args, capture_output=True, text=True)
     if run.returncode != 0:
         failed = next((ln for ln in run.stderr.splitlines() if "NS_ASSERT failed" in ln), None)
+        if failed is None and run.returncode == -signal.SIGSEGV:
+            # ns-3.44's own SACK scoreboard (TcpTxBuffer::Update, on a closing connection's ACK) can
+            # crash where hosts.h's RACK changed the window; the run is left out and counted
+            failed = "ns-3 crashed (SIGSEGV)"
         if failed is None:
             raise SystemExit(f"ns-3 failed: {' '.join(args)}\n{run.stderr[-2000:]}")
         out, aborted = None, failed
