@@ -7,9 +7,10 @@ bottleneck next to UDP, for Cubic, Reno and DCTCP.
     # the whole table (42 rows) as docs/results/sim-vs-ns3/packet-mode-all.md's headline, ns-3's side
     # from the committed rows (the simulator's side run; without --ns3-rows, ~40 min of ns-3):
     nice -n 10 .venv/bin/python benchmarks/sim_vs_ns3_packet.py --only all --udp-jitter 1 --prr-sack-fix \
-        --linux-acks --linux-cwnd-count --linux-cwr-recovery --linux-dctcp-loss --linux-rack --linux-tlp \
-        --queue-bytes --ns3-runs 5 --ns3-incast-runs 10 --ns3-a2a-runs 3 --ns3-zero-runs 5 --seeds 10 \
-        --out /tmp/sim-vs-ns3-all.md --ns3-rows docs/results/sim-vs-ns3/packet-mode-bytes.json
+        --linux-acks --linux-cwnd-count --linux-cwr-recovery --linux-dctcp-loss --linux-rack --linux-rack-prr \
+        --linux-tlp --queue-bytes --send-jitter 1 --ns3-runs 5 --ns3-incast-runs 10 --ns3-a2a-runs 3 \
+        --ns3-zero-runs 5 --seeds 10 --out /tmp/sim-vs-ns3-all.md \
+        --ns3-rows docs/results/sim-vs-ns3/packet-mode-jitter.json
 
 **Incast** (``--only incast``): a leaf-spine of 5 leaves x 8 hosts and one spine, 1 Gbit/s host links,
 4 Gbit/s uplinks (2:1), 10 µs per link, every port 100 packets. N = 8 / 16 / 32 senders each send
@@ -67,7 +68,13 @@ ns-3's DCTCP halves its window at a loss, as Linux's ``dctcp_react_to_loss`` (``
 ns-3.44 cuts it by alpha / 2 as for a mark. With ``--linux-rack`` ns-3's senders find a loss once a
 segment sent after it has been delivered, as Linux's RACK does (``--rackLoss=true``), a lost
 retransmission too; ns-3.44 finds one only from three segments SACKed above it, so a sender whose
-window's tail or retransmission was dropped waits for its timer. With ``--linux-tlp`` they send Linux's
+window's tail or retransmission was dropped waits for its timer. With ``--linux-rack-prr`` too, what RACK
+finds lost in a recovery is sent again only as PRR allows, as Linux's ``tcp_cwnd_reduction`` after the
+marks (``--rackPrr=true``); without it every lost segment found goes again at once, a burst. With
+``--send-jitter J`` every packet a two-tier host sends reaches its leaf U[0, J) of a packet time late
+(``two_tier.cc --sendJitter``), as a real host's and the model's do; without it ns-3's hosts are
+perfectly regular and a full drop-tail port locks to their phases (one sender's windows dropped whole
+again and again: most of the incasts' timeouts). With ``--linux-tlp`` they send Linux's
 tail loss probe two smoothed round trips and 2 ms after their last new data or advancing ACK
 (``--lossProbe=true``); ns-3.44 has none, so a window whose last segments or last ACK were dropped
 waits for its timer. Each option goes only to the runs it can change
