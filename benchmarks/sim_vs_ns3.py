@@ -116,6 +116,13 @@ def add_host_options(ap: argparse.ArgumentParser) -> None:
         "(without it every lost segment it finds goes again at once, a burst)",
     )
     ap.add_argument(
+        "--linux-rack-reo",
+        action="store_true",
+        help="with --linux-rack: RACK's reordering timer, as Linux's (a segment sent just before a delivered one, "
+        "within the reordering window, is marked lost when the window has passed; without it, where no later ACK "
+        "comes, the sender waits for its retransmission timer)",
+    )
+    ap.add_argument(
         "--linux-tlp",
         action="store_true",
         help="ns-3's senders send Linux's tail loss probe 2 SRTT after their last send or ACK (ns-3.44 has none, "
@@ -149,7 +156,7 @@ def add_host_options(ap: argparse.ArgumentParser) -> None:
 
 
 CWND_COUNT_RESET, CWR_RECOVERY, DCTCP_LOSS = "--cwndCntReset=true", "--cwrRecovery=true", "--dctcpLossHalves=true"
-RACK, RACK_PRR, TLP = "--rackLoss=true", "--rackPrr=true", "--lossProbe=true"
+RACK, RACK_PRR, RACK_REO, TLP = "--rackLoss=true", "--rackPrr=true", "--rackReo=true", "--lossProbe=true"
 QUEUE_BYTES = "--queueBytes=true"
 
 
@@ -181,16 +188,19 @@ def host_settings(a: argparse.Namespace) -> tuple[list[str], dict[str, Any]]:
     LinuxCwndCount, without it ns-3.44's count kept across a reduction; ``--cwrRecovery=true``: fast
     recovery from CWR; ``--dctcpLossHalves=true``: DCTCP halves at a loss; ``--rackLoss=true``: losses
     found as Linux's RACK finds them; ``--rackPrr=true``: what it finds in a recovery sent again as PRR
-    allows; ``--lossProbe=true``: Linux's tail loss probe) and the model's ``delayed_ack``
-    table (the spec's ``tcp.delayed_ack``; empty: every segment ACKed at once)."""
-    if a.linux_rack_prr and not a.linux_rack:
-        raise SystemExit("--linux-rack-prr refines --linux-rack: give both")
+    allows; ``--rackReo=true``: RACK's reordering timer; ``--lossProbe=true``: Linux's tail loss probe)
+    and the model's ``delayed_ack`` table (the spec's ``tcp.delayed_ack``; empty: every segment ACKed at
+    once)."""
+    for refined, given in (("--linux-rack-prr", a.linux_rack_prr), ("--linux-rack-reo", a.linux_rack_reo)):
+        if given and not a.linux_rack:
+            raise SystemExit(f"{refined} refines --linux-rack: give both")
     ns3 = (["--prrSackFix=true"] if a.prr_sack_fix else []) + (["--linuxAcks=true"] if a.linux_acks else [])
     ns3 += [CWND_COUNT_RESET] if a.linux_cwnd_count else []
     ns3 += [CWR_RECOVERY] if a.linux_cwr_recovery else []
     ns3 += [DCTCP_LOSS] if a.linux_dctcp_loss else []
     ns3 += [RACK] if a.linux_rack else []
     ns3 += [RACK_PRR] if a.linux_rack_prr else []
+    ns3 += [RACK_REO] if a.linux_rack_reo else []
     ns3 += [TLP] if a.linux_tlp else []
     delayed: dict[str, Any] = {}
     if a.sim_delayed_ack is not None:

@@ -249,6 +249,13 @@ inline bool g_rack = false;
 // segment, as ns-3's scoreboard counts: marked above it, ns-3.44's TcpTxBuffer::Update crashes on a
 // later SACK.)
 inline bool g_rackPrr = false;
+// With g_rackReo too (--rackReo=true): RACK's reordering timer, as Linux's (tcp_rack_reo_timeout).
+// A segment sent before the newest delivered one but within the reordering window of it is not
+// lost yet; Linux arms a timer for when it will be (its send time + the delivered segment's round
+// trip + the window) and marks it then. Without it ns-3's RACK looks again only at the next ACK,
+// and where none comes (a window's last segments, sent together, one of them dropped, a later one
+// delivered) the sender waits for its retransmission timer.
+inline bool g_rackReo = false;
 // With g_tlp (--lossProbe=true; the senders then use this socket too): Linux's tail loss probe
 // (tcp_schedule_loss_probe, tcp_send_loss_probe; net.ipv4.tcp_early_retrans = 3, its default). In the
 // Open or CWR state with data in flight, after new data is sent or an ACK moves the cumulative ACK,
@@ -324,7 +331,10 @@ class TcpSocketLinuxAcks : public TcpSocketBase {
       }
     }
     TcpSocketBase::ProcessAck(ackNumber, scoreboardUpdated, currentDelivered, oldHeadSequence, receivedData);
-    if (g_rack && m_txBuffer->Size() > 0) RackDetectLoss(currentDelivered);
+    if (g_rack && m_txBuffer->Size() > 0) {
+      m_rackRtt = Simulator::Now() - m_rackXmit;
+      RackDetectLoss(currentDelivered, false);
+    }
     if (g_tlp) {
       auto state = m_tcb->m_congState.Get();
       if (m_tlpHigh && (ackNumber >= *m_tlpHigh || state == TcpSocketState::CA_RECOVERY ||
@@ -344,6 +354,7 @@ class TcpSocketLinuxAcks : public TcpSocketBase {
   }
   void ReTxTimeout() override {
     m_tlpEvent.Cancel();
+    m_reoEvent.Cancel();
     m_tlpHigh.reset();
     TcpSocketBase::ReTxTimeout();
   }
@@ -385,20 +396,32 @@ class TcpSocketLinuxAcks : public TcpSocketBase {
     m_retxEvent.Cancel();  // the timer starts again from the probe, as Linux's tcp_rearm_rto
     m_retxEvent = Simulator::Schedule(m_rto, &TcpSocketLinuxAcks::ReTxTimeout, this);
   }
+  // RACK's reordering timer fired (g_rackReo): what it was armed for is lost now.
+  void RackReoTimeout() {
+    if (m_txBuffer->Size() > 0) RackDetectLoss(m_tcb->m_segmentSize, true);
+  }
   // Marks lost every segment sent before the newest delivered one by more than the reordering
   // window (a quarter of the minimum round trip), not SACKed, not marked yet; a retransmission so
-  // found is marked to be sent again. Then recovers as ns-3 does from three duplicate ACKs.
-  void RackDetectLoss(uint32_t currentDelivered) {
+  // found is marked to be sent again. Then recovers as ns-3 does from three duplicate ACKs. With
+  // g_rackReo, one sent before it within the window arms the reordering timer (`timer`: it fired,
+  // and a segment is lost once its send time + that round trip + the window has passed).
+  void RackDetectLoss(uint32_t currentDelivered, bool timer) {
     Time reo = m_tcb->m_minRtt == Time::Max() ? Time(0) : m_tcb->m_minRtt / 4;
     TcpTxBuffer &buf = *m_txBuffer;
     auto highest = (buf.*Get(HighestSackOf{})).second;
     SequenceNumber32 seq = buf.HeadSequence();
     bool found = false;
     uint32_t pipe = BytesInFlight();
+    Time now = Simulator::Now(), wake = Time::Max();
     for (TcpTxItem *item : buf.*Get(SentListOf{})) {
       bool &lost = item->*Get(ItemLostOf{});
-      if (!item->IsSacked() && seq < highest && item->GetLastSent() + reo < m_rackXmit &&
-          (!lost || item->m_retrans)) {
+      bool open = !item->IsSacked() && seq < highest && (!lost || item->m_retrans);
+      bool due = timer ? item->GetLastSent() <= m_rackXmit && item->GetLastSent() + m_rackRtt + reo <= now
+                       : item->GetLastSent() + reo < m_rackXmit;
+      if (g_rackReo && open && !due && item->GetLastSent() <= m_rackXmit) {
+        wake = std::min(wake, item->GetLastSent() + m_rackRtt + reo);
+      }
+      if (open && due) {
         if (!lost) buf.*Get(LostOutOf{}) += item->GetSeqSize();
         lost = true;
         if (item->m_retrans) {
@@ -408,6 +431,10 @@ class TcpSocketLinuxAcks : public TcpSocketBase {
         found = true;
       }
       seq += item->GetSeqSize();
+    }
+    if (wake != Time::Max()) {
+      m_reoEvent.Cancel();
+      m_reoEvent = Simulator::Schedule(std::max(wake - now, Time(0)), &TcpSocketLinuxAcks::RackReoTimeout, this);
     }
     if (!found) return;
     auto state = m_tcb->m_congState.Get();
@@ -457,6 +484,8 @@ class TcpSocketLinuxAcks : public TcpSocketBase {
   Time m_lastRx;        // when the last one came
   uint32_t m_quick = 0;  // segments still to ACK at once (quick-ACK mode)
   Time m_rackXmit{0};    // RACK: the newest send time among the segments delivered
+  Time m_rackRtt{0};     // RACK: that segment's round trip
+  EventId m_reoEvent;    // RACK's reordering timer (g_rackReo)
   EventId m_tlpEvent;    // the tail loss probe's timer
   std::optional<SequenceNumber32> m_tlpHigh;  // a probe is out: what was sent when it left
   bool m_probing = false;  // sending the probe (it does not arm another)
@@ -529,6 +558,10 @@ struct LinuxHostOptions {
                  "with --linuxAcks: a loss found from a segment sent after it being delivered, as Linux's RACK "
                  "(TcpSocketLinuxAcks in hosts.h)",
                  g_rack);
+    cmd.AddValue("rackReo",
+                 "with --rackLoss: RACK's reordering timer, as Linux's: a segment sent within the reordering window "
+                 "before a delivered one is marked lost when the window has passed (TcpSocketLinuxAcks in hosts.h)",
+                 g_rackReo);
     cmd.AddValue("rackPrr",
                  "with --rackLoss: in a recovery what RACK finds lost is sent again only as PRR allows, as Linux's "
                  "(TcpSocketLinuxAcks in hosts.h)",

@@ -132,6 +132,15 @@ def test_rack_s_window_under_prr_goes_to_every_control_s_runs_and_needs_rack() -
         host_args("--linux-acks", "--linux-rack-prr")
 
 
+def test_rack_s_reordering_timer_goes_to_every_control_s_runs_and_needs_rack() -> None:
+    hosts = host_args("--linux-acks", "--linux-rack", "--linux-rack-reo")
+    assert hosts == ["--linuxAcks=true", "--rackLoss=true", "--rackReo=true"]
+    for cc in ("cubic", "reno", "dctcp"):
+        assert base.hosts_for(hosts, cc, ecn=False) == hosts
+    with pytest.raises(SystemExit, match="--linux-rack-reo refines --linux-rack"):
+        host_args("--linux-acks", "--linux-rack-reo")
+
+
 def test_the_hosts_send_jitter_goes_to_the_two_tier_program_only_and_is_bounded() -> None:
     # bottleneck.cc has no such option: the hosts' arguments, which reach it too, never carry it
     ap = argparse.ArgumentParser()
