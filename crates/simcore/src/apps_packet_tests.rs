@@ -249,9 +249,8 @@ fn a_request_slot_stays_held_while_its_block_waits_at_the_spine_as_in_ns3() {
     // droptail, its hosts as Linux's and jittered: benchmarks/sim_vs_ns3_loops.py's arguments):
     // mean FCT 4.80 ms over the 443 of 448 fetches whose connection's SYN was not lost (ns-3
     // retries a SYN after 3 s; the model has no handshake), 9 retransmission timeouts. This
-    // seed: 12.5 ms with the open loop (26 timeouts), 2.57 ms closed (5): the pass the loops stop
-    // at moves it by tens of percent, and the model's Cubic in these loops is about half ns-3's
-    // (docs/results/sim-vs-ns3/loops.md)
+    // seed: 23.7 ms with the open loop (51 timeouts), 4.35 ms closed (9): the pass the loops stop
+    // at moves it by tens of percent (docs/results/sim-vs-ns3/loops.md)
     let ns3 = 0.00480;
     // the open loop (one pass) releases a reducer's next request when its own link delivers a
     // block, though that block still waits at the spine: the spine's ports get the reducers' rate
@@ -267,7 +266,7 @@ fn a_request_slot_stays_held_while_its_block_waits_at_the_spine_as_in_ns3() {
         "{c:?}"
     );
     let (mo, mc) = (open.fct[0].mean_s, closed.fct[0].mean_s);
-    assert!(mo > 2.0 * ns3, "the open loop's mean FCT {mo} s");
+    assert!(mo > 3.0 * ns3, "the open loop's mean FCT {mo} s");
     // closed: under 2.5x ns-3's, and at most half the open loop's distance from it
     assert!(
         mc < 2.5 * ns3 && (mc - ns3).abs() < 0.5 * (mo - ns3).abs(),

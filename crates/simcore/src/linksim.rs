@@ -25,12 +25,12 @@
 //! answers none while it recovers a loss).
 //! Every packet is ACKed alone, or, with [`DelayedAck`], every second one as Linux's receivers
 //! do (at once on a gap, a change of DCTCP's CE state, in quick-ACK mode; else after a timer).
-//! A dropped segment is detected as Linux's RACK finds it (`rack`, on by default), once a segment
-//! of its flow that reached the queue more than a quarter of the base round trip after it has
-//! arrived (sent after it by more than RACK's reordering window), or when three segments sent
-//! after it have arrived (SACK's rule, RFC 6675), and is resent as proportional rate reduction
-//! allows; the window is cut once per reduction. A dropped retransmission is found by RACK alone
-//! (or the timer). A sender that hears nothing for its retransmission timeout
+//! A dropped segment is detected when three segments sent after it have arrived (SACK's rule,
+//! RFC 6675) and is resent; the window is cut once per reduction. A dropped retransmission is
+//! detected, as Linux's RACK finds one (`rack_retransmissions`, on by default), once a segment of
+//! its flow that reached the queue more than a quarter of the base round trip after it has
+//! arrived (sent after it by more than RACK's reordering window); what that lets the sender send
+//! again is what proportional rate reduction allows. A sender that hears nothing for its retransmission timeout
 //! (`min_rto_s`, doubled per timeout in a row) resends what was lost with a window of one segment
 //! and ssthresh at half the flight (at least 2 segments, Linux's floor). The timer restarts on an
 //! ACK that moves the receiver's cumulative ACK ([`CumAck`]: its segment was the next one
@@ -138,12 +138,11 @@ pub struct LinkSim {
     /// a tail loss waits for the retransmission timer (ns-3.44's senders).
     #[serde(default = "yes")]
     pub tail_loss_probe: bool,
-    /// A drop is found as Linux's RACK finds it (a segment sent after it by more than a quarter
-    /// of the round trip delivered); false: a first transmission's only from three later arrivals,
-    /// a retransmission's only by the retransmission timer (ns-3.44's senders, RFC 6675's
-    /// recovery).
+    /// A lost retransmission is found as Linux's RACK finds it (a segment sent after it by more
+    /// than a quarter of the round trip delivered); false: only the retransmission timer finds it
+    /// (ns-3.44's senders, RFC 6675's recovery).
     #[serde(default = "yes")]
-    pub rack: bool,
+    pub rack_retransmissions: bool,
     pub flows: Vec<LinkFlow>,
 }
 
@@ -452,7 +451,7 @@ struct Sender {
     acks_for_cwr: u64,
     /// Dropped transmissions not yet detected: (tx, segment, later arrivals seen, when it reached
     /// the queue in ns); a dropped retransmission counts no arrivals (`u32::MAX`): RACK finds it
-    /// from the time a later one arrives (`rack`), or the timer does.
+    /// from the time a later one arrives (`rack_retransmissions`), or the timer does.
     dropped: VecDeque<(u64, u64, u32, u64)>,
     /// A cut happens only for a transmission at or after this one (one cut per reduction).
     recover: u64,
@@ -1021,17 +1020,19 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                     // SACK: every undetected drop sent before this transmission saw one more
                     // arrival; three make it a loss. A tail loss probe's arrival, sent two round
                     // trips after them, makes every earlier drop a loss (Linux's RACK: sent
-                    // before a delivered segment by more than its reordering window). And RACK:
-                    // a drop, a retransmission's too, is lost once this segment reached the queue
-                    // later than it by more than the reordering window (a quarter of the round trip)
+                    // before a delivered segment by more than its reordering window). A dropped
+                    // retransmission is lost once this segment reached the queue later than it by
+                    // more than RACK's reordering window (a quarter of the round trip)
                     let seen = if tx == s.tlp_tx { DUP_THRESH } else { 1 };
                     let mut lost = false;
                     let mut found = false;
                     for d in s.dropped.iter_mut() {
-                        if p.rack && d.3 + rack_window[flow as usize] < queued {
-                            d.2 = DUP_THRESH;
-                            found = true;
-                        } else if d.2 != u32::MAX && d.0 < tx {
+                        if d.2 == u32::MAX {
+                            if p.rack_retransmissions && d.3 + rack_window[flow as usize] < queued {
+                                d.2 = DUP_THRESH;
+                                found = true;
+                            }
+                        } else if d.0 < tx {
                             d.2 = d.2.saturating_add(seen).min(u32::MAX - 1);
                             found |= d.2 >= DUP_THRESH;
                         }
@@ -1452,7 +1453,7 @@ mod tests {
             seed,
             delayed_ack: None,
             tail_loss_probe: true,
-            rack: true,
+            rack_retransmissions: true,
             flows: vec![
                 LinkFlow {
                     bytes: 200e3,
@@ -1737,10 +1738,9 @@ mod tests {
         let (mut with, mut without) = ((0, 0, 0.0), (0, 0, 0.0));
         for seed in 1..=8 {
             for tlp in [true, false] {
-                // without RACK, whose time rule finds some of the same tails
                 let p = LinkSim {
                     tail_loss_probe: tlp,
-                    rack: false,
+                    rack_retransmissions: true,
                     ..crowded(seed)
                 };
                 let (r, senders) = run(&p).unwrap();

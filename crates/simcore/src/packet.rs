@@ -162,7 +162,7 @@ impl Ctx<'_> {
             seed: self.seed ^ (u64::from(l) << 32),
             delayed_ack: self.tcp.delayed_ack,
             tail_loss_probe: true,
-            rack: true,
+            rack_retransmissions: true,
             flows,
         }
     }
