@@ -123,22 +123,17 @@ def test_byte_counting_ports_go_to_the_two_tier_program_only() -> None:
     assert base.host_settings(on)[0] == base.host_settings(off)[0] == ["--linuxAcks=true"]
 
 
-def test_rack_s_window_under_prr_goes_to_every_control_s_runs_and_needs_rack() -> None:
-    hosts = host_args("--linux-acks", "--linux-rack", "--linux-rack-prr")
-    assert hosts == ["--linuxAcks=true", "--rackLoss=true", "--rackPrr=true"]
+@pytest.mark.parametrize(
+    ("flag", "arg"), [("--linux-rack-prr", "--rackPrr=true"), ("--linux-rack-reo", "--rackReo=true")]
+)
+def test_rack_s_refinements_go_to_every_control_s_runs_and_need_rack(flag: str, arg: str) -> None:
+    # PRR's window for what RACK finds in a recovery; RACK's reordering timer
+    hosts = host_args("--linux-acks", "--linux-rack", flag)
+    assert hosts == ["--linuxAcks=true", "--rackLoss=true", arg]
     for cc in ("cubic", "reno", "dctcp"):
         assert base.hosts_for(hosts, cc, ecn=False) == hosts
-    with pytest.raises(SystemExit, match="--linux-rack-prr refines --linux-rack"):
-        host_args("--linux-acks", "--linux-rack-prr")
-
-
-def test_rack_s_reordering_timer_goes_to_every_control_s_runs_and_needs_rack() -> None:
-    hosts = host_args("--linux-acks", "--linux-rack", "--linux-rack-reo")
-    assert hosts == ["--linuxAcks=true", "--rackLoss=true", "--rackReo=true"]
-    for cc in ("cubic", "reno", "dctcp"):
-        assert base.hosts_for(hosts, cc, ecn=False) == hosts
-    with pytest.raises(SystemExit, match="--linux-rack-reo refines --linux-rack"):
-        host_args("--linux-acks", "--linux-rack-reo")
+    with pytest.raises(SystemExit, match=f"{flag} refines --linux-rack"):
+        host_args("--linux-acks", flag)
 
 
 def test_the_hosts_send_jitter_goes_to_the_two_tier_program_only_and_is_bounded() -> None:
