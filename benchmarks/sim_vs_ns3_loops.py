@@ -83,7 +83,8 @@ def run_ns3(args: list[str]) -> tuple[dict[str, Any] | None, str | None]:
         failed = next((ln for ln in run.stderr.splitlines() if "NS_ASSERT failed" in ln), None)
         if failed is None and run.returncode == -signal.SIGSEGV:
             # ns-3.44's own SACK scoreboard (TcpTxBuffer::Update, on a closing connection's ACK) can
-            # crash where hosts.h's RACK changed the window; the run is left out and counted
+            # crash once the hosts jitter (--send-jitter, with hosts.h's RACK); the run is left out
+            # and counted
             failed = "ns-3 crashed (SIGSEGV)"
         if failed is None:
             raise SystemExit(f"ns-3 failed: {' '.join(args)}\n{run.stderr[-2000:]}")
@@ -97,7 +98,7 @@ def run_ns3(args: list[str]) -> tuple[dict[str, Any] | None, str | None]:
 
 # --prr-sack-fix, --linux-acks: ns-3's hosts (sim_vs_ns3.host_settings), two_tier.cc's extra arguments
 NS3_HOSTS: list[str] = []
-# --queue-bytes: two_tier.cc's ports count bytes (sim_vs_ns3.two_tier_switch)
+# --queue-bytes, --send-jitter: two_tier.cc's ports count bytes, its hosts jitter (sim_vs_ns3.two_tier_switch)
 TWO_TIER_SWITCH: list[str] = []
 # --sim-delayed-ack: the model's receivers (the spec's tcp.delayed_ack; empty: every segment ACKed at once)
 SIM_DELAYED_ACK: dict[str, Any] = {}

@@ -182,7 +182,8 @@ A2A_RUNS = 1
 ZERO_RUNS = 1
 # --prr-sack-fix, --linux-acks: ns-3's hosts (sim_vs_ns3.host_settings), the programs' extra arguments
 NS3_HOSTS: list[str] = []
-# --queue-bytes: two_tier.cc's ports (incast and all-to-all rows) count bytes (sim_vs_ns3.two_tier_switch)
+# --queue-bytes, --send-jitter: two_tier.cc's ports (incast and all-to-all rows) count bytes, its hosts
+# jitter (sim_vs_ns3.two_tier_switch)
 TWO_TIER_SWITCH: list[str] = []
 # --sim-delayed-ack: the model's receivers (the spec's tcp.delayed_ack; empty: every segment ACKed at once)
 SIM_DELAYED_ACK: dict[str, Any] = {}
