@@ -753,7 +753,10 @@ impl Sim<'_> {
             &self.saturated,
             &self.trace,
             Starts::Paced,
-            PacketOptions::default(),
+            PacketOptions {
+                loop_slots: self.cfg.max_reqs_in_flight,
+                ..PacketOptions::default()
+            },
         )?;
         // a fetch not done leaves its task not done (NaN)
         let end = bucket_and_end(

@@ -268,6 +268,9 @@ mod tests {
                 access_bytes_per_s: 1.25e9,
                 after: None,
                 after_gap_s: 0.0,
+                hold_s: 0.0,
+                loop_id: None,
+                loop_slots: 0,
             })
             .collect()
     }

@@ -45,11 +45,16 @@
 //! round trip is all after the queue: a packet's ACK reaches its sender `base_rtt_s` after it
 //! left the queue, its data reaches the receiver `one_way_s` after.
 //!
+//! A flow may start on a delivery instead of at a time (a request released by another's block):
+//! by the flow it names, or, in a request loop (`loop_id`), by whichever of the loop's flows is
+//! delivered next; a loop may also keep at most `loop_slots` of its flows going here, a later one
+//! waiting for a slot.
+//!
 //! Output per flow: its completion time (first packet sent to the last byte received), the
 //! timeouts it took, and the link's drop and mark counts. Deterministic for a seed.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, BinaryHeap, VecDeque};
+use std::collections::{BTreeSet, BinaryHeap, HashMap, VecDeque};
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -87,12 +92,28 @@ pub struct LinkFlow {
     /// The rate the sender can inject at (its host link); 0: unlimited.
     #[serde(default)]
     pub access_bytes_per_s: f64,
-    /// Start when this earlier flow of the list is delivered, `after_gap_s` later (a request
-    /// released by a delivery), instead of at `start_s`.
+    /// Start when this earlier flow of the list is delivered, its releaser's `hold_s` and then
+    /// `after_gap_s` later (a request released by a delivery), instead of at `start_s`.
     #[serde(default)]
     pub after: Option<u32>,
     #[serde(default)]
     pub after_gap_s: f64,
+    /// After its delivery here it holds its request slot this much longer: its block reaches the
+    /// receiver that much later (held up on another link of its path).
+    #[serde(default)]
+    pub hold_s: f64,
+    /// The request loop it belongs to (one reduce task's fetches under `max_reqs_in_flight`): a
+    /// delivery of any of the loop's flows here releases the loop's next flow waiting for one (the
+    /// earliest of the list with `after` set), as a freed request slot takes the next request in
+    /// Spark's fetch loop, whichever flow `after` names. None: the flow `after` names releases it.
+    #[serde(default)]
+    pub loop_id: Option<u32>,
+    /// Its loop's request slots (`max_reqs_in_flight`; 0: unlimited): a flow of the loop not
+    /// released by a delivery (`after` unset) that would start while that many of the loop's
+    /// flows here are going waits for the first of them to free its slot (delivered, then
+    /// `hold_s`), and starts `after_gap_s` later (its request's leg).
+    #[serde(default)]
+    pub loop_slots: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -281,10 +302,17 @@ impl LinkSim {
                 && f.access_bytes_per_s.is_finite()
                 && f.after.is_none_or(|a| (a as usize) < i)
                 && f.after_gap_s >= 0.0
-                && f.after_gap_s.is_finite();
+                && f.after_gap_s.is_finite()
+                && f.hold_s >= 0.0
+                && f.hold_s.is_finite()
+                && (f.loop_slots == 0 || f.loop_id.is_some())
+                && f.loop_id.is_none_or(|_| {
+                    f.after
+                        .is_none_or(|a| self.flows[a as usize].loop_id == f.loop_id)
+                });
             if !ok {
                 return Err(format!(
-                    "link.flows[{i}]: bytes > 0, times and rates >= 0, after an earlier flow"
+                    "link.flows[{i}]: bytes > 0, times and rates >= 0, after an earlier flow of its loop"
                 ));
             }
         }
@@ -324,6 +352,8 @@ const CROSS: u32 = u32::MAX;
 enum Ev {
     /// Flow `flow` starts sending.
     Start(u32),
+    /// A flow of request loop `loop_id` frees its slot (after its delivery and `hold_s`).
+    Free(u32),
     /// The ACK of transmission `tx` of `flow` reaches its sender (`ce`: it echoes a mark; `cum`:
     /// the receiver's cumulative ACK, the next segment it expects).
     Ack {
@@ -668,9 +698,18 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
         })
         .collect();
     let mut children: Vec<Vec<u32>> = vec![Vec::new(); p.flows.len()];
+    // per request loop, its flows waiting for a release, in the list's order
+    let mut waiting: HashMap<u32, VecDeque<u32>> = HashMap::new();
+    // per request loop with slots: the slots taken, and the flows waiting for one (in the order
+    // their starts came); a flow that took its slot when it was held
+    let mut taken: HashMap<u32, u32> = HashMap::new();
+    let mut blocked: HashMap<u32, VecDeque<u32>> = HashMap::new();
+    let mut slotted = vec![false; p.flows.len()];
     for (i, f) in p.flows.iter().enumerate() {
-        if let Some(a) = f.after {
-            children[a as usize].push(i as u32);
+        match (f.after, f.loop_id) {
+            (Some(_), Some(l)) => waiting.entry(l).or_default().push_back(i as u32),
+            (Some(a), None) => children[a as usize].push(i as u32),
+            (None, _) => {}
         }
     }
     let cross_gap_ns = if p.cross_bytes_per_s > 0.0 {
@@ -845,9 +884,18 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                 let delivered = now + (p.flows[f].one_way_s * NS).round() as u64;
                 s.done_s = (delivered - s.started_ns) as f64 / NS;
                 left -= 1;
-                for &c in &children[f] {
-                    let at = delivered + (p.flows[c as usize].after_gap_s * NS).round() as u64;
-                    pending.push(at, Ev::Start(c));
+                let next = p.flows[f]
+                    .loop_id
+                    .and_then(|l| waiting.get_mut(&l))
+                    .and_then(VecDeque::pop_front);
+                for &c in children[f].iter().chain(&next) {
+                    let gap = p.flows[f].hold_s + p.flows[c as usize].after_gap_s;
+                    pending.push(delivered + (gap * NS).round() as u64, Ev::Start(c));
+                }
+                if let (None, Some(l), true) = (next, p.flows[f].loop_id, p.flows[f].loop_slots > 0)
+                {
+                    let freed = delivered + (p.flows[f].hold_s * NS).round() as u64;
+                    pending.push(freed, Ev::Free(l));
                 }
             }
             s.rcv.deliver(pkt.seq);
@@ -936,7 +984,30 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                     cross_sent += 1;
                     pending.push(cross_at(cross_sent).max(now), Ev::Cross);
                 }
+                Ev::Free(l) => {
+                    let next = blocked.get_mut(&l).and_then(VecDeque::pop_front);
+                    match next {
+                        Some(b) => {
+                            slotted[b as usize] = true;
+                            let gap = (p.flows[b as usize].after_gap_s * NS).round() as u64;
+                            pending.push(now + gap, Ev::Start(b));
+                        }
+                        None => *taken.entry(l).or_default() -= 1,
+                    }
+                }
                 Ev::Start(f) => {
+                    let fl = &p.flows[f as usize];
+                    if let (Some(l), true, None, false) =
+                        (fl.loop_id, fl.loop_slots > 0, fl.after, slotted[f as usize])
+                    {
+                        let t = taken.entry(l).or_default();
+                        if *t >= fl.loop_slots {
+                            blocked.entry(l).or_default().push_back(f);
+                            continue;
+                        }
+                        *t += 1;
+                        slotted[f as usize] = true;
+                    }
                     let s = &mut senders[f as usize];
                     s.started_ns = now;
                     s.access_free = now;
@@ -1463,6 +1534,9 @@ mod tests {
                     access_bytes_per_s: 1.25e9,
                     after: None,
                     after_gap_s: 0.0,
+                    hold_s: 0.0,
+                    loop_id: None,
+                    loop_slots: 0,
                 };
                 16
             ],

@@ -32,7 +32,12 @@
 //! others, in passes that hold a request slot while its block waits elsewhere on its path (the
 //! loops closed over the whole path: [`refine`]), and a sending host's own link queues without
 //! dropping or marking (a Linux sender's qdisc and TCP small queues hold its segments back; they
-//! are not lost in its NIC).
+//! are not lost in its NIC). On its own link a loop's freed slot takes its next request whichever
+//! fetch freed it, as Spark's fetch loop does (not the one that released it in the max-min run:
+//! a block stuck behind a 200 ms timeout held up every request after it, where Spark's other
+//! slots go on), and on every other link a loop keeps at most its `max_reqs_in_flight` fetches
+//! going, a later one waiting for a slot (paced starts from loops not yet settled sent 126 fetches
+//! at once into a spine port that the eight reducers' 40 slots bound: docs/results/sim-vs-ns3/loops.md).
 //!
 //! On one bottleneck this is that link's packet-level simulation. Across several loaded links in
 //! series the largest delay stands for them all (queues that build at two links at once are
@@ -133,6 +138,9 @@ struct Ctx<'a> {
     events: u64,
     /// Links that queue without dropping or marking (a sending host's own link, mode Paced).
     lossless: Vec<bool>,
+    /// Mode Paced: each request loop's slots ([`PacketOptions::loop_slots`]; 0: no limit), kept
+    /// on every link; None (mode Schedule): a fetch is released by the one the max-min run named.
+    loop_slots: Option<u32>,
 }
 
 impl Ctx<'_> {
@@ -184,6 +192,9 @@ impl Ctx<'_> {
             one_way_s: prop + ser,
             after: None,
             after_gap_s: t.data_s - t.issued_s,
+            hold_s: 0.0,
+            loop_id: None,
+            loop_slots: 0,
             // it cannot arrive faster than the slowest of its other links lets it
             access_bytes_per_s: t
                 .path
@@ -224,6 +235,10 @@ pub struct PacketOptions {
     /// ([`crate::linkcluster`]); absent: every link is simulated.
     #[serde(default)]
     pub cluster_tolerance: Option<f64>,
+    /// Each request loop's slots (the applications' `max_reqs_in_flight`; 0: none), kept on every
+    /// link a loop's fetches cross (mode Paced). Set by the applications' engine, not by a spec.
+    #[serde(skip)]
+    pub loop_slots: u32,
 }
 
 impl PacketOptions {
@@ -363,6 +378,10 @@ pub(crate) fn refine(
                 topo.hosts.iter().for_each(|&h| host[h as usize] = true);
                 topo.links.iter().map(|l| host[l.from as usize]).collect()
             }
+        },
+        loop_slots: match starts {
+            Starts::Paced => Some(options.loop_slots),
+            Starts::Schedule => None,
         },
     };
     // the receiver links whose request loops pace the fetches (mode Paced), simulated first
@@ -762,11 +781,15 @@ fn flows_at(
                     .after
                     .map(|a| pos[a as usize])
                     .filter(|&p| p != u32::MAX && ids.get(p as usize) == t.after.as_ref());
-                if f.after.is_some() {
-                    f.after_gap_s += t.after.map_or(0.0, |a| held[a as usize]);
-                }
+                f.hold_s = held[i as usize];
             } else {
                 f.start_s = paced[i as usize];
+            }
+            // mode Paced: each fetch in its owner's request loop, on every link it crosses (the
+            // whole loop on its receiver link, where a freed slot takes the next request)
+            if let Some(slots) = ctx.loop_slots {
+                f.loop_id = Some(t.r);
+                f.loop_slots = slots;
             }
             f
         })

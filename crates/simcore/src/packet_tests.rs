@@ -111,6 +111,9 @@ fn bottleneck(cc: Cc, udp_share: f64) -> LinkSim {
                 access_bytes_per_s: 1.25e9,
                 after: None,
                 after_gap_s: 0.0,
+                hold_s: 0.0,
+                loop_id: None,
+                loop_slots: 0,
             };
             4
         ],
@@ -259,6 +262,78 @@ fn a_flow_after_another_starts_at_its_delivery_plus_the_gap() {
     );
     p.flows[0].after = Some(1);
     assert!(simulate(&p).unwrap_err().contains("flows[0]"));
+}
+
+#[test]
+fn a_request_loop_s_next_flow_starts_at_whichever_of_its_flows_is_delivered_first() {
+    // two request slots: a 4 MB flow and a 40 kB one; the third flow was released by the large
+    // one's delivery in the max-min run (`after`), but the small one frees its slot first
+    let mut p = bottleneck(Cc::Reno, 0.0);
+    p.red = None;
+    p.queue_bytes = 1000.0 * p.wire_bytes;
+    p.flows.truncate(3);
+    p.flows[0].bytes = 4e6;
+    p.flows[1].bytes = 4e4;
+    p.flows[2].bytes = 4e4;
+    p.flows[2].after = Some(0);
+    p.flows[2].after_gap_s = 0.001;
+    let named = simulate(&p).unwrap();
+    let big_done = named.start_s[0] + named.fct_s[0];
+    assert!(
+        (named.start_s[2] - (big_done + 0.001)).abs() < 1e-6,
+        "{named:?}"
+    );
+    for f in &mut p.flows {
+        f.loop_id = Some(7);
+    }
+    // the small flow's block reaches the receiver 2 ms after this link delivered it
+    p.flows[1].hold_s = 0.002;
+    let any = simulate(&p).unwrap();
+    let small_done = any.start_s[1] + any.fct_s[1];
+    assert!(small_done + 0.003 < big_done, "{any:?}");
+    assert!(
+        (any.start_s[2] - (small_done + 0.003)).abs() < 1e-6,
+        "{any:?}"
+    );
+    // a flow released from another loop is refused, by name
+    p.flows[2].loop_id = Some(8);
+    assert!(simulate(&p).unwrap_err().contains("flows[2]"));
+}
+
+#[test]
+fn a_request_loop_keeps_at_most_its_slots_going_on_any_link() {
+    // three flows of one loop with two request slots, all due at once (a link the loop is not
+    // closed on: no `after`): the third waits for the first delivery, its slot freed `hold_s`
+    // after it, and starts its request's leg later
+    let mut p = bottleneck(Cc::Reno, 0.0);
+    p.red = None;
+    p.queue_bytes = 1000.0 * p.wire_bytes;
+    p.flows.truncate(3);
+    p.flows[0].bytes = 4e4;
+    p.flows[1].bytes = 4e6;
+    p.flows[2].bytes = 4e4;
+    let free = simulate(&p).unwrap();
+    assert!(free.start_s.iter().all(|&s| s == 0.0), "{free:?}");
+    for f in &mut p.flows {
+        (f.loop_id, f.loop_slots, f.hold_s, f.after_gap_s) = (Some(3), 2, 0.002, 0.001);
+    }
+    let capped = simulate(&p).unwrap();
+    let first_done = capped.start_s[0] + capped.fct_s[0];
+    assert!(
+        first_done < capped.start_s[1] + capped.fct_s[1],
+        "{capped:?}"
+    );
+    assert_eq!(&capped.start_s[..2], &[0.0, 0.0]);
+    assert!(
+        (capped.start_s[2] - (first_done + 0.003)).abs() < 1e-6,
+        "{capped:?}"
+    );
+    // with three slots none waits
+    p.flows.iter_mut().for_each(|f| f.loop_slots = 3);
+    assert!(simulate(&p).unwrap().start_s.iter().all(|&s| s == 0.0));
+    // slots without a loop are refused, by name
+    p.flows[1].loop_id = None;
+    assert!(simulate(&p).unwrap_err().contains("flows[1]"));
 }
 
 /// sim_vs_ns3_fabric.py's two-tier all-to-all: 2 leaves x 4 hosts, 1 Gbit/s host links, uplinks
