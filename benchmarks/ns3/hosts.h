@@ -600,7 +600,10 @@ inline void ConfigureTcpHosts(std::string cc, uint32_t dctcpFloor, double delAck
 // Point-to-point links, each its own subnet 10.x.y.0/24 in the order they are made.
 // A point-to-point channel whose packets from one end (`from`) reach the other U[0, `jitter`) after the
 // fixed delay, as a host's send times wander with its interrupts and NIC; from the other end it is the
-// plain channel. With `jitter` at most the sender's packet time its packets stay in order.
+// plain channel. Never before the packet sent ahead of it, as a NIC sends its queue in order: a pure
+// ACK or SYN takes a fraction of a full segment's time on the wire, and with the wander alone it
+// could overtake the segment before it; such reordering made ns-3.44 crash (SIGSEGV in
+// TcpTxBuffer::Update) in some runs of the reducers' loops and every Cubic run at 2 x 16 hosts.
 class JitterChannel : public PointToPointChannel {
  public:
   JitterChannel(Ptr<PointToPointNetDevice> from, Time jitter) : m_from(from), m_jitter(jitter) {
@@ -610,14 +613,17 @@ class JitterChannel : public PointToPointChannel {
     if (src != m_from) return PointToPointChannel::TransmitStart(p, src, txTime);
     Ptr<PointToPointNetDevice> dst = GetPointToPointDevice(src == GetPointToPointDevice(0) ? 1 : 0);
     Time wander = NanoSeconds(m_rng->GetInteger(0, std::max<int64_t>(m_jitter.GetNanoSeconds(), 1) - 1));
-    Simulator::ScheduleWithContext(dst->GetNode()->GetId(), txTime + GetDelay() + wander,
-                                   &PointToPointNetDevice::Receive, dst, p->Copy());
+    Time at = std::max(Simulator::Now() + txTime + GetDelay() + wander, m_last);
+    m_last = at;
+    Simulator::ScheduleWithContext(dst->GetNode()->GetId(), at - Simulator::Now(), &PointToPointNetDevice::Receive,
+                                   dst, p->Copy());
     return true;
   }
 
  private:
   Ptr<PointToPointNetDevice> m_from;
   Time m_jitter;
+  Time m_last;  // the arrival of the packet sent last
   Ptr<UniformRandomVariable> m_rng;
 };
 
