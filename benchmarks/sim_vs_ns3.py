@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -221,9 +222,16 @@ def compile_ns3(source: Path = SOURCE, name: str = "bottleneck") -> Path:
     CACHE.mkdir(parents=True, exist_ok=True)
     gxx = shutil.which("g++") or "g++"
     cmd = [gxx, "-std=c++20", "-O2", str(source), "-I", str(include), "-L", str(libdir), f"-Wl,-rpath,{libdir}"]
-    cmd += [f"-l{n}" for n in names] + ["-o", str(binary)]
+    # built beside it and renamed into place: two benchmarks compiling the same program at once
+    # (their own copies) never run or overwrite a half-written binary ("Text file busy")
+    part = binary.with_name(f"{binary.name}.{os.getpid()}.part")
+    cmd += [f"-l{n}" for n in names] + ["-o", str(part)]
     print("compiling:", " ".join(cmd[:8]), "...", flush=True)
-    subprocess.run(cmd, check=True)
+    try:
+        subprocess.run(cmd, check=True)
+        os.replace(part, binary)
+    finally:
+        part.unlink(missing_ok=True)
     return binary
 
 
