@@ -82,9 +82,9 @@ def run_ns3(args: list[str]) -> tuple[dict[str, Any] | None, str | None]:
     if run.returncode != 0:
         failed = next((ln for ln in run.stderr.splitlines() if "NS_ASSERT failed" in ln), None)
         if failed is None and run.returncode == -signal.SIGSEGV:
-            # ns-3.44's own SACK scoreboard (TcpTxBuffer::Update, on a closing connection's ACK) can
-            # crash once the hosts jitter (--send-jitter, with hosts.h's RACK); the run is left out
-            # and counted
+            # ns-3.44's own SACK scoreboard (TcpTxBuffer::Update) crashed when a host's pure ACK
+            # overtook its segment (a jitter hosts.h no longer makes: no run has crashed since);
+            # should one crash still, the run is left out and counted
             failed = "ns-3 crashed (SIGSEGV)"
         if failed is None:
             raise SystemExit(f"ns-3 failed: {' '.join(args)}\n{run.stderr[-2000:]}")
