@@ -241,17 +241,23 @@ fn a_request_released_by_a_delivery_starts_after_it_at_packet_level() {
     );
 }
 
-#[test]
-fn a_flow_after_another_starts_at_its_delivery_plus_the_gap() {
+/// Reno flows of `bytes` each through the bottleneck, all starting at 0, with a droptail queue
+/// none of them fills: no mark, no loss, so each alone takes the same time whatever the senders'
+/// jitter draws (a marked slow start's reductions depend on them).
+fn unloaded(bytes: &[f64]) -> LinkSim {
     let mut p = bottleneck(Cc::Reno, 0.0);
-    // a queue neither flow fills: no mark, no loss, so each alone takes the same time whatever
-    // the senders' jitter draws (a marked slow start's reductions depend on them)
     p.red = None;
     p.queue_bytes = 1000.0 * p.wire_bytes;
-    p.flows.truncate(2);
-    p.flows[0].bytes = 1e6;
-    p.flows[1].bytes = 1e6;
-    p.flows[1].start_s = 0.0;
+    p.flows.truncate(bytes.len());
+    for (f, &b) in p.flows.iter_mut().zip(bytes) {
+        (f.bytes, f.start_s) = (b, 0.0);
+    }
+    p
+}
+
+#[test]
+fn a_flow_after_another_starts_at_its_delivery_plus_the_gap() {
+    let mut p = unloaded(&[1e6, 1e6]);
     p.flows[1].after = Some(0);
     p.flows[1].after_gap_s = 0.001;
     let r = simulate(&p).unwrap();
@@ -269,13 +275,7 @@ fn a_flow_after_another_starts_at_its_delivery_plus_the_gap() {
 fn a_request_loop_s_next_flow_starts_at_whichever_of_its_flows_is_delivered_first() {
     // two request slots: a 4 MB flow and a 40 kB one; the third flow was released by the large
     // one's delivery in the max-min run (`after`), but the small one frees its slot first
-    let mut p = bottleneck(Cc::Reno, 0.0);
-    p.red = None;
-    p.queue_bytes = 1000.0 * p.wire_bytes;
-    p.flows.truncate(3);
-    p.flows[0].bytes = 4e6;
-    p.flows[1].bytes = 4e4;
-    p.flows[2].bytes = 4e4;
+    let mut p = unloaded(&[4e6, 4e4, 4e4]);
     p.flows[2].after = Some(0);
     p.flows[2].after_gap_s = 0.001;
     let named = simulate(&p).unwrap();
@@ -306,13 +306,7 @@ fn a_request_loop_keeps_at_most_its_slots_going_on_any_link() {
     // three flows of one loop with two request slots, all due at once (a link the loop is not
     // closed on: no `after`): the third waits for the first delivery, its slot freed `hold_s`
     // after it, and starts its request's leg later
-    let mut p = bottleneck(Cc::Reno, 0.0);
-    p.red = None;
-    p.queue_bytes = 1000.0 * p.wire_bytes;
-    p.flows.truncate(3);
-    p.flows[0].bytes = 4e4;
-    p.flows[1].bytes = 4e6;
-    p.flows[2].bytes = 4e4;
+    let mut p = unloaded(&[4e4, 4e6, 4e4]);
     let free = simulate(&p).unwrap();
     assert!(free.start_s.iter().all(|&s| s == 0.0), "{free:?}");
     for f in &mut p.flows {
