@@ -577,12 +577,18 @@ struct Prr {
 }
 
 /// What every sender's send path needs: segment size, minimum RTO, a packet time of the link,
-/// whether tail loss probes go.
+/// whether tail loss probes go, and the control's answer to a loss.
 struct Consts {
     mss: u64,
     rto_ns: u64,
     tx_ns: u64,
     tlp: bool,
+    dctcp: bool,
+    /// The senders are ECN-capable.
+    ect: bool,
+    /// What a loss-based control keeps of its window at a cut.
+    keep: f64,
+    min_cwnd: u64,
 }
 
 /// Simulate the link and its flows.
@@ -621,6 +627,10 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
         rto_ns,
         tx_ns,
         tlp: p.tail_loss_probe,
+        dctcp,
+        ect,
+        keep,
+        min_cwnd,
     };
     let mut q: EgressQueue<Pkt> = EgressQueue::new(p.port(), 0);
     let mut pending = Events::new();
@@ -1109,33 +1119,10 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                         }
                     }
                     if found {
-                        let mut i = 0;
-                        while i < s.dropped.len() {
-                            let (dtx, seq, n, _) = s.dropped[i];
-                            if n == u32::MAX || n < DUP_THRESH {
-                                i += 1;
-                                continue;
-                            }
-                            s.dropped.remove(i);
-                            s.in_flight -= 1;
-                            s.resend.push_back(seq);
-                            lost |= dtx >= s.recover && s.snd_una >= s.high_seq;
-                        }
+                        lost = take_lost(s);
                     }
                     if lost {
-                        // a loss: ssthresh at half the window (DCTCP's too, RFC 8257 3.5), 0.7 for
-                        // Cubic, reached by proportional rate reduction as an echoed mark's (Linux's
-                        // tcp_enter_recovery, ns-3's PRR recovery)
-                        if s.prr.take().is_some() {
-                            s.win.cwnd = s.win.ssthresh;
-                        }
-                        let keep = if dctcp { 0.5 } else { keep };
-                        s.grow = 0.0;
-                        s.cwr = ect;
-                        s.window_end = s.next_tx;
-                        s.loss_recovery = true;
-                        s.tlp_high = None;
-                        begin_reduction(s, cut_to(s.win.cwnd, keep, min_cwnd), mss);
+                        enter_loss(s, &k);
                     } else if dctcp && ce && !reducing {
                         // DCTCP answers the first echoed mark of a window (Linux's and ns-3's CWR):
                         // ssthresh = cwnd·(1 − α/2), reached by proportional rate reduction
@@ -1336,6 +1323,41 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
         events,
     };
     Ok((r, senders))
+}
+
+/// Take what is known lost out of `s.dropped` and queue it to be sent again; whether a loss of
+/// them starts a new reduction (sent at or after the last one's start, none lasting).
+fn take_lost(s: &mut Sender) -> bool {
+    let mut lost = false;
+    let mut i = 0;
+    while i < s.dropped.len() {
+        let (dtx, seq, n, _) = s.dropped[i];
+        if n == u32::MAX || n < DUP_THRESH {
+            i += 1;
+            continue;
+        }
+        s.dropped.remove(i);
+        s.in_flight -= 1;
+        s.resend.push_back(seq);
+        lost |= dtx >= s.recover && s.snd_una >= s.high_seq;
+    }
+    lost
+}
+
+/// A loss: ssthresh at half the window (DCTCP's too, RFC 8257 3.5), 0.7 for Cubic, reached by
+/// proportional rate reduction as an echoed mark's (Linux's `tcp_enter_recovery`, ns-3's PRR
+/// recovery).
+fn enter_loss(s: &mut Sender, k: &Consts) {
+    if s.prr.take().is_some() {
+        s.win.cwnd = s.win.ssthresh;
+    }
+    let keep = if k.dctcp { 0.5 } else { k.keep };
+    s.grow = 0.0;
+    s.cwr = k.ect;
+    s.window_end = s.next_tx;
+    s.loss_recovery = true;
+    s.tlp_high = None;
+    begin_reduction(s, cut_to(s.win.cwnd, keep, k.min_cwnd), k.mss);
 }
 
 /// Whether a tail loss probe may go (Linux's Open and CWR states): no loss being recovered and
