@@ -119,9 +119,10 @@ def add_host_options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument(
         "--linux-rack-reo",
         action="store_true",
-        help="with --linux-rack: RACK's reordering timer, as Linux's (a segment sent just before a delivered one, "
-        "within the reordering window, is marked lost when the window has passed; without it, where no later ACK "
-        "comes, the sender waits for its retransmission timer)",
+        help="with --linux-rack: RACK's reordering as Linux's: its timer (a segment sent just before a delivered "
+        "one, within the reordering window, is marked lost when the window has passed; without it, where no later "
+        "ACK comes, the sender waits for its retransmission timer) and its window (none in a recovery or once "
+        "three segments are SACKed; 'sent before' by time, then sequence)",
     )
     ap.add_argument(
         "--linux-tlp",
@@ -189,9 +190,9 @@ def host_settings(a: argparse.Namespace) -> tuple[list[str], dict[str, Any]]:
     LinuxCwndCount, without it ns-3.44's count kept across a reduction; ``--cwrRecovery=true``: fast
     recovery from CWR; ``--dctcpLossHalves=true``: DCTCP halves at a loss; ``--rackLoss=true``: losses
     found as Linux's RACK finds them; ``--rackPrr=true``: what it finds in a recovery sent again as PRR
-    allows; ``--rackReo=true``: RACK's reordering timer; ``--lossProbe=true``: Linux's tail loss probe)
-    and the model's ``delayed_ack`` table (the spec's ``tcp.delayed_ack``; empty: every segment ACKed at
-    once)."""
+    allows; ``--rackReo=true``: RACK's reordering timer and window as Linux's; ``--lossProbe=true``:
+    Linux's tail loss probe) and the model's ``delayed_ack`` table (the spec's ``tcp.delayed_ack``; empty:
+    every segment ACKed at once)."""
     for refined, given in (("--linux-rack-prr", a.linux_rack_prr), ("--linux-rack-reo", a.linux_rack_reo)):
         if given and not a.linux_rack:
             raise SystemExit(f"{refined} refines --linux-rack: give both")

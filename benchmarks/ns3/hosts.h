@@ -249,12 +249,16 @@ inline bool g_rack = false;
 // segment, as ns-3's scoreboard counts: marked above it, ns-3.44's TcpTxBuffer::Update crashes on a
 // later SACK.)
 inline bool g_rackPrr = false;
-// With g_rackReo too (--rackReo=true): RACK's reordering timer, as Linux's (tcp_rack_reo_timeout).
-// A segment sent before the newest delivered one but within the reordering window of it is not
-// lost yet; Linux arms a timer for when it will be (its send time + the delivered segment's round
-// trip + the window) and marks it then. Without it ns-3's RACK looks again only at the next ACK,
-// and where none comes (a window's last segments, sent together, one of them dropped, a later one
-// delivered) the sender waits for its retransmission timer.
+// With g_rackReo too (--rackReo=true): RACK's reordering as Linux's. Its timer
+// (tcp_rack_reo_timeout): a segment sent before the newest delivered one but within the reordering
+// window of it is not lost yet; Linux arms a timer for when it will be (its send time + the
+// delivered segment's round trip + the window) and marks it then; in a recovery the window stays
+// as it is (no PRR cut: what the timer finds lost goes again as far as it allows). Its window
+// (tcp_rack_reo_wnd, no reordering seen): none in a recovery or once three segments are SACKed,
+// a quarter of the minimum round trip before. Without it ns-3's RACK keeps a quarter round trip
+// throughout and looks again only at the next ACK; where none comes (a window's last segments,
+// sent together, one of them dropped, a later one delivered) the sender waits for its
+// retransmission timer.
 inline bool g_rackReo = false;
 // With g_tlp (--lossProbe=true; the senders then use this socket too): Linux's tail loss probe
 // (tcp_schedule_loss_probe, tcp_send_loss_probe; net.ipv4.tcp_early_retrans = 3, its default). In the
@@ -324,10 +328,15 @@ class TcpSocketLinuxAcks : public TcpSocketBase {
     if (g_rack) {  // the newest send time this ACK delivers: what it acknowledges or SACKs
       SequenceNumber32 seq = m_txBuffer->HeadSequence();
       for (TcpTxItem *item : (*m_txBuffer).*Get(SentListOf{})) {
-        if (seq + item->GetSeqSize() <= ackNumber || item->IsSacked()) {
-          m_rackXmit = std::max(m_rackXmit, item->GetLastSent());
+        SequenceNumber32 end = seq + item->GetSeqSize();
+        if (end <= ackNumber || item->IsSacked()) {
+          // the newest by send time, then by sequence (Linux's tcp_rack_sent_after)
+          if (item->GetLastSent() > m_rackXmit || (item->GetLastSent() == m_rackXmit && end > m_rackEnd)) {
+            m_rackXmit = item->GetLastSent();
+            m_rackEnd = end;
+          }
         }
-        seq += item->GetSeqSize();
+        seq = end;
       }
     }
     TcpSocketBase::ProcessAck(ackNumber, scoreboardUpdated, currentDelivered, oldHeadSequence, receivedData);
@@ -401,13 +410,19 @@ class TcpSocketLinuxAcks : public TcpSocketBase {
     if (m_txBuffer->Size() > 0) RackDetectLoss(m_tcb->m_segmentSize, true);
   }
   // Marks lost every segment sent before the newest delivered one by more than the reordering
-  // window (a quarter of the minimum round trip), not SACKed, not marked yet; a retransmission so
+  // window (a quarter of the minimum round trip; with g_rackReo none in a recovery or once three
+  // segments are SACKed), not SACKed, not marked yet; a retransmission so
   // found is marked to be sent again. Then recovers as ns-3 does from three duplicate ACKs. With
   // g_rackReo, one sent before it within the window arms the reordering timer (`timer`: it fired,
   // and a segment is lost once its send time + that round trip + the window has passed).
   void RackDetectLoss(uint32_t currentDelivered, bool timer) {
-    Time reo = m_tcb->m_minRtt == Time::Max() ? Time(0) : m_tcb->m_minRtt / 4;
     TcpTxBuffer &buf = *m_txBuffer;
+    auto state = m_tcb->m_congState.Get();
+    bool dupthresh = buf.GetSacked() >= m_retxThresh * m_tcb->m_segmentSize;
+    Time reo = m_tcb->m_minRtt == Time::Max() ||
+                       (g_rackReo && (state == TcpSocketState::CA_RECOVERY || state == TcpSocketState::CA_LOSS || dupthresh))
+                   ? Time(0)
+                   : m_tcb->m_minRtt / 4;
     auto highest = (buf.*Get(HighestSackOf{})).second;
     SequenceNumber32 seq = buf.HeadSequence();
     bool found = false;
@@ -416,10 +431,16 @@ class TcpSocketLinuxAcks : public TcpSocketBase {
     for (TcpTxItem *item : buf.*Get(SentListOf{})) {
       bool &lost = item->*Get(ItemLostOf{});
       bool open = !item->IsSacked() && seq < highest && (!lost || item->m_retrans);
-      bool due = timer ? item->GetLastSent() <= m_rackXmit && item->GetLastSent() + m_rackRtt + reo <= now
-                       : item->GetLastSent() + reo < m_rackXmit;
-      if (g_rackReo && open && !due && item->GetLastSent() <= m_rackXmit) {
-        wake = std::min(wake, item->GetLastSent() + m_rackRtt + reo);
+      // with g_rackReo as Linux's tcp_rack_detect_loss: sent before the newest delivered segment
+      // (by time, then sequence: one sent in the same instant after it is not) and its round
+      // trip plus the window past
+      Time sent = item->GetLastSent();
+      bool before = sent < m_rackXmit || (sent == m_rackXmit && seq + item->GetSeqSize() < m_rackEnd);
+      bool due = g_rackReo ? before && sent + m_rackRtt + reo <= now
+                 : timer   ? sent <= m_rackXmit && sent + m_rackRtt + reo <= now
+                           : sent + reo < m_rackXmit;
+      if (g_rackReo && open && !due && before) {
+        wake = std::min(wake, sent + m_rackRtt + reo);
       }
       if (open && due) {
         if (!lost) buf.*Get(LostOutOf{}) += item->GetSeqSize();
@@ -437,14 +458,13 @@ class TcpSocketLinuxAcks : public TcpSocketBase {
       m_reoEvent = Simulator::Schedule(std::max(wake - now, Time(0)), &TcpSocketLinuxAcks::RackReoTimeout, this);
     }
     if (!found) return;
-    auto state = m_tcb->m_congState.Get();
     if (state == TcpSocketState::CA_OPEN || state == TcpSocketState::CA_DISORDER ||
         (g_cwrRecovery && state == TcpSocketState::CA_CWR)) {
       if (state == TcpSocketState::CA_CWR) m_tcb->m_congState = TcpSocketState::CA_DISORDER;
       EnterRecovery(currentDelivered);
     } else {
       uint32_t left = BytesInFlight();
-      if (g_rackPrr && state == TcpSocketState::CA_RECOVERY && pipe > left) {
+      if (g_rackPrr && state == TcpSocketState::CA_RECOVERY && pipe > left && !(g_rackReo && timer)) {
         uint32_t cwnd = m_tcb->m_cWnd.Get();
         m_tcb->m_cWnd = std::max(cwnd > pipe - left ? cwnd - (pipe - left) : 0u, left);
         m_tcb->m_cWndInfl = m_tcb->m_cWnd;
@@ -484,6 +504,7 @@ class TcpSocketLinuxAcks : public TcpSocketBase {
   Time m_lastRx;        // when the last one came
   uint32_t m_quick = 0;  // segments still to ACK at once (quick-ACK mode)
   Time m_rackXmit{0};    // RACK: the newest send time among the segments delivered
+  SequenceNumber32 m_rackEnd{0};  // RACK: the end of the newest delivered segment sent then
   Time m_rackRtt{0};     // RACK: that segment's round trip
   EventId m_reoEvent;    // RACK's reordering timer (g_rackReo)
   EventId m_tlpEvent;    // the tail loss probe's timer
