@@ -171,7 +171,7 @@ impl Ctx<'_> {
             delayed_ack: self.tcp.delayed_ack,
             tail_loss_probe: true,
             rack_retransmissions: true,
-            rack_reorder_timer: true,
+            rack_reorder_timer: false,
             flows,
         }
     }

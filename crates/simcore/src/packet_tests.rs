@@ -103,7 +103,7 @@ fn bottleneck(cc: Cc, udp_share: f64) -> LinkSim {
         delayed_ack: None,
         tail_loss_probe: true,
         rack_retransmissions: true,
-        rack_reorder_timer: true,
+        rack_reorder_timer: false,
         flows: vec![
             LinkFlow {
                 bytes: 20e6,
@@ -503,7 +503,7 @@ fn ecn_capable_reno_under_red_finds_its_lost_retransmissions_as_rack_does_as_in_
             let r = simulate(&LinkSim {
                 seed,
                 rack_retransmissions: rack,
-                rack_reorder_timer: rack,
+                rack_reorder_timer: false,
                 ..red_bottleneck(Cc::Reno)
             })
             .unwrap();
