@@ -32,11 +32,11 @@
 //! quarter of the base round trip); what that lets the sender send again is what proportional
 //! rate reduction allows. With `rack_reorder_timer` (off by default) RACK's reordering as
 //! Linux's: no window while a loss is recovered (`tcp_rack_reo_wnd`), and its timer
-//! (`tcp_rack_reo_timeout`) marks lost a drop that a later segment's arrival has revealed but no third one has (or, a
-//! retransmission, not by more than the window) once the window has passed since, whether or
-//! not another ACK comes; in a recovery what it finds goes again as far as the window allows,
-//! and a loss found in an ECN reduction makes it a recovery (Linux's `tcp_enter_recovery` from
-//! CWR). A sender that hears nothing for its retransmission timeout
+//! (`tcp_rack_reo_timeout`) marks lost a drop that a later segment's arrival has revealed but
+//! no third one has (or, a retransmission, not by more than the window) once the window has
+//! passed since, whether or not another ACK comes; in a recovery what it finds goes again as far
+//! as the window allows, and a loss found in an ECN reduction makes it a recovery (Linux's
+//! `tcp_enter_recovery` from CWR). A sender that hears nothing for its retransmission timeout
 //! (`min_rto_s`, doubled per timeout in a row) resends what was lost with a window of one segment
 //! and ssthresh at half the flight (at least 2 segments, Linux's floor). The timer restarts on an
 //! ACK that moves the receiver's cumulative ACK ([`CumAck`]: its segment was the next one
@@ -1674,7 +1674,7 @@ mod tests {
             delayed_ack: None,
             tail_loss_probe: true,
             rack_retransmissions: true,
-            rack_reorder_timer: true,
+            rack_reorder_timer: false,
             flows: vec![
                 LinkFlow {
                     bytes: 200e3,
