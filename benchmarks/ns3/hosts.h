@@ -242,7 +242,8 @@ inline bool g_cwrRecovery = false;
 inline bool g_rack = false;
 // With g_rackPrr too (--rackPrr=true): in a recovery, what RACK finds lost leaves the window with
 // it, so that only what proportional rate reduction allows is sent, as Linux's (it marks the losses,
-// then tcp_cwnd_reduction sets the window to the flight that is left plus PRR's count). Without it
+// then tcp_cwnd_reduction sets the window to the flight that is left plus PRR's count, at least one
+// segment while that flight is under ssthresh). Without it
 // ns-3's window, set by PRR before the losses were marked, sends every lost segment it finds again at
 // once: a burst of retransmissions that can keep a RED queue's average above its maximum, where a
 // retransmission, not ECN-capable, is dropped. (RACK here still marks only below the highest SACKed
@@ -465,8 +466,12 @@ class TcpSocketLinuxAcks : public TcpSocketBase {
     } else {
       uint32_t left = BytesInFlight();
       if (g_rackPrr && state == TcpSocketState::CA_RECOVERY && pipe > left && !(g_rackReo && timer)) {
-        uint32_t cwnd = m_tcb->m_cWnd.Get();
-        m_tcb->m_cWnd = std::max(cwnd > pipe - left ? cwnd - (pipe - left) : 0u, left);
+        // below ssthresh PRR sends at least one segment (Linux's tcp_cwnd_reduction counts the
+        // ACK's newly delivered segments there), so a window whose flight RACK emptied is not
+        // left waiting for the retransmission timer
+        uint32_t cwnd = m_tcb->m_cWnd.Get(), ssthresh = m_tcb->m_ssThresh.Get();
+        uint32_t floor = left < ssthresh ? left + std::min(ssthresh - left, m_tcb->m_segmentSize) : left;
+        m_tcb->m_cWnd = std::max(cwnd > pipe - left ? cwnd - (pipe - left) : 0u, floor);
         m_tcb->m_cWndInfl = m_tcb->m_cWnd;
       }
       SendPendingData(m_connected);
