@@ -12,7 +12,7 @@ from tests.sim.test_sim_apps import data_folder
 from tests.sim.test_sim_apps_tcp import FAST
 
 from shufflelab.sim import app_spec, apps_sim
-from shufflelab.sim.apps_report import report
+from shufflelab.sim.apps_report import _loops_sentence, report
 from shufflelab.sim.spec import SimSpecError
 
 # the recorded application at 1 Gbit/s, blocks of tens of MB, Cubic through 100-packet drop-tail ports
@@ -73,3 +73,15 @@ def test_packet_mode_reaches_the_core_and_needs_tcp(tmp_path: Path) -> None:
     doc["mode"] = "fluid"
     with pytest.raises(SimSpecError, match=r"t.toml: mode: "):
         app_spec.parse(doc, "t.toml")
+
+
+def test_the_report_gives_the_job_times_of_the_passes_that_could_have_been_kept() -> None:
+    p = {"passes": 11, "pass_used": 8, "pass_move_s": 0.0047}
+    times = [{"pass": 8, "mean_job_time_s": 0.2173}, {"pass": 9, "mean_job_time_s": 0.2153}]
+    line = _loops_sentence(p | {"pass_job_times": [*times, {"pass": 11, "mean_job_time_s": None}]})
+    assert "pass 8 kept (its fetch starts moved 4.7 ms" in line
+    assert "The 3 passes that could have been kept (8, 9, 11) give a mean job time of 0.215-0.217 s" in line
+    assert "(the kept one 0.217 s)" in line
+    # one pass, or none recorded (runs before them): nothing to compare
+    assert "could have been kept" not in _loops_sentence(p | {"pass_job_times": times[:1]})
+    assert "could have been kept" not in _loops_sentence(p)

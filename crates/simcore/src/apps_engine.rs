@@ -22,7 +22,9 @@ use super::{AppResult, AppsConfig, AppsResult, Arrival, Mode, Placement, StageRe
 use crate::completions::Completions;
 use crate::fluid::{Engine, Events, Progress};
 use crate::maxmin::MaxMin;
-use crate::packet::{bucket_and_end, refine, PacketOptions, PacketSummary, Starts, Traced};
+use crate::packet::{
+    bucket_and_end, refine, PacketOptions, PacketSummary, PassJobTime, Starts, Traced,
+};
 use crate::summary::{fct_buckets, heatmap, tier_results, LinkMeter};
 use crate::tcpmodel::{Applied, TcpModel};
 use crate::topology::Topology;
@@ -578,13 +580,26 @@ pub fn run_apps(cfg: &AppsConfig) -> Result<AppsResult, String> {
     let Some(tcp) = cfg.tcp.as_ref().filter(|_| packet) else {
         return Ok(sim.result());
     };
-    let (phase, summary) = sim.packet_pass(tcp)?;
+    let (phase, mut summary, others) = sim.packet_pass(tcp)?;
     // the same applications replayed with the packet-level fetch phases, no network
-    let mut replay = new_sim(cfg, None, false, Some(phase))?;
-    replay.run();
-    let end = replay.now;
+    let (end, timed) = replay(cfg, phase)?;
+    if !others.is_empty() {
+        // and with each other pass that could have been kept
+        let mut times = vec![PassJobTime {
+            pass: summary.pass_used,
+            mean_job_time_s: mean_job_time(&timed),
+        }];
+        for (pass, phase) in others {
+            let (_, t) = replay(cfg, phase)?;
+            times.push(PassJobTime {
+                pass,
+                mean_job_time_s: mean_job_time(&t),
+            });
+        }
+        times.sort_by_key(|t| t.pass);
+        summary.pass_job_times = times;
+    }
     let mut result = sim.result();
-    let timed = replay.result();
     for (a, t) in result.apps.iter_mut().zip(timed.apps) {
         (a.end_s, a.job_time_s) = (t.end_s, t.job_time_s);
         for (s, ts) in a.stages.iter_mut().zip(t.stages) {
@@ -595,6 +610,24 @@ pub fn run_apps(cfg: &AppsConfig) -> Result<AppsResult, String> {
     result.end_s = end;
     result.packet = Some(summary);
     Ok(result)
+}
+
+/// The applications run again with each task's fetch phase `phase` instead of the network: the
+/// virtual time it ended and its result.
+fn replay(cfg: &AppsConfig, phase: Vec<f64>) -> Result<(f64, AppsResult), String> {
+    let mut replay = new_sim(cfg, None, false, Some(phase))?;
+    replay.run();
+    Ok((replay.now, replay.result()))
+}
+
+/// The applications' mean job time (NaN when one did not end).
+fn mean_job_time(r: &AppsResult) -> f64 {
+    let n = r.apps.len().max(1) as f64;
+    r.apps
+        .iter()
+        .map(|a| a.job_time_s.unwrap_or(f64::NAN))
+        .sum::<f64>()
+        / n
 }
 
 /// The engine, its applications placed and their arrivals queued. `packet`: trace the fetches;
@@ -742,10 +775,15 @@ impl Sim<'_> {
     /// Mode 'packet': re-time every traced fetch by the per-link packet-level pass; its FCTs
     /// replace the max-min ones. Returns each task's fetch phase: from its start in this run to
     /// its fetches' latest packet-level delivery (0 without remote fetches, NaN if one of them
-    /// did not finish within the link simulation's horizon).
-    fn packet_pass(&mut self, tcp: &TcpModel) -> Result<(Vec<f64>, PacketSummary), String> {
+    /// did not finish within the link simulation's horizon); and the same phases by every other
+    /// pass that could have been kept, with its number.
+    #[allow(clippy::type_complexity)]
+    fn packet_pass(
+        &mut self,
+        tcp: &TcpModel,
+    ) -> Result<(Vec<f64>, PacketSummary, Vec<(u32, Vec<f64>)>), String> {
         let udp = vec![0.0; self.topo.links.len()];
-        let (fct, shift, summary) = refine(
+        let (fct, shift, summary, others) = refine(
             &self.topo,
             tcp,
             self.cfg.seed,
@@ -758,6 +796,20 @@ impl Sim<'_> {
                 ..PacketOptions::default()
             },
         )?;
+        // the other passes' FCTs fill scratch buckets: the result's are the kept pass's
+        let mut scratch = vec![Vec::new(); self.fct.len()];
+        let mut other_phases = Vec::with_capacity(others.len());
+        for (pass, fct, shift) in others {
+            let end = bucket_and_end(
+                &self.trace,
+                &fct,
+                &shift,
+                &self.cfg.fct_bucket_edges_bytes,
+                &mut scratch,
+                self.task_start.len(),
+            );
+            other_phases.push((pass, self.phases(&end)));
+        }
         // a fetch not done leaves its task not done (NaN)
         let end = bucket_and_end(
             &self.trace,
@@ -767,15 +819,18 @@ impl Sim<'_> {
             &mut self.fct,
             self.task_start.len(),
         );
-        let phase = end
-            .iter()
+        Ok((self.phases(&end), summary, other_phases))
+    }
+
+    /// Each task's fetch phase from its fetches' latest delivery `end` (see [`Self::packet_pass`]).
+    fn phases(&self, end: &[f64]) -> Vec<f64> {
+        end.iter()
             .zip(&self.task_start)
             .map(|(&e, &s)| match e {
                 e if e == f64::NEG_INFINITY => 0.0,
                 e => (e - s).max(0.0),
             })
-            .collect();
-        Ok((phase, summary))
+            .collect()
     }
 
     fn result(mut self) -> AppsResult {

@@ -231,7 +231,15 @@ fn initial_window_blocks_are_paced_by_the_links_at_packet_level() {
 /// fetching one block of every map (56 over the network, 5 requests in flight). The fetches
 /// between the two leaves are held back at the spine, not on their reducers' links.
 fn loops_at_4_to_1(cc: &str, passes: Option<u32>) -> AppsResult {
+    loops_at_4_to_1_seed(cc, passes, None)
+}
+
+/// [`loops_at_4_to_1`] with the run's seed `seed` (the tests' own when None).
+fn loops_at_4_to_1_seed(cc: &str, passes: Option<u32>, seed: Option<u64>) -> AppsResult {
     let mut c = iw_all_to_all("packet");
+    if let Some(s) = seed {
+        c.seed = s;
+    }
     c.tcp = two_apps("packet", cc).tcp;
     let maps = c.apps[0].stages[0].write_bytes.len();
     c.apps[0].stages[0].write_bytes = vec![8e5; maps];
@@ -284,4 +292,37 @@ fn a_request_slot_stays_held_while_its_block_waits_at_the_spine_as_in_ns3() {
         o.timeouts,
         c.timeouts
     );
+}
+
+#[test]
+fn every_pass_that_could_have_been_kept_gives_its_job_time() {
+    // this seed's loops stop at pass 11 (passes 8-11 could be kept: mean job times 0.211-0.217 s)
+    const SEED: u64 = 0;
+    use crate::packet::LOOP_STALL_FROM;
+    let closed = loops_at_4_to_1_seed("cubic", None, Some(SEED));
+    let c = closed.packet.as_ref().unwrap();
+    let times = &c.pass_job_times;
+    assert!(times.len() > 1, "{c:?}");
+    let passes: Vec<u32> = times.iter().map(|t| t.pass).collect();
+    assert!(passes.windows(2).all(|w| w[0] < w[1]), "{passes:?}");
+    assert!(
+        passes
+            .iter()
+            .all(|&p| p >= LOOP_STALL_FROM.min(c.passes) && p <= c.passes),
+        "{passes:?} of {}",
+        c.passes
+    );
+    // the kept pass's is the result's own
+    let kept = times
+        .iter()
+        .find(|t| t.pass == c.pass_used)
+        .expect("the kept pass");
+    let mean = job_times(&closed).iter().sum::<f64>() / closed.apps.len() as f64;
+    assert!(
+        (kept.mean_job_time_s - mean).abs() < 1e-12,
+        "{kept:?} vs {mean}"
+    );
+    // the open loop is one pass: nothing to choose from
+    let open = loops_at_4_to_1("cubic", Some(1));
+    assert!(open.packet.as_ref().unwrap().pass_job_times.is_empty());
 }

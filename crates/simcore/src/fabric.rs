@@ -1064,7 +1064,8 @@ impl Sim<'_> {
                 }
             }
         }
-        let (fct, shift, summary) = refine(
+        // (starts as scheduled: one pass, no others)
+        let (fct, shift, summary, _) = refine(
             &self.topo,
             tcp,
             self.cfg.seed,

@@ -66,10 +66,23 @@ def _loops_sentence(p: dict[str, Any]) -> str:
     (absent from runs made before the loops were closed)."""
     if "passes" not in p:
         return ""
-    return (
+    line = (
         f" Request loops closed over the whole path in {p['passes']} passes; pass {p['pass_used']} kept "
         f"(its fetch starts moved {1e3 * p['pass_move_s']:.1f} ms on average from the pass before)."
     )
+    times = p.get("pass_job_times") or []
+    # (a pass whose applications did not all end has no mean: null)
+    jobs = [t["mean_job_time_s"] for t in times if t["mean_job_time_s"] is not None]
+    if len(times) > 1 and jobs:
+        # the loops did not settle: what the choice among the passes that could be kept does
+        kept = next((t["mean_job_time_s"] for t in times if t["pass"] == p["pass_used"]), None)
+        passes = ", ".join(str(t["pass"]) for t in times)
+        line += (
+            f" The {len(times)} passes that could have been kept ({passes}) give a mean job time of "
+            f"{min(jobs):.3f}-{max(jobs):.3f} s (the kept one {'–' if kept is None else f'{kept:.3f}'} s): "
+            "a difference smaller than that spread is the loops' closure, not the network."
+        )
+    return line
 
 
 def _packet_sentence(r: dict[str, Any]) -> str:
