@@ -30,7 +30,8 @@
 //! detected, as Linux's RACK finds one (`rack_retransmissions`, on by default), once a segment of
 //! its flow that reached the queue more than RACK's reordering window after it has arrived (a
 //! quarter of the base round trip); what that lets the sender send again is what proportional
-//! rate reduction allows. With `rack_reorder_timer` (off by default) RACK's reordering as
+//! rate reduction allows. With `rack_reorder_timer` (off by default, on in the packet-faithful
+//! mode) RACK's reordering as
 //! Linux's: no window while a loss is recovered (`tcp_rack_reo_wnd`), and its timer
 //! (`tcp_rack_reo_timeout`) marks lost a drop that a later segment's arrival has revealed but
 //! no third one has (or, a retransmission, not by more than the window) once the window has
@@ -177,8 +178,7 @@ pub struct LinkSim {
     /// reordering window after it) is marked lost when that window has passed, not left to the
     /// next ACK or the retransmission timer; no window while a loss is recovered; a loss found in
     /// an ECN reduction makes it a recovery. Off by default (a quarter round trip throughout and
-    /// no timer, ns-3's RACK without `--rackReo`): on, the 1,000-host application at 4:1 took
-    /// eight times the drops and five times the timeouts, not yet understood
+    /// no timer, ns-3's RACK without `--rackReo`); the packet-faithful mode turns it on
     /// (docs/design-sim.md, "Packet-faithful mode").
     #[serde(default)]
     pub rack_reorder_timer: bool,

@@ -190,7 +190,8 @@ impl Ctx<'_> {
             delayed_ack: self.tcp.delayed_ack,
             tail_loss_probe: true,
             rack_retransmissions: true,
-            rack_reorder_timer: false,
+            // Linux's reordering window and timer, as the reference's `--rackReo` (`387e4eb`)
+            rack_reorder_timer: true,
             flows,
         }
     }
