@@ -580,31 +580,25 @@ pub fn run_apps(cfg: &AppsConfig) -> Result<AppsResult, String> {
     let Some(tcp) = cfg.tcp.as_ref().filter(|_| packet) else {
         return Ok(sim.result());
     };
-    let candidates = sim.packet_pass(tcp)?;
-    // the same applications replayed with each candidate pass's fetch phases, no network
-    let mut runs = Vec::with_capacity(candidates.len());
-    for c in &candidates {
-        let end = sim.fetch_ends(c, false);
-        runs.push(replay(cfg, sim.phases(&end))?);
-    }
-    let jobs: Vec<f64> = runs.iter().map(|r| mean_job_time(&r.1)).collect();
-    let pick = median_candidate(&jobs, &candidates);
-    // the result's FCT buckets are the chosen pass's
-    sim.fetch_ends(&candidates[pick], true);
-    let mut summary = candidates[pick].summary.clone();
-    if candidates.len() > 1 {
-        let mut times: Vec<PassJobTime> = candidates
-            .iter()
-            .zip(&jobs)
-            .map(|(c, &j)| PassJobTime {
-                pass: c.summary.pass_used,
-                mean_job_time_s: j,
-            })
-            .collect();
+    let (phase, mut summary, others) = sim.packet_pass(tcp)?;
+    // the same applications replayed with the packet-level fetch phases, no network
+    let (end, timed) = replay(cfg, phase)?;
+    if !others.is_empty() {
+        // and with each other pass that could have been kept
+        let mut times = vec![PassJobTime {
+            pass: summary.pass_used,
+            mean_job_time_s: mean_job_time(&timed),
+        }];
+        for (pass, phase) in others {
+            let (_, t) = replay(cfg, phase)?;
+            times.push(PassJobTime {
+                pass,
+                mean_job_time_s: mean_job_time(&t),
+            });
+        }
         times.sort_by_key(|t| t.pass);
         summary.pass_job_times = times;
     }
-    let (end, timed) = runs.swap_remove(pick);
     let mut result = sim.result();
     for (a, t) in result.apps.iter_mut().zip(timed.apps) {
         (a.end_s, a.job_time_s) = (t.end_s, t.job_time_s);
@@ -624,34 +618,6 @@ fn replay(cfg: &AppsConfig, phase: Vec<f64>) -> Result<(f64, AppsResult), String
     let mut replay = new_sim(cfg, None, false, Some(phase))?;
     replay.run();
     Ok((replay.now, replay.result()))
-}
-
-/// Which of the passes that could have been kept the result is (their applications' mean job
-/// times `jobs`): the median by job time (the lower of the two middle ones; a pass whose
-/// applications did not all end counts as the slowest; ties by pass number). Where the request
-/// loops do not settle the candidates are near-fixed points of the closure, one of them can be a
-/// pass whose loops flood the spines (or one luckier than the rest), and the median is the one
-/// such a pass does not decide: at 4:1 on 1,000 hosts the pass whose paced starts moved least
-/// was the first flooding one in every run (8.49 s where the calm passes took 8.28-8.29 s).
-fn median_candidate(jobs: &[f64], candidates: &[Candidate]) -> usize {
-    let mut order: Vec<usize> = (0..jobs.len()).collect();
-    order.sort_by(|&a, &b| {
-        jobs[a].total_cmp(&jobs[b]).then(
-            candidates[a]
-                .summary
-                .pass_used
-                .cmp(&candidates[b].summary.pass_used),
-        )
-    });
-    order[(order.len() - 1) / 2]
-}
-
-/// A pass that could be the result (see [`refine`]): per traced fetch its FCT and data shift, and
-/// its summary.
-struct Candidate {
-    fct: Vec<f64>,
-    shift: Vec<f64>,
-    summary: PacketSummary,
 }
 
 /// The applications' mean job time (NaN when one did not end).
@@ -806,9 +772,16 @@ fn new_sim<'a>(
 }
 
 impl Sim<'_> {
-    /// Mode 'packet': re-time every traced fetch by the per-link packet-level passes: every pass
-    /// that could be the result, the one whose paced starts moved least first.
-    fn packet_pass(&mut self, tcp: &TcpModel) -> Result<Vec<Candidate>, String> {
+    /// Mode 'packet': re-time every traced fetch by the per-link packet-level pass; its FCTs
+    /// replace the max-min ones. Returns each task's fetch phase: from its start in this run to
+    /// its fetches' latest packet-level delivery (0 without remote fetches, NaN if one of them
+    /// did not finish within the link simulation's horizon); and the same phases by every other
+    /// pass that could have been kept, with its number.
+    #[allow(clippy::type_complexity)]
+    fn packet_pass(
+        &mut self,
+        tcp: &TcpModel,
+    ) -> Result<(Vec<f64>, PacketSummary, Vec<(u32, Vec<f64>)>), String> {
         let udp = vec![0.0; self.topo.links.len()];
         let (fct, shift, summary, others) = refine(
             &self.topo,
@@ -823,42 +796,33 @@ impl Sim<'_> {
                 ..PacketOptions::default()
             },
         )?;
-        let mut out = vec![Candidate {
-            fct,
-            shift,
-            summary,
-        }];
-        out.extend(others.into_iter().map(|o| Candidate {
-            fct: o.fct,
-            shift: o.shift,
-            summary: o.summary,
-        }));
-        Ok(out)
-    }
-
-    /// Each task's fetches' latest packet-level delivery with candidate `c`'s FCTs (see
-    /// [`bucket_and_end`]; a fetch not done leaves its task not done, NaN), its FCTs put in the
-    /// result's size buckets when `result`.
-    fn fetch_ends(&mut self, c: &Candidate, result: bool) -> Vec<f64> {
-        let mut scratch = Vec::new();
-        let buckets = if result {
-            &mut self.fct
-        } else {
-            scratch.resize(self.fct.len(), Vec::new());
-            &mut scratch
-        };
-        bucket_and_end(
+        // the other passes' FCTs fill scratch buckets: the result's are the kept pass's
+        let mut scratch = vec![Vec::new(); self.fct.len()];
+        let mut other_phases = Vec::with_capacity(others.len());
+        for (pass, fct, shift) in others {
+            let end = bucket_and_end(
+                &self.trace,
+                &fct,
+                &shift,
+                &self.cfg.fct_bucket_edges_bytes,
+                &mut scratch,
+                self.task_start.len(),
+            );
+            other_phases.push((pass, self.phases(&end)));
+        }
+        // a fetch not done leaves its task not done (NaN)
+        let end = bucket_and_end(
             &self.trace,
-            &c.fct,
-            &c.shift,
+            &fct,
+            &shift,
             &self.cfg.fct_bucket_edges_bytes,
-            buckets,
+            &mut self.fct,
             self.task_start.len(),
-        )
+        );
+        Ok((self.phases(&end), summary, other_phases))
     }
 
-    /// Each task's fetch phase from its fetches' latest delivery `end` (see [`Self::fetch_ends`]):
-    /// from its start in this run to that delivery (0 without remote fetches).
+    /// Each task's fetch phase from its fetches' latest delivery `end` (see [`Self::packet_pass`]).
     fn phases(&self, end: &[f64]) -> Vec<f64> {
         end.iter()
             .zip(&self.task_start)

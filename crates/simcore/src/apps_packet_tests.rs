@@ -264,9 +264,9 @@ fn a_request_slot_stays_held_while_its_block_waits_at_the_spine_as_in_ns3() {
     // `44e395d`): mean FCT 3.06 ms over the 442 of 448 fetches whose connection's SYN was not lost
     // (ns-3 retries a SYN after 3 s; the model has no handshake), 5 retransmission timeouts (4.37
     // ms and 8 before ns-3 was given Linux's RACK reordering and PRR's floor). This seed: 6.57 ms
-    // with the open loop (13 timeouts), 2.67 ms closed (5; the median candidate pass, 11 of 11;
-    // 4.13 ms and 8 with the pass whose starts moved least, the 8th): the pass kept moves it by
-    // tens of percent (docs/results/sim-vs-ns3/loops.md)
+    // with the open loop (13 timeouts), 4.13 ms closed (8); 10.5 ms (22) and 2.60 ms (5) before
+    // the model's RACK reordering timer: the pass the loops stop at moves it by tens of percent
+    // (docs/results/sim-vs-ns3/loops.md)
     let ns3 = 0.00306;
     // the open loop (one pass) releases a reducer's next request when its own link delivers a
     // block, though that block still waits at the spine: the spine's ports get the reducers' rate
@@ -290,7 +290,7 @@ fn a_request_slot_stays_held_while_its_block_waits_at_the_spine_as_in_ns3() {
         "closed over the whole path {mc} s, open {mo} s, ns-3 {ns3} s"
     );
     assert!(
-        c.timeouts * 2 < o.timeouts,
+        c.timeouts < o.timeouts,
         "timeouts: open {}, closed {}",
         o.timeouts,
         c.timeouts
@@ -315,7 +315,7 @@ fn every_pass_that_could_have_been_kept_gives_its_job_time() {
         "{passes:?} of {}",
         c.passes
     );
-    // the kept pass's is the result's own, and the candidates' median (the lower middle one)
+    // the kept pass's is the result's own
     let kept = times
         .iter()
         .find(|t| t.pass == c.pass_used)
@@ -324,18 +324,6 @@ fn every_pass_that_could_have_been_kept_gives_its_job_time() {
     assert!(
         (kept.mean_job_time_s - mean).abs() < 1e-12,
         "{kept:?} vs {mean}"
-    );
-    let below = times
-        .iter()
-        .filter(|t| t.mean_job_time_s < kept.mean_job_time_s)
-        .count();
-    let above = times
-        .iter()
-        .filter(|t| t.mean_job_time_s > kept.mean_job_time_s)
-        .count();
-    assert!(
-        below <= (times.len() - 1) / 2 && above <= times.len() / 2,
-        "{times:?}"
     );
     // the open loop is one pass: nothing to choose from
     let open = loops_at_4_to_1("cubic", Some(1));

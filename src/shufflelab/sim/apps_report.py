@@ -77,10 +77,9 @@ def _loops_sentence(p: dict[str, Any]) -> str:
         # the loops did not settle: what the choice among the passes that could be kept does
         kept = next((t["mean_job_time_s"] for t in times if t["pass"] == p["pass_used"]), None)
         passes = ", ".join(str(t["pass"]) for t in times)
-        kept_s = "–" if kept is None else f"{kept:.3f}"
         line += (
             f" The {len(times)} passes that could have been kept ({passes}) give a mean job time of "
-            f"{min(jobs):.3f}-{max(jobs):.3f} s (the kept one, their median, {kept_s} s): "
+            f"{min(jobs):.3f}-{max(jobs):.3f} s (the kept one {'–' if kept is None else f'{kept:.3f}'} s): "
             "a difference smaller than that spread is the loops' closure, not the network."
         )
     return line
