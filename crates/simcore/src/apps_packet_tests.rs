@@ -325,6 +325,13 @@ fn every_pass_that_could_have_been_kept_gives_its_job_time() {
         (kept.mean_job_time_s - mean).abs() < 1e-12,
         "{kept:?} vs {mean}"
     );
+    // each candidate replayed with its own fetches: not every one the kept one's time
+    assert!(
+        times
+            .iter()
+            .any(|t| (t.mean_job_time_s - kept.mean_job_time_s).abs() > 1e-9),
+        "{times:?}"
+    );
     // the open loop is one pass: nothing to choose from
     let open = loops_at_4_to_1("cubic", Some(1));
     assert!(open.packet.as_ref().unwrap().pass_job_times.is_empty());

@@ -55,8 +55,18 @@ fn incast_of_32_dctcp_senders_is_within_ten_percent_of_ns3() {
     // over seeds 1-5: 0.238 s. Its reduction at the first echoed mark keeps new segments coming,
     // whose arrivals reveal the start-up's losses
     let mut cfg = incast("dctcp", 32, "packet");
-    let mean = mean_fct_over_seeds_1_to_5(&mut cfg);
+    let (mut mean, mut timeouts) = (0.0, 0);
+    for seed in 1..=5 {
+        cfg.seed = seed;
+        let r = run_fabric(&cfg).unwrap();
+        mean += r.fct[0].mean_s / 5.0;
+        timeouts += r.packet.unwrap().timeouts;
+    }
     assert!((mean - 0.2559).abs() / 0.2559 < 0.10, "{mean}");
+    // RACK's reordering timer (on in this mode, as in ns-3's hosts) marks a drop one later
+    // arrival revealed instead of leaving it to the 200 ms timer: 1.4 timeouts a run over these
+    // seeds, 4.0 without it
+    assert!(timeouts * 2 < 5 * 5, "{timeouts} timeouts over five seeds");
     // the max-min mode has no timeouts: every flow at a 32nd of the link (0.256 s with the
     // headers), whatever the congestion control
     cfg.mode = crate::fabric::Mode::Maxmin;
