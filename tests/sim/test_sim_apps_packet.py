@@ -80,6 +80,9 @@ def test_the_report_gives_the_job_times_of_the_passes_that_could_have_been_kept(
     times = [{"pass": 8, "mean_job_time_s": 0.2173}, {"pass": 9, "mean_job_time_s": 0.2153}]
     line = _loops_sentence(p | {"pass_job_times": [*times, {"pass": 11, "mean_job_time_s": None}]})
     assert "pass 8 kept (its fetch starts moved 4.7 ms" in line
+    gap = _loops_sentence(p | {"pass_hold_gap_s": -0.0003})
+    assert "pass 8 kept (the one whose request slots were held nearest" in gap
+    assert "held less found -0.30 ms a fetch; its fetch starts moved 4.7 ms" in gap
     assert "The 3 passes that could have been kept (8, 9, 11) give a mean job time of 0.215-0.217 s" in line
     assert "(the kept one 0.217 s)" in line
     # one pass, or none recorded (runs before them): nothing to compare

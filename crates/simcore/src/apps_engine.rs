@@ -587,12 +587,14 @@ pub fn run_apps(cfg: &AppsConfig) -> Result<AppsResult, String> {
         // and with each other pass that could have been kept
         let mut times = vec![PassJobTime {
             pass: summary.pass_used,
+            hold_gap_s: summary.pass_hold_gap_s,
             mean_job_time_s: mean_job_time(&timed),
         }];
-        for (pass, phase) in others {
+        for (pass, hold_gap_s, phase) in others {
             let (_, t) = replay(cfg, phase)?;
             times.push(PassJobTime {
                 pass,
+                hold_gap_s,
                 mean_job_time_s: mean_job_time(&t),
             });
         }
@@ -776,12 +778,12 @@ impl Sim<'_> {
     /// replace the max-min ones. Returns each task's fetch phase: from its start in this run to
     /// its fetches' latest packet-level delivery (0 without remote fetches, NaN if one of them
     /// did not finish within the link simulation's horizon); and the same phases by every other
-    /// pass that could have been kept, with its number.
+    /// pass that could have been kept, with its number and hold gap.
     #[allow(clippy::type_complexity)]
     fn packet_pass(
         &mut self,
         tcp: &TcpModel,
-    ) -> Result<(Vec<f64>, PacketSummary, Vec<(u32, Vec<f64>)>), String> {
+    ) -> Result<(Vec<f64>, PacketSummary, Vec<(u32, f64, Vec<f64>)>), String> {
         let udp = vec![0.0; self.topo.links.len()];
         let (fct, shift, summary, others) = refine(
             &self.topo,
@@ -799,7 +801,7 @@ impl Sim<'_> {
         // the other passes' FCTs fill scratch buckets: the result's are the kept pass's
         let mut scratch = vec![Vec::new(); self.fct.len()];
         let mut other_phases = Vec::with_capacity(others.len());
-        for (pass, fct, shift) in others {
+        for (pass, gap, fct, shift) in others {
             let end = bucket_and_end(
                 &self.trace,
                 &fct,
@@ -808,7 +810,7 @@ impl Sim<'_> {
                 &mut scratch,
                 self.task_start.len(),
             );
-            other_phases.push((pass, self.phases(&end)));
+            other_phases.push((pass, gap, self.phases(&end)));
         }
         // a fetch not done leaves its task not done (NaN)
         let end = bucket_and_end(

@@ -299,20 +299,18 @@ fn a_request_slot_stays_held_while_its_block_waits_at_the_spine_as_in_ns3() {
 
 #[test]
 fn every_pass_that_could_have_been_kept_gives_its_job_time() {
-    // this seed's loops stop at pass 11 (passes 8-11 could be kept)
+    // this seed's loops stop after several passes, every one from the second could be kept
     const SEED: u64 = 1;
-    use crate::packet::LOOP_STALL_FROM;
     let closed = loops_at_4_to_1_seed("cubic", None, Some(SEED));
     let c = closed.packet.as_ref().unwrap();
     let times = &c.pass_job_times;
     assert!(times.len() > 1, "{c:?}");
     let passes: Vec<u32> = times.iter().map(|t| t.pass).collect();
     assert!(passes.windows(2).all(|w| w[0] < w[1]), "{passes:?}");
-    assert!(
-        passes
-            .iter()
-            .all(|&p| p >= LOOP_STALL_FROM.min(c.passes) && p <= c.passes),
-        "{passes:?} of {}",
+    assert_eq!(
+        passes,
+        (2..=c.passes).collect::<Vec<_>>(),
+        "of {}",
         c.passes
     );
     // the kept pass's is the result's own
@@ -324,6 +322,18 @@ fn every_pass_that_could_have_been_kept_gives_its_job_time() {
     assert!(
         (kept.mean_job_time_s - mean).abs() < 1e-12,
         "{kept:?} vs {mean}"
+    );
+    // it is the one whose slots were held nearest, in the mean, what its links found
+    assert_eq!(kept.hold_gap_s, c.pass_hold_gap_s);
+    assert!(
+        times
+            .iter()
+            .all(|t| kept.hold_gap_s.abs() <= t.hold_gap_s.abs()),
+        "{times:?}"
+    );
+    assert!(
+        times.iter().any(|t| t.hold_gap_s != kept.hold_gap_s),
+        "{times:?}"
     );
     // each candidate replayed with its own fetches: not every one the kept one's time
     assert!(

@@ -105,13 +105,16 @@ pub struct PacketSummary {
     /// Packet-level events over every link simulation, the solo runs included (every pass).
     pub events: u64,
     /// Passes made to close the request loops over the whole path (mode Paced; 1 otherwise), the
-    /// one whose result this is (the pass whose paced starts moved least from the pass before),
-    /// and that move (s, on average; 0 for the first pass): at most [`LOOP_SETTLED_S`] when the
-    /// loops settled, more when the move stopped shrinking first ([`LOOP_PATIENCE`]: fetches'
-    /// timeouts coming and going) or at [`LOOP_PASSES`].
+    /// one whose result this is (the pass whose request slots were held, on average over the
+    /// fetches, nearest as long as its links found their blocks delayed: [`refine`]), how far its
+    /// paced starts moved from the pass before (s, on average; 0 for the first pass: at most
+    /// [`LOOP_SETTLED_S`] when the loops settled, more when the move stopped shrinking first,
+    /// [`LOOP_PATIENCE`], fetches' timeouts coming and going, or at [`LOOP_PASSES`]), and that
+    /// mean of held less found (s; above 0: its slots waited longer than its blocks did).
     pub passes: u32,
     pub pass_used: u32,
     pub pass_move_s: f64,
+    pub pass_hold_gap_s: f64,
     /// The applications' mode: every pass that could have been kept ([`pass_may_be_kept`]) and the
     /// applications' mean job time with its fetches (s), the kept one's included: how far the
     /// choice among passes that did not settle moves the answer. Empty elsewhere.
@@ -121,16 +124,19 @@ pub struct PacketSummary {
     pub tiers: Vec<TierPackets>,
 }
 
-/// A pass that could have been kept, and the applications' mean job time replayed with it.
+/// A pass that could have been kept, the mean of what its slots were held less what its links
+/// found (s, as [`PacketSummary::pass_hold_gap_s`]), and the applications' mean job time replayed
+/// with it.
 #[derive(Debug, Clone, Serialize)]
 pub struct PassJobTime {
     pub pass: u32,
+    pub hold_gap_s: f64,
     pub mean_job_time_s: f64,
 }
 
-/// A pass that could have been kept but was not: its number, and per fetch its FCT and data shift
-/// as [`refine`] gives the kept one's.
-pub(crate) type OtherPass = (u32, Vec<f64>, Vec<f64>);
+/// A pass that could have been kept but was not: its number, its hold gap, and per fetch its FCT
+/// and data shift as [`refine`] gives the kept one's.
+pub(crate) type OtherPass = (u32, f64, Vec<f64>, Vec<f64>);
 
 /// What [`refine`] gives: per fetch its FCT and data shift, the kept pass's summary, the others.
 pub(crate) type Refined = (Vec<f64>, Vec<f64>, PacketSummary, Vec<OtherPass>);
@@ -292,8 +298,8 @@ pub const LOOP_PATIENCE: u32 = 3;
 /// ... counted only from this pass on. The bisection starts from [0, the open loop's delay] and
 /// halves each fetch's bracket once a pass: before this many halvings (a 200 ms timeout's bracket
 /// still wider than a millisecond) a small move says nothing about settling. On the 32-host loops
-/// check one seed's second pass moved least by chance, three passes did not beat it, and the pass
-/// kept took 2,652 timeouts where the other seeds' took 141–158 (ns-3: 157).
+/// check one seed's second pass moved least by chance, three passes did not beat it, and that pass
+/// (kept then, as the least move) took 2,652 timeouts where the other seeds' took 141–158 (ns-3: 157).
 pub const LOOP_STALL_FROM: u32 = 8;
 
 /// Whether `refine` stops after pass `pass` (of at most `passes`): the starts moved by at most
@@ -304,13 +310,11 @@ fn loops_stop(pass: u32, passes: u32, moved: f64, since_least: u32) -> bool {
     pass >= passes || moved <= LOOP_SETTLED_S || stalled
 }
 
-/// Whether pass `pass` (of at most `passes`) may be the one `refine` keeps: one made before the
-/// bisection has halved [`LOOP_STALL_FROM`] times only where the loops stop, since its small move
-/// says as little about settling as for stopping (on the 2 x 8 loops check two seeds of five kept
-/// their sixth and seventh passes, with 46 and 61 timeouts where every seed's later passes took
-/// 0-8).
-fn pass_may_be_kept(pass: u32, passes: u32, stops: bool) -> bool {
-    stops || pass >= LOOP_STALL_FROM.min(passes)
+/// Whether pass `pass` may be the one `refine` keeps: any but the open loop's first (it holds no
+/// slot, so its holds are the furthest from what it finds), which stands only where the loops stop
+/// at once.
+fn pass_may_be_kept(pass: u32, stops: bool) -> bool {
+    stops || pass >= 2
 }
 
 /// A fetch whose max-min rate is below this share of the fastest on a link is taken as limited
@@ -362,9 +366,15 @@ pub(crate) enum Starts {
 /// the load elsewhere: at 4:1 on 1,000 hosts it lost 4.2 million packets at the spines where the
 /// closed loops lose 60,000. The loops do not settle exactly where a few fetches' timeouts come and
 /// go from pass to pass, and the last pass may be one where more of them time out: the result is
-/// the pass whose paced starts moved least from the one before (the nearest to settled), among
-/// those from the [`LOOP_STALL_FROM`]-th on and the last ([`pass_may_be_kept`]). Its
-/// summary is that pass's; the events count every pass. With paced starts it gives every other
+/// the pass whose loops are closed in the mean, the one whose request slots were held, on average
+/// over the fetches, nearest as long as its links found their blocks delayed (|mean(held - found)|
+/// least), among every pass but the first ([`pass_may_be_kept`]). Each fetch's bisection does not
+/// converge where its timeouts come and go, and the pass whose paced starts moved least, kept
+/// before, was one whose slots waited longer than its blocks did: on the 2 x 8 loops check (Cubic,
+/// 0.3 MB, seed 1) its slots were held 6.1 ms a cross-leaf fetch where its links found 4.1 ms, the
+/// uplink carried 13-23 cross-leaf fetches at a time where ns-3's carried 34-37, and it took 17
+/// timeouts where ns-3 took 30 (docs/results/sim-vs-ns3/loops.md). Its summary is that pass's;
+/// the events count every pass. With paced starts it gives every other
 /// pass that could have been kept too (its FCTs and shifts), for the applications to be replayed
 /// with each: where the loops do not settle, the kept pass is one of several near-fixed points,
 /// and at 4:1 on 1,000 hosts the kept pass (the 12th, the first whose loops flooded the spines)
@@ -444,10 +454,10 @@ pub(crate) fn refine(
     let (mut lo, mut hi) = (vec![0.0f64; traces.len()], vec![0.0f64; traces.len()]);
     let mut last_paced: Option<Vec<f64>> = None;
     let (mut least_moved, mut since_least) = (f64::INFINITY, 0);
-    // the pass whose starts moved least since the one before: the nearest to settled loops
-    let mut best: Option<(Pass, u32, f64)> = None;
+    // the pass whose holds were nearest, in the mean, what its links found: its move and that gap
+    let mut best: Option<(Pass, u32, f64, f64)> = None;
     // mode Paced: every pass that may be kept, its number, delays and shifts
-    let mut candidates: Vec<(u32, Vec<f64>, Vec<f64>)> = Vec::new();
+    let mut candidates: Vec<(u32, f64, Vec<f64>, Vec<f64>)> = Vec::new();
     let mut pass = 0;
     loop {
         pass += 1;
@@ -476,11 +486,26 @@ pub(crate) fn refine(
             since_least += 1;
         }
         let mut settled = loops_stop(pass, passes, moved, since_least);
+        // what each fetch's links found it delayed beyond its receiver link (its next hold's aim)
+        let found: Vec<f64> = out
+            .added
+            .iter()
+            .zip(&out.at_receiver)
+            .map(|(a, r)| {
+                let d = a - r;
+                if d.is_finite() {
+                    d.max(0.0)
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        let gap =
+            held.iter().zip(&found).map(|(h, f)| h - f).sum::<f64>() / held.len().max(1) as f64;
         if !settled {
             let mut changed = false;
             for (i, h) in held.iter_mut().enumerate() {
-                let d = out.added[i] - out.at_receiver[i];
-                let found = if d.is_finite() { d.max(0.0) } else { 0.0 };
+                let found = found[i];
                 if found > *h {
                     lo[i] = *h;
                     hi[i] = hi[i].max(found);
@@ -495,22 +520,23 @@ pub(crate) fn refine(
             settled = !changed;
         }
         let paced = out.paced.clone();
-        let may = pass_may_be_kept(pass, passes, settled);
+        let may = pass_may_be_kept(pass, settled);
         if may && starts == Starts::Paced {
-            candidates.push((pass, out.added.clone(), out.shift.clone()));
+            candidates.push((pass, gap, out.added.clone(), out.shift.clone()));
         }
-        if may && best.as_ref().is_none_or(|b| moved < b.2) {
-            best = Some((out, pass, moved));
+        if may && best.as_ref().is_none_or(|b| gap.abs() < b.3.abs()) {
+            best = Some((out, pass, moved, gap));
         }
         if settled {
-            let (out, used, used_move) = best.expect("a pass was made");
+            let (out, used, used_move, used_gap) = best.expect("a pass was made");
             let mut summary = out.summary;
             summary.passes = pass;
             summary.pass_used = used;
             summary.pass_move_s = if used > 1 { used_move } else { 0.0 };
+            summary.pass_hold_gap_s = if used > 1 { used_gap } else { 0.0 };
             let mut others = Vec::new();
-            for (p, added, shift) in candidates.into_iter().filter(|c| c.0 != used) {
-                others.push((p, fcts(&mut ctx, traces, &added)?.0, shift));
+            for (p, g, added, shift) in candidates.into_iter().filter(|c| c.0 != used) {
+                others.push((p, g, fcts(&mut ctx, traces, &added)?.0, shift));
             }
             let (fct, shift, summary) = finish(&mut ctx, traces, &out.added, out.shift, summary)?;
             return Ok((fct, shift, summary, others));
@@ -584,6 +610,7 @@ fn one_pass(
         passes: 1,
         pass_used: 1,
         pass_move_s: 0.0,
+        pass_hold_gap_s: 0.0,
         pass_job_times: Vec::new(),
         tiers: topo
             .tiers

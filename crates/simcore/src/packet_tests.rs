@@ -573,13 +573,11 @@ fn the_request_loops_stop_on_a_stall_only_once_the_bisection_has_halved_enough()
 }
 
 #[test]
-fn a_pass_made_before_the_bisection_has_halved_enough_is_kept_only_where_the_loops_stop() {
-    use super::{pass_may_be_kept, LOOP_STALL_FROM};
-    assert!(!pass_may_be_kept(2, 16, false));
-    assert!(!pass_may_be_kept(LOOP_STALL_FROM - 1, 16, false));
-    assert!(pass_may_be_kept(LOOP_STALL_FROM, 16, false));
-    // settled early, or capped below LOOP_STALL_FROM: that pass stands
-    assert!(pass_may_be_kept(3, 16, true));
-    assert!(pass_may_be_kept(2, 2, false));
-    assert!(pass_may_be_kept(1, 1, false));
+fn the_open_loops_pass_is_kept_only_where_the_loops_stop_at_once() {
+    use super::pass_may_be_kept;
+    assert!(!pass_may_be_kept(1, false));
+    assert!(pass_may_be_kept(1, true));
+    assert!(pass_may_be_kept(2, false));
+    assert!(pass_may_be_kept(9, false));
+    assert!(pass_may_be_kept(3, true));
 }

@@ -66,10 +66,17 @@ def _loops_sentence(p: dict[str, Any]) -> str:
     (absent from runs made before the loops were closed)."""
     if "passes" not in p:
         return ""
-    line = (
-        f" Request loops closed over the whole path in {p['passes']} passes; pass {p['pass_used']} kept "
-        f"(its fetch starts moved {1e3 * p['pass_move_s']:.1f} ms on average from the pass before)."
-    )
+    moved = f"its fetch starts moved {1e3 * p['pass_move_s']:.1f} ms on average from the pass before"
+    line = f" Request loops closed over the whole path in {p['passes']} passes; pass {p['pass_used']} kept "
+    if "pass_hold_gap_s" in p:
+        # (runs made before the kept pass was chosen by its hold gap lack it)
+        line += (
+            "(the one whose request slots were held nearest, in the mean, as long as its links found their "
+            f"blocks delayed: held less found {1e3 * p['pass_hold_gap_s']:+.2f} ms a fetch; {moved})."
+        )
+    else:
+        line += f"({moved})."
+
     times = p.get("pass_job_times") or []
     # (a pass whose applications did not all end has no mean: null)
     jobs = [t["mean_job_time_s"] for t in times if t["mean_job_time_s"] is not None]
