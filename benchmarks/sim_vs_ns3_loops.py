@@ -28,6 +28,8 @@ with 7 dup ACKs") is left out of its row and named in the table. ns-3's runs are
     # its ports counting bytes as a switch does
     nice -n 10 .venv/bin/python benchmarks/sim_vs_ns3_loops.py --prr-sack-fix --linux-acks --linux-cwnd-count \
         --linux-cwr-recovery --linux-dctcp-loss --linux-rack --linux-tlp --queue-bytes --hosts-per-leaf 8
+    # ns-3's hosts' own ports as a Linux sender's qdisc (no marks, no drops), as the model takes them:
+    nice -n 10 .venv/bin/python benchmarks/sim_vs_ns3_loops.py ... --linux-host-queue
 """
 
 from __future__ import annotations
@@ -217,11 +219,17 @@ def main() -> int:
     ap.add_argument(
         "--hosts-per-leaf", type=int, default=4, help="2 leaves of N hosts at 4:1 (uplinks at N x 10 / 4 Gbit/s)"
     )
+    ap.add_argument(
+        "--linux-host-queue",
+        action="store_true",
+        help="ns-3's hosts' own ports a FIFO that neither marks nor drops (two_tier.cc --hostFifo=true), as a Linux "
+        "sender's qdisc and the model's sending host links",
+    )
     add_host_options(ap)
     a = ap.parse_args()
     FRESH_NS3[0] = a.fresh_ns3
     NS3_HOSTS[:], delayed = host_settings(a)
-    TWO_TIER_SWITCH[:] = two_tier_switch(a)
+    TWO_TIER_SWITCH[:] = two_tier_switch(a) + (["--hostFifo=true"] if a.linux_host_queue else [])
     HOSTS_PER_LEAF[:] = [a.hosts_per_leaf]
     SIM_DELAYED_ACK.update(delayed)
     binary = compile_ns3(SOURCE, "two_tier")

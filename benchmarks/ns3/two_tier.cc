@@ -19,6 +19,12 @@
 //   the senders' phases (Floyd and Jacobson, "On traffic phase effects in packet-switched gateways",
 //   1992): the same sender's packets keep arriving just after the queue filled, while the others'
 //   get in, and its whole window is dropped again and again.
+//   --hostFifo=true: a host's own port is a FIFO that neither marks nor drops (a limit of 100,000
+//   packets, never reached here) instead of a switch port's queue: a Linux sender's qdisc does not
+//   step-mark at K packets (pfifo_fast, fq_codel's 5 ms target) and TCP small queues hold its
+//   segments in the socket rather than lose them in the qdisc -- the simulator's applications'
+//   packet mode takes a sending host's link so. Without it the host's port marks and drops as the
+//   switches' do (in the reducers' loops at 2 x 16 hosts DCTCP's IW bursts took 130,000 marks there).
 //
 // A window of one segment: ns-3's receivers ACK every second segment or after DelAckTimeout, 200 ms
 // by default, which equals the 200 ms minimum RTO set below, so the ACK of a lone segment loses the
@@ -180,7 +186,7 @@ int main(int argc, char *argv[]) {
   double hostGbps = 1.0, uplinkGbps = 2.0, delayUs = 10, megabytes = 10, stopS = 120, delAckTimeoutMs = 200;
   std::string cc = "ns3::TcpCubic", queueDisc = "droptail", incastSenders;
   uint32_t incastReceiver = 0;
-  bool dctcpAckNow = false, queueBytes = false;
+  bool dctcpAckNow = false, queueBytes = false, hostFifo = false;
   double sendJitter = 0;
   LinuxHostOptions hostOptions;
   double startJitterUs = 0;
@@ -209,6 +215,8 @@ int main(int argc, char *argv[]) {
                sendJitter);
   cmd.AddValue("queueBytes", "--queue and --markK in bytes of full segments (1502 B each), as a switch counts",
                queueBytes);
+  cmd.AddValue("hostFifo", "a host's own port a FIFO that neither marks nor drops (a Linux sender's qdisc)",
+               hostFifo);
   cmd.AddValue("cc", "TCP congestion control TypeId", cc);
   cmd.AddValue("dctcpFloor", "ns3::TcpDctcp: floor of its ssthresh in segments (Linux: 2; 0: ns-3's rule)",
                dctcpFloor);
@@ -279,6 +287,13 @@ int main(int argc, char *argv[]) {
     Ipv4InterfaceContainer c = links.Add(hostLink, hosts.Get(h), leafNodes.Get(h / hostsPerLeaf), hostPort,
                                          NanoSeconds(int64_t(sendJitter * 1502 * 8 / hostGbps)));
     addr[h] = c.GetAddress(0);
+    if (hostFifo) {
+      Ptr<NetDevice> dev = hosts.Get(h)->GetDevice(1);
+      hostPort.Uninstall(dev);
+      TrafficControlHelper fifo;
+      fifo.SetRootQueueDisc("ns3::FifoQueueDisc", "MaxSize", StringValue("100000p"));
+      fifo.Install(dev);
+    }
   }
   for (uint32_t l = 0; l < leaves; l++) links.Add(upLink, leafNodes.Get(l), spine.Get(0), upPort);
   Ipv4GlobalRoutingHelper::PopulateRoutingTables();
