@@ -85,6 +85,14 @@ def test_the_report_gives_the_job_times_of_the_passes_that_could_have_been_kept(
     assert "held less found -0.30 ms a fetch; its fetch starts moved 4.7 ms" in gap
     assert "The 3 passes that could have been kept (8, 9, 11) give a mean job time of 0.215-0.217 s" in line
     assert "(the kept one 0.217 s)" in line
+    # with their hold gaps: the three nearest closed, the kept one first
+    gaps = [{"pass": 8, "hold_gap_s": 0.0002, "mean_job_time_s": 0.2173}]
+    gaps += [{"pass": 9, "hold_gap_s": -0.0031, "mean_job_time_s": 0.2153}]
+    gaps += [{"pass": 10, "hold_gap_s": 0.0009, "mean_job_time_s": 0.2101}]
+    gaps += [{"pass": 2, "hold_gap_s": 0.087, "mean_job_time_s": 0.5}]
+    line = _loops_sentence(p | {"pass_hold_gap_s": 0.0002, "pass_job_times": gaps})
+    assert "The 3 passes nearest closed (8, 10, 9: held less found +0.20, +0.90, -3.10 ms a fetch)" in line
+    assert "give a mean job time of 0.210-0.217 s" in line
     # one pass, or none recorded (runs before them): nothing to compare
     assert "could have been kept" not in _loops_sentence(p | {"pass_job_times": times[:1]})
     assert "could have been kept" not in _loops_sentence(p)

@@ -61,6 +61,10 @@ def mode_line(doc: dict[str, Any]) -> str:
     return fabric_sections.mode_line(doc, "max-min (flow level)", PACKET_MODE)
 
 
+# the passes nearest closed whose job times the report gives (the kept one first)
+NEAREST_CLOSED = 3
+
+
 def _loops_sentence(p: dict[str, Any]) -> str:
     """How many passes closed the request loops over the whole path, and which one's result this is
     (absent from runs made before the loops were closed)."""
@@ -78,6 +82,19 @@ def _loops_sentence(p: dict[str, Any]) -> str:
         line += f"({moved})."
 
     times = p.get("pass_job_times") or []
+    if len(times) > 1 and all("hold_gap_s" in t for t in times):
+        # every pass from the second could be kept: the spread among those nearest closed
+        near = sorted(times, key=lambda t: abs(t["hold_gap_s"]))[:NEAREST_CLOSED]
+        jobs = [t["mean_job_time_s"] for t in near if t["mean_job_time_s"] is not None]
+        if jobs:
+            passes = ", ".join(str(t["pass"]) for t in near)
+            gaps = ", ".join(f"{1e3 * t['hold_gap_s']:+.2f}" for t in near)
+            line += (
+                f" The {len(near)} passes nearest closed ({passes}: held less found {gaps} ms a fetch) give a "
+                f"mean job time of {min(jobs):.3f}-{max(jobs):.3f} s: a difference smaller than that spread is the "
+                "loops' closure, not the network."
+            )
+        return line
     # (a pass whose applications did not all end has no mean: null)
     jobs = [t["mean_job_time_s"] for t in times if t["mean_job_time_s"] is not None]
     if len(times) > 1 and jobs:
