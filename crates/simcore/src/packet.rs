@@ -377,8 +377,9 @@ pub(crate) enum Starts {
 /// the events count every pass. With paced starts it gives every other
 /// pass that could have been kept too (its FCTs and shifts), for the applications to be replayed
 /// with each: where the loops do not settle, the kept pass is one of several near-fixed points,
-/// and at 4:1 on 1,000 hosts the kept pass (the 12th, the first whose loops flooded the spines)
-/// gave 8.49 s where the calm passes 9-11 gave 8.28-8.29 s.
+/// and at 4:1 on 1,000 hosts the 12th pass, the first whose loops flooded the spines (the least
+/// move's choice), gave 8.49 s where the calm passes 9-11 gave 8.28-8.29 s; by the hold gap the
+/// 11th is kept (the 12th's blocks waited 7-11 ms a fetch longer than its slots were held).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn refine(
     topo: &Topology,
