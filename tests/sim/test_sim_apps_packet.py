@@ -83,6 +83,8 @@ def test_the_report_gives_the_job_times_of_the_passes_that_could_have_been_kept(
     gap = _loops_sentence(p | {"pass_hold_gap_s": -0.0003})
     assert "pass 8 kept (the one whose request slots were held nearest" in gap
     assert "held less found -0.30 ms a fetch; its fetch starts moved 4.7 ms" in gap
+    # a gap that rounds to nothing reads +0.00, never -0.00
+    assert "held less found +0.00 ms" in _loops_sentence(p | {"pass_hold_gap_s": -1e-9})
     assert "The 3 passes that could have been kept (8, 9, 11) give a mean job time of 0.215-0.217 s" in line
     assert "(the kept one 0.217 s)" in line
     # with their hold gaps: the three nearest closed, the kept one first

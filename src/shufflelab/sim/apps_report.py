@@ -65,6 +65,12 @@ def mode_line(doc: dict[str, Any]) -> str:
 NEAREST_CLOSED = 3
 
 
+def _gap_ms(s: float) -> str:
+    """A hold gap (s) in signed ms, one that rounds to nothing as +0.00 (not -0.00)."""
+    ms = 1e3 * s
+    return f"{0.0 if abs(ms) < 0.005 else ms:+.2f}"
+
+
 def _loops_sentence(p: dict[str, Any]) -> str:
     """How many passes closed the request loops over the whole path, and which one's result this is
     (absent from runs made before the loops were closed)."""
@@ -76,7 +82,7 @@ def _loops_sentence(p: dict[str, Any]) -> str:
         # (runs made before the kept pass was chosen by its hold gap lack it)
         line += (
             "(the one whose request slots were held nearest, in the mean, as long as its links found their "
-            f"blocks delayed: held less found {1e3 * p['pass_hold_gap_s']:+.2f} ms a fetch; {moved})."
+            f"blocks delayed: held less found {_gap_ms(p['pass_hold_gap_s'])} ms a fetch; {moved})."
         )
     else:
         line += f"({moved})."
@@ -88,7 +94,7 @@ def _loops_sentence(p: dict[str, Any]) -> str:
         jobs = [t["mean_job_time_s"] for t in near if t["mean_job_time_s"] is not None]
         if jobs:
             passes = ", ".join(str(t["pass"]) for t in near)
-            gaps = ", ".join(f"{1e3 * t['hold_gap_s']:+.2f}" for t in near)
+            gaps = ", ".join(_gap_ms(t["hold_gap_s"]) for t in near)
             line += (
                 f" The {len(near)} passes nearest closed ({passes}: held less found {gaps} ms a fetch) give a "
                 f"mean job time of {min(jobs):.3f}-{max(jobs):.3f} s: a difference smaller than that spread is the "
