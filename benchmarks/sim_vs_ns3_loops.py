@@ -8,8 +8,10 @@ hosts (8 a host), 8 reducers, one a host, each fetching one block of every map: 
 in a random order, 5 requests in flight, each next request sent when a block has arrived. ns-3:
 ``benchmarks/ns3/two_tier.cc --blocks=8 --reqsInFlight=5`` (a new connection per block, its sender
 started after the request's propagation; Linux-like hosts as in the other rows:
-``--delAckTimeoutMs=40``, DCTCP ``--dctcpFloor=2``), each row over ``--orderSeed=1..3``; the
-simulator: the applications' engine in its packet mode (``mode = "packet"``), seeds 1-5.
+``--delAckTimeoutMs=40``, DCTCP ``--dctcpFloor=2``), each row over ``--orderSeed=1..3`` (``--ns3-runs``); the
+simulator: the applications' engine in its packet mode (``mode = "packet"``), seeds 1-5 (``--seeds``). Each
+row's mean-FCT error comes with its 95 % interval (Fieller's, the seeds' means against ns-3's runs') and the
+verdict "within" 10 %, "out" or "undecided" (a mean led by a few 200 ms timeouts needs more runs on both sides).
 
 A connection whose SYN is lost at a full port waits ns-3's 3 s connection timer; the model has no
 handshake (Spark fetches over connections it keeps, one per pair of executors), so those fetches
@@ -47,7 +49,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sim_vs_ns3 import CACHE, add_host_options, compile_ns3, host_settings, hosts_for, two_tier_switch  # noqa: E402
-from sim_vs_ns3_packet import difference_interval, sign_verdict  # noqa: E402
+from sim_vs_ns3_packet import difference_interval, ratio_interval, sign_verdict, verdict  # noqa: E402
 
 from shufflelab.sim import core  # noqa: E402
 
@@ -209,6 +211,24 @@ def pct(sim: float, ns: float) -> str:
     return f"{100 * (sim - ns) / ns:+.1f} %"
 
 
+def row_line(mb: float, cc: str, ns: dict[str, Any], sim: dict[str, Any]) -> tuple[str, str]:
+    """A row of the table (``ns``: :func:`ns3_row`'s, ``sim``: :func:`sim_row`'s) and its mean's verdict:
+    the error's 95 % interval (Fieller's, the seeds' means against ns-3's runs' means:
+    ``sim_vs_ns3_packet.ratio_interval``) within ±10 %, out, or undecided (more runs decide it)."""
+    ci = ratio_interval(sim["seed_means"], ns["run_means"])
+    ci_txt = "" if ci is None else f" [{100 * ci[0]:+.1f}, {100 * ci[1]:+.1f}]"
+    what = verdict(ci)
+    line = (
+        f"| {mb:g} MB | {cc} | {1e3 * ns['mean']:.2f} | {1e3 * sim['mean']:.2f} "
+        f"| {pct(sim['mean'], ns['mean'])}{ci_txt} | {what} "
+        f"| {1e3 * ns['p99']:.1f} | {1e3 * sim['p99']:.1f} | {pct(sim['p99'], ns['p99'])} "
+        f"| {ns['end']:.3f} / {sim['end']:.3f} | {ns['timeouts']:.1f} / {sim['timeouts']:.1f} "
+        f"| {ns['syn_lost']:.1f} | {'-'.join(map(str, sorted(set(sim['passes']))))} | {sim['cpu_s']:.2f} "
+        f"| {', '.join(f'order seed {x}' for x in ns['aborted']) or '–'} |"
+    )
+    return line, what
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=Path("/tmp/sim-vs-ns3-loops.md"))
@@ -234,26 +254,23 @@ def main() -> int:
     SIM_DELAYED_ACK.update(delayed)
     binary = compile_ns3(SOURCE, "two_tier")
     lines = [
-        "| block | CC | ns-3 mean FCT (ms) | sim mean FCT (ms) | error | ns-3 p99 (ms) | sim p99 (ms) | error "
+        "| block | CC | ns-3 mean FCT (ms) | sim mean FCT (ms) | error [95 % CI] | within 10 % "
+        "| ns-3 p99 (ms) | sim p99 (ms) | error "
         "| shuffle end ns-3 / sim (s) | timeouts ns-3 / sim | ns-3 SYNs lost | sim passes | sim CPU (s) "
         "| ns-3 runs aborted |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    signs = []
+    signs: list[str] = []
+    tally: dict[str, int] = {}
     for mb in a.blocks_mb:
         means = {}
         for cc in ("cubic", "dctcp"):
             print(f"{mb} MB {cc} ...", flush=True)
             ns, sim = ns3_row(binary, cc, mb, a.ns3_runs), sim_row(cc, mb, a.seeds)
             means[cc] = (ns, sim)
-            lines.append(
-                f"| {mb:g} MB | {cc} | {1e3 * ns['mean']:.2f} | {1e3 * sim['mean']:.2f} "
-                f"| {pct(sim['mean'], ns['mean'])} "
-                f"| {1e3 * ns['p99']:.1f} | {1e3 * sim['p99']:.1f} | {pct(sim['p99'], ns['p99'])} "
-                f"| {ns['end']:.3f} / {sim['end']:.3f} | {ns['timeouts']:.1f} / {sim['timeouts']:.1f} "
-                f"| {ns['syn_lost']:.1f} | {'-'.join(map(str, sorted(set(sim['passes']))))} | {sim['cpu_s']:.2f} "
-                f"| {', '.join(f'order seed {x}' for x in ns['aborted']) or '–'} |"
-            )
+            line, what = row_line(mb, cc, ns, sim)
+            lines.append(line)
+            tally[what] = tally.get(what, 0) + 1
         (nc, sc), (nd, sd) = means["cubic"], means["dctcp"]
         d_ns, d_sim = nc["mean"] - nd["mean"], sc["mean"] - sd["mean"]
         # each side's 95 % Welch interval over its runs (a run's mean over its fetches, a seed's)
@@ -268,6 +285,8 @@ def main() -> int:
             f"- {mb:g} MB: Cubic − DCTCP mean FCT [95 % CI]: ns-3 {ms(d_ns, ci_ns)}, sim {ms(d_sim, ci_sim)}: "
             f"sign {'right' if d_ns * d_sim > 0 else 'WRONG'} on the means; at 95 %: {what}"
         )
+    verdicts = ", ".join(f"{k} {v}" for k, v in sorted(tally.items()))
+    signs.append(f"- Mean FCT within 10 % of ns-3's at 95 % (the error's interval inside ±10 %): {verdicts}.")
     text = "\n".join(lines + [""] + signs) + "\n"
     a.out.write_text(text)
     print(text)

@@ -41,3 +41,26 @@ def test_an_assertion_is_named_and_any_other_failure_stops_the_benchmark(monkeyp
         loops.run_ns3(["two_tier", "--orderSeed=2"])
     monkeypatch.setattr(loops.subprocess, "run", fake_run(0, stdout='noise\n{"flows": [[0, 1, 0.5]]}'))
     assert loops.run_ns3(["two_tier", "--orderSeed=4"]) == ({"flows": [[0, 1, 0.5]]}, None)
+
+
+def _rows(ns_means: list[float], sim_means: list[float]) -> tuple[dict[str, object], dict[str, object]]:
+    ns = {"mean": sum(ns_means) / len(ns_means), "run_means": ns_means, "p99": 0.2, "end": 0.3}
+    ns |= {"timeouts": 1.0, "syn_lost": 0.0, "aborted": []}
+    sim = {"mean": sum(sim_means) / len(sim_means), "seed_means": sim_means, "p99": 0.2, "end": 0.3}
+    sim |= {"timeouts": 1.0, "passes": [2], "cpu_s": 0.1}
+    return ns, sim
+
+
+def test_a_row_says_whether_its_mean_is_within_ten_percent_at_95_percent() -> None:
+    ns, sim = _rows([1.00e-3, 1.01e-3, 0.99e-3], [1.02e-3, 1.03e-3, 1.01e-3, 1.02e-3])
+    line, what = loops.row_line(0.1, "cubic", ns, sim)
+    assert what == "within" and "| +2.0 % [" in line and "| within |" in line
+    ns, sim = _rows([1.00e-3, 1.01e-3, 0.99e-3], [1.30e-3, 1.31e-3, 1.29e-3, 1.30e-3])
+    assert loops.row_line(0.1, "dctcp", ns, sim)[1] == "out"
+    # three runs far apart: the interval straddles the bound, and the row says so
+    ns, sim = _rows([0.6e-3, 1.0e-3, 1.4e-3], [1.02e-3, 1.03e-3, 1.01e-3, 1.02e-3])
+    assert loops.row_line(0.1, "cubic", ns, sim)[1] == "undecided"
+    # one ns-3 run and one seed: no interval, no verdict
+    ns, sim = _rows([1.0e-3], [1.02e-3])
+    line, what = loops.row_line(0.3, "cubic", ns, sim)
+    assert what == "–" and "| +2.0 % | – |" in line
