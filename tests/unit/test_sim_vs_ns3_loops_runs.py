@@ -55,6 +55,9 @@ def test_a_row_says_whether_its_mean_is_within_ten_percent_at_95_percent() -> No
     ns, sim = _rows([1.00e-3, 1.01e-3, 0.99e-3], [1.02e-3, 1.03e-3, 1.01e-3, 1.02e-3])
     line, what = loops.row_line(0.1, "cubic", ns, sim)
     assert what == "within" and "| +2.0 % [" in line and "| within |" in line
+    # the interval is the model's error against ns-3's (not ns-3's against the model's): around +2 %
+    lo, hi = (float(x) for x in line.split("| +2.0 % [")[1].split("]")[0].split(", "))
+    assert lo < 2.0 < hi and hi > 3.0
     ns, sim = _rows([1.00e-3, 1.01e-3, 0.99e-3], [1.30e-3, 1.31e-3, 1.29e-3, 1.30e-3])
     assert loops.row_line(0.1, "dctcp", ns, sim)[1] == "out"
     # three runs far apart: the interval straddles the bound, and the row says so
