@@ -229,6 +229,17 @@ def row_line(mb: float, cc: str, ns: dict[str, Any], sim: dict[str, Any]) -> tup
     return line, what
 
 
+def tally_line(whats: list[str]) -> str:
+    """The check's closing line: how many rows' mean-FCT verdicts (:func:`row_line`'s) are "within",
+    "out" and "undecided", and how many have no interval ("–": one ns-3 run or one seed)."""
+    counts: dict[str, int] = {}
+    for w in whats:
+        label = "no interval (one run or one seed)" if w == "–" else w
+        counts[label] = counts.get(label, 0) + 1
+    verdicts = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+    return f"- Mean FCT within 10 % of ns-3's at 95 % (the error's interval inside ±10 %): {verdicts}."
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=Path("/tmp/sim-vs-ns3-loops.md"))
@@ -261,7 +272,7 @@ def main() -> int:
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     signs: list[str] = []
-    tally: dict[str, int] = {}
+    whats: list[str] = []
     for mb in a.blocks_mb:
         means = {}
         for cc in ("cubic", "dctcp"):
@@ -270,7 +281,7 @@ def main() -> int:
             means[cc] = (ns, sim)
             line, what = row_line(mb, cc, ns, sim)
             lines.append(line)
-            tally[what] = tally.get(what, 0) + 1
+            whats.append(what)
         (nc, sc), (nd, sd) = means["cubic"], means["dctcp"]
         d_ns, d_sim = nc["mean"] - nd["mean"], sc["mean"] - sd["mean"]
         # each side's 95 % Welch interval over its runs (a run's mean over its fetches, a seed's)
@@ -285,8 +296,7 @@ def main() -> int:
             f"- {mb:g} MB: Cubic − DCTCP mean FCT [95 % CI]: ns-3 {ms(d_ns, ci_ns)}, sim {ms(d_sim, ci_sim)}: "
             f"sign {'right' if d_ns * d_sim > 0 else 'WRONG'} on the means; at 95 %: {what}"
         )
-    verdicts = ", ".join(f"{k} {v}" for k, v in sorted(tally.items()))
-    signs.append(f"- Mean FCT within 10 % of ns-3's at 95 % (the error's interval inside ±10 %): {verdicts}.")
+    signs.append(tally_line(whats))
     text = "\n".join(lines + [""] + signs) + "\n"
     a.out.write_text(text)
     print(text)

@@ -67,3 +67,9 @@ def test_a_row_says_whether_its_mean_is_within_ten_percent_at_95_percent() -> No
     ns, sim = _rows([1.0e-3], [1.02e-3])
     line, what = loops.row_line(0.3, "cubic", ns, sim)
     assert what == "–" and "| +2.0 % | – |" in line
+
+
+def test_the_tally_counts_each_verdict_and_names_rows_without_an_interval() -> None:
+    line = loops.tally_line(["within", "out", "–", "within", "undecided"])
+    assert line.endswith(": no interval (one run or one seed) 1, out 1, undecided 1, within 2.")
+    assert "–" not in line
