@@ -19,7 +19,11 @@ are counted apart and left out of ns-3's mean and p99. A run that ns-3 aborts on
 its own TCP state machine (ns-3.44 at 2 x 16 hosts, DCTCP, order seed 3: "From OPEN->DISORDER but
 with 7 dup ACKs") is left out of its row and named in the table. ns-3's runs are read back from
 ``~/.cache/shufflelab/ns3-bench/runs`` when the same program ran with the same arguments before
-(``--fresh-ns3``: run again), so a second run of a check costs the simulator's side only.
+(``--fresh-ns3``: run again), so a second run of a check costs the simulator's side only; ``--json
+FILE`` writes every row's figures (ns-3's run by run means, the model's seed by seed), and ``--ns3-rows
+FILE ...`` takes ns-3's side of a row from such a file when its ns-3 arguments and number of runs are
+the same (a row not found there runs ns-3), so the committed check re-runs on a fresh machine in the
+simulator's time (docs/results/sim-vs-ns3/loops-ns3-*.json).
 
     nice -n 10 .venv/bin/python benchmarks/sim_vs_ns3_loops.py --out /tmp/sim-vs-ns3-loops.md
     # ns-3's PRR without its 3.44 bug, as the packet mode's table (sim_vs_ns3_packet.py --prr-sack-fix):
@@ -32,6 +36,9 @@ with 7 dup ACKs") is left out of its row and named in the table. ns-3's runs are
         --linux-cwr-recovery --linux-dctcp-loss --linux-rack --linux-tlp --queue-bytes --hosts-per-leaf 8
     # ns-3's hosts' own ports as a Linux sender's qdisc (no marks, no drops), as the model takes them:
     nice -n 10 .venv/bin/python benchmarks/sim_vs_ns3_loops.py ... --linux-host-queue
+    # the simulator's side only, against the committed ten-run reference at 2 x 8 hosts:
+    nice -n 10 .venv/bin/python benchmarks/sim_vs_ns3_loops.py ... --hosts-per-leaf 8 --ns3-runs 10 \
+        --ns3-rows docs/results/sim-vs-ns3/loops-ns3-2x8.json
 """
 
 from __future__ import annotations
@@ -118,6 +125,30 @@ def ns3_args(cc: str, block_mb: float, order_seed: int) -> list[str]:
     if cc == "dctcp":
         return args + ["--cc=ns3::TcpDctcp", "--queueDisc=step", "--markK=20", "--dctcpFloor=2"]
     return args + ["--cc=ns3::TcpCubic"]
+
+
+# ns-3's side of earlier rows of this check, by (its arguments for order seed 1, its number of runs) (--ns3-rows)
+STORED_NS3: dict[tuple[str, ...], dict[str, Any]] = {}
+
+
+def stored_key(cc: str, block_mb: float, runs: int) -> tuple[str, ...]:
+    return (*ns3_args(cc, block_mb, 1), f"runs={runs}")
+
+
+def load_stored_ns3(paths: list[Path]) -> None:
+    """Keep ns-3's side of the rows in ``paths`` (this check's ``--json`` output) by their key
+    (:func:`stored_key`); a file that is not such a list of rows stops the check, naming it."""
+    for path in paths:
+        try:
+            rows = json.loads(path.read_text())
+            for row in rows:
+                key = (*row["ns3_args"], f"runs={row['ns3_runs']}")
+                ns = row["ns3"]
+                for field in ("mean", "run_means", "p99", "end", "timeouts", "syn_lost", "aborted"):
+                    ns[field]  # noqa: B018 -- a row without it is refused here, not in the table
+                STORED_NS3[key] = ns
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise SystemExit(f"--ns3-rows {path}: not this check's rows ({type(e).__name__}: {e})") from None
 
 
 def ns3_row(binary: Path, cc: str, block_mb: float, runs: int) -> dict[str, Any]:
@@ -247,6 +278,10 @@ def main() -> int:
     ap.add_argument("--ns3-runs", type=int, default=3)
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--fresh-ns3", action="store_true", help="run ns-3 again where an identical run is cached")
+    ap.add_argument("--json", type=Path, help="write every row's figures here (what --ns3-rows reads)")
+    ap.add_argument(
+        "--ns3-rows", type=Path, nargs="+", default=[], help="ns-3's side of rows from earlier --json output"
+    )
     ap.add_argument(
         "--hosts-per-leaf", type=int, default=4, help="2 leaves of N hosts at 4:1 (uplinks at N x 10 / 4 Gbit/s)"
     )
@@ -263,7 +298,9 @@ def main() -> int:
     TWO_TIER_SWITCH[:] = two_tier_switch(a) + (["--hostFifo=true"] if a.linux_host_queue else [])
     HOSTS_PER_LEAF[:] = [a.hosts_per_leaf]
     SIM_DELAYED_ACK.update(delayed)
-    binary = compile_ns3(SOURCE, "two_tier")
+    load_stored_ns3(a.ns3_rows)
+    binary: list[Path] = []  # compiled when a row is not stored
+    rows: list[dict[str, Any]] = []
     lines = [
         "| block | CC | ns-3 mean FCT (ms) | sim mean FCT (ms) | error [95 % CI] | within 10 % "
         "| ns-3 p99 (ms) | sim p99 (ms) | error "
@@ -277,7 +314,17 @@ def main() -> int:
         means = {}
         for cc in ("cubic", "dctcp"):
             print(f"{mb} MB {cc} ...", flush=True)
-            ns, sim = ns3_row(binary, cc, mb, a.ns3_runs), sim_row(cc, mb, a.seeds)
+            ns = STORED_NS3.get(stored_key(cc, mb, a.ns3_runs))
+            if ns is None:
+                binary[:] = binary or [compile_ns3(SOURCE, "two_tier")]
+                ns = ns3_row(binary[0], cc, mb, a.ns3_runs)
+            else:
+                print("  ns-3: the stored row", flush=True)
+            sim = sim_row(cc, mb, a.seeds)
+            rows.append({
+                "hosts_per_leaf": HOSTS_PER_LEAF[0], "block_mb": mb, "cc": cc,
+                "ns3_args": list(ns3_args(cc, mb, 1)), "ns3_runs": a.ns3_runs, "ns3": ns, "sim": sim,
+            })  # fmt: skip
             means[cc] = (ns, sim)
             line, what = row_line(mb, cc, ns, sim)
             lines.append(line)
@@ -299,6 +346,8 @@ def main() -> int:
     signs.append(tally_line(whats))
     text = "\n".join(lines + [""] + signs) + "\n"
     a.out.write_text(text)
+    if a.json:
+        a.json.write_text(json.dumps(rows, indent=1) + "\n")
     print(text)
     return 0
 

@@ -73,3 +73,51 @@ def test_the_tally_counts_each_verdict_and_names_rows_without_an_interval() -> N
     line = loops.tally_line(["within", "out", "–", "within", "undecided"])
     assert line.endswith(": no interval (one run or one seed) 1, out 1, undecided 1, within 2.")
     assert "–" not in line
+
+
+def test_rows_written_with_json_give_ns3_s_side_back_without_running_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ns_runs: list[tuple[str, float]] = []
+
+    def ns3_row(binary: Path, cc: str, mb: float, runs: int) -> dict[str, object]:
+        ns_runs.append((cc, mb))
+        ns, _ = _rows([1.0e-3 if cc == "cubic" else 0.8e-3, 1.1e-3 if cc == "cubic" else 0.7e-3], [1.0e-3])
+        return ns
+
+    def sim_row(cc: str, mb: float, seeds: int) -> dict[str, object]:
+        return _rows([1.0e-3], [1.05e-3, 1.06e-3] if cc == "cubic" else [0.7e-3, 0.72e-3])[1]
+
+    monkeypatch.setattr(loops, "ns3_row", ns3_row)
+    monkeypatch.setattr(loops, "sim_row", sim_row)
+    monkeypatch.setattr(loops, "compile_ns3", lambda *_: Path("two_tier-0"))
+    monkeypatch.setattr(loops, "STORED_NS3", {})
+    monkeypatch.setattr(loops, "HOSTS_PER_LEAF", [4])
+    base = ["x", "--blocks-mb", "0.1", "--ns3-runs", "2", "--seeds", "2"]
+    first, stored = tmp_path / "first.md", tmp_path / "rows.json"
+    monkeypatch.setattr("sys.argv", [*base, "--out", str(first), "--json", str(stored)])
+    assert loops.main() == 0 and ns_runs == [("cubic", 0.1), ("dctcp", 0.1)]
+
+    def no_ns3(*_: object) -> None:
+        raise AssertionError("ns-3 compiled for a stored row")
+
+    monkeypatch.setattr(loops, "compile_ns3", no_ns3)
+    again = tmp_path / "again.md"
+    monkeypatch.setattr("sys.argv", [*base, "--out", str(again), "--ns3-rows", str(stored)])
+    assert loops.main() == 0 and len(ns_runs) == 2
+    assert again.read_text() == first.read_text()
+    # another number of ns-3 runs is another row: not taken from the file
+    monkeypatch.setattr(loops, "STORED_NS3", {})
+    monkeypatch.setattr(loops, "compile_ns3", lambda *_: Path("two_tier-0"))
+    monkeypatch.setattr("sys.argv", [*base[:4], "3", *base[5:], "--out", str(again), "--ns3-rows", str(stored)])
+    assert loops.main() == 0 and len(ns_runs) == 4
+
+
+def test_a_file_that_is_not_the_check_s_rows_is_refused_by_name(tmp_path: Path) -> None:
+    bad = tmp_path / "rows.json"
+    bad.write_text('[{"ns3_args": ["--leaves=2"], "ns3_runs": 3, "ns3": {"mean": 1.0}}]')
+    with pytest.raises(SystemExit, match=r"--ns3-rows .*rows\.json: not this check's rows \(KeyError"):
+        loops.load_stored_ns3([bad])
+    bad.write_text("{")
+    with pytest.raises(SystemExit, match="not this check's rows"):
+        loops.load_stored_ns3([bad])
