@@ -147,6 +147,12 @@ def add_host_options(ap: argparse.ArgumentParser) -> None:
         "phases: one sender's windows are dropped whole again and again)",
     )
     ap.add_argument(
+        "--linux-host-queue",
+        action="store_true",
+        help="two_tier.cc's hosts' own ports a FIFO that neither marks nor drops (--hostFifo=true), as a Linux "
+        "sender's qdisc and the model's sending host links (ns-3's default: a port like a switch's, marking at K)",
+    )
+    ap.add_argument(
         "--sim-delayed-ack",
         type=int,
         nargs=2,
@@ -163,12 +169,13 @@ QUEUE_BYTES = "--queueBytes=true"
 
 
 def two_tier_switch(a: argparse.Namespace) -> list[str]:
-    """For :func:`add_host_options`' ``--queue-bytes`` and ``--send-jitter``: two_tier.cc's extra arguments for
-    its ports and its hosts' links."""
+    """For :func:`add_host_options`' ``--queue-bytes``, ``--send-jitter`` and ``--linux-host-queue``: two_tier.cc's
+    extra arguments for its ports and its hosts' links."""
     if not 0 <= a.send_jitter <= 1:
         raise SystemExit("--send-jitter must be in [0, 1] (of a packet time of a host's link)")
     jitter = [f"--sendJitter={a.send_jitter:g}"] if a.send_jitter > 0 else []
-    return ([QUEUE_BYTES] if a.queue_bytes else []) + jitter
+    fifo = ["--hostFifo=true"] if getattr(a, "linux_host_queue", False) else []
+    return ([QUEUE_BYTES] if a.queue_bytes else []) + jitter + fifo
 
 
 def hosts_for(hosts: list[str], cc: str, ecn: bool = True) -> list[str]:

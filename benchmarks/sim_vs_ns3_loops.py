@@ -285,17 +285,11 @@ def main() -> int:
     ap.add_argument(
         "--hosts-per-leaf", type=int, default=4, help="2 leaves of N hosts at 4:1 (uplinks at N x 10 / 4 Gbit/s)"
     )
-    ap.add_argument(
-        "--linux-host-queue",
-        action="store_true",
-        help="ns-3's hosts' own ports a FIFO that neither marks nor drops (two_tier.cc --hostFifo=true), as a Linux "
-        "sender's qdisc and the model's sending host links",
-    )
     add_host_options(ap)
     a = ap.parse_args()
     FRESH_NS3[0] = a.fresh_ns3
     NS3_HOSTS[:], delayed = host_settings(a)
-    TWO_TIER_SWITCH[:] = two_tier_switch(a) + (["--hostFifo=true"] if a.linux_host_queue else [])
+    TWO_TIER_SWITCH[:] = two_tier_switch(a)
     HOSTS_PER_LEAF[:] = [a.hosts_per_leaf]
     SIM_DELAYED_ACK.update(delayed)
     load_stored_ns3(a.ns3_rows)

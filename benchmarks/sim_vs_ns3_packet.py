@@ -11,6 +11,8 @@ bottleneck next to UDP, for Cubic, Reno and DCTCP.
         --linux-tlp --queue-bytes --send-jitter 1 --ns3-runs 5 --ns3-incast-runs 10 --ns3-a2a-runs 3 \
         --ns3-zero-runs 5 --seeds 10 --out /tmp/sim-vs-ns3-all.md \
         --ns3-rows docs/results/sim-vs-ns3/packet-mode-jitter.json
+    # the all-to-all rows against ns-3 whose hosts' own ports neither mark nor drop (--linux-host-queue,
+    # as the loops check's): the same arguments with --only alltoall --linux-host-queue
 
 **Incast** (``--only incast``): a leaf-spine of 5 leaves x 8 hosts and one spine, 1 Gbit/s host links,
 4 Gbit/s uplinks (2:1), 10 µs per link, every port 100 packets. N = 8 / 16 / 32 senders each send

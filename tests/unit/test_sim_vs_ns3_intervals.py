@@ -146,3 +146,13 @@ def test_the_hosts_send_jitter_goes_to_the_two_tier_program_only_and_is_bounded(
     assert base.two_tier_switch(ap.parse_args(["--send-jitter", "0"])) == []
     with pytest.raises(SystemExit, match="--send-jitter must be in"):
         base.two_tier_switch(ap.parse_args(["--send-jitter", "1.5"]))
+
+
+def test_the_hosts_fifo_port_goes_to_the_two_tier_program_only_and_last() -> None:
+    # last: the loops check's cached and stored ns-3 runs were keyed with it after the other two
+    ap = argparse.ArgumentParser()
+    base.add_host_options(ap)
+    on = ap.parse_args(["--linux-acks", "--queue-bytes", "--send-jitter", "1", "--linux-host-queue"])
+    assert base.two_tier_switch(on) == ["--queueBytes=true", "--sendJitter=1", "--hostFifo=true"]
+    assert base.host_settings(on)[0] == ["--linuxAcks=true"]
+    assert "--hostFifo=true" not in base.two_tier_switch(ap.parse_args(["--queue-bytes"]))
