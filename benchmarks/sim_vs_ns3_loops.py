@@ -36,6 +36,8 @@ simulator's time (docs/results/sim-vs-ns3/loops-ns3-*.json).
         --linux-cwr-recovery --linux-dctcp-loss --linux-rack --linux-tlp --queue-bytes --hosts-per-leaf 8
     # ns-3's hosts' own ports as a Linux sender's qdisc (no marks, no drops), as the model takes them:
     nice -n 10 .venv/bin/python benchmarks/sim_vs_ns3_loops.py ... --linux-host-queue
+    # ns-3's ACKs served before data at its leaf-spine ports (a diagnostic: what its ACK path costs):
+    nice -n 10 .venv/bin/python benchmarks/sim_vs_ns3_loops.py ... --ns3-acks-ahead
     # the simulator's side only, against the committed ten-run reference at 2 x 8 hosts:
     nice -n 10 .venv/bin/python benchmarks/sim_vs_ns3_loops.py ... --hosts-per-leaf 8 --ns3-runs 10 \
         --ns3-rows docs/results/sim-vs-ns3/loops-ns3-2x8.json
@@ -278,6 +280,12 @@ def main() -> int:
     ap.add_argument("--ns3-runs", type=int, default=3)
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--fresh-ns3", action="store_true", help="run ns-3 again where an identical run is cached")
+    ap.add_argument(
+        "--ns3-acks-ahead",
+        action="store_true",
+        help="a diagnostic: ns-3's leaf-spine ports serve pure ACKs before data (two_tier.cc --ackPrio=true), so "
+        "they neither wait behind data nor are dropped there, as the model's ACKs",
+    )
     ap.add_argument("--json", type=Path, help="write every row's figures here (what --ns3-rows reads)")
     ap.add_argument(
         "--ns3-rows", type=Path, nargs="+", default=[], help="ns-3's side of rows from earlier --json output"
@@ -289,7 +297,7 @@ def main() -> int:
     a = ap.parse_args()
     FRESH_NS3[0] = a.fresh_ns3
     NS3_HOSTS[:], delayed = host_settings(a)
-    TWO_TIER_SWITCH[:] = two_tier_switch(a)
+    TWO_TIER_SWITCH[:] = two_tier_switch(a) + (["--ackPrio=true"] if a.ns3_acks_ahead else [])
     HOSTS_PER_LEAF[:] = [a.hosts_per_leaf]
     SIM_DELAYED_ACK.update(delayed)
     load_stored_ns3(a.ns3_rows)

@@ -25,6 +25,10 @@
 //   segments in the socket rather than lose them in the qdisc -- the simulator's applications'
 //   packet mode takes a sending host's link so. Without it the host's port marks and drops as the
 //   switches' do (in the reducers' loops at 2 x 16 hosts DCTCP's IW bursts took 130,000 marks there).
+//   --ackPrio=true (a diagnostic, not a switch's behaviour): on the leaf-spine links, pure ACKs (no
+//   payload, no SYN or FIN) wait in a band of their own served before the data (ns3::PrioQueueDisc,
+//   a class AckFilter below), so they neither queue behind data nor are dropped there: what the
+//   ACK path costs the senders (docs/results/sim-vs-ns3/loops.md).
 //
 // A window of one segment: ns-3's receivers ACK every second segment or after DelAckTimeout, 200 ms
 // by default, which equals the 200 ms minimum RTO set below, so the ACK of a lone segment loses the
@@ -60,6 +64,27 @@
 
 using namespace ns3;
 using namespace shufflelab;
+
+// --ackPrio: on the leaf-spine links, a pure ACK (no payload, no SYN or FIN) goes to band 0, served first
+class AckFilter : public PacketFilter {
+ public:
+  static TypeId GetTypeId() {
+    static TypeId tid = TypeId("ns3::AckFilter").SetParent<PacketFilter>().AddConstructor<AckFilter>();
+    return tid;
+  }
+
+ private:
+  bool CheckProtocol(Ptr<QueueDiscItem>) const override { return true; }
+  int32_t DoClassify(Ptr<QueueDiscItem> item) const override {
+    TcpHeader h;
+    if (item->GetPacket()->PeekHeader(h) == 0) return 1;
+    bool pure = (h.GetFlags() & (TcpHeader::SYN | TcpHeader::FIN)) == 0 && (h.GetFlags() & TcpHeader::ACK) &&
+                item->GetPacket()->GetSize() == h.GetSerializedSize();
+    return pure ? 0 : 1;
+  }
+};
+NS_OBJECT_ENSURE_REGISTERED(AckFilter);
+static bool g_ackPrio = false;
 
 struct Flow {
   uint32_t src, dst;
@@ -215,6 +240,7 @@ int main(int argc, char *argv[]) {
                sendJitter);
   cmd.AddValue("queueBytes", "--queue and --markK in bytes of full segments (1502 B each), as a switch counts",
                queueBytes);
+  cmd.AddValue("ackPrio", "the leaf-spine links serve pure ACKs in a band of their own before data (a diagnostic)", g_ackPrio);
   cmd.AddValue("hostFifo", "a host's own port a FIFO that neither marks nor drops (a Linux sender's qdisc)",
                hostFifo);
   cmd.AddValue("cc", "TCP congestion control TypeId", cc);
@@ -280,6 +306,24 @@ int main(int argc, char *argv[]) {
     return tc;
   };
   TrafficControlHelper hostPort = portQueue(hostGbps), upPort = portQueue(uplinkGbps);
+  if (g_ackPrio) {  // the leaf-spine ports: band 0 pure ACKs (unbounded), band 1 the port as above
+    TrafficControlHelper tc;
+    uint16_t handle = tc.SetRootQueueDisc("ns3::PrioQueueDisc");
+    TrafficControlHelper::ClassIdList cid = tc.AddQueueDiscClasses(handle, 2, "ns3::QueueDiscClass");
+    tc.AddChildQueueDisc(handle, cid[0], "ns3::FifoQueueDisc", "MaxSize", StringValue("100000p"));
+    if (queueDisc == "droptail") {
+      tc.AddChildQueueDisc(handle, cid[1], "ns3::FifoQueueDisc", "MaxSize", StringValue(limit));
+    } else {
+      tc.AddChildQueueDisc(handle, cid[1], "ns3::RedQueueDisc", "UseEcn", BooleanValue(true), "LinkBandwidth",
+                           StringValue(std::to_string(uplinkGbps * 1000) + "Mbps"), "LinkDelay", StringValue(delay),
+                           "MinTh", DoubleValue(double(markK) * unit), "MaxTh", DoubleValue(double(markK) * unit),
+                           "MaxSize", StringValue(limit), "QW", DoubleValue(1.0), "LInterm", DoubleValue(1.0),
+                           "Gentle", BooleanValue(false), "UseHardDrop", BooleanValue(false), "MeanPktSize",
+                           UintegerValue(1500));
+    }
+    tc.AddPacketFilter(handle, "ns3::AckFilter");
+    upPort = tc;
+  }
 
   Links links;
   std::vector<Ipv4Address> addr(nHosts);
