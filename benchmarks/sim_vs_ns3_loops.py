@@ -146,8 +146,11 @@ def load_stored_ns3(paths: list[Path]) -> None:
             for row in rows:
                 key = (*row["ns3_args"], f"runs={row['ns3_runs']}")
                 ns = row["ns3"]
-                for field in ("mean", "run_means", "p99", "end", "timeouts", "syn_lost", "aborted"):
-                    ns[field]  # noqa: B018 -- a row without it is refused here, not in the table
+                missing = [
+                    f for f in ("mean", "run_means", "p99", "end", "timeouts", "syn_lost", "aborted") if f not in ns
+                ]
+                if missing:  # refused here, not half-way through the table
+                    raise KeyError(missing[0])
                 STORED_NS3[key] = ns
         except (OSError, ValueError, KeyError, TypeError) as e:
             raise SystemExit(f"--ns3-rows {path}: not this check's rows ({type(e).__name__}: {e})") from None
