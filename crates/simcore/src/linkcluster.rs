@@ -271,6 +271,8 @@ mod tests {
                 hold_s: 0.0,
                 loop_id: None,
                 loop_slots: 0,
+                reverse: false,
+                ack_queue_s: 0.0,
             })
             .collect()
     }

@@ -25,6 +25,11 @@
 //! answers none while it recovers a loss).
 //! Every packet is ACKed alone, or, with [`DelayedAck`], every second one as Linux's receivers
 //! do (at once on a gap, a change of DCTCP's CE state, in quick-ACK mode; else after a timer).
+//! ACKs cross no queue, or, with a [`Twin`] (the cable's other direction, its own flows' data
+//! `reverse`), each flow's ACKs wait in the other direction's queue behind its data: one packet
+//! of [`ACK_WIRE`] bytes per ACK the receiver sends (a delayed ACK's two segments in one, but for
+//! DCTCP's two ACKs at a change of the CE state), never dropped or marked, taking its bytes of
+//! the queue and the link.
 //! A dropped segment is detected when three segments sent after it have arrived (SACK's rule,
 //! RFC 6675) and is resent; the window is cut once per reduction. A dropped retransmission is
 //! detected, as Linux's RACK finds one (`rack_retransmissions`, on by default), once a segment of
@@ -123,7 +128,28 @@ pub struct LinkFlow {
     /// `hold_s`), and starts `after_gap_s` later (its request's leg).
     #[serde(default)]
     pub loop_slots: u32,
+    /// Its data crosses the twin's queue ([`LinkSim::twin`], the cable's other direction) and its
+    /// ACKs this link's.
+    #[serde(default)]
+    pub reverse: bool,
+    /// With a twin: from leaving its data's queue until its ACK reaches the other direction's
+    /// queue (s); the rest of its round trip after that queue.
+    #[serde(default)]
+    pub ack_queue_s: f64,
 }
+
+/// The cable's other direction, simulated with the link: each flow's ACKs wait behind the other
+/// direction's data in its queue (never dropped, never marked; they take their bytes of it).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub struct Twin {
+    pub link_bytes_per_s: f64,
+    pub queue_bytes: f64,
+    #[serde(default)]
+    pub red: Option<RedSpec>,
+}
+
+/// A pure ACK on the wire (bytes): Ethernet, IP and TCP headers with timestamps.
+const ACK_WIRE: u64 = 66;
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 pub struct LinkSim {
@@ -182,6 +208,9 @@ pub struct LinkSim {
     /// (docs/design-sim.md, "Packet-faithful mode").
     #[serde(default)]
     pub rack_reorder_timer: bool,
+    /// The cable's other direction in the same simulation; absent: ACKs cross no queue.
+    #[serde(default)]
+    pub twin: Option<Twin>,
     pub flows: Vec<LinkFlow>,
 }
 
@@ -267,8 +296,14 @@ pub struct LinkResult {
     pub start_s: Vec<f64>,
     /// Per flow, retransmission timeouts.
     pub timeouts: Vec<u32>,
+    /// This link's drops and marks (its twin's apart).
     pub drops: u64,
     pub marks: u64,
+    /// The twin's ([`LinkSim::twin`]; 0 without).
+    #[serde(default)]
+    pub twin_drops: u64,
+    #[serde(default)]
+    pub twin_marks: u64,
     /// Cross traffic delivered, wire bytes/s over the run.
     pub cross_bytes_per_s: f64,
     pub end_s: f64,
@@ -307,7 +342,26 @@ impl LinkSim {
                 return Err("link.red: need 0 <= min_bytes <= max_bytes <= queue_bytes".into());
             }
         }
+        if let Some(t) = &self.twin {
+            if !pos(t.link_bytes_per_s) {
+                return Err("link.twin.link_bytes_per_s: must be > 0".into());
+            }
+            if !pos(t.queue_bytes) || t.queue_bytes < self.wire_bytes {
+                return Err("link.twin.queue_bytes: must hold at least one packet".into());
+            }
+            if t.red.as_ref().is_some_and(|r| !r.fits(t.queue_bytes)) {
+                return Err(
+                    "link.twin.red: need 0 <= min_bytes <= max_bytes <= queue_bytes".into(),
+                );
+            }
+        }
         for (i, f) in self.flows.iter().enumerate() {
+            let ack_ok = f.ack_queue_s >= 0.0 && f.ack_queue_s <= f.base_rtt_s;
+            if (f.reverse && self.twin.is_none()) || !ack_ok {
+                return Err(format!(
+                    "link.flows[{i}]: reverse needs link.twin; ack_queue_s in [0, base_rtt_s]"
+                ));
+            }
             let ok = pos(f.bytes)
                 && f.bytes <= 1e13
                 && f.start_s >= 0.0
@@ -346,6 +400,20 @@ impl LinkSim {
             self.seed,
         )
     }
+
+    /// The twin's port (this link's without a twin: then nothing enters it).
+    fn twin_port(&self) -> PortConfig {
+        match &self.twin {
+            Some(t) => port_config(
+                t.link_bytes_per_s,
+                self.wire_bytes as u64,
+                t.queue_bytes,
+                t.red.as_ref(),
+                self.seed ^ 0x7715_0000,
+            ),
+            None => self.port(),
+        }
+    }
 }
 
 /// A packet in the queue: flow (`CROSS`: cross traffic), transmission number, mark.
@@ -362,6 +430,8 @@ struct Pkt {
     cwr: bool,
     /// When it reached the queue (ns): its ACK's round-trip sample starts here.
     queued: u64,
+    /// A pure ACK in the other direction's queue (`seq`: its cumulative ACK, `marked`: its echo).
+    ack: bool,
 }
 
 const CROSS: u32 = u32::MAX;
@@ -381,6 +451,17 @@ enum Ev {
         retx: bool,
         queued: u64,
         cum: u64,
+    },
+    /// The ACK of transmission `tx` of `flow` reaches the other direction's queue.
+    AckQueue {
+        flow: u32,
+        tx: u64,
+        ce: bool,
+        retx: bool,
+        queued: u64,
+        cum: u64,
+        /// It takes its bytes of the link (false: it goes in the same packet as the next one).
+        wire: bool,
     },
     /// A packet of `flow` reaches the queue (after its access link).
     Arrive {
@@ -660,7 +741,48 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
         keep,
         min_cwnd,
     };
-    let mut q: EgressQueue<Pkt> = EgressQueue::new(p.port(), 0);
+    let mut qs: [EgressQueue<Pkt>; 2] = [
+        EgressQueue::new(p.port(), 0),
+        EgressQueue::new(p.twin_port(), 0),
+    ];
+    // with a twin: from leaving a flow's data queue to its ACK reaching the other queue, and from
+    // leaving that queue to its sender (ns)
+    let ack_q_ns: Vec<u64> = p
+        .flows
+        .iter()
+        .map(|f| (f.ack_queue_s * NS).round() as u64)
+        .collect();
+    let ack_rest_ns: Vec<u64> = rtt_ns
+        .iter()
+        .zip(&ack_q_ns)
+        .map(|(r, a)| r.saturating_sub(*a))
+        .collect();
+    let twin = p.twin.is_some();
+    // when and as what a receiver's ACK leaves for its sender, sent at `now` (the queue's time)
+    let ack_at = |ev: Ev, f: usize, now: u64, wire: bool| -> (u64, Ev) {
+        match ev {
+            Ev::Ack {
+                flow,
+                tx,
+                ce,
+                retx,
+                queued,
+                cum,
+            } if twin => (
+                now + ack_q_ns[f],
+                Ev::AckQueue {
+                    flow,
+                    tx,
+                    ce,
+                    retx,
+                    queued,
+                    cum,
+                    wire,
+                },
+            ),
+            e => (now + rtt_ns[f], e),
+        }
+    };
     let mut pending = Events::new();
     let mut senders: Vec<Sender> = p
         .flows
@@ -780,6 +902,7 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
         pending.push(cross_at(0), Ev::Cross);
     }
     let (mut drops, mut marks, mut cross_bytes, mut events) = (0u64, 0u64, 0u64, 0u64);
+    let (mut twin_drops, mut twin_marks) = (0u64, 0u64);
     let mut left = senders.len();
     let mut now = 0u64;
     // Bounded: far above any real need (each segment is sent, queued and ACKed a few times).
@@ -926,16 +1049,30 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
         }
         budget -= 1;
         let t_heap = pending.next_time();
-        let t_q = q.next_wakeup();
-        let Some(t) = [t_heap, t_q].into_iter().flatten().min() else {
+        let t_q = qs[0].next_wakeup();
+        let t_r = qs[1].next_wakeup();
+        let Some(t) = [t_heap, t_q, t_r].into_iter().flatten().min() else {
             break;
         };
         if t > horizon_ns {
             break;
         }
         now = t;
-        while let Some(pkt) = q.poll(now) {
+        for pkt in std::iter::from_fn(|| qs[0].poll(now).or_else(|| qs[1].poll(now))) {
             events += 1;
+            if pkt.ack {
+                let f = pkt.flow as usize;
+                let ack = Ev::Ack {
+                    flow: pkt.flow,
+                    tx: pkt.tx,
+                    ce: pkt.marked,
+                    retx: pkt.retx,
+                    queued: pkt.queued,
+                    cum: pkt.seq,
+                };
+                pending.push(now + ack_rest_ns[f], ack);
+                continue;
+            }
             if pkt.flow == CROSS {
                 cross_bytes += wire;
                 continue;
@@ -978,7 +1115,8 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                 s.acks_sent += 1;
             }
             let Some(d) = &p.delayed_ack else {
-                pending.push(now + rtt_ns[f], ack);
+                let (t, e) = ack_at(ack, f, now, true);
+                pending.push(t, e);
                 continue;
             };
             // the receiver's rule ([`DelayedAck`]); its times are the queue's, the ACK reaches the
@@ -1004,12 +1142,15 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                 }
                 let mut acked = 1;
                 if let Some(h) = s.held.take() {
-                    pending.push(now + rtt_ns[f], h);
+                    // one ACK for both segments, but for a change of DCTCP's mark (two ACKs)
+                    let (t, e) = ack_at(h, f, now, flip);
+                    pending.push(t, e);
                     acked += 1;
                 }
                 s.delack_gen += 1;
                 s.quick = s.quick.saturating_sub(acked);
-                pending.push(now + rtt_ns[f], ack);
+                let (t, e) = ack_at(ack, f, now, true);
+                pending.push(t, e);
             } else {
                 #[cfg(test)]
                 {
@@ -1031,7 +1172,7 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
             events += 1;
             match ev {
                 Ev::Cross => {
-                    match q.admit(wire, false, now) {
+                    match qs[0].admit(wire, false, now) {
                         Admit::Drop => drops += 1,
                         v => {
                             marks += u64::from(v == Admit::Mark);
@@ -1043,8 +1184,9 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                                 retx: false,
                                 cwr: false,
                                 queued: now,
+                                ack: false,
                             };
-                            q.push(pkt, wire, now);
+                            qs[0].push(pkt, wire, now);
                         }
                     }
                     cross_sent += 1;
@@ -1081,6 +1223,28 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                         arm_probe(s, f, now, &k, &mut pending);
                     }
                 }
+                Ev::AckQueue {
+                    flow,
+                    tx,
+                    ce,
+                    retx,
+                    queued,
+                    cum,
+                    wire,
+                } => {
+                    let pkt = Pkt {
+                        flow,
+                        tx,
+                        seq: cum,
+                        marked: ce,
+                        retx,
+                        cwr: false,
+                        queued,
+                        ack: true,
+                    };
+                    let back = 1 - usize::from(p.flows[flow as usize].reverse);
+                    qs[back].push(pkt, if wire { ACK_WIRE } else { 0 }, now);
+                }
                 Ev::Arrive {
                     flow,
                     tx,
@@ -1099,9 +1263,11 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                     } else {
                         wire
                     };
-                    match q.admit(size, ect, now) {
+                    let d = usize::from(p.flows[flow as usize].reverse);
+                    match qs[d].admit(size, ect, now) {
                         Admit::Drop => {
-                            drops += 1;
+                            drops += u64::from(d == 0);
+                            twin_drops += u64::from(d == 1);
                             // a lost retransmission leaves the hole its segment already is
                             s.holes += u64::from(!retx);
                             s.rx_holes += u64::from(!retx);
@@ -1114,7 +1280,8 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                         }
                         v => {
                             let marked = v == Admit::Mark;
-                            marks += u64::from(marked);
+                            marks += u64::from(marked && d == 0);
+                            twin_marks += u64::from(marked && d == 1);
                             let pkt = Pkt {
                                 flow,
                                 tx,
@@ -1123,8 +1290,9 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                                 retx,
                                 cwr,
                                 queued: now,
+                                ack: false,
                             };
-                            q.push(pkt, size, now);
+                            qs[d].push(pkt, size, now);
                         }
                     }
                 }
@@ -1355,7 +1523,8 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                             {
                                 s.acks_sent += 1;
                             }
-                            pending.push(now + rtt_ns[flow as usize], h);
+                            let (t, e) = ack_at(h, flow as usize, now, true);
+                            pending.push(t, e);
                         }
                     }
                 }
@@ -1420,6 +1589,8 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
         timeouts: senders.iter().map(|s| s.timeouts).collect(),
         drops,
         marks,
+        twin_drops,
+        twin_marks,
         cross_bytes_per_s: if end_s > 0.0 {
             cross_bytes as f64 / end_s
         } else {
@@ -1675,6 +1846,7 @@ mod tests {
             tail_loss_probe: true,
             rack_retransmissions: true,
             rack_reorder_timer: false,
+            twin: None,
             flows: vec![
                 LinkFlow {
                     bytes: 200e3,
@@ -1687,6 +1859,8 @@ mod tests {
                     hold_s: 0.0,
                     loop_id: None,
                     loop_slots: 0,
+                    reverse: false,
+                    ack_queue_s: 0.0,
                 };
                 16
             ],
@@ -2065,5 +2239,63 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// One Cubic flow of 1 MB through 1 Gbit/s (100-packet drop-tail ports), and `back` flows of
+    /// `back_bytes` the other way, on the link's twin (if `twin`: else its ACKs cross no queue).
+    fn duplex(twin: bool, back: usize, back_bytes: f64) -> LinkSim {
+        let mut p = crowded(1);
+        p.cc = Cc::Cubic;
+        p.queue_bytes = 100.0 * p.wire_bytes;
+        let rtt = 100e-6;
+        let flow = LinkFlow {
+            bytes: 1e6,
+            base_rtt_s: rtt,
+            one_way_s: rtt / 2.0,
+            ack_queue_s: rtt / 2.0,
+            ..p.flows[0]
+        };
+        p.flows = vec![flow];
+        p.flows.extend((0..back).map(|_| LinkFlow {
+            bytes: back_bytes,
+            reverse: true,
+            ..flow
+        }));
+        p.twin = twin.then_some(Twin {
+            link_bytes_per_s: p.link_bytes_per_s,
+            queue_bytes: p.queue_bytes,
+            red: None,
+        });
+        p
+    }
+
+    #[test]
+    fn acks_queued_behind_the_other_direction_s_data_slow_their_flow() {
+        let alone = simulate(&duplex(false, 0, 0.0)).unwrap().fct_s[0];
+        let empty = simulate(&duplex(true, 0, 0.0)).unwrap().fct_s[0];
+        let behind = simulate(&duplex(true, 4, 5e6)).unwrap();
+        // an empty twin costs an ACK at most its 66 bytes' time on the way back
+        assert!(empty >= alone && empty < alone * 1.01, "{alone} {empty}");
+        // behind up to 100 packets (1.2 ms) of the other direction's data at each round trip
+        assert!(behind.fct_s[0] > 1.5 * alone, "{alone} {}", behind.fct_s[0]);
+        assert!(behind.fct_s.iter().all(|f| f.is_finite()));
+    }
+
+    #[test]
+    fn a_flow_of_the_other_direction_needs_the_twin_and_acks_a_round_trip_at_most_away() {
+        let mut p = duplex(false, 1, 1e6);
+        let e = p.validate().unwrap_err();
+        assert!(e.starts_with("link.flows[1]") && e.contains("twin"), "{e}");
+        p = duplex(true, 1, 1e6);
+        p.flows[0].ack_queue_s = 2.0 * p.flows[0].base_rtt_s;
+        let e = p.validate().unwrap_err();
+        assert!(
+            e.starts_with("link.flows[0]") && e.contains("ack_queue_s"),
+            "{e}"
+        );
+        p.flows[0].ack_queue_s = 0.0;
+        p.twin.as_mut().unwrap().queue_bytes = 10.0;
+        let e = p.validate().unwrap_err();
+        assert!(e.starts_with("link.twin.queue_bytes"), "{e}");
     }
 }

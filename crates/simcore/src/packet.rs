@@ -57,7 +57,7 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 
 use crate::linkcluster::{cluster, Feature, Transfer};
-use crate::linksim::{simulate, LinkFlow, LinkSim};
+use crate::linksim::{simulate, LinkFlow, LinkResult, LinkSim, Twin};
 use crate::tcpmodel::{Cc, TcpModel};
 use crate::topology::Topology;
 
@@ -166,6 +166,9 @@ struct Ctx<'a> {
     /// Mode Paced: each request loop's slots ([`PacketOptions::loop_slots`]; 0: no limit), kept
     /// on every link; None (mode Schedule): a fetch is released by the one the max-min run named.
     loop_slots: Option<u32>,
+    /// Per link, the cable's other direction simulated with it (ACKs behind that direction's
+    /// data); None: its ACKs cross no queue.
+    twin: Vec<Option<u32>>,
 }
 
 impl Ctx<'_> {
@@ -198,6 +201,7 @@ impl Ctx<'_> {
             rack_retransmissions: true,
             // Linux's reordering window and timer, as the reference's `--rackReo` (`387e4eb`)
             rack_reorder_timer: true,
+            twin: None,
             flows,
         }
     }
@@ -212,7 +216,15 @@ impl Ctx<'_> {
             .filter(|&&h| h != l)
             .map(|&h| WIRE / links[h as usize].capacity)
             .sum();
+        let k = t.path.iter().position(|&h| h == l).unwrap_or(0);
+        let after: f64 = t.path[k + 1..]
+            .iter()
+            .map(|&h| links[h as usize].delay_s)
+            .sum();
         LinkFlow {
+            reverse: false,
+            // its ACK reaches the cable's other direction after the receiver and the hops back
+            ack_queue_s: (prop + ser + after).min(2.0 * prop + ser),
             bytes: t.bytes,
             start_s: t.data_s,
             base_rtt_s: 2.0 * prop + ser,
@@ -419,7 +431,30 @@ pub(crate) fn refine(
             Starts::Paced => Some(options.loop_slots),
             Starts::Schedule => None,
         },
+        twin: Vec::new(),
     };
+    if tcp.queued_acks {
+        // each link with the cable's other direction, but a sending host's own (lossless) link:
+        // a Linux sender's qdisc is no switch port, and its fair queueing keeps ACKs out of bulk
+        // data's way
+        let lossless = |l: usize| ctx.lossless.get(l).copied().unwrap_or(false);
+        let mut back: HashMap<(u32, u32), u32> = HashMap::new();
+        for (m, k) in topo.links.iter().enumerate() {
+            back.insert((k.from, k.to), m as u32);
+        }
+        ctx.twin = topo
+            .links
+            .iter()
+            .enumerate()
+            .map(|(l, k)| {
+                back.get(&(k.to, k.from))
+                    .copied()
+                    .filter(|&m| !lossless(l) && !lossless(m as usize))
+                    // (the twin's queue takes no cross traffic: a cable with UDP keeps its ACKs free)
+                    .filter(|&m| udp_on_link[l] == 0.0 && udp_on_link[m as usize] == 0.0)
+            })
+            .collect();
+    }
     // the receiver links whose request loops pace the fetches (mode Paced), simulated first
     let mut loops = vec![false; topo.links.len()];
     if starts == Starts::Paced {
@@ -671,6 +706,13 @@ fn one_pass(
     }
     // a representative's outcome for its cluster's other links, and its timeouts, drops and marks
     let mut transfers: HashMap<u32, (Transfer, [u64; 3])> = HashMap::new();
+    // a twin's part of a duplex simulation made at its cable's first link in `order`
+    let mut paired: HashMap<u32, LinkResult> = HashMap::new();
+    let mut order_pos = vec![usize::MAX; topo.links.len()];
+    order
+        .iter()
+        .enumerate()
+        .for_each(|(k, &l)| order_pos[l] = k);
     for &l in order {
         if rep_of[l] != l as u32 {
             continue;
@@ -679,8 +721,73 @@ fn one_pass(
         let cross = udp_on_link[l];
         let keep_loop = starts == Starts::Schedule || loops[l];
         let l = l as u32;
-        let flows = flows_at(ctx, traces, ids, l, keep_loop, &paced, held, &mut pos);
-        let r = simulate(&ctx.link(l, cross, flows))?;
+        let r = match paired.remove(&l) {
+            Some(r) => r,
+            None => {
+                let mut flows = flows_at(ctx, traces, ids, l, keep_loop, &paced, held, &mut pos);
+                let twin = ctx
+                    .twin
+                    .get(l as usize)
+                    .copied()
+                    .flatten()
+                    .filter(|&t| !on_link[t as usize].is_empty());
+                match twin {
+                    None => simulate(&ctx.link(l, cross, flows))?,
+                    Some(t) => {
+                        let n = flows.len();
+                        let tk = starts == Starts::Schedule || loops[t as usize];
+                        let back = flows_at(
+                            ctx,
+                            traces,
+                            &on_link[t as usize],
+                            t,
+                            tk,
+                            &paced,
+                            held,
+                            &mut pos,
+                        );
+                        flows.extend(back.into_iter().map(|mut f| {
+                            f.reverse = true;
+                            f.after = f.after.map(|a| a + n as u32);
+                            f
+                        }));
+                        let other = ctx.link(t, udp_on_link[t as usize], Vec::new());
+                        let mut sim = ctx.link(l, cross, flows);
+                        sim.twin = Some(Twin {
+                            link_bytes_per_s: other.link_bytes_per_s,
+                            queue_bytes: other.queue_bytes,
+                            red: other.red,
+                        });
+                        let r = simulate(&sim)?;
+                        let pending = order_pos[t as usize] > order_pos[l as usize]
+                            && rep_of[t as usize] == t;
+                        if pending {
+                            paired.insert(
+                                t,
+                                LinkResult {
+                                    fct_s: r.fct_s[n..].to_vec(),
+                                    start_s: r.start_s[n..].to_vec(),
+                                    timeouts: r.timeouts[n..].to_vec(),
+                                    drops: r.twin_drops,
+                                    marks: r.twin_marks,
+                                    twin_drops: 0,
+                                    twin_marks: 0,
+                                    cross_bytes_per_s: 0.0,
+                                    end_s: r.end_s,
+                                    events: 0,
+                                },
+                            );
+                        }
+                        LinkResult {
+                            fct_s: r.fct_s[..n].to_vec(),
+                            start_s: r.start_s[..n].to_vec(),
+                            timeouts: r.timeouts[..n].to_vec(),
+                            ..r
+                        }
+                    }
+                }
+            }
+        };
         let timeouts = r.timeouts.iter().map(|&x| u64::from(x)).sum::<u64>();
         summary.links_simulated += 1;
         summary.timeouts += timeouts;

@@ -69,6 +69,10 @@ pub struct TcpModel {
     /// The packet-faithful mode's receivers delay their ACKs (absent: every segment ACKed at once).
     #[serde(default)]
     pub delayed_ack: Option<DelayedAck>,
+    /// The packet-faithful mode's ACKs wait behind the data of the links they cross: each link is
+    /// simulated with the cable's other direction (false: ACKs cross no queue).
+    #[serde(default)]
+    pub queued_acks: bool,
 }
 fn queue() -> f64 {
     100.0
