@@ -182,3 +182,32 @@ def test_bad_delayed_ack_options_name_the_field(table: str, field: str) -> None:
     doc["matrix"] = {}
     with pytest.raises(SimSpecError, match=rf"t.toml: {field}: "):
         fabric_spec.parse(doc, "t.toml")
+
+
+def test_queued_acks_reach_the_core_and_the_report_says_where_acks_wait(tmp_path: Path) -> None:
+    # the all-to-all above (every host's link carries its sends one way and its receives the
+    # other), its ACKs crossing no queue and then queued behind the other direction's data
+    runs = {}
+    for name, extra in (("free", ""), ("queued", "queued_acks = true\n")):
+        spec = ALL_TO_ALL.replace("queue_packets = 1000\n", "queue_packets = 1000\n" + extra)
+        spec = spec.replace('name = "sim-a2a-cluster"', f'name = "sim-a2a-{name}"')
+        spec = spec.replace('"packet.cluster" = [false, true]\n', "")
+        (tmp_path / f"{name}.toml").write_text(spec)
+        (run,) = fabric.run_experiment(tmp_path / f"{name}.toml", tmp_path / name).doc["runs"]
+        md = report(tmp_path / name / f"sim-a2a-{name}.fabric.json", tmp_path / f"rep-{name}").read_text()
+        runs[name] = (run, " ".join(md.split()))
+    (free, free_md), (queued, queued_md) = runs["free"], runs["queued"]
+    assert not free["tcp"].get("queued_acks") and queued["tcp"]["queued_acks"] is True
+    # the ACKs' wait and bytes slow the shuffle
+    assert queued["result"]["fct"][0]["mean_s"] > free["result"]["fct"][0]["mean_s"]
+    assert "ACKs cross no queue." in free_md and "tcp.queued_acks = true simulates it" in free_md
+    assert "ACKs wait behind the other direction's data in every packet-faithful run" in queued_md
+    assert "their ACKs wait behind the other direction's data (tcp.queued_acks" in queued_md
+
+
+def test_bad_queued_acks_names_the_field() -> None:
+    bad = 'queue_packets = 1000\nqueued_acks = "sometimes"\n'
+    doc = tomllib.loads(ALL_TO_ALL.replace("queue_packets = 1000\n", bad))
+    doc["matrix"] = {}
+    with pytest.raises(SimSpecError, match=r"t.toml: tcp.queued_acks: "):
+        fabric_spec.parse(doc, "t.toml")

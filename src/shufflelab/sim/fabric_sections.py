@@ -31,7 +31,7 @@ def mode_line(doc: dict[str, Any], maxmin: str, packet: str) -> str:
     if n == 0:
         return f"Mode: {maxmin} for every run."
     what = "every run" if n == len(doc["runs"]) else f"{n} of {len(doc['runs'])} runs (the others max-min)"
-    return f"Mode: packet-faithful for {what}: {packet}" + receivers_note(doc) + clustering_note(doc)
+    return f"Mode: packet-faithful for {what}: {packet}" + receivers_note(doc) + acks_note(doc) + clustering_note(doc)
 
 
 def receivers_note(doc: dict[str, Any]) -> str:
@@ -51,6 +51,19 @@ def receivers_note(doc: dict[str, Any]) -> str:
     return (
         f" Receivers delay their ACKs as Linux's in {which} (one ACK per two segments, at once on a gap or "
         f"a change of DCTCP's mark; {how})."
+    )
+
+
+def acks_note(doc: dict[str, Any]) -> str:
+    """Where the packet-faithful runs' ACKs go (the spec's ``tcp.queued_acks``)."""
+    packet = [r for r in doc["runs"] if "packet" in r["result"]]
+    queued = [r for r in packet if (r.get("tcp") or {}).get("queued_acks")]
+    if not queued:
+        return " ACKs cross no queue."
+    which = "every packet-faithful run" if len(queued) == len(packet) else f"{len(queued)} of {len(packet)} runs"
+    return (
+        f" ACKs wait behind the other direction's data in {which} (each link simulated with its cable's other "
+        "direction; a sending host's own link and a cable with UDP keep their ACKs free)."
     )
 
 

@@ -64,6 +64,11 @@ class Tcp(BaseModel):
         description="Packet-faithful mode: receivers delay their ACKs as Linux's (absent: every segment ACKed "
         "at once).",
     )
+    queued_acks: bool = Field(
+        default=False,
+        description="Packet-faithful mode: ACKs wait behind the data of the cable's other direction (each link "
+        "simulated with it; a sending host's own link keeps its ACKs free). False: ACKs cross no queue.",
+    )
 
     def core(self) -> dict[str, Any]:
         """The Rust core's ``tcp`` (``TcpModel``), the discipline resolved."""
