@@ -161,6 +161,12 @@ def add_host_options(ap: argparse.ArgumentParser) -> None:
         help="the model's receivers delay their ACKs as Linux's (40 ms timer), QUICK segments ACKed one by one at "
         "a flow's start and IDLE_QUICK after a silence longer than the RTO (Linux: 5 16; ns-3: 0 0)",
     )
+    ap.add_argument(
+        "--sim-queued-acks",
+        action="store_true",
+        help="the model's ACKs wait behind the other direction's data (the spec's tcp.queued_acks: each link "
+        "simulated with its cable's other direction), as ns-3's do; without it they cross no queue",
+    )
 
 
 CWND_COUNT_RESET, CWR_RECOVERY, DCTCP_LOSS = "--cwndCntReset=true", "--cwrRecovery=true", "--dctcpLossHalves=true"
@@ -176,6 +182,12 @@ def two_tier_switch(a: argparse.Namespace) -> list[str]:
     jitter = [f"--sendJitter={a.send_jitter:g}"] if a.send_jitter > 0 else []
     fifo = ["--hostFifo=true"] if getattr(a, "linux_host_queue", False) else []
     return ([QUEUE_BYTES] if a.queue_bytes else []) + jitter + fifo
+
+
+def sim_tcp_extra(a: argparse.Namespace) -> dict[str, Any]:
+    """For :func:`add_host_options`' ``--sim-queued-acks``: what the model's fabric and applications specs
+    add to their ``tcp`` table."""
+    return {"queued_acks": True} if getattr(a, "sim_queued_acks", False) else {}
 
 
 def hosts_for(hosts: list[str], cc: str, ecn: bool = True) -> list[str]:

@@ -57,7 +57,15 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sim_vs_ns3 import CACHE, add_host_options, compile_ns3, host_settings, hosts_for, two_tier_switch  # noqa: E402
+from sim_vs_ns3 import (  # noqa: E402
+    CACHE,
+    add_host_options,
+    compile_ns3,
+    host_settings,
+    hosts_for,
+    sim_tcp_extra,
+    two_tier_switch,
+)
 from sim_vs_ns3_packet import difference_interval, ratio_interval, sign_verdict, verdict  # noqa: E402
 
 from shufflelab.sim import core  # noqa: E402
@@ -115,6 +123,8 @@ NS3_HOSTS: list[str] = []
 TWO_TIER_SWITCH: list[str] = []
 # --sim-delayed-ack: the model's receivers (the spec's tcp.delayed_ack; empty: every segment ACKed at once)
 SIM_DELAYED_ACK: dict[str, Any] = {}
+# --sim-queued-acks: the model's ACKs behind the other direction's data (the applications' tcp.queued_acks)
+SIM_TCP_EXTRA: dict[str, Any] = {}
 
 
 def ns3_args(cc: str, block_mb: float, order_seed: int) -> list[str]:
@@ -201,7 +211,7 @@ def sim_config(cc: str, block_mb: float, seed: int) -> dict[str, Any]:
     maps = n * MAPS_PER_HOST
     block = block_mb * 1e6
     tcp = {"cc": cc, "discipline": "step" if cc == "dctcp" else "droptail", "queue_packets": 100}
-    tcp |= {"mark_packets": 20, "ecn": False}
+    tcp |= {"mark_packets": 20, "ecn": False} | SIM_TCP_EXTRA
     if SIM_DELAYED_ACK:
         tcp["delayed_ack"] = dict(SIM_DELAYED_ACK)
     return {
@@ -303,6 +313,7 @@ def main() -> int:
     TWO_TIER_SWITCH[:] = two_tier_switch(a) + (["--ackPrio=true"] if a.ns3_acks_ahead else [])
     HOSTS_PER_LEAF[:] = [a.hosts_per_leaf]
     SIM_DELAYED_ACK.update(delayed)
+    SIM_TCP_EXTRA.update(sim_tcp_extra(a))
     load_stored_ns3(a.ns3_rows)
     binary: list[Path] = []  # compiled when a row is not stored
     rows: list[dict[str, Any]] = []

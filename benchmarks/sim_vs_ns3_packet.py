@@ -135,6 +135,7 @@ from sim_vs_ns3 import (  # noqa: E402
     compile_ns3,
     host_settings,
     hosts_for,
+    sim_tcp_extra,
     two_tier_switch,
 )
 from sim_vs_ns3_fabric import sim_config as alltoall_config  # noqa: E402
@@ -189,6 +190,8 @@ NS3_HOSTS: list[str] = []
 TWO_TIER_SWITCH: list[str] = []
 # --sim-delayed-ack: the model's receivers (the spec's tcp.delayed_ack; empty: every segment ACKed at once)
 SIM_DELAYED_ACK: dict[str, Any] = {}
+# --sim-queued-acks: the model's ACKs behind the other direction's data (the fabric specs' tcp.queued_acks)
+SIM_TCP_EXTRA: dict[str, Any] = {}
 
 
 def stored_ns3(args: list[str]) -> dict[str, Any] | None:
@@ -255,7 +258,7 @@ def ns3_incast(binary: Path, cc: str, n: int) -> dict[str, Any]:
 
 def incast_config(cc: str, n: int, mode: str) -> dict[str, Any]:
     tcp = {"cc": cc, "discipline": "step" if cc == "dctcp" else "droptail", "queue_packets": QUEUE}
-    tcp |= {"mark_packets": STEP_K, "ecn": False}
+    tcp |= {"mark_packets": STEP_K, "ecn": False} | SIM_TCP_EXTRA
     if SIM_DELAYED_ACK:
         tcp["delayed_ack"] = dict(SIM_DELAYED_ACK)
     config: dict[str, Any] = {
@@ -383,7 +386,7 @@ def ns3_alltoall(binary: Path, cc: str, uplink_gbps: float) -> dict[str, Any]:
 def sim_alltoall(cc: str, uplink_gbps: float, seed: int) -> dict[str, Any]:
     config = alltoall_config(uplink_gbps, "dctcp" if cc == "dctcp" else "cubic")
     tcp = {"cc": cc, "discipline": "step" if cc == "dctcp" else "droptail", "queue_packets": A2A_QUEUE}
-    tcp |= {"mark_packets": STEP_K, "ecn": False}
+    tcp |= {"mark_packets": STEP_K, "ecn": False} | SIM_TCP_EXTRA
     if SIM_DELAYED_ACK:
         tcp["delayed_ack"] = dict(SIM_DELAYED_ACK)
     config |= {"seed": seed, "mode": "packet", "tcp": tcp}
@@ -695,6 +698,7 @@ def main() -> int:
     NS3_HOSTS[:], delayed = host_settings(a)
     TWO_TIER_SWITCH[:] = two_tier_switch(a)
     SIM_DELAYED_ACK.update(delayed)
+    SIM_TCP_EXTRA.update(sim_tcp_extra(a))
     global FRESH_NS3, UDP_JITTER, UDP_RUNS, INCAST_RUNS, A2A_RUNS, ZERO_RUNS
     FRESH_NS3 = a.fresh_ns3
     if not 0 <= a.udp_jitter <= 1 or min(a.ns3_runs, a.ns3_incast_runs, a.ns3_a2a_runs, a.ns3_zero_runs) < 1:

@@ -156,3 +156,14 @@ def test_the_hosts_fifo_port_goes_to_the_two_tier_program_only_and_last() -> Non
     assert base.two_tier_switch(on) == ["--queueBytes=true", "--sendJitter=1", "--hostFifo=true"]
     assert base.host_settings(on)[0] == ["--linuxAcks=true"]
     assert "--hostFifo=true" not in base.two_tier_switch(ap.parse_args(["--queue-bytes"]))
+
+
+def test_queued_acks_go_to_the_model_s_tcp_table_only() -> None:
+    # a model option: ns-3's arguments (and so its stored rows' keys) stay as they were
+    ap = argparse.ArgumentParser()
+    base.add_host_options(ap)
+    on = ap.parse_args(["--linux-acks", "--queue-bytes", "--sim-queued-acks"])
+    off = ap.parse_args(["--linux-acks", "--queue-bytes"])
+    assert base.sim_tcp_extra(on) == {"queued_acks": True} and base.sim_tcp_extra(off) == {}
+    assert base.host_settings(on) == base.host_settings(off)
+    assert base.two_tier_switch(on) == base.two_tier_switch(off)
