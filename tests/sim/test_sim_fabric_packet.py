@@ -10,7 +10,7 @@ import pytest
 from simspecs import LEAF_SPINE_2X4
 
 from shufflelab.sim import fabric, fabric_spec
-from shufflelab.sim.fabric_report import report
+from shufflelab.sim.fabric_report import model_questions, report
 from shufflelab.sim.spec import SimSpecError
 
 SPEC = (
@@ -211,3 +211,15 @@ def test_bad_queued_acks_names_the_field() -> None:
     doc["matrix"] = {}
     with pytest.raises(SimSpecError, match=r"t.toml: tcp.queued_acks: "):
         fabric_spec.parse(doc, "t.toml")
+
+
+def test_the_headline_says_which_packet_runs_queue_their_acks() -> None:
+    def doc(queued: list[bool]) -> dict[str, object]:
+        runs = [{"result": {"packet": {}}, "tcp": {"cc": "dctcp", "queued_acks": q}} for q in queued]
+        return {"runs": runs}
+
+    assert "and their ACKs wait behind the other direction's data" in model_questions(doc([True, True]))
+    assert "nor ACKs waiting behind" in model_questions(doc([False, False]))
+    mixed = model_questions(doc([False, True]))
+    assert "in 1 of 2 packet-faithful runs their ACKs wait behind" in mixed
+    assert "the others do not model ACKs waiting behind" in mixed

@@ -123,14 +123,23 @@ def model_questions(doc: dict[str, Any], starts: str = "the fetches start on the
     if packet == 0:
         return maxmin
     queued = sum(1 for run in runs if "packet" in run["result"] and (run.get("tcp") or {}).get("queued_acks"))
-    acks = (
-        ", and their ACKs wait behind the other direction's data (tcp.queued_acks: each link simulated with its "
-        "cable's other direction, a sending host's own link apart)"
-        if queued == packet
-        else ", nor ACKs waiting behind the other direction's data (their ACKs cross no queue: in ns-3's two-way "
+    free = (
+        "ACKs waiting behind the other direction's data (their ACKs cross no queue: in ns-3's two-way "
         "all-to-alls that costs DCTCP 2.5-4.3 % of the shuffle against Cubic, which these runs cannot show; "
         "tcp.queued_acks = true simulates it)"
     )
+    if queued == packet:
+        acks = (
+            ", and their ACKs wait behind the other direction's data (tcp.queued_acks: each link simulated with "
+            "its cable's other direction, a sending host's own link apart)"
+        )
+    elif queued == 0:
+        acks = ", nor " + free
+    else:
+        acks = (
+            f"; in {queued} of {packet} packet-faithful runs their ACKs wait behind the other direction's data "
+            "(tcp.queued_acks), the others do not model " + free
+        )
     faithful = (
         "Packet-faithful runs: slow start, losses, RTOs, incast and marking are simulated on every saturated link, "
         "so they answer whether a congestion control helps where flows meet; they do not model queues in series "
