@@ -299,6 +299,12 @@ def main() -> int:
         help="a diagnostic: ns-3's leaf-spine ports serve pure ACKs before data (two_tier.cc --ackPrio=true), so "
         "they neither wait behind data nor are dropped there, as the model's ACKs",
     )
+    ap.add_argument(
+        "--ns3-acks-ahead-hosts",
+        action="store_true",
+        help="a diagnostic: ns-3's host links' ports (a host's own and its leaf's) serve pure ACKs before data "
+        "(two_tier.cc --ackPrioHosts=true)",
+    )
     ap.add_argument("--json", type=Path, help="write every row's figures here (what --ns3-rows reads)")
     ap.add_argument(
         "--ns3-rows", type=Path, nargs="+", default=[], help="ns-3's side of rows from earlier --json output"
@@ -311,6 +317,7 @@ def main() -> int:
     FRESH_NS3[0] = a.fresh_ns3
     NS3_HOSTS[:], delayed = host_settings(a)
     TWO_TIER_SWITCH[:] = two_tier_switch(a) + (["--ackPrio=true"] if a.ns3_acks_ahead else [])
+    TWO_TIER_SWITCH.extend(["--ackPrioHosts=true"] if a.ns3_acks_ahead_hosts else [])
     HOSTS_PER_LEAF[:] = [a.hosts_per_leaf]
     SIM_DELAYED_ACK.update(delayed)
     SIM_TCP_EXTRA.update(sim_tcp_extra(a))

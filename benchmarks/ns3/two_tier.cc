@@ -29,6 +29,8 @@
 //   payload, no SYN or FIN) wait in a band of their own served before the data (ns3::PrioQueueDisc,
 //   a class AckFilter below), so they neither queue behind data nor are dropped there: what the
 //   ACK path costs the senders (docs/results/sim-vs-ns3/loops.md).
+//   --ackPrioHosts=true (the same diagnostic): the host links' ports, a host's own and its leaf's
+//   port to it, serve pure ACKs first too.
 //
 // A window of one segment: ns-3's receivers ACK every second segment or after DelAckTimeout, 200 ms
 // by default, which equals the 200 ms minimum RTO set below, so the ACK of a lone segment loses the
@@ -85,6 +87,7 @@ class AckFilter : public PacketFilter {
 };
 NS_OBJECT_ENSURE_REGISTERED(AckFilter);
 static bool g_ackPrio = false;
+static bool g_ackPrioHosts = false;
 
 struct Flow {
   uint32_t src, dst;
@@ -241,6 +244,8 @@ int main(int argc, char *argv[]) {
   cmd.AddValue("queueBytes", "--queue and --markK in bytes of full segments (1502 B each), as a switch counts",
                queueBytes);
   cmd.AddValue("ackPrio", "the leaf-spine links serve pure ACKs in a band of their own before data (a diagnostic)", g_ackPrio);
+  cmd.AddValue("ackPrioHosts", "the host links' ports (a host's own and its leaf's) do the same (a diagnostic)",
+               g_ackPrioHosts);
   cmd.AddValue("hostFifo", "a host's own port a FIFO that neither marks nor drops (a Linux sender's qdisc)",
                hostFifo);
   cmd.AddValue("cc", "TCP congestion control TypeId", cc);
@@ -306,7 +311,8 @@ int main(int argc, char *argv[]) {
     return tc;
   };
   TrafficControlHelper hostPort = portQueue(hostGbps), upPort = portQueue(uplinkGbps);
-  if (g_ackPrio) {  // the leaf-spine ports: band 0 pure ACKs (unbounded), band 1 the port as above
+  // --ackPrio / --ackPrioHosts: band 0 pure ACKs (unbounded), band 1 the port as above
+  auto prioPort = [&](double gbps) {
     TrafficControlHelper tc;
     uint16_t handle = tc.SetRootQueueDisc("ns3::PrioQueueDisc");
     TrafficControlHelper::ClassIdList cid = tc.AddQueueDiscClasses(handle, 2, "ns3::QueueDiscClass");
@@ -315,15 +321,17 @@ int main(int argc, char *argv[]) {
       tc.AddChildQueueDisc(handle, cid[1], "ns3::FifoQueueDisc", "MaxSize", StringValue(limit));
     } else {
       tc.AddChildQueueDisc(handle, cid[1], "ns3::RedQueueDisc", "UseEcn", BooleanValue(true), "LinkBandwidth",
-                           StringValue(std::to_string(uplinkGbps * 1000) + "Mbps"), "LinkDelay", StringValue(delay),
+                           StringValue(std::to_string(gbps * 1000) + "Mbps"), "LinkDelay", StringValue(delay),
                            "MinTh", DoubleValue(double(markK) * unit), "MaxTh", DoubleValue(double(markK) * unit),
                            "MaxSize", StringValue(limit), "QW", DoubleValue(1.0), "LInterm", DoubleValue(1.0),
                            "Gentle", BooleanValue(false), "UseHardDrop", BooleanValue(false), "MeanPktSize",
                            UintegerValue(1500));
     }
     tc.AddPacketFilter(handle, "ns3::AckFilter");
-    upPort = tc;
-  }
+    return tc;
+  };
+  if (g_ackPrio) upPort = prioPort(uplinkGbps);
+  if (g_ackPrioHosts) hostPort = prioPort(hostGbps);
 
   Links links;
   std::vector<Ipv4Address> addr(nHosts);
