@@ -436,33 +436,58 @@ struct Pkt {
 
 const CROSS: u32 = u32::MAX;
 
+/// An ACK of transmission `tx` of `flow` (`ce`: it echoes a mark; `retx`: it answers a
+/// retransmission; `queued`: when that reached the queue; `cum`: the receiver's cumulative ACK, the
+/// next segment it expects).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct AckMsg {
+    flow: u32,
+    tx: u64,
+    ce: bool,
+    retx: bool,
+    queued: u64,
+    cum: u64,
+}
+
+impl AckMsg {
+    /// It as a pure ACK in the other direction's queue.
+    fn packet(self) -> Pkt {
+        Pkt {
+            flow: self.flow,
+            tx: self.tx,
+            seq: self.cum,
+            marked: self.ce,
+            retx: self.retx,
+            cwr: false,
+            queued: self.queued,
+            ack: true,
+        }
+    }
+
+    /// The ACK a pure ACK packet carries.
+    fn of_packet(p: &Pkt) -> Self {
+        AckMsg {
+            flow: p.flow,
+            tx: p.tx,
+            ce: p.marked,
+            retx: p.retx,
+            queued: p.queued,
+            cum: p.seq,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Ev {
     /// Flow `flow` starts sending.
     Start(u32),
     /// A flow of request loop `loop_id` frees its slot (after its delivery and `hold_s`).
     Free(u32),
-    /// The ACK of transmission `tx` of `flow` reaches its sender (`ce`: it echoes a mark; `cum`:
-    /// the receiver's cumulative ACK, the next segment it expects).
-    Ack {
-        flow: u32,
-        tx: u64,
-        ce: bool,
-        retx: bool,
-        queued: u64,
-        cum: u64,
-    },
-    /// The ACK of transmission `tx` of `flow` reaches the other direction's queue.
-    AckQueue {
-        flow: u32,
-        tx: u64,
-        ce: bool,
-        retx: bool,
-        queued: u64,
-        cum: u64,
-        /// It takes its bytes of the link (false: it goes in the same packet as the next one).
-        wire: bool,
-    },
+    /// The ACK reaches its sender.
+    Ack(AckMsg),
+    /// The ACK reaches the other direction's queue; `true`: it takes its bytes of the link
+    /// (false: it goes in the same packet as the next one).
+    AckQueue(AckMsg, bool),
     /// A packet of `flow` reaches the queue (after its access link).
     Arrive {
         flow: u32,
@@ -761,25 +786,7 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
     // when and as what a receiver's ACK leaves for its sender, sent at `now` (the queue's time)
     let ack_at = |ev: Ev, f: usize, now: u64, wire: bool| -> (u64, Ev) {
         match ev {
-            Ev::Ack {
-                flow,
-                tx,
-                ce,
-                retx,
-                queued,
-                cum,
-            } if twin => (
-                now + ack_q_ns[f],
-                Ev::AckQueue {
-                    flow,
-                    tx,
-                    ce,
-                    retx,
-                    queued,
-                    cum,
-                    wire,
-                },
-            ),
+            Ev::Ack(m) if twin => (now + ack_q_ns[f], Ev::AckQueue(m, wire)),
             e => (now + rtt_ns[f], e),
         }
     };
@@ -1062,15 +1069,7 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
             events += 1;
             if pkt.ack {
                 let f = pkt.flow as usize;
-                let ack = Ev::Ack {
-                    flow: pkt.flow,
-                    tx: pkt.tx,
-                    ce: pkt.marked,
-                    retx: pkt.retx,
-                    queued: pkt.queued,
-                    cum: pkt.seq,
-                };
-                pending.push(now + ack_rest_ns[f], ack);
+                pending.push(now + ack_rest_ns[f], Ev::Ack(AckMsg::of_packet(&pkt)));
                 continue;
             }
             if pkt.flow == CROSS {
@@ -1102,14 +1101,10 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                 }
             }
             s.rcv.deliver(pkt.seq);
-            let ack = Ev::Ack {
-                flow: pkt.flow,
-                tx: pkt.tx,
-                ce: pkt.marked,
-                retx: pkt.retx,
-                queued: pkt.queued,
+            let ack = Ev::Ack(AckMsg {
                 cum: s.rcv.next,
-            };
+                ..AckMsg::of_packet(&pkt)
+            });
             #[cfg(test)]
             {
                 s.acks_sent += 1;
@@ -1223,27 +1218,9 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                         arm_probe(s, f, now, &k, &mut pending);
                     }
                 }
-                Ev::AckQueue {
-                    flow,
-                    tx,
-                    ce,
-                    retx,
-                    queued,
-                    cum,
-                    wire,
-                } => {
-                    let pkt = Pkt {
-                        flow,
-                        tx,
-                        seq: cum,
-                        marked: ce,
-                        retx,
-                        cwr: false,
-                        queued,
-                        ack: true,
-                    };
-                    let back = 1 - usize::from(p.flows[flow as usize].reverse);
-                    qs[back].push(pkt, if wire { ACK_WIRE } else { 0 }, now);
+                Ev::AckQueue(m, wire) => {
+                    let back = 1 - usize::from(p.flows[m.flow as usize].reverse);
+                    qs[back].push(m.packet(), if wire { ACK_WIRE } else { 0 }, now);
                 }
                 Ev::Arrive {
                     flow,
@@ -1296,14 +1273,14 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                         }
                     }
                 }
-                Ev::Ack {
+                Ev::Ack(AckMsg {
                     flow,
                     tx,
                     ce,
                     retx,
                     queued,
                     cum,
-                } => {
+                }) => {
                     let s = &mut senders[flow as usize];
                     s.in_flight -= 1;
                     if s.hystart {
@@ -1783,7 +1760,7 @@ mod tests {
                     let ev = match kind {
                         0 => Ev::Start(flow),
                         1 => Ev::Arrive { flow, tx: x, seq: x, retx: false, cwr: false },
-                        2 => Ev::Ack { flow, tx: x, ce: false, retx: false, queued: 0, cum: 0 },
+                        2 => Ev::Ack(AckMsg { flow, tx: x, ce: false, retx: false, queued: 0, cum: 0 }),
                         3 => Ev::Cross,
                         _ => Ev::Timeout { flow, gen: x },
                     };
