@@ -234,12 +234,9 @@ fn loops_at_4_to_1(cc: &str, passes: Option<u32>) -> AppsResult {
     loops_at_4_to_1_seed(cc, passes, None)
 }
 
-/// [`loops_at_4_to_1`] with the run's seed `seed` (the tests' own when None).
-fn loops_at_4_to_1_seed(cc: &str, passes: Option<u32>, seed: Option<u64>) -> AppsResult {
+/// The configuration of [`loops_at_4_to_1`] under `cc` (the tests' seed).
+fn loops_config(cc: &str) -> AppsConfig {
     let mut c = iw_all_to_all("packet");
-    if let Some(s) = seed {
-        c.seed = s;
-    }
     c.tcp = two_apps("packet", cc).tcp;
     let maps = c.apps[0].stages[0].write_bytes.len();
     c.apps[0].stages[0].write_bytes = vec![8e5; maps];
@@ -250,6 +247,15 @@ fn loops_at_4_to_1_seed(cc: &str, passes: Option<u32>, seed: Option<u64>) -> App
              "host_delay_s": 1e-6, "uplink_delay_s": 1e-6}, "apps": []}"#,
     )
     .topology;
+    c
+}
+
+/// [`loops_at_4_to_1`] with the run's seed `seed` (the tests' own when None).
+fn loops_at_4_to_1_seed(cc: &str, passes: Option<u32>, seed: Option<u64>) -> AppsResult {
+    let mut c = loops_config(cc);
+    if let Some(s) = seed {
+        c.seed = s;
+    }
     crate::packet::PASSES_CAP.with(|p| p.set(passes));
     let r = run(&c);
     crate::packet::PASSES_CAP.with(|p| p.set(None));
@@ -352,12 +358,11 @@ fn dctcp_s_acks_behind_the_other_uplink_s_data_bring_its_loops_to_ns3_s_tail() {
     // the loops above with DCTCP: ns-3's mean FCT 1.16 ms and p99 3.7 ms over ten order seeds
     // (docs/results/sim-vs-ns3/loops.md), whose ACKs wait behind the other direction's data at
     // the leaf-spine ports; with them served first (two_tier.cc --ackPrio) 0.96 and 2.2 ms. The
-    // model's ACKs crossing no queue: 0.98 and 1.68 ms here; queued behind that data, with Linux's receivers
-    // as ns-3's (`--linuxAcks`: one ACK for two segments, quick ACKs at a flow's start), 1.11 and
-    // 2.64 ms
+    // model's ACKs crossing no queue: 0.98 and 1.68 ms here; queued behind that data, with
+    // Linux's receivers as ns-3's (`--linuxAcks`: one ACK for two segments, quick ACKs at a
+    // flow's start), 1.11 and 2.64 ms
     let run_with = |queued: bool| {
-        let mut c = iw_all_to_all("packet");
-        c.tcp = two_apps("packet", "dctcp").tcp;
+        let mut c = loops_config("dctcp");
         let t = c.tcp.as_mut().unwrap();
         t.queued_acks = queued;
         t.delayed_ack = Some(crate::linksim::DelayedAck {
@@ -365,15 +370,6 @@ fn dctcp_s_acks_behind_the_other_uplink_s_data_bring_its_loops_to_ns3_s_tail() {
             quick_acks: 5,
             idle_quick_acks: 16,
         });
-        let maps = c.apps[0].stages[0].write_bytes.len();
-        c.apps[0].stages[0].write_bytes = vec![8e5; maps];
-        c.apps[0].stages[1].read_bytes = vec![1e5 * maps as f64; 8];
-        c.topology = cfg(
-            r#"{"topology": {"kind": "leaf_spine", "leaves": 2, "hosts_per_leaf": 4,
-                 "spines": 1, "host_bytes_per_s": 1.25e9, "uplink_bytes_per_s": 1.25e9,
-                 "host_delay_s": 1e-6, "uplink_delay_s": 1e-6}, "apps": []}"#,
-        )
-        .topology;
         let r = run(&c);
         (r.fct[0].mean_s, r.fct[0].p99_s)
     };
