@@ -607,6 +607,9 @@ struct Sender {
     acks_for_flip: u64,
     #[cfg(test)]
     acks_for_cwr: u64,
+    /// Bytes its ACKs took of the other direction's link (with a twin).
+    #[cfg(test)]
+    ack_bytes: u64,
     /// Dropped transmissions not yet detected: (tx, segment, later arrivals seen, when it reached
     /// the queue in ns); a dropped retransmission counts no arrivals (`u32::MAX`): RACK finds it
     /// from the time a later one arrives (`rack_retransmissions`), or the timer does. RACK's
@@ -824,6 +827,8 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                 acks_for_flip: 0,
                 #[cfg(test)]
                 acks_for_cwr: 0,
+                #[cfg(test)]
+                ack_bytes: 0,
                 dropped: VecDeque::new(),
                 recover: 0,
                 high_seq: 0,
@@ -1057,7 +1062,7 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
         budget -= 1;
         let t_heap = pending.next_time();
         let t_q = qs[0].next_wakeup();
-        let t_r = qs[1].next_wakeup();
+        let t_r = if twin { qs[1].next_wakeup() } else { None };
         let Some(t) = [t_heap, t_q, t_r].into_iter().flatten().min() else {
             break;
         };
@@ -1065,7 +1070,10 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
             break;
         }
         now = t;
-        for pkt in std::iter::from_fn(|| qs[0].poll(now).or_else(|| qs[1].poll(now))) {
+        for pkt in std::iter::from_fn(|| match qs[0].poll(now) {
+            None if twin => qs[1].poll(now),
+            got => got,
+        }) {
             events += 1;
             if pkt.ack {
                 let f = pkt.flow as usize;
@@ -1220,7 +1228,12 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                 }
                 Ev::AckQueue(m, wire) => {
                     let back = 1 - usize::from(p.flows[m.flow as usize].reverse);
-                    qs[back].push(m.packet(), if wire { ACK_WIRE } else { 0 }, now);
+                    let bytes = if wire { ACK_WIRE } else { 0 };
+                    #[cfg(test)]
+                    {
+                        senders[m.flow as usize].ack_bytes += bytes;
+                    }
+                    qs[back].push(m.packet(), bytes, now);
                 }
                 Ev::Arrive {
                     flow,
@@ -2256,6 +2269,33 @@ mod tests {
         // behind up to 100 packets (1.2 ms) of the other direction's data at each round trip
         assert!(behind.fct_s[0] > 1.5 * alone, "{alone} {}", behind.fct_s[0]);
         assert!(behind.fct_s.iter().all(|f| f.is_finite()));
+    }
+
+    #[test]
+    fn a_delayed_ack_takes_one_packet_of_the_way_back_for_two_segments() {
+        // one flow alone, its twin empty: every segment's ACK is a packet of 66 bytes on the way
+        // back; with delayed ACKs (no quick ACKs) one packet for two segments, not two (counted
+        // until the flow is delivered: its last few ACKs are still on their way then)
+        let mut p = duplex(true, 0, 0.0);
+        let (_, every) = run(&p).unwrap();
+        assert_eq!(every[0].ack_bytes % ACK_WIRE, 0);
+        let every = every[0].ack_bytes / ACK_WIRE;
+        let segments = (p.flows[0].bytes / p.mss_bytes).ceil() as u64;
+        assert!(
+            every <= segments && every + 10 >= segments,
+            "{every} for {segments}"
+        );
+        p.delayed_ack = Some(DelayedAck {
+            quick_acks: 0,
+            idle_quick_acks: 0,
+            ..linux_acks()
+        });
+        let (_, delayed) = run(&p).unwrap();
+        let delayed = delayed[0].ack_bytes / ACK_WIRE;
+        assert!(
+            delayed + 5 >= segments / 2 && delayed <= segments / 2 + 2,
+            "{delayed} ACK packets for {segments} segments"
+        );
     }
 
     #[test]
