@@ -131,7 +131,7 @@ def model_questions(doc: dict[str, Any], starts: str = "the fetches start on the
     if queued == packet:
         acks = (
             ", and their ACKs wait behind the other direction's data (tcp.queued_acks: each link simulated with "
-            "its cable's other direction, a sending host's own link apart)"
+            "its cable's other direction; in the applications' mode a sending host's own link keeps its ACKs free)"
         )
     elif queued == 0:
         acks = ", nor " + free

@@ -63,7 +63,7 @@ def acks_note(doc: dict[str, Any]) -> str:
     which = "every packet-faithful run" if len(queued) == len(packet) else f"{len(queued)} of {len(packet)} runs"
     return (
         f" ACKs wait behind the other direction's data in {which} (each link simulated with its cable's other "
-        "direction; a sending host's own link and a cable with UDP keep their ACKs free)."
+        "direction; a cable with UDP, and in the applications' mode a sending host's own link, keep their ACKs free)."
     )
 
 

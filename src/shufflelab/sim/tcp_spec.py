@@ -67,7 +67,8 @@ class Tcp(BaseModel):
     queued_acks: bool = Field(
         default=False,
         description="Packet-faithful mode: ACKs wait behind the data of the cable's other direction (each link "
-        "simulated with it; a sending host's own link keeps its ACKs free). False: ACKs cross no queue.",
+        "simulated with it; a cable with UDP, and in the applications' mode a sending host's own link, keep their "
+        "ACKs free). False: ACKs cross no queue.",
     )
 
     def core(self) -> dict[str, Any]:
