@@ -273,6 +273,7 @@ mod tests {
                 loop_slots: 0,
                 reverse: false,
                 ack_queue_s: 0.0,
+                ingress: None,
             })
             .collect()
     }

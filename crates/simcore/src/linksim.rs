@@ -53,7 +53,9 @@
 //! segment past its window, or else its last segment again if that was dropped; the probe's
 //! arrival marks every drop sent before it lost (RACK: sent earlier by far more than its
 //! reordering window), once per episode, and the timer restarts from it.
-//! Each sender injects its packets no faster than its access link (`access_bytes_per_s`); a
+//! Each sender injects its packets no faster than its access link (`access_bytes_per_s`), and
+//! flows that enter from one shared link (`ingress`, a sending host's own link) take turns on it,
+//! one packet at a time at its rate, in the order their packets reach it; a
 //! flow's last segment carries what is left of its bytes (its wire size in the queue, as a
 //! byte-counting port admits and sends it). The propagation of a flow's
 //! round trip is all after the queue: a packet's ACK reaches its sender `base_rtt_s` after it
@@ -136,6 +138,11 @@ pub struct LinkFlow {
     /// queue (s); the rest of its round trip after that queue.
     #[serde(default)]
     pub ack_queue_s: f64,
+    /// The link it enters this one from, shared with the other flows that name it (an index of
+    /// [`LinkSim::ingress_bytes_per_s`]): their packets take turns on it (a sending host's own
+    /// link: one packet at a time whichever of its flows sends). None: its own access link only.
+    #[serde(default)]
+    pub ingress: Option<u32>,
 }
 
 /// The cable's other direction, simulated with the link: each flow's ACKs wait behind the other
@@ -211,6 +218,9 @@ pub struct LinkSim {
     /// The cable's other direction in the same simulation; absent: ACKs cross no queue.
     #[serde(default)]
     pub twin: Option<Twin>,
+    /// The rates (wire bytes/s) of the links the flows enter from ([`LinkFlow::ingress`]).
+    #[serde(default)]
+    pub ingress_bytes_per_s: Vec<f64>,
     pub flows: Vec<LinkFlow>,
 }
 
@@ -355,7 +365,17 @@ impl LinkSim {
                 );
             }
         }
+        if let Some(i) = self.ingress_bytes_per_s.iter().position(|&r| !pos(r)) {
+            return Err(format!("link.ingress_bytes_per_s[{i}]: must be > 0"));
+        }
         for (i, f) in self.flows.iter().enumerate() {
+            if f.ingress
+                .is_some_and(|g| g as usize >= self.ingress_bytes_per_s.len())
+            {
+                return Err(format!(
+                    "link.flows[{i}].ingress: not an index of link.ingress_bytes_per_s"
+                ));
+            }
             let ack_ok = f.ack_queue_s >= 0.0 && f.ack_queue_s <= f.base_rtt_s;
             if (f.reverse && self.twin.is_none()) || !ack_ok {
                 return Err(format!(
@@ -506,6 +526,14 @@ enum Ev {
     DelAck { flow: u32, gen: u64 },
     /// The next cross-traffic packet arrives.
     Cross,
+    /// A packet of `flow` reaches its shared ingress link ([`LinkFlow::ingress`]).
+    Ingress {
+        flow: u32,
+        tx: u64,
+        seq: u64,
+        retx: bool,
+        cwr: bool,
+    },
 }
 
 /// The pending events, taken in the order of `(time, Ev)` (what one binary heap of them gives):
@@ -628,6 +656,8 @@ struct Sender {
     /// Injection: the access link is free from this time on (ns).
     access_free: u64,
     access_ns: u64,
+    /// The shared ingress link it enters from ([`LinkFlow::ingress`]).
+    ingress: Option<u32>,
     rto_gen: u64,
     /// When the retransmission timer armed last is due (ns).
     rto_at: u64,
@@ -726,6 +756,8 @@ struct Consts {
     /// What a loss-based control keeps of its window at a cut.
     keep: f64,
     min_cwnd: u64,
+    /// Per shared ingress link, its packet time (ns).
+    ingress_ns: Vec<u64>,
 }
 
 /// Simulate the link and its flows.
@@ -768,6 +800,11 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
         ect,
         keep,
         min_cwnd,
+        ingress_ns: p
+            .ingress_bytes_per_s
+            .iter()
+            .map(|&r| (p.wire_bytes / r * NS).round() as u64)
+            .collect(),
     };
     let mut qs: [EgressQueue<Pkt>; 2] = [
         EgressQueue::new(p.port(), 0),
@@ -837,6 +874,7 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                 grow: 0.0,
                 received: 0,
                 access_free: start,
+                ingress: f.ingress,
                 access_ns: if f.access_bytes_per_s > 0.0 {
                     (p.wire_bytes / f.access_bytes_per_s * NS).round() as u64
                 } else {
@@ -915,6 +953,8 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
     }
     let (mut drops, mut marks, mut cross_bytes, mut events) = (0u64, 0u64, 0u64, 0u64);
     let (mut twin_drops, mut twin_marks) = (0u64, 0u64);
+    // per shared ingress link, when it is free (ns)
+    let mut ingress_free = vec![0u64; p.ingress_bytes_per_s.len()];
     let mut left = senders.len();
     let mut now = 0u64;
     // Bounded: far above any real need (each segment is sent, queued and ACKed a few times).
@@ -949,6 +989,18 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
         s.cwr &= !cwr;
         let at = now.max(s.access_free);
         s.access_free = at + s.access_ns;
+        if s.ingress.is_some() {
+            // then one packet at a time on the link it shares with the others entering from it
+            let ev = Ev::Ingress {
+                flow: f,
+                tx,
+                seq,
+                retx,
+                cwr,
+            };
+            pending.push(at, ev);
+            return;
+        }
         // a host's send times wander by up to a packet time of the link (interrupts, the
         // NIC): without it a full drop-tail queue locks to the senders' phases and always
         // admits the same flow (Floyd and Jacobson's phase effects)
@@ -1234,6 +1286,26 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                         senders[m.flow as usize].ack_bytes += bytes;
                     }
                     qs[back].push(m.packet(), bytes, now);
+                }
+                Ev::Ingress {
+                    flow,
+                    tx,
+                    seq,
+                    retx,
+                    cwr,
+                } => {
+                    let g = senders[flow as usize].ingress.unwrap_or(0) as usize;
+                    let at = now.max(ingress_free[g]);
+                    ingress_free[g] = at + k.ingress_ns[g];
+                    let at = at + rng.random_range(0..k.tx_ns);
+                    let ev = Ev::Arrive {
+                        flow,
+                        tx,
+                        seq,
+                        retx,
+                        cwr,
+                    };
+                    pending.push(at, ev);
                 }
                 Ev::Arrive {
                     flow,
@@ -1837,6 +1909,7 @@ mod tests {
             rack_retransmissions: true,
             rack_reorder_timer: false,
             twin: None,
+            ingress_bytes_per_s: Vec::new(),
             flows: vec![
                 LinkFlow {
                     bytes: 200e3,
@@ -1851,10 +1924,49 @@ mod tests {
                     loop_slots: 0,
                     reverse: false,
                     ack_queue_s: 0.0,
+                    ingress: None,
                 };
                 16
             ],
         }
+    }
+
+    #[test]
+    fn flows_entering_from_one_link_take_turns_on_it() {
+        // two Reno flows whose own access links are as fast as the link: apart they fill it, through
+        // one ingress link of half its rate (one sending host's) they get half of it together
+        let mut p = crowded(1);
+        p.queue_bytes = 200.0 * p.wire_bytes;
+        p.flows.truncate(2);
+        p.flows.iter_mut().for_each(|f| {
+            f.bytes = 2e6;
+            f.access_bytes_per_s = p.link_bytes_per_s;
+        });
+        let wire = 2.0 * 2e6 / p.mss_bytes * p.wire_bytes;
+        let apart = run(&p).unwrap().0;
+        p.ingress_bytes_per_s = vec![0.5 * p.link_bytes_per_s];
+        p.flows.iter_mut().for_each(|f| f.ingress = Some(0));
+        let shared = run(&p).unwrap().0;
+        // at half the link's rate no queue builds
+        assert_eq!(shared.drops, 0);
+        let rate = |r: &LinkResult| wire / r.fct_s.iter().copied().fold(0.0, f64::max);
+        assert!(rate(&apart) > 0.9 * p.link_bytes_per_s, "{apart:?}");
+        let half = 0.5 * p.link_bytes_per_s;
+        assert!(
+            rate(&shared) <= half && rate(&shared) > 0.9 * half,
+            "{shared:?}"
+        );
+        // the two alike flows share it alike
+        let (a, b) = (shared.fct_s[0], shared.fct_s[1]);
+        assert!((a - b).abs() < 0.05 * a.max(b), "{shared:?}");
+        // an index past the list, a rate not above 0: refused by name
+        p.flows[1].ingress = Some(1);
+        let e = p.validate().unwrap_err();
+        assert!(e.contains("flows[1].ingress"), "{e}");
+        p.flows[1].ingress = Some(0);
+        p.ingress_bytes_per_s = vec![0.0];
+        let e = p.validate().unwrap_err();
+        assert!(e.contains("ingress_bytes_per_s[0]"), "{e}");
     }
 
     #[test]
@@ -2243,6 +2355,7 @@ mod tests {
             base_rtt_s: rtt,
             one_way_s: rtt / 2.0,
             ack_queue_s: rtt / 2.0,
+            ingress: None,
             ..p.flows[0]
         };
         p.flows = vec![flow];

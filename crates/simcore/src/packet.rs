@@ -202,6 +202,7 @@ impl Ctx<'_> {
             // Linux's reordering window and timer, as the reference's `--rackReo` (`387e4eb`)
             rack_reorder_timer: true,
             twin: None,
+            ingress_bytes_per_s: Vec::new(),
             flows,
         }
     }
@@ -222,6 +223,7 @@ impl Ctx<'_> {
             .map(|&h| links[h as usize].delay_s)
             .sum();
         LinkFlow {
+            ingress: None,
             reverse: false,
             // its ACK reaches the cable's other direction after the receiver and the hops back
             ack_queue_s: (prop + ser + after).min(2.0 * prop + ser),

@@ -115,6 +115,7 @@ fn bottleneck(cc: Cc, udp_share: f64) -> LinkSim {
         rack_retransmissions: true,
         rack_reorder_timer: false,
         twin: None,
+        ingress_bytes_per_s: Vec::new(),
         flows: vec![
             LinkFlow {
                 bytes: 20e6,
@@ -129,6 +130,7 @@ fn bottleneck(cc: Cc, udp_share: f64) -> LinkSim {
                 loop_slots: 0,
                 reverse: false,
                 ack_queue_s: 0.0,
+                ingress: None,
             };
             4
         ],
