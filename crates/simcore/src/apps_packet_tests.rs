@@ -354,13 +354,14 @@ fn every_pass_that_could_have_been_kept_gives_its_job_time() {
 }
 
 #[test]
-fn dctcp_s_acks_behind_the_other_uplink_s_data_bring_its_loops_to_ns3_s_tail() {
+fn dctcp_s_acks_behind_the_other_uplink_s_data_lengthen_its_loops_tail_short_of_ns3_s() {
     // the loops above with DCTCP: ns-3's mean FCT 1.16 ms and p99 3.7 ms over ten order seeds
     // (docs/results/sim-vs-ns3/loops.md), whose ACKs wait behind the other direction's data at
     // the leaf-spine ports; with them served first (two_tier.cc --ackPrio) 0.96 and 2.2 ms. The
-    // model's ACKs crossing no queue: 0.98 and 1.68 ms here; queued behind that data, with
+    // model's ACKs crossing no queue: 1.00 and 1.68 ms here; queued behind that data, with
     // Linux's receivers as ns-3's (`--linuxAcks`: one ACK for two segments, quick ACKs at a
-    // flow's start), 1.11 and 2.64 ms
+    // flow's start), 1.00 and 2.06 ms. (1.11 and 2.64 ms while a host's fetches could each send
+    // at its link's rate at once, more than the link carries.)
     let run_with = |queued: bool| {
         let mut c = loops_config("dctcp");
         let t = c.tcp.as_mut().unwrap();
@@ -379,9 +380,9 @@ fn dctcp_s_acks_behind_the_other_uplink_s_data_bring_its_loops_to_ns3_s_tail() {
         free.0 < 0.9 * ns3_mean && free.1 < 0.5 * ns3_p99,
         "{free:?}"
     );
-    assert!((queued.0 - ns3_mean).abs() < 0.1 * ns3_mean, "{queued:?}");
+    assert!((queued.0 - ns3_mean).abs() < 0.2 * ns3_mean, "{queued:?}");
     assert!(
-        queued.1 > 0.7 * ns3_p99 && queued.1 > 1.5 * free.1,
-        "{queued:?}"
+        queued.1 > 1.15 * free.1 && queued.1 < 0.7 * ns3_p99,
+        "{queued:?} {free:?}"
     );
 }

@@ -173,8 +173,23 @@ struct Ctx<'a> {
 
 impl Ctx<'_> {
     /// Link `l`'s simulation (its RED draws and send-time jitter seeded by the run's seed and `l`).
-    fn link(&self, l: u32, cross: f64, flows: Vec<LinkFlow>) -> LinkSim {
+    fn link(&self, l: u32, cross: f64, mut flows: Vec<LinkFlow>) -> LinkSim {
         let cap = self.topo.links[l as usize].capacity;
+        // the links the flows enter from (topology ids in `flow_at`) as indices of this simulation
+        let mut ingress: Vec<u32> = Vec::new();
+        for f in &mut flows {
+            if let Some(g) = f.ingress {
+                let i = ingress.iter().position(|&x| x == g).unwrap_or_else(|| {
+                    ingress.push(g);
+                    ingress.len() - 1
+                });
+                f.ingress = Some(i as u32);
+            }
+        }
+        let ingress_bytes_per_s = ingress
+            .iter()
+            .map(|&g| self.topo.links[g as usize].capacity)
+            .collect();
         let horizon = flows.iter().map(|f| f.start_s).fold(0.0, f64::max) + 120.0;
         let lossless = self.lossless.get(l as usize).copied().unwrap_or(false);
         LinkSim {
@@ -202,7 +217,7 @@ impl Ctx<'_> {
             // Linux's reordering window and timer, as the reference's `--rackReo` (`387e4eb`)
             rack_reorder_timer: true,
             twin: None,
-            ingress_bytes_per_s: Vec::new(),
+            ingress_bytes_per_s,
             flows,
         }
     }
@@ -223,7 +238,8 @@ impl Ctx<'_> {
             .map(|&h| links[h as usize].delay_s)
             .sum();
         LinkFlow {
-            ingress: None,
+            // the link before this one on its path (a topology id until `link` numbers them)
+            ingress: k.checked_sub(1).map(|j| t.path[j]),
             reverse: false,
             // its ACK reaches the cable's other direction after the receiver and the hops back
             ack_queue_s: (prop + ser + after).min(2.0 * prop + ser),
