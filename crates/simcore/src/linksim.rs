@@ -497,6 +497,17 @@ impl AckMsg {
     }
 }
 
+/// Transmission `tx` of segment `seq` of `flow` on its way to the queue (`retx`: sent again;
+/// `cwr`: it says the sender cut its window).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Sent {
+    flow: u32,
+    tx: u64,
+    seq: u64,
+    retx: bool,
+    cwr: bool,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Ev {
     /// Flow `flow` starts sending.
@@ -508,14 +519,8 @@ enum Ev {
     /// The ACK reaches the other direction's queue; `true`: it takes its bytes of the link
     /// (false: it goes in the same packet as the next one).
     AckQueue(AckMsg, bool),
-    /// A packet of `flow` reaches the queue (after its access link).
-    Arrive {
-        flow: u32,
-        tx: u64,
-        seq: u64,
-        retx: bool,
-        cwr: bool,
-    },
+    /// A packet reaches the queue (after its access link).
+    Arrive(Sent),
     /// The retransmission timer of `flow`, armed as its `gen`-th.
     Timeout { flow: u32, gen: u64 },
     /// The tail loss probe's timer of `flow` (one pending at a time: `Sender::tlp_pending`).
@@ -526,14 +531,8 @@ enum Ev {
     DelAck { flow: u32, gen: u64 },
     /// The next cross-traffic packet arrives.
     Cross,
-    /// A packet of `flow` reaches its shared ingress link ([`LinkFlow::ingress`]).
-    Ingress {
-        flow: u32,
-        tx: u64,
-        seq: u64,
-        retx: bool,
-        cwr: bool,
-    },
+    /// A packet reaches its flow's shared ingress link ([`LinkFlow::ingress`]).
+    Ingress(Sent),
 }
 
 /// The pending events, taken in the order of `(time, Ev)` (what one binary heap of them gives):
@@ -989,32 +988,23 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
         s.cwr &= !cwr;
         let at = now.max(s.access_free);
         s.access_free = at + s.access_ns;
+        let sent = Sent {
+            flow: f,
+            tx,
+            seq,
+            retx,
+            cwr,
+        };
         if s.ingress.is_some() {
             // then one packet at a time on the link it shares with the others entering from it
-            let ev = Ev::Ingress {
-                flow: f,
-                tx,
-                seq,
-                retx,
-                cwr,
-            };
-            pending.push(at, ev);
+            pending.push(at, Ev::Ingress(sent));
             return;
         }
         // a host's send times wander by up to a packet time of the link (interrupts, the
         // NIC): without it a full drop-tail queue locks to the senders' phases and always
         // admits the same flow (Floyd and Jacobson's phase effects)
         let at = at + rng.random_range(0..k.tx_ns);
-        pending.push(
-            at,
-            Ev::Arrive {
-                flow: f,
-                tx,
-                seq,
-                retx,
-                cwr,
-            },
-        );
+        pending.push(at, Ev::Arrive(sent));
     }
 
     // Send what the window of `f` allows at `now`; whether a new segment went.
@@ -1287,33 +1277,20 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
                     }
                     qs[back].push(m.packet(), bytes, now);
                 }
-                Ev::Ingress {
-                    flow,
-                    tx,
-                    seq,
-                    retx,
-                    cwr,
-                } => {
-                    let g = senders[flow as usize].ingress.unwrap_or(0) as usize;
+                Ev::Ingress(sent) => {
+                    let g = senders[sent.flow as usize].ingress.unwrap_or(0) as usize;
                     let at = now.max(ingress_free[g]);
                     ingress_free[g] = at + k.ingress_ns[g];
                     let at = at + rng.random_range(0..k.tx_ns);
-                    let ev = Ev::Arrive {
-                        flow,
-                        tx,
-                        seq,
-                        retx,
-                        cwr,
-                    };
-                    pending.push(at, ev);
+                    pending.push(at, Ev::Arrive(sent));
                 }
-                Ev::Arrive {
+                Ev::Arrive(Sent {
                     flow,
                     tx,
                     seq,
                     retx,
                     cwr,
-                } => {
+                }) => {
                     let s = &mut senders[flow as usize];
                     // a retransmission is not ECN-capable under classic ECN (RFC 3168 6.1.5,
                     // Linux's tcp_ecn_send, ns-3's ECN_RESTRICTION_MAP): a queue that would mark
@@ -1844,7 +1821,7 @@ mod tests {
                 for (kind, d, flow, x) in pushes {
                     let ev = match kind {
                         0 => Ev::Start(flow),
-                        1 => Ev::Arrive { flow, tx: x, seq: x, retx: false, cwr: false },
+                        1 => Ev::Arrive(Sent { flow, tx: x, seq: x, retx: false, cwr: false }),
                         2 => Ev::Ack(AckMsg { flow, tx: x, ce: false, retx: false, queued: 0, cum: 0 }),
                         3 => Ev::Cross,
                         _ => Ev::Timeout { flow, gen: x },
