@@ -175,21 +175,19 @@ impl Ctx<'_> {
     /// Link `l`'s simulation (its RED draws and send-time jitter seeded by the run's seed and `l`).
     fn link(&self, l: u32, cross: f64, mut flows: Vec<LinkFlow>) -> LinkSim {
         let cap = self.topo.links[l as usize].capacity;
-        // the links the flows enter from (topology ids in `flow_at`) as indices of this simulation
-        let mut ingress: Vec<u32> = Vec::new();
+        // the links the flows enter from (topology ids in `flow_at`) as indices of this simulation,
+        // numbered in the order they first appear
+        let mut index: HashMap<u32, u32> = HashMap::new();
+        let mut ingress_bytes_per_s: Vec<f64> = Vec::new();
         for f in &mut flows {
             if let Some(g) = f.ingress {
-                let i = ingress.iter().position(|&x| x == g).unwrap_or_else(|| {
-                    ingress.push(g);
-                    ingress.len() - 1
+                let i = *index.entry(g).or_insert_with(|| {
+                    ingress_bytes_per_s.push(self.topo.links[g as usize].capacity);
+                    ingress_bytes_per_s.len() as u32 - 1
                 });
-                f.ingress = Some(i as u32);
+                f.ingress = Some(i);
             }
         }
-        let ingress_bytes_per_s = ingress
-            .iter()
-            .map(|&g| self.topo.links[g as usize].capacity)
-            .collect();
         let horizon = flows.iter().map(|f| f.start_s).fold(0.0, f64::max) + 120.0;
         let lossless = self.lossless.get(l as usize).copied().unwrap_or(false);
         LinkSim {
