@@ -274,6 +274,7 @@ mod tests {
                 reverse: false,
                 ack_queue_s: 0.0,
                 ingress: None,
+                back: None,
             })
             .collect()
     }

@@ -143,6 +143,20 @@ pub struct LinkFlow {
     /// link: one packet at a time whichever of its flows sends). None: its own access link only.
     #[serde(default)]
     pub ingress: Option<u32>,
+    /// Its ACKs' way back, an index of [`LinkSim::back_paths`]: the loaded links they cross after
+    /// the receiver, each's queue as its own simulation left it ([`simulate_with`]). None: they
+    /// cross no queue (or the twin's, with one).
+    #[serde(default)]
+    pub back: Option<u32>,
+}
+
+/// A loaded link on a way back ([`LinkSim::back_paths`]): one of the queues given to
+/// [`simulate_with`], and the time from the point before it (the receiver, or the hop before) to
+/// it (s).
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize, Serialize)]
+pub struct BackHop {
+    pub queue: u32,
+    pub after_s: f64,
 }
 
 /// The cable's other direction, simulated with the link: each flow's ACKs wait behind the other
@@ -221,6 +235,14 @@ pub struct LinkSim {
     /// The rates (wire bytes/s) of the links the flows enter from ([`LinkFlow::ingress`]).
     #[serde(default)]
     pub ingress_bytes_per_s: Vec<f64>,
+    /// The ways back of the flows' ACKs ([`LinkFlow::back`]), each its hops in order: an ACK waits
+    /// at each hop behind every packet queued there before it came (FIFO), never dropped.
+    #[serde(default)]
+    pub back_paths: Vec<Vec<BackHop>>,
+    /// Record when each packet was queued here and when it left ([`LinkResult::departures`]): the
+    /// queue another link's ACKs cross on their way back.
+    #[serde(default)]
+    pub record_departures: bool,
     pub flows: Vec<LinkFlow>,
 }
 
@@ -318,6 +340,10 @@ pub struct LinkResult {
     pub cross_bytes_per_s: f64,
     pub end_s: f64,
     pub events: u64,
+    /// With [`LinkSim::record_departures`]: per packet that left this link's queue, in order, when
+    /// it was queued and when it was on the wire (ns; a whole segment's time after it started).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub departures: Vec<(u64, u64)>,
 }
 
 impl LinkSim {
@@ -374,6 +400,16 @@ impl LinkSim {
             {
                 return Err(format!(
                     "link.flows[{i}].ingress: not an index of link.ingress_bytes_per_s"
+                ));
+            }
+            if f.back.is_some_and(|b| b as usize >= self.back_paths.len()) {
+                return Err(format!(
+                    "link.flows[{i}].back: not an index of link.back_paths"
+                ));
+            }
+            if f.back.is_some() && self.twin.is_some() {
+                return Err(format!(
+                    "link.flows[{i}].back: a way back and a twin exclude each other"
                 ));
             }
             let ack_ok = f.ack_queue_s >= 0.0 && f.ack_queue_s <= f.base_rtt_s;
@@ -761,12 +797,27 @@ struct Consts {
 
 /// Simulate the link and its flows.
 pub fn simulate(p: &LinkSim) -> Result<LinkResult, String> {
-    run(p).map(|(r, _)| r)
+    run(p, &[]).map(|(r, _)| r)
 }
 
-/// [`simulate`], and every sender's state at the end.
-fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
+/// [`simulate`] with the queues the flows' ACKs cross on their way back ([`LinkSim::back_paths`]):
+/// per queue, each packet it sent, in order, as (queued, left) in ns ([`LinkResult::departures`]).
+pub fn simulate_with(p: &LinkSim, back: &[&[(u64, u64)]]) -> Result<LinkResult, String> {
+    run(p, back).map(|(r, _)| r)
+}
+
+/// [`simulate_with`], and every sender's state at the end.
+fn run(p: &LinkSim, back: &[&[(u64, u64)]]) -> Result<(LinkResult, Vec<Sender>), String> {
     p.validate()?;
+    for (w, hops) in p.back_paths.iter().enumerate() {
+        for (j, h) in hops.iter().enumerate() {
+            if h.queue as usize >= back.len() || !(h.after_s >= 0.0 && h.after_s.is_finite()) {
+                return Err(format!(
+                    "link.back_paths[{w}][{j}]: queue not given, or after_s not >= 0"
+                ));
+            }
+        }
+    }
     let mss = p.mss_bytes.round() as u64;
     let wire = p.wire_bytes.round() as u64;
     let min_cwnd = 2 * mss;
@@ -822,13 +873,52 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
         .map(|(r, a)| r.saturating_sub(*a))
         .collect();
     let twin = p.twin.is_some();
+    // each way back's hops: its queue and the ns from the point before
+    let back_ns: Vec<Vec<(usize, u64)>> = p
+        .back_paths
+        .iter()
+        .map(|hops| {
+            hops.iter()
+                .map(|h| (h.queue as usize, (h.after_s * NS).round() as u64))
+                .collect()
+        })
+        .collect();
+    let one_way_ns: Vec<u64> = p
+        .flows
+        .iter()
+        .map(|f| (f.one_way_s * NS).round() as u64)
+        .collect();
+    // per flow, when its last ACK reached it over its way back (they keep their order)
+    let mut back_last = vec![0u64; p.flows.len()];
     // when and as what a receiver's ACK leaves for its sender, sent at `now` (the queue's time)
-    let ack_at = |ev: Ev, f: usize, now: u64, wire: bool| -> (u64, Ev) {
+    let mut ack_at = |ev: Ev, f: usize, now: u64, wire: bool| -> (u64, Ev) {
         match ev {
             Ev::Ack(m) if twin => (now + ack_q_ns[f], Ev::AckQueue(m, wire)),
-            e => (now + rtt_ns[f], e),
+            e => match p.flows[f].back {
+                None => (now + rtt_ns[f], e),
+                Some(w) => {
+                    // at each hop behind every packet queued there before it came
+                    let mut at = now + one_way_ns[f];
+                    let mut wait = 0;
+                    for &(q, after) in &back_ns[w as usize] {
+                        at += after;
+                        let sent = back[q];
+                        let i = sent.partition_point(|d| d.0 <= at);
+                        if let Some(&(_, left)) = i.checked_sub(1).map(|i| &sent[i]) {
+                            if left > at {
+                                wait += left - at;
+                                at = left;
+                            }
+                        }
+                    }
+                    let t = (now + rtt_ns[f] + wait).max(back_last[f]);
+                    back_last[f] = t;
+                    (t, e)
+                }
+            },
         }
     };
+    let mut departures: Vec<(u64, u64)> = Vec::new();
     let mut pending = Events::new();
     let mut senders: Vec<Sender> = p
         .flows
@@ -1117,6 +1207,11 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
             got => got,
         }) {
             events += 1;
+            if p.record_departures && !twin {
+                // its transmission starts now (the port's bucket let it go): what comes after it
+                // waits until it is on the wire, a packet time (a whole segment's)
+                departures.push((pkt.queued, now + k.tx_ns));
+            }
             if pkt.ack {
                 let f = pkt.flow as usize;
                 pending.push(now + ack_rest_ns[f], Ev::Ack(AckMsg::of_packet(&pkt)));
@@ -1637,6 +1732,7 @@ fn run(p: &LinkSim) -> Result<(LinkResult, Vec<Sender>), String> {
         },
         end_s,
         events,
+        departures,
     };
     Ok((r, senders))
 }
@@ -1887,6 +1983,8 @@ mod tests {
             rack_reorder_timer: false,
             twin: None,
             ingress_bytes_per_s: Vec::new(),
+            back_paths: Vec::new(),
+            record_departures: false,
             flows: vec![
                 LinkFlow {
                     bytes: 200e3,
@@ -1902,6 +2000,7 @@ mod tests {
                     reverse: false,
                     ack_queue_s: 0.0,
                     ingress: None,
+                    back: None,
                 };
                 16
             ],
@@ -1920,10 +2019,10 @@ mod tests {
             f.access_bytes_per_s = p.link_bytes_per_s;
         });
         let wire = 2.0 * 2e6 / p.mss_bytes * p.wire_bytes;
-        let apart = run(&p).unwrap().0;
+        let apart = run(&p, &[]).unwrap().0;
         p.ingress_bytes_per_s = vec![0.5 * p.link_bytes_per_s];
         p.flows.iter_mut().for_each(|f| f.ingress = Some(0));
-        let shared = run(&p).unwrap().0;
+        let shared = run(&p, &[]).unwrap().0;
         // at half the link's rate no queue builds
         assert_eq!(shared.drops, 0);
         let rate = |r: &LinkResult| wire / r.fct_s.iter().copied().fold(0.0, f64::max);
@@ -1956,9 +2055,9 @@ mod tests {
         p.flows[0].bytes = 2e6;
         p.flows[0].access_bytes_per_s = 0.25 * p.link_bytes_per_s;
         p.cross_bytes_per_s = 0.25 * p.link_bytes_per_s;
-        let plain = run(&p).unwrap().0;
+        let plain = run(&p, &[]).unwrap().0;
         p.cross_jitter_packets = 1.0;
-        let jittered = run(&p).unwrap().0;
+        let jittered = run(&p, &[]).unwrap().0;
         assert_eq!((plain.drops, jittered.drops), (0, 0));
         for r in [&plain, &jittered] {
             let packets = r.cross_bytes_per_s * r.end_s / p.wire_bytes;
@@ -1980,7 +2079,7 @@ mod tests {
         // echo leaves 2 in flight. Linux's tcp_cwnd_reduction (and ns-3's PRR) still send one
         // segment then ("force a fast retransmit upon entering fast recovery"); later ACKs send
         // only what keeps the flight at ssthresh.
-        let (_, mut senders) = run(&crowded(1)).unwrap();
+        let (_, mut senders) = run(&crowded(1), &[]).unwrap();
         let s = &mut senders[0];
         let mss = 1448;
         s.in_flight = 2;
@@ -2008,11 +2107,11 @@ mod tests {
             p.ecn = true;
             p.flows.truncate(4);
             p.flows.iter_mut().for_each(|f| f.bytes = 2e6);
-            let (r, senders) = run(&p).unwrap();
+            let (r, senders) = run(&p, &[]).unwrap();
             assert!(r.marks > 100 && r.drops == 0, "{cc:?}: {r:?}");
             assert!(senders.iter().all(|s| s.sent_reducing > 0), "{cc:?}");
             p.ecn = false;
-            let (r, senders) = run(&p).unwrap();
+            let (r, senders) = run(&p, &[]).unwrap();
             assert!(r.marks == 0 && r.drops > 0, "{cc:?}: {r:?}");
             assert!(senders.iter().all(|s| s.sent_reducing > 0), "{cc:?}");
         }
@@ -2039,7 +2138,7 @@ mod tests {
         p.flows = vec![f; 32];
         for seed in 1..=3 {
             p.seed = seed;
-            let (r, senders) = run(&p).unwrap();
+            let (r, senders) = run(&p, &[]).unwrap();
             assert!(r.drops > 100 && r.marks > 0, "{r:?}");
             assert!(r.timeouts.iter().sum::<u32>() <= 4, "seed {seed}: {r:?}");
             assert!(senders.iter().all(|s| s.sent_reducing > 0), "seed {seed}");
@@ -2097,7 +2196,7 @@ mod tests {
         for seed in 1..=3 {
             let mut p = crowded(seed);
             p.delayed_ack = Some(linux_acks());
-            let (r, senders) = run(&p).unwrap();
+            let (r, senders) = run(&p, &[]).unwrap();
             assert!(r.timeouts.iter().sum::<u32>() > 0, "{r:?}");
             for (i, s) in senders.iter().enumerate() {
                 assert!(r.fct_s[i].is_finite(), "seed {seed} flow {i}: {r:?}");
@@ -2121,7 +2220,7 @@ mod tests {
         for f in &mut p.flows {
             f.bytes = 2e6;
         }
-        let (each, senders) = run(&p).unwrap();
+        let (each, senders) = run(&p, &[]).unwrap();
         assert!(each.marks > 100 && each.drops == 0, "{each:?}");
         for s in &senders {
             assert_eq!(
@@ -2134,7 +2233,7 @@ mod tests {
             idle_quick_acks: 0,
             ..linux_acks()
         });
-        let (_, senders) = run(&p).unwrap();
+        let (_, senders) = run(&p, &[]).unwrap();
         for (i, s) in senders.iter().enumerate() {
             let share = s.acks_sent as f64 / s.received as f64;
             assert!((0.5..0.8).contains(&share), "flow {i}: {share}");
@@ -2188,7 +2287,7 @@ mod tests {
             let mut p = crowded(1);
             p.flows.truncate(1);
             p.flows[0].bytes = bytes;
-            let (r, senders) = run(&p).unwrap();
+            let (r, senders) = run(&p, &[]).unwrap();
             (r.fct_s[0], senders[0].last_wire)
         };
         let (short, last) = fct(1548.0);
@@ -2209,7 +2308,7 @@ mod tests {
         // run ends at the last delivery, so the last flows may still have ACKs on their way)
         let mut checked = 0;
         for seed in 1..=8 {
-            let (r, senders) = run(&crowded(seed)).unwrap();
+            let (r, senders) = run(&crowded(seed), &[]).unwrap();
             for (i, s) in senders.iter().enumerate() {
                 assert!(r.fct_s[i].is_finite(), "seed {seed} flow {i}: {r:?}");
                 if s.in_flight > 0 {
@@ -2246,7 +2345,7 @@ mod tests {
                     rack_reorder_timer: false,
                     ..crowded(seed)
                 };
-                let (r, senders) = run(&p).unwrap();
+                let (r, senders) = run(&p, &[]).unwrap();
                 let t = if tlp { &mut with } else { &mut without };
                 t.0 += r.timeouts.iter().sum::<u32>();
                 t.1 += senders.iter().map(|s| s.probes).sum::<u32>();
@@ -2308,7 +2407,7 @@ mod tests {
         // the crowded link loses segments and retransmissions: once a flow is done, its
         // cumulative ACK covers all of its segments and holds nothing above
         for seed in 1..=3 {
-            let (r, senders) = run(&crowded(seed)).unwrap();
+            let (r, senders) = run(&crowded(seed), &[]).unwrap();
             assert!(r.drops > 0);
             for (i, s) in senders.iter().enumerate() {
                 assert_eq!(
@@ -2333,6 +2432,7 @@ mod tests {
             one_way_s: rtt / 2.0,
             ack_queue_s: rtt / 2.0,
             ingress: None,
+            back: None,
             ..p.flows[0]
         };
         p.flows = vec![flow];
@@ -2362,12 +2462,56 @@ mod tests {
     }
 
     #[test]
+    fn acks_wait_at_their_way_back_behind_what_its_queue_sent_before_them() {
+        // the other direction as its own simulation left it: four flows of 5 MB filling its queue
+        let mut other = duplex(false, 0, 0.0);
+        other.flows = vec![
+            LinkFlow {
+                bytes: 5e6,
+                ..other.flows[0]
+            };
+            4
+        ];
+        other.record_departures = true;
+        let sent = simulate(&other).unwrap().departures;
+        let segments = (4.0 * 5e6 / other.mss_bytes).ceil() as usize;
+        assert!(sent.len() >= segments, "{} for {segments}", sent.len());
+        // in order, one at a time (a flow's last segment is short), each left after it was queued
+        assert!(sent.windows(2).all(|w| w[0].0 <= w[1].0 && w[1].1 > w[0].1));
+        assert!(sent.iter().all(|d| d.1 > d.0));
+        let p = duplex(false, 0, 0.0);
+        let alone = simulate(&p).unwrap().fct_s[0];
+        let mut back = p.clone();
+        back.back_paths = vec![vec![BackHop {
+            queue: 0,
+            after_s: 10e-6,
+        }]];
+        back.flows[0].back = Some(0);
+        // an empty queue on the way back holds up nothing
+        assert_eq!(simulate_with(&back, &[&[]]).unwrap().fct_s[0], alone);
+        // behind up to 100 packets (1.2 ms) of the other direction's data at each round trip
+        let behind = simulate_with(&back, &[&sent]).unwrap().fct_s[0];
+        assert!(behind > 1.5 * alone, "{alone} {behind}");
+        // a queue not given, a way back not listed, a way back beside a twin: refused by name
+        let e = simulate_with(&back, &[]).unwrap_err();
+        assert!(e.starts_with("link.back_paths[0][0]"), "{e}");
+        back.flows[0].back = Some(1);
+        let e = back.validate().unwrap_err();
+        assert!(e.starts_with("link.flows[0].back"), "{e}");
+        let mut both = duplex(true, 0, 0.0);
+        both.back_paths = vec![Vec::new()];
+        both.flows[0].back = Some(0);
+        let e = both.validate().unwrap_err();
+        assert!(e.contains("twin"), "{e}");
+    }
+
+    #[test]
     fn a_delayed_ack_takes_one_packet_of_the_way_back_for_two_segments() {
         // one flow alone, its twin empty: every segment's ACK is a packet of 66 bytes on the way
         // back; with delayed ACKs (no quick ACKs) one packet for two segments, not two (counted
         // until the flow is delivered: its last few ACKs are still on their way then)
         let mut p = duplex(true, 0, 0.0);
-        let (_, every) = run(&p).unwrap();
+        let (_, every) = run(&p, &[]).unwrap();
         assert_eq!(every[0].ack_bytes % ACK_WIRE, 0);
         let every = every[0].ack_bytes / ACK_WIRE;
         let segments = (p.flows[0].bytes / p.mss_bytes).ceil() as u64;
@@ -2380,7 +2524,7 @@ mod tests {
             idle_quick_acks: 0,
             ..linux_acks()
         });
-        let (_, delayed) = run(&p).unwrap();
+        let (_, delayed) = run(&p, &[]).unwrap();
         let delayed = delayed[0].ack_bytes / ACK_WIRE;
         assert!(
             delayed + 5 >= segments / 2 && delayed <= segments / 2 + 2,

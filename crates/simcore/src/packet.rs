@@ -216,6 +216,8 @@ impl Ctx<'_> {
             rack_reorder_timer: true,
             twin: None,
             ingress_bytes_per_s,
+            back_paths: Vec::new(),
+            record_departures: false,
             flows,
         }
     }
@@ -238,6 +240,7 @@ impl Ctx<'_> {
         LinkFlow {
             // the link before this one on its path (a topology id until `link` numbers them)
             ingress: k.checked_sub(1).map(|j| t.path[j]),
+            back: None,
             reverse: false,
             // its ACK reaches the cable's other direction after the receiver and the hops back
             ack_queue_s: (prop + ser + after).min(2.0 * prop + ser),
@@ -791,6 +794,7 @@ fn one_pass(
                                     cross_bytes_per_s: 0.0,
                                     end_s: r.end_s,
                                     events: 0,
+                                    departures: Vec::new(),
                                 },
                             );
                         }

@@ -116,6 +116,8 @@ fn bottleneck(cc: Cc, udp_share: f64) -> LinkSim {
         rack_reorder_timer: false,
         twin: None,
         ingress_bytes_per_s: Vec::new(),
+        back_paths: Vec::new(),
+        record_departures: false,
         flows: vec![
             LinkFlow {
                 bytes: 20e6,
@@ -131,6 +133,7 @@ fn bottleneck(cc: Cc, udp_share: f64) -> LinkSim {
                 reverse: false,
                 ack_queue_s: 0.0,
                 ingress: None,
+                back: None,
             };
             4
         ],
