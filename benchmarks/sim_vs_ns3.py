@@ -167,6 +167,12 @@ def add_host_options(ap: argparse.ArgumentParser) -> None:
         help="the model's ACKs wait behind the other direction's data (the spec's tcp.queued_acks: each link "
         "simulated with its cable's other direction), as ns-3's do; without it they cross no queue",
     )
+    ap.add_argument(
+        "--sim-path-acks",
+        action="store_true",
+        help="the model's ACKs wait at the loaded links of their own way back, behind what those links sent in "
+        "the pass before (the spec's tcp.path_acks)",
+    )
 
 
 CWND_COUNT_RESET, CWR_RECOVERY, DCTCP_LOSS = "--cwndCntReset=true", "--cwrRecovery=true", "--dctcpLossHalves=true"
@@ -187,6 +193,10 @@ def two_tier_switch(a: argparse.Namespace) -> list[str]:
 def sim_tcp_extra(a: argparse.Namespace) -> dict[str, Any]:
     """For :func:`add_host_options`' ``--sim-queued-acks``: what the model's fabric and applications specs
     add to their ``tcp`` table."""
+    if getattr(a, "sim_queued_acks", False) and getattr(a, "sim_path_acks", False):
+        raise SystemExit("--sim-queued-acks and --sim-path-acks exclude each other")
+    if getattr(a, "sim_path_acks", False):
+        return {"path_acks": True}
     return {"queued_acks": True} if getattr(a, "sim_queued_acks", False) else {}
 
 

@@ -98,3 +98,29 @@ def test_the_report_gives_the_job_times_of_the_passes_that_could_have_been_kept(
     # one pass, or none recorded (runs before them): nothing to compare
     assert "could have been kept" not in _loops_sentence(p | {"pass_job_times": times[:1]})
     assert "could have been kept" not in _loops_sentence(p)
+
+
+def test_path_acks_reach_the_core_and_the_report_says_where_acks_wait(tmp_path: Path) -> None:
+    # the packet-faithful run above, its ACKs crossing no queue and at the links of their own way back
+    data_folder(tmp_path / "data")
+    spec = SPEC.replace('mode = ["maxmin", "packet"]', 'mode = ["packet"]\n"tcp.path_acks" = [false, true]')
+    (tmp_path / "s.toml").write_text(spec)
+    out = apps_sim.run_experiment(tmp_path / "s.toml", tmp_path / "res")
+    free, path = out.doc["runs"]
+    assert not free["tcp"]["path_acks"] and path["tcp"]["path_acks"] is True
+    # the core waited them: the fetches' times moved
+    assert path["result"]["fct"][0]["mean_s"] != free["result"]["fct"][0]["mean_s"]
+    md = " ".join(report(out.path, tmp_path / "rep").read_text().split())
+    assert "ACKs wait at the links of their own way back in 1 of 2 runs" in md
+    assert "in 1 of 2 packet-faithful runs their ACKs wait at the links of their own way back (tcp.path_acks)" in md
+
+
+def test_path_acks_exclude_queued_acks_and_a_bad_value_is_named() -> None:
+    both = "queue_packets = 100\npath_acks = true\nqueued_acks = true\n"
+    doc = tomllib.loads(SPEC.replace("queue_packets = 100\n", both))
+    doc["matrix"] = {}
+    with pytest.raises(SimSpecError, match=r"t.toml: tcp.path_acks: not with tcp.queued_acks"):
+        app_spec.parse(doc, "t.toml")
+    doc["tcp"]["path_acks"] = "sometimes"
+    with pytest.raises(SimSpecError, match=r"t.toml: tcp.path_acks: "):
+        app_spec.parse(doc, "t.toml")

@@ -205,6 +205,14 @@ def test_queued_acks_reach_the_core_and_the_report_says_where_acks_wait(tmp_path
     assert "their ACKs wait behind the other direction's data (tcp.queued_acks" in queued_md
 
 
+def test_a_fabric_refuses_path_acks_by_name() -> None:
+    # on a replayed schedule the passes with the queues of the pass before do not settle
+    doc = tomllib.loads(ALL_TO_ALL.replace("queue_packets = 1000\n", "queue_packets = 1000\npath_acks = true\n"))
+    doc["matrix"] = {}
+    with pytest.raises(SimSpecError, match=r"t.toml: tcp.path_acks: the applications' packet mode only"):
+        fabric_spec.parse(doc, "t.toml")
+
+
 def test_bad_queued_acks_names_the_field() -> None:
     bad = 'queue_packets = 1000\nqueued_acks = "sometimes"\n'
     doc = tomllib.loads(ALL_TO_ALL.replace("queue_packets = 1000\n", bad))

@@ -165,5 +165,9 @@ def test_queued_acks_go_to_the_model_s_tcp_table_only() -> None:
     on = ap.parse_args(["--linux-acks", "--queue-bytes", "--sim-queued-acks"])
     off = ap.parse_args(["--linux-acks", "--queue-bytes"])
     assert base.sim_tcp_extra(on) == {"queued_acks": True} and base.sim_tcp_extra(off) == {}
+    path = ap.parse_args(["--linux-acks", "--sim-path-acks"])
+    assert base.sim_tcp_extra(path) == {"path_acks": True}
+    with pytest.raises(SystemExit, match="exclude each other"):
+        base.sim_tcp_extra(ap.parse_args(["--sim-queued-acks", "--sim-path-acks"]))
     assert base.host_settings(on) == base.host_settings(off)
     assert base.two_tier_switch(on) == base.two_tier_switch(off)

@@ -438,6 +438,14 @@ fn with_acks_behind_the_data_the_all_to_all_at_one_to_one_is_slower_under_dctcp_
 }
 
 #[test]
+fn a_fabric_s_replayed_schedule_refuses_path_acks_by_name() {
+    // its passes with the queues of the pass before do not settle (docs/design-sim.md)
+    let tcp = r#"{"cc": "dctcp", "discipline": "step", "path_acks": true}"#;
+    let e = run_fabric(&two_tier_all_to_all(125e6, tcp)).unwrap_err();
+    assert!(e.starts_with("tcp.path_acks"), "{e}");
+}
+
+#[test]
 fn a_host_s_fetches_take_turns_on_its_link_when_their_acks_come_back_clumped() {
     // the all-to-all at 4:1 with DCTCP, its ACKs behind the other direction's data and Linux's
     // receivers: ns-3's mean FCT 0.8288 s over three runs. The ACKs leave the uplink's queue in

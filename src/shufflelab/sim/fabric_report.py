@@ -123,12 +123,24 @@ def model_questions(doc: dict[str, Any], starts: str = "the fetches start on the
     if packet == 0:
         return maxmin
     queued = sum(1 for run in runs if "packet" in run["result"] and (run.get("tcp") or {}).get("queued_acks"))
+    path = sum(1 for run in runs if "packet" in run["result"] and (run.get("tcp") or {}).get("path_acks"))
     free = (
         "ACKs waiting behind the other direction's data (their ACKs cross no queue: in ns-3's two-way "
         "all-to-alls that costs DCTCP 2.5-4.3 % of the shuffle against Cubic, which these runs cannot show; "
         "tcp.queued_acks = true simulates it)"
     )
-    if queued == packet:
+    if path == packet:
+        acks = (
+            ", and their ACKs wait at the links of their own way back (tcp.path_acks: behind what those links' "
+            "simulations sent in the pass before, never dropped; a sending host's own link holds none up)"
+        )
+    elif path:
+        behind = f"{queued} behind the other direction's data (tcp.queued_acks), in " if queued else ""
+        acks = (
+            f"; in {path} of {packet} packet-faithful runs their ACKs wait at the links of their own way back "
+            f"(tcp.path_acks), in {behind}{packet - path - queued} they cross no queue"
+        )
+    elif queued == packet:
         acks = (
             ", and their ACKs wait behind the other direction's data (tcp.queued_acks: each link simulated with "
             "its cable's other direction; in the applications' mode a sending host's own link keeps its ACKs free)"

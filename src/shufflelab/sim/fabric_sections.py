@@ -55,9 +55,17 @@ def receivers_note(doc: dict[str, Any]) -> str:
 
 
 def acks_note(doc: dict[str, Any]) -> str:
-    """Where the packet-faithful runs' ACKs go (the spec's ``tcp.queued_acks``)."""
+    """Where the packet-faithful runs' ACKs go (the spec's ``tcp.queued_acks`` and ``tcp.path_acks``)."""
     packet = [r for r in doc["runs"] if "packet" in r["result"]]
     queued = [r for r in packet if (r.get("tcp") or {}).get("queued_acks")]
+    path = [r for r in packet if (r.get("tcp") or {}).get("path_acks")]
+    if path:
+        which = "every packet-faithful run" if len(path) == len(packet) else f"{len(path)} of {len(packet)} runs"
+        return (
+            f" ACKs wait at the links of their own way back in {which} (from the receiver to the sender, behind "
+            "what those links' simulations sent in the pass before; a sending host's own link holds none up)."
+            + (f" In {len(queued)} runs they wait behind the other direction's data." if queued else "")
+        )
     if not queued:
         return " ACKs cross no queue."
     which = "every packet-faithful run" if len(queued) == len(packet) else f"{len(queued)} of {len(packet)} runs"

@@ -391,6 +391,11 @@ def check_mode(spec: FabricSpec, where: str) -> None:
         raise SimSpecError(
             f"{where}: mode: 'packet' needs a [tcp] table (the congestion control and queues to simulate)"
         )
+    if spec.tcp is not None and spec.tcp.path_acks:
+        raise SimSpecError(
+            f"{where}: tcp.path_acks: the applications' packet mode only (on a fabric's replayed schedule its "
+            "passes with the queues of the pass before do not settle: docs/design-sim.md)"
+        )
 
 
 def load(path: str | Path) -> FabricSpec:

@@ -70,6 +70,11 @@ class Tcp(BaseModel):
         "simulated with it; a cable with UDP, and in the applications' mode a sending host's own link, keep their "
         "ACKs free). False: ACKs cross no queue.",
     )
+    path_acks: bool = Field(
+        default=False,
+        description="The applications' packet mode: ACKs wait at the links of their own way back (from the receiver "
+        "to the sender), behind the packets those links' simulations sent in the pass before; not with queued_acks.",
+    )
 
     def core(self) -> dict[str, Any]:
         """The Rust core's ``tcp`` (``TcpModel``), the discipline resolved."""
@@ -82,6 +87,8 @@ def check_tcp(tcp: Tcp | None, where: str) -> None:
     """What one field cannot say alone: RED's thresholds in order, DCTCP on a marking queue."""
     if tcp is None:
         return
+    if tcp.queued_acks and tcp.path_acks:
+        raise SimSpecError(f"{where}: tcp.path_acks: not with tcp.queued_acks (choose one way for the ACKs)")
     if tcp.red_min_packets >= tcp.red_max_packets:
         raise SimSpecError(f"{where}: tcp.red_min_packets: must be below tcp.red_max_packets")
     if tcp.cc == "dctcp" and tcp.discipline == "droptail":
