@@ -522,7 +522,8 @@ pub(crate) fn refine(
         }
         if starts != Starts::Paced {
             // replayed with the queues of the pass before, the schedule's passes do not settle:
-            // the two-tier all-to-all's Cubic went +60, -1, +20 % of ns-3's mean in passes 2, 3, 5
+            // the two-tier 2:1 all-to-all's Cubic went +64, +10, +20 % of ns-3's mean in passes
+            // 2, 3 and 5 (docs/results/sim-vs-ns3/packet-mode-all.md)
             return Err(
                 "tcp.path_acks: the applications' packet mode only (on a fabric's \
                         schedule its passes do not settle: docs/design-sim.md)"
