@@ -353,6 +353,21 @@ fn every_pass_that_could_have_been_kept_gives_its_job_time() {
     assert!(open.packet.as_ref().unwrap().pass_job_times.is_empty());
 }
 
+/// The loops with DCTCP and Linux's receivers (as ns-3's `--linuxAcks`: one ACK for two segments,
+/// quick ACKs at a flow's start), their TCP model then set by `set`: the mean and p99 FCT.
+fn dctcp_loops_linux_acks(set: impl FnOnce(&mut crate::tcpmodel::TcpModel)) -> (f64, f64) {
+    let mut c = loops_config("dctcp");
+    let t = c.tcp.as_mut().unwrap();
+    t.delayed_ack = Some(crate::linksim::DelayedAck {
+        timeout_s: 0.04,
+        quick_acks: 5,
+        idle_quick_acks: 16,
+    });
+    set(t);
+    let r = run(&c);
+    (r.fct[0].mean_s, r.fct[0].p99_s)
+}
+
 #[test]
 fn dctcp_s_acks_behind_the_other_uplink_s_data_lengthen_its_loops_tail_short_of_ns3_s() {
     // the loops above with DCTCP: ns-3's mean FCT 1.16 ms and p99 3.7 ms over ten order seeds
@@ -362,20 +377,9 @@ fn dctcp_s_acks_behind_the_other_uplink_s_data_lengthen_its_loops_tail_short_of_
     // Linux's receivers as ns-3's (`--linuxAcks`: one ACK for two segments, quick ACKs at a
     // flow's start), 1.00 and 2.06 ms. (1.11 and 2.64 ms while a host's fetches could each send
     // at its link's rate at once, more than the link carries.)
-    let run_with = |queued: bool| {
-        let mut c = loops_config("dctcp");
-        let t = c.tcp.as_mut().unwrap();
-        t.queued_acks = queued;
-        t.delayed_ack = Some(crate::linksim::DelayedAck {
-            timeout_s: 0.04,
-            quick_acks: 5,
-            idle_quick_acks: 16,
-        });
-        let r = run(&c);
-        (r.fct[0].mean_s, r.fct[0].p99_s)
-    };
     let (ns3_mean, ns3_p99) = (1.16e-3, 3.7e-3);
-    let (free, queued) = (run_with(false), run_with(true));
+    let free = dctcp_loops_linux_acks(|_| ());
+    let queued = dctcp_loops_linux_acks(|t| t.queued_acks = true);
     assert!(
         free.0 < 0.9 * ns3_mean && free.1 < 0.5 * ns3_p99,
         "{free:?}"
@@ -394,20 +398,9 @@ fn dctcp_s_acks_at_the_queues_of_their_way_back_lengthen_its_loops_tail_toward_n
     // where ns-3's wait) behind what their simulations sent in the pass before: 1.02 and 2.94 ms
     // (crossing no queue 0.98 and 1.68 ms; queued at the cable's other direction, the spine's port
     // down to the sending leaf, which builds no queue, 1.00 and 2.06 ms: the test above)
-    let run_with = |path: bool| {
-        let mut c = loops_config("dctcp");
-        let t = c.tcp.as_mut().unwrap();
-        t.path_acks = path;
-        t.delayed_ack = Some(crate::linksim::DelayedAck {
-            timeout_s: 0.04,
-            quick_acks: 5,
-            idle_quick_acks: 16,
-        });
-        let r = run(&c);
-        (r.fct[0].mean_s, r.fct[0].p99_s)
-    };
     let (ns3_mean, ns3_p99) = (1.16e-3, 3.7e-3);
-    let (free, path) = (run_with(false), run_with(true));
+    let free = dctcp_loops_linux_acks(|_| ());
+    let path = dctcp_loops_linux_acks(|t| t.path_acks = true);
     assert!((path.0 - ns3_mean).abs() < 0.2 * ns3_mean, "{path:?}");
     assert!(
         path.1 > 1.3 * free.1 && (path.1 - ns3_p99).abs() < 0.25 * ns3_p99,

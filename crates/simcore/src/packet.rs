@@ -530,15 +530,7 @@ pub(crate) fn refine(
                     .into(),
             );
         }
-        let mut back: HashMap<(u32, u32), u32> = HashMap::new();
-        for (m, k) in topo.links.iter().enumerate() {
-            back.insert((k.from, k.to), m as u32);
-        }
-        ctx.reverse = topo
-            .links
-            .iter()
-            .map(|k| back.get(&(k.to, k.from)).copied())
-            .collect();
+        ctx.reverse = cable_others(topo);
         ctx.back = vec![Vec::new(); topo.links.len()];
         ctx.back_next = vec![Vec::new(); topo.links.len()];
     }
@@ -547,17 +539,11 @@ pub(crate) fn refine(
         // a Linux sender's qdisc is no switch port, and its fair queueing keeps ACKs out of bulk
         // data's way
         let lossless = |l: usize| ctx.lossless.get(l).copied().unwrap_or(false);
-        let mut back: HashMap<(u32, u32), u32> = HashMap::new();
-        for (m, k) in topo.links.iter().enumerate() {
-            back.insert((k.from, k.to), m as u32);
-        }
-        ctx.twin = topo
-            .links
-            .iter()
+        ctx.twin = cable_others(topo)
+            .into_iter()
             .enumerate()
-            .map(|(l, k)| {
-                back.get(&(k.to, k.from))
-                    .copied()
+            .map(|(l, other)| {
+                other
                     .filter(|&m| !lossless(l) && !lossless(m as usize))
                     // (the twin's queue takes no cross traffic: a cable with UDP keeps its ACKs free)
                     .filter(|&m| udp_on_link[l] == 0.0 && udp_on_link[m as usize] == 0.0)
@@ -691,6 +677,18 @@ pub(crate) fn refine(
         }
         last_paced = Some(paced);
     }
+}
+
+/// Per link, its cable's other direction (the link from its end to its start; None: none).
+fn cable_others(topo: &Topology) -> Vec<Option<u32>> {
+    let mut by_ends: HashMap<(u32, u32), u32> = HashMap::new();
+    for (m, k) in topo.links.iter().enumerate() {
+        by_ends.insert((k.from, k.to), m as u32);
+    }
+    topo.links
+        .iter()
+        .map(|k| by_ends.get(&(k.to, k.from)).copied())
+        .collect()
 }
 
 /// Whether every fetch of link `l` (`ids`) reaches it from one same link no faster than `l`: its
