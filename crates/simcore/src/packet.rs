@@ -49,7 +49,8 @@
 //! With `tcp.queued_acks` each link is simulated with its cable's other direction, its ACKs
 //! behind that direction's data; with `tcp.path_acks` (the applications' mode only) each fetch's
 //! ACKs wait at the links of its own way back, from its receiver to its sender, behind the
-//! packets those links' simulations sent in the pass before (never dropped). The tiers' utilisation and the heat map stay the
+//! packets those links' simulations sent (in this pass where simulated before it, else in the pass
+//! before; never dropped). The tiers' utilisation and the heat map stay the
 //! max-min schedule's. UDP cross traffic is constant-rate on every link of its path for the whole
 //! run, each packet up to a packet time of the link after its constant-rate instant (as the hosts'
 //! send times wander; exactly periodic, a rate whose period is a whole number of packet times would
@@ -176,10 +177,10 @@ struct Ctx<'a> {
     /// With `tcp.path_acks`: per link, the cable's other direction (empty without).
     reverse: Vec<Option<u32>>,
     /// ... and per link, each packet its simulation in the pass before sent, as (queued, on the
-    /// wire) in ns (empty: not simulated then, or the first pass): the queue the ACKs crossing it
-    /// wait in.
+    /// wire) in ns (empty: not simulated then, or the first pass) ...
     back: Vec<Vec<(u64, u64)>>,
-    /// ... and what this pass's simulations record for the next.
+    /// ... and in this pass, once it was simulated: the queue the ACKs crossing it wait in is
+    /// this pass's where there is one ([`Ctx::queue_of`]).
     back_next: Vec<Vec<(u64, u64)>>,
 }
 
@@ -234,12 +235,24 @@ impl Ctx<'_> {
         }
     }
 
+    /// Link `m`'s queue as the ACKs crossing it find it (`tcp.path_acks`): the packets its
+    /// simulation in this pass sent, once it was simulated, else in the pass before (a link's
+    /// simulation sees the queues of the links simulated before it in this pass: with the pass
+    /// before's alone, a fabric's all-to-all moved by up to 60 points from pass to pass, each pass
+    /// answering the one before; docs/results/sim-vs-ns3/packet-mode-all.md).
+    fn queue_of(&self, m: u32) -> &[(u64, u64)] {
+        match &self.back_next[m as usize] {
+            fresh if !fresh.is_empty() => fresh,
+            _ => &self.back[m as usize],
+        }
+    }
+
     /// Link `l`'s simulation with path ACKs (`tcp.path_acks`) and the links whose queues it is
     /// given, in the order of their indices: each flow's ACKs wait at the links of its way back,
     /// from its receiver to its sender (each link's cable's other direction, in that order),
-    /// behind the packets those links' simulations sent in the pass before (a link not simulated
-    /// then, or a sending host's own link, holds none up: a Linux sender's fair queueing keeps
-    /// ACKs out of bulk data's way); it records its own for the next pass.
+    /// behind the packets those links' simulations sent ([`Ctx::queue_of`]; a link not simulated,
+    /// or a sending host's own link, holds none up: a Linux sender's fair queueing keeps ACKs out
+    /// of bulk data's way); it records its own for the links after it and the next pass.
     fn link_with_back(
         &self,
         l: u32,
@@ -262,7 +275,7 @@ impl Ctx<'_> {
                     continue;
                 };
                 let lossless = self.lossless.get(m as usize).copied().unwrap_or(false);
-                if !lossless && !self.back[m as usize].is_empty() {
+                if !lossless && !self.queue_of(m).is_empty() {
                     let q = *index.entry(m).or_insert_with(|| {
                         queues.push(m);
                         queues.len() as u32 - 1
@@ -521,9 +534,9 @@ pub(crate) fn refine(
             return Err("tcp.path_acks: not with tcp.queued_acks (one way for the ACKs)".into());
         }
         if starts != Starts::Paced {
-            // replayed with the queues of the pass before, the schedule's passes do not settle:
-            // the two-tier 2:1 all-to-all's Cubic went +64, +10, +20 % of ns-3's mean in passes
-            // 2, 3 and 5 (docs/results/sim-vs-ns3/packet-mode-all.md)
+            // a replayed schedule's passes would have to be counted, and they do not settle: the
+            // two-tier 4:1 all-to-all's DCTCP went +16, +21, +23, +24 % of ns-3's mean in passes
+            // 2-5 (docs/results/sim-vs-ns3/packet-mode-all.md)
             return Err(
                 "tcp.path_acks: the applications' packet mode only (on a fabric's \
                         schedule its passes do not settle: docs/design-sim.md)"
@@ -844,10 +857,8 @@ fn one_pass(
                 match twin {
                     None if ctx.tcp.path_acks => {
                         let (sim, queues) = ctx.link_with_back(l, cross, flows, traces, ids);
-                        let back: Vec<&[(u64, u64)]> = queues
-                            .iter()
-                            .map(|&m| ctx.back[m as usize].as_slice())
-                            .collect();
+                        let back: Vec<&[(u64, u64)]> =
+                            queues.iter().map(|&m| ctx.queue_of(m)).collect();
                         let mut r = simulate_with(&sim, &back)?;
                         ctx.back_next[l as usize] = std::mem::take(&mut r.departures);
                         r

@@ -74,8 +74,9 @@ pub struct TcpModel {
     #[serde(default)]
     pub queued_acks: bool,
     /// The applications' packet mode's ACKs wait at the links of their own way back, from the
-    /// receiver to the sender, behind the packets those links' simulations sent in the pass before
-    /// (false: as `queued_acks` says; not with it; refused on a fabric's replayed schedule).
+    /// receiver to the sender, behind the packets those links' simulations sent (in this pass where
+    /// simulated before, else in the pass before) (false: as `queued_acks` says; not with it;
+    /// refused on a fabric's replayed schedule).
     #[serde(default)]
     pub path_acks: bool,
 }

@@ -63,8 +63,8 @@ def acks_note(doc: dict[str, Any]) -> str:
         which = "every packet-faithful run" if len(path) == len(packet) else f"{len(path)} of {len(packet)} runs"
         return (
             f" ACKs wait at the links of their own way back in {which} (from the receiver to the sender, behind "
-            "what those links' simulations sent in the pass before; a sending host's own link holds none up)."
-            + (f" In {len(queued)} runs they wait behind the other direction's data." if queued else "")
+            "what those links' simulations sent, in the same pass or the one before; a sending host's own link holds "
+            "none up)." + (f" In {len(queued)} runs they wait behind the other direction's data." if queued else "")
         )
     if not queued:
         return " ACKs cross no queue."
