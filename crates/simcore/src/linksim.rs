@@ -239,8 +239,8 @@ pub struct LinkSim {
     /// at each hop behind every packet queued there before it came (FIFO), never dropped.
     #[serde(default)]
     pub back_paths: Vec<Vec<BackHop>>,
-    /// Record when each packet was queued here and when it left ([`LinkResult::departures`]): the
-    /// queue another link's ACKs cross on their way back.
+    /// Record when each packet was queued here and when it was on the wire
+    /// ([`LinkResult::departures`]): the queue another link's ACKs cross on their way back.
     #[serde(default)]
     pub record_departures: bool,
     pub flows: Vec<LinkFlow>,
@@ -801,7 +801,8 @@ pub fn simulate(p: &LinkSim) -> Result<LinkResult, String> {
 }
 
 /// [`simulate`] with the queues the flows' ACKs cross on their way back ([`LinkSim::back_paths`]):
-/// per queue, each packet it sent, in order, as (queued, left) in ns ([`LinkResult::departures`]).
+/// per queue, each packet it sent, in order, as (queued, on the wire) in ns
+/// ([`LinkResult::departures`]).
 pub fn simulate_with(p: &LinkSim, back: &[&[(u64, u64)]]) -> Result<LinkResult, String> {
     run(p, back).map(|(r, _)| r)
 }

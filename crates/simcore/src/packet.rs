@@ -202,7 +202,7 @@ impl Ctx<'_> {
             }
         }
         let horizon = flows.iter().map(|f| f.start_s).fold(0.0, f64::max) + 120.0;
-        let lossless = self.lossless.get(l as usize).copied().unwrap_or(false);
+        let lossless = self.is_lossless(l as usize);
         LinkSim {
             link_bytes_per_s: cap,
             queue_bytes: match lossless {
@@ -233,6 +233,11 @@ impl Ctx<'_> {
             record_departures: false,
             flows,
         }
+    }
+
+    /// Whether link `l` queues without dropping or marking (a sending host's own, mode Paced).
+    fn is_lossless(&self, l: usize) -> bool {
+        self.lossless.get(l).copied().unwrap_or(false)
     }
 
     /// Link `m`'s queue as the ACKs crossing it find it (`tcp.path_acks`): the packets its
@@ -274,8 +279,7 @@ impl Ctx<'_> {
                 let Some(m) = self.reverse[h as usize] else {
                     continue;
                 };
-                let lossless = self.lossless.get(m as usize).copied().unwrap_or(false);
-                if !lossless && !self.queue_of(m).is_empty() {
+                if !self.is_lossless(m as usize) && !self.queue_of(m).is_empty() {
                     let q = *index.entry(m).or_insert_with(|| {
                         queues.push(m);
                         queues.len() as u32 - 1
@@ -551,13 +555,12 @@ pub(crate) fn refine(
         // each link with the cable's other direction, but a sending host's own (lossless) link:
         // a Linux sender's qdisc is no switch port, and its fair queueing keeps ACKs out of bulk
         // data's way
-        let lossless = |l: usize| ctx.lossless.get(l).copied().unwrap_or(false);
         ctx.twin = cable_others(topo)
             .into_iter()
             .enumerate()
             .map(|(l, other)| {
                 other
-                    .filter(|&m| !lossless(l) && !lossless(m as usize))
+                    .filter(|&m| !ctx.is_lossless(l) && !ctx.is_lossless(m as usize))
                     // (the twin's queue takes no cross traffic: a cable with UDP keeps its ACKs free)
                     .filter(|&m| udp_on_link[l] == 0.0 && udp_on_link[m as usize] == 0.0)
             })
@@ -810,7 +813,7 @@ fn one_pass(
                         held,
                         &mut pos,
                     );
-                    let lossless = ctx.lossless.get(l).copied().unwrap_or(false);
+                    let lossless = ctx.is_lossless(l);
                     let ends: Vec<f64> = on_link[l]
                         .iter()
                         .map(|&i| traces[i as usize].maxmin_end_s)
