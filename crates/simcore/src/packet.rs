@@ -596,9 +596,9 @@ pub(crate) fn refine(
     #[cfg(test)]
     let passes = PASSES_CAP.with(std::cell::Cell::get).unwrap_or(passes);
     // per fetch: how much later than on its receiver link it is taken to be delivered end to end
-    // (the next pass's releases wait that much longer), and the bisection's bracket of it
+    // (the next pass's releases wait that much longer), and its bisection
     let mut held = vec![0.0f64; traces.len()];
-    let (mut lo, mut hi) = (vec![0.0f64; traces.len()], vec![0.0f64; traces.len()]);
+    let mut bisections = vec![Bisection::default(); traces.len()];
     let mut last_paced: Option<Vec<f64>> = None;
     let (mut least_moved, mut since_least) = (f64::INFINITY, 0);
     // the pass whose holds were nearest, in the mean, what its links found: its move and that gap
@@ -654,15 +654,8 @@ pub(crate) fn refine(
             held.iter().zip(&found).map(|(h, f)| h - f).sum::<f64>() / held.len().max(1) as f64;
         if !settled {
             let mut changed = false;
-            for (i, h) in held.iter_mut().enumerate() {
-                let found = found[i];
-                if found > *h {
-                    lo[i] = *h;
-                    hi[i] = hi[i].max(found);
-                } else {
-                    hi[i] = *h;
-                }
-                let next = 0.5 * (lo[i] + hi[i]);
+            for ((h, b), &found) in held.iter_mut().zip(&mut bisections).zip(&found) {
+                let next = b.next(found);
                 changed |= next != *h;
                 *h = next;
             }
@@ -692,6 +685,29 @@ pub(crate) fn refine(
             return Ok((fct, shift, summary, others));
         }
         last_paced = Some(paced);
+    }
+}
+
+/// One fetch's bisection of its hold ([`refine`]): the hold it gave last and its bracket.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Bisection {
+    value: f64,
+    lo: f64,
+    hi: f64,
+}
+
+impl Bisection {
+    /// The next hold, given what the fetch's links `found` with the last one: a delay found above
+    /// it brackets the settled one from below, one at or under it from above; the bracket's middle.
+    fn next(&mut self, found: f64) -> f64 {
+        if found > self.value {
+            self.lo = self.value;
+            self.hi = self.hi.max(found);
+        } else {
+            self.hi = self.value;
+        }
+        self.value = 0.5 * (self.lo + self.hi);
+        self.value
     }
 }
 
