@@ -426,6 +426,20 @@ fn pass_may_be_kept(pass: u32, stops: bool) -> bool {
     stops || pass >= 2
 }
 
+/// With `tcp.path_acks`, a fetch whose links found it delayed at least this much beyond its
+/// receiver link (a retransmission timeout's delay: Linux's least is 200 ms) holds its request slot
+/// that whole delay in the next pass, and in that pass only; its bisection ([`Bisection`]) goes on
+/// over its other delays. Taken into the bisection, a timeout's delay stays in the fetch's bracket
+/// and halves over the next passes (100, 50, 25 ms...) while the fetch mostly no longer times out:
+/// on the loops check the slots were held longer than the links found in most passes after the
+/// second (+1 to +2 ms a fetch at 2 x 8 hosts), the loops took two thirds of ns-3's timeouts there
+/// and their Cubic came 13-43 % early. Held one pass, the passes' hold gaps straddle zero and the
+/// timeouts come near ns-3's: at 2 x 16 hosts the Cubic means within 5 % (94 / 97 timeouts a run
+/// against 92 / 94), at 2 x 4 and 2 x 8 11-29 % late, with 7 and 39-41 timeouts against 5 and 28-30
+/// (docs/results/sim-vs-ns3/loops.md). With the ACKs free it overshoots more (2 x 4 +36 to +64 %),
+/// so it goes with the ACKs at their way back only.
+pub const TIMEOUT_HELD_S: f64 = 0.1;
+
 /// A fetch whose max-min rate is below this share of the fastest on a link is taken as limited
 /// by another link of its path there.
 const HELD_ELSEWHERE: f64 = 0.9;
@@ -596,9 +610,11 @@ pub(crate) fn refine(
     #[cfg(test)]
     let passes = PASSES_CAP.with(std::cell::Cell::get).unwrap_or(passes);
     // per fetch: how much later than on its receiver link it is taken to be delivered end to end
-    // (the next pass's releases wait that much longer), and its bisection
+    // (the next pass's releases wait that much longer), and its bisection (the hold but for a
+    // pass after a timeout with path ACKs: [`TIMEOUT_HELD_S`])
     let mut held = vec![0.0f64; traces.len()];
     let mut bisections = vec![Bisection::default(); traces.len()];
+    let whole_timeouts = tcp.path_acks;
     let mut last_paced: Option<Vec<f64>> = None;
     let (mut least_moved, mut since_least) = (f64::INFINITY, 0);
     // the pass whose holds were nearest, in the mean, what its links found: its move and that gap
@@ -655,7 +671,7 @@ pub(crate) fn refine(
         if !settled {
             let mut changed = false;
             for ((h, b), &found) in held.iter_mut().zip(&mut bisections).zip(&found) {
-                let next = b.next(found);
+                let next = b.hold(found, whole_timeouts);
                 changed |= next != *h;
                 *h = next;
             }
@@ -708,6 +724,16 @@ impl Bisection {
         }
         self.value = 0.5 * (self.lo + self.hi);
         self.value
+    }
+
+    /// The next hold: with `whole_timeouts` a timeout's delay found ([`TIMEOUT_HELD_S`]) whole,
+    /// the bisection left as it was; else the bisection's next.
+    fn hold(&mut self, found: f64, whole_timeouts: bool) -> f64 {
+        if whole_timeouts && found >= TIMEOUT_HELD_S {
+            found
+        } else {
+            self.next(found)
+        }
     }
 }
 

@@ -639,3 +639,20 @@ fn the_open_loops_pass_is_kept_only_where_the_loops_stop_at_once() {
     assert!(pass_may_be_kept(9, false));
     assert!(pass_may_be_kept(3, true));
 }
+
+#[test]
+fn with_path_acks_a_timeout_is_held_whole_one_pass_and_then_the_bisection_goes_on() {
+    use super::{Bisection, TIMEOUT_HELD_S};
+    // a fetch that timed out at a spine port (found 0.2 s beyond its receiver link), then not
+    let (timeout, then) = (0.2, 1e-3);
+    assert!(timeout >= TIMEOUT_HELD_S && then < TIMEOUT_HELD_S);
+    let mut b = Bisection::default();
+    assert_eq!(b.hold(timeout, true), timeout);
+    // its bracket untouched by the timeout: the next hold is under what it then found
+    let next = b.hold(then, true);
+    assert!(next > 0.0 && next < then, "{next}");
+    // taken into the bisection, the timeout's delay stays in the bracket: 100 ms, then 50
+    let mut b = Bisection::default();
+    assert_eq!(b.hold(timeout, false), 0.1);
+    assert_eq!(b.hold(then, false), 0.05);
+}

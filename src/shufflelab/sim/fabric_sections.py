@@ -64,7 +64,8 @@ def acks_note(doc: dict[str, Any]) -> str:
         return (
             f" ACKs wait at the links of their own way back in {which} (from the receiver to the sender, behind "
             "what those links' simulations sent, in the same pass or the one before; a sending host's own link holds "
-            "none up)." + (f" In {len(queued)} runs they wait behind the other direction's data." if queued else "")
+            "none up; a fetch's retransmission timeout holds its request slot that whole delay in the next pass)."
+            + (f" In {len(queued)} runs they wait behind the other direction's data." if queued else "")
         )
     if not queued:
         return " ACKs cross no queue."

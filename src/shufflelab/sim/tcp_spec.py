@@ -73,8 +73,9 @@ class Tcp(BaseModel):
     path_acks: bool = Field(
         default=False,
         description="The applications' packet mode: ACKs wait at the links of their own way back (from the receiver "
-        "to the sender), behind the packets those links' simulations sent (in the same pass or the one before); not "
-        "with queued_acks.",
+        "to the sender), behind the packets those links' simulations sent (in the same pass or the one before), and "
+        "a fetch that took a retransmission timeout holds its request slot that whole delay in the next pass only; "
+        "not with queued_acks.",
     )
 
     def core(self) -> dict[str, Any]:
