@@ -112,7 +112,7 @@ def test_path_acks_reach_the_core_and_the_report_says_where_acks_wait(tmp_path: 
     assert path["result"]["fct"][0]["mean_s"] != free["result"]["fct"][0]["mean_s"]
     md = " ".join(report(out.path, tmp_path / "rep").read_text().split())
     assert "ACKs wait at the links of their own way back in 1 of 2 runs" in md
-    assert "a fetch's retransmission timeout holds its request slot that whole delay in the next pass" in md
+    assert "retransmission timeouts hold their request slots that whole delay in the next pass, damped" in md
     assert "in 1 of 2 packet-faithful runs their ACKs wait at the links of their own way back (tcp.path_acks)" in md
 
 

@@ -641,18 +641,49 @@ fn the_open_loops_pass_is_kept_only_where_the_loops_stop_at_once() {
 }
 
 #[test]
-fn with_path_acks_a_timeout_is_held_whole_one_pass_and_then_the_bisection_goes_on() {
+fn with_path_acks_a_timeout_held_whole_leaves_the_bisection_as_it_was() {
     use super::{Bisection, TIMEOUT_HELD_S};
     // a fetch that timed out at a spine port (found 0.2 s beyond its receiver link), then not
     let (timeout, then) = (0.2, 1e-3);
     assert!(timeout >= TIMEOUT_HELD_S && then < TIMEOUT_HELD_S);
     let mut b = Bisection::default();
-    assert_eq!(b.hold(timeout, true), timeout);
+    assert_eq!(b.hold(timeout, Some(timeout)), timeout);
     // its bracket untouched by the timeout: the next hold is under what it then found
-    let next = b.hold(then, true);
+    let next = b.hold(then, Some(0.0));
     assert!(next > 0.0 && next < then, "{next}");
-    // taken into the bisection, the timeout's delay stays in the bracket: 100 ms, then 50
+    // a timeout not held whole: the hold as it was
+    assert_eq!(b.hold(timeout, Some(0.0)), next);
+    // taken into the bisection (no whole holds), the timeout's delay stays in the bracket: 100 ms,
+    // then 50
     let mut b = Bisection::default();
-    assert_eq!(b.hold(timeout, false), 0.1);
-    assert_eq!(b.hold(then, false), 0.05);
+    assert_eq!(b.hold(timeout, None), 0.1);
+    assert_eq!(b.hold(then, None), 0.05);
+}
+
+#[test]
+fn whole_holds_take_the_mean_of_what_a_pass_held_and_found_this_pass_s_timeouts_first() {
+    use super::whole_holds;
+    let held_of = |v: &[f64]| v.iter().filter(|&&d| d > 0.0).count();
+    // a flood after a pass that held none: half its timeouts held
+    let found = vec![0.2; 10];
+    let next = whole_holds(&found, &[0.0; 10], 7, 3);
+    assert_eq!(held_of(&next), 5, "{next:?}");
+    assert!(next.iter().all(|&d| d == 0.0 || d == 0.2));
+    // which half: hashed from the seed and the pass
+    assert_ne!(next, whole_holds(&found, &[0.0; 10], 7, 4));
+    assert_eq!(next, whole_holds(&found, &[0.0; 10], 7, 3));
+    // a calm pass after one that held three: this pass's timeout, then one of the three held on
+    let found = [0.25, 1e-3, 1e-3, 1e-3, 0.0];
+    let held = [0.0, 0.2, 0.2, 0.2, 0.0];
+    let next = whole_holds(&found, &held, 7, 3);
+    assert_eq!(next[0], 0.25);
+    assert_eq!(held_of(&next[1..4]), 1, "{next:?}");
+    assert!(next[1..4].iter().all(|&d| d == 0.0 || d == 0.2));
+    assert_eq!(next[4], 0.0);
+    // held as found (settled): every timeout of this pass, nothing more
+    let found = [0.2, 0.2, 1e-3, 0.0];
+    let next = whole_holds(&found, &[0.2, 0.0, 0.2, 0.0], 7, 3);
+    assert_eq!(next, vec![0.2, 0.2, 0.0, 0.0]);
+    // no timeouts, none held: none
+    assert_eq!(whole_holds(&[1e-3, 0.0], &[0.0, 0.0], 7, 3), vec![0.0, 0.0]);
 }

@@ -133,7 +133,7 @@ def model_questions(doc: dict[str, Any], starts: str = "the fetches start on the
         acks = (
             ", and their ACKs wait at the links of their own way back (tcp.path_acks: behind what those links' "
             "simulations sent, in the same pass or the one before; never dropped; a sending host's own link holds "
-            "none up; a retransmission timeout holds its fetch's request slot that whole delay in the next pass)"
+            "none up; retransmission timeouts hold their request slots that whole delay in the next pass, damped)"
         )
     elif path:
         behind = f"{queued} behind the other direction's data (tcp.queued_acks), in " if queued else ""

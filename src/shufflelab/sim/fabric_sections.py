@@ -64,7 +64,7 @@ def acks_note(doc: dict[str, Any]) -> str:
         return (
             f" ACKs wait at the links of their own way back in {which} (from the receiver to the sender, behind "
             "what those links' simulations sent, in the same pass or the one before; a sending host's own link holds "
-            "none up; a fetch's retransmission timeout holds its request slot that whole delay in the next pass)."
+            "none up; retransmission timeouts hold their request slots that whole delay in the next pass, damped)."
             + (f" In {len(queued)} runs they wait behind the other direction's data." if queued else "")
         )
     if not queued:
