@@ -432,8 +432,8 @@ fn pass_may_be_kept(pass: u32, stops: bool) -> bool {
 /// over its other delays. Taken into the bisection, a timeout's delay stays in the fetch's bracket
 /// and halves over the next passes (100, 50, 25 ms...) while the fetch mostly no longer times out:
 /// on the loops check the slots were held longer than the links found in most passes after the
-/// second (+1 to +2 ms a fetch at 2 x 8 hosts), the loops took two thirds of ns-3's timeouts there
-/// and their Cubic came 13-43 % early (docs/results/sim-vs-ns3/loops.md).
+/// second (+0.2 to +2.3 ms a fetch in passes 3-5 at 2 x 8 hosts), the loops took two thirds of
+/// ns-3's timeouts there and their Cubic came 13-43 % early (docs/results/sim-vs-ns3/loops.md).
 pub const TIMEOUT_HELD_S: f64 = 0.1;
 
 /// Which fetches hold a timeout's delay whole in the next pass, and that delay (0: none), given
