@@ -666,24 +666,45 @@ fn whole_holds_take_the_mean_of_what_a_pass_held_and_found_this_pass_s_timeouts_
     let held_of = |v: &[f64]| v.iter().filter(|&&d| d > 0.0).count();
     // a flood after a pass that held none: half its timeouts held
     let found = vec![0.2; 10];
-    let next = whole_holds(&found, &[0.0; 10], 7, 3);
+    let next = whole_holds(&found, &[0.0; 10], 0.5, 7, 3);
     assert_eq!(held_of(&next), 5, "{next:?}");
     assert!(next.iter().all(|&d| d == 0.0 || d == 0.2));
     // which half: hashed from the seed and the pass
-    assert_ne!(next, whole_holds(&found, &[0.0; 10], 7, 4));
-    assert_eq!(next, whole_holds(&found, &[0.0; 10], 7, 3));
+    assert_ne!(next, whole_holds(&found, &[0.0; 10], 0.5, 7, 4));
+    assert_eq!(next, whole_holds(&found, &[0.0; 10], 0.5, 7, 3));
     // a calm pass after one that held three: this pass's timeout, then one of the three held on
     let found = [0.25, 1e-3, 1e-3, 1e-3, 0.0];
     let held = [0.0, 0.2, 0.2, 0.2, 0.0];
-    let next = whole_holds(&found, &held, 7, 3);
+    let next = whole_holds(&found, &held, 0.5, 7, 3);
     assert_eq!(next[0], 0.25);
     assert_eq!(held_of(&next[1..4]), 1, "{next:?}");
     assert!(next[1..4].iter().all(|&d| d == 0.0 || d == 0.2));
     assert_eq!(next[4], 0.0);
     // held as found (settled): every timeout of this pass, nothing more
     let found = [0.2, 0.2, 1e-3, 0.0];
-    let next = whole_holds(&found, &[0.2, 0.0, 0.2, 0.0], 7, 3);
+    let next = whole_holds(&found, &[0.2, 0.0, 0.2, 0.0], 0.5, 7, 3);
     assert_eq!(next, vec![0.2, 0.2, 0.0, 0.0]);
     // no timeouts, none held: none
-    assert_eq!(whole_holds(&[1e-3, 0.0], &[0.0, 0.0], 7, 3), vec![0.0, 0.0]);
+    assert_eq!(
+        whole_holds(&[1e-3, 0.0], &[0.0, 0.0], 0.5, 7, 3),
+        vec![0.0, 0.0]
+    );
+    // damped to a quarter: a quarter of a flood after a pass that held none
+    let found = vec![0.2; 8];
+    let held_count = held_of(&whole_holds(&found, &[0.0; 8], 0.25, 7, 3));
+    assert_eq!(held_count, 2);
+}
+
+#[test]
+fn the_damping_halves_when_a_pass_swings_and_only_then() {
+    use super::{damping_after, SWING_S};
+    let big = 2.0 * SWING_S;
+    // a swing: the gap's sign changed, and far
+    assert_eq!(damping_after(0.5, 6, -big, big), 0.25);
+    // no swing: the same sign, a small change of sign, or the 2nd pass (the first to hold)
+    assert_eq!(damping_after(0.5, 6, big, big), 0.5);
+    assert_eq!(damping_after(0.5, 6, -0.5 * SWING_S, big), 0.5);
+    assert_eq!(damping_after(0.5, 2, -big, big), 0.5);
+    // never under 1/16
+    assert_eq!(damping_after(1.0 / 16.0, 9, big, -big), 1.0 / 16.0);
 }
