@@ -489,10 +489,10 @@ pub const SWING_S: f64 = 5e-3;
 /// The damping of [`whole_holds`] after pass `pass` whose hold gap is `gap`, the pass before's
 /// `last`: halved (to 1/16 at least) when this pass swung ([`SWING_S`]; from the 3rd pass, the 2nd
 /// being the first to hold anything), else as it was. A damping of 1/2 throughout left the
-/// 1,000-host passes swinging for the 16 passes the loops make; halved at each swing they come down
-/// without swinging into 8.9-9.3 s, where with up to 28 passes they stay
-/// (sim-app-1000-cc-packet-path-acks, README). Halved at every change of sign, however small, it took
-/// the 2 x 4 loops' Cubic 0.1 MB from +24 to +37 % of ns-3's mean over 30 seeds.
+/// 1,000-host passes swinging for the 16 passes the loops make; halved at each swing they end within
+/// 8.9-9.3 s (sim-app-1000-cc-packet-path-acks, README; halved at every change of sign, with up to
+/// 28 passes, they stayed within 8.8-9.4 s from the 13th). Halved at every change of sign, however
+/// small, it took the 2 x 4 loops' Cubic 0.1 MB from +24 to +37 % of ns-3's mean over 30 seeds.
 fn damping_after(damping: f64, pass: u32, gap: f64, last: f64) -> f64 {
     if pass >= 3 && gap * last < 0.0 && gap.abs() >= SWING_S {
         (0.5 * damping).max(1.0 / 16.0)

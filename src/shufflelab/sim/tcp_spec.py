@@ -74,8 +74,8 @@ class Tcp(BaseModel):
         default=False,
         description="The applications' packet mode: ACKs wait at the links of their own way back (from the receiver "
         "to the sender), behind the packets those links' simulations sent (in the same pass or the one before), and "
-        "retransmission timeouts hold their fetches' request slots that whole delay in the next pass (as many as "
-        "the mean of what a pass held and found); not with queued_acks.",
+        "retransmission timeouts hold their fetches' request slots that whole delay in the next pass (damped: as many "
+        "as the mean of what a pass held and found, fewer moved after a pass that swings); not with queued_acks.",
     )
 
     def core(self) -> dict[str, Any]:
