@@ -116,6 +116,22 @@ def test_path_acks_reach_the_core_and_the_report_says_where_acks_wait(tmp_path: 
     assert "in 1 of 2 packet-faithful runs their ACKs wait at the links of their own way back (tcp.path_acks)" in md
 
 
+def test_path_acks_are_the_packet_mode_s_default_unless_the_spec_says_otherwise(tmp_path: Path) -> None:
+    data_folder(tmp_path / "data")
+    doc = tomllib.loads(SPEC)
+    doc["matrix"] = {}
+
+    def core_path_acks(mode: str, **tcp: bool) -> bool:
+        d = {**doc, "mode": mode, "tcp": {**doc["tcp"], **tcp}}
+        return app_spec.core_config(app_spec.parse(d, "t.toml"), 0, tmp_path)["tcp"]["path_acks"]
+
+    # absent: on in the packet mode; the max-min mode has no ACKs to place
+    assert core_path_acks("packet") is True and core_path_acks("maxmin") is False
+    # the spec's own word wins, and queued ACKs are the other way for them
+    assert core_path_acks("packet", path_acks=False) is False
+    assert core_path_acks("packet", queued_acks=True) is False
+
+
 def test_path_acks_exclude_queued_acks_and_a_bad_value_is_named() -> None:
     both = "queue_packets = 100\npath_acks = true\nqueued_acks = true\n"
     doc = tomllib.loads(SPEC.replace("queue_packets = 100\n", both))

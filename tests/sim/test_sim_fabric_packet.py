@@ -211,6 +211,9 @@ def test_a_fabric_refuses_path_acks_by_name() -> None:
     doc["matrix"] = {}
     with pytest.raises(SimSpecError, match=r"t.toml: tcp.path_acks: the applications' packet mode only"):
         fabric_spec.parse(doc, "t.toml")
+    # absent, a fabric's ACKs cross no queue (the applications' packet mode's default is not a fabric's)
+    del doc["tcp"]["path_acks"]
+    assert fabric_spec.core_config(fabric_spec.parse(doc, "t.toml"), 0, Path("."))["tcp"]["path_acks"] is False
 
 
 def test_bad_queued_acks_names_the_field() -> None:

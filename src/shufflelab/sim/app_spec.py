@@ -29,6 +29,7 @@ A fabric spec (:mod:`shufflelab.sim.fabric_spec`: ``[experiment]``, ``[topology]
     discipline = "step"  # droptail, red or step (absent: droptail for reno/cubic, step for dctcp)
     queue_packets = 100  # every switch port's buffer; red_min/max_packets 20/60; mark_packets 20 (K)
     flows = 8            # long-lived flows per link in the packet-level probe
+    path_acks = false    # packet mode: ACKs cross no queue (absent: they wait at the links of their way back)
 
 With ``[tcp]`` each link class is run once through the packet-level bottleneck probe
 (``crates/simcore/src/tcpmodel.rs``); its efficiency scales the link's capacity in the max-min solve
@@ -254,7 +255,8 @@ def core_config(spec: AppsSpec, seed: int, base_dir: Path, *, where: str = "<spe
         "heatmap_bins": spec.output.heatmap_bins,
     }
     if spec.tcp is not None:
-        config["tcp"] = spec.tcp.core()
+        # path ACKs are the applications' packet mode's default (docs/design-sim.md, "ACKs at their way back")
+        config["tcp"] = spec.tcp.core(path_acks=spec.mode == "packet")
     if spec.mode == "packet":
         config["mode"] = "packet"
     return config

@@ -70,18 +70,23 @@ class Tcp(BaseModel):
         "simulated with it; a cable with UDP, and in the applications' mode a sending host's own link, keep their "
         "ACKs free). False: ACKs cross no queue.",
     )
-    path_acks: bool = Field(
-        default=False,
+    path_acks: bool | None = Field(
+        default=None,
         description="The applications' packet mode: ACKs wait at the links of their own way back (from the receiver "
         "to the sender), behind the packets those links' simulations sent (in the same pass or the one before), and "
         "retransmission timeouts hold their fetches' request slots that whole delay in the next pass (damped: as many "
-        "as the mean of what a pass held and found, fewer moved after a pass that swings); not with queued_acks.",
+        "as the mean of what a pass held and found, fewer moved after a pass that swings); not with queued_acks. "
+        "Absent: on in the applications' packet mode unless queued_acks is, off on a fabric (which refuses it); "
+        "false: ACKs cross no queue.",
     )
 
-    def core(self) -> dict[str, Any]:
-        """The Rust core's ``tcp`` (``TcpModel``), the discipline resolved."""
+    def core(self, *, path_acks: bool = False) -> dict[str, Any]:
+        """The Rust core's ``tcp`` (``TcpModel``), the discipline resolved and ``path_acks`` too: when the
+        spec leaves it out, ``path_acks`` (the caller's default) unless ``queued_acks`` is on."""
         doc = self.model_dump()
         doc["discipline"] = self.discipline or ("step" if self.cc == "dctcp" else "droptail")
+        if self.path_acks is None:
+            doc["path_acks"] = path_acks and not self.queued_acks
         return doc
 
 
