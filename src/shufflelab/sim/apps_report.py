@@ -87,32 +87,39 @@ def _loops_sentence(p: dict[str, Any]) -> str:
     else:
         line += f"({moved})."
 
-    times = p.get("pass_job_times") or []
-    if len(times) > 1 and all("hold_gap_s" in t for t in times):
-        # every pass from the second could be kept: the spread among those nearest closed
-        near = sorted(times, key=lambda t: abs(t["hold_gap_s"]))[:NEAREST_CLOSED]
-        jobs = [t["mean_job_time_s"] for t in near if t["mean_job_time_s"] is not None]
-        if jobs:
-            passes = ", ".join(str(t["pass"]) for t in near)
-            gaps = ", ".join(_gap_ms(t["hold_gap_s"]) for t in near)
-            line += (
-                f" The {len(near)} passes nearest closed ({passes}: held less found {gaps} ms a fetch) give a "
-                f"mean job time of {min(jobs):.3f}-{max(jobs):.3f} s: a difference smaller than that spread is the "
-                "loops' closure, not the network."
-            )
-        return line
-    # (a pass whose applications did not all end has no mean: null)
-    jobs = [t["mean_job_time_s"] for t in times if t["mean_job_time_s"] is not None]
-    if len(times) > 1 and jobs:
-        # the loops did not settle: what the choice among the passes that could be kept does
-        kept = next((t["mean_job_time_s"] for t in times if t["pass"] == p["pass_used"]), None)
-        passes = ", ".join(str(t["pass"]) for t in times)
+    kind, passes = _closure_passes(p)
+    jobs = [t["mean_job_time_s"] for t in passes if t["mean_job_time_s"] is not None]
+    if kind == "nearest" and jobs:
+        names = ", ".join(str(t["pass"]) for t in passes)
+        gaps = ", ".join(_gap_ms(t["hold_gap_s"]) for t in passes)
         line += (
-            f" The {len(times)} passes that could have been kept ({passes}) give a mean job time of "
+            f" The {len(passes)} passes nearest closed ({names}: held less found {gaps} ms a fetch) give a "
+            f"mean job time of {min(jobs):.3f}-{max(jobs):.3f} s: a difference smaller than that spread is the "
+            "loops' closure, not the network."
+        )
+    elif kind == "any" and jobs:
+        # the loops did not settle: what the choice among the passes that could be kept does
+        kept = next((t["mean_job_time_s"] for t in passes if t["pass"] == p["pass_used"]), None)
+        names = ", ".join(str(t["pass"]) for t in passes)
+        line += (
+            f" The {len(passes)} passes that could have been kept ({names}) give a mean job time of "
             f"{min(jobs):.3f}-{max(jobs):.3f} s (the kept one {'–' if kept is None else f'{kept:.3f}'} s): "
             "a difference smaller than that spread is the loops' closure, not the network."
         )
     return line
+
+
+def _closure_passes(p: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+    """The passes whose job times show how far the request loops closed: ``("nearest", ...)`` the
+    :data:`NEAREST_CLOSED` passes nearest closed by their hold gaps (the kept one first), ``("any", ...)``
+    every pass that could have been kept in runs made before the hold gap was recorded, ``("", [])``
+    with fewer than two passes recorded (a pass whose applications did not all end has no mean: null)."""
+    times = p.get("pass_job_times") or []
+    if len(times) < 2:
+        return "", []
+    if all("hold_gap_s" in t for t in times):
+        return "nearest", sorted(times, key=lambda t: abs(t["hold_gap_s"]))[:NEAREST_CLOSED]
+    return "any", times
 
 
 def _packet_sentence(r: dict[str, Any]) -> str:
