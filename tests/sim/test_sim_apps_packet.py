@@ -12,7 +12,7 @@ from tests.sim.test_sim_apps import data_folder
 from tests.sim.test_sim_apps_tcp import FAST
 
 from shufflelab.sim import app_spec, apps_sim
-from shufflelab.sim.apps_report import _loops_sentence, report
+from shufflelab.sim.apps_report import _loops_sentence, cc_comparisons, report
 from shufflelab.sim.spec import SimSpecError
 
 # the recorded application at 1 Gbit/s, blocks of tens of MB, Cubic through 100-packet drop-tail ports
@@ -141,3 +141,55 @@ def test_path_acks_exclude_queued_acks_and_a_bad_value_is_named() -> None:
     doc["tcp"]["path_acks"] = "sometimes"
     with pytest.raises(SimSpecError, match=r"t.toml: tcp.path_acks: "):
         app_spec.parse(doc, "t.toml")
+
+
+def _cc_run(cc: str, jobs: list[float], passes: list[float] | None, **values: object) -> dict[str, object]:
+    """A run as the results hold it: its applications' job times and, in the packet mode, the mean
+    job time of each pass from the second (hold gaps growing, so the first ones are nearest closed;
+    none: the loops settled); ``passes=None``: a max-min run."""
+    result: dict[str, object] = {"apps": [{"job_time_s": t} for t in jobs]}
+    if passes is not None:
+        result["packet"] = {
+            "pass_job_times": [
+                {"pass": i + 2, "hold_gap_s": 0.001 * i, "mean_job_time_s": t} for i, t in enumerate(passes)
+            ]
+        }
+    return {"values": {**values, "tcp.cc": cc}, "seed": 0, "tcp": {"cc": cc}, "result": result}
+
+
+def test_congestion_controls_are_compared_by_the_spread_of_the_passes_nearest_closed() -> None:
+    cubic = _cc_run("cubic", [9.0, 9.2], [9.1, 9.2, 9.4, 12.0], oversubscription=4)
+    # DCTCP's passes reach into Cubic's span: the loops' closure, not the network
+    close = _cc_run("dctcp", [9.1, 9.1], [9.1, 8.9, 9.0], oversubscription=4)
+    (line,) = cc_comparisons({"runs": [cubic, close]})
+    assert line.startswith("DCTCP against Cubic, oversubscription=4 (seed 0): mean job time +0.000 s (+0.0 %)")
+    assert "not decided by this model: the passes nearest closed give 9.100-9.400 s (Cubic)" in line
+    assert "and 8.900-9.100 s (DCTCP), which overlap" in line
+    # apart: decided, whichever side is faster (a pass beyond the nearest three does not count)
+    apart = _cc_run("dctcp", [8.5, 8.5], [8.5, 8.6, 8.4, 9.9], oversubscription=4)
+    (line,) = cc_comparisons({"runs": [cubic, apart]})
+    assert "mean job time -0.600 s (-6.6 %); DCTCP faster, decided" in line and "8.400-8.600 s (DCTCP), apart" in line
+    (line,) = cc_comparisons({"runs": [apart, cubic]})
+    assert line.startswith("Cubic against DCTCP") and "+0.600 s" in line and "DCTCP faster, decided" in line
+
+
+def test_settled_max_min_and_unmatched_runs_say_what_they_can() -> None:
+    # loops settled on both sides: the model's own difference, said as such
+    same = [_cc_run(cc, [8.084], []) for cc in ("cubic", "dctcp")]
+    assert cc_comparisons({"runs": same}) == [
+        "DCTCP against Cubic (seed 0): mean job time +0.000 s (+0.0 %); the same job time (both runs' loops "
+        "settled: no spread of passes to weigh it against)."
+    ]
+    (line,) = cc_comparisons({"runs": [same[0], _cc_run("dctcp", [8.0], [])]})
+    assert "DCTCP faster by 0.084 s (both runs' loops settled" in line
+    # max-min runs cannot answer it
+    maxmin = [{**r, "result": {"apps": r["result"]["apps"]}} for r in same]
+    (line,) = cc_comparisons({"runs": maxmin})
+    assert "the max-min mode does not answer it" in line
+    # runs that differ in more than the congestion control, or in the seed, are not compared
+    other = _cc_run("dctcp", [8.0], [], oversubscription=4)
+    assert cc_comparisons({"runs": [same[0], other]}) == []
+    assert cc_comparisons({"runs": [same[0], {**same[1], "seed": 1}]}) == []
+    # an application that did not end: no difference to give
+    (line,) = cc_comparisons({"runs": [same[0], _cc_run("dctcp", [None], [])]})  # type: ignore[list-item]
+    assert line.endswith("not compared (an application did not end).")

@@ -122,6 +122,79 @@ def _closure_passes(p: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
     return "any", times
 
 
+CC_NAMES = {"reno": "Reno", "cubic": "Cubic", "dctcp": "DCTCP"}
+
+
+def _job_span(run: dict[str, Any]) -> tuple[float, float, float] | None:
+    """A run's mean job time and the span of the passes nearest closed around it (the mean alone when
+    the loops settled or the run is max-min); None when an application did not end."""
+    times = [a["job_time_s"] for a in run["result"]["apps"]]
+    if not times or any(t is None for t in times):
+        return None
+    mean = sum(times) / len(times)
+    _kind, passes = _closure_passes(run["result"].get("packet") or {})
+    jobs = [mean, *(t["mean_job_time_s"] for t in passes if t["mean_job_time_s"] is not None)]
+    return mean, min(jobs), max(jobs)
+
+
+def cc_comparisons(doc: dict[str, Any]) -> list[str]:
+    """Every pair of runs that differ only in their congestion control (same other matrix values,
+    same seed): the difference in mean job time and whether it is decided. The rule: a packet-faithful
+    difference counts when the spans of the two runs' passes nearest closed are apart (inside them it
+    is the loops' closure, not the network); the max-min mode does not answer the question."""
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for run in doc["runs"]:
+        if "tcp" not in run:
+            continue
+        rest = tuple((k, v) for k, v in run["values"].items() if k != "tcp.cc")
+        groups.setdefault((rest, run["seed"]), []).append(run)
+    lines = []
+    for (rest, seed), runs in groups.items():
+        base = runs[0]
+        for other in runs[1:]:
+            a, b = base["tcp"]["cc"], other["tcp"]["cc"]
+            if a == b:
+                continue
+            name_a, name_b = CC_NAMES.get(a, a), CC_NAMES.get(b, b)
+            where = ", ".join(f"{k.split('.')[-1]}={v}" for k, v in rest)
+            head = f"{name_b} against {name_a}" + (f", {where}" if where else "") + f" (seed {seed}): "
+            span_a, span_b = _job_span(base), _job_span(other)
+            if span_a is None or span_b is None:
+                lines.append(head + "not compared (an application did not end).")
+                continue
+            diff = span_b[0] - span_a[0]
+            shown = 0.0 if abs(diff) < 5e-4 else diff  # never -0.000
+            head += f"mean job time {shown:+.3f} s ({100 * shown / span_a[0]:+.1f} %); "
+            if "packet" not in base["result"] or "packet" not in other["result"]:
+                lines.append(
+                    head + "the max-min mode does not answer it (the [tcp] table only scales capacities and "
+                    'adds standing queues: no incast, timeouts or queue build-up; mode = "packet" does).'
+                )
+                continue
+            spread_a, spread_b = span_a[2] - span_a[1], span_b[2] - span_b[1]
+            if spread_a == 0 and spread_b == 0:
+                verdict = (
+                    "the same job time"
+                    if abs(diff) < 5e-4
+                    else f"{name_b if diff < 0 else name_a} faster by {abs(diff):.3f} s"
+                )
+                lines.append(head + verdict + " (both runs' loops settled: no spread of passes to weigh it against).")
+            elif span_b[2] < span_a[1] or span_a[2] < span_b[1]:
+                lines.append(
+                    head + f"{name_b if diff < 0 else name_a} faster, decided: the passes nearest closed give "
+                    f"{span_a[1]:.3f}-{span_a[2]:.3f} s ({name_a}) and {span_b[1]:.3f}-{span_b[2]:.3f} s ({name_b}), "
+                    "apart."
+                )
+            else:
+                lines.append(
+                    head
+                    + f"not decided by this model: the passes nearest closed give {span_a[1]:.3f}-{span_a[2]:.3f} s "
+                    f"({name_a}) and {span_b[1]:.3f}-{span_b[2]:.3f} s ({name_b}), which overlap (a difference "
+                    "counts when they are apart)."
+                )
+    return lines
+
+
 def _packet_sentence(r: dict[str, Any]) -> str:
     p = r.get("packet")
     if p is None:
@@ -239,7 +312,7 @@ def build(doc: dict[str, Any], out: Path) -> Document:
         )
         + "."
     )
-    headline = [model_questions(doc, STARTS), scaled] + [
+    headline = [model_questions(doc, STARTS), scaled, *cc_comparisons(doc)] + [
         f"{row['run']} (seed {row['seed']}): "
         + (
             f"mean job time {row['mean job s']:.3f} s over {row['apps done']} applications, "
