@@ -193,3 +193,21 @@ def test_settled_max_min_and_unmatched_runs_say_what_they_can() -> None:
     # an application that did not end: no difference to give
     (line,) = cc_comparisons({"runs": [same[0], _cc_run("dctcp", [None], [])]})  # type: ignore[list-item]
     assert line.endswith("not compared (an application did not end).")
+
+
+def test_over_several_seeds_a_line_counts_each_seed_s_verdict() -> None:
+    cubic = _cc_run("cubic", [9.2], [9.2, 9.3, 9.4])
+    runs = [
+        {**cubic, "seed": 0},
+        {**_cc_run("dctcp", [8.5], [8.5, 8.6]), "seed": 0},  # apart: DCTCP
+        {**cubic, "seed": 1},
+        {**_cc_run("dctcp", [8.4], [8.4, 8.5]), "seed": 1},  # apart: DCTCP
+        {**cubic, "seed": 2},
+        {**_cc_run("dctcp", [9.3], [9.3, 9.25]), "seed": 2},  # overlapping
+    ]
+    lines = cc_comparisons({"runs": runs})
+    assert len(lines) == 4 and [line.count("(seed ") for line in lines] == [1, 1, 1, 0]
+    assert lines[-1] == (
+        "DCTCP against Cubic, over 3 seeds: mean difference -0.467 s; DCTCP faster in 2, not decided in 1 "
+        "(each seed's verdict above)."
+    )

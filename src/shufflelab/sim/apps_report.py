@@ -139,9 +139,10 @@ def _job_span(run: dict[str, Any]) -> tuple[float, float, float] | None:
 
 def cc_comparisons(doc: dict[str, Any]) -> list[str]:
     """Every pair of runs that differ only in their congestion control (same other matrix values,
-    same seed): the difference in mean job time and whether it is decided. The rule: a packet-faithful
-    difference counts when the spans of the two runs' passes nearest closed are apart (inside them it
-    is the loops' closure, not the network); the max-min mode does not answer the question."""
+    same seed): the difference in mean job time and whether it is decided; over several seeds, a line
+    counting the seeds' verdicts. The rule: a packet-faithful difference counts when the spans of the
+    two runs' passes nearest closed are apart (inside them it is the loops' closure, not the network);
+    the max-min mode does not answer the question."""
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for run in doc["runs"]:
         if "tcp" not in run:
@@ -149,6 +150,9 @@ def cc_comparisons(doc: dict[str, Any]) -> list[str]:
         rest = tuple((k, v) for k, v in run["values"].items() if k != "tcp.cc")
         groups.setdefault((rest, run["seed"]), []).append(run)
     lines = []
+    # per (other values, the two controls): each seed's difference and which side it decided (None:
+    # not decided; "": the same job time)
+    seeds: dict[tuple[Any, ...], list[tuple[float, str | None]]] = {}
     for (rest, seed), runs in groups.items():
         base = runs[0]
         for other in runs[1:]:
@@ -171,27 +175,45 @@ def cc_comparisons(doc: dict[str, Any]) -> list[str]:
                     'adds standing queues: no incast, timeouts or queue build-up; mode = "packet" does).'
                 )
                 continue
+            faster = name_b if diff < 0 else name_a
             spread_a, spread_b = span_a[2] - span_a[1], span_b[2] - span_b[1]
+            decided: str | None = faster
             if spread_a == 0 and spread_b == 0:
-                verdict = (
-                    "the same job time"
-                    if abs(diff) < 5e-4
-                    else f"{name_b if diff < 0 else name_a} faster by {abs(diff):.3f} s"
-                )
+                decided = "" if shown == 0 else faster
+                verdict = "the same job time" if shown == 0 else f"{faster} faster by {abs(diff):.3f} s"
                 lines.append(head + verdict + " (both runs' loops settled: no spread of passes to weigh it against).")
             elif span_b[2] < span_a[1] or span_a[2] < span_b[1]:
                 lines.append(
-                    head + f"{name_b if diff < 0 else name_a} faster, decided: the passes nearest closed give "
+                    head + f"{faster} faster, decided: the passes nearest closed give "
                     f"{span_a[1]:.3f}-{span_a[2]:.3f} s ({name_a}) and {span_b[1]:.3f}-{span_b[2]:.3f} s ({name_b}), "
                     "apart."
                 )
             else:
+                decided = None
                 lines.append(
                     head
                     + f"not decided by this model: the passes nearest closed give {span_a[1]:.3f}-{span_a[2]:.3f} s "
                     f"({name_a}) and {span_b[1]:.3f}-{span_b[2]:.3f} s ({name_b}), which overlap (a difference "
                     "counts when they are apart)."
                 )
+            seeds.setdefault((where, name_a, name_b), []).append((diff, decided))
+    for (where, name_a, name_b), outcomes in seeds.items():
+        if len(outcomes) < 2:
+            continue
+        said = [d for _, d in outcomes]
+        counts = [
+            (said.count(name_b), f"{name_b} faster"),
+            (said.count(name_a), f"{name_a} faster"),
+            (said.count(None), "not decided"),
+            (said.count(""), "the same"),
+        ]
+        mean = sum(d for d, _ in outcomes) / len(outcomes)
+        lines.append(
+            f"{name_b} against {name_a}" + (f", {where}" if where else "") + f", over {len(outcomes)} seeds: "
+            f"mean difference {0.0 if abs(mean) < 5e-4 else mean:+.3f} s; "
+            + ", ".join(f"{text} in {n}" for n, text in counts if n)
+            + " (each seed's verdict above)."
+        )
     return lines
 
 
