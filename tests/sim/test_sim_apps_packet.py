@@ -171,6 +171,15 @@ def test_congestion_controls_are_compared_by_the_spread_of_the_passes_nearest_cl
     assert "mean job time -0.600 s (-6.6 %); DCTCP faster, decided" in line and "8.400-8.600 s (DCTCP), apart" in line
     (line,) = cc_comparisons({"runs": [apart, cubic]})
     assert line.startswith("Cubic against DCTCP") and "+0.600 s" in line and "DCTCP faster, decided" in line
+    # runs made before the hold gap was recorded: every pass that could have been kept, and said so
+    older = {
+        **apart,
+        "result": {**apart["result"], "packet": {"pass_job_times": [{"pass": 2, "mean_job_time_s": 8.7}]}},
+    }
+    older["result"]["packet"]["pass_job_times"].append({"pass": 3, "mean_job_time_s": 9.9})
+    (line,) = cc_comparisons({"runs": [cubic, older]})
+    assert "not decided by this model: the passes that could have been kept give" in line
+    assert "8.500-9.900 s (DCTCP)" in line
 
 
 def test_settled_max_min_and_unmatched_runs_say_what_they_can() -> None:

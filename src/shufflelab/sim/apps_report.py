@@ -125,16 +125,17 @@ def _closure_passes(p: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
 CC_NAMES = {"reno": "Reno", "cubic": "Cubic", "dctcp": "DCTCP"}
 
 
-def _job_span(run: dict[str, Any]) -> tuple[float, float, float] | None:
-    """A run's mean job time and the span of the passes nearest closed around it (the mean alone when
-    the loops settled or the run is max-min); None when an application did not end."""
+def _job_span(run: dict[str, Any]) -> tuple[float, float, float, str] | None:
+    """A run's mean job time, the span of the passes nearest closed around it (the mean alone when
+    the loops settled or the run is max-min) and which passes those are (:func:`_closure_passes`);
+    None when an application did not end."""
     times = [a["job_time_s"] for a in run["result"]["apps"]]
     if not times or any(t is None for t in times):
         return None
     mean = sum(times) / len(times)
-    _kind, passes = _closure_passes(run["result"].get("packet") or {})
+    kind, passes = _closure_passes(run["result"].get("packet") or {})
     jobs = [mean, *(t["mean_job_time_s"] for t in passes if t["mean_job_time_s"] is not None)]
-    return mean, min(jobs), max(jobs)
+    return mean, min(jobs), max(jobs), kind
 
 
 def cc_comparisons(doc: dict[str, Any]) -> list[str]:
@@ -176,6 +177,8 @@ def cc_comparisons(doc: dict[str, Any]) -> list[str]:
                 )
                 continue
             faster = name_b if diff < 0 else name_a
+            # runs made before the hold gap was recorded give every pass that could have been kept
+            which = "that could have been kept" if "any" in (span_a[3], span_b[3]) else "nearest closed"
             spread_a, spread_b = span_a[2] - span_a[1], span_b[2] - span_b[1]
             decided: str | None = faster
             if spread_a == 0 and spread_b == 0:
@@ -184,15 +187,14 @@ def cc_comparisons(doc: dict[str, Any]) -> list[str]:
                 lines.append(head + verdict + " (both runs' loops settled: no spread of passes to weigh it against).")
             elif span_b[2] < span_a[1] or span_a[2] < span_b[1]:
                 lines.append(
-                    head + f"{faster} faster, decided: the passes nearest closed give "
+                    head + f"{faster} faster, decided: the passes {which} give "
                     f"{span_a[1]:.3f}-{span_a[2]:.3f} s ({name_a}) and {span_b[1]:.3f}-{span_b[2]:.3f} s ({name_b}), "
                     "apart."
                 )
             else:
                 decided = None
                 lines.append(
-                    head
-                    + f"not decided by this model: the passes nearest closed give {span_a[1]:.3f}-{span_a[2]:.3f} s "
+                    head + f"not decided by this model: the passes {which} give {span_a[1]:.3f}-{span_a[2]:.3f} s "
                     f"({name_a}) and {span_b[1]:.3f}-{span_b[2]:.3f} s ({name_b}), which overlap (a difference "
                     "counts when they are apart)."
                 )
