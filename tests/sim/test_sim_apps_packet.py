@@ -168,7 +168,10 @@ def test_congestion_controls_are_compared_by_the_spread_of_the_passes_nearest_cl
     # apart: decided, whichever side is faster (a pass beyond the nearest three does not count)
     apart = _cc_run("dctcp", [8.5, 8.5], [8.5, 8.6, 8.4, 9.9], oversubscription=4)
     (line,) = cc_comparisons({"runs": [cubic, apart]})
-    assert "mean job time -0.600 s (-6.6 %); DCTCP faster, decided" in line and "8.400-8.600 s (DCTCP), apart" in line
+    assert (
+        "mean job time -0.600 s (-6.6 %); DCTCP faster, decided" in line
+        and "8.400-8.600 s (DCTCP), apart by 0.500 s." in line
+    )
     (line,) = cc_comparisons({"runs": [apart, cubic]})
     assert line.startswith("Cubic against DCTCP") and "+0.600 s" in line and "DCTCP faster, decided" in line
     # runs made before the hold gap was recorded: every pass that could have been kept, and said so

@@ -189,7 +189,7 @@ def cc_comparisons(doc: dict[str, Any]) -> list[str]:
                 lines.append(
                     head + f"{faster} faster, decided: the passes {which} give "
                     f"{span_a[1]:.3f}-{span_a[2]:.3f} s ({name_a}) and {span_b[1]:.3f}-{span_b[2]:.3f} s ({name_b}), "
-                    "apart."
+                    f"apart by {max(span_a[1] - span_b[2], span_b[1] - span_a[2]):.3f} s."
                 )
             else:
                 decided = None
