@@ -10,7 +10,7 @@ import pytest
 from simspecs import LEAF_SPINE_2X4
 
 from shufflelab.sim import fabric, fabric_spec
-from shufflelab.sim.fabric_report import model_questions, report
+from shufflelab.sim.fabric_report import cc_verdicts, model_questions, report
 from shufflelab.sim.spec import SimSpecError
 
 SPEC = (
@@ -234,3 +234,28 @@ def test_the_headline_says_which_packet_runs_queue_their_acks() -> None:
     mixed = model_questions(doc([False, True]))
     assert "in 1 of 2 packet-faithful runs their ACKs wait behind" in mixed
     assert "the others do not model ACKs waiting behind" in mixed
+
+
+def _fabric_run(cc: str, seed: int, completion: float, packet: bool = True, **values: object) -> dict[str, object]:
+    result: dict[str, object] = {"shuffle_completion_s": completion, **({"packet": {}} if packet else {})}
+    return {"values": {**values, "tcp.cc": cc}, "seed": seed, "tcp": {"cc": cc}, "result": result}
+
+
+def test_congestion_controls_are_weighed_seed_by_seed_with_a_paired_t_interval() -> None:
+    cubic = [_fabric_run("cubic", s, t, uplink_gbps=10) for s, t in enumerate([10.0, 11.0, 12.0])]
+    # DCTCP 2-4 % faster in every seed: the interval of the log ratio leaves out 1
+    fast = [_fabric_run("dctcp", s, t, uplink_gbps=10) for s, t in enumerate([9.7, 10.6, 11.7])]
+    (line,) = cc_verdicts({"runs": cubic + fast})
+    assert line.startswith("DCTCP against Cubic, uplink_gbps=10: shuffle completion ratio 0.970 (geometric mean;")
+    assert "over 3 seeds; DCTCP faster, decided: 95 % interval 0.9" in line and line.endswith("leaves out 1.")
+    # the direction changes between seeds: not decided
+    mixed = [_fabric_run("dctcp", s, t, uplink_gbps=10) for s, t in enumerate([9.7, 11.3, 12.0])]
+    (line,) = cc_verdicts({"runs": cubic + mixed})
+    assert "not decided: 95 % interval" in line and line.endswith("holds 1.")
+    # one seed is not weighed; max-min runs do not answer it; other values differing: no pair
+    (line,) = cc_verdicts({"runs": cubic[:1] + fast[:1]})
+    assert "ratio 0.970 (seed 0); one seed: not weighed" in line
+    maxmin = [_fabric_run(r["tcp"]["cc"], r["seed"], r["result"]["shuffle_completion_s"], False) for r in cubic + fast]  # type: ignore[index]
+    (line,) = cc_verdicts({"runs": maxmin})
+    assert "the max-min mode does not answer it" in line
+    assert cc_verdicts({"runs": cubic + [_fabric_run("dctcp", 0, 9.0, uplink_gbps=100)]}) == []

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy import stats as sps
 
 from shufflelab import document
 from shufflelab.document import Document, Section, Table
@@ -81,6 +82,67 @@ def seed_tables(doc: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame] | None
                 }
             )
     return pd.DataFrame(spread), pd.DataFrame(pairs)
+
+
+CC_NAMES = {"reno": "Reno", "cubic": "Cubic", "dctcp": "DCTCP"}
+
+
+def cc_verdicts(doc: dict[str, Any]) -> list[str]:
+    """Every two matrix points that differ only in their congestion control: the shuffle completion's
+    ratio (the second over the first) and whether it is decided. Packet-faithful points over two or
+    more seeds: a paired 95 % t-interval of the log ratio seed by seed (same seed, same draws), decided
+    when the interval leaves out 1; one seed: not weighed; max-min points: the mode does not answer it."""
+    runs = [r for r in doc["runs"] if "tcp" in r and r["result"]["shuffle_completion_s"] is not None]
+    points: dict[tuple[Any, ...], dict[str, dict[int, dict[str, Any]]]] = {}
+    for run in runs:
+        rest = tuple((k, v) for k, v in (run.get("values") or {}).items() if k != "tcp.cc")
+        points.setdefault(rest, {}).setdefault(run["tcp"]["cc"], {})[run["seed"]] = run
+    lines = []
+    for rest, by_cc in points.items():
+        ccs = list(by_cc)
+        for b in ccs[1:]:
+            a = ccs[0]
+            name_a, name_b = CC_NAMES.get(a, a), CC_NAMES.get(b, b)
+            where = ", ".join(f"{k.split('.')[-1]}={v}" for k, v in rest)
+            seeds = sorted(set(by_cc[a]) & set(by_cc[b]))
+            if not seeds:
+                continue
+            ratio = np.array(
+                [
+                    by_cc[b][s]["result"]["shuffle_completion_s"] / by_cc[a][s]["result"]["shuffle_completion_s"]
+                    for s in seeds
+                ]
+            )
+            head = (
+                f"{name_b} against {name_a}"
+                + (f", {where}" if where else "")
+                + ": shuffle completion ratio "
+                + (
+                    f"{ratio[0]:.3f} (seed {seeds[0]}); "
+                    if len(seeds) == 1
+                    else f"{np.exp(np.log(ratio).mean()):.3f} (geometric mean; {ratio.min():.3f}-{ratio.max():.3f}) "
+                    f"over {len(seeds)} seeds; "
+                )
+            )
+            packet = all("packet" in by_cc[c][s]["result"] for c in (a, b) for s in seeds)
+            if not packet:
+                lines.append(
+                    head + "the max-min mode does not answer it (the [tcp] table only scales capacities and adds "
+                    'standing queues: no incast, timeouts or queue build-up; mode = "packet" does).'
+                )
+            elif len(seeds) == 1:
+                lines.append(head + "one seed: not weighed against the seeds' own spread ([experiment] seeds).")
+            else:
+                logs = np.log(ratio)
+                half = float(sps.t.ppf(0.975, len(logs) - 1) * logs.std(ddof=1) / np.sqrt(len(logs)))
+                lo, hi = np.exp(logs.mean() - half), np.exp(logs.mean() + half)
+                interval = f"95 % interval {lo:.3f}-{hi:.3f} (a paired t-interval of the log ratio, seed by seed)"
+                if hi < 1 or lo > 1:
+                    faster = name_b if hi < 1 else name_a
+                    lines.append(head + f"{faster} faster, decided: {interval} leaves out 1.")
+                else:
+                    lines.append(head + f"not decided: {interval} holds 1.")
+    return lines
 
 
 SEEDS_NOTE = (
@@ -205,7 +267,7 @@ def build(doc: dict[str, Any], out: Path) -> Document:
             "Slowdown: FCT over the same fetch alone on its path."
         )
         sections.append(run_section(run, run["label"], paragraph, figures, fct=fct_table(r), over="the shuffle"))
-    headline = [model_questions(doc)] + [
+    headline = [model_questions(doc), *cc_verdicts(doc)] + [
         f"{row['scenario']} (seed {row['seed']}): shuffle completes in "
         + (f"{row['shuffle completion s']:.3f} s" if row["shuffle completion s"] is not None else "— (stranded)")
         + " (simulated)"
