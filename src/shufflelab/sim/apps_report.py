@@ -15,7 +15,7 @@ from shufflelab import document
 from shufflelab.document import Document, Section, Table
 from shufflelab.sim import fabric_sections
 from shufflelab.sim.apps_sim import run_rows, short_label, summary_rows
-from shufflelab.sim.fabric_report import model_questions
+from shufflelab.sim.fabric_report import CC_NAMES, MAXMIN_NO_CC_ANSWER, model_questions
 from shufflelab.sim.fabric_sections import fct_table, how_to_read, run_section
 from shufflelab.sim.tcp_spec import TCP_LIMIT, tcp_section, tcp_table
 
@@ -122,9 +122,6 @@ def _closure_passes(p: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
     return "any", times
 
 
-CC_NAMES = {"reno": "Reno", "cubic": "Cubic", "dctcp": "DCTCP"}
-
-
 def _job_span(run: dict[str, Any]) -> tuple[float, float, float, str] | None:
     """A run's mean job time, the span of the passes nearest closed around it (the mean alone when
     the loops settled or the run is max-min) and which passes those are (:func:`_closure_passes`);
@@ -171,10 +168,7 @@ def cc_comparisons(doc: dict[str, Any]) -> list[str]:
             shown = 0.0 if abs(diff) < 5e-4 else diff  # never -0.000
             head += f"mean job time {shown:+.3f} s ({100 * shown / span_a[0]:+.1f} %); "
             if "packet" not in base["result"] or "packet" not in other["result"]:
-                lines.append(
-                    head + "the max-min mode does not answer it (the [tcp] table only scales capacities and "
-                    'adds standing queues: no incast, timeouts or queue build-up; mode = "packet" does).'
-                )
+                lines.append(head + MAXMIN_NO_CC_ANSWER)
                 continue
             faster = name_b if diff < 0 else name_a
             # runs made before the hold gap was recorded give every pass that could have been kept

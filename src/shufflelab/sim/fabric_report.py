@@ -85,6 +85,11 @@ def seed_tables(doc: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame] | None
 
 
 CC_NAMES = {"reno": "Reno", "cubic": "Cubic", "dctcp": "DCTCP"}
+# why a max-min run's congestion-control difference is no answer (both reports' verdict lines)
+MAXMIN_NO_CC_ANSWER = (
+    "the max-min mode does not answer it (the [tcp] table only scales capacities and adds standing queues: "
+    'no incast, timeouts or queue build-up; mode = "packet" does).'
+)
 
 
 def cc_verdicts(doc: dict[str, Any]) -> list[str]:
@@ -126,10 +131,7 @@ def cc_verdicts(doc: dict[str, Any]) -> list[str]:
             )
             packet = all("packet" in by_cc[c][s]["result"] for c in (a, b) for s in seeds)
             if not packet:
-                lines.append(
-                    head + "the max-min mode does not answer it (the [tcp] table only scales capacities and adds "
-                    'standing queues: no incast, timeouts or queue build-up; mode = "packet" does).'
-                )
+                lines.append(head + MAXMIN_NO_CC_ANSWER)
             elif len(seeds) == 1:
                 lines.append(head + "one seed: not weighed against the seeds' own spread ([experiment] seeds).")
             else:
